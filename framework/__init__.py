@@ -1,0 +1,1 @@
+"""The scheduling framework: configuration, profiles and the runtime that runs plugins."""

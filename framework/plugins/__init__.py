@@ -1,0 +1,55 @@
+"""In-tree plugins and the registry: plugin name → factory ``(args, handle) -> Plugin``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pluginhost.plugin import Handle, Plugin, points_of
+
+from .basic import DefaultBinder, NodeName, NodeUnschedulable, PrioritySort, SchedulingGates
+from .noderesources import NodeResourcesFit, PluginArgsError
+
+__all__ = ["Factory", "Registry", "in_tree_registry", "PluginArgsError"]
+
+Factory = Callable[[dict[str, Any], Handle | None], Plugin]
+
+
+class Registry:
+    """Known plugins: a factory and the extension points each implements, validated by profiles."""
+
+    def __init__(self) -> None:
+        self._factories: dict[str, Factory] = {}
+        self._points: dict[str, frozenset[str]] = {}
+
+    def register(self, name: str, factory: Factory, points: frozenset[str]) -> None:
+        if name in self._factories:
+            raise ValueError(f"a plugin named {name!r} is already registered")
+        self._factories[name] = factory
+        self._points[name] = points
+
+    def register_class(self, cls: type[Plugin]) -> None:
+        self.register(cls.name, cls, points_of(cls))  # type: ignore[arg-type]
+
+    def factory(self, name: str) -> Factory:
+        return self._factories[name]
+
+    def points(self) -> Mapping[str, frozenset[str]]:
+        """Name → extension points, the shape the configuration loader validates against."""
+        return dict(self._points)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._factories
+
+    def copy(self) -> Registry:
+        out = Registry()
+        out._factories = dict(self._factories)
+        out._points = dict(self._points)
+        return out
+
+
+def in_tree_registry() -> Registry:
+    reg = Registry()
+    for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodeResourcesFit, DefaultBinder):
+        reg.register_class(cls)
+    return reg

@@ -1,0 +1,116 @@
+"""Small in-tree plugins: PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, DefaultBinder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pluginhost.model import Pod, Taint
+from pluginhost.plugin import (
+    ActionType,
+    BindPlugin,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    PreEnqueuePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+)
+from pluginhost.status import SUCCESS, Code, Status
+
+__all__ = ["PrioritySort", "SchedulingGates", "NodeUnschedulable", "NodeName", "DefaultBinder"]
+
+ERR_UNSCHEDULABLE = "node(s) were unschedulable"
+ERR_NODE_NAME = "node(s) didn't match the requested node name"
+_UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "NoSchedule")
+
+
+class PrioritySort(QueueSortPlugin):
+    """Higher priority first; among equals, the pod queued earlier."""
+
+    name = "PrioritySort"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        pass
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        pa, pb = a.pod.priority, b.pod.priority
+        return pa > pb or (pa == pb and a.timestamp < b.timestamp)
+
+    def sort_key(self, info: QueuedPodInfo) -> Any:
+        return (-info.pod.priority, info.timestamp)
+
+
+class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
+    """Keeps a pod out of the active queue while it has ``spec.schedulingGates``."""
+
+    name = "SchedulingGates"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        pass
+
+    async def pre_enqueue(self, pod: Pod) -> Status:
+        if not pod.scheduling_gates:
+            return SUCCESS
+        gates = " ".join(pod.scheduling_gates)
+        return Status(Code.UnschedulableAndUnresolvable, (f"waiting for scheduling gates: [{gates}]",), self.name)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent("UnscheduledPod", ActionType.UpdatePodSchedulingGatesEliminated))]
+
+
+class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
+    """Rejects nodes with ``spec.unschedulable`` unless the pod tolerates the unschedulable taint."""
+
+    name = "NodeUnschedulable"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        pass
+
+    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+        cordoned = batch.snapshot.table.unschedulable[batch.rows]
+        if not cordoned.any() or any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+            return FilterResult.passing(len(batch))
+        return FilterResult.from_mask(cordoned, Code.UnschedulableAndUnresolvable, ERR_UNSCHEDULABLE)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint))]
+
+
+class NodeName(FilterPlugin, EnqueueExtensions):
+    """Rejects every node but the one named in ``spec.nodeName`` (when set)."""
+
+    name = "NodeName"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        pass
+
+    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+        if not pod.node_name:
+            return FilterResult.passing(len(batch))
+        wanted = batch.snapshot.row(pod.node_name)
+        reject = batch.rows != (-1 if wanted is None else wanted)
+        return FilterResult.from_mask(np.asarray(reject), Code.UnschedulableAndUnresolvable, ERR_NODE_NAME)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add))]
+
+
+class DefaultBinder(BindPlugin):
+    """Binds the pod to the node through the framework's API (sets ``spec.nodeName``)."""
+
+    name = "DefaultBinder"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        self._handle = handle
+
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        if self._handle is None:
+            return Status.failure("DefaultBinder has no framework handle to bind with", plugin=self.name)
+        return await self._handle.bind_pod(pod, node_name)

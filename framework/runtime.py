@@ -1,0 +1,606 @@
+"""The runtime: runs one extension point over a profile's ordered plugins, with the framework's rules.
+
+It holds no policy. Each ``run_*`` method loops over the point's plugins in configured order,
+honours Skip, stops at the first rejection and attributes a plugin's failure to it by name
+("running "NodeName" filter plugin: ..."), exactly as kube-scheduler's ``frameworkImpl`` does.
+Plugins may be in-process objects or adapters for remote plugin hosts; the runtime cannot tell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pluginhost.model import Pod
+from pluginhost.plugin import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    BindPlugin,
+    CycleState,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    NodeToStatus,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
+from pluginhost.snapshot import Snapshot
+from pluginhost.status import SUCCESS, Code, Status
+
+__all__ = [
+    "Framework",
+    "Diagnosis",
+    "FilterOutcome",
+    "ScoreOutcome",
+    "PluginScores",
+    "WaitingPodHandle",
+    "WaitingPods",
+    "MAX_PERMIT_TIMEOUT",
+    "num_feasible_nodes_to_find",
+]
+
+log = logging.getLogger("outrigger.runtime")
+
+MAX_PERMIT_TIMEOUT = 15 * 60.0  # kube-scheduler caps a Permit wait at 15 minutes
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+_VALID_CODES = frozenset(int(c) for c in Code)
+# Filter walks the cluster in windows so it can stop once it has enough feasible nodes without a
+# Python loop per node; a window is never smaller than this.
+MIN_FILTER_WINDOW = 256
+
+IntArray = npt.NDArray[np.int64]
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes to look for before Filter stops (kube-scheduler's adaptive rule:
+    with no percentage configured, ``50 - nodes/125`` percent, at least 5%, at least 100 nodes)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or 0
+    if pct == 0:
+        pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    if pct >= 100:
+        return num_all_nodes
+    return max(num_all_nodes * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why a pod did not fit: per-node statuses and the plugins that rejected it."""
+
+    node_to_status: NodeToStatus = field(default_factory=NodeToStatus)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+    def add_plugin_status(self, status: Status) -> None:
+        if not status.plugin:
+            return
+        if status.code is Code.Pending:
+            self.pending_plugins.add(status.plugin)
+        elif status.is_rejected:
+            self.unschedulable_plugins.add(status.plugin)
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    """The result of the Filter phase for one pod."""
+
+    feasible: IntArray  # snapshot rows, in the order they were found
+    processed: int  # nodes examined (feasible + rejected), for the rotating start index
+    error: Status | None = None
+
+
+@dataclass(slots=True)
+class PluginScores:
+    raw: IntArray
+    normalized: IntArray
+    weighted: IntArray
+
+
+@dataclass(slots=True)
+class ScoreOutcome:
+    totals: IntArray
+    by_plugin: dict[str, PluginScores] = field(default_factory=dict)
+    error: Status | None = None
+
+
+def _failed(point: str, plugin: Plugin, status: Status) -> Status:
+    return Status(
+        Code.Error,
+        (f"running {point} plugin {plugin.name!r}: {status.message() or status.code.name}",),
+        plugin.name,
+        status.error,
+    )
+
+
+def _raised(point: str, plugin: Plugin, exc: BaseException) -> Status:
+    return Status(Code.Error, (f"running {point} plugin {plugin.name!r}: {exc}",), plugin.name, exc)
+
+
+class Framework:
+    """One profile's plugins, one ordered list per extension point, and the rules to run them."""
+
+    def __init__(
+        self,
+        profile: str,
+        plugins: Mapping[str, Sequence[Plugin]],
+        score_weights: Mapping[str, int],
+        *,
+        percentage_of_nodes_to_score: int | None = None,
+        waiting_pods: WaitingPods | None = None,
+        handle: Handle | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        def typed(point: str, cls: type) -> list[Any]:
+            out = list(plugins.get(point, ()))
+            for p in out:
+                if not isinstance(p, cls):
+                    raise TypeError(f"plugin {p.name!r} does not extend {point}")
+            return out
+
+        self.profile = profile
+        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = typed("preEnqueue", PreEnqueuePlugin)
+        queue_sort: list[QueueSortPlugin] = typed("queueSort", QueueSortPlugin)
+        self.pre_filter_plugins: list[PreFilterPlugin] = typed("preFilter", PreFilterPlugin)
+        self.filter_plugins: list[FilterPlugin] = typed("filter", FilterPlugin)
+        self.post_filter_plugins: list[PostFilterPlugin] = typed("postFilter", PostFilterPlugin)
+        self.pre_score_plugins: list[PreScorePlugin] = typed("preScore", PreScorePlugin)
+        self.score_plugins: list[ScorePlugin] = typed("score", ScorePlugin)
+        self.reserve_plugins: list[ReservePlugin] = typed("reserve", ReservePlugin)
+        self.permit_plugins: list[PermitPlugin] = typed("permit", PermitPlugin)
+        self.pre_bind_plugins: list[PreBindPlugin] = typed("preBind", PreBindPlugin)
+        self.bind_plugins: list[BindPlugin] = typed("bind", BindPlugin)
+        self.post_bind_plugins: list[PostBindPlugin] = typed("postBind", PostBindPlugin)
+        if len(queue_sort) != 1:
+            raise ValueError(
+                f"only one queue sort plugin required for profile with scheduler name {profile!r}, "
+                f"but got {len(queue_sort)}"
+            )
+        if not self.bind_plugins:
+            raise ValueError(f"at least one bind plugin is needed for profile with scheduler name {profile!r}")
+        self.queue_sort_plugin = queue_sort[0]
+        self.score_weights = {p.name: int(score_weights.get(p.name, 1)) or 1 for p in self.score_plugins}
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
+        self.handle = handle
+        self._rng = rng or random.Random()
+        self.plugins: dict[str, Plugin] = {}
+        for point_plugins in plugins.values():
+            for p in point_plugins:
+                self.plugins[p.name] = p
+
+    # ---- queueing ------------------------------------------------------------------------------
+
+    async def run_pre_enqueue(self, pod: Pod) -> Status:
+        for pl in self.pre_enqueue_plugins:
+            try:
+                status = await pl.pre_enqueue(pod)
+            except Exception as exc:  # noqa: BLE001 - a plugin's crash is reported, not propagated
+                return _raised("PreEnqueue", pl, exc)
+            if not status.ok:
+                if status.is_rejected or status.code is Code.Pending:
+                    return status.with_plugin(pl.name)
+                return _failed("PreEnqueue", pl, status)
+        return SUCCESS
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.queue_sort_plugin.less(a, b)
+
+    # ---- PreFilter / Filter / PostFilter -------------------------------------------------------
+
+    async def run_pre_filter(
+        self, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[PreFilterResult | None, Status]:
+        """PreFilter plugins in order. Skip marks the plugin's Filter as skipped; a result narrows
+        the node set; UnschedulableAndUnresolvable stops at once, Unschedulable after all ran."""
+        result: PreFilterResult | None = None
+        narrowing: list[str] = []
+        returned = SUCCESS
+        for pl in self.pre_filter_plugins:
+            try:
+                r, status = await pl.pre_filter(state, pod)
+            except Exception as exc:  # noqa: BLE001
+                return None, _raised("PreFilter", pl, exc)
+            if status.is_skip:
+                state.skip_filter.add(pl.name)
+                continue
+            if not status.ok:
+                status = status.with_plugin(pl.name)
+                if status.code is Code.UnschedulableAndUnresolvable:
+                    diagnosis.add_plugin_status(status)
+                    return None, status
+                if status.code in (Code.Unschedulable, Code.Pending):
+                    # Keep going: later PreFilter plugins must still prepare state for preemption.
+                    diagnosis.add_plugin_status(status)
+                    returned = status
+                    continue
+                return None, _failed("PreFilter", pl, status)
+            if r is not None and r.node_names is not None:
+                narrowing.append(pl.name)
+                result = r if result is None else result.merge(r)
+                if not result.node_names:
+                    if len(narrowing) == 1:
+                        msg = f"node(s) didn't satisfy plugin {narrowing[0]}"
+                    else:
+                        msg = f"node(s) didn't satisfy plugin(s) {narrowing} simultaneously"
+                    return result, Status(Code.UnschedulableAndUnresolvable, (msg,))
+        return result, returned
+
+    async def run_filter(
+        self,
+        state: CycleState,
+        pod: Pod,
+        snapshot: Snapshot,
+        candidates: IntArray,
+        num_to_find: int,
+        diagnosis: Diagnosis,
+    ) -> FilterOutcome:
+        """Filter ``candidates`` (rows, in walk order) until ``num_to_find`` nodes are feasible.
+
+        Each window of nodes goes through the Filter plugins in order; a plugin only sees nodes that
+        every earlier plugin accepted, so a node's status names the first plugin that rejected it.
+        """
+        total = int(candidates.shape[0])
+        plugins = [p for p in self.filter_plugins if p.name not in state.skip_filter]
+        if not plugins:
+            take = candidates[:num_to_find]
+            return FilterOutcome(take, int(take.shape[0]))
+        found: list[IntArray] = []
+        n_found = 0
+        pos = 0
+        names = snapshot.table.names
+        statuses = diagnosis.node_to_status.statuses
+        while pos < total and n_found < num_to_find:
+            window = min(total - pos, max(MIN_FILTER_WINDOW, 2 * (num_to_find - n_found)))
+            rows = candidates[pos : pos + window]
+            alive = np.ones(window, dtype=np.bool_)
+            rejected: list[tuple[Plugin, IntArray, FilterResult, npt.NDArray[np.bool_]]] = []
+            for pl in plugins:
+                idx = np.flatnonzero(alive)
+                if idx.shape[0] == 0:
+                    break
+                batch = NodeBatch(snapshot, rows[idx])
+                try:
+                    res = await pl.filter(state, pod, batch)
+                except Exception as exc:  # noqa: BLE001
+                    return FilterOutcome(np.empty(0, np.int64), pos, _raised("Filter", pl, exc))
+                bad = _check_filter_result(pl, res, len(batch))
+                if bad is not None:
+                    return FilterOutcome(np.empty(0, np.int64), pos, bad)
+                codes = res.codes
+                failed = codes != 0
+                if failed.any():
+                    not_rejection = failed & (codes != Code.Unschedulable)
+                    not_rejection &= codes != Code.UnschedulableAndUnresolvable
+                    not_rejection &= codes != Code.Pending
+                    if not_rejection.any():
+                        i = int(np.flatnonzero(not_rejection)[0])
+                        st = res.status_at(i, pl.name)
+                        return FilterOutcome(np.empty(0, np.int64), pos, _failed("filter", pl, st))
+                    alive[idx[failed]] = False
+                    rejected.append((pl, idx, res, failed))
+            ok = np.flatnonzero(alive)
+            need = num_to_find - n_found
+            if ok.shape[0] > need:
+                cut = int(ok[need - 1]) + 1  # examine up to (and including) the last node we keep
+                ok = ok[:need]
+            else:
+                cut = window
+            found.append(rows[ok])
+            n_found += int(ok.shape[0])
+            for pl, idx, res, failed in rejected:
+                for j in np.flatnonzero(failed).tolist():
+                    w = int(idx[j])
+                    if w < cut:
+                        st = res.status_at(j, pl.name)
+                        statuses[names[int(rows[w])]] = st
+                        diagnosis.add_plugin_status(st)
+            pos += cut
+        feasible = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+        return FilterOutcome(feasible, pos)
+
+    async def run_post_filter(
+        self, state: CycleState, pod: Pod, statuses: NodeToStatus
+    ) -> tuple[PostFilterResult | None, Status]:
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
+        for pl in self.post_filter_plugins:
+            try:
+                r, status = await pl.post_filter(state, pod, statuses)
+            except Exception as exc:  # noqa: BLE001
+                return None, _raised("PostFilter", pl, exc)
+            if status.ok:
+                return r, status
+            if status.code is Code.UnschedulableAndUnresolvable:
+                return r, status.with_plugin(pl.name)
+            if not status.is_rejected:
+                return None, _failed("PostFilter", pl, status)
+            if r is not None and r.nominated_node_name:
+                result = r
+            reasons.extend(status.reasons)
+            rejector = rejector or pl.name
+        return result, Status(Code.Unschedulable, tuple(reasons), rejector)
+
+    # ---- PreScore / Score ----------------------------------------------------------------------
+
+    async def run_pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
+        for pl in self.pre_score_plugins:
+            try:
+                status = await pl.pre_score(state, pod, nodes)
+            except Exception as exc:  # noqa: BLE001
+                return _raised("PreScore", pl, exc)
+            if status.is_skip:
+                state.skip_score.add(pl.name)
+                continue
+            if not status.ok:
+                return _failed("PreScore", pl, status)
+        return SUCCESS
+
+    async def run_score(self, state: CycleState, pod: Pod, nodes: NodeBatch, record: bool = False) -> ScoreOutcome:
+        """Score, NormalizeScore, the [0, 100] check and weights; totals per node of ``nodes``."""
+        n = len(nodes)
+        totals = np.zeros(n, dtype=np.int64)
+        out = ScoreOutcome(totals)
+        for pl in self.score_plugins:
+            if pl.name in state.skip_score:
+                continue
+            try:
+                raw = await pl.score(state, pod, nodes)
+            except Exception as exc:  # noqa: BLE001
+                out.error = _raised("Score", pl, exc)
+                return out
+            raw = np.asarray(raw)
+            if raw.shape != (n,) or not np.issubdtype(raw.dtype, np.integer):
+                out.error = Status.failure(
+                    f"running Score plugin {pl.name!r}: returned {raw.shape[0] if raw.ndim else 0} "
+                    f"scores for {n} nodes",
+                    plugin=pl.name,
+                )
+                return out
+            scores = raw.astype(np.int64, copy=True)
+            if isinstance(pl, ScoreExtensions):
+                try:
+                    status = await pl.normalize_score(state, pod, nodes, scores)
+                except Exception as exc:  # noqa: BLE001
+                    out.error = _raised("NormalizeScore", pl, exc)
+                    return out
+                if not status.ok:
+                    out.error = _failed("NormalizeScore", pl, status)
+                    return out
+            if n and (int(scores.min()) < MIN_NODE_SCORE or int(scores.max()) > MAX_NODE_SCORE):
+                bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
+                out.error = Status.failure(
+                    f"plugin {pl.name!r} returns an invalid score {bad}, it should in the range of "
+                    f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                    plugin=pl.name,
+                )
+                return out
+            weighted = scores * self.score_weights[pl.name]
+            totals += weighted
+            if record:
+                out.by_plugin[pl.name] = PluginScores(raw.astype(np.int64), scores, weighted)
+        return out
+
+    def select_host(self, rows: IntArray, totals: IntArray) -> int:
+        """The row with the highest total score; ties broken uniformly at random."""
+        best = np.flatnonzero(totals == totals.max())
+        pick = int(best[0]) if best.shape[0] == 1 else int(best[self._rng.randrange(best.shape[0])])
+        return int(rows[pick])
+
+    # ---- Reserve / Permit ----------------------------------------------------------------------
+
+    async def run_reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
+        for pl in self.reserve_plugins:
+            try:
+                status = await pl.reserve(state, pod, node)
+            except Exception as exc:  # noqa: BLE001
+                return _raised("Reserve", pl, exc)
+            if not status.ok:
+                if status.is_rejected:
+                    return status.with_plugin(pl.name)
+                return _failed("Reserve", pl, status)
+        return SUCCESS
+
+    async def run_unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
+        """Every Reserve plugin's Unreserve, in reverse order; failures are logged, never stop it."""
+        for pl in reversed(self.reserve_plugins):
+            try:
+                await pl.unreserve(state, pod, node)
+            except Exception:  # noqa: BLE001
+                log.exception("Unreserve of plugin %r failed for pod %s", pl.name, pod.key)
+
+    async def run_permit(self, state: CycleState, pod: Pod, node: str) -> Status:
+        waits: dict[str, float] = {}
+        for pl in self.permit_plugins:
+            try:
+                status, timeout = await pl.permit(state, pod, node)
+            except Exception as exc:  # noqa: BLE001
+                return _raised("Permit", pl, exc)
+            if status.ok:
+                continue
+            if status.is_rejected:
+                return status.with_plugin(pl.name)
+            if status.code is Code.Wait:
+                waits[pl.name] = min(max(float(timeout), 0.0), MAX_PERMIT_TIMEOUT)
+                continue
+            return _failed("Permit", pl, status)
+        if waits:
+            self.waiting_pods.add(pod, node, waits)
+            return Status(Code.Wait, (f"one or more plugins asked to wait and no plugin rejected pod {pod.name!r}",))
+        return SUCCESS
+
+    async def wait_on_permit(self, pod: Pod) -> Status:
+        wp = self.waiting_pods.get(pod.uid)
+        if wp is None:
+            return SUCCESS
+        try:
+            status = await wp.result
+        finally:
+            self.waiting_pods.remove(pod.uid)
+        if status.ok or status.is_rejected:
+            return status
+        return Status(Code.Error, (f"waiting on permit for pod: {status.message()}",), status.plugin)
+
+    # ---- binding cycle -------------------------------------------------------------------------
+
+    async def run_pre_bind_pre_flights(self, state: CycleState, pod: Pod, node: str) -> Status:
+        """Success if any PreBind plugin has work for this pod, Skip if none has."""
+        result = Status.skip()
+        for pl in self.pre_bind_plugins:
+            try:
+                status = await pl.pre_bind_pre_flight(state, pod, node)
+            except Exception as exc:  # noqa: BLE001
+                return _raised("PreBindPreFlight", pl, exc)
+            if status.is_skip:
+                continue
+            if not status.ok:
+                return status.with_plugin(pl.name) if status.is_rejected else _failed("PreBindPreFlight", pl, status)
+            result = SUCCESS
+        return result
+
+    async def run_pre_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
+        for pl in self.pre_bind_plugins:
+            try:
+                status = await pl.pre_bind(state, pod, node)
+            except Exception as exc:  # noqa: BLE001
+                return _raised("PreBind", pl, exc)
+            if status.is_skip:
+                continue
+            if not status.ok:
+                return status.with_plugin(pl.name) if status.is_rejected else _failed("PreBind", pl, status)
+        return SUCCESS
+
+    async def run_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
+        """The first Bind plugin that does not Skip decides."""
+        for pl in self.bind_plugins:
+            try:
+                status = await pl.bind(state, pod, node)
+            except Exception as exc:  # noqa: BLE001
+                return _raised("Bind", pl, exc)
+            if status.is_skip:
+                continue
+            if not status.ok:
+                return status.with_plugin(pl.name) if status.is_rejected else _failed("Bind", pl, status)
+            return status.with_plugin(pl.name)
+        return Status.failure("bind status: Skip, every Bind plugin skipped the pod")
+
+    async def run_post_bind(self, state: CycleState, pod: Pod, node: str) -> None:
+        for pl in self.post_bind_plugins:
+            try:
+                await pl.post_bind(state, pod, node)
+            except Exception:  # noqa: BLE001
+                log.exception("PostBind of plugin %r failed for pod %s", pl.name, pod.key)
+
+
+
+def _check_filter_result(pl: Plugin, res: Any, n: int) -> Status | None:
+    """A plugin's Filter answer must have one valid code per node it was sent."""
+    if not isinstance(res, FilterResult):
+        return Status.failure(f"running filter plugin {pl.name!r}: returned {type(res).__name__}", plugin=pl.name)
+    if len(res) != n:
+        return Status.failure(
+            f"running filter plugin {pl.name!r}: returned {len(res)} answers for {n} nodes", plugin=pl.name
+        )
+    if n and (int(res.codes.min()) < 0 or int(res.codes.max()) > max(_VALID_CODES)):
+        return Status.failure(f"running filter plugin {pl.name!r}: returned an unknown status code", plugin=pl.name)
+    return None
+
+
+# ---- waiting pods (Permit) ---------------------------------------------------------------------
+
+
+class WaitingPodHandle:
+    """A pod held at Permit until every waiting plugin allows it, one rejects it, or a wait times out."""
+
+    def __init__(self, pod: Pod, node_name: str, waits: Mapping[str, float]) -> None:
+        loop = asyncio.get_running_loop()
+        self._pod = pod
+        self._node_name = node_name
+        self._pending = dict(waits)
+        self.deadline = loop.time() + max(waits.values(), default=0.0)
+        self.result: asyncio.Future[Status] = loop.create_future()
+        self._timers = [
+            loop.call_later(timeout, self._timeout, plugin, timeout) for plugin, timeout in waits.items()
+        ]
+
+    @property
+    def pod(self) -> Pod:
+        return self._pod
+
+    @property
+    def node_name(self) -> str:
+        return self._node_name
+
+    def pending_plugins(self) -> list[str]:
+        return list(self._pending)
+
+    def allow(self, plugin: str) -> None:
+        self._pending.pop(plugin, None)
+        if not self._pending:
+            self._finish(SUCCESS)
+
+    def reject(self, plugin: str, message: str) -> None:
+        self._finish(Status(Code.Unschedulable, (message,), plugin))
+
+    def _timeout(self, plugin: str, waited: float) -> None:
+        self.reject(plugin, f"rejected due to timeout after waiting {waited:g}s at plugin {plugin}")
+
+    def _finish(self, status: Status) -> None:
+        if self.result.done():
+            return
+        for t in self._timers:
+            t.cancel()
+        self.result.set_result(status)
+
+
+class WaitingPods:
+    """The pods waiting at Permit, by pod UID (shared by the profiles of one scheduler)."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, WaitingPodHandle] = {}
+
+    def add(self, pod: Pod, node_name: str, waits: Mapping[str, float]) -> WaitingPodHandle:
+        wp = WaitingPodHandle(pod, node_name, waits)
+        self._pods[pod.uid] = wp
+        return wp
+
+    def get(self, uid: str) -> WaitingPodHandle | None:
+        return self._pods.get(uid)
+
+    def remove(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._pods.values()))
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def reject_all(self, message: str, plugins: Iterable[str] = ()) -> None:
+        for wp in list(self._pods.values()):
+            wp.reject(next(iter(plugins), ""), message)

@@ -1,0 +1,733 @@
+"""The scheduler: the cluster's objects, the queue, the cache, and the scheduling/binding cycles.
+
+Scheduling cycles run one at a time (``run`` pops a pod, schedules it, and loops); each successful
+cycle ends by starting the pod's binding cycle as its own task, so binding (Permit waits, PreBind,
+Bind) overlaps with the next pods' scheduling. Every path out of a cycle either binds the pod or
+returns it to the queue with the status that explains why, so a pod is never dropped.
+
+The scheduler is also the cluster's source of truth for pods and nodes (what an API server is to
+kube-scheduler): :meth:`apply` and :meth:`delete` change objects, and :meth:`events` streams what
+happened to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pluginhost.model import Node, Pod
+from pluginhost.plugin import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EnqueueExtensions,
+    NodeBatch,
+    Plugin,
+    QueuedPodInfo,
+)
+from pluginhost.snapshot import Snapshot
+from pluginhost.status import SUCCESS, Code, Status
+
+from .cache import Cache
+from .config import ProfileConfig, SchedulerConfig
+from .plugins import Registry
+from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
+from .runtime import Diagnosis, Framework, WaitingPodHandle, WaitingPods, num_feasible_nodes_to_find
+
+__all__ = [
+    "Scheduler",
+    "PodRecord",
+    "Event",
+    "ApplyResult",
+    "ApplyError",
+    "CycleStats",
+    "fit_error_message",
+    "explain_pod",
+]
+
+log = logging.getLogger("outrigger.scheduler")
+
+PENDING = "Pending"
+UNSCHEDULABLE_PHASE = "Unschedulable"
+WAITING = "Waiting"
+BINDING = "Binding"
+BOUND = "Bound"
+
+EV_BOUND = "Bound"
+EV_UNSCHEDULABLE = "Unschedulable"
+EV_PREEMPTED = "Preempted"
+EV_APPLIED = "Applied"
+EV_DELETED = "Deleted"
+EV_ERROR = "Error"
+EV_NOMINATED = "Nominated"
+
+NO_NODES_MSG = "no nodes available to schedule pods"
+_ALL_EVENTS = [ClusterEventWithHint(ClusterEvent("*", ActionType.All))]
+
+
+class ApplyError(ValueError):
+    """An apply or delete request that was refused as a whole; nothing was changed."""
+
+
+@dataclass(slots=True)
+class PodRecord:
+    """What the scheduler knows about a pod, as the API reports it."""
+
+    pod: Pod
+    phase: str = PENDING
+    last_status: Status | None = None
+    attempts: int = 0
+    profile: str = ""
+    nominated_node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    sequence: int
+    type: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    node_name: str = ""
+    status: Status | None = None
+    timestamp: float = 0.0
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class ApplyResult:
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    action: str  # created | configured | unchanged
+
+
+@dataclass(slots=True)
+class CycleStats:
+    """Counters the demo and benchmarks read."""
+
+    attempts: int = 0
+    scheduled: int = 0
+    unschedulable: int = 0
+    errors: int = 0
+    bound: int = 0
+    attempt_seconds: list[float] = field(default_factory=list)
+
+
+def fit_error_message(num_nodes: int, diagnosis: Diagnosis) -> str:
+    """kube-scheduler's FitError text: "0/3 nodes are available: 1 Insufficient cpu, 2 ..."."""
+    msg = f"0/{num_nodes} nodes are available:"
+    if diagnosis.pre_filter_msg:
+        msg += f" {diagnosis.pre_filter_msg}."
+    else:
+        counts: collections.Counter[str] = collections.Counter()
+        for status in diagnosis.node_to_status.statuses.values():
+            counts.update(status.reasons)
+        if counts:
+            msg += " " + ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items())) + "."
+    if diagnosis.post_filter_msg:
+        msg += f" {diagnosis.post_filter_msg}."
+    return msg
+
+
+class _Handle:
+    """The framework handle given to plugins (kube-scheduler's ``framework.Handle``)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._s = scheduler
+
+    def snapshot(self) -> Snapshot:
+        return self._s.current_snapshot or self._s.cache.snapshot()
+
+    def waiting_pods(self) -> list[WaitingPodHandle]:
+        return list(self._s.waiting_pods)
+
+    def waiting_pod(self, uid: str) -> WaitingPodHandle | None:
+        return self._s.waiting_pods.get(uid)
+
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool:
+        wp = self._s.waiting_pods.get(uid)
+        if wp is None:
+            return False
+        wp.reject(plugin, message)
+        return True
+
+    async def bind_pod(self, pod: Pod, node_name: str) -> Status:
+        return self._s.bind(pod, node_name)
+
+    async def delete_pod(self, pod: Pod, reason: str) -> Status:
+        if self._s.delete_pod(pod.namespace, pod.name, reason=reason) is None:
+            return Status.failure(f"pod {pod.key} not found")
+        return SUCCESS
+
+
+class Scheduler:
+    """Owns the cluster objects and runs the scheduling and binding cycles."""
+
+    def __init__(self, config: SchedulerConfig, registry: Registry, *, seed: int | None = None) -> None:
+        import random
+
+        self.config = config
+        self.registry = registry
+        self.cache = Cache()
+        self.waiting_pods = WaitingPods()
+        self.handle = _Handle(self)
+        self.current_snapshot: Snapshot | None = None
+        self.pods: dict[str, PodRecord] = {}
+        self._uid_by_key: dict[str, str] = {}
+        self.nodes: dict[str, Node] = {}
+        self.cycle_states: dict[str, CycleState] = {}
+        self.stats = CycleStats()
+        self._rng = random.Random(seed)
+        self._cycle_ids = itertools.count(1)
+        self._next_start = 0
+        self._binding_tasks: set[asyncio.Task[None]] = set()
+        self._events: collections.deque[Event] = collections.deque(maxlen=100_000)
+        self._seq = itertools.count(1)
+        self._watchers: set[asyncio.Queue[Event]] = set()
+        self._idle = asyncio.Event()
+        self.profiles: dict[str, Framework] = {
+            p.scheduler_name: self._build_framework(p) for p in config.profiles
+        }
+        first = next(iter(self.profiles.values()))
+        self._plugin_events = self._collect_events()
+        sort_plugin = first.queue_sort_plugin
+        probe = sort_plugin.sort_key(QueuedPodInfo(pod=Pod(name="probe")))
+        self.queue = SchedulingQueue(
+            first.less,
+            sort_plugin.sort_key if probe is not None else None,
+            initial_backoff=config.pod_initial_backoff_seconds,
+            max_backoff=config.pod_max_backoff_seconds,
+            pre_enqueue=self._pre_enqueue,
+            plugin_events=lambda name: self._plugin_events.get(name, _ALL_EVENTS),
+        )
+        self._running = False
+
+    # ---- construction --------------------------------------------------------------------------
+
+    def _build_framework(self, profile: ProfileConfig) -> Framework:
+        instances: dict[str, Plugin] = {}
+        lists: dict[str, list[Plugin]] = {}
+        for point, refs in profile.plugins.items():
+            for ref in refs:
+                if ref.name not in instances:
+                    args = dict(profile.plugin_args.get(ref.name, {}))
+                    instances[ref.name] = self.registry.factory(ref.name)(args, self.handle)
+                lists.setdefault(point, []).append(instances[ref.name])
+        return Framework(
+            profile.scheduler_name,
+            lists,
+            profile.score_weights,
+            percentage_of_nodes_to_score=(
+                profile.percentage_of_nodes_to_score
+                if profile.percentage_of_nodes_to_score is not None
+                else self.config.percentage_of_nodes_to_score
+            ),
+            waiting_pods=self.waiting_pods,
+            handle=self.handle,
+            rng=self._rng,
+        )
+
+    def _collect_events(self) -> dict[str, list[ClusterEventWithHint]]:
+        out: dict[str, list[ClusterEventWithHint]] = {}
+        for fwk in self.profiles.values():
+            for name, plugin in fwk.plugins.items():
+                if isinstance(plugin, EnqueueExtensions):
+                    out[name] = plugin.events_to_register()
+        return out
+
+    async def _pre_enqueue(self, pod: Pod) -> Status:
+        fwk = self.profiles.get(pod.scheduler_name)
+        return SUCCESS if fwk is None else await fwk.run_pre_enqueue(pod)
+
+    # ---- events --------------------------------------------------------------------------------
+
+    def _emit(self, type_: str, kind: str, obj: Pod | Node, *, node: str = "", status: Status | None = None,
+              attempts: int = 0) -> Event:
+        ns = obj.namespace if isinstance(obj, Pod) else ""
+        ev = Event(next(self._seq), type_, kind, ns, obj.name, obj.uid, node, status, time.time(), attempts)
+        self._events.append(ev)
+        for q in self._watchers:
+            q.put_nowait(ev)
+        return ev
+
+    async def events(self, since: int = 0, replay: bool = True) -> AsyncIterator[Event]:
+        """Events with a sequence above ``since`` (retained ones first when ``replay``), then live."""
+        q: asyncio.Queue[Event] = asyncio.Queue()
+        self._watchers.add(q)
+        try:
+            last = since
+            if replay:
+                for ev in list(self._events):
+                    if ev.sequence > since:
+                        last = ev.sequence
+                        yield ev
+            while True:
+                ev = await q.get()
+                if ev.sequence > last:
+                    last = ev.sequence
+                    yield ev
+        finally:
+            self._watchers.discard(q)
+
+    def recent_events(self, since: int = 0) -> list[Event]:
+        return [ev for ev in self._events if ev.sequence > since]
+
+    # ---- objects -------------------------------------------------------------------------------
+
+    async def apply(self, objects: Iterable[Pod | Node], *, dry_run: bool = False) -> list[ApplyResult]:
+        """Create or update pods and nodes. Checked as a whole first: one bad object changes nothing."""
+        objects = list(objects)
+        self._check_apply(objects)
+        results: list[ApplyResult] = []
+        for obj in objects:
+            if isinstance(obj, Node):
+                action = self._check_node_action(obj)
+                if not dry_run:
+                    self._apply_node(obj)
+                results.append(ApplyResult("Node", "", obj.name, obj.uid, action))
+        for obj in objects:
+            if isinstance(obj, Pod):
+                uid = self._uid_by_key.get(obj.key)
+                action = "created" if uid is None else "configured"
+                if uid is not None:
+                    obj.uid = uid
+                if not dry_run:
+                    await self._apply_pod(obj)
+                results.append(ApplyResult("Pod", obj.namespace, obj.name, obj.uid, action))
+        return results
+
+    def _check_apply(self, objects: list[Pod | Node]) -> None:
+        seen: dict[str, str] = {}
+        for obj in objects:
+            kind = "Node" if isinstance(obj, Node) else "Pod"
+            ident = f"{kind} {obj.key if isinstance(obj, Pod) else obj.name}"
+            if ident in seen.values():
+                raise ApplyError(f"{ident} appears twice in one request")
+            owner = seen.get(obj.uid) if obj.uid else None
+            if owner is not None:
+                raise ApplyError(f"{ident} has the same uid {obj.uid!r} as {owner}")
+            if obj.uid:
+                seen[obj.uid] = ident
+            if isinstance(obj, Pod):
+                uid = self._uid_by_key.get(obj.key)
+                explicit = bool(obj.raw.get("metadata", {}).get("uid")) if obj.raw else False
+                if uid is not None and explicit and obj.uid != uid:
+                    raise ApplyError(f"{ident}: uid {obj.uid!r} does not match the existing pod's uid {uid!r}")
+                if uid is None and obj.uid in self.pods:
+                    other = self.pods[obj.uid].pod.key
+                    raise ApplyError(f"{ident}: uid {obj.uid!r} is already used by pod {other}")
+                if uid is not None:
+                    rec = self.pods[uid]
+                    if rec.pod.node_name and obj.node_name != rec.pod.node_name:
+                        raise ApplyError(
+                            f"{ident}: spec.nodeName is immutable once bound (bound to {rec.pod.node_name!r})"
+                        )
+                    if rec.pod.node_name and obj.requests != rec.pod.requests:
+                        raise ApplyError(f"{ident}: resource requests of a bound pod are immutable")
+
+    def _check_node_action(self, node: Node) -> str:
+        return "created" if node.name not in self.nodes else "configured"
+
+    def _apply_node(self, node: Node) -> None:
+        old = self.nodes.get(node.name)
+        if old is not None:
+            node.uid = old.uid or node.uid
+        self.nodes[node.name] = node
+        self.cache.add_node(node)
+        self._emit(EV_APPLIED, "Node", node)
+        if old is None:
+            self._cluster_event(ClusterEvent("Node", ActionType.Add), None, node)
+        else:
+            action = ActionType(0)
+            if old.labels != node.labels:
+                action |= ActionType.UpdateNodeLabel
+            if old.taints != node.taints or old.unschedulable != node.unschedulable:
+                action |= ActionType.UpdateNodeTaint
+            if old.allocatable != node.allocatable:
+                action |= ActionType.UpdateNodeAllocatable
+            if old.annotations != node.annotations:
+                action |= ActionType.UpdateNodeAnnotation
+            if action:
+                self._cluster_event(ClusterEvent("Node", action), old, node)
+
+    async def _apply_pod(self, pod: Pod) -> None:
+        rec = self.pods.get(pod.uid)
+        if rec is None:
+            self.pods[pod.uid] = rec = PodRecord(pod, profile=pod.scheduler_name)
+            self._uid_by_key[pod.key] = pod.uid
+            self._emit(EV_APPLIED, "Pod", pod)
+            if pod.node_name:
+                rec.phase = BOUND
+                self.cache.add_pod(pod)
+                self._cluster_event(ClusterEvent("Pod", ActionType.Add), None, pod)
+            elif pod.scheduler_name in self.profiles:
+                where = await self.queue.add(pod, pod.scheduler_name)
+                self._after_enqueue(rec, where)
+            else:
+                rec.last_status = Status(
+                    Code.UnschedulableAndUnresolvable,
+                    (f"no profile for schedulerName {pod.scheduler_name!r}",),
+                )
+            return
+        old = rec.pod
+        rec.pod = pod
+        self._emit(EV_APPLIED, "Pod", pod)
+        if old.node_name:
+            self.cache.update_pod(pod)
+            if old.labels != pod.labels:
+                self._cluster_event(ClusterEvent("Pod", ActionType.UpdatePodLabel), old, pod)
+            return
+        where = await self.queue.update(pod)
+        if where is not None:
+            self._after_enqueue(rec, where)
+
+    def _after_enqueue(self, rec: PodRecord, where: str) -> None:
+        if where == GATED:
+            info = self.queue.info(rec.pod.uid)
+            rec.phase = PENDING
+            rec.last_status = info.last_status if info else None
+        elif where == ACTIVE:
+            rec.phase = PENDING
+
+    def delete_pod(self, namespace: str, name: str, *, reason: str = "deleted") -> Pod | None:
+        uid = self._uid_by_key.pop(f"{namespace}/{name}", None)
+        if uid is None:
+            return None
+        rec = self.pods.pop(uid)
+        self.queue.delete(uid)
+        wp = self.waiting_pods.get(uid)
+        if wp is not None:
+            wp.reject("", f"pod {rec.pod.key} was deleted")
+        was_placed = self.cache.remove_pod(uid) is not None
+        self._emit(EV_DELETED, "Pod", rec.pod, node=rec.pod.node_name)
+        if was_placed or rec.pod.node_name:
+            self._cluster_event(ClusterEvent("Pod", ActionType.Delete), rec.pod, None)
+        return rec.pod
+
+    def delete_node(self, name: str) -> Node | None:
+        node = self.nodes.pop(name, None)
+        if node is None:
+            return None
+        self.cache.remove_node(name)
+        self._emit(EV_DELETED, "Node", node)
+        self._cluster_event(ClusterEvent("Node", ActionType.Delete), node, None)
+        return node
+
+    def _cluster_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        moved = self.queue.on_event(event, old, new)
+        if moved:
+            for info in self.queue.pending():
+                rec = self.pods.get(info.pod.uid)
+                if rec is not None and rec.phase == UNSCHEDULABLE_PHASE and self.queue.where(info.pod.uid) in (
+                    ACTIVE,
+                    BACKOFF,
+                ):
+                    rec.phase = PENDING
+
+    def get_pod(self, namespace: str, name: str) -> PodRecord | None:
+        uid = self._uid_by_key.get(f"{namespace}/{name}")
+        return None if uid is None else self.pods[uid]
+
+    def queue_of(self, uid: str) -> str:
+        return self.queue.where(uid) or ""
+
+    # ---- binding through the "API" -------------------------------------------------------------
+
+    def bind(self, pod: Pod, node_name: str) -> Status:
+        """Set ``spec.nodeName`` (what DefaultBinder asks the API server to do)."""
+        rec = self.pods.get(pod.uid)
+        if rec is None:
+            return Status.failure(f"pod {pod.key} not found (deleted while binding)")
+        if rec.pod.node_name:
+            return Status.failure(f"pod {pod.key} is already bound to {rec.pod.node_name!r}")
+        if node_name not in self.nodes:
+            return Status.failure(f"node {node_name!r} not found")
+        bound = dataclasses.replace(rec.pod, node_name=node_name)
+        rec.pod = bound
+        rec.phase = BOUND
+        self.cache.add_pod(bound)
+        self.queue.done(pod.uid)
+        self.stats.bound += 1
+        self._emit(EV_BOUND, "Pod", bound, node=node_name, attempts=rec.attempts)
+        return SUCCESS
+
+    # ---- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Schedule pods until :meth:`stop` (scheduling cycles are serial)."""
+        self._running = True
+        flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        try:
+            while True:
+                info = await self.queue.pop()
+                if info is None:
+                    break
+                await self.schedule_one(info)
+        finally:
+            flusher.cancel()
+            self._running = False
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(30)
+            self.queue.flush_unschedulable_leftover()
+
+    async def stop(self) -> None:
+        """Stop popping pods, finish the binding cycles in flight."""
+        self.queue.close()
+        if self._binding_tasks:
+            await asyncio.gather(*list(self._binding_tasks), return_exceptions=True)
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait until no binding cycle is in flight (for tests and the demo)."""
+        if self._binding_tasks:
+            await asyncio.wait_for(asyncio.gather(*list(self._binding_tasks), return_exceptions=True), timeout)
+
+    # ---- one pod -------------------------------------------------------------------------------
+
+    async def schedule_one(self, info: QueuedPodInfo) -> None:
+        pod = info.pod
+        rec = self.pods.get(pod.uid)
+        fwk = self.profiles.get(pod.scheduler_name)
+        if rec is None or fwk is None or rec.pod.node_name:
+            self.queue.done(pod.uid)
+            return
+        started = time.perf_counter()
+        rec.attempts = info.attempts
+        self.stats.attempts += 1
+        snapshot = self.cache.snapshot()
+        self.current_snapshot = snapshot
+        cycle_id = f"{pod.uid}:{info.attempts}:{next(self._cycle_ids)}"
+        state = CycleState(cycle_id, snapshot)
+        self.cycle_states[cycle_id] = state
+        diagnosis = Diagnosis()
+        try:
+            host, status = await self._schedule_pod(fwk, state, pod, snapshot, diagnosis)
+        except Exception as exc:  # noqa: BLE001 - the pod must go back to the queue whatever happened
+            log.exception("scheduling cycle of %s failed", pod.key)
+            host, status = None, Status.failure(f"scheduling cycle failed: {exc}", error=exc)
+        if host is None:
+            if status.is_rejected and fwk.post_filter_plugins:
+                result, pf = await fwk.run_post_filter(state, pod, diagnosis.node_to_status)
+                if pf.ok and result is not None and result.nominated_node_name:
+                    rec.nominated_node = result.nominated_node_name
+                    self._emit(EV_NOMINATED, "Pod", pod, node=result.nominated_node_name)
+                elif not pf.ok and pf.reasons:
+                    diagnosis.post_filter_msg = pf.message()
+                if status.reasons and status.reasons[0].startswith("0/"):
+                    status = Status(status.code, (fit_error_message(len(snapshot), diagnosis),), status.plugin)
+            self._free_state(cycle_id)
+            self._fail(info, status, diagnosis.unschedulable_plugins | diagnosis.pending_plugins)
+            self.stats.attempt_seconds.append(time.perf_counter() - started)
+            return
+        assumed = dataclasses.replace(pod, node_name=host)
+        self.cache.assume_pod(assumed, host)
+        status = await fwk.run_reserve(state, assumed, host)
+        if status.ok:
+            status = await fwk.run_permit(state, assumed, host)
+        if not status.ok and status.code is not Code.Wait:
+            await fwk.run_unreserve(state, assumed, host)
+            self.cache.forget_pod(pod.uid)
+            self._free_state(cycle_id)
+            self._fail(info, status, {status.plugin} if status.plugin else set())
+            self._cluster_event(ClusterEvent("Pod", ActionType.Delete), assumed, None)
+            self.stats.attempt_seconds.append(time.perf_counter() - started)
+            return
+        self.stats.scheduled += 1
+        rec.phase = WAITING if status.code is Code.Wait else BINDING
+        self.stats.attempt_seconds.append(time.perf_counter() - started)
+        task = asyncio.get_running_loop().create_task(self._binding_cycle(fwk, state, info, assumed, host))
+        self._binding_tasks.add(task)
+        task.add_done_callback(self._binding_tasks.discard)
+
+    async def _schedule_pod(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[str | None, Status]:
+        """Find the node for ``pod``: (node, Success) or (None, why not)."""
+        n_all = len(snapshot)
+        if n_all == 0:
+            return None, Status(Code.Unschedulable, (NO_NODES_MSG,))
+        pre, status = await fwk.run_pre_filter(state, pod, diagnosis)
+        if not status.ok:
+            if status.code is Code.Error:
+                return None, status
+            diagnosis.node_to_status.absent = status
+            diagnosis.pre_filter_msg = status.message()
+            return None, Status(status.code, (fit_error_message(n_all, diagnosis),), status.plugin)
+        order = snapshot.table.order
+        if pre is not None and pre.node_names is not None:
+            rows = [snapshot.row(n) for n in sorted(pre.node_names)]
+            candidates = np.asarray([r for r in rows if r is not None], dtype=np.int64)
+            diagnosis.node_to_status.absent = Status(
+                Code.UnschedulableAndUnresolvable, ("node is filtered out by the prefilter result",)
+            )
+        else:
+            candidates = order
+        n_cand = int(candidates.shape[0])
+        if n_cand == 0:
+            return None, Status(Code.UnschedulableAndUnresolvable, (fit_error_message(n_all, diagnosis),))
+        start = self._next_start % n_cand
+        walk = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
+        to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n_cand)
+        outcome = await fwk.run_filter(state, pod, snapshot, walk, to_find, diagnosis)
+        self._next_start = (self._next_start + outcome.processed) % max(n_all, 1)
+        if outcome.error is not None:
+            return None, outcome.error
+        feasible = outcome.feasible
+        if feasible.shape[0] == 0:
+            return None, Status(Code.Unschedulable, (fit_error_message(n_all, diagnosis),))
+        if feasible.shape[0] == 1:
+            return snapshot.table.names[int(feasible[0])], SUCCESS
+        batch = NodeBatch(snapshot, feasible)
+        status = await fwk.run_pre_score(state, pod, batch)
+        if not status.ok:
+            return None, status
+        scores = await fwk.run_score(state, pod, batch)
+        if scores.error is not None:
+            return None, scores.error
+        return snapshot.table.names[fwk.select_host(feasible, scores.totals)], SUCCESS
+
+    async def _binding_cycle(
+        self, fwk: Framework, state: CycleState, info: QueuedPodInfo, assumed: Pod, host: str
+    ) -> None:
+        pod = assumed
+        try:
+            status = await fwk.wait_on_permit(pod)
+            rec = self.pods.get(pod.uid)
+            if rec is not None and status.ok:
+                rec.phase = BINDING
+            if status.ok:
+                status = await fwk.run_pre_bind(state, pod, host)
+            if status.ok:
+                status = await fwk.run_bind(state, pod, host)
+            if status.ok:
+                self.cache.finish_binding(pod.uid)
+                await fwk.run_post_bind(state, pod, host)
+                return
+            await fwk.run_unreserve(state, pod, host)
+            self.cache.forget_pod(pod.uid)
+            self._fail(info, status, {status.plugin} if status.plugin and status.is_rejected else set())
+            # The pod's resources are free again: pods waiting for room may fit now.
+            self._cluster_event(ClusterEvent("Pod", ActionType.Delete), pod, None)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("binding cycle of %s failed", pod.key)
+            await fwk.run_unreserve(state, pod, host)
+            self.cache.forget_pod(pod.uid)
+            self._fail(info, Status.failure(f"binding cycle failed: {exc}", error=exc), set())
+        finally:
+            self._free_state(state.cycle_id)
+
+    def _fail(self, info: QueuedPodInfo, status: Status, rejectors: set[str]) -> None:
+        pod = info.pod
+        rec = self.pods.get(pod.uid)
+        if rec is None:  # deleted meanwhile: nothing to requeue
+            self.queue.done(pod.uid)
+            return
+        where = self.queue.requeue(info, status, rejectors)
+        rec.last_status = status
+        rec.phase = UNSCHEDULABLE_PHASE if where == UNSCHEDULABLE else PENDING
+        if status.code is Code.Error:
+            self.stats.errors += 1
+            self._emit(EV_ERROR, "Pod", pod, status=status, attempts=info.attempts)
+        else:
+            self.stats.unschedulable += 1
+            self._emit(EV_UNSCHEDULABLE, "Pod", pod, status=status, attempts=info.attempts)
+
+    def _free_state(self, cycle_id: str) -> None:
+        self.cycle_states.pop(cycle_id, None)
+
+    # ---- reading -------------------------------------------------------------------------------
+
+    def pending_count(self) -> dict[str, int]:
+        s = self.queue.stats()
+        return {ACTIVE: s.active, BACKOFF: s.backoff, UNSCHEDULABLE: s.unschedulable, GATED: s.gated,
+                IN_FLIGHT: s.in_flight}
+
+    def leaks(self) -> dict[str, int]:
+        """What must be empty when the scheduler is idle: cycle states, waiting pods, assumed pods."""
+        return {
+            "cycle_states": len(self.cycle_states),
+            "waiting_pods": len(self.waiting_pods),
+            "assumed_pods": len(self.cache.assumed()),
+            "binding_cycles": len(self._binding_tasks),
+        }
+
+
+async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod) -> dict[str, Any]:
+    """One scheduling cycle for ``pod`` on ``snapshot`` with every node evaluated and nothing
+    reserved or bound; per-node statuses and per-plugin scores, as the explain JSON."""
+    state = CycleState(f"explain:{pod.uid}", snapshot)
+    state.record = True
+    diagnosis = Diagnosis()
+    names = snapshot.table.names
+    nodes: dict[str, dict[str, Any]] = {n: {"filter": None, "scores": {}, "total": None} for n in names}
+    out: dict[str, Any] = {"pod": pod.key, "selected": None, "status": None, "nodes": nodes}
+
+    def filter_json(st: Status) -> dict[str, Any]:
+        return {"code": st.code.name, "plugin": st.plugin or None, "reasons": list(st.reasons)}
+
+    def finish(status: Status) -> dict[str, Any]:
+        out["status"] = {"code": status.code.name, "reasons": list(status.reasons)}
+        return out
+
+    if not names:
+        return finish(Status(Code.Unschedulable, (NO_NODES_MSG,)))
+    pre, status = await fwk.run_pre_filter(state, pod, diagnosis)
+    if not status.ok:
+        for n in names:
+            nodes[n]["filter"] = filter_json(status)
+        if status.code is Code.Error:
+            return finish(status)
+        diagnosis.pre_filter_msg = status.message()
+        return finish(Status(status.code, (fit_error_message(len(names), diagnosis),)))
+    candidates = snapshot.table.order
+    if pre is not None and pre.node_names is not None:
+        absent = Status(Code.UnschedulableAndUnresolvable, ("node is filtered out by the prefilter result",))
+        keep = [r for r in (snapshot.row(n) for n in sorted(pre.node_names)) if r is not None]
+        for n in names:
+            if n not in pre.node_names:
+                nodes[n]["filter"] = filter_json(absent)
+        candidates = np.asarray(keep, dtype=np.int64)
+    outcome = await fwk.run_filter(state, pod, snapshot, candidates, int(candidates.shape[0]), diagnosis)
+    if outcome.error is not None:
+        return finish(outcome.error)
+    for n, st in diagnosis.node_to_status.statuses.items():
+        nodes[n]["filter"] = filter_json(st)
+    feasible = outcome.feasible
+    for r in feasible.tolist():
+        nodes[names[r]]["filter"] = {"code": "Success", "plugin": None, "reasons": []}
+    if feasible.shape[0] == 0:
+        return finish(Status(Code.Unschedulable, (fit_error_message(len(names), diagnosis),)))
+    batch = NodeBatch(snapshot, feasible)
+    status = await fwk.run_pre_score(state, pod, batch)
+    if not status.ok:
+        return finish(status)
+    scores = await fwk.run_score(state, pod, batch, record=True)
+    if scores.error is not None:
+        return finish(scores.error)
+    for i, r in enumerate(feasible.tolist()):
+        entry = nodes[names[r]]
+        entry["total"] = int(scores.totals[i])
+        entry["scores"] = {
+            name: {"raw": int(ps.raw[i]), "normalized": int(ps.normalized[i]), "weighted": int(ps.weighted[i])}
+            for name, ps in scores.by_plugin.items()
+        }
+    out["selected"] = names[fwk.select_host(feasible, scores.totals)]
+    return finish(SUCCESS)
+
+
+def profile_for(profiles: Mapping[str, Framework], pod: Pod) -> Framework | None:
+    return profiles.get(pod.scheduler_name)

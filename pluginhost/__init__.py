@@ -1,0 +1,1 @@
+"""Outrigger plugin SDK and contracts: the types every plugin and the framework share."""

@@ -1,0 +1,1 @@
+"""Generated protobuf/gRPC stubs. Regenerate with `make proto`; do not edit."""

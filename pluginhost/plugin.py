@@ -1,0 +1,493 @@
+"""The plugin interface: one small base class per extension point.
+
+A plugin is a class with a ``name`` that derives from the base class of every point it implements
+(``class Gang(PreFilterPlugin, PermitPlugin, ReservePlugin)``). The framework's runtime calls these
+methods and never asks whether the object runs in-process or is an adapter for a remote plugin host.
+
+Filter and Score are *batch-shaped*: they receive a :class:`NodeBatch` (rows of a columnar
+:class:`~pluginhost.snapshot.Snapshot`) and answer for every node at once, so an in-tree plugin does
+array work instead of a Python loop per node. :class:`NodeFilterPlugin` and :class:`NodeScorePlugin`
+offer the per-node form for simple plugins.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from pluginhost.model import Node, Pod
+from pluginhost.snapshot import Snapshot
+from pluginhost.status import SUCCESS, Code, Status
+
+__all__ = [
+    "MAX_NODE_SCORE",
+    "MIN_NODE_SCORE",
+    "ActionType",
+    "ClusterEvent",
+    "ClusterEventWithHint",
+    "QueueingHint",
+    "CycleState",
+    "NodeBatch",
+    "FilterResult",
+    "PreFilterResult",
+    "PostFilterResult",
+    "NodeToStatus",
+    "QueuedPodInfo",
+    "Handle",
+    "WaitingPod",
+    "Plugin",
+    "PreEnqueuePlugin",
+    "QueueSortPlugin",
+    "EnqueueExtensions",
+    "PreFilterPlugin",
+    "PreFilterExtensions",
+    "FilterPlugin",
+    "NodeFilterPlugin",
+    "PostFilterPlugin",
+    "PreScorePlugin",
+    "ScorePlugin",
+    "NodeScorePlugin",
+    "ScoreExtensions",
+    "ReservePlugin",
+    "PermitPlugin",
+    "PreBindPlugin",
+    "BindPlugin",
+    "PostBindPlugin",
+    "POINT_CLASSES",
+    "points_of",
+]
+
+MIN_NODE_SCORE = 0
+MAX_NODE_SCORE = 100
+
+Int8Array = npt.NDArray[np.int8]
+IntArray = npt.NDArray[np.int64]
+
+
+# ---- cluster events (EnqueueExtensions) ------------------------------------------------------
+
+
+class ActionType(enum.IntFlag):
+    """What happened to an object, as kube-scheduler's ``framework.ActionType``."""
+
+    Add = 1
+    Delete = 2
+    UpdateNodeAllocatable = 4
+    UpdateNodeLabel = 8
+    UpdateNodeTaint = 16
+    UpdateNodeCondition = 32
+    UpdateNodeAnnotation = 64
+    UpdatePodLabel = 128
+    UpdatePodScaleDown = 256
+    UpdatePodToleration = 512
+    UpdatePodSchedulingGatesEliminated = 1024
+    UpdatePodGeneratedResourceClaim = 2048
+    Update = (
+        UpdateNodeAllocatable
+        | UpdateNodeLabel
+        | UpdateNodeTaint
+        | UpdateNodeCondition
+        | UpdateNodeAnnotation
+        | UpdatePodLabel
+        | UpdatePodScaleDown
+        | UpdatePodToleration
+        | UpdatePodSchedulingGatesEliminated
+        | UpdatePodGeneratedResourceClaim
+    )
+    All = Add | Delete | Update
+
+
+class QueueingHint(enum.Enum):
+    Queue = "Queue"
+    QueueSkip = "QueueSkip"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    """A change in the cluster. ``resource`` is "Node", "Pod" (an assigned pod), "UnscheduledPod",
+    or "*" (wildcard); ``action`` the :class:`ActionType` bits."""
+
+    resource: str
+    action: ActionType
+    label: str = ""
+
+    def matches(self, other: ClusterEvent) -> bool:
+        """True if this registered event covers ``other`` (an event that happened)."""
+        if self.resource not in ("*", other.resource):
+            return False
+        return bool(self.action & other.action)
+
+
+HintFn = Callable[[Pod, Any, Any], QueueingHint]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: HintFn | None = None
+
+
+# ---- per-cycle data --------------------------------------------------------------------------
+
+
+class CycleState:
+    """Data shared by the plugins of one scheduling context, keyed by string.
+
+    Values are any Python object for in-process plugins; values meant for plugins in other
+    languages are ``(content_type, bytes)`` pairs. ``clone()`` copies the map (and calls
+    ``clone()`` on values that have it), as preemption's dry runs need.
+    """
+
+    __slots__ = ("cycle_id", "snapshot", "skip_filter", "skip_score", "_data", "record")
+
+    def __init__(self, cycle_id: str = "", snapshot: Snapshot | None = None) -> None:
+        self.cycle_id = cycle_id
+        self.snapshot = snapshot
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+        self._data: dict[str, Any] = {}
+        self.record = False
+
+    def read(self, key: str) -> Any:
+        """The value under ``key``; KeyError (naming the key) if absent."""
+        try:
+            return self._data[key]
+        except KeyError:
+            raise KeyError(f"cycle state has no key {key!r}") from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def keys(self) -> list[str]:
+        return list(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clone(self) -> CycleState:
+        out = CycleState(self.cycle_id, self.snapshot)
+        out.skip_filter = set(self.skip_filter)
+        out.skip_score = set(self.skip_score)
+        out.record = self.record
+        for k, v in self._data.items():
+            clone = getattr(v, "clone", None)
+            out._data[k] = clone() if callable(clone) else v
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeBatch:
+    """A batch of nodes: rows of ``snapshot``. Plugins answer in the same order."""
+
+    snapshot: Snapshot
+    rows: IntArray
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    @property
+    def names(self) -> list[str]:
+        names = self.snapshot.table.names
+        return [names[r] for r in self.rows.tolist()]
+
+    def nodes(self) -> Iterator[tuple[int, Node]]:
+        nodes = self.snapshot.table.nodes
+        for r in self.rows.tolist():
+            yield r, nodes[r]
+
+    def take(self, mask: npt.NDArray[np.bool_]) -> NodeBatch:
+        return NodeBatch(self.snapshot, self.rows[mask])
+
+
+@dataclass(slots=True)
+class FilterResult:
+    """Per-node Filter answers for a batch: ``codes[i]`` is a :class:`Code` value, and for a
+    rejected node ``reasons[reason_index[i]]`` are its reasons."""
+
+    codes: Int8Array
+    reason_index: npt.NDArray[np.int32] | None = None
+    reasons: list[tuple[str, ...]] = field(default_factory=list)
+
+    @classmethod
+    def passing(cls, n: int) -> FilterResult:
+        return cls(np.zeros(n, dtype=np.int8))
+
+    @classmethod
+    def from_mask(cls, reject: npt.NDArray[np.bool_], code: Code, *reasons: str) -> FilterResult:
+        """Every node where ``reject`` is true gets ``code`` with the same reasons."""
+        codes = np.where(reject, np.int8(code), np.int8(0)).astype(np.int8, copy=False)
+        return cls(codes, np.zeros(len(codes), dtype=np.int32), [tuple(reasons)])
+
+    @classmethod
+    def from_statuses(cls, statuses: Sequence[Status]) -> FilterResult:
+        codes = np.fromiter((int(s.code) for s in statuses), dtype=np.int8, count=len(statuses))
+        table: dict[tuple[str, ...], int] = {}
+        index = np.zeros(len(statuses), dtype=np.int32)
+        for i, s in enumerate(statuses):
+            if s.code != Code.Success:
+                index[i] = table.setdefault(s.reasons, len(table))
+        return cls(codes, index, list(table))
+
+    def __len__(self) -> int:
+        return int(self.codes.shape[0])
+
+    def status_at(self, i: int, plugin: str = "") -> Status:
+        code = Code(int(self.codes[i]))
+        if code is Code.Success:
+            return SUCCESS
+        reasons: tuple[str, ...] = ()
+        if self.reason_index is not None and self.reasons:
+            reasons = self.reasons[int(self.reason_index[i])]
+        return Status(code, reasons, plugin)
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """Narrows the nodes Filter considers; ``None`` means all nodes."""
+
+    node_names: frozenset[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return self
+        if self.node_names is None:
+            return other
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    nominated_node_name: str = ""
+
+
+@dataclass(slots=True)
+class NodeToStatus:
+    """Why each node was rejected in a cycle; nodes not evaluated take ``absent``."""
+
+    statuses: dict[str, Status] = field(default_factory=dict)
+    absent: Status = field(default_factory=lambda: Status(Code.UnschedulableAndUnresolvable))
+
+    def get(self, node: str) -> Status:
+        return self.statuses.get(node, self.absent)
+
+
+@dataclass(slots=True, eq=False)
+class QueuedPodInfo:
+    """A pod in the scheduling queue with its scheduling history."""
+
+    pod: Pod
+    timestamp: float = 0.0  # when it was last added to a queue (QueueSort uses it)
+    initial_attempt_timestamp: float | None = None
+    attempts: int = 0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    gated: bool = False
+    last_status: Status | None = None
+    profile: str = ""
+    sort_key: Any = None
+
+
+class WaitingPod(Protocol):
+    """A pod held at Permit (what ``Handle.waiting_pod`` returns)."""
+
+    @property
+    def pod(self) -> Pod: ...
+
+    @property
+    def node_name(self) -> str: ...
+
+    def pending_plugins(self) -> list[str]: ...
+
+    def allow(self, plugin: str) -> None: ...
+
+    def reject(self, plugin: str, message: str) -> None: ...
+
+
+class Handle(Protocol):
+    """What the framework offers plugins (kube-scheduler's ``framework.Handle``)."""
+
+    def snapshot(self) -> Snapshot: ...
+
+    def waiting_pods(self) -> list[WaitingPod]: ...
+
+    def waiting_pod(self, uid: str) -> WaitingPod | None: ...
+
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool: ...
+
+    async def bind_pod(self, pod: Pod, node_name: str) -> Status: ...
+
+    async def delete_pod(self, pod: Pod, reason: str) -> Status: ...
+
+
+# ---- plugin base classes ---------------------------------------------------------------------
+
+
+class Plugin:
+    """Every plugin has a name, unique within a profile."""
+
+    name: str = ""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class PreEnqueuePlugin(Plugin):
+    async def pre_enqueue(self, pod: Pod) -> Status:
+        raise NotImplementedError
+
+
+class QueueSortPlugin(Plugin):
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        raise NotImplementedError
+
+    def sort_key(self, info: QueuedPodInfo) -> Any:
+        """A key with the same order as :meth:`less`, or None to have the queue call ``less``.
+
+        A key is computed once per enqueue instead of on each heap comparison, which is also how a
+        remote QueueSort plugin answers (one call per enqueue)."""
+        return None
+
+
+class EnqueueExtensions:
+    """Mixin: the cluster events that may make a pod this plugin rejected schedulable."""
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        raise NotImplementedError
+
+
+class PreFilterExtensions:
+    """Incremental updates of a plugin's PreFilter state (preemption's what-ifs)."""
+
+    async def add_pod(self, state: CycleState, pod: Pod, other: Pod, node_row: int) -> Status:
+        return SUCCESS
+
+    async def remove_pod(self, state: CycleState, pod: Pod, other: Pod, node_row: int) -> Status:
+        return SUCCESS
+
+
+class PreFilterPlugin(Plugin):
+    async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        raise NotImplementedError
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+
+class FilterPlugin(Plugin):
+    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+        raise NotImplementedError
+
+
+class NodeFilterPlugin(FilterPlugin):
+    """Per-node convenience: implement :meth:`filter_node`; the batch is looped for you."""
+
+    async def filter_node(self, state: CycleState, pod: Pod, node: Node, row: int) -> Status:
+        raise NotImplementedError
+
+    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+        return FilterResult.from_statuses([await self.filter_node(state, pod, n, r) for r, n in batch.nodes()])
+
+
+class PostFilterPlugin(Plugin):
+    async def post_filter(
+        self, state: CycleState, pod: Pod, statuses: NodeToStatus
+    ) -> tuple[PostFilterResult | None, Status]:
+        raise NotImplementedError
+
+
+class PreScorePlugin(Plugin):
+    async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
+        raise NotImplementedError
+
+
+class ScorePlugin(Plugin):
+    async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
+        raise NotImplementedError
+
+
+class NodeScorePlugin(ScorePlugin):
+    """Per-node convenience: implement :meth:`score_node`."""
+
+    async def score_node(self, state: CycleState, pod: Pod, node: Node, row: int) -> int:
+        raise NotImplementedError
+
+    async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
+        out = [await self.score_node(state, pod, n, r) for r, n in batch.nodes()]
+        return np.asarray(out, dtype=np.int64)
+
+
+class ScoreExtensions:
+    """Mixin for Score plugins that normalize their raw scores into [0, 100]."""
+
+    async def normalize_score(self, state: CycleState, pod: Pod, batch: NodeBatch, scores: IntArray) -> Status:
+        """Rewrite ``scores`` in place."""
+        raise NotImplementedError
+
+
+class ReservePlugin(Plugin):
+    async def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        raise NotImplementedError
+
+    async def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        raise NotImplementedError
+
+
+class PermitPlugin(Plugin):
+    async def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
+        """Success, a rejection, or ``(Wait, timeout_seconds)``."""
+        raise NotImplementedError
+
+
+class PreBindPlugin(Plugin):
+    async def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        """Skip when PreBind would do nothing for this pod; Success otherwise."""
+        return SUCCESS
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        raise NotImplementedError
+
+
+class BindPlugin(Plugin):
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        raise NotImplementedError
+
+
+class PostBindPlugin(Plugin):
+    async def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        raise NotImplementedError
+
+
+POINT_CLASSES: Mapping[str, type] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+
+
+def points_of(plugin: object | type) -> frozenset[str]:
+    """The configuration names of the extension points a plugin (or plugin class) implements."""
+    cls = plugin if isinstance(plugin, type) else type(plugin)
+    return frozenset(point for point, base in POINT_CLASSES.items() if issubclass(cls, base))
