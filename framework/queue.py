@@ -27,7 +27,7 @@ from pluginhost.model import Pod
 from pluginhost.plugin import ClusterEvent, ClusterEventWithHint, QueuedPodInfo, QueueingHint
 from pluginhost.status import Status
 
-__all__ = ["SchedulingQueue", "QueueStats", "ACTIVE", "BACKOFF", "UNSCHEDULABLE", "GATED", "IN_FLIGHT"]
+__all__ = ["ACTIVE", "BACKOFF", "GATED", "IN_FLIGHT", "UNSCHEDULABLE", "QueueStats", "SchedulingQueue"]
 
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -44,7 +44,7 @@ EventsFn = Callable[[str], list[ClusterEventWithHint]]
 class _Entry:
     """A heap entry: ordered by the QueueSort key when one exists, else by ``less``."""
 
-    __slots__ = ("info", "key", "seq", "less", "valid")
+    __slots__ = ("info", "key", "less", "seq", "valid")
 
     def __init__(self, info: QueuedPodInfo, key: Any, seq: int, less: Less | None) -> None:
         self.info = info

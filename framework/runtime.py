@@ -49,14 +49,14 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
 __all__ = [
-    "Framework",
+    "MAX_PERMIT_TIMEOUT",
     "Diagnosis",
     "FilterOutcome",
-    "ScoreOutcome",
+    "Framework",
     "PluginScores",
+    "ScoreOutcome",
     "WaitingPodHandle",
     "WaitingPods",
-    "MAX_PERMIT_TIMEOUT",
     "num_feasible_nodes_to_find",
 ]
 
@@ -199,7 +199,7 @@ class Framework:
         for pl in self.pre_enqueue_plugins:
             try:
                 status = await pl.pre_enqueue(pod)
-            except Exception as exc:  # noqa: BLE001 - a plugin's crash is reported, not propagated
+            except Exception as exc:
                 return _raised("PreEnqueue", pl, exc)
             if not status.ok:
                 if status.is_rejected or status.code is Code.Pending:
@@ -223,7 +223,7 @@ class Framework:
         for pl in self.pre_filter_plugins:
             try:
                 r, status = await pl.pre_filter(state, pod)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return None, _raised("PreFilter", pl, exc)
             if status.is_skip:
                 state.skip_filter.add(pl.name)
@@ -286,7 +286,7 @@ class Framework:
                 batch = NodeBatch(snapshot, rows[idx])
                 try:
                     res = await pl.filter(state, pod, batch)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     return FilterOutcome(np.empty(0, np.int64), pos, _raised("Filter", pl, exc))
                 bad = _check_filter_result(pl, res, len(batch))
                 if bad is not None:
@@ -312,11 +312,11 @@ class Framework:
                 cut = window
             found.append(rows[ok])
             n_found += int(ok.shape[0])
-            for pl, idx, res, failed in rejected:
+            for rejector, idx, res, failed in rejected:
                 for j in np.flatnonzero(failed).tolist():
                     w = int(idx[j])
                     if w < cut:
-                        st = res.status_at(j, pl.name)
+                        st = res.status_at(j, rejector.name)
                         statuses[names[int(rows[w])]] = st
                         diagnosis.add_plugin_status(st)
             pos += cut
@@ -332,7 +332,7 @@ class Framework:
         for pl in self.post_filter_plugins:
             try:
                 r, status = await pl.post_filter(state, pod, statuses)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return None, _raised("PostFilter", pl, exc)
             if status.ok:
                 return r, status
@@ -352,7 +352,7 @@ class Framework:
         for pl in self.pre_score_plugins:
             try:
                 status = await pl.pre_score(state, pod, nodes)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return _raised("PreScore", pl, exc)
             if status.is_skip:
                 state.skip_score.add(pl.name)
@@ -371,7 +371,7 @@ class Framework:
                 continue
             try:
                 raw = await pl.score(state, pod, nodes)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 out.error = _raised("Score", pl, exc)
                 return out
             raw = np.asarray(raw)
@@ -386,7 +386,7 @@ class Framework:
             if isinstance(pl, ScoreExtensions):
                 try:
                     status = await pl.normalize_score(state, pod, nodes, scores)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     out.error = _raised("NormalizeScore", pl, exc)
                     return out
                 if not status.ok:
@@ -418,7 +418,7 @@ class Framework:
         for pl in self.reserve_plugins:
             try:
                 status = await pl.reserve(state, pod, node)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return _raised("Reserve", pl, exc)
             if not status.ok:
                 if status.is_rejected:
@@ -431,7 +431,7 @@ class Framework:
         for pl in reversed(self.reserve_plugins):
             try:
                 await pl.unreserve(state, pod, node)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("Unreserve of plugin %r failed for pod %s", pl.name, pod.key)
 
     async def run_permit(self, state: CycleState, pod: Pod, node: str) -> Status:
@@ -439,7 +439,7 @@ class Framework:
         for pl in self.permit_plugins:
             try:
                 status, timeout = await pl.permit(state, pod, node)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return _raised("Permit", pl, exc)
             if status.ok:
                 continue
@@ -474,7 +474,7 @@ class Framework:
         for pl in self.pre_bind_plugins:
             try:
                 status = await pl.pre_bind_pre_flight(state, pod, node)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return _raised("PreBindPreFlight", pl, exc)
             if status.is_skip:
                 continue
@@ -487,7 +487,7 @@ class Framework:
         for pl in self.pre_bind_plugins:
             try:
                 status = await pl.pre_bind(state, pod, node)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return _raised("PreBind", pl, exc)
             if status.is_skip:
                 continue
@@ -500,7 +500,7 @@ class Framework:
         for pl in self.bind_plugins:
             try:
                 status = await pl.bind(state, pod, node)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return _raised("Bind", pl, exc)
             if status.is_skip:
                 continue
@@ -513,7 +513,7 @@ class Framework:
         for pl in self.post_bind_plugins:
             try:
                 await pl.post_bind(state, pod, node)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("PostBind of plugin %r failed for pod %s", pl.name, pod.key)
 
 

@@ -45,14 +45,14 @@ from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQ
 from .runtime import Diagnosis, Framework, WaitingPodHandle, WaitingPods, num_feasible_nodes_to_find
 
 __all__ = [
-    "Scheduler",
-    "PodRecord",
-    "Event",
-    "ApplyResult",
     "ApplyError",
+    "ApplyResult",
     "CycleStats",
-    "fit_error_message",
+    "Event",
+    "PodRecord",
+    "Scheduler",
     "explain_pod",
+    "fit_error_message",
 ]
 
 log = logging.getLogger("outrigger.scheduler")
@@ -390,9 +390,9 @@ class Scheduler:
             if old.labels != pod.labels:
                 self._cluster_event(ClusterEvent("Pod", ActionType.UpdatePodLabel), old, pod)
             return
-        where = await self.queue.update(pod)
-        if where is not None:
-            self._after_enqueue(rec, where)
+        requeued = await self.queue.update(pod)
+        if requeued is not None:
+            self._after_enqueue(rec, requeued)
 
     def _after_enqueue(self, rec: PodRecord, where: str) -> None:
         if where == GATED:
@@ -514,9 +514,10 @@ class Scheduler:
         state = CycleState(cycle_id, snapshot)
         self.cycle_states[cycle_id] = state
         diagnosis = Diagnosis()
+        host: str | None
         try:
             host, status = await self._schedule_pod(fwk, state, pod, snapshot, diagnosis)
-        except Exception as exc:  # noqa: BLE001 - the pod must go back to the queue whatever happened
+        except Exception as exc:
             log.exception("scheduling cycle of %s failed", pod.key)
             host, status = None, Status.failure(f"scheduling cycle failed: {exc}", error=exc)
         if host is None:
@@ -622,7 +623,7 @@ class Scheduler:
             self._fail(info, status, {status.plugin} if status.plugin and status.is_rejected else set())
             # The pod's resources are free again: pods waiting for room may fit now.
             self._cluster_event(ClusterEvent("Pod", ActionType.Delete), pod, None)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.exception("binding cycle of %s failed", pod.key)
             await fwk.run_unreserve(state, pod, host)
             self.cache.forget_pod(pod.uid)

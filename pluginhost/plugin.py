@@ -27,38 +27,38 @@ from pluginhost.status import SUCCESS, Code, Status
 __all__ = [
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
+    "POINT_CLASSES",
     "ActionType",
+    "BindPlugin",
     "ClusterEvent",
     "ClusterEventWithHint",
-    "QueueingHint",
     "CycleState",
-    "NodeBatch",
-    "FilterResult",
-    "PreFilterResult",
-    "PostFilterResult",
-    "NodeToStatus",
-    "QueuedPodInfo",
-    "Handle",
-    "WaitingPod",
-    "Plugin",
-    "PreEnqueuePlugin",
-    "QueueSortPlugin",
     "EnqueueExtensions",
-    "PreFilterPlugin",
-    "PreFilterExtensions",
     "FilterPlugin",
+    "FilterResult",
+    "Handle",
+    "NodeBatch",
     "NodeFilterPlugin",
-    "PostFilterPlugin",
-    "PreScorePlugin",
-    "ScorePlugin",
     "NodeScorePlugin",
-    "ScoreExtensions",
-    "ReservePlugin",
+    "NodeToStatus",
     "PermitPlugin",
-    "PreBindPlugin",
-    "BindPlugin",
+    "Plugin",
     "PostBindPlugin",
-    "POINT_CLASSES",
+    "PostFilterPlugin",
+    "PostFilterResult",
+    "PreBindPlugin",
+    "PreEnqueuePlugin",
+    "PreFilterExtensions",
+    "PreFilterPlugin",
+    "PreFilterResult",
+    "PreScorePlugin",
+    "QueueSortPlugin",
+    "QueuedPodInfo",
+    "QueueingHint",
+    "ReservePlugin",
+    "ScoreExtensions",
+    "ScorePlugin",
+    "WaitingPod",
     "points_of",
 ]
 
@@ -143,7 +143,7 @@ class CycleState:
     ``clone()`` on values that have it), as preemption's dry runs need.
     """
 
-    __slots__ = ("cycle_id", "snapshot", "skip_filter", "skip_score", "_data", "record")
+    __slots__ = ("_data", "cycle_id", "record", "skip_filter", "skip_score", "snapshot")
 
     def __init__(self, cycle_id: str = "", snapshot: Snapshot | None = None) -> None:
         self.cycle_id = cycle_id
@@ -322,7 +322,7 @@ class Handle(Protocol):
 
     def snapshot(self) -> Snapshot: ...
 
-    def waiting_pods(self) -> list[WaitingPod]: ...
+    def waiting_pods(self) -> Sequence[WaitingPod]: ...
 
     def waiting_pod(self, uid: str) -> WaitingPod | None: ...
 

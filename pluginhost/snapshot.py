@@ -32,7 +32,7 @@ from pluginhost.model import (
     Pod,
 )
 
-__all__ = ["BASE_RESOURCES", "ClusterTable", "NodeTable", "Snapshot", "zone_key", "non_zero_requests"]
+__all__ = ["BASE_RESOURCES", "ClusterTable", "NodeTable", "Snapshot", "non_zero_requests", "zone_key"]
 
 BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 _ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-__all__ = ["Code", "Status", "SUCCESS"]
+__all__ = ["SUCCESS", "Code", "Status"]
 
 
 class Code(enum.IntEnum):

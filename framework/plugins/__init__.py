@@ -10,7 +10,7 @@ from pluginhost.plugin import Handle, Plugin, points_of
 from .basic import DefaultBinder, NodeName, NodeUnschedulable, PrioritySort, SchedulingGates
 from .noderesources import NodeResourcesFit, PluginArgsError
 
-__all__ = ["Factory", "Registry", "in_tree_registry", "PluginArgsError"]
+__all__ = ["Factory", "PluginArgsError", "Registry", "in_tree_registry"]
 
 Factory = Callable[[dict[str, Any], Handle | None], Plugin]
 

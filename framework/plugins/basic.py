@@ -24,7 +24,7 @@ from pluginhost.plugin import (
 )
 from pluginhost.status import SUCCESS, Code, Status
 
-__all__ = ["PrioritySort", "SchedulingGates", "NodeUnschedulable", "NodeName", "DefaultBinder"]
+__all__ = ["DefaultBinder", "NodeName", "NodeUnschedulable", "PrioritySort", "SchedulingGates"]
 
 ERR_UNSCHEDULABLE = "node(s) were unschedulable"
 ERR_NODE_NAME = "node(s) didn't match the requested node name"

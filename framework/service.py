@@ -1,0 +1,271 @@
+"""The framework service: the Scheduler API over gRPC, the standard health service, and the scheduler
+loop, in one process.
+
+``serve`` builds the scheduler from a configuration, starts the gRPC server and the scheduling loop,
+and on SIGTERM/SIGINT flips health to NOT_SERVING, stops taking pods, lets binding cycles finish, and
+stops the server with a grace period. Bad requests get ``INVALID_ARGUMENT`` (or ``NOT_FOUND``) with a
+message naming what is wrong, and change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from pluginhost import pb
+from pluginhost.convert import pod_to_proto, status_to_proto
+from pluginhost.manifest import ManifestError, parse_objects
+from pluginhost.model import Node, Pod
+
+from .config import SchedulerConfig
+from .plugins import Registry
+from .scheduler import (
+    EV_APPLIED,
+    EV_BOUND,
+    EV_DELETED,
+    EV_ERROR,
+    EV_NOMINATED,
+    EV_PREEMPTED,
+    EV_UNSCHEDULABLE,
+    ApplyError,
+    Event,
+    PodRecord,
+    Scheduler,
+    explain_pod,
+)
+
+__all__ = ["MAX_MESSAGE_BYTES", "SchedulerService", "Server", "serve", "start_server"]
+
+log = logging.getLogger("outrigger.service")
+
+# Large enough for a 15000-node manifest in one Apply; anything bigger should be split.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+SERVICE_NAME = "outrigger.v1.Scheduler"
+
+_EVENT_TYPES = {
+    EV_BOUND: pb.scheduler.EVENT_TYPE_BOUND,
+    EV_UNSCHEDULABLE: pb.scheduler.EVENT_TYPE_UNSCHEDULABLE,
+    EV_PREEMPTED: pb.scheduler.EVENT_TYPE_PREEMPTED,
+    EV_APPLIED: pb.scheduler.EVENT_TYPE_APPLIED,
+    EV_DELETED: pb.scheduler.EVENT_TYPE_DELETED,
+    EV_ERROR: pb.scheduler.EVENT_TYPE_ERROR,
+    EV_NOMINATED: pb.scheduler.EVENT_TYPE_NOMINATED,
+}
+
+
+def event_to_proto(ev: Event) -> Any:
+    out = pb.scheduler.Event(
+        sequence=ev.sequence,
+        type=_EVENT_TYPES[ev.type],
+        object=pb.scheduler.ObjectRef(kind=ev.kind, namespace=ev.namespace, name=ev.name, uid=ev.uid),
+        node_name=ev.node_name,
+        timestamp=ev.timestamp,
+        attempts=ev.attempts,
+    )
+    if ev.status is not None:
+        out.status.CopyFrom(status_to_proto(ev.status))
+    return out
+
+
+class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[misc]
+    """The public Scheduler API, backed by a :class:`Scheduler`."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+
+    async def Apply(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        objects: list[Pod | Node] = []
+        try:
+            for m in request.manifests:
+                objects.extend(parse_objects(m.content, m.source or "<request>"))
+            results = await self.s.apply(objects, dry_run=request.dry_run)
+        except (ManifestError, ApplyError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return pb.scheduler.ApplyResponse(
+            applied=[
+                pb.scheduler.AppliedObject(
+                    ref=pb.scheduler.ObjectRef(kind=r.kind, namespace=r.namespace, name=r.name, uid=r.uid),
+                    action=r.action,
+                )
+                for r in results
+            ]
+        )
+
+    async def Delete(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        for ref in request.objects:
+            if ref.kind not in ("Pod", "Node"):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"cannot delete kind {ref.kind!r} (Pod or Node)")
+            if not ref.name:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"delete of a {ref.kind} needs a name")
+        deleted = []
+        for ref in request.objects:
+            if ref.kind == "Pod":
+                pod = self.s.delete_pod(ref.namespace or "default", ref.name)
+                if pod is not None:
+                    deleted.append(pb.scheduler.ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name,
+                                                          uid=pod.uid))
+            else:
+                node = self.s.delete_node(ref.name)
+                if node is not None:
+                    deleted.append(pb.scheduler.ObjectRef(kind="Node", name=node.name, uid=node.uid))
+        return pb.scheduler.DeleteResponse(deleted=deleted)
+
+    def _pod_state(self, rec: PodRecord) -> Any:
+        pod = rec.pod
+        out = pb.scheduler.PodState(
+            ref=pb.scheduler.ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+            phase=rec.phase,
+            node_name=pod.node_name,
+            attempts=rec.attempts,
+            queue=self.s.queue_of(pod.uid),
+            nominated_node_name=rec.nominated_node,
+            profile=rec.profile,
+            priority=pod.priority,
+        )
+        if rec.last_status is not None:
+            out.last_status.CopyFrom(status_to_proto(rec.last_status))
+        return out
+
+    async def GetPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        ns = request.namespace or "default"
+        rec = self.s.get_pod(ns, request.name)
+        if rec is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"pod {ns}/{request.name} not found")
+            raise AssertionError("unreachable: abort raises")
+        return self._pod_state(rec)
+
+    async def ListPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        pods = [
+            self._pod_state(rec)
+            for rec in self.s.pods.values()
+            if (not request.namespace or rec.pod.namespace == request.namespace)
+            and (not request.phase or rec.phase == request.phase)
+        ]
+        pods.sort(key=lambda p: (p.ref.namespace, p.ref.name))
+        return pb.scheduler.ListPodsResponse(pods=pods)
+
+    async def ListNodes(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        snap = self.s.cache.snapshot()
+        out = []
+        for row, node in enumerate(snap.nodes):
+            out.append(
+                pb.scheduler.NodeSummary(
+                    name=node.name,
+                    allocatable={r: int(snap.allocatable[row, c]) for r, c in snap.columns.items()},
+                    requested={r: int(snap.requested[row, c]) for r, c in snap.columns.items()},
+                    pods=len(snap.pods[row]),
+                    unschedulable=node.unschedulable,
+                    taints=[f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}" for t in node.taints],
+                    labels=node.labels,
+                )
+            )
+        out.sort(key=lambda n: n.name)
+        return pb.scheduler.ListNodesResponse(nodes=out, generation=snap.generation)
+
+    async def Watch(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        wanted = {int(t) for t in request.types}
+        async for ev in self.s.events(since=request.since_sequence, replay=request.replay):
+            msg = event_to_proto(ev)
+            if wanted and msg.type not in wanted:
+                continue
+            yield msg
+
+    async def Explain(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            objs = parse_objects(request.pod.content, request.pod.source or "<pod>")
+        except ManifestError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        pods = [o for o in objs if isinstance(o, Pod)]
+        if len(pods) != 1:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"explain needs exactly one Pod, got {len(pods)}")
+        pod = pods[0]
+        profile = request.profile or pod.scheduler_name
+        fwk = self.s.profiles.get(profile)
+        if fwk is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no profile named {profile!r}")
+            raise AssertionError("unreachable: abort raises")
+        result = await explain_pod(fwk, self.s.cache.snapshot(), pod)
+        return pb.scheduler.ExplainResponse(json=json.dumps(result))
+
+    async def ListWaitingPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        out = []
+        for wp in self.s.waiting_pods:
+            out.append(
+                pb.handle.WaitingPod(
+                    pod=pod_to_proto(wp.pod),
+                    pending_plugins=wp.pending_plugins(),
+                    node_name=wp.node_name,
+                    deadline=wp.deadline,
+                )
+            )
+        return pb.handle.ListWaitingPodsResponse(pods=out)
+
+
+@dataclass
+class Server:
+    """A running framework service (see :func:`start_server`)."""
+
+    scheduler: Scheduler
+    server: grpc.aio.Server
+    health: health.aio.HealthServicer
+    port: int
+    loop_task: asyncio.Task[None]
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Graceful stop: NOT_SERVING, no new pods, binding cycles finished, server stopped. Idempotent."""
+        await self.health.enter_graceful_shutdown()
+        await self.scheduler.stop()
+        self.loop_task.cancel()
+        try:
+            await self.loop_task
+        except asyncio.CancelledError:
+            pass
+        await self.server.stop(grace)
+
+
+async def start_server(config: SchedulerConfig, registry: Registry, listen: str = "127.0.0.1:0",
+                       *, seed: int | None = None) -> Server:
+    """Build the scheduler and start serving on ``listen`` (port 0 picks a free port)."""
+    scheduler = Scheduler(config, registry, seed=seed)
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ]
+    )
+    pb.scheduler_grpc.add_SchedulerServicer_to_server(SchedulerService(scheduler), server)  # type: ignore[no-untyped-call]
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen!r}")
+    await server.start()
+    await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    loop_task = asyncio.get_running_loop().create_task(scheduler.run())
+    return Server(scheduler, server, health_servicer, port, loop_task)
+
+
+async def serve(config: SchedulerConfig, registry: Registry, listen: str) -> None:
+    """Run the framework service until SIGTERM or SIGINT."""
+    srv = await start_server(config, registry, listen)
+    log.info("outrigger framework serving on %s (profiles: %s)", listen, ", ".join(srv.scheduler.profiles))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await srv.stop()
