@@ -22,9 +22,9 @@ from pluginhost.manifest import ManifestError, parse_objects
 from pluginhost.model import Node, Pod
 from pluginhost.quantity import format_quantity
 
-from .config import ConfigError, SchedulerConfig, load_config_file
+from .config import ConfigError, SchedulerConfig
 from .plugins import PluginArgsError, Registry
-from .profiles import build_registry, default_scheduler_config
+from .profiles import build_registry, default_scheduler_config, load_scheduler_config
 
 __all__ = ["main"]
 
@@ -46,7 +46,7 @@ def _read(path: str) -> str:
 
 
 def _config(path: str | None, registry: Registry) -> SchedulerConfig:
-    cfg = load_config_file(path, registry.points()) if path else default_scheduler_config(registry)
+    cfg = load_scheduler_config(path, registry) if path else default_scheduler_config(registry)
     for w in cfg.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return cfg

@@ -578,10 +578,13 @@ def _normalize_known(known: Mapping[str, frozenset[str]] | Mapping[str, Any]) ->
 
 
 class _Loader:
-    def __init__(self, source: str, known: dict[str, frozenset[str]]) -> None:
+    def __init__(
+        self, source: str, known: dict[str, frozenset[str]], unavailable: frozenset[str] = frozenset()
+    ) -> None:
         self.source = source
         self.known = known
-        self.unmodelled = UNMODELLED_PLUGINS - known.keys()
+        self.unavailable = unavailable - known.keys()
+        self.unmodelled = (UNMODELLED_PLUGINS | self.unavailable) - known.keys()
         self.warnings: list[str] = []
         self._warned_unmodelled: set[str] = set()
 
@@ -589,7 +592,10 @@ class _Loader:
         if name in self._warned_unmodelled:
             return
         self._warned_unmodelled.add(name)
-        msg = f'plugin "{name}" is not modelled by Outrigger and is ignored'
+        if name in self.unavailable:
+            msg = f'plugin "{name}" is not available in this build of Outrigger yet and is ignored'
+        else:
+            msg = f'plugin "{name}" is not modelled by Outrigger and is ignored'
         self.warnings.append(_located(self.source, path, msg) if path else msg)
 
     def load(self, doc: Any | None) -> SchedulerConfig:
@@ -892,12 +898,17 @@ class _Loader:
 
 
 def load_config(
-    text: str | None, known: Mapping[str, frozenset[str]], source: str = "<config>"
+    text: str | None,
+    known: Mapping[str, frozenset[str]],
+    source: str = "<config>",
+    *,
+    unavailable: frozenset[str] = frozenset(),
 ) -> SchedulerConfig:
     """Load a KubeSchedulerConfiguration from YAML or JSON ``text`` (None: kube-scheduler's defaults).
 
     ``known`` maps every plugin name the caller can instantiate to the extension points it
-    implements. ``source`` names the text in messages (normally the file name).
+    implements. ``unavailable`` names in-tree plugins this build does not have yet: like the
+    unmodelled ones, they are dropped with a warning instead of failing the load. ``source`` names the text in messages (normally the file name).
 
     Raises :class:`ConfigError` for anything kube-scheduler would reject, plus plugins that are
     neither in ``known`` nor in :data:`UNMODELLED_PLUGINS`.
@@ -909,10 +920,15 @@ def load_config(
         raise ConfigError(
             source, [("", f'the file is empty: expected apiVersion "{API_VERSION}" and kind "{KIND}"')]
         )
-    return _Loader(source, known_points).load(doc)
+    return _Loader(source, known_points, unavailable).load(doc)
 
 
-def load_config_file(path: str | os.PathLike[str], known: Mapping[str, frozenset[str]]) -> SchedulerConfig:
+def load_config_file(
+    path: str | os.PathLike[str],
+    known: Mapping[str, frozenset[str]],
+    *,
+    unavailable: frozenset[str] = frozenset(),
+) -> SchedulerConfig:
     """:func:`load_config` on the file at ``path``, which is named in messages."""
     source = os.fspath(path)
     try:
@@ -922,9 +938,11 @@ def load_config_file(path: str | os.PathLike[str], known: Mapping[str, frozenset
         raise ConfigError(source, [("", f"cannot read the file: {exc.strerror or exc}")]) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(source, [("", f"the file is not UTF-8 text: {exc.reason}")]) from None
-    return load_config(text, known, source)
+    return load_config(text, known, source, unavailable=unavailable)
 
 
-def default_config(known: Mapping[str, frozenset[str]]) -> SchedulerConfig:
+def default_config(
+    known: Mapping[str, frozenset[str]], *, unavailable: frozenset[str] = frozenset()
+) -> SchedulerConfig:
     """kube-scheduler's defaults: one profile, ``default-scheduler``, with the default plugins."""
-    return load_config(None, known, "<defaults>")
+    return load_config(None, known, "<defaults>", unavailable=unavailable)

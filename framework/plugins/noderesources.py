@@ -1,19 +1,25 @@
 """NodeResourcesFit: does the node have room for the pod's requests, and how full would it be.
 
 Filter compares the pod's requests with ``allocatable - requested`` for every node of a batch at
-once; Score implements kube-scheduler's LeastAllocated and MostAllocated strategies over the
-columnar snapshot (CPU and memory counted with the non-zero defaults, as kube-scheduler does).
+once; Score implements kube-scheduler's three scoring strategies (LeastAllocated, MostAllocated and
+RequestedToCapacityRatio) over the columnar snapshot, with CPU and memory counted with the non-zero
+defaults for containers that request neither, as kube-scheduler does.
+
+The helpers :func:`is_scalar_resource_name` and :func:`allocatable_and_requested` are shared with
+NodeResourcesBalancedAllocation, which scores from the same per-resource columns.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from pluginhost.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
+from pluginhost.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod
 from pluginhost.plugin import (
     MAX_NODE_SCORE,
     ActionType,
@@ -28,73 +34,305 @@ from pluginhost.plugin import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHint,
     ScorePlugin,
 )
-from pluginhost.snapshot import non_zero_requests
+from pluginhost.snapshot import Snapshot, non_zero_requests
 from pluginhost.status import SUCCESS, Code, Status
 
-__all__ = ["NodeResourcesFit", "PluginArgsError"]
+__all__ = [
+    "NodeResourcesFit",
+    "PluginArgsError",
+    "allocatable_and_requested",
+    "is_extended_resource_name",
+    "is_scalar_resource_name",
+    "parse_resource_specs",
+]
 
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
 _STATE_KEY = "PreFilterNodeResourcesFit"
 _SCORE_KEY = "PreScoreNodeResourcesFit"
-_STRATEGIES = ("LeastAllocated", "MostAllocated")
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+_STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+# kube-scheduler's config.MaxCustomPriorityScore: shape scores are 0..10, scaled to 0..MAX_NODE_SCORE.
+MAX_CUSTOM_PRIORITY_SCORE = 10
+_MAX_UTILIZATION = 100
+_DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = ((CPU, 1), (MEMORY, 1))
+_NATIVE = (CPU, MEMORY, EPHEMERAL_STORAGE)
+# Keys every plugin's args may carry besides its own fields (a typed args object in a config file).
+_TYPE_META = frozenset({"apiVersion", "kind"})
 
 
 class PluginArgsError(ValueError):
     """A plugin's ``pluginConfig`` args are invalid."""
 
 
+# ---- resource names (k8s.io/kubernetes/pkg/apis/core/v1/helper) ------------------------------
+
+_QUALIFIED_NAME_RE = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS1123_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+
+
+def is_qualified_name(value: str) -> bool:
+    """apimachinery's ``IsQualifiedName``: ``[prefix/]name`` with a DNS subdomain prefix."""
+    prefix, slash, name = value.rpartition("/")
+    if slash:
+        if not prefix or len(prefix) > 253 or _DNS1123_SUBDOMAIN_RE.fullmatch(prefix) is None:
+            return False
+    return 0 < len(name) <= 63 and _QUALIFIED_NAME_RE.fullmatch(name) is not None
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """An extended resource: a domain-prefixed name outside ``kubernetes.io/`` (``example.com/gpu``)."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    return is_qualified_name("requests." + name)
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """The resources a node accounts beyond cpu, memory, ephemeral-storage and pods: extended
+    resources, hugepages, ``kubernetes.io/``-prefixed native resources and attachable volumes."""
+    return (
+        is_extended_resource_name(name)
+        or name.startswith("hugepages-")
+        or "kubernetes.io/" in name
+        or name.startswith("attachable-volumes-")
+    )
+
+
+def allocatable_and_requested(
+    snap: Snapshot, rows: IntArray, resource: str, pod_request: int, *, use_requested: bool
+) -> tuple[IntArray, IntArray] | None:
+    """Per row, the node's allocatable ``resource`` and what would be requested with the pod on it.
+
+    kube-scheduler's ``calculateResourceAllocatableRequest``: CPU and memory come from the non-zero
+    requested totals unless ``use_requested``; a scalar resource the pod does not request, and any
+    other resource the node does not account (``pods``, unknown names), is left out (None). Rows whose
+    allocatable is 0 are for the caller to skip.
+    """
+    if resource in (CPU, MEMORY):
+        c = snap.columns[resource]
+        if use_requested:
+            used = snap.requested[rows, c]
+        else:
+            used = snap.non_zero_requested[rows, 0 if resource == CPU else 1]
+        return snap.allocatable[rows, c], used + pod_request
+    if resource == EPHEMERAL_STORAGE:
+        c = snap.columns[resource]
+        return snap.allocatable[rows, c], snap.requested[rows, c] + pod_request
+    if pod_request == 0 or not is_scalar_resource_name(resource):
+        return None
+    col = snap.columns.get(resource)
+    if col is None:
+        return None
+    return snap.allocatable[rows, col], snap.requested[rows, col] + pod_request
+
+
+# ---- args ------------------------------------------------------------------------------------
+
+
+def check_fields(args: dict[str, Any], allowed: Sequence[str], where: str) -> None:
+    """Strict decoding: kube-scheduler rejects unknown fields in a plugin's args."""
+    unknown = sorted(k for k in args if k not in allowed and k not in _TYPE_META)
+    if unknown:
+        raise PluginArgsError(f"{where}: unknown field {unknown[0]!r} (known fields: {', '.join(allowed)})")
+
+
+def parse_resource_specs(value: Any, path: str, where: str) -> list[tuple[str, int]]:
+    """A ``[{name, weight}]`` list; a missing or zero weight is 1, as kube-scheduler's defaulting."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PluginArgsError(f"{where}: {path} must be a list of {{name, weight}}")
+    out: list[tuple[str, int]] = []
+    for i, spec in enumerate(value):
+        item = f"{path}[{i}]"
+        if not isinstance(spec, dict):
+            raise PluginArgsError(f"{where}: {item} must be a mapping with name and weight")
+        check_fields(spec, ("name", "weight"), f"{where}: {item}")
+        name = spec.get("name")
+        if not isinstance(name, str) or not name:
+            raise PluginArgsError(f"{where}: {item}.name is required")
+        weight = spec.get("weight")
+        if weight is None or weight == 0:
+            weight = 1
+        if not isinstance(weight, int) or isinstance(weight, bool):
+            raise PluginArgsError(f"{where}: {item}.weight must be an integer")
+        out.append((name, weight))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _FitArgs:
+    strategy: str
+    resources: list[tuple[str, int]]
+    shape: tuple[tuple[int, int], ...]  # (utilization, score scaled to 0..MAX_NODE_SCORE)
+    ignored: frozenset[str]
+    ignored_groups: frozenset[str]
+
+
+def _parse_shape(raw: Any, path: str) -> tuple[tuple[int, int], ...]:
+    where = "NodeResourcesFit"
+    if raw is not None and not isinstance(raw, list):
+        raise PluginArgsError(f"{where}: {path} must be a list of {{utilization, score}}")
+    if not raw:
+        raise PluginArgsError(f"{where}: {path}: at least one point must be specified")
+    points: list[tuple[int, int]] = []
+    for i, p in enumerate(raw):
+        item = f"{path}[{i}]"
+        if not isinstance(p, dict):
+            raise PluginArgsError(f"{where}: {item} must be a mapping with utilization and score")
+        check_fields(p, ("utilization", "score"), f"{where}: {item}")
+        values = []
+        for key in ("utilization", "score"):
+            v = p.get(key, 0)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise PluginArgsError(f"{where}: {item}.{key} must be an integer")
+            values.append(v)
+        points.append((values[0], values[1]))
+    for i in range(1, len(points)):
+        if points[i - 1][0] >= points[i][0]:
+            raise PluginArgsError(
+                f"{where}: {path}[{i}].utilization: {points[i][0]}: values must be sorted in increasing order"
+            )
+    for i, (util, score) in enumerate(points):
+        if not 0 <= util <= _MAX_UTILIZATION:
+            raise PluginArgsError(
+                f"{where}: {path}[{i}].utilization: {util}: not in valid range [0, {_MAX_UTILIZATION}]"
+            )
+        if not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise PluginArgsError(
+                f"{where}: {path}[{i}].score: {score}: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]"
+            )
+    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    return tuple((u, s * scale) for u, s in points)
+
+
+def _string_list(args: dict[str, Any], key: str) -> list[str]:
+    raw = args.get(key)
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+        raise PluginArgsError(f"NodeResourcesFit: {key} must be a list of strings")
+    return list(raw)
+
+
+def _parse_args(args: dict[str, Any]) -> _FitArgs:
+    """NodeResourcesFitArgs with kube-scheduler's v1 defaulting and validation."""
+    where = "NodeResourcesFit"
+    check_fields(args, ("ignoredResources", "ignoredResourceGroups", "scoringStrategy"), where)
+    ignored = _string_list(args, "ignoredResources")
+    for i, res in enumerate(ignored):
+        if not is_qualified_name(res):
+            raise PluginArgsError(f"{where}: ignoredResources[{i}]: {res!r} is not a valid resource name")
+    groups = _string_list(args, "ignoredResourceGroups")
+    for i, group in enumerate(groups):
+        if "/" in group:
+            raise PluginArgsError(f"{where}: ignoredResourceGroups[{i}]: {group!r}: resource group name can't contain '/'")
+        if not is_qualified_name(group):
+            raise PluginArgsError(f"{where}: ignoredResourceGroups[{i}]: {group!r} is not a valid resource group name")
+
+    strategy = args.get("scoringStrategy")
+    if strategy is None:
+        return _FitArgs(LEAST_ALLOCATED, list(_DEFAULT_RESOURCES), (), frozenset(ignored), frozenset(groups))
+    if not isinstance(strategy, dict):
+        raise PluginArgsError(f"{where}: scoringStrategy must be a mapping")
+    check_fields(strategy, ("type", "resources", "requestedToCapacityRatio"), f"{where}: scoringStrategy")
+    kind = strategy.get("type")
+    if kind not in _STRATEGIES:
+        supported = ", ".join(_STRATEGIES)
+        shown = "" if kind is None else kind
+        raise PluginArgsError(
+            f"{where}: scoringStrategy.type: unsupported value {shown!r} (supported: {supported})"
+        )
+    resources = parse_resource_specs(strategy.get("resources"), "scoringStrategy.resources", where)
+    for i, (name, weight) in enumerate(resources):
+        if not 0 < weight <= 100:
+            raise PluginArgsError(
+                f"{where}: scoringStrategy.resources[{i}].weight: {weight}: "
+                f"resource weight of {name} not in valid range (0, 100]"
+            )
+    if not resources:
+        resources = list(_DEFAULT_RESOURCES)
+    ratio = strategy.get("requestedToCapacityRatio")
+    shape: tuple[tuple[int, int], ...] = ()
+    if kind == REQUESTED_TO_CAPACITY_RATIO:
+        if ratio is None:
+            raise PluginArgsError(
+                f"{where}: scoringStrategy.requestedToCapacityRatio: must be specified when type is "
+                f"{REQUESTED_TO_CAPACITY_RATIO}"
+            )
+        if not isinstance(ratio, dict):
+            raise PluginArgsError(f"{where}: scoringStrategy.requestedToCapacityRatio must be a mapping")
+        check_fields(ratio, ("shape",), f"{where}: scoringStrategy.requestedToCapacityRatio")
+        shape = _parse_shape(ratio.get("shape"), "scoringStrategy.requestedToCapacityRatio.shape")
+    elif ratio is not None:
+        raise PluginArgsError(
+            f"{where}: scoringStrategy.requestedToCapacityRatio: must be nil when type is not "
+            f"{REQUESTED_TO_CAPACITY_RATIO}"
+        )
+    return _FitArgs(kind, resources, shape, frozenset(ignored), frozenset(groups))
+
+
+# ---- cycle state -----------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class _FitState:
-    # (resource, amount) pairs the pod requests, "pods" excluded; the fixed four first, then the rest sorted.
+    # (resource, amount) pairs the pod requests: cpu, memory, ephemeral-storage (0 when not
+    # requested), then the scalar resources in name order. Other names ("pods") are not accounted.
     requests: tuple[tuple[str, int], ...]
 
     def clone(self) -> _FitState:
         return self
 
 
-def _parse_args(args: dict[str, Any]) -> tuple[str, list[tuple[str, int]], frozenset[str], tuple[str, ...]]:
-    strategy = args.get("scoringStrategy") or {}
-    if not isinstance(strategy, dict):
-        raise PluginArgsError("NodeResourcesFit: scoringStrategy must be a mapping")
-    kind = strategy.get("type", "LeastAllocated")
-    if kind not in _STRATEGIES:
-        supported = ", ".join(_STRATEGIES)
-        raise PluginArgsError(f"NodeResourcesFit: scoringStrategy.type {kind!r} is not supported (use {supported})")
-    resources: list[tuple[str, int]] = []
-    for i, spec in enumerate(strategy.get("resources") or [{"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1}]):
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-            raise PluginArgsError(f"NodeResourcesFit: scoringStrategy.resources[{i}].name is required")
-        weight = spec.get("weight", 1)
-        if not isinstance(weight, int) or not 1 <= weight <= 100:
-            raise PluginArgsError(f"NodeResourcesFit: scoringStrategy.resources[{i}].weight must be in [1, 100]")
-        resources.append((spec["name"], weight))
-    ignored = frozenset(args.get("ignoredResources") or ())
-    groups = tuple(args.get("ignoredResourceGroups") or ())
-    return kind, resources, ignored, groups
+@dataclass(frozen=True, slots=True)
+class _ScoreState:
+    # The pod's request of each configured scoring resource, in the order of the args.
+    requests: tuple[int, ...]
+
+    def clone(self) -> _ScoreState:
+        return self
+
+
+def _fit_requests(pod: Pod) -> tuple[tuple[str, int], ...]:
+    fixed = [(r, pod.requests.get(r, 0)) for r in _NATIVE]
+    scalar = sorted((r, v) for r, v in pod.requests.items() if r not in _NATIVE and is_scalar_resource_name(r))
+    return tuple(fixed + scalar)
+
+
+# ---- the plugin ------------------------------------------------------------------------------
 
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+    """Filters out nodes without room for the pod's requests and scores the rest by how allocated
+    they would be, with the configured strategy."""
+
     name = "NodeResourcesFit"
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
-        self.strategy, self.resources, self.ignored, self.ignored_groups = _parse_args(args or {})
+        parsed = _parse_args(args or {})
+        self.strategy = parsed.strategy
+        self.resources = parsed.resources
+        self.shape = parsed.shape
+        self.ignored = parsed.ignored
+        self.ignored_groups = parsed.ignored_groups
 
     # ---- PreFilter / Filter --------------------------------------------------------------------
 
     def _is_ignored(self, resource: str) -> bool:
-        if resource in self.ignored:
-            return True
-        group = resource.split("/", 1)[0] if "/" in resource else ""
-        return bool(group) and group in self.ignored_groups
+        """Only extended resources can be ignored (ignoredResources / ignoredResourceGroups)."""
+        if not is_extended_resource_name(resource):
+            return False
+        return resource in self.ignored or resource.split("/", 1)[0] in self.ignored_groups
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
-        fixed = [(r, pod.requests.get(r, 0)) for r in (CPU, MEMORY, EPHEMERAL_STORAGE)]
-        scalar = sorted(
-            (r, v) for r, v in pod.requests.items() if r not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
-        )
-        state.write(_STATE_KEY, _FitState(tuple(fixed + scalar)))
+        state.write(_STATE_KEY, _FitState(_fit_requests(pod)))
         return None, SUCCESS
 
     async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
@@ -107,83 +345,151 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             )
         snap = batch.snapshot
         rows = batch.rows
-        masks: list[tuple[str, npt.NDArray[np.bool_]]] = []
+        n = len(rows)
+        checks: list[tuple[str, BoolArray, BoolArray | None]] = []
         pods_col = snap.columns[PODS]
         too_many = snap.requested[rows, pods_col] + 1 > snap.allocatable[rows, pods_col]
-        masks.append(("Too many pods", too_many))
+        checks.append(("Too many pods", too_many, None))
         if any(v for _, v in fit.requests):
             for res, amount in fit.requests:
                 if amount <= 0:
                     continue
-                if res not in (CPU, MEMORY, EPHEMERAL_STORAGE) and self._is_ignored(res):
+                if self._is_ignored(res):
                     continue
                 c = snap.columns.get(res)
                 if c is None:
-                    short = np.ones(len(rows), dtype=np.bool_)
-                else:
-                    short = amount > snap.allocatable[rows, c] - snap.requested[rows, c]
-                masks.append((f"Insufficient {res}", short))
-        return _combine(masks, len(rows))
+                    everywhere = np.ones(n, dtype=np.bool_)
+                    checks.append((f"Insufficient {res}", everywhere, everywhere))
+                    continue
+                alloc = snap.allocatable[rows, c]
+                short = amount > alloc - snap.requested[rows, c]
+                # Even an empty node would be too small: preemption cannot help there.
+                checks.append((f"Insufficient {res}", short, amount > alloc))
+        return _combine(checks, n)
 
     # ---- PreScore / Score ----------------------------------------------------------------------
 
-    async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
+    def _pod_score_requests(self, pod: Pod) -> tuple[int, ...]:
         cpu, mem = non_zero_requests(pod)
-        req = {r: pod.requests.get(r, 0) for r, _ in self.resources}
-        req[CPU] = cpu
-        req[MEMORY] = mem
-        state.write(_SCORE_KEY, req)
+        nz = {CPU: cpu, MEMORY: mem}
+        return tuple(nz.get(r, pod.requests.get(r, 0)) if r != PODS else 0 for r, _ in self.resources)
+
+    async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
+        state.write(_SCORE_KEY, _ScoreState(self._pod_score_requests(pod)))
         return SUCCESS
 
     async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
-        req: dict[str, int] | None = state.get(_SCORE_KEY)
-        if req is None:
-            cpu, mem = non_zero_requests(pod)
-            req = {r: pod.requests.get(r, 0) for r, _ in self.resources} | {CPU: cpu, MEMORY: mem}
+        pre: _ScoreState | None = state.get(_SCORE_KEY)
+        requests = pre.requests if pre is not None else self._pod_score_requests(pod)
         snap = batch.snapshot
         rows = batch.rows
         n = len(rows)
         total = np.zeros(n, dtype=np.int64)
         weight_sum = np.zeros(n, dtype=np.int64)
-        for res, weight in self.resources:
-            pod_req = req.get(res, 0)
-            c = snap.columns.get(res)
-            if c is None:
+        for (res, weight), pod_req in zip(self.resources, requests, strict=True):
+            cols = allocatable_and_requested(snap, rows, res, pod_req, use_requested=False)
+            if cols is None:
                 continue
-            if res == CPU:
-                used = snap.non_zero_requested[rows, 0] + pod_req
-            elif res == MEMORY:
-                used = snap.non_zero_requested[rows, 1] + pod_req
-            else:
-                if pod_req == 0 and res != EPHEMERAL_STORAGE:
-                    continue  # a scalar resource the pod does not request is not scored
-                used = snap.requested[rows, c] + pod_req
-            alloc = snap.allocatable[rows, c]
-            has = alloc > 0
+            alloc, used = cols
+            has = alloc != 0
             safe = np.where(has, alloc, 1)
-            if self.strategy == "LeastAllocated":
+            if self.strategy == LEAST_ALLOCATED:
                 s = np.where(used > alloc, 0, (alloc - used) * MAX_NODE_SCORE // safe)
-            else:  # MostAllocated: a node over capacity scores as full
-                s = np.where(used > alloc, MAX_NODE_SCORE, used * MAX_NODE_SCORE // safe)
+            elif self.strategy == MOST_ALLOCATED:
+                # Over capacity (pods counted with non-zero defaults) scores as full.
+                s = np.minimum(used, alloc) * MAX_NODE_SCORE // safe
+            else:
+                utilization = np.where(used > alloc, _MAX_UTILIZATION, used * _MAX_UTILIZATION // safe)
+                s = broken_linear(self.shape, utilization)
+                has &= s > 0  # RequestedToCapacityRatio leaves resources scoring 0 out of the average
             total += np.where(has, s * weight, 0)
             weight_sum += np.where(has, weight, 0)
-        return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0).astype(np.int64)
+        denom = np.maximum(weight_sum, 1)
+        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            # math.Round(float64(total) / float64(weightSum)): half away from zero, exact in integers.
+            out = (2 * total + denom) // (2 * denom)
+        else:
+            out = total // denom
+        return np.where(weight_sum > 0, out, 0).astype(np.int64)
+
+    # ---- queueing hints --------------------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete)),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable)),
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown), self._after_pod_event
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable), self._after_node_change
+            ),
         ]
 
+    def _after_pod_event(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A deleted pod frees room only if it was on (or nominated to) a node."""
+        if new is None and isinstance(old, Pod) and not old.node_name and not old.nominated_node_name:
+            return QueueingHint.QueueSkip
+        return QueueingHint.Queue
 
-def _combine(masks: list[tuple[str, npt.NDArray[np.bool_]]], n: int) -> FilterResult:
-    """One Unschedulable status per node listing every reason that applies to it, in check order."""
+    def _after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when the added or updated node could hold the pod and has more of what it asks for."""
+        if not isinstance(new, Node):
+            return QueueingHint.Queue
+        requests = _fit_requests(pod)
+        if not _fits_empty(requests, new):
+            return QueueingHint.QueueSkip
+        if not isinstance(old, Node):
+            return QueueingHint.Queue
+        if new.allocatable.get(PODS, 0) > old.allocatable.get(PODS, 0):
+            return QueueingHint.Queue
+        for res, amount in requests:
+            if amount > 0 and new.allocatable.get(res, 0) > old.allocatable.get(res, 0):
+                return QueueingHint.Queue
+        return QueueingHint.QueueSkip
+
+
+def _fits_empty(requests: tuple[tuple[str, int], ...], node: Node) -> bool:
+    """kube-scheduler's ``isFit``: the pod fits the node with nothing on it (no ignored resources)."""
+    if node.allocatable.get(PODS, 0) < 1:
+        return False
+    return all(amount <= node.allocatable.get(res, 0) for res, amount in requests if amount > 0)
+
+
+def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
+    """helper.BuildBrokenLinearFunction over an array: ``shape`` is (utilization, score) points in
+    increasing utilization; flat before the first and after the last, linear in between (Go's
+    integer division, which truncates toward zero)."""
+    utils = np.asarray([u for u, _ in shape], dtype=np.int64)
+    scores = np.asarray([s for _, s in shape], dtype=np.int64)
+    if len(shape) == 1:
+        return np.full(p.shape, scores[0], dtype=np.int64)
+    i = np.searchsorted(utils, p, side="left")  # first point with utilization >= p
+    inner = (i > 0) & (i < len(shape))
+    j = np.clip(i, 1, len(shape) - 1)
+    lo_u, hi_u = utils[j - 1], utils[j]
+    lo_s, hi_s = scores[j - 1], scores[j]
+    num = (hi_s - lo_s) * (p - lo_u)
+    den = hi_u - lo_u
+    step = np.sign(num) * (np.abs(num) // den)
+    out = np.where(i == 0, scores[0], scores[-1])
+    return np.where(inner, lo_s + step, out).astype(np.int64)
+
+
+def _combine(checks: list[tuple[str, BoolArray, BoolArray | None]], n: int) -> FilterResult:
+    """One status per node listing every reason that applies to it, in check order; the code is
+    UnschedulableAndUnresolvable when one of them cannot be helped by preemption."""
     bits = np.zeros(n, dtype=np.int64)
-    for i, (_, m) in enumerate(masks):
-        bits |= m.astype(np.int64) << i
-    codes = np.where(bits != 0, np.int8(Code.Unschedulable), np.int8(0)).astype(np.int8)
-    if not codes.any():
+    unresolvable = np.zeros(n, dtype=np.bool_)
+    for i, (_, mask, hopeless) in enumerate(checks):
+        bits |= mask.astype(np.int64) << i
+        if hopeless is not None:
+            unresolvable |= mask & hopeless
+    codes = np.where(
+        bits == 0,
+        np.int8(Code.Success),
+        np.where(unresolvable, np.int8(Code.UnschedulableAndUnresolvable), np.int8(Code.Unschedulable)),
+    ).astype(np.int8)
+    if not bits.any():
         return FilterResult(codes)
     uniq, inverse = np.unique(bits, return_inverse=True)
-    table = [tuple(reason for i, (reason, _) in enumerate(masks) if int(u) >> i & 1) for u in uniq.tolist()]
+    table = [tuple(reason for i, (reason, _, _) in enumerate(checks) if int(u) >> i & 1) for u in uniq.tolist()]
     return FilterResult(codes, inverse.astype(np.int32).reshape(-1), table)
