@@ -908,7 +908,8 @@ def load_config(
 
     ``known`` maps every plugin name the caller can instantiate to the extension points it
     implements. ``unavailable`` names in-tree plugins this build does not have yet: like the
-    unmodelled ones, they are dropped with a warning instead of failing the load. ``source`` names the text in messages (normally the file name).
+    unmodelled ones, they are dropped with a warning instead of failing the load. ``source`` names
+    the text in messages (normally the file name).
 
     Raises :class:`ConfigError` for anything kube-scheduler would reject, plus plugins that are
     neither in ``known`` nor in :data:`UNMODELLED_PLUGINS`.

@@ -159,7 +159,10 @@ def test_watch_streams_bound_and_unschedulable_events_and_resumes() -> None:
                 call.cancel()
                 break
         got = sorted((ev.object.name, ev.type, ev.node_name) for ev in events)
-        assert got == [("big", pb.scheduler.EVENT_TYPE_UNSCHEDULABLE, ""), ("fits", pb.scheduler.EVENT_TYPE_BOUND, "n0")]
+        assert got == [
+            ("big", pb.scheduler.EVENT_TYPE_UNSCHEDULABLE, ""),
+            ("fits", pb.scheduler.EVENT_TYPE_BOUND, "n0"),
+        ]
         # Resuming after the last sequence seen replays nothing old.
         last = max(ev.sequence for ev in events)
         assert all(ev.sequence <= last for ev in server.scheduler.recent_events(0))
