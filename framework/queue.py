@@ -271,13 +271,16 @@ class SchedulingQueue:
 
     # ---- cluster events ------------------------------------------------------------------------
 
-    def on_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
-        """A cluster event: move the unschedulable pods it may help. Returns how many moved."""
-        for events in self._in_flight_events.values():
-            events.append(event)
+    def on_event(self, event: ClusterEvent, old: Any = None, new: Any = None, exclude: str = "") -> int:
+        """A cluster event: move the unschedulable pods it may help. Returns how many moved.
+
+        ``exclude`` is the uid of a pod the event must not move: the pod whose own failure caused it."""
+        for uid, events in self._in_flight_events.items():
+            if uid != exclude:
+                events.append(event)
         moved = 0
         for info in list(self._unschedulable.values()):
-            if info.gated:
+            if info.gated or info.pod.uid == exclude:
                 continue
             if self._worth_moving(info, event, old, new):
                 self._move(info)

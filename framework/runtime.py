@@ -95,6 +95,7 @@ class Diagnosis:
     pending_plugins: set[str] = field(default_factory=set)
     pre_filter_msg: str = ""
     post_filter_msg: str = ""
+    absent_nodes: int = 0  # nodes a PreFilter result left out (they take node_to_status.absent)
 
     def add_plugin_status(self, status: Status) -> None:
         if not status.plugin:
@@ -243,10 +244,12 @@ class Framework:
                 narrowing.append(pl.name)
                 result = r if result is None else result.merge(r)
                 if not result.node_names:
+                    # The narrowing plugins rejected the pod: only their events may requeue it.
+                    diagnosis.unschedulable_plugins.update(narrowing)
                     if len(narrowing) == 1:
                         msg = f"node(s) didn't satisfy plugin {narrowing[0]}"
                     else:
-                        msg = f"node(s) didn't satisfy plugin(s) {narrowing} simultaneously"
+                        msg = f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}] simultaneously"
                     return result, Status(Code.UnschedulableAndUnresolvable, (msg,))
         return result, returned
 

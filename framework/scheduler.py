@@ -135,6 +135,8 @@ def fit_error_message(num_nodes: int, diagnosis: Diagnosis) -> str:
         counts: collections.Counter[str] = collections.Counter()
         for status in diagnosis.node_to_status.statuses.values():
             counts.update(status.reasons)
+        if diagnosis.absent_nodes:
+            counts.update({reason: diagnosis.absent_nodes for reason in diagnosis.node_to_status.absent.reasons})
         if counts:
             msg += " " + ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items())) + "."
     if diagnosis.post_filter_msg:
@@ -426,8 +428,8 @@ class Scheduler:
         self._cluster_event(ClusterEvent("Node", ActionType.Delete), node, None)
         return node
 
-    def _cluster_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
-        moved = self.queue.on_event(event, old, new)
+    def _cluster_event(self, event: ClusterEvent, old: Any, new: Any, exclude: str = "") -> None:
+        moved = self.queue.on_event(event, old, new, exclude)
         if moved:
             for info in self.queue.pending():
                 rec = self.pods.get(info.pod.uid)
@@ -462,6 +464,7 @@ class Scheduler:
         self.queue.done(pod.uid)
         self.stats.bound += 1
         self._emit(EV_BOUND, "Pod", bound, node=node_name, attempts=rec.attempts)
+        self._cluster_event(ClusterEvent("Pod", ActionType.Add), None, bound)
         return SUCCESS
 
     # ---- the loop ------------------------------------------------------------------------------
@@ -521,7 +524,8 @@ class Scheduler:
             log.exception("scheduling cycle of %s failed", pod.key)
             host, status = None, Status.failure(f"scheduling cycle failed: {exc}", error=exc)
         if host is None:
-            if status.is_rejected and fwk.post_filter_plugins:
+            # PostFilter (preemption) runs for a pod that fits no node, not when there are no nodes.
+            if status.is_rejected and fwk.post_filter_plugins and status.reasons != (NO_NODES_MSG,):
                 result, pf = await fwk.run_post_filter(state, pod, diagnosis.node_to_status)
                 if pf.ok and result is not None and result.nominated_node_name:
                     rec.nominated_node = result.nominated_node_name
@@ -544,7 +548,6 @@ class Scheduler:
             self.cache.forget_pod(pod.uid)
             self._free_state(cycle_id)
             self._fail(info, status, {status.plugin} if status.plugin else set())
-            self._cluster_event(ClusterEvent("Pod", ActionType.Delete), assumed, None)
             self.stats.attempt_seconds.append(time.perf_counter() - started)
             return
         self.stats.scheduled += 1
@@ -560,7 +563,7 @@ class Scheduler:
         """Find the node for ``pod``: (node, Success) or (None, why not)."""
         n_all = len(snapshot)
         if n_all == 0:
-            return None, Status(Code.Unschedulable, (NO_NODES_MSG,))
+            return None, Status(Code.UnschedulableAndUnresolvable, (NO_NODES_MSG,))
         pre, status = await fwk.run_pre_filter(state, pod, diagnosis)
         if not status.ok:
             if status.code is Code.Error:
@@ -572,6 +575,7 @@ class Scheduler:
         if pre is not None and pre.node_names is not None:
             rows = [snapshot.row(n) for n in sorted(pre.node_names)]
             candidates = np.asarray([r for r in rows if r is not None], dtype=np.int64)
+            diagnosis.absent_nodes = n_all - int(candidates.shape[0])
             diagnosis.node_to_status.absent = Status(
                 Code.UnschedulableAndUnresolvable, ("node is filtered out by the prefilter result",)
             )
@@ -607,6 +611,9 @@ class Scheduler:
         pod = assumed
         try:
             status = await fwk.wait_on_permit(pod)
+            # Only a Permit rejection names the plugins that may requeue the pod (kube-scheduler's
+            # FitError in bindingCycle); PreBind/Bind failures have no rejector and retry after backoff.
+            rejectors = {status.plugin} if status.is_rejected and status.plugin else set()
             rec = self.pods.get(pod.uid)
             if rec is not None and status.ok:
                 rec.phase = BINDING
@@ -620,9 +627,9 @@ class Scheduler:
                 return
             await fwk.run_unreserve(state, pod, host)
             self.cache.forget_pod(pod.uid)
-            self._fail(info, status, {status.plugin} if status.plugin and status.is_rejected else set())
-            # The pod's resources are free again: pods waiting for room may fit now.
-            self._cluster_event(ClusterEvent("Pod", ActionType.Delete), pod, None)
+            self._fail(info, status, rejectors)
+            # The pod's resources are free again: other pods waiting for room may fit now.
+            self._cluster_event(ClusterEvent("Pod", ActionType.Delete), pod, None, exclude=pod.uid)
         except Exception as exc:
             log.exception("binding cycle of %s failed", pod.key)
             await fwk.run_unreserve(state, pod, host)

@@ -9,6 +9,7 @@ from pluginhost.plugin import Handle, Plugin, points_of
 
 from .basic import DefaultBinder, NodeName, NodeUnschedulable, PrioritySort, SchedulingGates
 from .noderesources import NodeResourcesFit, PluginArgsError
+from .podtopologyspread import PodTopologySpread
 
 __all__ = ["Factory", "PluginArgsError", "Registry", "in_tree_registry"]
 
@@ -29,7 +30,7 @@ class Registry:
         self._points[name] = points
 
     def register_class(self, cls: type[Plugin]) -> None:
-        self.register(cls.name, cls, points_of(cls))  # type: ignore[arg-type]
+        self.register(cls.name, cls, points_of(cls))
 
     def factory(self, name: str) -> Factory:
         return self._factories[name]
@@ -50,6 +51,7 @@ class Registry:
 
 def in_tree_registry() -> Registry:
     reg = Registry()
-    for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodeResourcesFit, DefaultBinder):
+    for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodeResourcesFit, PodTopologySpread,
+                DefaultBinder):
         reg.register_class(cls)
     return reg
