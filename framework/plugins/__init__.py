@@ -7,9 +7,15 @@ from typing import Any
 
 from pluginhost.plugin import Handle, Plugin, points_of
 
+from .balancedallocation import NodeResourcesBalancedAllocation
 from .basic import DefaultBinder, NodeName, NodeUnschedulable, PrioritySort, SchedulingGates
+from .imagelocality import ImageLocality
+from .interpodaffinity import InterPodAffinity
+from .nodeaffinity import NodeAffinity
+from .nodeports import NodePorts
 from .noderesources import NodeResourcesFit, PluginArgsError
 from .podtopologyspread import PodTopologySpread
+from .tainttoleration import TaintToleration
 
 __all__ = ["Factory", "PluginArgsError", "Registry", "in_tree_registry"]
 
@@ -51,7 +57,8 @@ class Registry:
 
 def in_tree_registry() -> Registry:
     reg = Registry()
-    for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodeResourcesFit, PodTopologySpread,
+    for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
+                NodeResourcesFit, PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality,
                 DefaultBinder):
         reg.register_class(cls)
     return reg

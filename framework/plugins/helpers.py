@@ -30,7 +30,6 @@ from pluginhost.model import (
     ContainerPort,
     LabelSelector,
     Node,
-    NodeSelectorRequirement,
     NodeSelectorTerm,
     Pod,
     PreferredSchedulingTerm,
@@ -40,34 +39,34 @@ from pluginhost.model import (
 from pluginhost.snapshot import NodeTable
 
 __all__ = [
+    "DEFAULT_BIND_ALL_HOST_IP",
     "BoolArray",
+    "HostPortInfo",
     "IntArray",
+    "LabelSelectorMatcher",
+    "NodeSelectorMatcher",
+    "NodeSelectorTermMatcher",
+    "PreferredTermsScorer",
+    "RequiredNodeAffinity",
+    "Requirement",
+    "TaintSetIndex",
+    "compile_label_selector",
+    "compile_node_selector",
+    "compile_node_selector_term",
+    "compile_preferred_terms",
+    "compile_requirement",
     "default_normalize_score",
+    "do_not_schedule_taint",
+    "find_matching_untolerated_taint",
+    "host_ports",
+    "label_int_values",
     "label_key_errors",
+    "label_selector_matches",
     "label_value_errors",
     "parse_int64",
-    "label_int_values",
-    "Requirement",
-    "compile_requirement",
-    "NodeSelectorTermMatcher",
-    "compile_node_selector_term",
-    "NodeSelectorMatcher",
-    "compile_node_selector",
-    "PreferredTermsScorer",
-    "compile_preferred_terms",
-    "RequiredNodeAffinity",
     "required_node_affinity",
-    "LabelSelectorMatcher",
-    "compile_label_selector",
-    "label_selector_matches",
-    "do_not_schedule_taint",
-    "tolerations_tolerate_taint",
-    "find_matching_untolerated_taint",
-    "TaintSetIndex",
     "taint_set_index",
-    "DEFAULT_BIND_ALL_HOST_IP",
-    "host_ports",
-    "HostPortInfo",
+    "tolerations_tolerate_taint",
 ]
 
 BoolArray = npt.NDArray[np.bool_]
@@ -104,8 +103,7 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: IntArray) 
 _QUALIFIED_NAME_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _DNS1123_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NAME_CHARS = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character"
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
 )
 
 
@@ -128,8 +126,7 @@ def label_key_errors(key: str) -> list[str]:
             )
     else:
         return [
-            f"a qualified name {_NAME_CHARS} with an optional DNS subdomain prefix and '/' "
-            "(e.g. 'example.com/MyName')"
+            f"a qualified name {_NAME_CHARS} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
     if not name:
         errs.append("name part must be non-empty")
@@ -255,7 +252,9 @@ _LABEL_SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
 _NODE_SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
-def compile_requirement(key: str, operator: str, values: Sequence[str], path: str = "") -> tuple[Requirement, list[str]]:
+def compile_requirement(
+    key: str, operator: str, values: Sequence[str], path: str = ""
+) -> tuple[Requirement, list[str]]:
     """``labels.NewRequirement``: the requirement and the errors that make it invalid (empty if valid)."""
     errs: list[str] = []
     values = tuple(values)
@@ -265,13 +264,17 @@ def compile_requirement(key: str, operator: str, values: Sequence[str], path: st
     bound = 0
     if operator in ("In", "NotIn"):
         if not values:
-            errs.append(_field_error(values_path, list(values), "for 'in', 'notin' operators, values set can't be empty"))
+            errs.append(
+                _field_error(values_path, list(values), "for 'in', 'notin' operators, values set can't be empty")
+            )
     elif operator == "Equals":
         if len(values) != 1:
             errs.append(_field_error(values_path, list(values), "exact-match compatibility requires one single value"))
     elif operator in ("Exists", "DoesNotExist"):
         if values:
-            errs.append(_field_error(values_path, list(values), "values set must be empty for exists and does not exist"))
+            errs.append(
+                _field_error(values_path, list(values), "values set must be empty for exists and does not exist")
+            )
     elif operator in ("Gt", "Lt"):
         if len(values) != 1:
             errs.append(
@@ -286,7 +289,7 @@ def compile_requirement(key: str, operator: str, values: Sequence[str], path: st
             elif i == 0:
                 bound = parsed
     else:
-        errs.append(f"{_join_path(path, 'operator')}: Unsupported value: \"{operator}\"")
+        errs.append(f'{_join_path(path, "operator")}: Unsupported value: "{operator}"')
     for i, v in enumerate(values):
         for msg in label_value_errors(v):
             errs.append(_field_error(f"{values_path}[{i}][{key}]", v, msg))
@@ -358,7 +361,9 @@ def compile_node_selector_term(term: NodeSelectorTerm, path: str = "") -> NodeSe
             p = f"{_join_path(path, 'matchExpressions')}[{i}]"
             if expr.operator not in _NODE_SELECTOR_OPS:
                 supported = '"' + '", "'.join(_NODE_SELECTOR_OPS) + '"'
-                errors.append(f'{_join_path(p, "operator")}: Unsupported value: "{expr.operator}": supported values: {supported}')
+                errors.append(
+                    f'{_join_path(p, "operator")}: Unsupported value: "{expr.operator}": supported values: {supported}'
+                )
                 continue
             req, errs = compile_requirement(expr.key, expr.operator, expr.values, p)
             errors.extend(errs)
@@ -374,9 +379,8 @@ def compile_node_selector_term(term: NodeSelectorTerm, path: str = "") -> NodeSe
                 else:
                     flds.append((expr.key, expr.operator, expr.values[0]))
             else:
-                errors.append(
-                    f'{_join_path(p, "operator")}: Unsupported value: "{expr.operator}": supported values: "In", "NotIn"'
-                )
+                op_path = _join_path(p, "operator")
+                errors.append(f'{op_path}: Unsupported value: "{expr.operator}": supported values: "In", "NotIn"')
         fields = tuple(flds)
     return NodeSelectorTermMatcher(labels, fields, tuple(errors))
 
@@ -408,9 +412,7 @@ def compile_node_selector(terms: Sequence[NodeSelectorTerm], path: str = "") -> 
     """``NewLazyErrorNodeSelector``: terms with parse errors are kept (and never match)."""
     base = _join_path(path, "nodeSelectorTerms")
     return NodeSelectorMatcher(
-        tuple(
-            compile_node_selector_term(t, f"{base}[{i}]") for i, t in enumerate(terms) if not _is_empty_term(t)
-        )
+        tuple(compile_node_selector_term(t, f"{base}[{i}]") for i, t in enumerate(terms) if not _is_empty_term(t))
     )
 
 

@@ -44,7 +44,10 @@ __all__ = [
     "NodeResourcesFit",
     "PluginArgsError",
     "allocatable_and_requested",
+    "broken_linear",
+    "check_fields",
     "is_extended_resource_name",
+    "is_qualified_name",
     "is_scalar_resource_name",
     "parse_resource_specs",
 ]
@@ -80,9 +83,8 @@ _DNS1123_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9
 def is_qualified_name(value: str) -> bool:
     """apimachinery's ``IsQualifiedName``: ``[prefix/]name`` with a DNS subdomain prefix."""
     prefix, slash, name = value.rpartition("/")
-    if slash:
-        if not prefix or len(prefix) > 253 or _DNS1123_SUBDOMAIN_RE.fullmatch(prefix) is None:
-            return False
+    if slash and (not prefix or len(prefix) > 253 or _DNS1123_SUBDOMAIN_RE.fullmatch(prefix) is None):
+        return False
     return 0 < len(name) <= 63 and _QUALIFIED_NAME_RE.fullmatch(name) is not None
 
 
@@ -116,10 +118,8 @@ def allocatable_and_requested(
     """
     if resource in (CPU, MEMORY):
         c = snap.columns[resource]
-        if use_requested:
-            used = snap.requested[rows, c]
-        else:
-            used = snap.non_zero_requested[rows, 0 if resource == CPU else 1]
+        # non_zero_requested holds cpu in column 0 and memory in column 1
+        used = snap.requested[rows, c] if use_requested else snap.non_zero_requested[rows, int(resource == MEMORY)]
         return snap.allocatable[rows, c], used + pod_request
     if resource == EPHEMERAL_STORAGE:
         c = snap.columns[resource]
@@ -232,7 +232,9 @@ def _parse_args(args: dict[str, Any]) -> _FitArgs:
     groups = _string_list(args, "ignoredResourceGroups")
     for i, group in enumerate(groups):
         if "/" in group:
-            raise PluginArgsError(f"{where}: ignoredResourceGroups[{i}]: {group!r}: resource group name can't contain '/'")
+            raise PluginArgsError(
+                f"{where}: ignoredResourceGroups[{i}]: {group!r}: resource group name can't contain '/'"
+            )
         if not is_qualified_name(group):
             raise PluginArgsError(f"{where}: ignoredResourceGroups[{i}]: {group!r} is not a valid resource group name")
 
@@ -405,11 +407,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             total += np.where(has, s * weight, 0)
             weight_sum += np.where(has, weight, 0)
         denom = np.maximum(weight_sum, 1)
-        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            # math.Round(float64(total) / float64(weightSum)): half away from zero, exact in integers.
-            out = (2 * total + denom) // (2 * denom)
-        else:
-            out = total // denom
+        # RequestedToCapacityRatio rounds (math.Round: half away from zero, exact in integers here).
+        rounded = self.strategy == REQUESTED_TO_CAPACITY_RATIO
+        out = (2 * total + denom) // (2 * denom) if rounded else total // denom
         return np.where(weight_sum > 0, out, 0).astype(np.int64)
 
     # ---- queueing hints --------------------------------------------------------------------------
@@ -425,10 +425,22 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         ]
 
     def _after_pod_event(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
-        """A deleted pod frees room only if it was on (or nominated to) a node."""
-        if new is None and isinstance(old, Pod) and not old.node_name and not old.nominated_node_name:
+        """A deleted pod frees room only if it was on (or nominated to) a node; a scaled-down one
+        only if it is the pod itself or a placed pod that now asks for less of what the pod needs."""
+        if not isinstance(old, Pod):
+            return QueueingHint.Queue
+        if new is None:
+            if not old.node_name and not old.nominated_node_name:
+                return QueueingHint.QueueSkip
+            return QueueingHint.Queue
+        if not isinstance(new, Pod) or new.uid == pod.uid:
+            return QueueingHint.Queue
+        if not new.node_name:
             return QueueingHint.QueueSkip
-        return QueueingHint.Queue
+        wanted = (r for r, amount in pod.requests.items() if amount and (r in _NATIVE or is_scalar_resource_name(r)))
+        if any(old.requests.get(r, 0) > new.requests.get(r, 0) for r in wanted):
+            return QueueingHint.Queue
+        return QueueingHint.QueueSkip
 
     def _after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """Queue when the added or updated node could hold the pod and has more of what it asks for."""
@@ -471,13 +483,14 @@ def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
     den = hi_u - lo_u
     step = np.sign(num) * (np.abs(num) // den)
     out = np.where(i == 0, scores[0], scores[-1])
-    return np.where(inner, lo_s + step, out).astype(np.int64)
+    result: IntArray = np.where(inner, lo_s + step, out).astype(np.int64)
+    return result
 
 
 def _combine(checks: list[tuple[str, BoolArray, BoolArray | None]], n: int) -> FilterResult:
     """One status per node listing every reason that applies to it, in check order; the code is
     UnschedulableAndUnresolvable when one of them cannot be helped by preemption."""
-    bits = np.zeros(n, dtype=np.int64)
+    bits: IntArray = np.zeros(n, dtype=np.int64)
     unresolvable = np.zeros(n, dtype=np.bool_)
     for i, (_, mask, hopeless) in enumerate(checks):
         bits |= mask.astype(np.int64) << i

@@ -1,0 +1,122 @@
+"""NodeResourcesBalancedAllocation: favour nodes whose resources would be used evenly.
+
+For each configured resource (CPU and memory by default) the fraction ``requested / allocatable``
+with the pod on the node is taken (capped at 1); the score is ``(1 - std) * 100`` truncated, where
+``std`` is the standard deviation of those fractions (``|f1 - f2| / 2`` for two resources), as
+kube-scheduler's ``balancedResourceScorer``. The pod's requests are its real ones (no non-zero
+defaults), and pods requesting none of the resources are not scored at all (PreScore answers Skip).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pluginhost.model import CPU, MEMORY, PODS, Pod
+from pluginhost.plugin import MAX_NODE_SCORE, CycleState, Handle, NodeBatch, PreScorePlugin, ScorePlugin
+from pluginhost.status import SUCCESS, Status
+
+from .noderesources import PluginArgsError, allocatable_and_requested, check_fields, parse_resource_specs
+
+__all__ = ["NodeResourcesBalancedAllocation"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+_SCORE_KEY = "PreScoreNodeResourcesBalancedAllocation"
+_DEFAULT_RESOURCES = (CPU, MEMORY)
+
+
+@dataclass(frozen=True, slots=True)
+class _BalancedState:
+    # The pod's request of each configured resource, in the order of the args.
+    requests: tuple[int, ...]
+
+    def clone(self) -> _BalancedState:
+        return self
+
+
+def _parse_args(args: dict[str, Any]) -> tuple[str, ...]:
+    """NodeResourcesBalancedAllocationArgs: ``resources`` with weight 1 (the only weight allowed)."""
+    where = "NodeResourcesBalancedAllocation"
+    check_fields(args, ("resources",), where)
+    specs = parse_resource_specs(args.get("resources"), "resources", where)
+    seen: set[str] = set()
+    for i, (name, weight) in enumerate(specs):
+        if name in seen:
+            raise PluginArgsError(f"{where}: resources[{i}].name: duplicate value {name!r}")
+        seen.add(name)
+        if weight != 1:
+            raise PluginArgsError(f"{where}: resources[{i}].weight: {weight}: must be 1")
+    return tuple(name for name, _ in specs) or _DEFAULT_RESOURCES
+
+
+class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
+    """Scores nodes by how close the fractions of their resources in use would be to each other."""
+
+    name = "NodeResourcesBalancedAllocation"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        self.resources = _parse_args(args or {})
+
+    def _pod_requests(self, pod: Pod) -> tuple[int, ...]:
+        return tuple(0 if r == PODS else pod.requests.get(r, 0) for r in self.resources)
+
+    async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
+        requests = self._pod_requests(pod)
+        if not any(requests):
+            # A best-effort pod would otherwise pile onto whichever node is best balanced already.
+            return Status.skip()
+        state.write(_SCORE_KEY, _BalancedState(requests))
+        return SUCCESS
+
+    async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
+        pre: _BalancedState | None = state.get(_SCORE_KEY)
+        requests = pre.requests if pre is not None else self._pod_requests(pod)
+        n = len(batch)
+        if not any(requests):
+            return np.zeros(n, dtype=np.int64)
+        fractions: list[tuple[FloatArray, npt.NDArray[np.bool_]]] = []
+        for res, pod_req in zip(self.resources, requests, strict=True):
+            cols = allocatable_and_requested(batch.snapshot, batch.rows, res, pod_req, use_requested=True)
+            if cols is None:
+                continue
+            alloc, used = cols
+            valid = alloc != 0
+            f = used.astype(np.float64) / np.where(valid, alloc, 1).astype(np.float64)
+            fractions.append((np.minimum(f, 1.0), valid))
+        return _balanced_score(fractions, n)
+
+
+def _balanced_score(fractions: list[tuple[FloatArray, npt.NDArray[np.bool_]]], n: int) -> IntArray:
+    """``int64((1 - std) * MaxNodeScore)`` per node over the fractions valid on it.
+
+    The float operations are those of kube-scheduler, in the same order, so the truncated results
+    agree bit for bit: sums start at 0.0 and add only the valid fractions (adding 0.0 for the others
+    changes nothing), and two fractions use ``|f1 - f2| / 2`` rather than the general formula.
+    """
+    count = np.zeros(n, dtype=np.int64)
+    total = np.zeros(n, dtype=np.float64)
+    first = np.zeros(n, dtype=np.float64)
+    second = np.zeros(n, dtype=np.float64)
+    for f, valid in fractions:
+        first = np.where(valid & (count == 0), f, first)
+        second = np.where(valid & (count == 1), f, second)
+        total = total + np.where(valid, f, 0.0)
+        count += valid
+    std = np.zeros(n, dtype=np.float64)
+    two = count == 2
+    std = np.where(two, np.abs((first - second) / 2), std)
+    many = count > 2
+    if many.any():
+        k = np.maximum(count, 1).astype(np.float64)
+        mean = total / k
+        sq = np.zeros(n, dtype=np.float64)
+        for f, valid in fractions:
+            d = f - mean
+            sq = sq + np.where(valid, d * d, 0.0)
+        std = np.where(many, np.sqrt(sq / k), std)
+    return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)

@@ -1,0 +1,769 @@
+"""InterPodAffinity: required and preferred pod (anti-)affinity, as kube-scheduler's plugin of that name.
+
+Filter (kube-scheduler's ``filtering.go``)
+    PreFilter counts, per topology domain ``(topologyKey, value)``:
+
+    1. the existing pods whose *required anti-affinity* terms match the incoming pod (one count per
+       matching term, in the domain of the existing pod's node);
+    2. the existing pods that match *all* of the incoming pod's required affinity terms (one count per
+       term, in the domain of that pod's node for the term's key);
+    3. the existing pods matching each of the incoming pod's required anti-affinity terms.
+
+    PreFilter returns Skip when (1) is empty and the pod has no required (anti-)affinity terms.
+    Filter then rejects a node, in this order:
+
+    - ``node(s) didn't match pod affinity rules`` (UnschedulableAndUnresolvable): the node lacks a
+      term's topology key, or a term's domain has no matching pod. The latter is forgiven when no pod
+      in the cluster matches the terms at all and the pod matches its own terms (the first pod of a
+      group with affinity to itself);
+    - ``node(s) didn't match pod anti-affinity rules`` (Unschedulable): a term's domain holds a pod
+      the term matches (a node without the term's key is fine);
+    - ``node(s) didn't satisfy existing pods anti-affinity rules`` (Unschedulable): the node is in a
+      domain where an existing pod's anti-affinity term matches the incoming pod.
+
+    The counts are kept as one array per topology key indexed by the node table's value codes
+    (``snap.table.label_codes(key)``), so Filter is array lookups over the batch's rows. The
+    PreFilterExtensions (``add_pod``/``remove_pod``) update them for preemption's what-ifs.
+
+Score (kube-scheduler's ``scoring.go``)
+    PreScore sums, per topology domain of each existing pod's node: + the weight of each of the
+    incoming pod's preferred affinity terms the existing pod matches, - the weight of each preferred
+    anti-affinity term it matches, + ``hardPodAffinityWeight`` for each of the existing pod's
+    *required* affinity terms the incoming pod matches, + / - the weights of the existing pod's
+    preferred affinity / anti-affinity terms the incoming pod matches. A node's raw score is the sum
+    of its domains' totals; NormalizeScore maps ``[min, max]`` to ``[0, 100]`` (truncating
+    ``100 * (s - min) / (max - min)`` computed in float64, as kube-scheduler does), all 0 when
+    ``max == min``. PreScore returns Skip when nothing contributed to any domain, or when
+    ``ignorePreferredTermsOfExistingPods`` is set and the pod has no preferred terms.
+
+Terms
+    A term's ``labelSelector`` absent matches no pod; ``{}`` matches every pod. ``namespaces`` empty
+    and ``namespaceSelector`` absent means the namespace of the pod owning the term; otherwise the
+    term covers the listed namespaces plus those its ``namespaceSelector`` selects (``{}`` selects
+    all namespaces). ``matchLabelKeys`` / ``mismatchLabelKeys`` are merged into the selector from the
+    owning pod's labels (``key In (value)`` / ``key NotIn (value)``, keys the pod lacks ignored), as
+    the API server does when the pod is created.
+
+Namespaces
+    This project has no Namespace objects. A non-empty ``namespaceSelector`` is matched against the
+    labels given in the plugin args under ``namespaceLabels: {namespace: {label: value}}``; every
+    namespace is taken to exist, with the labels listed for it (none if it is not listed) plus
+    ``kubernetes.io/metadata.name: <namespace>``, which the API server sets on every namespace.
+
+Args (``InterPodAffinityArgs``): ``hardPodAffinityWeight`` (int in [0, 100], default 1),
+``ignorePreferredTermsOfExistingPods`` (bool, default false), and ``namespaceLabels`` (above).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pluginhost.model import LabelSelector, Node, Pod, PodAffinity, PodAffinityTerm, WeightedPodAffinityTerm
+from pluginhost.plugin import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueingHint,
+    ScoreExtensions,
+    ScorePlugin,
+)
+from pluginhost.snapshot import NodeTable, Snapshot
+from pluginhost.status import SUCCESS, Code, Status
+
+from .noderesources import PluginArgsError
+
+__all__ = [
+    "ERR_AFFINITY_RULES_NOT_MATCH",
+    "ERR_ANTI_AFFINITY_RULES_NOT_MATCH",
+    "ERR_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH",
+    "InterPodAffinity",
+]
+
+ERR_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
+ERR_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+_NAME = "InterPodAffinity"
+_PRE_FILTER_KEY = "PreFilter" + _NAME
+_PRE_SCORE_KEY = "PreScore" + _NAME
+_ARG_KEYS = frozenset(
+    {"apiVersion", "kind", "hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods", "namespaceLabels"}
+)
+
+# ---- label selectors (private) ---------------------------------------------------------------
+
+# A compiled selector: requirements (key, operator, values), all of which must hold. ``None`` matches
+# nothing (an absent selector); ``()`` matches everything (an empty one).
+_Requirement = tuple[str, str, frozenset[str]]
+_Selector = tuple[_Requirement, ...]
+
+
+def _compile_selector(sel: LabelSelector | None, extra: Sequence[_Requirement] = ()) -> _Selector | None:
+    if sel is None:
+        return None
+    reqs: list[_Requirement] = [(k, "In", frozenset((v,))) for k, v in sel.match_labels.items()]
+    reqs.extend((r.key, r.operator, frozenset(r.values)) for r in sel.match_expressions)
+    reqs.extend(extra)
+    return tuple(reqs)
+
+
+def _requirement_matches(op: str, values: frozenset[str], value: str | None) -> bool:
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    return False  # the manifest loader only lets the four operators through
+
+
+def _selector_matches(sel: _Selector | None, labels: Mapping[str, str]) -> bool:
+    if sel is None:
+        return False
+    return all(_requirement_matches(op, values, labels.get(key)) for key, op, values in sel)
+
+
+# ---- affinity terms --------------------------------------------------------------------------
+
+NsLabels = Callable[[str], Mapping[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Term:
+    """A processed PodAffinityTerm (kube-scheduler's ``framework.AffinityTerm``), with its weight."""
+
+    topology_key: str
+    selector: _Selector | None
+    namespaces: frozenset[str]
+    ns_selector: _Selector | None
+    weight: int = 0
+
+    def namespace_matches(self, namespace: str, ns_labels: NsLabels) -> bool:
+        if namespace in self.namespaces:
+            return True
+        return self.ns_selector is not None and _selector_matches(self.ns_selector, ns_labels(namespace))
+
+    def matches(self, pod: Pod, ns_labels: NsLabels) -> bool:
+        return self.namespace_matches(pod.namespace, ns_labels) and _selector_matches(self.selector, pod.labels)
+
+
+def _term(owner: Pod, t: PodAffinityTerm, weight: int = 0) -> _Term:
+    extra: list[_Requirement] = []
+    if t.label_selector is not None:
+        for key in t.match_label_keys:
+            if key in owner.labels:
+                extra.append((key, "In", frozenset((owner.labels[key],))))
+        for key in t.mismatch_label_keys:
+            if key in owner.labels:
+                extra.append((key, "NotIn", frozenset((owner.labels[key],))))
+    if not t.namespaces and t.namespace_selector is None:
+        namespaces = frozenset((owner.namespace,))
+    else:
+        namespaces = frozenset(t.namespaces)
+    return _Term(
+        topology_key=t.topology_key,
+        selector=_compile_selector(t.label_selector, extra),
+        namespaces=namespaces,
+        ns_selector=_compile_selector(t.namespace_selector),
+        weight=weight,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _PodTerms:
+    required_affinity: tuple[_Term, ...] = ()
+    required_anti: tuple[_Term, ...] = ()
+    preferred_affinity: tuple[_Term, ...] = ()
+    preferred_anti: tuple[_Term, ...] = ()
+
+
+_NO_TERMS = _PodTerms()
+
+
+def _compile_pod(pod: Pod) -> _PodTerms:
+    a = pod.affinity
+    if a is None or (a.pod_affinity is None and a.pod_anti_affinity is None):
+        return _NO_TERMS
+
+    def required(pa: PodAffinity | None) -> tuple[_Term, ...]:
+        return () if pa is None else tuple(_term(pod, t) for t in pa.required)
+
+    def preferred(pa: PodAffinity | None) -> tuple[_Term, ...]:
+        ws: list[WeightedPodAffinityTerm] = [] if pa is None else pa.preferred
+        return tuple(_term(pod, w.term, w.weight) for w in ws)
+
+    return _PodTerms(
+        required(a.pod_affinity),
+        required(a.pod_anti_affinity),
+        preferred(a.pod_affinity),
+        preferred(a.pod_anti_affinity),
+    )
+
+
+def _has_pod_affinity(pod: Pod) -> bool:
+    a = pod.affinity
+    return a is not None and (a.pod_affinity is not None or a.pod_anti_affinity is not None)
+
+
+def _matches_all(terms: Sequence[_Term], pod: Pod, ns_labels: NsLabels) -> bool:
+    """kube-scheduler's podMatchesAllAffinityTerms: false for no terms."""
+    return bool(terms) and all(t.matches(pod, ns_labels) for t in terms)
+
+
+# ---- the pods of a snapshot, column-wise -----------------------------------------------------
+
+
+_RowTerms = tuple[tuple[int, _PodTerms], ...]  # (node row, compiled terms) of a node's pods with affinity
+
+
+class _PodIndex:
+    """The pods placed in a snapshot, as this plugin reads them.
+
+    - ``with_affinity`` / ``with_required_anti``: the compiled terms of the pods with pod
+      (anti-)affinity and their node rows (kube-scheduler's ``PodsWithAffinity`` and
+      ``PodsWithRequiredAntiAffinity``). Built incrementally from the previous snapshot's index: a
+      node row whose pods tuple is the same object as before is reused as is.
+    - Every pod flattened (node row, namespace code, label codes per key), for array matching of
+      the incoming pod's terms against all pods; built lazily, only for pods that have such terms.
+    """
+
+    _tuples: list[tuple[Pod, ...]]
+    _row_terms: list[_RowTerms]
+
+    def __init__(self, snap: Snapshot, previous: _PodIndex | None) -> None:
+        self.snapshot = snap
+        prev_tuples: Sequence[tuple[Pod, ...]] = previous._tuples if previous is not None else ()
+        prev_terms: Sequence[_RowTerms] = previous._row_terms if previous is not None else ()
+        tuples: list[tuple[Pod, ...]] = list(snap.pods)
+        row_terms: list[_RowTerms] = []
+        for r, placed in enumerate(tuples):
+            if r < len(prev_tuples) and prev_tuples[r] is placed:
+                row_terms.append(prev_terms[r])
+            elif not placed:
+                row_terms.append(())
+            else:
+                row_terms.append(tuple((r, _compile_pod(p)) for p in placed if _has_pod_affinity(p)))
+        self._tuples = tuples
+        self._row_terms = row_terms
+        self.with_affinity: list[tuple[int, _PodTerms]] = [x for entry in row_terms for x in entry]
+        self.with_required_anti = [x for x in self.with_affinity if x[1].required_anti]
+        self._flat = False
+        self.pods: list[Pod] = []
+        self.rows: IntArray = np.zeros(0, dtype=np.int64)
+        self.ns_codes: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self.ns_names: list[str] = []
+        self._labels: dict[str, tuple[npt.NDArray[np.int32], dict[str, int]]] = {}
+
+    def flatten(self) -> _PodIndex:
+        """Build the per-pod columns (once) and return self."""
+        if self._flat:
+            return self
+        tuples = self._tuples
+        self.pods = [p for placed in tuples for p in placed]
+        self.rows = np.repeat(
+            np.arange(len(tuples), dtype=np.int64), np.fromiter(map(len, tuples), dtype=np.int64, count=len(tuples))
+        )
+        ns_vocab: dict[str, int] = {}
+        codes = [ns_vocab.setdefault(p.namespace, len(ns_vocab)) for p in self.pods]
+        self.ns_codes = np.asarray(codes, dtype=np.int32)
+        self.ns_names = list(ns_vocab)
+        self._flat = True
+        return self
+
+    def __len__(self) -> int:
+        return len(self.flatten().pods)
+
+    def label_codes(self, key: str) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
+        """Per-pod codes of label ``key`` (-1 where absent) and the value → code vocabulary."""
+        hit = self._labels.get(key)
+        if hit is not None:
+            return hit
+        vocab: dict[str, int] = {}
+        values = [p.labels.get(key) for p in self.flatten().pods]
+        codes = np.asarray([-1 if v is None else vocab.setdefault(v, len(vocab)) for v in values], dtype=np.int32)
+        self._labels[key] = (codes, vocab)
+        return codes, vocab
+
+    def selector_mask(self, sel: _Selector | None) -> BoolArray:
+        n = len(self)
+        if sel is None:
+            return np.zeros(n, dtype=np.bool_)
+        mask = np.ones(n, dtype=np.bool_)
+        for key, op, values in sel:
+            codes, vocab = self.label_codes(key)
+            if op in ("In", "NotIn"):
+                wanted = [vocab[v] for v in values if v in vocab]
+                hit = np.isin(codes, wanted) if wanted else np.zeros(n, dtype=np.bool_)
+                mask &= hit if op == "In" else ~hit
+            elif op == "Exists":
+                mask &= codes >= 0
+            elif op == "DoesNotExist":
+                mask &= codes < 0
+            else:
+                mask[:] = False
+            if not mask.any():
+                break
+        return mask
+
+    def term_mask(self, term: _Term, ns_labels: NsLabels) -> BoolArray:
+        """Which pods ``term`` matches (namespace and label selector)."""
+        mask = self.selector_mask(term.selector)
+        if mask.any():
+            names = self.ns_names
+            ok = np.fromiter((term.namespace_matches(ns, ns_labels) for ns in names), dtype=np.bool_, count=len(names))
+            mask &= ok[self.ns_codes]
+        return mask
+
+
+# ---- counts per topology domain --------------------------------------------------------------
+
+
+class _DomainCounts:
+    """A ``(topologyKey, value) -> int`` map held as one int64 array per key, indexed by the node
+    table's value codes for that key."""
+
+    __slots__ = ("arrays", "table")
+
+    def __init__(self, table: NodeTable, arrays: dict[str, IntArray] | None = None) -> None:
+        self.table = table
+        self.arrays: dict[str, IntArray] = arrays if arrays is not None else {}
+
+    def clone(self) -> _DomainCounts:
+        return _DomainCounts(self.table, {k: a.copy() for k, a in self.arrays.items()})
+
+    def _array(self, key: str) -> IntArray:
+        arr = self.arrays.get(key)
+        if arr is None:
+            arr = self.arrays[key] = np.zeros(len(self.table.label_codes(key)[1]), dtype=np.int64)
+        return arr
+
+    def add_rows(self, key: str, node_rows: IntArray, value: int) -> bool:
+        """Add ``value`` once per entry of ``node_rows`` (node rows, repeats allowed) to its node's
+        domain; rows whose node lacks ``key`` are ignored. True if any row had the key."""
+        codes = self.table.label_codes(key)[0][node_rows]
+        codes = codes[codes >= 0]
+        if codes.shape[0] == 0:
+            return False
+        arr = self._array(key)
+        arr += np.bincount(codes, minlength=arr.shape[0]).astype(np.int64) * value
+        return True
+
+    def add_row(self, key: str, node_row: int, value: int) -> bool:
+        code = int(self.table.label_codes(key)[0][node_row])
+        if code < 0:
+            return False
+        self._array(key)[code] += value
+        return True
+
+    def nonzero(self) -> bool:
+        """True if some domain's count is not 0 (the Go map is not empty)."""
+        return any(bool(a.any()) for a in self.arrays.values())
+
+    def lookup(self, table: NodeTable, key: str, rows: IntArray) -> tuple[BoolArray, IntArray]:
+        """For node ``rows`` of ``table``: whether each node has ``key``, and its domain's count."""
+        codes = table.label_codes(key)[0][rows]
+        present = codes >= 0
+        arr = self.arrays.get(key)
+        if arr is None or arr.shape[0] == 0:
+            return present, np.zeros(len(rows), dtype=np.int64)
+        if table is not self.table:
+            arr = self._remap(table, key, arr)
+            if arr.shape[0] == 0:
+                return present, np.zeros(len(rows), dtype=np.int64)
+        counts = np.where(present, arr[np.maximum(codes, 0)], 0).astype(np.int64)
+        return present, counts
+
+    def _remap(self, table: NodeTable, key: str, arr: IntArray) -> IntArray:
+        """``arr`` re-indexed by another node table's codes (the nodes changed since PreFilter)."""
+        src = self.table.label_codes(key)[1]
+        dst = table.label_codes(key)[1]
+        out = np.zeros(len(dst), dtype=np.int64)
+        for value, code in dst.items():
+            s = src.get(value)
+            if s is not None:
+                out[code] = arr[s]
+        return out
+
+
+# ---- cycle state -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _FilterState:
+    terms: _PodTerms  # the incoming pod's
+    existing_anti: _DomainCounts  # existing pods' required anti-affinity terms matching the pod
+    affinity: _DomainCounts  # existing pods matching all the pod's required affinity terms
+    anti: _DomainCounts  # existing pods matching the pod's required anti-affinity terms
+    matches_own_affinity: bool  # the pod matches all its own required affinity terms
+
+    def clone(self) -> _FilterState:
+        return _FilterState(
+            self.terms,
+            self.existing_anti.clone(),
+            self.affinity.clone(),
+            self.anti.clone(),
+            self.matches_own_affinity,
+        )
+
+
+@dataclass(slots=True)
+class _ScoreState:
+    scores: _DomainCounts
+    touched: bool  # some term contributed to some domain (the Go map is not empty)
+
+    def clone(self) -> _ScoreState:
+        return self
+
+
+# ---- args ------------------------------------------------------------------------------------
+
+
+def _parse_args(args: Mapping[str, Any]) -> tuple[int, bool, dict[str, dict[str, str]]]:
+    unknown = sorted(set(args) - _ARG_KEYS)
+    if unknown:
+        raise PluginArgsError(f"{_NAME}: unknown field(s) in args: {', '.join(unknown)}")
+    weight = args.get("hardPodAffinityWeight", 1)
+    if weight is None:
+        weight = 1
+    if not isinstance(weight, int) or isinstance(weight, bool):
+        raise PluginArgsError(f"{_NAME}: hardPodAffinityWeight must be an integer, got {weight!r}")
+    if not 0 <= weight <= 100:
+        raise PluginArgsError(f"{_NAME}: hardPodAffinityWeight: Invalid value: {weight}: not in valid range [0-100]")
+    ignore = args.get("ignorePreferredTermsOfExistingPods", False)
+    if ignore is None:
+        ignore = False
+    if not isinstance(ignore, bool):
+        raise PluginArgsError(f"{_NAME}: ignorePreferredTermsOfExistingPods must be a boolean, got {ignore!r}")
+    raw = args.get("namespaceLabels") or {}
+    if not isinstance(raw, Mapping):
+        raise PluginArgsError(f"{_NAME}: namespaceLabels must be a mapping of namespace to labels")
+    ns_labels: dict[str, dict[str, str]] = {}
+    for ns, labels in raw.items():
+        if not isinstance(ns, str):
+            raise PluginArgsError(f"{_NAME}: namespaceLabels: namespace names must be strings, got {ns!r}")
+        if labels is None:
+            labels = {}
+        if not isinstance(labels, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
+            raise PluginArgsError(f"{_NAME}: namespaceLabels.{ns} must be a mapping of label names to string values")
+        ns_labels[ns] = dict(labels)
+    return weight, ignore, ns_labels
+
+
+# ---- the plugin ------------------------------------------------------------------------------
+
+
+class InterPodAffinity(
+    PreFilterPlugin,
+    PreFilterExtensions,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ScoreExtensions,
+    EnqueueExtensions,
+):
+    name = _NAME
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        self.hard_pod_affinity_weight, self.ignore_preferred_terms_of_existing_pods, self._namespaces = _parse_args(
+            args or {}
+        )
+        self._ns_cache: dict[str, Mapping[str, str]] = {}
+        self._index: _PodIndex | None = None
+
+    # ---- helpers -------------------------------------------------------------------------------
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        """The labels of ``namespace`` as this plugin sees them (see the module docstring)."""
+        hit = self._ns_cache.get(namespace)
+        if hit is None:
+            hit = self._ns_cache[namespace] = {**self._namespaces.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
+        return hit
+
+    def _pod_index(self, snap: Snapshot) -> _PodIndex:
+        """The pods of ``snap``, built once per snapshot (the last one is kept)."""
+        idx = self._index
+        if idx is None or idx.snapshot is not snap:
+            idx = self._index = _PodIndex(snap, idx)
+        return idx
+
+    # ---- PreFilter / Filter --------------------------------------------------------------------
+
+    async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        snap = state.snapshot
+        if snap is None:
+            return None, Status.failure(f"{_NAME}: the cycle state has no snapshot", plugin=self.name)
+        idx = self._pod_index(snap)
+        table = snap.table
+        ns_labels = self.namespace_labels
+        terms = _compile_pod(pod)
+
+        # (1) existing pods' required anti-affinity terms that match the incoming pod.
+        existing = _DomainCounts(table)
+        for row, other in idx.with_required_anti:
+            for t in other.required_anti:
+                if t.matches(pod, ns_labels):
+                    existing.add_row(t.topology_key, row, 1)
+
+        # (2), (3): existing pods matching the incoming pod's required terms.
+        affinity = _DomainCounts(table)
+        anti = _DomainCounts(table)
+        if terms.required_affinity and len(idx):
+            mask = np.ones(len(idx), dtype=np.bool_)
+            for t in terms.required_affinity:
+                mask &= idx.term_mask(t, ns_labels)
+                if not mask.any():
+                    break
+            if mask.any():
+                rows = idx.rows[mask]
+                for t in terms.required_affinity:
+                    affinity.add_rows(t.topology_key, rows, 1)
+        if terms.required_anti and len(idx):
+            for t in terms.required_anti:
+                mask = idx.term_mask(t, ns_labels)
+                if mask.any():
+                    anti.add_rows(t.topology_key, idx.rows[mask], 1)
+
+        if not existing.nonzero() and not terms.required_affinity and not terms.required_anti:
+            return None, Status.skip()
+        own = _matches_all(terms.required_affinity, pod, ns_labels)
+        state.write(_PRE_FILTER_KEY, _FilterState(terms, existing, affinity, anti, own))
+        return None, SUCCESS
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return self
+
+    def _update(self, state: CycleState, pod: Pod, other: Pod, node_row: int, value: int) -> Status:
+        s: _FilterState | None = state.get(_PRE_FILTER_KEY)
+        if s is None:
+            # PreFilter skipped this pod (kube-scheduler does not call the extensions then).
+            return SUCCESS
+        ns_labels = self.namespace_labels
+        other_terms = _compile_pod(other)
+        for t in other_terms.required_anti:
+            if t.matches(pod, ns_labels):
+                s.existing_anti.add_row(t.topology_key, node_row, value)
+        if _matches_all(s.terms.required_affinity, other, ns_labels):
+            for t in s.terms.required_affinity:
+                s.affinity.add_row(t.topology_key, node_row, value)
+        for t in s.terms.required_anti:
+            if t.matches(other, ns_labels):
+                s.anti.add_row(t.topology_key, node_row, value)
+        return SUCCESS
+
+    async def add_pod(self, state: CycleState, pod: Pod, other: Pod, node_row: int) -> Status:
+        return self._update(state, pod, other, node_row, 1)
+
+    async def remove_pod(self, state: CycleState, pod: Pod, other: Pod, node_row: int) -> Status:
+        return self._update(state, pod, other, node_row, -1)
+
+    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+        s: _FilterState | None = state.get(_PRE_FILTER_KEY)
+        n = len(batch)
+        if s is None:
+            return FilterResult.from_mask(
+                np.ones(n, dtype=np.bool_),
+                Code.Error,
+                f"error reading {_PRE_FILTER_KEY!r} from cycleState: PreFilter did not run",
+            )
+        table = batch.snapshot.table
+        rows = batch.rows
+
+        # The incoming pod's required affinity.
+        no_affinity = np.zeros(n, dtype=np.bool_)
+        if s.terms.required_affinity:
+            missing_key = np.zeros(n, dtype=np.bool_)
+            pods_exist = np.ones(n, dtype=np.bool_)
+            for t in s.terms.required_affinity:
+                present, counts = s.affinity.lookup(table, t.topology_key, rows)
+                missing_key |= ~present
+                pods_exist &= counts > 0
+            # The first pod of a group with affinity to itself: allowed where the keys exist.
+            first_of_group = not s.affinity.nonzero() and s.matches_own_affinity
+            no_affinity = missing_key if first_of_group else missing_key | ~pods_exist
+
+        # The incoming pod's required anti-affinity.
+        anti = np.zeros(n, dtype=np.bool_)
+        if s.anti.nonzero():
+            for t in s.terms.required_anti:
+                present, counts = s.anti.lookup(table, t.topology_key, rows)
+                anti |= present & (counts > 0)
+
+        # Existing pods' required anti-affinity.
+        existing = np.zeros(n, dtype=np.bool_)
+        if s.existing_anti.nonzero():
+            for key in s.existing_anti.arrays:
+                present, counts = s.existing_anti.lookup(table, key, rows)
+                existing |= present & (counts > 0)
+
+        anti &= ~no_affinity
+        existing &= ~(no_affinity | anti)
+        if not (no_affinity.any() or anti.any() or existing.any()):
+            return FilterResult.passing(n)
+        codes = np.zeros(n, dtype=np.int8)
+        codes[no_affinity] = np.int8(Code.UnschedulableAndUnresolvable)
+        codes[anti | existing] = np.int8(Code.Unschedulable)
+        index = np.zeros(n, dtype=np.int32)
+        index[anti] = 1
+        index[existing] = 2
+        reasons: list[tuple[str, ...]] = [
+            (ERR_AFFINITY_RULES_NOT_MATCH,),
+            (ERR_ANTI_AFFINITY_RULES_NOT_MATCH,),
+            (ERR_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,),
+        ]
+        return FilterResult(codes, index, reasons)
+
+    # ---- PreScore / Score / NormalizeScore -----------------------------------------------------
+
+    async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
+        a = pod.affinity
+        has_preferred = a is not None and (
+            (a.pod_affinity is not None and bool(a.pod_affinity.preferred))
+            or (a.pod_anti_affinity is not None and bool(a.pod_anti_affinity.preferred))
+        )
+        if self.ignore_preferred_terms_of_existing_pods and not has_preferred:
+            return Status.skip()
+        snap = state.snapshot if state.snapshot is not None else nodes.snapshot
+        idx = self._pod_index(snap)
+        ns_labels = self.namespace_labels
+        terms = _compile_pod(pod)
+        scores = _DomainCounts(snap.table)
+        touched = False
+
+        # The incoming pod's preferred terms against every existing pod.
+        if has_preferred and len(idx):
+            for pref, sign in ((terms.preferred_affinity, 1), (terms.preferred_anti, -1)):
+                for t in pref:
+                    mask = idx.term_mask(t, ns_labels)
+                    if mask.any():
+                        touched |= scores.add_rows(t.topology_key, idx.rows[mask], sign * t.weight)
+
+        # Existing pods' terms against the incoming pod.
+        hard = self.hard_pod_affinity_weight
+        for row, other in idx.with_affinity:
+            if hard > 0:
+                for t in other.required_affinity:
+                    if t.matches(pod, ns_labels):
+                        touched |= scores.add_row(t.topology_key, row, hard)
+            for t in other.preferred_affinity:
+                if t.matches(pod, ns_labels):
+                    touched |= scores.add_row(t.topology_key, row, t.weight)
+            for t in other.preferred_anti:
+                if t.matches(pod, ns_labels):
+                    touched |= scores.add_row(t.topology_key, row, -t.weight)
+
+        if not touched:
+            return Status.skip()
+        state.write(_PRE_SCORE_KEY, _ScoreState(scores, touched))
+        return SUCCESS
+
+    async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
+        s: _ScoreState | None = state.get(_PRE_SCORE_KEY)
+        if s is None:
+            raise RuntimeError(f"error reading {_PRE_SCORE_KEY!r} from cycleState: PreScore did not run")
+        table = batch.snapshot.table
+        total = np.zeros(len(batch), dtype=np.int64)
+        for key in s.scores.arrays:
+            _, counts = s.scores.lookup(table, key, batch.rows)
+            total += counts
+        return total
+
+    async def normalize_score(self, state: CycleState, pod: Pod, batch: NodeBatch, scores: IntArray) -> Status:
+        s: _ScoreState | None = state.get(_PRE_SCORE_KEY)
+        if s is None:
+            return Status.failure(
+                f"error reading {_PRE_SCORE_KEY!r} from cycleState: PreScore did not run", plugin=self.name
+            )
+        if not s.touched or scores.shape[0] == 0:
+            return SUCCESS
+        low = int(scores.min())
+        spread = int(scores.max()) - low
+        if spread <= 0:
+            scores[:] = 0
+            return SUCCESS
+        # float64(MaxNodeScore) * (float64(score-min) / float64(max-min)), truncated like Go's int64().
+        scaled = float(MAX_NODE_SCORE) * ((scores - low).astype(np.float64) / float(spread))
+        scores[:] = np.trunc(scaled).astype(np.int64)
+        return SUCCESS
+
+    # ---- EnqueueExtensions ---------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent("Pod", ActionType.Add | ActionType.UpdatePodLabel | ActionType.Delete),
+                self.is_schedulable_after_pod_change,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel),
+                self.is_schedulable_after_node_change,
+            ),
+        ]
+
+    def is_schedulable_after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(old, Pod | None) or not isinstance(new, Pod | None) or (old is None and new is None):
+            return QueueingHint.Queue
+        if (new is not None and not new.node_name) or (old is not None and not old.node_name):
+            return QueueingHint.QueueSkip  # an unscheduled pod changes nothing for this plugin
+        ns_labels = self.namespace_labels
+        terms = _compile_pod(pod)
+        affinity, anti = terms.required_affinity, terms.required_anti
+        if old is not None and new is not None:  # labels updated
+            if not _matches_all(affinity, old, ns_labels) and _matches_all(affinity, new, ns_labels):
+                return QueueingHint.Queue
+            if _matches_all(anti, old, ns_labels) and not _matches_all(anti, new, ns_labels):
+                return QueueingHint.Queue
+            return QueueingHint.QueueSkip
+        if new is not None:  # added
+            return QueueingHint.Queue if _matches_all(affinity, new, ns_labels) else QueueingHint.QueueSkip
+        assert old is not None  # deleted
+        if _matches_all(anti, old, ns_labels):
+            return QueueingHint.Queue
+        # The deleted pod's own anti-affinity may have kept the pod away (kubernetes/kubernetes#135325).
+        if any(t.matches(pod, ns_labels) for t in _compile_pod(old).required_anti):
+            return QueueingHint.Queue
+        return QueueingHint.QueueSkip
+
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node) or not isinstance(old, Node | None):
+            return QueueingHint.Queue
+        terms = _compile_pod(pod)
+        for t in terms.required_affinity:
+            key = t.topology_key
+            if old is None:
+                if key in new.labels:
+                    return QueueingHint.Queue  # a node added with the key
+                continue
+            if key in new.labels and (key not in old.labels or old.labels[key] != new.labels[key]):
+                return QueueingHint.Queue  # the key appeared or its value changed
+        for t in terms.required_anti:
+            if old is None:
+                return QueueingHint.Queue  # any new node may be in a domain free of hated pods
+            key = t.topology_key
+            if key in old.labels and (key not in new.labels or old.labels[key] != new.labels[key]):
+                return QueueingHint.Queue  # the key disappeared or its value changed
+        return QueueingHint.QueueSkip

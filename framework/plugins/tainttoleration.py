@@ -1,0 +1,181 @@
+"""TaintToleration: keep pods off nodes with taints they do not tolerate, and prefer nodes with fewer
+untolerated ``PreferNoSchedule`` taints.
+
+Filter rejects a node whose first untolerated ``NoSchedule``/``NoExecute`` taint exists, with
+``node(s) had untolerated taint {key: value}`` (UnschedulableAndUnresolvable). Score counts the node's
+``PreferNoSchedule`` taints that the pod's tolerations with effect ``""`` or ``PreferNoSchedule`` do
+not tolerate; NormalizeScore maps the counts to [0, 100] reversed (fewest untolerated taints → 100).
+
+Nodes are grouped by their distinct taint lists (a per-node-table memo, see
+:func:`framework.plugins.helpers.taint_set_index`), so a pod's tolerations are evaluated once per
+distinct list and the per-node answers are a gather.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pluginhost.model import Node, Pod, Toleration
+from pluginhost.plugin import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    PreScorePlugin,
+    QueueingHint,
+    ScoreExtensions,
+    ScorePlugin,
+)
+from pluginhost.snapshot import NodeTable
+from pluginhost.status import SUCCESS, Code, Status
+
+from .helpers import (
+    IntArray,
+    default_normalize_score,
+    do_not_schedule_taint,
+    find_matching_untolerated_taint,
+    taint_set_index,
+    tolerations_tolerate_taint,
+)
+
+__all__ = ["TaintToleration", "untolerated_taint_reason"]
+
+_PRE_SCORE_KEY = "PreScoreTaintToleration"
+_FILTER_CACHE_KEY = "TaintToleration/filter"
+
+
+def untolerated_taint_reason(key: str, value: str) -> str:
+    return f"node(s) had untolerated taint {{{key}: {value}}}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _FilterAnswers:
+    """A pod's Filter answer per distinct taint list of one node table."""
+
+    table: NodeTable
+    reason_of_set: npt.NDArray[np.int32]  # index into reasons, -1 when the pod tolerates the list
+    reasons: list[tuple[str, ...]]
+
+    def clone(self) -> _FilterAnswers:
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    tolerations: tuple[Toleration, ...]  # effect "" or PreferNoSchedule
+
+    def clone(self) -> _PreScoreState:
+        return self
+
+
+def _filter_answers(table: NodeTable, pod: Pod) -> _FilterAnswers:
+    index = taint_set_index(table)
+    reason_of_set = np.full(len(index.sets), -1, dtype=np.int32)
+    reasons: dict[str, int] = {}
+    for i, taints in enumerate(index.sets):
+        taint = find_matching_untolerated_taint(taints, pod.tolerations, do_not_schedule_taint)
+        if taint is not None:
+            reason_of_set[i] = reasons.setdefault(untolerated_taint_reason(taint.key, taint.value), len(reasons))
+    return _FilterAnswers(table, reason_of_set, [(r,) for r in reasons])
+
+
+def _prefer_no_schedule_tolerations(pod: Pod) -> tuple[Toleration, ...]:
+    return tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule"))
+
+
+class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, EnqueueExtensions):
+    name = "TaintToleration"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        self._handle = handle
+
+    # ---- Filter --------------------------------------------------------------------------------
+
+    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+        table = batch.snapshot.table
+        index = taint_set_index(table)
+        if "NoSchedule" not in index.effects and "NoExecute" not in index.effects:
+            return FilterResult.passing(len(batch))
+        answers: _FilterAnswers | None = state.get(_FILTER_CACHE_KEY)
+        if answers is None or answers.table is not table:
+            answers = _filter_answers(table, pod)
+            state.write(_FILTER_CACHE_KEY, answers)
+        if not answers.reasons:
+            return FilterResult.passing(len(batch))
+        per_row = answers.reason_of_set[index.ids[batch.rows]]
+        rejected = per_row >= 0
+        codes = np.where(rejected, np.int8(Code.UnschedulableAndUnresolvable), np.int8(0)).astype(np.int8)
+        return FilterResult(codes, np.maximum(per_row, 0).astype(np.int32), answers.reasons)
+
+    # ---- PreScore / Score / NormalizeScore -----------------------------------------------------
+
+    async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
+        state.write(_PRE_SCORE_KEY, _PreScoreState(_prefer_no_schedule_tolerations(pod)))
+        return SUCCESS
+
+    async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
+        pre: _PreScoreState | None = state.get(_PRE_SCORE_KEY)
+        if pre is None:
+            raise RuntimeError(f'failed to read "{_PRE_SCORE_KEY}" from cycleState: not found')
+        index = taint_set_index(batch.snapshot.table)
+        if "PreferNoSchedule" not in index.effects:
+            return np.zeros(len(batch), dtype=np.int64)
+        counts = np.fromiter(
+            (
+                sum(
+                    1
+                    for taint in taints
+                    if taint.effect == "PreferNoSchedule" and not tolerations_tolerate_taint(pre.tolerations, taint)
+                )
+                for taints in index.sets
+            ),
+            dtype=np.int64,
+            count=len(index.sets),
+        )
+        return counts[index.ids[batch.rows]]
+
+    async def normalize_score(self, state: CycleState, pod: Pod, batch: NodeBatch, scores: IntArray) -> Status:
+        default_normalize_score(MAX_NODE_SCORE, True, scores)
+        return SUCCESS
+
+    # ---- EnqueueExtensions ---------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint), self._after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent("UnscheduledPod", ActionType.UpdatePodToleration), self._after_pod_toleration_change
+            ),
+        ]
+
+    @staticmethod
+    def _after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue only when the node went from having an untolerated NoSchedule/NoExecute taint (or
+        not existing) to having none."""
+        if not isinstance(new, Node):
+            return QueueingHint.Queue
+        was_untolerated = True
+        if isinstance(old, Node):
+            was_untolerated = (
+                find_matching_untolerated_taint(old.taints, pod.tolerations, do_not_schedule_taint) is not None
+            )
+        is_untolerated = find_matching_untolerated_taint(new.taints, pod.tolerations, do_not_schedule_taint) is not None
+        return QueueingHint.Queue if was_untolerated and not is_untolerated else QueueingHint.QueueSkip
+
+    @staticmethod
+    def _after_pod_toleration_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, Pod) and new.uid != pod.uid:
+            return QueueingHint.QueueSkip
+        return QueueingHint.Queue
