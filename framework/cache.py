@@ -103,10 +103,6 @@ class Cache:
             self._homeless.get(entry.node, {}).pop(uid, None)
         return entry.pod
 
-    def is_assumed(self, uid: str) -> bool:
-        entry = self._pods.get(uid)
-        return entry is not None and entry.assumed
-
     def assumed(self) -> list[Pod]:
         return [e.pod for e in self._pods.values() if e.assumed]
 

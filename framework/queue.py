@@ -271,20 +271,22 @@ class SchedulingQueue:
 
     # ---- cluster events ------------------------------------------------------------------------
 
-    def on_event(self, event: ClusterEvent, old: Any = None, new: Any = None, exclude: str = "") -> int:
-        """A cluster event: move the unschedulable pods it may help. Returns how many moved.
+    def on_event(
+        self, event: ClusterEvent, old: Any = None, new: Any = None, exclude: str = ""
+    ) -> list[QueuedPodInfo]:
+        """A cluster event: move the unschedulable pods it may help. Returns the pods moved.
 
         ``exclude`` is the uid of a pod the event must not move: the pod whose own failure caused it."""
         for uid, events in self._in_flight_events.items():
             if uid != exclude:
                 events.append(event)
-        moved = 0
+        moved: list[QueuedPodInfo] = []
         for info in list(self._unschedulable.values()):
             if info.gated or info.pod.uid == exclude:
                 continue
             if self._worth_moving(info, event, old, new):
                 self._move(info)
-                moved += 1
+                moved.append(info)
         return moved
 
     def _worth_moving(self, info: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -603,7 +603,3 @@ class WaitingPods:
 
     def __len__(self) -> int:
         return len(self._pods)
-
-    def reject_all(self, message: str, plugins: Iterable[str] = ()) -> None:
-        for wp in list(self._pods.values()):
-            wp.reject(next(iter(plugins), ""), message)

@@ -17,12 +17,14 @@ import collections
 import dataclasses
 import itertools
 import logging
+import random
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import (
@@ -33,7 +35,9 @@ from pluginhost.plugin import (
     EnqueueExtensions,
     NodeBatch,
     Plugin,
+    PreFilterResult,
     QueuedPodInfo,
+    QueueSortPlugin,
 )
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
@@ -72,6 +76,8 @@ EV_ERROR = "Error"
 EV_NOMINATED = "Nominated"
 
 NO_NODES_MSG = "no nodes available to schedule pods"
+ABSENT_NODE_MSG = "node is filtered out by the prefilter result"
+IntArray = npt.NDArray[np.int64]
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent("*", ActionType.All))]
 
 
@@ -179,8 +185,6 @@ class Scheduler:
     """Owns the cluster objects and runs the scheduling and binding cycles."""
 
     def __init__(self, config: SchedulerConfig, registry: Registry, *, seed: int | None = None) -> None:
-        import random
-
         self.config = config
         self.registry = registry
         self.cache = Cache()
@@ -206,10 +210,11 @@ class Scheduler:
         first = next(iter(self.profiles.values()))
         self._plugin_events = self._collect_events()
         sort_plugin = first.queue_sort_plugin
-        probe = sort_plugin.sort_key(QueuedPodInfo(pod=Pod(name="probe")))
+        # A plugin that overrides sort_key gives one key per enqueue instead of a less() per comparison.
+        has_key = type(sort_plugin).sort_key is not QueueSortPlugin.sort_key
         self.queue = SchedulingQueue(
             first.less,
-            sort_plugin.sort_key if probe is not None else None,
+            sort_plugin.sort_key if has_key else None,
             initial_backoff=config.pod_initial_backoff_seconds,
             max_backoff=config.pod_max_backoff_seconds,
             pre_enqueue=self._pre_enqueue,
@@ -429,15 +434,10 @@ class Scheduler:
         return node
 
     def _cluster_event(self, event: ClusterEvent, old: Any, new: Any, exclude: str = "") -> None:
-        moved = self.queue.on_event(event, old, new, exclude)
-        if moved:
-            for info in self.queue.pending():
-                rec = self.pods.get(info.pod.uid)
-                if rec is not None and rec.phase == UNSCHEDULABLE_PHASE and self.queue.where(info.pod.uid) in (
-                    ACTIVE,
-                    BACKOFF,
-                ):
-                    rec.phase = PENDING
+        for info in self.queue.on_event(event, old, new, exclude):
+            rec = self.pods.get(info.pod.uid)
+            if rec is not None:
+                rec.phase = PENDING
 
     def get_pod(self, namespace: str, name: str) -> PodRecord | None:
         uid = self._uid_by_key.get(f"{namespace}/{name}")
@@ -571,16 +571,7 @@ class Scheduler:
             diagnosis.node_to_status.absent = status
             diagnosis.pre_filter_msg = status.message()
             return None, Status(status.code, (fit_error_message(n_all, diagnosis),), status.plugin)
-        order = snapshot.table.order
-        if pre is not None and pre.node_names is not None:
-            rows = [snapshot.row(n) for n in sorted(pre.node_names)]
-            candidates = np.asarray([r for r in rows if r is not None], dtype=np.int64)
-            diagnosis.absent_nodes = n_all - int(candidates.shape[0])
-            diagnosis.node_to_status.absent = Status(
-                Code.UnschedulableAndUnresolvable, ("node is filtered out by the prefilter result",)
-            )
-        else:
-            candidates = order
+        candidates = filter_candidates(snapshot, pre, diagnosis)
         n_cand = int(candidates.shape[0])
         if n_cand == 0:
             return None, Status(Code.UnschedulableAndUnresolvable, (fit_error_message(n_all, diagnosis),))
@@ -674,6 +665,23 @@ class Scheduler:
         }
 
 
+def filter_candidates(snapshot: Snapshot, pre: PreFilterResult | None, diagnosis: Diagnosis) -> IntArray:
+    """The rows Filter walks, in node-tree order: all nodes, or those a PreFilter result kept (the
+    others take the "filtered out by the prefilter result" status)."""
+    order = snapshot.table.order
+    if pre is None or pre.node_names is None:
+        return order
+    keep = np.zeros(len(snapshot), dtype=np.bool_)
+    for name in pre.node_names:
+        row = snapshot.row(name)
+        if row is not None:
+            keep[row] = True
+    candidates = order[keep[order]]
+    diagnosis.absent_nodes = len(snapshot) - int(candidates.shape[0])
+    diagnosis.node_to_status.absent = Status(Code.UnschedulableAndUnresolvable, (ABSENT_NODE_MSG,))
+    return candidates
+
+
 async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod) -> dict[str, Any]:
     """One scheduling cycle for ``pod`` on ``snapshot`` with every node evaluated and nothing
     reserved or bound; per-node statuses and per-plugin scores, as the explain JSON."""
@@ -701,14 +709,12 @@ async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod) -> dict[str,
             return finish(status)
         diagnosis.pre_filter_msg = status.message()
         return finish(Status(status.code, (fit_error_message(len(names), diagnosis),)))
-    candidates = snapshot.table.order
-    if pre is not None and pre.node_names is not None:
-        absent = Status(Code.UnschedulableAndUnresolvable, ("node is filtered out by the prefilter result",))
-        keep = [r for r in (snapshot.row(n) for n in sorted(pre.node_names)) if r is not None]
-        for n in names:
-            if n not in pre.node_names:
-                nodes[n]["filter"] = filter_json(absent)
-        candidates = np.asarray(keep, dtype=np.int64)
+    candidates = filter_candidates(snapshot, pre, diagnosis)
+    if diagnosis.absent_nodes:
+        kept = set(candidates.tolist())
+        for row, n in enumerate(names):
+            if row not in kept:
+                nodes[n]["filter"] = filter_json(diagnosis.node_to_status.absent)
     outcome = await fwk.run_filter(state, pod, snapshot, candidates, int(candidates.shape[0]), diagnosis)
     if outcome.error is not None:
         return finish(outcome.error)
@@ -736,6 +742,3 @@ async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod) -> dict[str,
     out["selected"] = names[fwk.select_host(feasible, scores.totals)]
     return finish(SUCCESS)
 
-
-def profile_for(profiles: Mapping[str, Framework], pod: Pod) -> Framework | None:
-    return profiles.get(pod.scheduler_name)

@@ -61,6 +61,12 @@ _EVENT_TYPES = {
 }
 
 
+def object_ref(obj: Pod | Node) -> Any:
+    if isinstance(obj, Pod):
+        return pb.scheduler.ObjectRef(kind="Pod", namespace=obj.namespace, name=obj.name, uid=obj.uid)
+    return pb.scheduler.ObjectRef(kind="Node", name=obj.name, uid=obj.uid)
+
+
 def event_to_proto(ev: Event) -> Any:
     out = pb.scheduler.Event(
         sequence=ev.sequence,
@@ -110,18 +116,17 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
             if ref.kind == "Pod":
                 pod = self.s.delete_pod(ref.namespace or "default", ref.name)
                 if pod is not None:
-                    deleted.append(pb.scheduler.ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name,
-                                                          uid=pod.uid))
+                    deleted.append(object_ref(pod))
             else:
                 node = self.s.delete_node(ref.name)
                 if node is not None:
-                    deleted.append(pb.scheduler.ObjectRef(kind="Node", name=node.name, uid=node.uid))
+                    deleted.append(object_ref(node))
         return pb.scheduler.DeleteResponse(deleted=deleted)
 
     def _pod_state(self, rec: PodRecord) -> Any:
         pod = rec.pod
         out = pb.scheduler.PodState(
-            ref=pb.scheduler.ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+            ref=object_ref(pod),
             phase=rec.phase,
             node_name=pod.node_name,
             attempts=rec.attempts,

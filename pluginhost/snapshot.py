@@ -127,6 +127,16 @@ class Snapshot:
     requested: IntArray
     non_zero_requested: IntArray
     pods: Sequence[tuple[Pod, ...]]
+    _memo: dict[str, Any] = field(default_factory=dict)
+
+    def memo(self, key: str, build: Callable[[Snapshot], Any]) -> Any:
+        """``build(self)``, computed once per snapshot: per-cycle indexes that several plugins read
+        (e.g. every placed pod column-wise) are built by the first plugin that needs them."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = build(self)
+            return value
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -156,25 +166,6 @@ class Snapshot:
         if c is None:
             return np.zeros(len(self), dtype=np.int64)
         return self.requested[:, c]
-
-    def node_view(self, row: int) -> dict[str, object]:
-        """One node as plugins see it (allocatable, requested, pods, labels, taints, images)."""
-        node = self.table.nodes[row]
-        return {
-            "name": node.name,
-            "generation": self.generation,
-            "labels": dict(node.labels),
-            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints],
-            "unschedulable": node.unschedulable,
-            "allocatable": {r: int(self.allocatable[row, c]) for r, c in self.columns.items()},
-            "requested": {r: int(self.requested[row, c]) for r, c in self.columns.items()},
-            "nonZeroRequested": {
-                CPU: int(self.non_zero_requested[row, 0]),
-                MEMORY: int(self.non_zero_requested[row, 1]),
-            },
-            "pods": [p.key for p in self.pods[row]],
-            "images": [list(img.names) for img in node.images],
-        }
 
 
 class ClusterTable:
@@ -217,14 +208,6 @@ class ClusterTable:
 
     def node_names(self) -> list[str]:
         return list(self._rows)
-
-    def pods_on(self, name: str) -> tuple[Pod, ...]:
-        row = self._rows.get(name)
-        return () if row is None else self._pods[row]
-
-    def placed_on(self, uid: str) -> str | None:
-        row = self._placement.get(uid)
-        return None if row is None else self._nodes[row].name
 
     def snapshot(self) -> Snapshot:
         """The cluster at the current generation; the same object until something changes."""

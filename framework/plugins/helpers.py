@@ -36,7 +36,7 @@ from pluginhost.model import (
     Taint,
     Toleration,
 )
-from pluginhost.snapshot import NodeTable
+from pluginhost.snapshot import NodeTable, Snapshot
 
 __all__ = [
     "DEFAULT_BIND_ALL_HOST_IP",
@@ -46,6 +46,7 @@ __all__ = [
     "LabelSelectorMatcher",
     "NodeSelectorMatcher",
     "NodeSelectorTermMatcher",
+    "PodColumns",
     "PreferredTermsScorer",
     "RequiredNodeAffinity",
     "Requirement",
@@ -63,7 +64,9 @@ __all__ = [
     "label_key_errors",
     "label_selector_matches",
     "label_value_errors",
+    "merge_label_set",
     "parse_int64",
+    "pod_columns",
     "required_node_affinity",
     "taint_set_index",
     "tolerations_tolerate_taint",
@@ -71,6 +74,8 @@ __all__ = [
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+LabelCodes = Callable[[str], tuple[Int32Array, Mapping[str, int]]]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -225,6 +230,17 @@ class Requirement:
         """``matches`` for the labels of every node row in ``rows``, as array work."""
         codes_all, vocab = table.label_codes(self.key)
         codes = codes_all[rows]
+        if self.operator in ("Gt", "Lt"):
+            if not vocab:
+                return np.zeros(codes.shape[0], dtype=np.bool_)
+            ints, valid = label_int_values(table, self.key)
+            ok = valid & (ints > self.bound if self.operator == "Gt" else ints < self.bound)
+            return (codes >= 0) & ok[np.maximum(codes, 0)]
+        return self.mask_codes(codes, vocab)
+
+    def mask_codes(self, codes: Int32Array, vocab: Mapping[str, int]) -> BoolArray:
+        """``matches`` over a column of label codes (-1 where the label is absent) and its
+        value → code vocabulary: the same test for node rows or for the pods of a snapshot."""
         op = self.operator
         if op in ("In", "Equals", "NotIn"):
             ids = [vocab[v] for v in self.values if v in vocab]
@@ -240,11 +256,12 @@ class Requirement:
         if op == "DoesNotExist":
             return codes < 0
         if op in ("Gt", "Lt"):
-            if not vocab:
-                return np.zeros(codes.shape[0], dtype=np.bool_)
-            ints, valid = label_int_values(table, self.key)
-            ok = valid & (ints > self.bound if op == "Gt" else ints < self.bound)
-            return (codes >= 0) & ok[np.maximum(codes, 0)]
+            ok_by_code = np.zeros(len(vocab) + 1, dtype=np.bool_)  # the last slot: label absent
+            for value, code in vocab.items():
+                parsed = parse_int64(value)
+                if parsed is not None:
+                    ok_by_code[code] = parsed > self.bound if op == "Gt" else parsed < self.bound
+            return ok_by_code[np.where(codes >= 0, codes, len(vocab))]
         return np.zeros(codes.shape[0], dtype=np.bool_)
 
 
@@ -513,6 +530,26 @@ class LabelSelectorMatcher:
             return False
         return all(r.matches(labels) for r in self.requirements)
 
+    def mask(self, label_codes: LabelCodes, n: int) -> BoolArray:
+        """:meth:`matches` for ``n`` label sets held column-wise: ``label_codes(key)`` gives each
+        set's code of ``key`` (-1 absent) and the vocabulary (see :class:`PodColumns`)."""
+        if self.nothing or self.error is not None:
+            return np.zeros(n, dtype=np.bool_)
+        out = np.ones(n, dtype=np.bool_)
+        for r in self.requirements:
+            out &= r.mask_codes(*label_codes(r.key))
+            if not out.any():
+                break
+        return out
+
+    def with_requirements(self, extra: Iterable[Requirement]) -> LabelSelectorMatcher:
+        """This selector ANDed with ``extra`` (``matchLabelKeys``/``mismatchLabelKeys``); a selector
+        that matches nothing stays so."""
+        extra = tuple(extra)
+        if self.nothing or self.error is not None or not extra:
+            return self
+        return LabelSelectorMatcher(self.requirements + extra)
+
 
 def compile_label_selector(selector: LabelSelector | None) -> LabelSelectorMatcher:
     if selector is None:
@@ -536,11 +573,81 @@ def compile_label_selector(selector: LabelSelector | None) -> LabelSelectorMatch
     return LabelSelectorMatcher(tuple(reqs))
 
 
+def merge_label_set(labels: Mapping[str, str], selector: LabelSelectorMatcher) -> LabelSelectorMatcher:
+    """``mergeLabelSetWithSelector``: equality requirements for ``labels`` plus the selector's own (a
+    selector that matches nothing contributes no requirements, leaving the set alone)."""
+    own = () if selector.nothing else selector.requirements
+    reqs = tuple(Requirement(k, "Equals", (v,)) for k, v in sorted(labels.items()))
+    return LabelSelectorMatcher(reqs + own, error=None if selector.nothing else selector.error)
+
+
 def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     """Whether ``labels`` match ``selector`` (None matches nothing, an empty selector everything; an
     invalid selector matches nothing). Compile once with :func:`compile_label_selector` when matching
     many label sets."""
     return compile_label_selector(selector).matches(labels)
+
+
+# ---- the placed pods, column-wise ----------------------------------------------------------
+
+
+class PodColumns:
+    """Every pod placed in a snapshot, column-wise: its node row, namespace code, whether it is
+    terminating, and per-key label codes (built on first use), so a label selector is evaluated over
+    all pods with array work. One per snapshot, shared by the plugins of a cycle (:func:`pod_columns`)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        placed = snap.pods
+        self.snapshot = snap
+        self.pods: list[Pod] = [p for on_node in placed for p in on_node]
+        n = len(self.pods)
+        counts = np.fromiter(map(len, placed), dtype=np.int64, count=len(placed))
+        self.rows: IntArray = np.repeat(np.arange(len(placed), dtype=np.int64), counts)
+        self._ns_vocab: dict[str, int] = {}
+        self.ns_codes: Int32Array = np.fromiter(
+            (self._ns_vocab.setdefault(p.namespace, len(self._ns_vocab)) for p in self.pods), dtype=np.int32, count=n
+        )
+        self.ns_names: list[str] = list(self._ns_vocab)
+        self.alive: BoolArray = np.fromiter((p.deletion_timestamp is None for p in self.pods), dtype=np.bool_, count=n)
+        self._labels: dict[str, tuple[Int32Array, dict[str, int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.pods)
+
+    def label_codes(self, key: str) -> tuple[Int32Array, dict[str, int]]:
+        """Per-pod codes of label ``key`` (-1 where absent) and the value → code vocabulary."""
+        hit = self._labels.get(key)
+        if hit is not None:
+            return hit
+        vocab: dict[str, int] = {}
+        codes = np.full(len(self.pods), -1, dtype=np.int32)
+        for i, p in enumerate(self.pods):
+            value = p.labels.get(key)
+            if value is not None:
+                codes[i] = vocab.setdefault(value, len(vocab))
+        self._labels[key] = (codes, vocab)
+        return codes, vocab
+
+    def selector_mask(self, selector: LabelSelectorMatcher) -> BoolArray:
+        return selector.mask(self.label_codes, len(self.pods))
+
+    def in_namespace(self, namespace: str) -> BoolArray:
+        code = self._ns_vocab.get(namespace)
+        if code is None:
+            return np.zeros(len(self.pods), dtype=np.bool_)
+        same: BoolArray = self.ns_codes == code
+        return same
+
+    def node_counts(self, selector: LabelSelectorMatcher, namespace: str) -> IntArray:
+        """Per node row: live pods in ``namespace`` that ``selector`` matches."""
+        mask = self.selector_mask(selector) & self.in_namespace(namespace) & self.alive
+        return np.bincount(self.rows[mask], minlength=len(self.snapshot)).astype(np.int64)
+
+
+def pod_columns(snap: Snapshot) -> PodColumns:
+    """The :class:`PodColumns` of ``snap``, built once per snapshot."""
+    columns: PodColumns = snap.memo("helpers/pod-columns", PodColumns)
+    return columns
 
 
 # ---- taints and tolerations ------------------------------------------------------------------

@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pluginhost.model import LabelSelector, Node, Pod, PodAffinity, PodAffinityTerm, WeightedPodAffinityTerm
+from pluginhost.model import Node, Pod, PodAffinity, PodAffinityTerm, WeightedPodAffinityTerm
 from pluginhost.plugin import (
     MAX_NODE_SCORE,
     ActionType,
@@ -86,6 +86,7 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import NodeTable, Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
+from .helpers import LabelSelectorMatcher, PodColumns, Requirement, compile_label_selector, pod_columns
 from .noderesources import PluginArgsError
 
 __all__ = [
@@ -111,41 +112,6 @@ _ARG_KEYS = frozenset(
     {"apiVersion", "kind", "hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods", "namespaceLabels"}
 )
 
-# ---- label selectors (private) ---------------------------------------------------------------
-
-# A compiled selector: requirements (key, operator, values), all of which must hold. ``None`` matches
-# nothing (an absent selector); ``()`` matches everything (an empty one).
-_Requirement = tuple[str, str, frozenset[str]]
-_Selector = tuple[_Requirement, ...]
-
-
-def _compile_selector(sel: LabelSelector | None, extra: Sequence[_Requirement] = ()) -> _Selector | None:
-    if sel is None:
-        return None
-    reqs: list[_Requirement] = [(k, "In", frozenset((v,))) for k, v in sel.match_labels.items()]
-    reqs.extend((r.key, r.operator, frozenset(r.values)) for r in sel.match_expressions)
-    reqs.extend(extra)
-    return tuple(reqs)
-
-
-def _requirement_matches(op: str, values: frozenset[str], value: str | None) -> bool:
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    return False  # the manifest loader only lets the four operators through
-
-
-def _selector_matches(sel: _Selector | None, labels: Mapping[str, str]) -> bool:
-    if sel is None:
-        return False
-    return all(_requirement_matches(op, values, labels.get(key)) for key, op, values in sel)
-
-
 # ---- affinity terms --------------------------------------------------------------------------
 
 NsLabels = Callable[[str], Mapping[str, str]]
@@ -156,38 +122,38 @@ class _Term:
     """A processed PodAffinityTerm (kube-scheduler's ``framework.AffinityTerm``), with its weight."""
 
     topology_key: str
-    selector: _Selector | None
+    selector: LabelSelectorMatcher
     namespaces: frozenset[str]
-    ns_selector: _Selector | None
+    ns_selector: LabelSelectorMatcher
     weight: int = 0
 
     def namespace_matches(self, namespace: str, ns_labels: NsLabels) -> bool:
         if namespace in self.namespaces:
             return True
-        return self.ns_selector is not None and _selector_matches(self.ns_selector, ns_labels(namespace))
+        return self.ns_selector.matches(ns_labels(namespace))
 
     def matches(self, pod: Pod, ns_labels: NsLabels) -> bool:
-        return self.namespace_matches(pod.namespace, ns_labels) and _selector_matches(self.selector, pod.labels)
+        return self.namespace_matches(pod.namespace, ns_labels) and self.selector.matches(pod.labels)
 
 
 def _term(owner: Pod, t: PodAffinityTerm, weight: int = 0) -> _Term:
-    extra: list[_Requirement] = []
+    extra: list[Requirement] = []
     if t.label_selector is not None:
         for key in t.match_label_keys:
             if key in owner.labels:
-                extra.append((key, "In", frozenset((owner.labels[key],))))
+                extra.append(Requirement(key, "In", (owner.labels[key],)))
         for key in t.mismatch_label_keys:
             if key in owner.labels:
-                extra.append((key, "NotIn", frozenset((owner.labels[key],))))
+                extra.append(Requirement(key, "NotIn", (owner.labels[key],)))
     if not t.namespaces and t.namespace_selector is None:
         namespaces = frozenset((owner.namespace,))
     else:
         namespaces = frozenset(t.namespaces)
     return _Term(
         topology_key=t.topology_key,
-        selector=_compile_selector(t.label_selector, extra),
+        selector=compile_label_selector(t.label_selector).with_requirements(extra),
         namespaces=namespaces,
-        ns_selector=_compile_selector(t.namespace_selector),
+        ns_selector=compile_label_selector(t.namespace_selector),
         weight=weight,
     )
 
@@ -246,8 +212,8 @@ class _PodIndex:
       (anti-)affinity and their node rows (kube-scheduler's ``PodsWithAffinity`` and
       ``PodsWithRequiredAntiAffinity``). Built incrementally from the previous snapshot's index: a
       node row whose pods tuple is the same object as before is reused as is.
-    - Every pod flattened (node row, namespace code, label codes per key), for array matching of
-      the incoming pod's terms against all pods; built lazily, only for pods that have such terms.
+    - :attr:`columns`: every pod column-wise (:class:`PodColumns`), for array matching of the
+      incoming pod's terms against all pods; built on first use, only for pods that have such terms.
     """
 
     _tuples: list[tuple[Pod, ...]]
@@ -270,71 +236,20 @@ class _PodIndex:
         self._row_terms = row_terms
         self.with_affinity: list[tuple[int, _PodTerms]] = [x for entry in row_terms for x in entry]
         self.with_required_anti = [x for x in self.with_affinity if x[1].required_anti]
-        self._flat = False
-        self.pods: list[Pod] = []
-        self.rows: IntArray = np.zeros(0, dtype=np.int64)
-        self.ns_codes: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
-        self.ns_names: list[str] = []
-        self._labels: dict[str, tuple[npt.NDArray[np.int32], dict[str, int]]] = {}
 
-    def flatten(self) -> _PodIndex:
-        """Build the per-pod columns (once) and return self."""
-        if self._flat:
-            return self
-        tuples = self._tuples
-        self.pods = [p for placed in tuples for p in placed]
-        self.rows = np.repeat(
-            np.arange(len(tuples), dtype=np.int64), np.fromiter(map(len, tuples), dtype=np.int64, count=len(tuples))
-        )
-        ns_vocab: dict[str, int] = {}
-        codes = [ns_vocab.setdefault(p.namespace, len(ns_vocab)) for p in self.pods]
-        self.ns_codes = np.asarray(codes, dtype=np.int32)
-        self.ns_names = list(ns_vocab)
-        self._flat = True
-        return self
-
-    def __len__(self) -> int:
-        return len(self.flatten().pods)
-
-    def label_codes(self, key: str) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
-        """Per-pod codes of label ``key`` (-1 where absent) and the value → code vocabulary."""
-        hit = self._labels.get(key)
-        if hit is not None:
-            return hit
-        vocab: dict[str, int] = {}
-        values = [p.labels.get(key) for p in self.flatten().pods]
-        codes = np.asarray([-1 if v is None else vocab.setdefault(v, len(vocab)) for v in values], dtype=np.int32)
-        self._labels[key] = (codes, vocab)
-        return codes, vocab
-
-    def selector_mask(self, sel: _Selector | None) -> BoolArray:
-        n = len(self)
-        if sel is None:
-            return np.zeros(n, dtype=np.bool_)
-        mask = np.ones(n, dtype=np.bool_)
-        for key, op, values in sel:
-            codes, vocab = self.label_codes(key)
-            if op in ("In", "NotIn"):
-                wanted = [vocab[v] for v in values if v in vocab]
-                hit = np.isin(codes, wanted) if wanted else np.zeros(n, dtype=np.bool_)
-                mask &= hit if op == "In" else ~hit
-            elif op == "Exists":
-                mask &= codes >= 0
-            elif op == "DoesNotExist":
-                mask &= codes < 0
-            else:
-                mask[:] = False
-            if not mask.any():
-                break
-        return mask
+    @property
+    def columns(self) -> PodColumns:
+        """Every placed pod column-wise (shared with other plugins of the cycle), built on first use."""
+        return pod_columns(self.snapshot)
 
     def term_mask(self, term: _Term, ns_labels: NsLabels) -> BoolArray:
         """Which pods ``term`` matches (namespace and label selector)."""
-        mask = self.selector_mask(term.selector)
+        columns = self.columns
+        mask = columns.selector_mask(term.selector)
         if mask.any():
-            names = self.ns_names
+            names = columns.ns_names
             ok = np.fromiter((term.namespace_matches(ns, ns_labels) for ns in names), dtype=np.bool_, count=len(names))
-            mask &= ok[self.ns_codes]
+            mask &= ok[columns.ns_codes]
         return mask
 
 
@@ -532,21 +447,21 @@ class InterPodAffinity(
         # (2), (3): existing pods matching the incoming pod's required terms.
         affinity = _DomainCounts(table)
         anti = _DomainCounts(table)
-        if terms.required_affinity and len(idx):
-            mask = np.ones(len(idx), dtype=np.bool_)
+        if terms.required_affinity and len(idx.columns):
+            mask = np.ones(len(idx.columns), dtype=np.bool_)
             for t in terms.required_affinity:
                 mask &= idx.term_mask(t, ns_labels)
                 if not mask.any():
                     break
             if mask.any():
-                rows = idx.rows[mask]
+                rows = idx.columns.rows[mask]
                 for t in terms.required_affinity:
                     affinity.add_rows(t.topology_key, rows, 1)
-        if terms.required_anti and len(idx):
+        if terms.required_anti and len(idx.columns):
             for t in terms.required_anti:
                 mask = idx.term_mask(t, ns_labels)
                 if mask.any():
-                    anti.add_rows(t.topology_key, idx.rows[mask], 1)
+                    anti.add_rows(t.topology_key, idx.columns.rows[mask], 1)
 
         if not existing.nonzero() and not terms.required_affinity and not terms.required_anti:
             return None, Status.skip()
@@ -655,12 +570,12 @@ class InterPodAffinity(
         touched = False
 
         # The incoming pod's preferred terms against every existing pod.
-        if has_preferred and len(idx):
+        if has_preferred and len(idx.columns):
             for pref, sign in ((terms.preferred_affinity, 1), (terms.preferred_anti, -1)):
                 for t in pref:
                     mask = idx.term_mask(t, ns_labels)
                     if mask.any():
-                        touched |= scores.add_rows(t.topology_key, idx.rows[mask], sign * t.weight)
+                        touched |= scores.add_rows(t.topology_key, idx.columns.rows[mask], sign * t.weight)
 
         # Existing pods' terms against the incoming pod.
         hard = self.hard_pod_affinity_weight

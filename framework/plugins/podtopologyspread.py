@@ -39,8 +39,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from framework.plugins.helpers import (
+    LabelSelectorMatcher,
+    compile_label_selector,
+    do_not_schedule_taint,
+    find_matching_untolerated_taint,
+    merge_label_set,
+    pod_columns,
+    required_node_affinity,
+    taint_set_index,
+)
 from framework.plugins.noderesources import PluginArgsError
-from pluginhost.model import LabelSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, TopologySpreadConstraint
+from pluginhost.model import LabelSelector, Pod, TopologySpreadConstraint
 from pluginhost.plugin import (
     MAX_NODE_SCORE,
     ActionType,
@@ -60,7 +70,7 @@ from pluginhost.plugin import (
     ScoreExtensions,
     ScorePlugin,
 )
-from pluginhost.snapshot import NodeTable, Snapshot
+from pluginhost.snapshot import NodeTable
 from pluginhost.status import SUCCESS, Code, Status
 
 __all__ = [
@@ -91,10 +101,8 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[TopologySpreadConstraint, ...] = (
 
 _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
-_TAINTS_MEMO = NAME + "/do-not-schedule-taints"
 _MAX_INT32 = 2**31 - 1
 _MAX_INT64 = 2**63 - 1
-_INT_RE = re.compile(r"[+-]?[0-9]+")
 # metav1validation.ValidateLabelName: an optional DNS-subdomain prefix and a qualified name.
 _QUALIFIED_NAME_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)")
 _DNS_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -104,210 +112,27 @@ IntArray = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
 
 
-# ---- label selectors -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Requirement:
-    key: str
-    operator: str  # In, NotIn, Exists, DoesNotExist
-    values: frozenset[str] = frozenset()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        value = labels.get(self.key)
-        if self.operator == "In":
-            return value is not None and value in self.values
-        if self.operator == "NotIn":
-            return value is None or value not in self.values
-        if self.operator == "Exists":
-            return value is not None
-        return value is None  # DoesNotExist
-
-
-@dataclass(frozen=True, slots=True)
-class _Selector:
-    """A parsed label selector: the AND of ``requirements``; ``None`` matches nothing
-    (``labels.Nothing()``), ``()`` everything."""
-
-    requirements: tuple[_Requirement, ...] | None
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.requirements is None:
-            return False
-        return all(r.matches(labels) for r in self.requirements)
-
-
-def _as_selector(sel: LabelSelector | None) -> _Selector:
-    """``metav1.LabelSelectorAsSelector``: nil matches nothing, an empty selector everything."""
-    if sel is None:
-        return _Selector(None)
-    reqs = [_Requirement(k, "In", frozenset((v,))) for k, v in sorted(sel.match_labels.items())]
-    reqs.extend(_Requirement(e.key, e.operator, frozenset(e.values)) for e in sel.match_expressions)
-    return _Selector(tuple(reqs))
-
-
-def _merge_label_set(match_labels: Mapping[str, str], sel: _Selector) -> _Selector:
-    """``mergeLabelSetWithSelector``: the set's equality requirements plus the selector's own (a
-    nothing-selector contributes no requirements, so the result is the set alone)."""
-    reqs = tuple(_Requirement(k, "In", frozenset((v,))) for k, v in sorted(match_labels.items()))
-    return _Selector(reqs + (sel.requirements or ()))
-
-
-# ---- per-snapshot pod index ------------------------------------------------------------------
-
-
-class _PodIndex:
-    """Every pod of a snapshot, column-wise: node row, namespace code, terminating flag, and label
-    codes per key (built on first use), so a selector is evaluated over all pods with array work."""
-
-    def __init__(self, snap: Snapshot) -> None:
-        rows: list[int] = []
-        pods: list[Pod] = []
-        for row, on_node in enumerate(snap.pods):
-            for p in on_node:
-                rows.append(row)
-                pods.append(p)
-        self.snapshot = snap
-        self.pods = pods
-        self.rows: IntArray = np.asarray(rows, dtype=np.int64)
-        self._ns_vocab: dict[str, int] = {}
-        self.ns_codes: Int32Array = np.fromiter(
-            (self._ns_vocab.setdefault(p.namespace, len(self._ns_vocab)) for p in pods),
-            dtype=np.int32,
-            count=len(pods),
-        )
-        self.alive: BoolArray = np.fromiter(
-            (p.deletion_timestamp is None for p in pods), dtype=np.bool_, count=len(pods)
-        )
-        self._labels: dict[str, tuple[Int32Array, dict[str, int]]] = {}
-
-    def label_codes(self, key: str) -> tuple[Int32Array, dict[str, int]]:
-        hit = self._labels.get(key)
-        if hit is not None:
-            return hit
-        vocab: dict[str, int] = {}
-        codes = np.full(len(self.pods), -1, dtype=np.int32)
-        for i, p in enumerate(self.pods):
-            value = p.labels.get(key)
-            if value is not None:
-                codes[i] = vocab.setdefault(value, len(vocab))
-        self._labels[key] = (codes, vocab)
-        return codes, vocab
-
-    def counted(self, namespace: str) -> BoolArray:
-        """Pods that count for a pod in ``namespace``: same namespace, not terminating."""
-        code = self._ns_vocab.get(namespace)
-        if code is None:
-            return np.zeros(len(self.pods), dtype=np.bool_)
-        same: BoolArray = self.ns_codes == code
-        return same & self.alive
-
-    def matching(self, sel: _Selector) -> BoolArray:
-        n = len(self.pods)
-        if sel.requirements is None:
-            return np.zeros(n, dtype=np.bool_)
-        mask = np.ones(n, dtype=np.bool_)
-        for req in sel.requirements:
-            codes, vocab = self.label_codes(req.key)
-            if req.operator in ("In", "NotIn"):
-                allowed = np.asarray([vocab[v] for v in req.values if v in vocab], dtype=np.int32)
-                hit = np.isin(codes, allowed)
-                mask &= hit if req.operator == "In" else ~hit
-            elif req.operator == "Exists":
-                mask &= codes >= 0
-            else:
-                mask &= codes < 0
-        return mask
-
-    def node_counts(self, sel: _Selector, namespace: str) -> IntArray:
-        """Per node row: pods matching ``sel`` that count for a pod in ``namespace``."""
-        mask = self.matching(sel) & self.counted(namespace)
-        return np.bincount(self.rows[mask], minlength=len(self.snapshot)).astype(np.int64)
-
-
 # ---- node-side masks (inclusion policies) ----------------------------------------------------
-
-
-def _parse_int(value: str) -> int | None:
-    return int(value) if _INT_RE.fullmatch(value) else None
-
-
-def _node_requirement_mask(req: NodeSelectorRequirement, table: NodeTable) -> BoolArray:
-    codes, vocab = table.label_codes(req.key)
-    op = req.operator
-    if op in ("In", "NotIn"):
-        allowed = np.asarray([vocab[v] for v in req.values if v in vocab], dtype=np.int32)
-        hit = np.isin(codes, allowed)
-        return hit if op == "In" else ~hit
-    if op == "Exists":
-        return codes >= 0
-    if op == "DoesNotExist":
-        return codes < 0
-    if op in ("Gt", "Lt") and len(req.values) == 1:
-        bound = _parse_int(req.values[0])
-        if bound is None:
-            return np.zeros(len(codes), dtype=np.bool_)
-        ok_by_code = np.zeros(len(vocab) + 1, dtype=np.bool_)  # last slot: label absent
-        for value, code in vocab.items():
-            parsed = _parse_int(value)
-            if parsed is not None:
-                ok_by_code[code] = parsed > bound if op == "Gt" else parsed < bound
-        return ok_by_code[np.where(codes >= 0, codes, len(vocab))]
-    return np.zeros(len(codes), dtype=np.bool_)  # an unparsable requirement matches nothing
-
-
-def _node_term_mask(term: NodeSelectorTerm, table: NodeTable) -> BoolArray:
-    n = len(table.nodes)
-    if not term.match_expressions and not term.match_fields:
-        return np.zeros(n, dtype=np.bool_)
-    mask = np.ones(n, dtype=np.bool_)
-    for req in term.match_expressions:
-        mask &= _node_requirement_mask(req, table)
-    for req in term.match_fields:
-        if req.key != "metadata.name" or req.operator not in ("In", "NotIn") or len(req.values) != 1:
-            return np.zeros(n, dtype=np.bool_)
-        named = np.zeros(n, dtype=np.bool_)
-        row = table.index.get(req.values[0])
-        if row is not None:
-            named[row] = True
-        mask &= named if req.operator == "In" else ~named
-    return mask
 
 
 def _required_affinity_mask(pod: Pod, table: NodeTable) -> BoolArray | None:
     """Nodes matching the pod's nodeSelector and required node affinity; None when all do."""
-    na = pod.affinity.node_affinity if pod.affinity is not None else None
-    required = na.required if na is not None else None
-    if not pod.node_selector and required is None:
+    required = required_node_affinity(pod)
+    if required.empty:
         return None
-    mask = np.ones(len(table.nodes), dtype=np.bool_)
-    for key, value in pod.node_selector.items():
-        codes, vocab = table.label_codes(key)
-        mask &= codes == vocab.get(value, -2)
-    if required is not None:
-        any_term = np.zeros(len(table.nodes), dtype=np.bool_)
-        for term in required:
-            any_term |= _node_term_mask(term, table)
-        mask &= any_term
-    return mask
-
-
-def _build_taint_index(table: NodeTable) -> list[tuple[Any, IntArray]]:
-    rows_by_taint: dict[Any, list[int]] = {}
-    for row, node in enumerate(table.nodes):
-        for taint in node.taints:
-            if taint.effect in ("NoSchedule", "NoExecute"):
-                rows_by_taint.setdefault(taint, []).append(row)
-    return [(t, np.asarray(rows, dtype=np.int64)) for t, rows in rows_by_taint.items()]
+    return required.mask(table, np.arange(len(table.nodes), dtype=np.int64))
 
 
 def _tolerated_mask(pod: Pod, table: NodeTable) -> BoolArray:
     """Nodes whose NoSchedule/NoExecute taints the pod all tolerates."""
-    ok = np.ones(len(table.nodes), dtype=np.bool_)
-    for taint, rows in table.memo(_TAINTS_MEMO, _build_taint_index):
-        if not any(tol.tolerates(taint) for tol in pod.tolerations):
-            ok[rows] = False
-    return ok
+    index = taint_set_index(table)
+    tolerations = pod.tolerations
+    ok = np.fromiter(
+        (find_matching_untolerated_taint(t, tolerations, do_not_schedule_taint) is None for t in index.sets),
+        dtype=np.bool_,
+        count=len(index.sets),
+    )
+    return ok[index.ids]
 
 
 # ---- constraints -----------------------------------------------------------------------------
@@ -320,7 +145,7 @@ class _Constraint:
 
     max_skew: int
     topology_key: str
-    selector: _Selector
+    selector: LabelSelectorMatcher
     min_domains: int
     node_affinity_policy: str
     node_taints_policy: str
@@ -333,11 +158,11 @@ def _filter_constraints(
     for c in constraints:
         if c.when_unsatisfiable != action:
             continue
-        selector = _as_selector(c.label_selector)
+        selector = compile_label_selector(c.label_selector)
         if c.match_label_keys:
             match_labels = {k: pod_labels[k] for k in c.match_label_keys if k in pod_labels}
             if match_labels:
-                selector = _merge_label_set(match_labels, selector)
+                selector = merge_label_set(match_labels, selector)
         out.append(
             _Constraint(
                 max_skew=c.max_skew,
@@ -568,7 +393,6 @@ class PodTopologySpread(
         self.defaulting_type, self.default_constraints = _parse_args(args or {})
         self.system_defaulted = self.defaulting_type == SYSTEM_DEFAULTING
         self._handle = handle
-        self._index: _PodIndex | None = None
 
     # ---- constraints ---------------------------------------------------------------------------
 
@@ -588,7 +412,7 @@ class PodTopologySpread(
         default = self.default_selector(pod)
         if default is None:
             return []
-        selector = _as_selector(default)
+        selector = compile_label_selector(default)
         if not selector.requirements:  # selector.Empty()
             return []
         return [replace(c, selector=selector) for c in constraints]
@@ -597,12 +421,6 @@ class PodTopologySpread(
         if pod.topology_spread_constraints:
             return _filter_constraints(pod.topology_spread_constraints, pod.labels, action)
         return self._build_default_constraints(pod, action)
-
-    def _pod_index(self, snap: Snapshot) -> _PodIndex:
-        idx = self._index
-        if idx is None or idx.snapshot is not snap:
-            idx = self._index = _PodIndex(snap)
-        return idx
 
     # ---- PreFilter / Filter --------------------------------------------------------------------
 
@@ -614,10 +432,10 @@ class PodTopologySpread(
         if snap is None:
             return None, Status.failure(f"{NAME}: the cycle state has no snapshot", plugin=self.name)
         table = snap.table
-        idx = self._pod_index(snap)
+        idx = pod_columns(snap)
         all_keys = _all_keys_mask(table, constraints)
         included = _inclusion_masks(pod, table, constraints)
-        by_selector: dict[_Selector, IntArray] = {}
+        by_selector: dict[LabelSelectorMatcher, IntArray] = {}
         codes: list[Int32Array] = []
         counts: list[IntArray] = []
         present: list[BoolArray] = []
@@ -726,8 +544,8 @@ class PodTopologySpread(
         ignored[filtered[~all_keys[filtered]]] = True
         kept = filtered[all_keys[filtered]]
         included = _inclusion_masks(pod, table, constraints)
-        idx = self._pod_index(snap)
-        by_selector: dict[_Selector, IntArray] = {}
+        idx = pod_columns(snap)
+        by_selector: dict[LabelSelectorMatcher, IntArray] = {}
         has_key: list[BoolArray] = []
         domains: list[IntArray] = []
         domain_counts: list[IntArray | None] = []
