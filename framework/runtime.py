@@ -184,6 +184,9 @@ class Framework:
         if not self.bind_plugins:
             raise ValueError(f"at least one bind plugin is needed for profile with scheduler name {profile!r}")
         self.queue_sort_plugin = queue_sort[0]
+        self._filter_finishers = [
+            p for p in self.filter_plugins if type(p).filter_finished is not FilterPlugin.filter_finished
+        ]
         self.score_weights = {p.name: int(score_weights.get(p.name, 1)) or 1 for p in self.score_plugins}
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
@@ -267,11 +270,35 @@ class Framework:
         Each window of nodes goes through the Filter plugins in order; a plugin only sees nodes that
         every earlier plugin accepted, so a node's status names the first plugin that rejected it.
         """
-        total = int(candidates.shape[0])
         plugins = [p for p in self.filter_plugins if p.name not in state.skip_filter]
         if not plugins:
             take = candidates[:num_to_find]
             return FilterOutcome(take, int(take.shape[0]))
+        if not self._filter_finishers:
+            return await self._filter_windows(state, pod, snapshot, candidates, num_to_find, diagnosis, plugins)
+        try:
+            return await self._filter_windows(state, pod, snapshot, candidates, num_to_find, diagnosis, plugins)
+        finally:
+            for pl in self._filter_finishers:
+                if pl.name in state.skip_filter:
+                    continue
+                # Releasing per-cycle resources must not fail the cycle.
+                try:
+                    await pl.filter_finished(state)
+                except Exception:
+                    log.exception("filter_finished of plugin %r failed", pl.name)
+
+    async def _filter_windows(
+        self,
+        state: CycleState,
+        pod: Pod,
+        snapshot: Snapshot,
+        candidates: IntArray,
+        num_to_find: int,
+        diagnosis: Diagnosis,
+        plugins: list[FilterPlugin],
+    ) -> FilterOutcome:
+        total = int(candidates.shape[0])
         found: list[IntArray] = []
         n_found = 0
         pos = 0

@@ -391,6 +391,12 @@ class FilterPlugin(Plugin):
     async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
         raise NotImplementedError
 
+    async def filter_finished(self, state: CycleState) -> None:
+        """Called once the Filter phase of a cycle is over (enough feasible nodes, or an error).
+
+        ``filter`` may be called several times per cycle (one call per window of nodes); a plugin
+        that holds per-cycle resources for them (a remote plugin's open stream) releases them here."""
+
 
 class NodeFilterPlugin(FilterPlugin):
     """Per-node convenience: implement :meth:`filter_node`; the batch is looped for you."""
