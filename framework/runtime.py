@@ -353,6 +353,42 @@ class Framework:
         feasible = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
         return FilterOutcome(feasible, pos)
 
+    async def run_filter_on_node(self, state: CycleState, pod: Pod, snapshot: Snapshot, row: int) -> Status:
+        """Every Filter plugin on one node (preemption's what-ifs): Success or the first rejection."""
+        diagnosis = Diagnosis()
+        outcome = await self.run_filter(state, pod, snapshot, np.asarray([row], dtype=np.int64), 1, diagnosis)
+        if outcome.error is not None:
+            return outcome.error
+        if outcome.feasible.shape[0]:
+            return SUCCESS
+        return diagnosis.node_to_status.get(snapshot.table.names[row])
+
+    async def run_pre_filter_extension_add_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> Status:
+        """Tell PreFilter plugins that ``other`` is now on node ``row`` (their state is updated)."""
+        return await self._run_pre_filter_extensions(state, pod, other, row, add=True)
+
+    async def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> Status:
+        """Tell PreFilter plugins that ``other`` left node ``row``."""
+        return await self._run_pre_filter_extensions(state, pod, other, row, add=False)
+
+    async def _run_pre_filter_extensions(
+        self, state: CycleState, pod: Pod, other: Pod, row: int, *, add: bool
+    ) -> Status:
+        point = "PreFilterExtensionAddPod" if add else "PreFilterExtensionRemovePod"
+        for pl in self.pre_filter_plugins:
+            if pl.name in state.skip_filter:
+                continue
+            ext = pl.pre_filter_extensions()
+            if ext is None:
+                continue
+            try:
+                status = await (ext.add_pod if add else ext.remove_pod)(state, pod, other, row)
+            except Exception as exc:
+                return _raised(point, pl, exc)
+            if not status.ok:
+                return _failed(point, pl, status)
+        return SUCCESS
+
     async def run_post_filter(
         self, state: CycleState, pod: Pod, statuses: NodeToStatus
     ) -> tuple[PostFilterResult | None, Status]:

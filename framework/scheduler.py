@@ -47,6 +47,7 @@ from .config import ProfileConfig, SchedulerConfig
 from .plugins import Registry
 from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
 from .runtime import Diagnosis, Framework, WaitingPodHandle, WaitingPods, num_feasible_nodes_to_find
+from .whatif import with_node_pods
 
 __all__ = [
     "ApplyError",
@@ -94,7 +95,10 @@ class PodRecord:
     last_status: Status | None = None
     attempts: int = 0
     profile: str = ""
-    nominated_node: str = ""
+
+    @property
+    def nominated_node(self) -> str:
+        return self.pod.nominated_node_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +184,13 @@ class _Handle:
             return Status.failure(f"pod {pod.key} not found")
         return SUCCESS
 
+    def framework_for(self, pod: Pod) -> Framework | None:
+        return self._s.profiles.get(pod.scheduler_name)
+
+    def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
+        reason = Status(Code.Unschedulable, (f"preempted by {preemptor.key} on node {node_name}",))
+        self._s._emit(EV_PREEMPTED, "Pod", victim, node=node_name, status=reason)
+
 
 class Scheduler:
     """Owns the cluster objects and runs the scheduling and binding cycles."""
@@ -195,6 +206,8 @@ class Scheduler:
         self._uid_by_key: dict[str, str] = {}
         self.nodes: dict[str, Node] = {}
         self.cycle_states: dict[str, CycleState] = {}
+        # The nominator: pending pods a preemption made room for, by uid -> node name.
+        self.nominated: dict[str, str] = {}
         self.stats = CycleStats()
         self._rng = random.Random(seed)
         self._cycle_ids = itertools.count(1)
@@ -381,6 +394,8 @@ class Scheduler:
                 self.cache.add_pod(pod)
                 self._cluster_event(ClusterEvent("Pod", ActionType.Add), None, pod)
             elif pod.scheduler_name in self.profiles:
+                if pod.nominated_node_name:
+                    self.nominated[pod.uid] = pod.nominated_node_name
                 where = await self.queue.add(pod, pod.scheduler_name)
                 self._after_enqueue(rec, where)
             else:
@@ -414,6 +429,7 @@ class Scheduler:
         if uid is None:
             return None
         rec = self.pods.pop(uid)
+        self.nominated.pop(uid, None)
         self.queue.delete(uid)
         wp = self.waiting_pods.get(uid)
         if wp is not None:
@@ -457,7 +473,8 @@ class Scheduler:
             return Status.failure(f"pod {pod.key} is already bound to {rec.pod.node_name!r}")
         if node_name not in self.nodes:
             return Status.failure(f"node {node_name!r} not found")
-        bound = dataclasses.replace(rec.pod, node_name=node_name)
+        self.nominated.pop(pod.uid, None)
+        bound = dataclasses.replace(rec.pod, node_name=node_name, nominated_node_name="")
         rec.pod = bound
         rec.phase = BOUND
         self.cache.add_pod(bound)
@@ -528,7 +545,7 @@ class Scheduler:
             if status.is_rejected and fwk.post_filter_plugins and status.reasons != (NO_NODES_MSG,):
                 result, pf = await fwk.run_post_filter(state, pod, diagnosis.node_to_status)
                 if pf.ok and result is not None and result.nominated_node_name:
-                    rec.nominated_node = result.nominated_node_name
+                    pod = info.pod = self._nominate(rec, result.nominated_node_name)
                     self._emit(EV_NOMINATED, "Pod", pod, node=result.nominated_node_name)
                 elif not pf.ok and pf.reasons:
                     diagnosis.post_filter_msg = pf.message()
@@ -575,6 +592,17 @@ class Scheduler:
         n_cand = int(candidates.shape[0])
         if n_cand == 0:
             return None, Status(Code.UnschedulableAndUnresolvable, (fit_error_message(n_all, diagnosis),))
+        if pod.nominated_node_name:
+            # The node a preemption made room on is most likely the one: try it first (evaluateNominatedNode).
+            row = snapshot.row(pod.nominated_node_name)
+            if row is not None and bool(np.any(candidates == row)):
+                tried = Diagnosis()
+                fits = await fwk.run_filter(state, pod, snapshot, np.asarray([row], dtype=np.int64), 1, tried)
+                if fits.error is not None:
+                    return None, fits.error
+                nominated = await self._filter_with_nominated(fwk, state, pod, snapshot, fits.feasible, tried)
+                if nominated.shape[0]:
+                    return pod.nominated_node_name, SUCCESS
         start = self._next_start % n_cand
         walk = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
         to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n_cand)
@@ -582,7 +610,7 @@ class Scheduler:
         self._next_start = (self._next_start + outcome.processed) % max(n_all, 1)
         if outcome.error is not None:
             return None, outcome.error
-        feasible = outcome.feasible
+        feasible = await self._filter_with_nominated(fwk, state, pod, snapshot, outcome.feasible, diagnosis)
         if feasible.shape[0] == 0:
             return None, Status(Code.Unschedulable, (fit_error_message(n_all, diagnosis),))
         if feasible.shape[0] == 1:
@@ -644,6 +672,68 @@ class Scheduler:
         else:
             self.stats.unschedulable += 1
             self._emit(EV_UNSCHEDULABLE, "Pod", pod, status=status, attempts=info.attempts)
+
+    def _nominate(self, rec: PodRecord, node: str) -> Pod:
+        """Record that ``rec``'s pod will go to ``node`` once its victims are gone; pods of lower
+        priority nominated to the same node lose their nomination (it was their room)."""
+        pod = rec.pod
+        for uid, other_node in list(self.nominated.items()):
+            other = self.pods.get(uid)
+            if other_node == node and other is not None and other.pod.priority < pod.priority:
+                self._set_nomination(other, "")
+        return self._set_nomination(rec, node)
+
+    def _set_nomination(self, rec: PodRecord, node: str) -> Pod:
+        rec.pod = dataclasses.replace(rec.pod, nominated_node_name=node)
+        info = self.queue.info(rec.pod.uid)
+        if info is not None:
+            info.pod = rec.pod
+        if node:
+            self.nominated[rec.pod.uid] = node
+        else:
+            self.nominated.pop(rec.pod.uid, None)
+        return rec.pod
+
+    def _nominated_pods_by_row(self, snapshot: Snapshot, pod: Pod) -> dict[int, list[Pod]]:
+        """Pods nominated to a node that outrank (or equal) ``pod``: Filter counts them as present."""
+        out: dict[int, list[Pod]] = {}
+        for uid, node in self.nominated.items():
+            rec = self.pods.get(uid)
+            row = snapshot.row(node)
+            if uid == pod.uid or rec is None or row is None or rec.pod.priority < pod.priority:
+                continue
+            out.setdefault(row, []).append(rec.pod)
+        return out
+
+    async def _filter_with_nominated(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, feasible: IntArray,
+        diagnosis: Diagnosis,
+    ) -> IntArray:
+        """kube-scheduler's RunFilterPluginsWithNominatedPods for the feasible nodes that have
+        nominated pods: the pod must also fit with those pods added (so it does not take the room a
+        preemption freed for a more important pod)."""
+        nominated = self._nominated_pods_by_row(snapshot, pod)
+        if not nominated:
+            return feasible
+        keep = np.ones(feasible.shape[0], dtype=np.bool_)
+        for i, row in enumerate(feasible.tolist()):
+            extra = nominated.get(row)
+            if not extra:
+                continue
+            what_if_state = state.clone()
+            status = SUCCESS
+            for other in extra:
+                status = await fwk.run_pre_filter_extension_add_pod(what_if_state, pod, other, row)
+                if not status.ok:
+                    break
+            if status.ok:
+                what_if = with_node_pods(snapshot, row, (*snapshot.pods[row], *extra))
+                status = await fwk.run_filter_on_node(what_if_state, pod, what_if, row)
+            if not status.ok:
+                keep[i] = False
+                diagnosis.node_to_status.statuses[snapshot.table.names[row]] = status
+                diagnosis.add_plugin_status(status)
+        return feasible[keep]
 
     def _free_state(self, cycle_id: str) -> None:
         self.cycle_states.pop(cycle_id, None)

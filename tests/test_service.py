@@ -68,7 +68,11 @@ def test_pods_are_bound_or_reported_unschedulable_never_dropped() -> None:
         assert phases == ["Bound"] * 6 + ["Unschedulable"]
         loser = next(s for s in states.values() if s.phase == "Unschedulable")
         assert loser.last_status.code == pb.types.CODE_UNSCHEDULABLE
-        assert list(loser.last_status.reasons) == ["0/3 nodes are available: 3 Insufficient cpu."]
+        # Equal priorities: preemption finds no victims (kube-scheduler's message, double period included).
+        assert list(loser.last_status.reasons) == [
+            "0/3 nodes are available: 3 Insufficient cpu. "
+            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
+        ]
         assert loser.queue == "unschedulable"
         nodes = (await stub.ListNodes(pb.scheduler.ListNodesRequest(), timeout=5)).nodes
         assert sorted((n.name, n.pods, n.requested["cpu"]) for n in nodes) == [

@@ -9,6 +9,7 @@ from pluginhost.plugin import Handle, Plugin, points_of
 
 from .balancedallocation import NodeResourcesBalancedAllocation
 from .basic import DefaultBinder, NodeName, NodeUnschedulable, PrioritySort, SchedulingGates
+from .defaultpreemption import DefaultPreemption
 from .imagelocality import ImageLocality
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
@@ -58,7 +59,7 @@ class Registry:
 def in_tree_registry() -> Registry:
     reg = Registry()
     for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
-                NodeResourcesFit, PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality,
-                DefaultBinder):
+                NodeResourcesFit, PodTopologySpread, InterPodAffinity, DefaultPreemption,
+                NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder):
         reg.register_class(cls)
     return reg
