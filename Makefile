@@ -30,5 +30,9 @@ unit: $(STAMP)
 proto: $(STAMP)
 	$(BIN)/python -m pluginhost._genproto
 
+# Every benchmark scenario (framework/bench.py): prints a table, writes bench-results.json (under 10 minutes).
+bench: $(STAMP)
+	$(BIN)/python -m framework.bench --out bench-results.json
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,560 @@
+"""``python -m framework.bench``: scheduling throughput, latency and memory of the framework.
+
+Each scenario is a list of *runs*; every run executes in a fresh child process (so its peak RSS is its
+own) and drives a :class:`~framework.scheduler.Scheduler` in-process, without gRPC, the way
+kube-scheduler's ``scheduler_perf`` drives kube-scheduler:
+
+1. create the nodes (scheduler_perf's ``node-default.yaml``: 4 CPU, 32 GiB, 110 pods);
+2. create the initial pods and wait until they are bound (not measured);
+3. start the clock, create the measured pods in chunks while the scheduling loop runs, and stop the
+   clock when the last one is bound. Throughput is measured pods / that window, so it includes the
+   framework ingesting the pods (queueing, PreEnqueue), scheduling them and binding them.
+
+Pods are scheduler_perf's ``pod-default.yaml`` (100m CPU, 500Mi memory, container port 80). The
+latency figures are the scheduling-attempt durations the scheduler records
+(``Scheduler.stats.attempt_seconds``) for the measured pods.
+
+Scenarios:
+
+- ``basic``: SchedulingBasic 5000Nodes_10000Pods (5000 nodes, 1000 initial pods, 10000 measured),
+  kube-scheduler's default plugin set.
+- ``scale``: ``basic`` at 500, 1000, 5000 and 15000 nodes.
+- ``inprocess-plugin``: ``basic`` plus :class:`BenchTier`, a cheap Filter+Score plugin written
+  against the batch API, enabled through an ordinary KubeSchedulerConfiguration; the in-process
+  baseline a remote plugin is compared with.
+
+A new scenario (a remote plugin, an extender, replicas, tracing) is a :class:`Scenario` subclass:
+it lists its runs, may register plugins and return its own configuration, and may start what it
+needs around a run (sidecar processes) in :meth:`Scenario.environment`. Register it in
+:data:`SCENARIOS`.
+
+``make bench`` runs every scenario and writes ``bench-results.json``; ``--quick`` runs tiny sizes in a
+few seconds (what the tests run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pluginhost.manifest import node_from_dict, pod_from_dict
+from pluginhost.model import Node, Pod
+from pluginhost.plugin import CycleState, FilterPlugin, FilterResult, Handle, NodeBatch, ScorePlugin
+from pluginhost.status import Code
+
+from .config import SchedulerConfig, load_config
+from .plugins import Registry
+from .profiles import build_registry, default_scheduler_config, unavailable_plugins
+from .runtime import num_feasible_nodes_to_find
+from .scheduler import Scheduler
+
+__all__ = [
+    "SCENARIOS",
+    "BenchTier",
+    "RunResult",
+    "RunSpec",
+    "Scenario",
+    "evaluate_targets",
+    "machine_info",
+    "main",
+    "run_one",
+]
+
+IntArray = npt.NDArray[np.int64]
+
+DEFAULT_OUT = "bench-results.json"
+RESULT_PREFIX = "BENCH-RESULT "
+MIB = 1024 * 1024
+
+# kube-scheduler's scheduler_perf thresholds and the benchmark issue's targets.
+TARGET_BASIC_PODS_PER_SECOND = 680.0  # SchedulingBasic 5000Nodes_10000Pods
+TARGET_PEAK_RSS_MIB_15000 = 1024.0
+
+# ---- the cluster (scheduler_perf's templates) ------------------------------------------------------
+
+
+def node_manifest(i: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """scheduler_perf's ``templates/node-default.yaml``: capacity only (allocatable = capacity)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": f"scheduler-perf-{i:05d}", "labels": dict(labels or {})},
+        "spec": {},
+        "status": {"capacity": {"pods": "110", "cpu": "4", "memory": "32Gi"}},
+    }
+
+
+def pod_manifest(namespace: str, i: int) -> dict[str, Any]:
+    """scheduler_perf's ``templates/pod-default.yaml``."""
+    resources = {"cpu": "100m", "memory": "500Mi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pod-{i:06d}", "namespace": namespace},
+        "spec": {
+            "containers": [
+                {
+                    "image": "registry.k8s.io/pause:3.10.1",
+                    "name": "pause",
+                    "ports": [{"containerPort": 80}],
+                    "resources": {"limits": dict(resources), "requests": dict(resources)},
+                }
+            ]
+        },
+    }
+
+
+# ---- an in-process Filter+Score plugin -------------------------------------------------------------
+
+TIER_LABEL = "bench.outrigger.dev/tier"
+TIER_SCORES = {"gold": 100, "silver": 50, "bronze": 0}
+
+
+class BenchTier(FilterPlugin, ScorePlugin):
+    """Keeps pods off nodes without the tier label and prefers gold over silver over bronze nodes.
+
+    Written as any in-process plugin would be: the label's per-node codes come from the node table
+    (built once per node set), so Filter and Score are a gather over the batch's rows.
+    """
+
+    name = "BenchTier"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        self.key = str((args or {}).get("label", TIER_LABEL))
+
+    def _score_by_code(self, vocab: dict[str, int]) -> IntArray:
+        by_code = np.zeros(len(vocab) + 1, dtype=np.int64)  # the last slot: no label
+        for value, code in vocab.items():
+            by_code[code] = TIER_SCORES.get(value, 0)
+        return by_code
+
+    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+        codes, _ = batch.snapshot.table.label_codes(self.key)
+        return FilterResult.from_mask(
+            codes[batch.rows] < 0, Code.UnschedulableAndUnresolvable, f"node(s) didn't have label {self.key}"
+        )
+
+    async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
+        table = batch.snapshot.table
+        codes, vocab = table.label_codes(self.key)
+        by_code: IntArray = table.memo(f"BenchTier/scores:{self.key}", lambda _t: self._score_by_code(vocab))
+        picked: IntArray = by_code[codes[batch.rows]]  # code -1 (no label) takes the last slot
+        return picked
+
+
+# ---- runs and scenarios ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One measured run; JSON-serializable, so it can be handed to a child process."""
+
+    scenario: str
+    nodes: int
+    init_pods: int
+    measure_pods: int
+    chunk: int = 500  # pods per apply while measuring (the demo's request size)
+    timeout: float = 300.0  # seconds for the measured part
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        return cls(**json.loads(text))
+
+
+@dataclass(slots=True)
+class RunResult:
+    scenario: str
+    nodes: int
+    init_pods: int
+    measure_pods: int
+    nodes_scored: int  # kube-scheduler's adaptive numFeasibleNodesToFind for this cluster
+    bound: int  # measured pods bound
+    unschedulable: int
+    errors: int
+    all_scheduled: bool
+    seconds: float  # the measurement window
+    pods_per_second: float
+    cycle_pods_per_second: float  # measured pods / time spent inside scheduling cycles
+    attempt_p50_ms: float
+    attempt_p99_ms: float
+    attempt_max_ms: float
+    setup_seconds: float  # nodes + initial pods (not measured)
+    peak_rss_mib: float
+    leaks: dict[str, int] = field(default_factory=dict)
+    error: str = ""
+
+
+class Scenario:
+    """A named benchmark: the runs it makes and how the framework is set up for them."""
+
+    name = ""
+    description = ""
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        raise NotImplementedError
+
+    def node_labels(self, i: int) -> dict[str, str]:
+        return {}
+
+    def registry(self) -> Registry:
+        return build_registry()
+
+    def config(self, registry: Registry) -> SchedulerConfig:
+        return default_scheduler_config(registry)
+
+    @contextlib.asynccontextmanager
+    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
+        """Whatever must run around a run (remote plugin hosts, collectors); nothing by default."""
+        yield
+
+
+class Basic(Scenario):
+    name = "basic"
+    description = "scheduler_perf SchedulingBasic 5000Nodes_10000Pods, default plugins, in-process"
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        if quick:
+            return [RunSpec(self.name, nodes=200, init_pods=100, measure_pods=500)]
+        return [RunSpec(self.name, nodes=5000, init_pods=1000, measure_pods=10000)]
+
+
+class Scale(Scenario):
+    name = "scale"
+    description = "basic at 500, 1000, 5000 and 15000 nodes (each size in its own process)"
+    # (nodes, initial pods, measured pods): measured pods sized for a few seconds per run.
+    SIZES = ((500, 500, 3000), (1000, 1000, 3000), (5000, 1000, 5000), (15000, 1000, 5000))
+    QUICK_SIZES = ((100, 50, 300), (200, 100, 300), (400, 100, 300))
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        return [RunSpec(self.name, n, i, m) for n, i, m in (self.QUICK_SIZES if quick else self.SIZES)]
+
+
+class InProcessPlugin(Basic):
+    name = "inprocess-plugin"
+    description = "basic plus BenchTier (a label Filter + Score plugin) in-process; 1 node in 10 unlabelled"
+
+    def node_labels(self, i: int) -> dict[str, str]:
+        if i % 10 == 9:
+            return {}
+        return {TIER_LABEL: ("gold", "silver", "bronze")[i % 3]}
+
+    def registry(self) -> Registry:
+        registry = build_registry()
+        registry.register_class(BenchTier)
+        return registry
+
+    def config(self, registry: Registry) -> SchedulerConfig:
+        text = json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {
+                        "schedulerName": "default-scheduler",
+                        "plugins": {"multiPoint": {"enabled": [{"name": BenchTier.name, "weight": 1}]}},
+                    }
+                ],
+            }
+        )
+        return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (Basic(), Scale(), InProcessPlugin())}
+
+
+# ---- one run (in the child process) ----------------------------------------------------------------
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))]
+
+
+def peak_rss_mib() -> float:
+    # ru_maxrss is in KiB on Linux (bytes on macOS).
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / MIB if sys.platform == "darwin" else rss / 1024
+
+
+async def _settle(s: Scheduler, target: int, deadline: float) -> None:
+    """Until ``target`` pods are bound, or nothing is left that could bind one, or the deadline."""
+    while s.stats.bound < target and time.perf_counter() < deadline:
+        pending = s.pending_count()
+        busy = pending["active"] + pending["backoff"] + pending["in-flight"] + s.leaks()["binding_cycles"]
+        if not busy:
+            break
+        await asyncio.sleep(0.001)
+
+
+async def run_one(spec: RunSpec) -> RunResult:
+    """Run ``spec`` in this process and measure it."""
+    scenario = SCENARIOS[spec.scenario]
+    registry = scenario.registry()
+    config = scenario.config(registry)
+    nodes: list[Node] = [node_from_dict(node_manifest(i, scenario.node_labels(i))) for i in range(spec.nodes)]
+    init_pods: list[Pod] = [pod_from_dict(pod_manifest("init", i)) for i in range(spec.init_pods)]
+    measured: list[Pod] = [pod_from_dict(pod_manifest("measured", i)) for i in range(spec.measure_pods)]
+    async with scenario.environment(spec):
+        s = Scheduler(config, registry, seed=1)
+        loop_task = asyncio.get_running_loop().create_task(s.run())
+        try:
+            setup_started = time.perf_counter()
+            for i in range(0, len(nodes), 1000):
+                await s.apply(nodes[i : i + 1000])
+            for i in range(0, len(init_pods), spec.chunk):
+                await s.apply(init_pods[i : i + spec.chunk])
+                await asyncio.sleep(0)
+            await _settle(s, spec.init_pods, time.perf_counter() + spec.timeout)
+            setup = time.perf_counter() - setup_started
+            base_bound, base_unsched, base_errors = s.stats.bound, s.stats.unschedulable, s.stats.errors
+            first_attempt = len(s.stats.attempt_seconds)
+
+            started = time.perf_counter()
+            for i in range(0, len(measured), spec.chunk):
+                await s.apply(measured[i : i + spec.chunk])
+                await asyncio.sleep(0)  # let the scheduling loop run between requests
+            await _settle(s, base_bound + spec.measure_pods, started + spec.timeout)
+            window = time.perf_counter() - started
+        finally:
+            await s.stop()
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
+    attempts = sorted(s.stats.attempt_seconds[first_attempt:])
+    bound = s.stats.bound - base_bound
+    unschedulable = s.stats.unschedulable - base_unsched
+    errors = s.stats.errors - base_errors
+    in_cycles = sum(attempts)
+    return RunResult(
+        scenario=spec.scenario,
+        nodes=spec.nodes,
+        init_pods=spec.init_pods,
+        measure_pods=spec.measure_pods,
+        nodes_scored=num_feasible_nodes_to_find(config.percentage_of_nodes_to_score, spec.nodes),
+        bound=bound,
+        unschedulable=unschedulable,
+        errors=errors,
+        all_scheduled=bound == spec.measure_pods and unschedulable == 0 and errors == 0,
+        seconds=round(window, 3),
+        pods_per_second=round(bound / window, 1) if window > 0 else 0.0,
+        cycle_pods_per_second=round(bound / in_cycles, 1) if in_cycles > 0 else 0.0,
+        attempt_p50_ms=round(_percentile(attempts, 0.50) * 1000, 3),
+        attempt_p99_ms=round(_percentile(attempts, 0.99) * 1000, 3),
+        attempt_max_ms=round((attempts[-1] if attempts else 0.0) * 1000, 3),
+        setup_seconds=round(setup, 3),
+        peak_rss_mib=round(peak_rss_mib(), 1),
+        leaks={k: v for k, v in s.leaks().items() if v},
+    )
+
+
+def _run_loop(coro: Coroutine[Any, Any, RunResult]) -> RunResult:
+    """The event loop ``outrigger serve`` uses (uvloop when installed)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        return asyncio.run(coro)
+    result: RunResult = uvloop.run(coro)
+    return result
+
+
+def _child_main(spec_json: str) -> int:
+    result = _run_loop(run_one(RunSpec.from_json(spec_json)))
+    print(RESULT_PREFIX + json.dumps(dataclasses.asdict(result)), flush=True)
+    return 0
+
+
+# ---- the driver (parent process) -------------------------------------------------------------------
+
+
+def _failed_result(spec: RunSpec, message: str) -> RunResult:
+    return RunResult(
+        scenario=spec.scenario, nodes=spec.nodes, init_pods=spec.init_pods, measure_pods=spec.measure_pods,
+        nodes_scored=0, bound=0, unschedulable=0, errors=0, all_scheduled=False, seconds=0.0,
+        pods_per_second=0.0, cycle_pods_per_second=0.0, attempt_p50_ms=0.0, attempt_p99_ms=0.0,
+        attempt_max_ms=0.0, setup_seconds=0.0, peak_rss_mib=0.0, error=message,
+    )
+
+
+def run_in_child(spec: RunSpec) -> RunResult:
+    """Run ``spec`` in a fresh interpreter (so peak RSS is this run's alone)."""
+    cmd = [sys.executable, "-m", "framework.bench", "--child", spec.to_json()]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=spec.timeout + 300)
+    except subprocess.TimeoutExpired:
+        return _failed_result(spec, "timed out")
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return RunResult(**json.loads(line[len(RESULT_PREFIX) :]))
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+    return _failed_result(spec, f"exit {proc.returncode}: " + " | ".join(tail))
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    mem_mib = 0.0
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_mib = int(line.split()[1]) / 1024
+                break
+    try:
+        import uvloop
+
+        loop = f"uvloop {getattr(uvloop, '__version__', '')}".strip()
+    except ImportError:  # pragma: no cover
+        loop = "asyncio"
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": round(mem_mib / 1024, 1),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "event_loop": loop,
+        "platform": platform.platform(),
+    }
+
+
+def evaluate_targets(results: dict[str, list[RunResult]]) -> list[dict[str, Any]]:
+    """The benchmark issue's targets, met or not, with the measured value."""
+    out: list[dict[str, Any]] = []
+    basic = [r for r in results.get("basic", []) if r.nodes == 5000]
+    if basic:
+        r = basic[0]
+        out.append({
+            "target": "basic: >= 680 pods/s at 5000 nodes (scheduler_perf SchedulingBasic 5000Nodes_10000Pods)",
+            "measured": f"{r.pods_per_second:.0f} pods/s",
+            "met": r.all_scheduled and r.pods_per_second >= TARGET_BASIC_PODS_PER_SECOND,
+            "gap": round(r.pods_per_second - TARGET_BASIC_PODS_PER_SECOND, 1),
+        })
+    scale = sorted((r for r in results.get("scale", []) if not r.error), key=lambda r: r.nodes)
+    biggest = [r for r in scale if r.nodes == 15000]
+    if biggest:
+        r = biggest[0]
+        out.append({
+            "target": "scale: peak RSS < 1 GiB at 15000 nodes",
+            "measured": f"{r.peak_rss_mib:.0f} MiB",
+            "met": r.peak_rss_mib < TARGET_PEAK_RSS_MIB_15000,
+            "gap": round(TARGET_PEAK_RSS_MIB_15000 - r.peak_rss_mib, 1),
+        })
+    if len(scale) >= 2:
+        # pods/s x nodes scored must not fall as the cluster grows: pods/s may drop at most in
+        # proportion to the nodes each cycle scores (numFeasibleNodesToFind).
+        ref = scale[0]
+        work = [r.pods_per_second * r.nodes_scored for r in scale]
+        ratios = {str(r.nodes): round(w / (work[0] or 1.0), 2) for r, w in zip(scale, work, strict=True)}
+        worst = min(ratios.values())
+        out.append({
+            "target": f"scale: pods/s falls no more than linearly with nodes scored (pods/s x nodes scored, "
+            f"relative to {ref.nodes} nodes, >= 1)",
+            "measured": ", ".join(f"{n} nodes: {v:.2f}" for n, v in ratios.items()),
+            "met": worst >= 1.0,
+            "gap": round(worst - 1.0, 2),
+        })
+    return out
+
+
+_COLUMNS = (
+    ("scenario", "{:<17}"), ("nodes", "{:>6}"), ("init", "{:>5}"), ("pods", "{:>6}"), ("scored", "{:>6}"),
+    ("pods/s", "{:>7}"), ("cycle/s", "{:>7}"), ("p50 ms", "{:>7}"), ("p99 ms", "{:>7}"), ("RSS MiB", "{:>8}"),
+    ("ok", "{:<4}"),
+)
+
+
+def format_table(results: Sequence[RunResult]) -> str:
+    lines = [" ".join(fmt.format(name) for name, fmt in _COLUMNS)]
+    for r in results:
+        ok = "yes" if r.all_scheduled else ("ERR" if r.error else "NO")
+        cells = (
+            r.scenario, r.nodes, r.init_pods, r.measure_pods, r.nodes_scored, f"{r.pods_per_second:.0f}",
+            f"{r.cycle_pods_per_second:.0f}", f"{r.attempt_p50_ms:.2f}", f"{r.attempt_p99_ms:.2f}",
+            f"{r.peak_rss_mib:.0f}", ok,
+        )
+        lines.append(" ".join(fmt.format(c) for (_, fmt), c in zip(_COLUMNS, cells, strict=True)))
+        if r.error:
+            lines.append(f"  error: {r.error}")
+    return "\n".join(lines)
+
+
+def run_benchmarks(
+    names: Sequence[str], quick: bool, progress: Callable[[str], None] = lambda _m: None
+) -> dict[str, Any]:
+    started = time.time()
+    results: dict[str, list[RunResult]] = {}
+    for name in names:
+        scenario = SCENARIOS[name]
+        for spec in scenario.runs(quick):
+            progress(f"{name}: {spec.nodes} nodes, {spec.init_pods} initial + {spec.measure_pods} measured pods ...")
+            result = run_in_child(spec)
+            results.setdefault(name, []).append(result)
+            progress(f"  {result.pods_per_second:.0f} pods/s, peak RSS {result.peak_rss_mib:.0f} MiB"
+                     + (f", error: {result.error}" if result.error else ""))
+    return {
+        "version": 1,
+        "quick": quick,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "duration_seconds": round(time.time() - started, 1),
+        "machine": machine_info(),
+        "scenarios": {
+            name: {
+                "description": SCENARIOS[name].description,
+                "runs": [dataclasses.asdict(r) for r in results.get(name, [])],
+            }
+            for name in names
+        },
+        "targets": [] if quick else evaluate_targets(results),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m framework.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes, a few seconds (smoke test)")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"JSON results file (default {DEFAULT_OUT})")
+    p.add_argument("--scenarios", default="", help=f"comma-separated subset of: {', '.join(SCENARIOS)}")
+    p.add_argument("--child", metavar="SPEC", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        return _child_main(args.child)
+    names = [n.strip() for n in args.scenarios.split(",") if n.strip()] or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        p.error(f"unknown scenario(s) {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
+    report = run_benchmarks(names, args.quick, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    runs = [RunResult(**r) for s in report["scenarios"].values() for r in s["runs"]]
+    m = report["machine"]
+    print(f"\n{m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, Python {m['python']}, {m['event_loop']}")
+    print(format_table(runs))
+    for t in report["targets"]:
+        print(f"{'MET    ' if t['met'] else 'NOT MET'} {t['target']}: {t['measured']}")
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+    print(f"results written to {args.out}")
+    return 0 if all(r.all_scheduled for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
