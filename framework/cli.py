@@ -2,6 +2,8 @@
 
 Examples:
   outrigger serve --config scheduler.yaml --listen 127.0.0.1:50051
+  outrigger serve --config scheduler.yaml --plugins remote-plugins.yaml
+  outrigger plugin serve pluginhost.examples.coscheduling:Coscheduling --listen 127.0.0.1:50061
   outrigger apply -f cluster.yaml --server 127.0.0.1:50051
   outrigger get pods --server 127.0.0.1:50051
   outrigger explain --config scheduler.yaml --cluster cluster.yaml --pod pod.yaml -o json
@@ -25,6 +27,7 @@ from pluginhost.quantity import format_quantity
 from .config import ConfigError, SchedulerConfig
 from .plugins import PluginArgsError, Registry
 from .profiles import build_registry, default_scheduler_config, load_scheduler_config
+from .remote import EndpointConfig, RemotePluginsError, load_remote_plugins
 
 __all__ = ["main"]
 
@@ -62,12 +65,28 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 # ---- commands ------------------------------------------------------------------------------------
 
 
+def _endpoints(path: str | None) -> list[EndpointConfig]:
+    return load_remote_plugins(path) if path else []
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .service import serve
 
-    registry = build_registry()
-    cfg = _config(args.config, registry)
-    _run(serve(cfg, registry, args.listen))
+    endpoints = _endpoints(args.plugins)
+    _run(serve(lambda registry: _config(args.config, registry), args.listen, endpoints, args.advertise))
+    return 0
+
+
+def cmd_plugin_serve(args: argparse.Namespace) -> int:
+    from pluginhost.host import PluginDefinitionError, load_plugins, serve
+
+    try:
+        plugins = load_plugins(args.target)
+        serve(plugins, args.listen, args.framework)
+    except PluginDefinitionError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"cannot serve on {args.listen}: {exc}") from None
     return 0
 
 
@@ -149,23 +168,40 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 async def _explain_offline(args: argparse.Namespace) -> dict[str, Any]:
+    from .profiles import build_registry_with_remote
     from .scheduler import Scheduler, explain_pod
+    from .service import start_plugin_services
 
-    registry = build_registry()
-    cfg = _config(args.config, registry)
-    scheduler = Scheduler(cfg, registry, seed=0)
-    cluster = parse_objects(_read(args.cluster), args.cluster)
-    # Pending pods in the cluster file are not scheduled: only nodes and bound pods shape the snapshot.
-    await scheduler.apply([o for o in cluster if isinstance(o, Node) or o.node_name])
-    pods = [o for o in parse_objects(_read(args.pod), args.pod) if isinstance(o, Pod)]
-    if len(pods) != 1:
-        raise UserError(f"{args.pod}: explain needs exactly one Pod, found {len(pods)}")
-    pod = pods[0]
-    name = args.profile or pod.scheduler_name
-    fwk = scheduler.profiles.get(name)
-    if fwk is None:
-        raise UserError(f"no profile named {name!r} (profiles: {', '.join(scheduler.profiles)})")
-    return await explain_pod(fwk, scheduler.cache.snapshot(), pod)
+    endpoints = _endpoints(args.plugins)
+    # Remote plugins reach back for the snapshot mirror and CycleState: serve those on loopback.
+    services = await start_plugin_services() if endpoints else None
+    remote = None
+    try:
+        if services is not None:
+            registry, remote = await build_registry_with_remote(endpoints, services.address, services.services)
+        else:
+            registry = build_registry()
+        cfg = _config(args.config, registry)
+        scheduler = Scheduler(cfg, registry, seed=0)
+        if remote is not None:
+            await remote.attach(scheduler)
+        cluster = parse_objects(_read(args.cluster), args.cluster)
+        # Pending pods in the cluster file are not scheduled: only nodes and bound pods shape the snapshot.
+        await scheduler.apply([o for o in cluster if isinstance(o, Node) or o.node_name])
+        pods = [o for o in parse_objects(_read(args.pod), args.pod) if isinstance(o, Pod)]
+        if len(pods) != 1:
+            raise UserError(f"{args.pod}: explain needs exactly one Pod, found {len(pods)}")
+        pod = pods[0]
+        name = args.profile or pod.scheduler_name
+        fwk = scheduler.profiles.get(name)
+        if fwk is None:
+            raise UserError(f"no profile named {name!r} (profiles: {', '.join(scheduler.profiles)})")
+        return await explain_pod(fwk, scheduler.cache.snapshot(), pod)
+    finally:
+        if remote is not None:
+            await remote.close()
+        if services is not None:
+            await services.stop()
 
 
 def _explain_table(result: dict[str, Any]) -> str:
@@ -186,7 +222,8 @@ def _explain_table(result: dict[str, Any]) -> str:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo(nodes=args.nodes, pods=args.pods, seed=args.seed)
+    return run_demo(nodes=args.nodes, pods=args.pods, seed=args.seed, plugins=args.plugins,
+                    remote=not args.in_tree_only)
 
 
 # ---- entry point ---------------------------------------------------------------------------------
@@ -212,7 +249,19 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the framework service")
     s.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
     s.add_argument("--listen", default=DEFAULT_SERVER, help=f"address to serve on (default {DEFAULT_SERVER})")
+    s.add_argument("--plugins", metavar="FILE", help="RemotePlugins document: remote plugin endpoints")
+    s.add_argument("--advertise", metavar="ADDR",
+                   help="address plugin hosts use to reach this framework (default: the bound address)")
     s.set_defaults(fn=cmd_serve)
+
+    pl = sub.add_parser("plugin", help="host plugins for a framework (a sidecar)")
+    plsub = pl.add_subparsers(dest="plugin_command", required=True, metavar="COMMAND")
+    ps = plsub.add_parser("serve", help="serve plugin classes over gRPC")
+    ps.add_argument("target", metavar="MODULE:ATTR", help="a plugin class, or a list of them (or a function)")
+    ps.add_argument("--listen", default="127.0.0.1:50061", help="address to serve on (default 127.0.0.1:50061)")
+    ps.add_argument("--framework", metavar="ADDR",
+                    help="the framework's address (default: the one it announces when it connects)")
+    ps.set_defaults(fn=cmd_plugin_serve)
 
     a = sub.add_parser("apply", help="create or update pods and nodes from manifests")
     a.add_argument("-f", "--filename", action="append", required=True, help="manifest file (YAML/JSON, - for stdin)")
@@ -240,6 +289,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--pod", required=True, help="the pod manifest")
     e.add_argument("--profile", help="profile (default: the pod's schedulerName)")
     e.add_argument("--server", help="ask a running framework service instead of running offline")
+    e.add_argument("--plugins", metavar="FILE", help="RemotePlugins document (offline mode)")
     e.add_argument("-o", "--output", choices=["table", "json"], default="table")
     e.set_defaults(fn=cmd_explain)
 
@@ -247,6 +297,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--nodes", type=int, default=300)
     m.add_argument("--pods", type=int, default=3000)
     m.add_argument("--seed", type=int, default=7)
+    m.add_argument("--plugins", metavar="FILE",
+                   help="use these remote plugin endpoints instead of launching the example plugin hosts")
+    m.add_argument("--in-tree-only", action="store_true", help="no remote plugins: in-tree plugins only")
     m.set_defaults(fn=cmd_demo)
     return p
 
@@ -258,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.fn(args)
         return code
-    except (UserError, ConfigError, ManifestError, PluginArgsError) as exc:
+    except (UserError, ConfigError, ManifestError, PluginArgsError, RemotePluginsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

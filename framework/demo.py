@@ -154,7 +154,8 @@ def _percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def run_demo(nodes: int = 300, pods: int = 3000, seed: int = 7, timeout: float = 300.0) -> int:
+def run_demo(nodes: int = 300, pods: int = 3000, seed: int = 7, timeout: float = 300.0,
+             plugins: str | None = None, remote: bool = True) -> int:
     rng = random.Random(seed)
     thread = _ServerThread()
     server = thread.start()

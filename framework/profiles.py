@@ -1,18 +1,52 @@
-"""Where the scheduler's plugins come from: the in-tree registry and the default configuration."""
+"""Where the scheduler's plugins come from: the in-tree registry, remote plugin hosts, and the
+default configuration."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from .config import DEFAULT_MULTIPOINT, UNMODELLED_PLUGINS, SchedulerConfig, default_config, load_config_file
+from .handle_service import FrameworkServices
 from .plugins import Registry, in_tree_registry
+from .remote import EndpointConfig, RemotePlugins
 
-__all__ = ["build_registry", "default_scheduler_config", "load_scheduler_config", "unavailable_plugins"]
+__all__ = [
+    "build_registry",
+    "build_registry_with_remote",
+    "default_scheduler_config",
+    "load_scheduler_config",
+    "unavailable_plugins",
+]
 
 
 def build_registry() -> Registry:
-    """Every plugin this build can instantiate (in-tree today; remote plugins join here)."""
+    """Every in-tree plugin (remote plugins join in :func:`build_registry_with_remote`)."""
     return in_tree_registry()
+
+
+async def build_registry_with_remote(
+    endpoints: Sequence[EndpointConfig],
+    framework_address: str,
+    services: FrameworkServices | None = None,
+) -> tuple[Registry, RemotePlugins | None]:
+    """The in-tree plugins plus every plugin the remote ``endpoints`` serve.
+
+    Each endpoint is handshaken first (``RemotePluginsError`` names one that cannot be reached), so a
+    profile can name its plugins like in-tree ones. ``framework_address`` is where the framework
+    serves the Handle and CycleState services (hosts connect back there). Call
+    :meth:`RemotePlugins.attach` once the scheduler exists.
+    """
+    registry = in_tree_registry()
+    if not endpoints:
+        return registry, None
+    remote = await RemotePlugins.connect(endpoints, framework_address, services)
+    try:
+        remote.register(registry)
+    except BaseException:
+        await remote.close()
+        raise
+    return registry, remote
 
 
 def unavailable_plugins(registry: Registry) -> frozenset[str]:

@@ -1,10 +1,15 @@
-"""The framework service: the Scheduler API over gRPC, the standard health service, and the scheduler
-loop, in one process.
+"""The framework service: the Scheduler API over gRPC, the Handle and CycleState services for plugin
+hosts, the standard health service, and the scheduler loop, in one process.
 
 ``serve`` builds the scheduler from a configuration, starts the gRPC server and the scheduling loop,
 and on SIGTERM/SIGINT flips health to NOT_SERVING, stops taking pods, lets binding cycles finish, and
 stops the server with a grace period. Bad requests get ``INVALID_ARGUMENT`` (or ``NOT_FOUND``) with a
 message naming what is wrong, and change nothing.
+
+With remote plugins (:func:`start_service`), the order matters: the server's port is bound first (plugin
+hosts are told where to connect back during the handshake), then every endpoint is handshaken (the
+registry needs their manifests), the configuration is loaded against that registry, the scheduler is
+built and its remote plugins configured, and only then does the server start taking requests.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import asyncio
 import json
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +31,10 @@ from pluginhost.manifest import ManifestError, parse_objects
 from pluginhost.model import Node, Pod
 
 from .config import SchedulerConfig
+from .handle_service import FrameworkServices
 from .plugins import Registry
+from .profiles import build_registry_with_remote
+from .remote import EndpointConfig, RemotePlugins
 from .scheduler import (
     EV_APPLIED,
     EV_BOUND,
@@ -42,7 +50,17 @@ from .scheduler import (
     explain_pod,
 )
 
-__all__ = ["MAX_MESSAGE_BYTES", "SchedulerService", "Server", "serve", "start_server"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "PluginServices",
+    "SchedulerService",
+    "Server",
+    "advertised_address",
+    "serve",
+    "start_plugin_services",
+    "start_server",
+    "start_service",
+]
 
 log = logging.getLogger("outrigger.service")
 
@@ -209,6 +227,7 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
                     pending_plugins=wp.pending_plugins(),
                     node_name=wp.node_name,
                     deadline=wp.deadline,
+                    profile=wp.pod.scheduler_name,
                 )
             )
         return pb.handle.ListWaitingPodsResponse(pods=out)
@@ -216,13 +235,16 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
 
 @dataclass
 class Server:
-    """A running framework service (see :func:`start_server`)."""
+    """A running framework service (see :func:`start_server` and :func:`start_service`)."""
 
     scheduler: Scheduler
     server: grpc.aio.Server
     health: health.aio.HealthServicer
     port: int
     loop_task: asyncio.Task[None]
+    services: FrameworkServices | None = None
+    remote: RemotePlugins | None = None
+    _stopped: bool = False
 
     @property
     def address(self) -> str:
@@ -230,6 +252,9 @@ class Server:
 
     async def stop(self, grace: float = 5.0) -> None:
         """Graceful stop: NOT_SERVING, no new pods, binding cycles finished, server stopped. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
         await self.health.enter_graceful_shutdown()
         await self.scheduler.stop()
         self.loop_task.cancel()
@@ -237,35 +262,137 @@ class Server:
             await self.loop_task
         except asyncio.CancelledError:
             pass
+        if self.remote is not None:
+            await self.remote.close()
+        elif self.services is not None:
+            self.services.close()
         await self.server.stop(grace)
 
 
-async def start_server(config: SchedulerConfig, registry: Registry, listen: str = "127.0.0.1:0",
-                       *, seed: int | None = None) -> Server:
-    """Build the scheduler and start serving on ``listen`` (port 0 picks a free port)."""
-    scheduler = Scheduler(config, registry, seed=seed)
-    server = grpc.aio.server(
+def _new_server() -> grpc.aio.Server:
+    return grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ]
     )
-    pb.scheduler_grpc.add_SchedulerServicer_to_server(SchedulerService(scheduler), server)  # type: ignore[no-untyped-call]
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+
+
+def _bind(server: grpc.aio.Server, listen: str) -> int:
     port = server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot listen on {listen!r}")
+    return int(port)
+
+
+def advertised_address(listen: str, port: int) -> str:
+    """Where plugin hosts reach a framework listening on ``listen`` (a wildcard host becomes loopback:
+    sidecars run next to the framework; use ``--advertise`` otherwise)."""
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host in ("", "0.0.0.0", "::", "*"):
+        host = "127.0.0.1"
+    return f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+
+
+async def _start(
+    config: SchedulerConfig,
+    registry: Registry,
+    server: grpc.aio.Server,
+    port: int,
+    services: FrameworkServices,
+    remote: RemotePlugins | None,
+    seed: int | None,
+) -> Server:
+    scheduler = Scheduler(config, registry, seed=seed)
+    if remote is not None:
+        await remote.attach(scheduler)  # profiles, snapshot publisher, Configure (errors fail startup)
+    else:
+        services.attach(scheduler)
+    pb.scheduler_grpc.add_SchedulerServicer_to_server(SchedulerService(scheduler), server)  # type: ignore[no-untyped-call]
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     await server.start()
     await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     loop_task = asyncio.get_running_loop().create_task(scheduler.run())
-    return Server(scheduler, server, health_servicer, port, loop_task)
+    return Server(scheduler, server, health_servicer, port, loop_task, services, remote)
 
 
-async def serve(config: SchedulerConfig, registry: Registry, listen: str) -> None:
+async def start_server(config: SchedulerConfig, registry: Registry, listen: str = "127.0.0.1:0",
+                       *, seed: int | None = None) -> Server:
+    """Build the scheduler and start serving on ``listen`` (port 0 picks a free port)."""
+    server = _new_server()
+    port = _bind(server, listen)
+    services = FrameworkServices()
+    services.add_to(server)
+    return await _start(config, registry, server, port, services, None, seed)
+
+
+async def start_service(
+    config_for: Callable[[Registry], SchedulerConfig],
+    endpoints: Sequence[EndpointConfig] = (),
+    listen: str = "127.0.0.1:0",
+    *,
+    advertise: str | None = None,
+    seed: int | None = None,
+) -> Server:
+    """The whole framework with remote plugins: bind ``listen``, handshake ``endpoints`` (telling them to
+    connect back to ``advertise``, by default the bound address), load the configuration with
+    ``config_for(registry)``, configure the remote plugins, start serving."""
+    server = _new_server()
+    port = _bind(server, listen)
+    services = FrameworkServices()
+    services.add_to(server)
+    remote: RemotePlugins | None = None
+    try:
+        registry, remote = await build_registry_with_remote(
+            endpoints, advertise or advertised_address(listen, port), services
+        )
+        return await _start(config_for(registry), registry, server, port, services, remote, seed)
+    except BaseException:
+        if remote is not None:
+            await remote.close()
+        await server.stop(0)
+        raise
+
+
+@dataclass
+class PluginServices:
+    """Handle and CycleState served on their own port: for a scheduler without the Scheduler API
+    (``explain`` offline, tests) whose remote plugins must still reach back."""
+
+    server: grpc.aio.Server
+    services: FrameworkServices
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def stop(self, grace: float = 1.0) -> None:
+        self.services.close()
+        await self.server.stop(grace)
+
+
+async def start_plugin_services(listen: str = "127.0.0.1:0") -> PluginServices:
+    """Serve the Handle and CycleState services (attach a scheduler with ``services.attach`` or
+    :meth:`RemotePlugins.attach`)."""
+    server = _new_server()
+    port = _bind(server, listen)
+    services = FrameworkServices()
+    services.add_to(server)
+    await server.start()
+    return PluginServices(server, services, port)
+
+
+async def serve(
+    config_for: Callable[[Registry], SchedulerConfig],
+    listen: str,
+    endpoints: Sequence[EndpointConfig] = (),
+    advertise: str | None = None,
+) -> None:
     """Run the framework service until SIGTERM or SIGINT."""
-    srv = await start_server(config, registry, listen)
+    srv = await start_service(config_for, endpoints, listen, advertise=advertise)
     log.info("outrigger framework serving on %s (profiles: %s)", listen, ", ".join(srv.scheduler.profiles))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

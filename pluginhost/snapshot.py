@@ -9,6 +9,9 @@ and one array copy per changed column otherwise.
 
 Rows are in insertion order; :attr:`Snapshot.order` is kube-scheduler's node-tree order (nodes taken
 round-robin across zones), the order in which Filter walks the cluster.
+
+A table tells its change listeners (:meth:`ClusterTable.add_listener`) about every mutation, after it
+is applied: that is how the framework turns its cache into the versioned deltas plugin hosts follow.
 """
 
 from __future__ import annotations
@@ -32,13 +35,33 @@ from pluginhost.model import (
     Pod,
 )
 
-__all__ = ["BASE_RESOURCES", "ClusterTable", "NodeTable", "Snapshot", "non_zero_requests", "zone_key"]
+__all__ = [
+    "BASE_RESOURCES",
+    "NODE_REMOVED",
+    "NODE_UPSERTED",
+    "POD_PLACED",
+    "POD_UNPLACED",
+    "ChangeListener",
+    "ClusterTable",
+    "NodeTable",
+    "Snapshot",
+    "non_zero_requests",
+    "zone_key",
+]
 
 BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 _ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 _REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 
 IntArray = npt.NDArray[np.int64]
+
+# The changes a ClusterTable reports to its listeners, as ``listener(kind, subject, where)``:
+NODE_UPSERTED = "node-upserted"  # subject: the Node; where: its id
+NODE_REMOVED = "node-removed"  # subject: the node's name; where: its id (its pods went with it)
+POD_PLACED = "pod-placed"  # subject: the Pod; where: the node's name
+POD_UNPLACED = "pod-unplaced"  # subject: the pod's uid; where: the node's name
+
+ChangeListener = Callable[[str, Any, Any], None]
 
 
 def zone_key(node: Node) -> str:
@@ -193,6 +216,22 @@ class ClusterTable:
         self._shared = False  # arrays are referenced by the last snapshot
         self._table: NodeTable | None = None
         self._snapshot: Snapshot | None = None
+        self._listeners: list[ChangeListener] = []
+
+    # ---- change listeners ----------------------------------------------------------------------
+
+    def add_listener(self, listener: ChangeListener) -> None:
+        """Call ``listener(kind, subject, where)`` after every mutation (see ``NODE_UPSERTED`` and
+        friends); :attr:`generation` already has the mutation's value when it is called."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: ChangeListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def _notify(self, kind: str, subject: Any, where: Any) -> None:
+        for listener in self._listeners:
+            listener(kind, subject, where)
 
     # ---- reading -------------------------------------------------------------------------------
 
@@ -258,6 +297,8 @@ class ClusterTable:
         for res, amount in node.allocatable.items():
             self._alloc[row, self._columns[res]] = amount
         self._touch_nodes()
+        if self._listeners:
+            self._notify(NODE_UPSERTED, node, self._ids[row])
         return self._ids[row]
 
     def remove_node(self, name: str) -> list[Pod]:
@@ -284,8 +325,10 @@ class ClusterTable:
         self._nodes.pop()
         self._pods.pop()
         self._ids.pop()
-        self._id_of.pop(name, None)
+        nid = self._id_of.pop(name, 0)
         self._touch_nodes()
+        if self._listeners:
+            self._notify(NODE_REMOVED, name, nid)
         return orphans
 
     # ---- pods ----------------------------------------------------------------------------------
@@ -301,6 +344,8 @@ class ClusterTable:
         self._pods[row] = self._pods[row] + (pod,)
         self._placement[pod.uid] = row
         self.generation += 1
+        if self._listeners:
+            self._notify(POD_PLACED, pod, node_name)
         return True
 
     def unplace_pod(self, uid: str) -> Pod | None:
@@ -314,6 +359,8 @@ class ClusterTable:
         self._pods[row] = tuple(p for p in pods if p.uid != uid)
         self._apply(row, pod, -1)
         self.generation += 1
+        if self._listeners:
+            self._notify(POD_UNPLACED, uid, self._nodes[row].name)
         return pod
 
     # ---- internals -----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ _sym_db = _symbol_database.Default()
 from pluginhost._gen.outrigger.v1 import types_pb2 as outrigger_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19outrigger/v1/handle.proto\x12\x0coutrigger.v1\x1a\x18outrigger/v1/types.proto\")\n\x16ListWaitingPodsRequest\x12\x0f\n\x07profile\x18\x01 \x01(\t\"{\n\nWaitingPod\x12\x1e\n\x03pod\x18\x01 \x01(\x0b\x32\x11.outrigger.v1.Pod\x12\x17\n\x0fpending_plugins\x18\x02 \x03(\t\x12\x11\n\tnode_name\x18\x03 \x01(\t\x12\x10\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x01\x12\x0f\n\x07profile\x18\x05 \x01(\t\"A\n\x17ListWaitingPodsResponse\x12&\n\x04pods\x18\x01 \x03(\x0b\x32\x18.outrigger.v1.WaitingPod\"#\n\x14GetWaitingPodRequest\x12\x0b\n\x03uid\x18\x01 \x01(\t\"5\n\x16\x41llowWaitingPodRequest\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\"(\n\x17\x41llowWaitingPodResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"G\n\x17RejectWaitingPodRequest\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\")\n\x18RejectWaitingPodResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"N\n\x12GetNodeInfoRequest\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12\x0c\n\x02id\x18\x02 \x01(\rH\x00\x12\x12\n\ngeneration\x18\x03 \x01(\x04\x42\x06\n\x04node\"*\n\x14ListNodeInfosRequest\x12\x12\n\ngeneration\x18\x01 \x01(\x04\"R\n\x15ListNodeInfosResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x04\x12%\n\x05nodes\x18\x02 \x03(\x0b\x32\x16.outrigger.v1.NodeInfo\"8\n\rFollowRequest\x12\x17\n\x0f\x66rom_generation\x18\x01 \x01(\x04\x12\x0e\n\x06plugin\x18\x02 \x01(\t\":\n\nNodeUpsert\x12\n\n\x02id\x18\x01 \x01(\r\x12 \n\x04node\x18\x02 \x01(\x0b\x32\x12.outrigger.v1.Node\"\xd7\x01\n\rSnapshotDelta\x12\x12\n\ngeneration\x18\x01 \x01(\x04\x12\x13\n\x0b\x66ull_resync\x18\x02 \x01(\x08\x12\'\n\x05nodes\x18\x03 \x03(\x0b\x32\x18.outrigger.v1.NodeUpsert\x12\x18\n\x10removed_node_ids\x18\x04 \x03(\r\x12.\n\npods_added\x18\x05 \x03(\x0b\x32\x1a.outrigger.v1.PodPlacement\x12*\n\x0cpods_removed\x18\x06 \x03(\x0b\x32\x14.outrigger.v1.PodRef2\xeb\x04\n\x06Handle\x12^\n\x0fListWaitingPods\x12$.outrigger.v1.ListWaitingPodsRequest\x1a%.outrigger.v1.ListWaitingPodsResponse\x12M\n\rGetWaitingPod\x12\".outrigger.v1.GetWaitingPodRequest\x1a\x18.outrigger.v1.WaitingPod\x12^\n\x0f\x41llowWaitingPod\x12$.outrigger.v1.AllowWaitingPodRequest\x1a%.outrigger.v1.AllowWaitingPodResponse\x12\x61\n\x10RejectWaitingPod\x12%.outrigger.v1.RejectWaitingPodRequest\x1a&.outrigger.v1.RejectWaitingPodResponse\x12G\n\x0bGetNodeInfo\x12 .outrigger.v1.GetNodeInfoRequest\x1a\x16.outrigger.v1.NodeInfo\x12X\n\rListNodeInfos\x12\".outrigger.v1.ListNodeInfosRequest\x1a#.outrigger.v1.ListNodeInfosResponse\x12L\n\x0e\x46ollowSnapshot\x12\x1b.outrigger.v1.FollowRequest\x1a\x1b.outrigger.v1.SnapshotDelta0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19outrigger/v1/handle.proto\x12\x0coutrigger.v1\x1a\x18outrigger/v1/types.proto\")\n\x16ListWaitingPodsRequest\x12\x0f\n\x07profile\x18\x01 \x01(\t\"{\n\nWaitingPod\x12\x1e\n\x03pod\x18\x01 \x01(\x0b\x32\x11.outrigger.v1.Pod\x12\x17\n\x0fpending_plugins\x18\x02 \x03(\t\x12\x11\n\tnode_name\x18\x03 \x01(\t\x12\x10\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x01\x12\x0f\n\x07profile\x18\x05 \x01(\t\"A\n\x17ListWaitingPodsResponse\x12&\n\x04pods\x18\x01 \x03(\x0b\x32\x18.outrigger.v1.WaitingPod\"#\n\x14GetWaitingPodRequest\x12\x0b\n\x03uid\x18\x01 \x01(\t\"5\n\x16\x41llowWaitingPodRequest\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\"(\n\x17\x41llowWaitingPodResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"G\n\x17RejectWaitingPodRequest\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x0e\n\x06plugin\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\")\n\x18RejectWaitingPodResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"V\n\x0e\x42indPodRequest\x12!\n\x03pod\x18\x01 \x01(\x0b\x32\x14.outrigger.v1.PodRef\x12\x11\n\tnode_name\x18\x02 \x01(\t\x12\x0e\n\x06plugin\x18\x03 \x01(\t\"7\n\x0f\x42indPodResponse\x12$\n\x06status\x18\x01 \x01(\x0b\x32\x14.outrigger.v1.Status\"U\n\x10\x44\x65letePodRequest\x12!\n\x03pod\x18\x01 \x01(\x0b\x32\x14.outrigger.v1.PodRef\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06plugin\x18\x03 \x01(\t\"9\n\x11\x44\x65letePodResponse\x12$\n\x06status\x18\x01 \x01(\x0b\x32\x14.outrigger.v1.Status\"N\n\x12GetNodeInfoRequest\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12\x0c\n\x02id\x18\x02 \x01(\rH\x00\x12\x12\n\ngeneration\x18\x03 \x01(\x04\x42\x06\n\x04node\"*\n\x14ListNodeInfosRequest\x12\x12\n\ngeneration\x18\x01 \x01(\x04\"R\n\x15ListNodeInfosResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x04\x12%\n\x05nodes\x18\x02 \x03(\x0b\x32\x16.outrigger.v1.NodeInfo\"8\n\rFollowRequest\x12\x17\n\x0f\x66rom_generation\x18\x01 \x01(\x04\x12\x0e\n\x06plugin\x18\x02 \x01(\t\":\n\nNodeUpsert\x12\n\n\x02id\x18\x01 \x01(\r\x12 \n\x04node\x18\x02 \x01(\x0b\x32\x12.outrigger.v1.Node\"\xd7\x01\n\rSnapshotDelta\x12\x12\n\ngeneration\x18\x01 \x01(\x04\x12\x13\n\x0b\x66ull_resync\x18\x02 \x01(\x08\x12\'\n\x05nodes\x18\x03 \x03(\x0b\x32\x18.outrigger.v1.NodeUpsert\x12\x18\n\x10removed_node_ids\x18\x04 \x03(\r\x12.\n\npods_added\x18\x05 \x03(\x0b\x32\x1a.outrigger.v1.PodPlacement\x12*\n\x0cpods_removed\x18\x06 \x03(\x0b\x32\x14.outrigger.v1.PodRef2\x81\x06\n\x06Handle\x12^\n\x0fListWaitingPods\x12$.outrigger.v1.ListWaitingPodsRequest\x1a%.outrigger.v1.ListWaitingPodsResponse\x12M\n\rGetWaitingPod\x12\".outrigger.v1.GetWaitingPodRequest\x1a\x18.outrigger.v1.WaitingPod\x12^\n\x0f\x41llowWaitingPod\x12$.outrigger.v1.AllowWaitingPodRequest\x1a%.outrigger.v1.AllowWaitingPodResponse\x12\x61\n\x10RejectWaitingPod\x12%.outrigger.v1.RejectWaitingPodRequest\x1a&.outrigger.v1.RejectWaitingPodResponse\x12\x46\n\x07\x42indPod\x12\x1c.outrigger.v1.BindPodRequest\x1a\x1d.outrigger.v1.BindPodResponse\x12L\n\tDeletePod\x12\x1e.outrigger.v1.DeletePodRequest\x1a\x1f.outrigger.v1.DeletePodResponse\x12G\n\x0bGetNodeInfo\x12 .outrigger.v1.GetNodeInfoRequest\x1a\x16.outrigger.v1.NodeInfo\x12X\n\rListNodeInfos\x12\".outrigger.v1.ListNodeInfosRequest\x1a#.outrigger.v1.ListNodeInfosResponse\x12L\n\x0e\x46ollowSnapshot\x12\x1b.outrigger.v1.FollowRequest\x1a\x1b.outrigger.v1.SnapshotDelta0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -50,18 +50,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REJECTWAITINGPODREQUEST']._serialized_end=509
   _globals['_REJECTWAITINGPODRESPONSE']._serialized_start=511
   _globals['_REJECTWAITINGPODRESPONSE']._serialized_end=552
-  _globals['_GETNODEINFOREQUEST']._serialized_start=554
-  _globals['_GETNODEINFOREQUEST']._serialized_end=632
-  _globals['_LISTNODEINFOSREQUEST']._serialized_start=634
-  _globals['_LISTNODEINFOSREQUEST']._serialized_end=676
-  _globals['_LISTNODEINFOSRESPONSE']._serialized_start=678
-  _globals['_LISTNODEINFOSRESPONSE']._serialized_end=760
-  _globals['_FOLLOWREQUEST']._serialized_start=762
-  _globals['_FOLLOWREQUEST']._serialized_end=818
-  _globals['_NODEUPSERT']._serialized_start=820
-  _globals['_NODEUPSERT']._serialized_end=878
-  _globals['_SNAPSHOTDELTA']._serialized_start=881
-  _globals['_SNAPSHOTDELTA']._serialized_end=1096
-  _globals['_HANDLE']._serialized_start=1099
-  _globals['_HANDLE']._serialized_end=1718
+  _globals['_BINDPODREQUEST']._serialized_start=554
+  _globals['_BINDPODREQUEST']._serialized_end=640
+  _globals['_BINDPODRESPONSE']._serialized_start=642
+  _globals['_BINDPODRESPONSE']._serialized_end=697
+  _globals['_DELETEPODREQUEST']._serialized_start=699
+  _globals['_DELETEPODREQUEST']._serialized_end=784
+  _globals['_DELETEPODRESPONSE']._serialized_start=786
+  _globals['_DELETEPODRESPONSE']._serialized_end=843
+  _globals['_GETNODEINFOREQUEST']._serialized_start=845
+  _globals['_GETNODEINFOREQUEST']._serialized_end=923
+  _globals['_LISTNODEINFOSREQUEST']._serialized_start=925
+  _globals['_LISTNODEINFOSREQUEST']._serialized_end=967
+  _globals['_LISTNODEINFOSRESPONSE']._serialized_start=969
+  _globals['_LISTNODEINFOSRESPONSE']._serialized_end=1051
+  _globals['_FOLLOWREQUEST']._serialized_start=1053
+  _globals['_FOLLOWREQUEST']._serialized_end=1109
+  _globals['_NODEUPSERT']._serialized_start=1111
+  _globals['_NODEUPSERT']._serialized_end=1169
+  _globals['_SNAPSHOTDELTA']._serialized_start=1172
+  _globals['_SNAPSHOTDELTA']._serialized_end=1387
+  _globals['_HANDLE']._serialized_start=1390
+  _globals['_HANDLE']._serialized_end=2159
 # @@protoc_insertion_point(module_scope)

@@ -72,6 +72,38 @@ class RejectWaitingPodResponse(_message.Message):
     found: bool
     def __init__(self, found: _Optional[bool] = ...) -> None: ...
 
+class BindPodRequest(_message.Message):
+    __slots__ = ("pod", "node_name", "plugin")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    pod: _types_pb2.PodRef
+    node_name: str
+    plugin: str
+    def __init__(self, pod: _Optional[_Union[_types_pb2.PodRef, _Mapping]] = ..., node_name: _Optional[str] = ..., plugin: _Optional[str] = ...) -> None: ...
+
+class BindPodResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class DeletePodRequest(_message.Message):
+    __slots__ = ("pod", "reason", "plugin")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    pod: _types_pb2.PodRef
+    reason: str
+    plugin: str
+    def __init__(self, pod: _Optional[_Union[_types_pb2.PodRef, _Mapping]] = ..., reason: _Optional[str] = ..., plugin: _Optional[str] = ...) -> None: ...
+
+class DeletePodResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ...) -> None: ...
+
 class GetNodeInfoRequest(_message.Message):
     __slots__ = ("name", "id", "generation")
     NAME_FIELD_NUMBER: _ClassVar[int]

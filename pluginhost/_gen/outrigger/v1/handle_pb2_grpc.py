@@ -59,6 +59,16 @@ class HandleStub:
                 request_serializer=outrigger_dot_v1_dot_handle__pb2.RejectWaitingPodRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_handle__pb2.RejectWaitingPodResponse.FromString,
                 _registered_method=True)
+        self.BindPod = channel.unary_unary(
+                '/outrigger.v1.Handle/BindPod',
+                request_serializer=outrigger_dot_v1_dot_handle__pb2.BindPodRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_handle__pb2.BindPodResponse.FromString,
+                _registered_method=True)
+        self.DeletePod = channel.unary_unary(
+                '/outrigger.v1.Handle/DeletePod',
+                request_serializer=outrigger_dot_v1_dot_handle__pb2.DeletePodRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_handle__pb2.DeletePodResponse.FromString,
+                _registered_method=True)
         self.GetNodeInfo = channel.unary_unary(
                 '/outrigger.v1.Handle/GetNodeInfo',
                 request_serializer=outrigger_dot_v1_dot_handle__pb2.GetNodeInfoRequest.SerializeToString,
@@ -109,6 +119,21 @@ class HandleServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BindPod(self, request, context):
+        """Binds a pod to a node (what a Bind plugin asks the API server to do; kube-scheduler's
+        DefaultBinder). The framework is the API server here, so a remote Bind plugin binds through it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePod(self, request, context):
+        """Deletes a pod (what preemption does to its victims).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetNodeInfo(self, request, context):
         """Reads one node of the snapshot; NOT_FOUND when the node is not in it.
         """
@@ -154,6 +179,16 @@ def add_HandleServicer_to_server(servicer, server):
                     servicer.RejectWaitingPod,
                     request_deserializer=outrigger_dot_v1_dot_handle__pb2.RejectWaitingPodRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_handle__pb2.RejectWaitingPodResponse.SerializeToString,
+            ),
+            'BindPod': grpc.unary_unary_rpc_method_handler(
+                    servicer.BindPod,
+                    request_deserializer=outrigger_dot_v1_dot_handle__pb2.BindPodRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_handle__pb2.BindPodResponse.SerializeToString,
+            ),
+            'DeletePod': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePod,
+                    request_deserializer=outrigger_dot_v1_dot_handle__pb2.DeletePodRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_handle__pb2.DeletePodResponse.SerializeToString,
             ),
             'GetNodeInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetNodeInfo,
@@ -280,6 +315,60 @@ class Handle:
             '/outrigger.v1.Handle/RejectWaitingPod',
             outrigger_dot_v1_dot_handle__pb2.RejectWaitingPodRequest.SerializeToString,
             outrigger_dot_v1_dot_handle__pb2.RejectWaitingPodResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BindPod(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Handle/BindPod',
+            outrigger_dot_v1_dot_handle__pb2.BindPodRequest.SerializeToString,
+            outrigger_dot_v1_dot_handle__pb2.BindPodResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePod(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Handle/DeletePod',
+            outrigger_dot_v1_dot_handle__pb2.DeletePodRequest.SerializeToString,
+            outrigger_dot_v1_dot_handle__pb2.DeletePodResponse.FromString,
             options,
             channel_credentials,
             insecure,

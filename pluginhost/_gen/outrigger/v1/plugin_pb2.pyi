@@ -49,12 +49,14 @@ EXTENSION_POINT_POST_BIND: ExtensionPoint
 EXTENSION_POINT_ENQUEUE_EXTENSIONS: ExtensionPoint
 
 class HandshakeRequest(_message.Message):
-    __slots__ = ("framework_version", "profile")
+    __slots__ = ("framework_version", "profile", "framework_address")
     FRAMEWORK_VERSION_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     framework_version: str
     profile: str
-    def __init__(self, framework_version: _Optional[str] = ..., profile: _Optional[str] = ...) -> None: ...
+    framework_address: str
+    def __init__(self, framework_version: _Optional[str] = ..., profile: _Optional[str] = ..., framework_address: _Optional[str] = ...) -> None: ...
 
 class PluginManifest(_message.Message):
     __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events")

@@ -342,7 +342,7 @@ class PodRef(_message.Message):
     def __init__(self, uid: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class PodPlacement(_message.Message):
-    __slots__ = ("ref", "node_id", "node_name", "priority", "labels", "requests", "host_ports", "assumed", "affinity")
+    __slots__ = ("ref", "node_id", "node_name", "priority", "labels", "requests", "host_ports", "assumed", "affinity", "pod")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -366,6 +366,7 @@ class PodPlacement(_message.Message):
     HOST_PORTS_FIELD_NUMBER: _ClassVar[int]
     ASSUMED_FIELD_NUMBER: _ClassVar[int]
     AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    POD_FIELD_NUMBER: _ClassVar[int]
     ref: PodRef
     node_id: int
     node_name: str
@@ -375,7 +376,8 @@ class PodPlacement(_message.Message):
     host_ports: _containers.RepeatedCompositeFieldContainer[ContainerPort]
     assumed: bool
     affinity: Affinity
-    def __init__(self, ref: _Optional[_Union[PodRef, _Mapping]] = ..., node_id: _Optional[int] = ..., node_name: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., requests: _Optional[_Mapping[str, int]] = ..., host_ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., assumed: _Optional[bool] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ...) -> None: ...
+    pod: Pod
+    def __init__(self, ref: _Optional[_Union[PodRef, _Mapping]] = ..., node_id: _Optional[int] = ..., node_name: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., requests: _Optional[_Mapping[str, int]] = ..., host_ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., assumed: _Optional[bool] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., pod: _Optional[_Union[Pod, _Mapping]] = ...) -> None: ...
 
 class ContainerImage(_message.Message):
     __slots__ = ("names", "size_bytes")

@@ -1,0 +1,272 @@
+"""The services the framework offers plugin hosts: Handle and CycleState (``proto/.../handle.proto``,
+``cyclestate.proto``).
+
+- **Handle**: the pods waiting at Permit (list, get, allow, reject), binding and deleting pods (a
+  remote Bind plugin binds through here, as DefaultBinder binds through the API server), point reads
+  of the snapshot, and ``FollowSnapshot``, the snapshot mirror stream (:mod:`framework.mirror`).
+- **CycleState**: the slow path to a scheduling context's CycleState, keyed by cycle id. Cycle ids are
+  looked up in ``Scheduler.cycle_states`` (the one CycleState per scheduling context that in-process
+  and remote plugins share), then among the states of calls in flight (``explain`` runs a cycle that
+  the scheduler does not register). Only :class:`~pluginhost.state.StateValue` values cross the wire.
+
+:class:`FrameworkServices` bundles both. It is created before the scheduler exists (the framework's
+address must be known before plugin hosts are handshaken, and the scheduler needs their manifests),
+and :meth:`FrameworkServices.attach` gives it the scheduler; calls before that get UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+
+from pluginhost import pb
+from pluginhost.convert import node_to_proto, pod_placement_to_proto, pod_to_proto, status_to_proto
+from pluginhost.plugin import CycleState
+from pluginhost.snapshot import Snapshot
+from pluginhost.state import StateValue, StateValueError, entry_of, value_of
+from pluginhost.status import Status
+
+from .mirror import SnapshotPublisher
+
+__all__ = ["CycleStateService", "FrameworkServices", "HandleService"]
+
+
+class FrameworkServices:
+    """The Handle and CycleState services over one scheduler (attached once it exists)."""
+
+    def __init__(self) -> None:
+        self.scheduler: Any = None  # framework.scheduler.Scheduler (Any: it is attached late)
+        self.publisher: SnapshotPublisher | None = None
+        self._in_flight: dict[str, list[CycleState]] = {}
+
+    def attach(self, scheduler: Any) -> SnapshotPublisher:
+        """Serve ``scheduler`` from now on; returns the snapshot publisher over its cache."""
+        if self.publisher is not None:
+            self.publisher.close()
+        self.scheduler = scheduler
+        self.publisher = SnapshotPublisher(scheduler.cache.table)
+        return self.publisher
+
+    def close(self) -> None:
+        if self.publisher is not None:
+            self.publisher.close()
+
+    def add_to(self, server: grpc.aio.Server) -> None:
+        pb.handle_grpc.add_HandleServicer_to_server(HandleService(self), server)  # type: ignore[no-untyped-call]
+        pb.cyclestate_grpc.add_CycleStateServicer_to_server(CycleStateService(self), server)  # type: ignore[no-untyped-call]
+
+    # ---- cycle states --------------------------------------------------------------------------
+
+    @contextmanager
+    def in_flight(self, state: CycleState) -> Iterator[None]:
+        """Make ``state`` reachable by its cycle id while a remote call runs (for cycles the scheduler
+        does not register, e.g. explain's)."""
+        states = self._in_flight.setdefault(state.cycle_id, [])
+        states.append(state)
+        try:
+            yield
+        finally:
+            states.remove(state)
+            if not states:
+                del self._in_flight[state.cycle_id]
+
+    def cycle_state(self, cycle_id: str) -> CycleState | None:
+        if self.scheduler is not None:
+            state: CycleState | None = self.scheduler.cycle_states.get(cycle_id)
+            if state is not None:
+                return state
+        states = self._in_flight.get(cycle_id)
+        return states[-1] if states else None
+
+    def in_flight_count(self) -> int:
+        return sum(len(v) for v in self._in_flight.values())
+
+
+async def _require(services: FrameworkServices, context: grpc.aio.ServicerContext) -> Any:
+    if services.scheduler is None:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "the framework is starting")
+    return services.scheduler
+
+
+def _waiting_pod(wp: Any) -> Any:
+    loop_now = _loop_time()
+    return pb.handle.WaitingPod(
+        pod=pod_to_proto(wp.pod),
+        pending_plugins=wp.pending_plugins(),
+        node_name=wp.node_name,
+        # WaitingPodHandle.deadline is on the event loop's clock; the contract wants wall-clock time.
+        deadline=time.time() + max(float(wp.deadline) - loop_now, 0.0),
+        profile=wp.pod.scheduler_name,
+    )
+
+
+def _loop_time() -> float:
+    import asyncio
+
+    return asyncio.get_running_loop().time()
+
+
+def _node_info(snap: Snapshot, row: int) -> Any:
+    node = snap.table.nodes[row]
+    nid = int(snap.table.ids[row])
+    info = pb.types.NodeInfo(node=node_to_proto(node), node_id=nid, generation=snap.generation)
+    for res, col in snap.columns.items():
+        info.requested[res] = int(snap.requested[row, col])
+    info.non_zero_requested["cpu"] = int(snap.non_zero_requested[row, 0])
+    info.non_zero_requested["memory"] = int(snap.non_zero_requested[row, 1])
+    info.pods.extend(pod_placement_to_proto(p, nid, node.name) for p in snap.pods[row])
+    return info
+
+
+class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
+    """``outrigger.v1.Handle`` over a scheduler."""
+
+    def __init__(self, services: FrameworkServices) -> None:
+        self.services = services
+
+    async def ListWaitingPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        s = await _require(self.services, context)
+        pods = [wp for wp in s.waiting_pods if not request.profile or wp.pod.scheduler_name == request.profile]
+        return pb.handle.ListWaitingPodsResponse(pods=[_waiting_pod(wp) for wp in pods])
+
+    async def GetWaitingPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        s = await _require(self.services, context)
+        wp = s.waiting_pods.get(request.uid)
+        if wp is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no pod with uid {request.uid!r} is waiting")
+        return _waiting_pod(wp)
+
+    async def AllowWaitingPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        s = await _require(self.services, context)
+        wp = s.waiting_pods.get(request.uid)
+        if wp is None:
+            return pb.handle.AllowWaitingPodResponse(found=False)
+        wp.allow(request.plugin)
+        return pb.handle.AllowWaitingPodResponse(found=True)
+
+    async def RejectWaitingPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        s = await _require(self.services, context)
+        wp = s.waiting_pods.get(request.uid)
+        if wp is None:
+            return pb.handle.RejectWaitingPodResponse(found=False)
+        wp.reject(request.plugin, request.message or f"rejected by plugin {request.plugin}")
+        return pb.handle.RejectWaitingPodResponse(found=True)
+
+    async def BindPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        s = await _require(self.services, context)
+        rec = s.pods.get(request.pod.uid)
+        if rec is None:
+            status = Status.failure(f"pod {request.pod.namespace}/{request.pod.name} not found")
+        else:
+            status = await s.handle.bind_pod(rec.pod, request.node_name)
+        return pb.handle.BindPodResponse(status=status_to_proto(status))
+
+    async def DeletePod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        s = await _require(self.services, context)
+        rec = s.pods.get(request.pod.uid)
+        if rec is None:
+            status = Status.failure(f"pod {request.pod.namespace}/{request.pod.name} not found")
+        else:
+            status = await s.handle.delete_pod(rec.pod, request.reason or f"deleted by plugin {request.plugin}")
+        return pb.handle.DeletePodResponse(status=status_to_proto(status))
+
+    async def _snapshot(self, generation: int, context: grpc.aio.ServicerContext) -> Snapshot:
+        s = await _require(self.services, context)
+        latest: Snapshot = s.cache.snapshot()
+        if generation == 0 or generation == latest.generation:
+            return latest
+        # "The snapshot of every running cycle is held until the cycle ends."
+        for state in list(s.cycle_states.values()):
+            if state.snapshot is not None and state.snapshot.generation == generation:
+                return state.snapshot  # type: ignore[no-any-return]
+        await context.abort(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"snapshot generation {generation} is not held (latest is {latest.generation})",
+        )
+        raise AssertionError("unreachable: abort raises")
+
+    async def GetNodeInfo(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        snap = await self._snapshot(request.generation, context)
+        if request.WhichOneof("node") == "id":
+            hits = (snap.table.ids == request.id).nonzero()[0]
+            row = int(hits[0]) if hits.shape[0] else None
+            what = f"id {request.id}"
+        else:
+            row = snap.row(request.name)
+            what = repr(request.name)
+        if row is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"node {what} is not in the snapshot")
+            raise AssertionError("unreachable: abort raises")
+        return _node_info(snap, row)
+
+    async def ListNodeInfos(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        snap = await self._snapshot(request.generation, context)
+        infos = sorted((_node_info(snap, row) for row in range(len(snap))), key=lambda i: i.node_id)
+        return pb.handle.ListNodeInfosResponse(generation=snap.generation, nodes=infos)
+
+    async def FollowSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await _require(self.services, context)
+        publisher = self.services.publisher
+        assert publisher is not None
+        async for delta in publisher.follow(request.from_generation, request.plugin):
+            yield delta
+
+
+class CycleStateService(pb.cyclestate_grpc.CycleStateServicer):  # type: ignore[misc]
+    """``outrigger.v1.CycleState``: the slow path to a cycle's state."""
+
+    def __init__(self, services: FrameworkServices) -> None:
+        self.services = services
+
+    async def _state(self, request: Any, context: grpc.aio.ServicerContext) -> CycleState:
+        state = self.services.cycle_state(request.cycle_id)
+        if state is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no scheduling context with cycle id {request.cycle_id!r} (finished?)"
+            )
+            raise AssertionError("unreachable: abort raises")
+        return state
+
+    async def Read(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        state = await self._state(request, context)
+        out = []
+        keys = list(request.keys) or state.keys()
+        for key in keys:
+            value = state.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, StateValue):
+                if not request.keys:
+                    continue  # reading everything: framework-private values are not shared
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"cycle state key {key!r} holds a {type(value).__name__}, not a StateValue "
+                    f"(requested by plugin {request.plugin!r})",
+                )
+            out.append(entry_of(key, value))
+        return pb.cyclestate.ReadStateReply(entries=out)
+
+    async def Write(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        state = await self._state(request, context)
+        try:
+            for entry in request.entries:
+                if entry.deleted:
+                    state.delete(entry.key)
+                else:
+                    state.write(entry.key, value_of(entry))
+        except StateValueError as exc:  # pragma: no cover - value_of always makes StateValues
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return pb.cyclestate.WriteStateReply()
+
+    async def Delete(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        state = await self._state(request, context)
+        deleted = 0
+        for key in request.keys:
+            if key in state:
+                state.delete(key)
+                deleted += 1
+        return pb.cyclestate.DeleteStateReply(deleted=deleted)

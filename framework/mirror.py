@@ -1,0 +1,257 @@
+"""The snapshot publisher: the framework's cache as a stream of versioned deltas for plugin hosts.
+
+It listens to the cache's :class:`~pluginhost.snapshot.ClusterTable` (every node upsert/removal and pod
+placement/unplacement, each tagged with the table generation it produced) and turns the changes into
+``SnapshotDelta`` messages that ``Handle.FollowSnapshot`` streams to every follower. Hosts apply them
+to their own table (:class:`pluginhost.mirror.SnapshotMirror`), so requests carry node ids and a
+generation instead of node objects.
+
+Deltas are cut on demand, not per change: a scheduling cycle runs against snapshot generation ``G``,
+and before the remote adapter sends a request for ``G`` it calls :meth:`SnapshotPublisher.publish_up_to`
+so every change up to ``G`` (and none after) is on its way; a short timer publishes the rest. Each
+delta is the *net* effect of its changes in the contract's order (upserts, node removals, pod
+removals, pod additions); a node removed and re-added within one delta would not survive that order,
+so the delta is cut there. Followers that fall behind (their queue overflows) or reconnect from a
+generation the publisher no longer has get a full resync.
+
+Nothing is logged while nobody follows: the first follower starts from a full resync anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pluginhost import pb
+from pluginhost.convert import node_to_proto, pod_placement_to_proto, pod_to_proto
+from pluginhost.model import Node, Pod
+from pluginhost.snapshot import NODE_REMOVED, NODE_UPSERTED, POD_PLACED, POD_UNPLACED, ClusterTable
+
+__all__ = ["SnapshotPublisher"]
+
+log = logging.getLogger("outrigger.mirror")
+
+HISTORY = 512  # deltas kept for followers that reconnect
+QUEUE_LIMIT = 4096  # deltas queued for one follower before it is resynced instead
+FLUSH_DELAY = 0.02  # seconds: unrequested changes reach followers this soon
+MAX_PENDING = 8192  # changes held before they are published regardless
+
+
+@dataclass(slots=True, eq=False)
+class _Follower:
+    queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    overflow: bool = False
+    plugin: str = ""
+
+
+def _placement(pod: Pod, node_id: int, node_name: str) -> Any:
+    msg = pod_placement_to_proto(pod, node_id, node_name)
+    msg.pod.CopyFrom(pod_to_proto(pod))
+    return msg
+
+
+class SnapshotPublisher:
+    """Publishes one :class:`ClusterTable` as versioned deltas (see the module docstring)."""
+
+    def __init__(self, table: ClusterTable, *, history: int = HISTORY, flush_delay: float = FLUSH_DELAY) -> None:
+        self.table = table
+        self.flush_delay = flush_delay
+        self.published = table.generation  # the generation followers have (or are sent) last
+        self._pending: list[tuple[int, str, Any, Any]] = []  # (generation, kind, subject, where)
+        self._history: collections.deque[Any] = collections.deque(maxlen=history)
+        self._history_base: int | None = None  # deltas since this generation are all in _history
+        self._followers: set[_Follower] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self.deltas_sent = 0
+        self.resyncs_sent = 0
+        table.add_listener(self._on_change)
+
+    def close(self) -> None:
+        self.table.remove_listener(self._on_change)
+        if self._timer is not None:
+            self._timer.cancel()
+        for f in self._followers:
+            f.queue.put_nowait(None)
+
+    @property
+    def followers(self) -> int:
+        return len(self._followers)
+
+    # ---- collecting ----------------------------------------------------------------------------
+
+    def _on_change(self, kind: str, subject: Any, where: Any) -> None:
+        if not self._followers:
+            return
+        self._pending.append((self.table.generation, kind, subject, where))
+        if len(self._pending) >= MAX_PENDING:
+            self.publish_all()
+        elif self._timer is None:
+            try:
+                self._timer = asyncio.get_running_loop().call_later(self.flush_delay, self._flush)
+            except RuntimeError:  # no loop (a synchronous caller): the next publish_up_to sends it
+                pass
+
+    def _flush(self) -> None:
+        self._timer = None
+        self.publish_all()
+
+    # ---- publishing ----------------------------------------------------------------------------
+
+    def publish_all(self) -> None:
+        self.publish_up_to(self.table.generation)
+
+    def publish_up_to(self, generation: int) -> None:
+        """Send every change up to ``generation`` to the followers (a no-op when they have it)."""
+        if not self._pending:
+            if not self._followers:
+                self.published = self.table.generation
+            return
+        n = 0
+        while n < len(self._pending) and self._pending[n][0] <= generation:
+            n += 1
+        if n == 0:
+            return
+        events, self._pending = self._pending[:n], self._pending[n:]
+        for delta in self._deltas(events):
+            self._send(delta)
+        if not self._pending and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _deltas(self, events: list[tuple[int, str, Any, Any]]) -> list[Any]:
+        """The net effect of ``events`` as deltas, cut where the contract's order would change it."""
+        out = []
+        nodes: dict[str, tuple[int, Node] | None] = {}
+        removed_ids: dict[str, int] = {}
+        pods: dict[str, tuple[Pod, str] | None] = {}
+        refs: dict[str, Any] = {}
+        gen = self.published
+
+        def cut() -> None:
+            if nodes or pods:
+                out.append(self._delta(gen, nodes, removed_ids, pods, refs))
+            nodes.clear()
+            removed_ids.clear()
+            pods.clear()
+            refs.clear()
+
+        for g, kind, subject, where in events:
+            if kind == NODE_UPSERTED:
+                if subject.name in nodes and nodes[subject.name] is None:
+                    cut()  # removed then re-added: the re-add must follow the removal
+                nodes[subject.name] = (int(where), subject)
+            elif kind == NODE_REMOVED:
+                nodes[subject] = None
+                removed_ids[subject] = int(where)
+                for uid, placed in list(pods.items()):
+                    if placed is not None and placed[1] == subject:
+                        pods[uid] = None  # its pods went with it
+            elif kind == POD_PLACED:
+                pods[subject.uid] = (subject, where)
+                refs[subject.uid] = pb.types.PodRef(uid=subject.uid, namespace=subject.namespace, name=subject.name)
+            elif kind == POD_UNPLACED:
+                pods[subject] = None
+                refs.setdefault(subject, pb.types.PodRef(uid=subject))
+            gen = g
+        cut()
+        return out
+
+    def _delta(
+        self,
+        generation: int,
+        nodes: dict[str, tuple[int, Node] | None],
+        removed_ids: dict[str, int],
+        pods: dict[str, tuple[Pod, str] | None],
+        refs: dict[str, Any],
+    ) -> Any:
+        delta = pb.handle.SnapshotDelta(generation=generation)
+        ids: dict[str, int] = {}
+        for name, up in nodes.items():
+            if up is None:
+                delta.removed_node_ids.append(removed_ids[name])
+            else:
+                ids[name] = up[0]
+                delta.nodes.append(pb.handle.NodeUpsert(id=up[0], node=node_to_proto(up[1])))
+        delta.pods_removed.extend(refs[uid] for uid in pods)
+        for placed in pods.values():
+            if placed is not None:
+                pod, node_name = placed
+                nid = ids.get(node_name) or self.table.node_id(node_name) or 0
+                delta.pods_added.append(_placement(pod, nid, node_name))
+        return delta
+
+    def _send(self, delta: Any) -> None:
+        self.published = int(delta.generation)
+        if self._history_base is None:
+            self._history_base = self.published
+        elif len(self._history) == self._history.maxlen:
+            self._history_base = int(self._history[0].generation)
+        self._history.append(delta)
+        for f in self._followers:
+            if f.overflow:
+                continue
+            if f.queue.qsize() >= QUEUE_LIMIT:
+                f.overflow = True  # it gets a full resync instead of an ever longer backlog
+                log.warning("snapshot follower %r fell behind; it will be resynced", f.plugin)
+                continue
+            f.queue.put_nowait(delta)
+        self.deltas_sent += 1
+
+    def full_resync(self) -> Any:
+        """The whole table as one ``full_resync`` delta at the current generation."""
+        snap = self.table.snapshot()
+        delta = pb.handle.SnapshotDelta(generation=snap.generation, full_resync=True)
+        names = snap.table.names
+        ids = snap.table.ids.tolist()
+        for row, node in enumerate(snap.table.nodes):
+            delta.nodes.append(pb.handle.NodeUpsert(id=ids[row], node=node_to_proto(node)))
+        for row, placed in enumerate(snap.pods):
+            for pod in placed:
+                delta.pods_added.append(_placement(pod, ids[row], names[row]))
+        self.resyncs_sent += 1
+        return delta
+
+    # ---- following -----------------------------------------------------------------------------
+
+    def _catch_up(self, from_generation: int) -> list[Any]:
+        """What a follower at ``from_generation`` needs first: deltas from history, or a resync."""
+        if from_generation and self._history_base is not None and self._history_base <= from_generation:
+            if from_generation == self.published:
+                return []
+            if from_generation < self.published:
+                return [d for d in self._history if d.generation > from_generation]
+        return [self.full_resync()]
+
+    async def follow(self, from_generation: int = 0, plugin: str = "") -> AsyncIterator[Any]:
+        """The deltas for one follower, forever (until the publisher closes or the caller stops)."""
+        if not self._followers:
+            # Nothing was logged while nobody followed, so history is void.
+            self._history.clear()
+            self._history_base = None
+            self.published = self.table.generation
+            self._pending.clear()
+        self.publish_all()
+        follower = _Follower(plugin=plugin)
+        first = self._catch_up(from_generation)
+        self._followers.add(follower)
+        try:
+            for delta in first:
+                yield delta
+            while True:
+                delta = await follower.queue.get()
+                if delta is None:
+                    return
+                if follower.overflow:
+                    while not follower.queue.empty():
+                        follower.queue.get_nowait()
+                    follower.overflow = False
+                    self.publish_all()
+                    yield self.full_resync()
+                    continue
+                yield delta
+        finally:
+            self._followers.discard(follower)

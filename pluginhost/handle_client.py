@@ -1,0 +1,302 @@
+"""The framework's Handle and CycleState services, seen from a plugin host.
+
+:class:`HandleClient` implements :class:`pluginhost.plugin.Handle`, so a plugin constructed as
+``cls(args, handle)`` gets the same interface in a host as in-process: ``waiting_pods()`` and
+``waiting_pod(uid).allow(name)`` reach the framework's waiting pods, ``snapshot()`` is the host's
+snapshot mirror, ``bind_pod``/``delete_pod`` go through the framework.
+
+The protocol's synchronous methods (``waiting_pods``, ``waiting_pod``, ``reject_waiting_pod``,
+``WaitingPod.allow``/``reject``) make a blocking unary call with a deadline: one round trip on
+loopback, during which the host's event loop waits. That keeps plugin code identical in both worlds;
+a plugin that prefers not to block uses the ``*_async`` forms. (A blocking call to a framework served
+by the *same* event loop would deadlock; hosts always run in their own process or thread.)
+
+:class:`CycleStateClient` is the CycleState slow path (keys a plugin did not declare).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+
+from pluginhost import pb
+from pluginhost.context import _current
+from pluginhost.convert import pod_from_proto, pod_ref_to_proto, status_from_proto
+from pluginhost.mirror import SnapshotMirror
+from pluginhost.model import Pod
+from pluginhost.snapshot import Snapshot
+from pluginhost.state import StateValue, entry_of, value_of
+from pluginhost.status import Status
+
+__all__ = ["DEFAULT_DEADLINE", "CycleStateClient", "FrameworkUnavailableError", "HandleClient", "RemoteWaitingPod"]
+
+DEFAULT_DEADLINE = 5.0
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    # Reconnect quickly after the framework restarts (the defaults back off up to two minutes).
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+
+class FrameworkUnavailableError(RuntimeError):
+    """The host does not know the framework's address yet, or the framework did not answer."""
+
+
+class _Channels:
+    """A sync and an async channel to the framework, (re)created when its address changes."""
+
+    def __init__(self) -> None:
+        self.address: str = ""
+        self._sync: grpc.Channel | None = None
+        self._aio: grpc.aio.Channel | None = None
+
+    def set_address(self, address: str) -> None:
+        if address == self.address:
+            return
+        self.close()
+        self.address = address
+
+    def sync(self) -> grpc.Channel:
+        if not self.address:
+            raise FrameworkUnavailableError("the framework has not connected to this plugin host yet")
+        if self._sync is None:
+            self._sync = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        return self._sync
+
+    def aio(self) -> grpc.aio.Channel:
+        if not self.address:
+            raise FrameworkUnavailableError("the framework has not connected to this plugin host yet")
+        if self._aio is None:
+            self._aio = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        return self._aio
+
+    def close(self) -> None:
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+        if self._aio is not None:
+            # close() is a coroutine; nothing is in flight when the address changes or the host stops.
+            channel, self._aio = self._aio, None
+            try:
+                asyncio.get_running_loop().create_task(channel.close())
+            except RuntimeError:
+                pass
+
+
+def _framework_error(exc: grpc.RpcError, what: str) -> FrameworkUnavailableError:
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    return FrameworkUnavailableError(f"{what}: {getattr(code, 'name', code)}: {details}")
+
+
+class RemoteWaitingPod:
+    """A pod waiting at Permit in the framework (:class:`pluginhost.plugin.WaitingPod`)."""
+
+    def __init__(self, client: HandleClient, msg: Any) -> None:
+        self._client = client
+        self._pod = pod_from_proto(msg.pod)
+        self._node_name: str = msg.node_name
+        self._pending = list(msg.pending_plugins)
+        self.deadline = msg.deadline
+        self.profile = msg.profile
+
+    @property
+    def pod(self) -> Pod:
+        return self._pod
+
+    @property
+    def node_name(self) -> str:
+        return self._node_name
+
+    def pending_plugins(self) -> list[str]:
+        return list(self._pending)
+
+    def allow(self, plugin: str) -> None:
+        self._client.allow_waiting_pod(self._pod.uid, plugin)
+
+    def reject(self, plugin: str, message: str) -> None:
+        self._client.reject_waiting_pod(self._pod.uid, plugin, message)
+
+    def __repr__(self) -> str:
+        return f"<RemoteWaitingPod {self._pod.key} on {self._node_name} pending={self._pending}>"
+
+
+class HandleClient:
+    """The framework Handle for hosted plugins (see the module docstring)."""
+
+    def __init__(self, mirror: SnapshotMirror | None = None, deadline: float = DEFAULT_DEADLINE) -> None:
+        self.mirror = mirror
+        self.deadline = deadline
+        self._channels = _Channels()
+
+    @property
+    def address(self) -> str:
+        return self._channels.address
+
+    def connect(self, address: str) -> None:
+        """Talk to the framework at ``address`` from now on."""
+        self._channels.set_address(address)
+
+    def close(self) -> None:
+        self._channels.close()
+
+    def _stub(self) -> Any:
+        return pb.handle_grpc.HandleStub(self._channels.sync())  # type: ignore[no-untyped-call]
+
+    def _astub(self) -> Any:
+        return pb.handle_grpc.HandleStub(self._channels.aio())  # type: ignore[no-untyped-call]
+
+    # ---- snapshot --------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """The snapshot of the current call's cycle, else the mirror's latest generation."""
+        ctx = _current.get(None)
+        if ctx is not None and ctx.state is not None and ctx.state.snapshot is not None:
+            return ctx.state.snapshot
+        if self.mirror is None:
+            raise FrameworkUnavailableError(
+                "this plugin host does not follow the snapshot mirror: set needs_snapshot = True on the plugin"
+            )
+        return self.mirror.latest()
+
+    # ---- waiting pods (blocking forms of the Handle protocol) -------------------------------------
+
+    def waiting_pods(self) -> Sequence[RemoteWaitingPod]:
+        try:
+            reply = self._stub().ListWaitingPods(pb.handle.ListWaitingPodsRequest(), timeout=self.deadline)
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, "listing waiting pods") from exc
+        return [RemoteWaitingPod(self, wp) for wp in reply.pods]
+
+    def waiting_pod(self, uid: str) -> RemoteWaitingPod | None:
+        try:
+            msg = self._stub().GetWaitingPod(pb.handle.GetWaitingPodRequest(uid=uid), timeout=self.deadline)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise _framework_error(exc, f"getting waiting pod {uid}") from exc
+        return RemoteWaitingPod(self, msg)
+
+    def allow_waiting_pod(self, uid: str, plugin: str) -> bool:
+        try:
+            reply = self._stub().AllowWaitingPod(
+                pb.handle.AllowWaitingPodRequest(uid=uid, plugin=plugin), timeout=self.deadline
+            )
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, f"allowing waiting pod {uid}") from exc
+        return bool(reply.found)
+
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool:
+        try:
+            reply = self._stub().RejectWaitingPod(
+                pb.handle.RejectWaitingPodRequest(uid=uid, plugin=plugin, message=message), timeout=self.deadline
+            )
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, f"rejecting waiting pod {uid}") from exc
+        return bool(reply.found)
+
+    # ---- async forms ---------------------------------------------------------------------------
+
+    async def waiting_pods_async(self) -> list[RemoteWaitingPod]:
+        try:
+            reply = await self._astub().ListWaitingPods(pb.handle.ListWaitingPodsRequest(), timeout=self.deadline)
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, "listing waiting pods") from exc
+        return [RemoteWaitingPod(self, wp) for wp in reply.pods]
+
+    async def allow_waiting_pod_async(self, uid: str, plugin: str) -> bool:
+        try:
+            reply = await self._astub().AllowWaitingPod(
+                pb.handle.AllowWaitingPodRequest(uid=uid, plugin=plugin), timeout=self.deadline
+            )
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, f"allowing waiting pod {uid}") from exc
+        return bool(reply.found)
+
+    async def reject_waiting_pod_async(self, uid: str, plugin: str, message: str) -> bool:
+        try:
+            reply = await self._astub().RejectWaitingPod(
+                pb.handle.RejectWaitingPodRequest(uid=uid, plugin=plugin, message=message), timeout=self.deadline
+            )
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, f"rejecting waiting pod {uid}") from exc
+        return bool(reply.found)
+
+    # ---- pods ----------------------------------------------------------------------------------
+
+    async def bind_pod(self, pod: Pod, node_name: str) -> Status:
+        plugin = ctx.plugin if (ctx := _current.get(None)) is not None else ""
+        try:
+            reply = await self._astub().BindPod(
+                pb.handle.BindPodRequest(pod=pod_ref_to_proto(pod), node_name=node_name, plugin=plugin),
+                timeout=self.deadline,
+            )
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, f"binding pod {pod.key}") from exc
+        return status_from_proto(reply.status)
+
+    async def delete_pod(self, pod: Pod, reason: str) -> Status:
+        plugin = ctx.plugin if (ctx := _current.get(None)) is not None else ""
+        try:
+            reply = await self._astub().DeletePod(
+                pb.handle.DeletePodRequest(pod=pod_ref_to_proto(pod), reason=reason, plugin=plugin),
+                timeout=self.deadline,
+            )
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, f"deleting pod {pod.key}") from exc
+        return status_from_proto(reply.status)
+
+    # ---- the CycleState slow path ----------------------------------------------------------------
+
+    def cycle_state(self) -> CycleStateClient:
+        return CycleStateClient(self._channels, self.deadline)
+
+
+class CycleStateClient:
+    """Reads and writes a cycle's CycleState in the framework (the slow path; one RPC per call)."""
+
+    def __init__(self, channels: _Channels, deadline: float) -> None:
+        self._channels = channels
+        self.deadline = deadline
+
+    def read(self, cycle_id: str, plugin: str, keys: Sequence[str]) -> dict[str, StateValue]:
+        stub = pb.cyclestate_grpc.CycleStateStub(self._channels.sync())  # type: ignore[no-untyped-call]
+        try:
+            reply = stub.Read(
+                pb.cyclestate.ReadStateRequest(cycle_id=cycle_id, plugin=plugin, keys=keys), timeout=self.deadline
+            )
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, f"reading cycle state of cycle {cycle_id}") from exc
+        return {e.key: value_of(e) for e in reply.entries}
+
+    async def read_async(self, cycle_id: str, plugin: str, keys: Sequence[str]) -> dict[str, StateValue]:
+        stub = pb.cyclestate_grpc.CycleStateStub(self._channels.aio())  # type: ignore[no-untyped-call]
+        try:
+            reply = await stub.Read(
+                pb.cyclestate.ReadStateRequest(cycle_id=cycle_id, plugin=plugin, keys=keys), timeout=self.deadline
+            )
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, f"reading cycle state of cycle {cycle_id}") from exc
+        return {e.key: value_of(e) for e in reply.entries}
+
+    async def write_async(self, cycle_id: str, plugin: str, values: dict[str, StateValue | None]) -> None:
+        """Write ``values`` (``None`` deletes the key)."""
+        entries = [
+            pb.types.StateEntry(key=k, deleted=True) if v is None else entry_of(k, v, plugin=plugin)
+            for k, v in values.items()
+        ]
+        stub = pb.cyclestate_grpc.CycleStateStub(self._channels.aio())  # type: ignore[no-untyped-call]
+        try:
+            await stub.Write(
+                pb.cyclestate.WriteStateRequest(cycle_id=cycle_id, plugin=plugin, entries=entries),
+                timeout=self.deadline,
+            )
+        except grpc.RpcError as exc:
+            raise _framework_error(exc, f"writing cycle state of cycle {cycle_id}") from exc

@@ -1,0 +1,941 @@
+"""The plugin host: serves plugin classes to the Outrigger framework over gRPC.
+
+A host process (a sidecar) runs one or more plugins written against :mod:`pluginhost.plugin` (the
+same base classes in-tree plugins use) and answers the framework's Plugin service::
+
+    from pluginhost import serve
+    from mypkg import Gang, GpuTopology
+
+    serve([Gang, GpuTopology], listen="127.0.0.1:50061")     # or: outrigger plugin serve mypkg:PLUGINS
+
+What the host does for the plugin author:
+
+- **Manifest**: each class is checked when the host is built (a name, at least one extension point,
+  valid ``state_keys`` / ``batch_size`` / ``filter_and_score`` / ``needs_snapshot`` declarations) and
+  described to the framework at Handshake, which then calls only the points a class implements.
+- **Configure**: the framework sends each plugin's ``pluginConfig`` args per profile; the host builds
+  the instance as ``cls(args, handle)``, exactly as the in-process registry does.
+- **Node batches**: Filter and Score arrive as streams of node ids at a snapshot generation; the host's
+  :class:`~pluginhost.mirror.SnapshotMirror` turns them into real ``NodeBatch`` objects, so batch-shaped
+  (and per-node, ``NodeFilterPlugin``) code runs unchanged.
+- **CycleState**: a per-call proxy holds the declared keys sent with the request; writes go back on
+  the reply; other keys are read through the framework's CycleState service (one round trip).
+- **Context**: :func:`pluginhost.context` gives the call's point, profile, cycle id, args and Handle.
+- **Errors**: an exception in plugin code becomes an ``Error`` status with the exception's message
+  (the framework reports it as ``running <Point> plugin 'X': <message>``), never a crashed host.
+- **Lifecycle**: the standard gRPC health service (SERVING, NOT_SERVING on shutdown), ``start`` /
+  ``stop(grace)`` / ``async with``, and SIGTERM/SIGINT handling in :func:`serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from pluginhost import pb
+from pluginhost.context import CallContext, _enter, _leave
+from pluginhost.convert import pod_from_proto, status_from_proto, status_to_proto
+from pluginhost.handle_client import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, CycleStateClient, HandleClient
+from pluginhost.mirror import MirrorError, SnapshotMirror, rows_of_ids
+from pluginhost.model import Pod
+from pluginhost.plugin import (
+    POINT_CLASSES,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EnqueueExtensions,
+    FilterResult,
+    NodeBatch,
+    NodeToStatus,
+    Plugin,
+    PreBindPlugin,
+    PreFilterPlugin,
+    QueuedPodInfo,
+    QueueingHint,
+    QueueSortPlugin,
+    ScoreExtensions,
+)
+from pluginhost.snapshot import Snapshot
+from pluginhost.state import StateValue, entry_of, value_of
+from pluginhost.status import Status
+
+__all__ = [
+    "HOST_VERSION",
+    "HealthServiceName",
+    "PluginDefinitionError",
+    "PluginHost",
+    "RemoteCycleState",
+    "load_plugins",
+    "manifest_of",
+    "serve",
+]
+
+log = logging.getLogger("outrigger.pluginhost")
+
+HOST_VERSION = "0.1.0"
+HealthServiceName = "outrigger.v1.Plugin"
+DEFAULT_LISTEN = "127.0.0.1:50061"
+# How long a request naming a snapshot generation waits for the mirror to reach it.
+MIRROR_WAIT_SECONDS = 5.0
+
+E = pb.plugin  # the ExtensionPoint enum lives in plugin.proto
+
+_POINT_ENUM = {
+    "preEnqueue": E.EXTENSION_POINT_PRE_ENQUEUE,
+    "queueSort": E.EXTENSION_POINT_QUEUE_SORT,
+    "preFilter": E.EXTENSION_POINT_PRE_FILTER,
+    "filter": E.EXTENSION_POINT_FILTER,
+    "postFilter": E.EXTENSION_POINT_POST_FILTER,
+    "preScore": E.EXTENSION_POINT_PRE_SCORE,
+    "score": E.EXTENSION_POINT_SCORE,
+    "reserve": E.EXTENSION_POINT_RESERVE,
+    "permit": E.EXTENSION_POINT_PERMIT,
+    "preBind": E.EXTENSION_POINT_PRE_BIND,
+    "bind": E.EXTENSION_POINT_BIND,
+    "postBind": E.EXTENSION_POINT_POST_BIND,
+}
+# Points whose plugins look at nodes: their hosts follow the snapshot mirror unless told otherwise.
+_SNAPSHOT_POINTS = frozenset({"preFilter", "filter", "postFilter", "preScore", "score"})
+
+
+class PluginDefinitionError(TypeError):
+    """A class handed to the host is not a valid plugin (the message says what to fix)."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Manifests
+
+
+def _overrides(cls: type, base: type, method: str) -> bool:
+    return getattr(cls, method) is not getattr(base, method)
+
+
+def manifest_of(cls: type) -> Any:
+    """The ``PluginManifest`` of a plugin class; :class:`PluginDefinitionError` if it is not valid."""
+    where = f"plugin class {cls.__module__}.{cls.__qualname__}"
+    if not isinstance(cls, type) or not issubclass(cls, Plugin):
+        raise PluginDefinitionError(f"{cls!r} is not a plugin class (derive from pluginhost.plugin base classes)")
+    name = getattr(cls, "name", "")
+    if not isinstance(name, str) or not name:
+        raise PluginDefinitionError(f"{where} has no name: set the class attribute `name = \"MyPlugin\"`")
+    points = sorted(p for p, base in POINT_CLASSES.items() if issubclass(cls, base))
+    if not points:
+        raise PluginDefinitionError(f"{where} ({name!r}) implements no extension point")
+    enums = [_POINT_ENUM[p] for p in points]
+    if issubclass(cls, PreFilterPlugin) and _overrides(cls, PreFilterPlugin, "pre_filter_extensions"):
+        enums.append(E.EXTENSION_POINT_PRE_FILTER_EXTENSIONS)
+    if issubclass(cls, ScoreExtensions):
+        enums.append(E.EXTENSION_POINT_NORMALIZE_SCORE)
+    if issubclass(cls, PreBindPlugin) and _overrides(cls, PreBindPlugin, "pre_bind_pre_flight"):
+        enums.append(E.EXTENSION_POINT_PRE_BIND_PRE_FLIGHT)
+    if issubclass(cls, QueueSortPlugin) and not _overrides(cls, QueueSortPlugin, "sort_key"):
+        raise PluginDefinitionError(
+            f"{where} ({name!r}): a hosted QueueSort plugin must implement sort_key() (the framework "
+            "orders pods by key; calling less() over the network per comparison would be absurd)"
+        )
+    state_keys = getattr(cls, "state_keys", ())
+    if isinstance(state_keys, str) or not all(isinstance(k, str) and k for k in state_keys):
+        raise PluginDefinitionError(f"{where} ({name!r}): state_keys must be a tuple of non-empty strings")
+    batch_size = getattr(cls, "batch_size", 0)
+    if not isinstance(batch_size, int) or batch_size < 0:
+        raise PluginDefinitionError(f"{where} ({name!r}): batch_size must be an integer >= 0 (0: framework's choice)")
+    filter_and_score = bool(getattr(cls, "filter_and_score", False))
+    if filter_and_score and not ("filter" in points and "score" in points):
+        raise PluginDefinitionError(f"{where} ({name!r}): filter_and_score needs both Filter and Score")
+    needs_snapshot = getattr(cls, "needs_snapshot", None)
+    if needs_snapshot is None:
+        needs_snapshot = bool(_SNAPSHOT_POINTS & set(points))
+    elif {"filter", "score", "preScore"} & set(points) and not needs_snapshot:
+        raise PluginDefinitionError(
+            f"{where} ({name!r}): a Python-hosted plugin that gets node batches needs the snapshot mirror "
+            "(needs_snapshot = True)"
+        )
+    msg = pb.plugin.PluginManifest(
+        name=name,
+        points=enums,
+        state_keys=list(state_keys),
+        preferred_batch_size=batch_size,
+        filter_and_score=filter_and_score,
+        needs_snapshot=bool(needs_snapshot),
+    )
+    if issubclass(cls, EnqueueExtensions):
+        enums.append(E.EXTENSION_POINT_ENQUEUE_EXTENSIONS)
+        msg.points.append(E.EXTENSION_POINT_ENQUEUE_EXTENSIONS)
+        for reg in _class_events(cls, where):
+            msg.events.append(
+                pb.types.ClusterEventWithHint(
+                    event=pb.types.ClusterEvent(resource=reg.event.resource, action=_action_text(reg.event.action)),
+                    has_queueing_hint=reg.hint is not None,
+                )
+            )
+    return msg
+
+
+def _class_events(cls: type, where: str) -> list[ClusterEventWithHint]:
+    # The manifest is built before any instance exists (args come later, per profile), so the events
+    # are read from a bare instance: events_to_register() must not depend on constructor state.
+    try:
+        bare: Any = object.__new__(cls)
+        events: list[ClusterEventWithHint] = bare.events_to_register()
+    except Exception as exc:
+        raise PluginDefinitionError(
+            f"{where}: events_to_register() failed on a bare instance ({exc}); it is read once for the "
+            "manifest, so it must not depend on constructor state"
+        ) from exc
+    return list(events)
+
+
+def _action_text(action: ActionType) -> str:
+    if action == ActionType.All:
+        return "All"
+    if action == ActionType.Update:
+        return "Update"
+    return "|".join(a.name for a in ActionType if a.name and a & action and a.name not in ("All", "Update"))
+
+
+def action_from_text(text: str) -> ActionType:
+    """ActionType from its "|"-joined names (unknown names are ignored, as the contract says)."""
+    out = ActionType(0)
+    for part in text.split("|"):
+        part = part.strip()
+        if part in ActionType.__members__:
+            out |= ActionType[part]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# CycleState proxy
+
+
+_MISSING: Any = object()
+
+
+class RemoteCycleState(CycleState):
+    """The CycleState a hosted plugin sees during one call (or one Filter/Score stream).
+
+    It starts with the entries of the plugin's declared ``state_keys`` sent with the request. Writes
+    and deletes are recorded and sent back on the reply. Reading a key that was not declared asks the
+    framework's CycleState service (a blocking round trip); values must be :class:`StateValue`.
+    """
+
+    __slots__ = ("_declared", "_plugin", "_slow", "_writes")
+
+    def __init__(
+        self,
+        cycle_id: str,
+        snapshot: Snapshot | None,
+        *,
+        plugin: str,
+        declared: Iterable[str] = (),
+        entries: Iterable[Any] = (),
+        slow: CycleStateClient | None = None,
+    ) -> None:
+        super().__init__(cycle_id, snapshot)
+        self._plugin = plugin
+        self._declared = frozenset(declared)
+        self._slow = slow
+        self._writes: dict[str, StateValue | None] = {}
+        for e in entries:
+            self._data[e.key] = value_of(e)
+
+    def _fetch(self, key: str) -> Any:
+        if key in self._data:
+            return self._data[key]
+        if key in self._declared or key in self._writes or self._slow is None or not self.cycle_id:
+            return _MISSING  # a declared key that was not sent does not exist
+        found = self._slow.read(self.cycle_id, self._plugin, [key])
+        if key in found:
+            self._data[key] = found[key]
+            return found[key]
+        return _MISSING
+
+    def read(self, key: str) -> Any:
+        value = self._fetch(key)
+        if value is _MISSING:
+            raise KeyError(f"cycle state has no key {key!r}")
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._fetch(key)
+        return default if value is _MISSING else value
+
+    def write(self, key: str, value: Any) -> None:
+        entry_of(key, value, plugin=self._plugin)  # raises StateValueError naming the key and plugin
+        self._data[key] = value
+        self._writes[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+        self._writes[key] = None
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._fetch(key) is not _MISSING
+
+    def drain_writes(self) -> list[Any]:
+        """The writes since the last drain, as ``StateEntry`` messages (deletes flagged)."""
+        out = [
+            pb.types.StateEntry(key=k, deleted=True) if v is None else entry_of(k, v, plugin=self._plugin)
+            for k, v in self._writes.items()
+        ]
+        self._writes.clear()
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The Plugin service
+
+
+@dataclass(slots=True)
+class _Hosted:
+    cls: type[Plugin]
+    manifest: Any
+    instances: dict[str, Plugin] = field(default_factory=dict)  # profile -> instance
+    args: dict[str, dict[str, Any]] = field(default_factory=dict)  # profile -> args
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest.name)
+
+
+class _CallError(Exception):
+    """Abort the RPC with a gRPC status (the framework maps it to an Error status for the plugin)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _failure(exc: BaseException) -> Status:
+    return Status.failure(str(exc) or type(exc).__name__)
+
+
+def _pod_json(data: bytes, kind: str) -> Any:
+    if not data:
+        return None
+    from pluginhost.manifest import node_from_dict, pod_from_dict
+
+    try:
+        doc = json.loads(data)
+        return pod_from_dict(doc) if kind == "Pod" else node_from_dict(doc)
+    except Exception:  # a hint gets what could be read; the contract says old/new may be partial
+        return None
+
+
+class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
+    def __init__(self, host: PluginHost) -> None:
+        self.host = host
+
+    # ---- plumbing ------------------------------------------------------------------------------
+
+    def _hosted(self, plugin: str) -> _Hosted:
+        hosted = self.host.plugins.get(plugin)
+        if hosted is None:
+            raise _CallError(
+                grpc.StatusCode.NOT_FOUND,
+                f"this plugin host has no plugin named {plugin!r} (it hosts {', '.join(self.host.plugins)})",
+            )
+        return hosted
+
+    def _instance(self, plugin: str, profile: str) -> tuple[_Hosted, Any]:
+        hosted = self._hosted(plugin)
+        inst = hosted.instances.get(profile)
+        if inst is None:
+            # The framework reconfigures and retries on this code (e.g. after the host restarted).
+            raise _CallError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"plugin {plugin!r} is not configured for profile {profile!r}",
+            )
+        return hosted, inst
+
+    async def _state(self, hosted: _Hosted, ctx: Any, *, exact: bool) -> RemoteCycleState:
+        """The CycleState proxy of a cycle-scoped request, with the snapshot of its generation
+        (``exact``: wait for the mirror to reach it; otherwise whatever the mirror holds)."""
+        snapshot: Snapshot | None = None
+        if hosted.manifest.needs_snapshot:
+            mirror = self.host.mirror
+            if exact:
+                try:
+                    snapshot = await mirror.wait_for(ctx.snapshot_generation, self.host.mirror_wait)
+                except MirrorError as exc:
+                    raise _CallError(grpc.StatusCode.UNAVAILABLE, str(exc)) from None
+            else:
+                snapshot = mirror.at(ctx.snapshot_generation) or mirror.latest()
+        return RemoteCycleState(
+            ctx.cycle_id,
+            snapshot,
+            plugin=hosted.name,
+            declared=hosted.manifest.state_keys,
+            entries=ctx.state,
+            slow=self.host.handle.cycle_state(),
+        )
+
+    def _context(self, hosted: _Hosted, point: str, profile: str, ctx: Any = None, pod: Pod | None = None,
+                 state: CycleState | None = None) -> CallContext:
+        return CallContext(
+            plugin=hosted.name,
+            point=point,
+            profile=profile,
+            args=hosted.args.get(profile, {}),
+            handle=self.host.handle,
+            pod=pod,
+            cycle_id=ctx.cycle_id if ctx is not None else "",
+            attempt=ctx.attempt if ctx is not None else 0,
+            snapshot_generation=ctx.snapshot_generation if ctx is not None else 0,
+            state=state,
+        )
+
+    async def _rows(self, snapshot: Snapshot | None, ids: Sequence[int]) -> Any:
+        if snapshot is None:
+            raise _CallError(grpc.StatusCode.FAILED_PRECONDITION, "this plugin does not follow the snapshot mirror")
+        try:
+            return rows_of_ids(snapshot, np.asarray(ids, dtype=np.int64))
+        except MirrorError as exc:
+            raise _CallError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+
+    async def _abort(self, context: grpc.aio.ServicerContext, exc: _CallError) -> None:
+        await context.abort(exc.code, str(exc))
+
+    # ---- handshake ----------------------------------------------------------------------------------
+
+    async def Handshake(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self.host.framework_connected(request.framework_address)
+        return pb.plugin.HandshakeResponse(
+            plugins=[h.manifest for h in self.host.plugins.values()], host_version=HOST_VERSION
+        )
+
+    async def Configure(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            hosted = self._hosted(request.plugin)
+        except _CallError as exc:
+            return pb.plugin.ConfigureReply(status=status_to_proto(Status.failure(str(exc))))
+        try:
+            args = json.loads(request.args_json) if request.args_json else {}
+            if not isinstance(args, dict):
+                raise ValueError(f"args must be a JSON object, got {type(args).__name__}")
+        except ValueError as exc:
+            return pb.plugin.ConfigureReply(status=status_to_proto(Status.failure(f"invalid args: {exc}")))
+        ctx = self._context(hosted, "Configure", request.profile)
+        token = _enter(ctx)
+        try:
+            inst = hosted.cls(args, self.host.handle)  # type: ignore[call-arg]
+        except Exception as exc:
+            log.warning("configuring plugin %s for profile %r failed: %s", hosted.name, request.profile, exc)
+            return pb.plugin.ConfigureReply(status=status_to_proto(_failure(exc)))
+        finally:
+            _leave(token)
+        inst.name = hosted.name
+        hosted.instances[request.profile] = inst
+        hosted.args[request.profile] = args
+        return pb.plugin.ConfigureReply(status=status_to_proto(Status()))
+
+    # ---- queueing ------------------------------------------------------------------------------
+
+    async def PreEnqueue(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            hosted, inst = self._instance(request.plugin, request.profile)
+        except _CallError as exc:
+            await self._abort(context, exc)
+        pod = pod_from_proto(request.pod)
+        token = _enter(self._context(hosted, "PreEnqueue", request.profile, pod=pod))
+        try:
+            status = await inst.pre_enqueue(pod)
+        except Exception as exc:
+            status = _failure(exc)
+        finally:
+            _leave(token)
+        return pb.plugin.StatusReply(status=status_to_proto(status))
+
+    async def QueueSortKey(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            hosted, inst = self._instance(request.plugin, request.profile)
+        except _CallError as exc:
+            await self._abort(context, exc)
+        pod = pod_from_proto(request.pod)
+        info = QueuedPodInfo(pod, timestamp=request.enqueue_timestamp, attempts=request.attempts)
+        token = _enter(self._context(hosted, "QueueSortKey", request.profile, pod=pod))
+        try:
+            key = inst.sort_key(info)
+        except Exception as exc:
+            await context.abort(grpc.StatusCode.INTERNAL, f"sort_key failed: {exc}")
+        finally:
+            _leave(token)
+        parts = []
+        for value in key if isinstance(key, tuple | list) else (key,):
+            if isinstance(value, bool | int):
+                parts.append(pb.plugin.SortKeyPart(int_value=int(value)))
+            elif isinstance(value, float):
+                parts.append(pb.plugin.SortKeyPart(double_value=value))
+            else:
+                parts.append(pb.plugin.SortKeyPart(string_value=str(value)))
+        return pb.plugin.QueueSortKeyReply(key=parts)
+
+    async def EventsToRegister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            hosted = self._hosted(request.plugin)
+        except _CallError as exc:
+            await self._abort(context, exc)
+        return pb.plugin.EventsReply(events=list(hosted.manifest.events))
+
+    async def QueueingHint(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            _, inst = self._instance(request.plugin, request.profile)
+        except _CallError as exc:
+            await self._abort(context, exc)
+        event = ClusterEvent(request.event.resource, action_from_text(request.event.action))
+        kind = "Node" if event.resource == "Node" else "Pod"
+        pod = pod_from_proto(request.pod)
+        old, new = _pod_json(request.old_object_json, kind), _pod_json(request.new_object_json, kind)
+        try:
+            for reg in inst.events_to_register():
+                hinted = reg.hint is not None and reg.event.matches(event)
+                if hinted and reg.hint(pod, old, new) is QueueingHint.Queue:  # type: ignore[misc]
+                    return pb.plugin.QueueingHintReply(queue=True)
+            return pb.plugin.QueueingHintReply(queue=False)
+        except Exception:
+            log.exception("queueing hint of plugin %s failed", request.plugin)
+            return pb.plugin.QueueingHintReply(queue=True)  # an error counts as Queue
+
+    # ---- PreFilter -----------------------------------------------------------------------------------
+
+    async def _cycle_call(self, request: Any, context: grpc.aio.ServicerContext, point: str, *, exact: bool) -> Any:
+        ctx = request.ctx
+        try:
+            hosted, inst = self._instance(ctx.plugin, ctx.profile)
+            state = await self._state(hosted, ctx, exact=exact)
+        except _CallError as exc:
+            await self._abort(context, exc)
+        return hosted, inst, state, pod_from_proto(ctx.pod)
+
+    async def PreFilter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        hosted, inst, state, pod = await self._cycle_call(request, context, "PreFilter", exact=True)
+        token = _enter(self._context(hosted, "PreFilter", request.ctx.profile, request.ctx, pod, state))
+        result = None
+        try:
+            result, status = await inst.pre_filter(state, pod)
+        except Exception as exc:
+            status = _failure(exc)
+        finally:
+            _leave(token)
+        reply = pb.plugin.PreFilterReply(status=status_to_proto(status), state_writes=state.drain_writes())
+        if result is not None and result.node_names is not None:
+            reply.narrowed = True
+            reply.node_names.extend(sorted(result.node_names))
+        return reply
+
+    async def _extension(self, request: Any, context: grpc.aio.ServicerContext, add: bool) -> Any:
+        point = "PreFilterAddPod" if add else "PreFilterRemovePod"
+        hosted, inst, state, pod = await self._cycle_call(request, context, point, exact=True)
+        token = _enter(self._context(hosted, point, request.ctx.profile, request.ctx, pod, state))
+        try:
+            ext = inst.pre_filter_extensions()
+            if ext is None:
+                status = Status()
+            else:
+                row = -1
+                if state.snapshot is not None:
+                    row = int((await self._rows(state.snapshot, [request.node_id]))[0])
+                other = pod_from_proto(request.other_pod)
+                fn = ext.add_pod if add else ext.remove_pod
+                status = await fn(state, pod, other, row)
+        except _CallError as exc:
+            status = Status.failure(str(exc))
+        except Exception as exc:
+            status = _failure(exc)
+        finally:
+            _leave(token)
+        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+
+    async def PreFilterAddPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._extension(request, context, add=True)
+
+    async def PreFilterRemovePod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._extension(request, context, add=False)
+
+    # ---- Filter / Score streams -------------------------------------------------------------------
+
+    async def _open_stream(self, first: Any, context: grpc.aio.ServicerContext, point: str) -> Any:
+        ctx = first.ctx
+        try:
+            hosted, inst = self._instance(ctx.plugin, ctx.profile)
+        except _CallError as exc:
+            await self._abort(context, exc)
+        try:
+            state = await self._state(hosted, ctx, exact=True)
+            error = None
+        except _CallError as exc:
+            # Answer every batch with the failure (the contract's per-batch error), not a torn stream.
+            state = RemoteCycleState(ctx.cycle_id, None, plugin=hosted.name)
+            error = Status.failure(str(exc))
+        return hosted, inst, state, pod_from_proto(ctx.pod), error
+
+    async def Filter(self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        first = await anext(aiter(request_iterator), None)
+        if first is None:
+            return
+        if first.WhichOneof("msg") != "start":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a Filter stream must start with FilterStart")
+        hosted, inst, state, pod, error = await self._open_stream(first.start, context, "Filter")
+        with_scores = bool(first.start.with_scores)
+        call_ctx = self._context(hosted, "Filter", first.start.ctx.profile, first.start.ctx, pod, state)
+        async for req in request_iterator:
+            batch_msg = req.batch
+            reply = pb.plugin.FilterReply(batch_seq=batch_msg.batch_seq)
+            if error is not None:
+                reply.error.CopyFrom(status_to_proto(error))
+                yield reply
+                continue
+            token = _enter(call_ctx)
+            try:
+                rows = await self._rows(state.snapshot, batch_msg.node_ids)
+                batch = NodeBatch(state.snapshot, rows)  # type: ignore[arg-type]
+                res = await inst.filter(state, pod, batch)
+                if not isinstance(res, FilterResult):
+                    raise TypeError(f"filter returned {type(res).__name__}, not a FilterResult")
+                _fill_filter_reply(reply, res)
+                if with_scores and len(res) == len(batch):
+                    passing = res.codes == 0
+                    scores = np.zeros(len(batch), dtype=np.int64)
+                    if passing.any():
+                        scores[passing] = np.asarray(await inst.score(state, pod, batch.take(passing)), np.int64)
+                    reply.scores.extend(scores.tolist())
+            except Exception as exc:
+                reply = pb.plugin.FilterReply(batch_seq=batch_msg.batch_seq, error=status_to_proto(_failure(exc)))
+            finally:
+                _leave(token)
+            reply.state_writes.extend(state.drain_writes())
+            yield reply
+
+    async def Score(self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        first = await anext(aiter(request_iterator), None)
+        if first is None:
+            return
+        if first.WhichOneof("msg") != "start":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a Score stream must start with ScoreStart")
+        hosted, inst, state, pod, error = await self._open_stream(first.start, context, "Score")
+        call_ctx = self._context(hosted, "Score", first.start.ctx.profile, first.start.ctx, pod, state)
+        async for req in request_iterator:
+            batch_msg = req.batch
+            reply = pb.plugin.ScoreReply(batch_seq=batch_msg.batch_seq)
+            if error is not None:
+                reply.error.CopyFrom(status_to_proto(error))
+                yield reply
+                continue
+            token = _enter(call_ctx)
+            try:
+                rows = await self._rows(state.snapshot, batch_msg.node_ids)
+                scores = await inst.score(state, pod, NodeBatch(state.snapshot, rows))  # type: ignore[arg-type]
+                reply.scores.extend(np.asarray(scores, dtype=np.int64).reshape(-1).tolist())
+            except Exception as exc:
+                reply = pb.plugin.ScoreReply(batch_seq=batch_msg.batch_seq, error=status_to_proto(_failure(exc)))
+            finally:
+                _leave(token)
+            reply.state_writes.extend(state.drain_writes())
+            yield reply
+
+    # ---- PostFilter, PreScore, NormalizeScore ------------------------------------------------------
+
+    async def PostFilter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        hosted, inst, state, pod = await self._cycle_call(request, context, "PostFilter", exact=True)
+        statuses = NodeToStatus()
+        for name, st in request.node_statuses.items():
+            if name == "":
+                statuses.absent = status_from_proto(st)
+            else:
+                statuses.statuses[name] = status_from_proto(st)
+        token = _enter(self._context(hosted, "PostFilter", request.ctx.profile, request.ctx, pod, state))
+        result = None
+        try:
+            result, status = await inst.post_filter(state, pod, statuses)
+        except Exception as exc:
+            status = _failure(exc)
+        finally:
+            _leave(token)
+        reply = pb.plugin.PostFilterReply(status=status_to_proto(status), state_writes=state.drain_writes())
+        if result is not None and result.nominated_node_name:
+            reply.nominated_node_name = result.nominated_node_name
+        return reply
+
+    async def PreScore(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        hosted, inst, state, pod = await self._cycle_call(request, context, "PreScore", exact=True)
+        token = _enter(self._context(hosted, "PreScore", request.ctx.profile, request.ctx, pod, state))
+        try:
+            rows = await self._rows(state.snapshot, request.feasible_node_ids)
+            status = await inst.pre_score(state, pod, NodeBatch(state.snapshot, rows))  # type: ignore[arg-type]
+        except _CallError as exc:
+            status = Status.failure(str(exc))
+        except Exception as exc:
+            status = _failure(exc)
+        finally:
+            _leave(token)
+        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+
+    async def NormalizeScore(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        hosted, inst, state, pod = await self._cycle_call(request, context, "NormalizeScore", exact=True)
+        scores = np.asarray(request.scores, dtype=np.int64).copy()
+        token = _enter(self._context(hosted, "NormalizeScore", request.ctx.profile, request.ctx, pod, state))
+        try:
+            rows = await self._rows(state.snapshot, request.node_ids)
+            status = await inst.normalize_score(state, pod, NodeBatch(state.snapshot, rows), scores)  # type: ignore[arg-type]
+        except _CallError as exc:
+            status = Status.failure(str(exc))
+        except Exception as exc:
+            status = _failure(exc)
+        finally:
+            _leave(token)
+        return pb.plugin.NormalizeScoreReply(
+            status=status_to_proto(status or Status()), scores=scores.tolist(), state_writes=state.drain_writes()
+        )
+
+    # ---- points about one node -----------------------------------------------------------------------
+
+    async def _node_call(self, request: Any, context: grpc.aio.ServicerContext, point: str, method: str) -> Any:
+        hosted, inst, state, pod = await self._cycle_call(request, context, point, exact=False)
+        token = _enter(self._context(hosted, point, request.ctx.profile, request.ctx, pod, state))
+        try:
+            answer = await getattr(inst, method)(state, pod, request.node_name)
+            error = None
+        except Exception as exc:
+            answer, error = None, exc
+        finally:
+            _leave(token)
+        return answer, error, state
+
+    async def Reserve(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        status, error, state = await self._node_call(request, context, "Reserve", "reserve")
+        status = _failure(error) if error is not None else status
+        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+
+    async def Unreserve(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        _, error, _ = await self._node_call(request, context, "Unreserve", "unreserve")
+        if error is not None:
+            log.error("Unreserve of plugin %s failed: %s", request.ctx.plugin, error)
+        return pb.plugin.Ack()
+
+    async def Permit(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        answer, error, state = await self._node_call(request, context, "Permit", "permit")
+        status, timeout = (_failure(error), 0.0) if error is not None else answer
+        return pb.plugin.PermitReply(
+            status=status_to_proto(status), timeout_ms=int(float(timeout) * 1000), state_writes=state.drain_writes()
+        )
+
+    async def PreBindPreFlight(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        status, error, state = await self._node_call(request, context, "PreBindPreFlight", "pre_bind_pre_flight")
+        status = _failure(error) if error is not None else status
+        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+
+    async def PreBind(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        status, error, state = await self._node_call(request, context, "PreBind", "pre_bind")
+        status = _failure(error) if error is not None else status
+        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+
+    async def Bind(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        status, error, state = await self._node_call(request, context, "Bind", "bind")
+        status = _failure(error) if error is not None else status
+        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+
+    async def PostBind(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        _, error, _ = await self._node_call(request, context, "PostBind", "post_bind")
+        if error is not None:
+            log.error("PostBind of plugin %s failed: %s", request.ctx.plugin, error)
+        return pb.plugin.Ack()
+
+
+def _fill_filter_reply(reply: Any, res: FilterResult) -> None:
+    codes = res.codes
+    reply.codes.extend(codes.tolist())
+    if res.reason_index is not None and res.reasons and bool((codes != 0).any()):
+        reply.reason_table.extend(pb.plugin.ReasonSet(reasons=list(r)) for r in res.reasons)
+        reply.reason_index.extend(res.reason_index.tolist())
+
+
+# ---------------------------------------------------------------------------------------------------
+# The host
+
+
+class PluginHost:
+    """A gRPC server hosting plugin classes (see the module docstring).
+
+    ``async with PluginHost([MyPlugin], listen="127.0.0.1:0") as host: ...`` starts it on a free port
+    (``host.address``) and stops it gracefully on exit.
+    """
+
+    def __init__(
+        self,
+        plugins: Iterable[type[Plugin]],
+        *,
+        listen: str = DEFAULT_LISTEN,
+        framework: str | None = None,
+        mirror_wait: float = MIRROR_WAIT_SECONDS,
+    ) -> None:
+        self.plugins: dict[str, _Hosted] = {}
+        for cls in plugins:
+            manifest = manifest_of(cls)
+            if manifest.name in self.plugins:
+                raise PluginDefinitionError(f"two hosted plugins are named {manifest.name!r}")
+            self.plugins[manifest.name] = _Hosted(cls, manifest)
+        if not self.plugins:
+            raise PluginDefinitionError("a plugin host needs at least one plugin class")
+        self.listen = listen
+        self.mirror_wait = mirror_wait
+        self.mirror = SnapshotMirror()
+        self.handle = HandleClient(self.mirror)
+        self.port = 0
+        self._fixed_framework = framework
+        if framework:
+            self.handle.connect(framework)
+        self._needs_mirror = any(h.manifest.needs_snapshot for h in self.plugins.values())
+        self._server: grpc.aio.Server | None = None
+        self._health: health.aio.HealthServicer | None = None
+        self._follower: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    @property
+    def address(self) -> str:
+        host = self.listen.rsplit(":", 1)[0] or "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    async def start(self) -> PluginHost:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ]
+        )
+        pb.plugin_grpc.add_PluginServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
+        self._health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        port = server.add_insecure_port(self.listen)
+        if port == 0:
+            raise OSError(f"cannot listen on {self.listen!r}")
+        self.port = port
+        await server.start()
+        self._server = server
+        await self._health.set(HealthServiceName, health_pb2.HealthCheckResponse.SERVING)
+        await self._health.set("", health_pb2.HealthCheckResponse.SERVING)
+        if self._fixed_framework and self._needs_mirror:
+            self._start_following()
+        return self
+
+    def framework_connected(self, address: str) -> None:
+        """A Handshake: follow the framework at ``address`` (unless the host was given one), resyncing."""
+        if not self._fixed_framework and address:
+            self.handle.connect(address)
+        if self._needs_mirror and self.handle.address:
+            self._start_following()
+
+    def _start_following(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+        self.mirror.reset()
+        self._follower = asyncio.get_running_loop().create_task(self._follow())
+
+    async def _follow(self) -> None:
+        """Follow the framework's snapshot forever, reconnecting with bounded backoff."""
+        backoff = 0.05
+        name = next(iter(self.plugins))
+        channel = grpc.aio.insecure_channel(self.handle.address, options=CHANNEL_OPTIONS)
+        stub = pb.handle_grpc.HandleStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            while True:
+                ready = asyncio.Event()
+                try:
+                    await self.mirror.follow_once(stub, name, ready)
+                except grpc.RpcError as exc:
+                    log.debug("snapshot mirror stream from %s ended: %s", self.handle.address, exc)
+                if ready.is_set():
+                    backoff = 0.05
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+        finally:
+            await channel.close()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Graceful stop: NOT_SERVING, in-flight calls get ``grace`` seconds. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follower
+        if self._server is not None:
+            await self._server.stop(grace)
+        self.handle.close()
+
+    async def wait_for_termination(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()
+
+    async def __aenter__(self) -> PluginHost:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop(1.0)
+
+
+def load_plugins(target: str) -> list[type[Plugin]]:
+    """The plugin classes named by ``MODULE:ATTR``: a class, a list/tuple of classes, or a function
+    returning either."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise PluginDefinitionError(f"expected MODULE:ATTR (e.g. mypkg.plugins:PLUGINS), got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise PluginDefinitionError(f"cannot import {module_name!r}: {exc}") from exc
+    try:
+        value = getattr(module, attr)
+    except AttributeError:
+        raise PluginDefinitionError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if callable(value) and not isinstance(value, type):
+        value = value()
+    classes = list(value) if isinstance(value, list | tuple) else [value]
+    for cls in classes:
+        if not (isinstance(cls, type) and issubclass(cls, Plugin)):
+            raise PluginDefinitionError(f"{target}: {cls!r} is not a plugin class")
+    return classes
+
+
+async def _serve(plugins: Sequence[type[Plugin]], listen: str, framework: str | None) -> None:
+    host = PluginHost(plugins, listen=listen, framework=framework)
+    await host.start()
+    names = ", ".join(host.plugins)
+    # The first line of output says where the host listens (tests and the demo read the port from it).
+    print(f"outrigger plugin host listening on {host.address} (plugins: {names})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("plugin host shutting down")
+    await host.stop()
+
+
+def serve(plugins: Sequence[type[Plugin]], listen: str = DEFAULT_LISTEN, framework: str | None = None) -> None:
+    """Host ``plugins`` until SIGTERM or SIGINT (the blocking entry point of a sidecar)."""
+    try:
+        import uvloop
+
+        uvloop.run(_serve(plugins, listen, framework))
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        asyncio.run(_serve(plugins, listen, framework))
+
+
+if __name__ == "__main__":  # python -m pluginhost.host MODULE:ATTR [LISTEN]
+    serve(load_plugins(sys.argv[1]), *(sys.argv[2:3] or [DEFAULT_LISTEN]))
+
