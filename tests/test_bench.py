@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+import pytest
 
 from framework.bench import (
     SCENARIOS,
@@ -20,9 +24,15 @@ from framework.bench import (
     node_manifest,
     run_one,
 )
+from framework.plugins.balancedallocation import NodeResourcesBalancedAllocation, _balanced_score
+from framework.plugins.helpers import changed_rows
+from framework.plugins.interpodaffinity import InterPodAffinity, _PodIndex
+from framework.plugins.nodeports import _PortIndex
+from framework.plugins.noderesources import NodeResourcesFit, allocatable_and_requested, broken_linear
 from pluginhost.manifest import node_from_dict, pod_from_dict
+from pluginhost.model import Pod
 from pluginhost.plugin import CycleState, NodeBatch
-from pluginhost.snapshot import ClusterTable
+from pluginhost.snapshot import ClusterTable, Snapshot
 from pluginhost.status import Code
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,3 +121,212 @@ def test_targets() -> None:
     # 500 nodes: 1000 x 230; 5000: 300 x 500 = 0.65 of it
     assert linear["met"] is False and "5000 nodes: 0.65" in linear["measured"]
     assert "basic" in format_table([_result("basic", 5000, 700)])
+
+
+# ---- the optimizations the benchmark drove: same answers as the straightforward forms ------------
+
+
+def _brute_changed(new: list[tuple[object, ...]], old: list[tuple[object, ...]]) -> list[int]:
+    n = min(len(new), len(old))
+    return [r for r in range(n) if new[r] is not old[r] and new[r] != old[r]] + list(range(n, len(new)))
+
+
+def test_changed_rows_matches_a_row_by_row_comparison() -> None:
+    rng = random.Random(5)
+    for size in (0, 1, 31, 32, 33, 1023, 1024, 1025, 3000):
+        old: list[tuple[object, ...]] = [(object(),) for _ in range(size)]
+        for _ in range(5):
+            new = list(old)
+            for _ in range(rng.randrange(0, 6)):
+                if new:
+                    r = rng.randrange(len(new))
+                    new[r] = rng.choice([(object(),), tuple(new[r]), new[r] + (object(),)])
+            if rng.random() < 0.3:
+                new.extend((object(),) for _ in range(rng.randrange(1, 40)))
+            elif rng.random() < 0.3 and new:
+                del new[rng.randrange(len(new)) :]
+            assert changed_rows(new, old) == _brute_changed(new, old)  # type: ignore[arg-type]
+            old = new
+
+
+def _affinity_pod(name: str, kind: str) -> Pod:
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+    if kind == "anti":
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif kind == "pref":
+        spec["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "podAffinityTerm": term}]}}
+    return pod_from_dict({"metadata": {"name": name, "uid": name, "labels": {"app": "x"}}, "spec": spec})
+
+
+def test_inter_pod_affinity_index_is_incremental_and_exact() -> None:
+    rng = random.Random(9)
+    table = ClusterTable()
+    names = [f"n{i}" for i in range(60)]
+    for i, name in enumerate(names):
+        table.upsert_node(node_from_dict(node_manifest(i) | {"metadata": {"name": name}}))
+    plugin = InterPodAffinity()
+    placed: list[str] = []
+    for step in range(300):
+        action = rng.random()
+        if action < 0.6 or not placed:
+            p = _affinity_pod(f"p{step}", rng.choice(["none", "anti", "pref"]))
+            table.place_pod(p, rng.choice([n for n in names if table.node(n) is not None]))
+            placed.append(p.uid)
+        elif action < 0.95:
+            table.unplace_pod(placed.pop(rng.randrange(len(placed))))
+        else:
+            gone = rng.choice([n for n in names if table.node(n) is not None])
+            placed = [u for u in placed if u not in {p.uid for p in table.remove_node(gone)}]
+        snap = table.snapshot()
+        incremental = plugin._pod_index(snap)
+        fresh = _PodIndex(snap, None)
+        assert incremental.with_affinity == fresh.with_affinity
+        assert incremental.with_required_anti == fresh.with_required_anti
+
+
+def _port_pod(name: str, port: int) -> Pod:
+    return pod_from_dict({"metadata": {"name": name, "uid": name},
+                          "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": port}]}]}})
+
+
+def test_node_ports_index_follows_snapshots() -> None:
+    rng = random.Random(3)
+    table = ClusterTable()
+    for i in range(40):
+        table.upsert_node(node_from_dict(node_manifest(i)))
+    index = _PortIndex()
+    placed: list[str] = []
+    for step in range(200):
+        if rng.random() < 0.65 or not placed:
+            p = _port_pod(f"p{step}", rng.choice([8080, 8081, 9000]))
+            table.place_pod(p, rng.choice(table.node_names()))
+            placed.append(p.uid)
+        else:
+            table.unplace_pod(placed.pop(rng.randrange(len(placed))))
+        snap = table.snapshot()
+        index.sync(snap)
+        fresh = _PortIndex()
+        fresh.sync(snap)
+        assert index.by_port == fresh.by_port
+        assert index.by_ip_port == fresh.by_ip_port
+
+
+def _random_cluster(rng: random.Random, n: int) -> tuple[Snapshot, list[Pod]]:
+    table = ClusterTable()
+    for i in range(n):
+        alloc = {"pods": str(rng.choice([0, 1, 3, 110])), "cpu": str(rng.choice([0, 1, 2, 4])),
+                 "memory": rng.choice(["0", "1Gi", "4Gi", "32Gi"]), "ephemeral-storage": rng.choice(["0", "10Gi"])}
+        if rng.random() < 0.3:
+            alloc["example.com/gpu"] = str(rng.choice([0, 1, 4]))
+        table.upsert_node(node_from_dict({"metadata": {"name": f"n{i}"}, "status": {"allocatable": alloc}}))
+
+    def random_pod(name: str) -> Pod:
+        req: dict[str, str] = {}
+        if rng.random() < 0.8:
+            req["cpu"] = rng.choice(["100m", "500m", "1", "3"])
+        if rng.random() < 0.8:
+            req["memory"] = rng.choice(["128Mi", "1Gi", "3Gi"])
+        if rng.random() < 0.2:
+            req["ephemeral-storage"] = "1Gi"
+        if rng.random() < 0.2:
+            req["example.com/gpu"] = "1"
+        c: dict[str, Any] = {"name": "c", "resources": {"requests": req, "limits": dict(req)}}
+        return pod_from_dict({"metadata": {"name": name, "uid": name}, "spec": {"containers": [c]}})
+
+    for i in range(n * 2):
+        table.place_pod(random_pod(f"placed{i}"), f"n{rng.randrange(n)}")
+    return table.snapshot(), [random_pod(f"incoming{i}") for i in range(8)]
+
+
+def _reference_fit_score(plugin: NodeResourcesFit, requests: tuple[int, ...], snap: Snapshot,
+                         rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The per-resource form the plugin had before (kube-scheduler's formulas, one resource at a time)."""
+    n = len(rows)
+    total = np.zeros(n, dtype=np.int64)
+    weight_sum = np.zeros(n, dtype=np.int64)
+    for (res, weight), pod_req in zip(plugin.resources, requests, strict=True):
+        cols = allocatable_and_requested(snap, rows, res, pod_req, use_requested=False)
+        if cols is None:
+            continue
+        alloc, used = cols
+        has = alloc != 0
+        safe = np.where(has, alloc, 1)
+        if plugin.strategy == "LeastAllocated":
+            s = np.where(used > alloc, 0, (alloc - used) * 100 // safe)
+        elif plugin.strategy == "MostAllocated":
+            s = np.minimum(used, alloc) * 100 // safe
+        else:
+            s = broken_linear(plugin.shape, np.where(used > alloc, 100, used * 100 // safe))
+            has &= s > 0
+        total += np.where(has, s * weight, 0)
+        weight_sum += np.where(has, weight, 0)
+    denom = np.maximum(weight_sum, 1)
+    rounded = plugin.strategy == "RequestedToCapacityRatio"
+    out = (2 * total + denom) // (2 * denom) if rounded else total // denom
+    return np.where(weight_sum > 0, out, 0).astype(np.int64)
+
+
+def _reference_balanced(resources: tuple[str, ...], requests: tuple[int, ...], snap: Snapshot,
+                        rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    fractions = []
+    for res, pod_req in zip(resources, requests, strict=True):
+        cols = allocatable_and_requested(snap, rows, res, pod_req, use_requested=True)
+        if cols is None:
+            continue
+        alloc, used = cols
+        valid = alloc != 0
+        f = used.astype(np.float64) / np.where(valid, alloc, 1).astype(np.float64)
+        fractions.append((np.minimum(f, 1.0), valid))
+    return _balanced_score(fractions, len(rows))
+
+
+FIT_ARGS: list[dict[str, Any]] = [
+    {},
+    {"scoringStrategy": {"type": "MostAllocated",
+                         "resources": [{"name": "cpu", "weight": 2}, {"name": "example.com/gpu", "weight": 3}]}},
+    {"scoringStrategy": {"type": "RequestedToCapacityRatio",
+                         "resources": [{"name": "memory", "weight": 1}, {"name": "ephemeral-storage", "weight": 2}],
+                         "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                                                {"utilization": 100, "score": 10}]}}},
+]
+
+
+@pytest.mark.parametrize("args", FIT_ARGS)
+def test_fit_filter_and_score_match_the_per_resource_forms(args: dict[str, Any]) -> None:
+    rng = random.Random(len(str(args)))
+    snap, incoming = _random_cluster(rng, 50)
+    plugin = NodeResourcesFit(args)
+    rows = np.asarray(rng.sample(range(50), 40), dtype=np.int64)
+    batch = NodeBatch(snap, rows)
+
+    async def check(p: Pod) -> None:
+        state = CycleState("c", snap)
+        await plugin.pre_filter(state, p)
+        got = await plugin.filter(state, p, batch)
+        want = plugin._explain(state.read("PreFilterNodeResourcesFit"), snap, rows)
+        assert [got.status_at(i) for i in range(len(rows))] == [want.status_at(i) for i in range(len(rows))]
+        await plugin.pre_score(state, p, batch)
+        requests = state.read("PreScoreNodeResourcesFit").requests
+        assert (await plugin.score(state, p, batch)).tolist() == _reference_fit_score(plugin, requests, snap,
+                                                                                         rows).tolist()
+
+    for p in incoming:
+        asyncio.run(check(p))
+
+
+@pytest.mark.parametrize("resources", [None, ["cpu", "memory", "example.com/gpu"], ["memory"]])
+def test_balanced_allocation_matches_the_per_resource_form(resources: list[str] | None) -> None:
+    rng = random.Random(11)
+    snap, incoming = _random_cluster(rng, 50)
+    args = {} if resources is None else {"resources": [{"name": r} for r in resources]}
+    plugin = NodeResourcesBalancedAllocation(args)
+    rows = np.asarray(rng.sample(range(50), 40), dtype=np.int64)
+    batch = NodeBatch(snap, rows)
+    for p in incoming:
+        requests = plugin._pod_requests(p)
+        if not any(requests):
+            continue
+        got = asyncio.run(plugin.score(CycleState("c", snap), p, batch))
+        assert got.tolist() == _reference_balanced(plugin.resources, requests, snap, rows).tolist()

@@ -19,7 +19,7 @@ from pluginhost.model import CPU, MEMORY, PODS, Pod
 from pluginhost.plugin import MAX_NODE_SCORE, CycleState, Handle, NodeBatch, PreScorePlugin, ScorePlugin
 from pluginhost.status import SUCCESS, Status
 
-from .noderesources import PluginArgsError, allocatable_and_requested, check_fields, parse_resource_specs
+from .noderesources import PluginArgsError, check_fields, parse_resource_specs, resource_columns
 
 __all__ = ["NodeResourcesBalancedAllocation"]
 
@@ -80,14 +80,18 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         if not any(requests):
             return np.zeros(n, dtype=np.int64)
         fractions: list[tuple[FloatArray, npt.NDArray[np.bool_]]] = []
-        for res, pod_req in zip(self.resources, requests, strict=True):
-            cols = allocatable_and_requested(batch.snapshot, batch.rows, res, pod_req, use_requested=True)
-            if cols is None:
-                continue
-            alloc, used = cols
+        columns = resource_columns(batch.snapshot, batch.rows, self.resources, requests, use_requested=True)
+        for _, alloc, used in columns:
             valid = alloc != 0
             f = used.astype(np.float64) / np.where(valid, alloc, 1).astype(np.float64)
             fractions.append((np.minimum(f, 1.0), valid))
+        if len(fractions) == 2:
+            # The default (cpu, memory): std is |f1 - f2| / 2 where both count, else 0.
+            (f1, v1), (f2, v2) = fractions
+            std = np.abs((f1 - f2) / 2)
+            if not (v1.all() and v2.all()):
+                std = np.where(v1 & v2, std, 0.0)
+            return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
         return _balanced_score(fractions, n)
 
 

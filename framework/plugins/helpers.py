@@ -51,6 +51,7 @@ __all__ = [
     "RequiredNodeAffinity",
     "Requirement",
     "TaintSetIndex",
+    "changed_rows",
     "compile_label_selector",
     "compile_node_selector",
     "compile_node_selector_term",
@@ -648,6 +649,36 @@ def pod_columns(snap: Snapshot) -> PodColumns:
     """The :class:`PodColumns` of ``snap``, built once per snapshot."""
     columns: PodColumns = snap.memo("helpers/pod-columns", PodColumns)
     return columns
+
+
+# Rows compared per slice by changed_rows, then per sub-slice inside a slice that differs.
+_CHANGED_STEP = 1024
+_CHANGED_SUBSTEP = 32
+
+
+def changed_rows(new: Sequence[tuple[Pod, ...]], old: Sequence[tuple[Pod, ...]]) -> list[int]:
+    """The rows of ``new`` whose placed pods differ from ``old``'s (two snapshots' ``pods``), rows
+    that ``old`` does not have included, in increasing order. (Rows only ``old`` has are gone.)
+
+    A table shares an unchanged row's tuple between snapshots, so most rows are the same object;
+    comparing slices of the two lists is a C loop that answers for them by identity, and only slices
+    that differ are looked at row by row. Rows whose tuples are equal but not identical (the same pods
+    re-placed) count as unchanged: whatever a plugin derives from a row's pods is the same for them.
+    This keeps per-cycle index maintenance off a Python loop over every node.
+    """
+    n = min(len(new), len(old))
+    out: list[int] = []
+    step, sub = _CHANGED_STEP, _CHANGED_SUBSTEP
+    for i in range(0, n, step):
+        end = min(i + step, n)
+        if new[i:end] == old[i:end]:
+            continue
+        for j in range(i, end, sub):
+            k = min(j + sub, end)
+            if new[j:k] != old[j:k]:
+                out.extend(r for r in range(j, k) if new[r] is not old[r] and new[r] != old[r])
+    out.extend(range(n, len(new)))
+    return out
 
 
 # ---- taints and tolerations ------------------------------------------------------------------

@@ -86,7 +86,14 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import NodeTable, Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
-from .helpers import LabelSelectorMatcher, PodColumns, Requirement, compile_label_selector, pod_columns
+from .helpers import (
+    LabelSelectorMatcher,
+    PodColumns,
+    Requirement,
+    changed_rows,
+    compile_label_selector,
+    pod_columns,
+)
 from .noderesources import PluginArgsError
 
 __all__ = [
@@ -209,33 +216,53 @@ class _PodIndex:
     """The pods placed in a snapshot, as this plugin reads them.
 
     - ``with_affinity`` / ``with_required_anti``: the compiled terms of the pods with pod
-      (anti-)affinity and their node rows (kube-scheduler's ``PodsWithAffinity`` and
-      ``PodsWithRequiredAntiAffinity``). Built incrementally from the previous snapshot's index: a
-      node row whose pods tuple is the same object as before is reused as is.
+      (anti-)affinity and their node rows, in row order (kube-scheduler's ``PodsWithAffinity`` and
+      ``PodsWithRequiredAntiAffinity``). Built incrementally from the previous snapshot's index:
+      only the rows whose pods changed (:func:`changed_rows`, a C-speed comparison of the two
+      snapshots' row tuples) are looked at, and only rows holding pods with affinity are kept, so a
+      cycle costs no Python work per node.
     - :attr:`columns`: every pod column-wise (:class:`PodColumns`), for array matching of the
       incoming pod's terms against all pods; built on first use, only for pods that have such terms.
     """
 
-    _tuples: list[tuple[Pod, ...]]
-    _row_terms: list[_RowTerms]
+    _tuples: Sequence[tuple[Pod, ...]]
+    _row_terms: dict[int, _RowTerms]  # only rows with a pod with affinity; never mutated once built
 
     def __init__(self, snap: Snapshot, previous: _PodIndex | None) -> None:
         self.snapshot = snap
-        prev_tuples: Sequence[tuple[Pod, ...]] = previous._tuples if previous is not None else ()
-        prev_terms: Sequence[_RowTerms] = previous._row_terms if previous is not None else ()
-        tuples: list[tuple[Pod, ...]] = list(snap.pods)
-        row_terms: list[_RowTerms] = []
-        for r, placed in enumerate(tuples):
-            if r < len(prev_tuples) and prev_tuples[r] is placed:
-                row_terms.append(prev_terms[r])
-            elif not placed:
-                row_terms.append(())
+        tuples = snap.pods
+        row_terms: dict[int, _RowTerms]
+        if previous is None:
+            row_terms = {}
+            rows: Sequence[int] = range(len(tuples))
+        else:
+            row_terms = previous._row_terms
+            rows = changed_rows(tuples, previous._tuples)
+            gone = len(tuples) < len(previous._tuples) and any(r >= len(tuples) for r in row_terms)
+            if rows or gone:
+                row_terms = {r: t for r, t in row_terms.items() if r < len(tuples)}
+        for r in rows:
+            entry = tuple((r, _compile_pod(p)) for p in tuples[r] if _has_pod_affinity(p))
+            if entry:
+                row_terms[r] = entry
             else:
-                row_terms.append(tuple((r, _compile_pod(p)) for p in placed if _has_pod_affinity(p)))
+                row_terms.pop(r, None)
         self._tuples = tuples
         self._row_terms = row_terms
-        self.with_affinity: list[tuple[int, _PodTerms]] = [x for entry in row_terms for x in entry]
-        self.with_required_anti = [x for x in self.with_affinity if x[1].required_anti]
+        self._with_affinity: list[tuple[int, _PodTerms]] | None = None
+        self._with_required_anti: list[tuple[int, _PodTerms]] | None = None
+
+    @property
+    def with_affinity(self) -> list[tuple[int, _PodTerms]]:
+        if self._with_affinity is None:
+            self._with_affinity = [x for _, entry in sorted(self._row_terms.items()) for x in entry]
+        return self._with_affinity
+
+    @property
+    def with_required_anti(self) -> list[tuple[int, _PodTerms]]:
+        if self._with_required_anti is None:
+            self._with_required_anti = [x for x in self.with_affinity if x[1].required_anti]
+        return self._with_required_anti
 
     @property
     def columns(self) -> PodColumns:

@@ -406,14 +406,15 @@ class PodTopologySpread(
         return None
 
     def _build_default_constraints(self, pod: Pod, action: str) -> list[_Constraint]:
-        constraints = _filter_constraints(self.default_constraints, pod.labels, action)
-        if not constraints:
-            return []
+        # The selector first: it is usually empty, and then the constraints need not be built.
         default = self.default_selector(pod)
         if default is None:
             return []
         selector = compile_label_selector(default)
         if not selector.requirements:  # selector.Empty()
+            return []
+        constraints = _filter_constraints(self.default_constraints, pod.labels, action)
+        if not constraints:
             return []
         return [replace(c, selector=selector) for c in constraints]
 
