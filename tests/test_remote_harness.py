@@ -47,6 +47,10 @@ class HostProcess:
         self.address = ""
 
     def start(self) -> str:
+        self.spawn()
+        return self.ready()
+
+    def spawn(self) -> None:
         env = dict(os.environ)
         env.update(self.env)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), str(ROOT), env.get("PYTHONPATH", "")]))
@@ -55,6 +59,10 @@ class HostProcess:
              *self.args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
         )
+
+    def ready(self) -> str:
+        """Wait (bounded) for the host's "listening on ADDR" line."""
+        assert self.proc is not None
         line = _readline(self.proc, STARTUP_SECONDS)
         m = _LISTENING.search(line)
         if m is None:
@@ -89,6 +97,26 @@ class HostProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class Hosts:
+    """Several plugin hosts started together (their start-up overlaps), stopped together."""
+
+    def __init__(self, *hosts: HostProcess) -> None:
+        self.hosts = list(hosts)
+
+    def __enter__(self) -> list[str]:
+        try:
+            for h in self.hosts:
+                h.spawn()
+            return [h.ready() for h in self.hosts]
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        for h in self.hosts:
+            h.stop()
 
 
 def _readline(proc: subprocess.Popen[str], timeout: float) -> str:

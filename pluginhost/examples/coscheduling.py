@@ -1,0 +1,182 @@
+"""Coscheduling: gang scheduling of pod groups, all or nothing.
+
+A pod joins a group with a label, and the group's size comes with it (the convention of the
+scheduler-plugins Coscheduling plugin, reduced to labels and annotations instead of a PodGroup
+object)::
+
+    metadata:
+      labels:
+        pod-group.scheduling.sigs.k8s.io/name: training
+      annotations:
+        pod-group.scheduling.sigs.k8s.io/min-available: "4"     # minMember
+        pod-group.scheduling.sigs.k8s.io/timeout-seconds: "30"   # optional; default: the plugin's args
+
+- **PreFilter** rejects a member whose group cannot fit: the members still missing (``minMember``
+  minus those already placed) must find room in the cluster's free resources.
+- **Permit** holds each member (``Wait``) until ``minMember`` members are reserved; the member that
+  completes the group allows every waiting sibling through the framework's Handle and passes itself.
+- **Unreserve** (a member timed out at Permit or failed later) rejects the waiting siblings, so the
+  whole group is unreserved together and nothing stays reserved for a group that cannot complete.
+
+Args (``pluginConfig``): ``permitWaitingTimeSeconds`` (default 10). Pods without the label are not
+concerned. The plugin keeps no state of its own: what it needs is in the snapshot and in the
+framework's waiting pods, so it works the same in-process, in one host, or behind replicas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pluginhost.model import PODS, Pod
+from pluginhost.plugin import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EnqueueExtensions,
+    Handle,
+    PermitPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    ReservePlugin,
+)
+from pluginhost.snapshot import Snapshot
+from pluginhost.status import SUCCESS, Status
+
+__all__ = ["GROUP_LABEL", "MIN_AVAILABLE", "TIMEOUT", "Coscheduling", "group_of"]
+
+GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
+MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
+TIMEOUT = "pod-group.scheduling.sigs.k8s.io/timeout-seconds"
+
+
+def group_of(pod: Pod) -> tuple[str, str] | None:
+    """The pod's (namespace, group), or None for a pod outside any group."""
+    name = pod.labels.get(GROUP_LABEL)
+    return (pod.namespace, name) if name else None
+
+
+def _placed_by_group(snap: Snapshot) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for pods in snap.pods:
+        for p in pods:
+            g = group_of(p)
+            if g is not None:
+                out.setdefault(g, set()).add(p.uid)
+    return out
+
+
+class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensions):
+    """Gang scheduling (see the module docstring)."""
+
+    name = "Coscheduling"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        args = args or {}
+        self.handle = handle
+        self.default_timeout = float(args.get("permitWaitingTimeSeconds", 10))
+        if self.default_timeout <= 0:
+            raise ValueError(f"permitWaitingTimeSeconds must be positive, got {self.default_timeout}")
+
+    # ---- helpers -------------------------------------------------------------------------------
+
+    def _min_member(self, pod: Pod) -> int | Status:
+        raw = pod.annotations.get(MIN_AVAILABLE) or pod.labels.get(MIN_AVAILABLE) or "1"
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1:
+            return Status.unresolvable(f"pod group annotation {MIN_AVAILABLE}={raw!r} is not a positive integer")
+        return value
+
+    def _snapshot(self, state: CycleState) -> Snapshot:
+        if state.snapshot is not None:
+            return state.snapshot
+        assert self.handle is not None, "Coscheduling needs the framework handle"
+        return self.handle.snapshot()
+
+    def _placed(self, state: CycleState, group: tuple[str, str]) -> set[str]:
+        return set(self._snapshot(state).memo("coscheduling.placed", _placed_by_group).get(group, ()))
+
+    def _waiting(self, group: tuple[str, str]) -> list[Any]:
+        assert self.handle is not None, "Coscheduling needs the framework handle"
+        return [wp for wp in self.handle.waiting_pods() if group_of(wp.pod) == group]
+
+    # ---- PreFilter -----------------------------------------------------------------------------
+
+    async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        group = group_of(pod)
+        if group is None:
+            return None, SUCCESS
+        need = self._min_member(pod)
+        if isinstance(need, Status):
+            return None, need
+        missing = need - len(self._placed(state, group) - {pod.uid})
+        if missing <= 0:
+            return None, SUCCESS
+        room = self._room_for(self._snapshot(state), pod)
+        if room < missing:
+            return None, Status.unschedulable(
+                f"pod group {group[1]!r} needs {missing} more member(s) like {pod.name!r} but the cluster "
+                f"has room for {room}"
+            )
+        return None, SUCCESS
+
+    def _room_for(self, snap: Snapshot, pod: Pod) -> int:
+        """How many copies of ``pod`` the schedulable nodes' free resources hold (summed per node)."""
+        if len(snap) == 0:
+            return 0
+        fits = np.full(len(snap), np.iinfo(np.int64).max, dtype=np.int64)
+        for resource, amount in (*pod.requests.items(), (PODS, 1)):
+            if amount <= 0 or (resource == PODS and amount != 1):
+                continue
+            col = snap.col(resource)
+            if col is None:
+                return 0
+            free = np.maximum(snap.allocatable[:, col] - snap.requested[:, col], 0)
+            fits = np.minimum(fits, free // amount)
+        return int(fits[~snap.table.unschedulable].sum())
+
+    # ---- Reserve / Unreserve ---------------------------------------------------------------------
+
+    async def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        return SUCCESS
+
+    async def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """One member failed (timed out at Permit, or later): the group fails together."""
+        group = group_of(pod)
+        if group is None:
+            return
+        assert self.handle is not None
+        for wp in self._waiting(group):
+            if wp.pod.uid != pod.uid:
+                self.handle.reject_waiting_pod(
+                    wp.pod.uid, self.name, f"pod group {group[1]!r} was rejected: member {pod.name!r} failed"
+                )
+
+    # ---- Permit --------------------------------------------------------------------------------
+
+    async def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
+        group = group_of(pod)
+        if group is None:
+            return SUCCESS, 0.0
+        need = self._min_member(pod)
+        if isinstance(need, Status):
+            return need, 0.0
+        waiting = self._waiting(group)
+        members = {pod.uid} | {wp.pod.uid for wp in waiting} | self._placed(state, group)
+        if len(members) >= need:
+            for wp in waiting:
+                wp.allow(self.name)
+            return SUCCESS, 0.0
+        timeout = float(pod.annotations.get(TIMEOUT) or self.default_timeout)
+        return Status.wait(f"waiting for {need - len(members)} more member(s) of pod group {group[1]!r}"), timeout
+
+    # ---- queueing ------------------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        # A rejected group can only complete when a new member arrives.
+        return [ClusterEventWithHint(ClusterEvent("UnscheduledPod", ActionType.Add))]
