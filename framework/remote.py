@@ -305,6 +305,7 @@ class _Replica:
         self._sync_channel: grpc.Channel | None = None
         self.suspect = False  # a call failed: handshake and reconfigure before the next one
         self.lock = asyncio.Lock()
+        self.picked = 0  # calls routed here (how replicas share the load)
 
     def sync_stub(self) -> Any:
         # QueueSort keys and queueing hints are asked from synchronous queue code.
@@ -394,11 +395,14 @@ class Endpoint:
         """The replica for a call: by cycle id when there is one (a cycle's calls go to one replica),
         round robin otherwise."""
         if len(self.replicas) == 1:
-            return self.replicas[0]
-        if key:
-            return self.replicas[hash(key) % len(self.replicas)]
-        self._next = (self._next + 1) % len(self.replicas)
-        return self.replicas[self._next]
+            replica = self.replicas[0]
+        elif key:
+            replica = self.replicas[hash(key) % len(self.replicas)]
+        else:
+            self._next = (self._next + 1) % len(self.replicas)
+            replica = self.replicas[self._next]
+        replica.picked += 1
+        return replica
 
     async def ready(self, replica: _Replica) -> None:
         """If a call to ``replica`` failed before, handshake and reconfigure it (the host may have

@@ -12,6 +12,7 @@ imports it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Sequence
@@ -35,6 +36,8 @@ from pluginhost.plugin import (
     Plugin,
     PostFilterResult,
     PreFilterResult,
+    QueuedPodInfo,
+    QueueSortPlugin,
     ScoreExtensions,
 )
 from pluginhost.status import SUCCESS, Code, Status
@@ -122,12 +125,38 @@ class DeclarativeFake:
     def _get(self, point: str, pod: Pod, node: str | None = None) -> Any:
         return _resolve(self.b.get(point), pod, node)
 
+    async def _slow(self, point: str) -> None:
+        """``behaviour["slow"] = {"point": P, "seconds": S, "marker": FILE}``: the first call at P (the
+        marker file does not exist yet, across processes) takes S seconds, after being logged."""
+        slow = self.b.get("slow")
+        if not slow or slow["point"] != point or os.path.exists(slow["marker"]):
+            return
+        with open(slow["marker"], "w", encoding="utf-8") as fh:
+            fh.write(str(os.getpid()))
+        await asyncio.sleep(float(slow["seconds"]))
+
+    def _state_io(self, point: str, state: CycleState) -> None:
+        """``behaviour["writes"][point] = {key: json}`` writes StateValues; ``behaviour["reads"][point] =
+        [key, ...]`` logs what the plugin reads (through the declared keys or the slow path)."""
+        from pluginhost.state import StateValue
+
+        for key, value in self.b.get("writes", {}).get(point, {}).items():
+            state.write(key, StateValue.json(value))
+        reads = self.b.get("reads", {}).get(point)
+        if reads:
+            got = {}
+            for key in reads:
+                v = state.get(key)
+                got[key] = v.as_json() if isinstance(v, StateValue) else None
+            self._log("read", self.name, point, got)
+
     async def pre_enqueue(self, pod: Pod) -> Status:
         self._log("preEnqueue", self.name, pod.name)
         return _status(self._get("preEnqueue", pod))
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         self._log("preFilter", self.name, pod.name)
+        self._state_io("preFilter", state)
         ans = self._get("preFilter", pod)
         if isinstance(ans, dict) and "only" in ans:
             return PreFilterResult(frozenset(ans["only"])), SUCCESS
@@ -138,6 +167,8 @@ class DeclarativeFake:
         for node in batch.names:
             self._log("filter", self.name, pod.name, node)
             statuses.append(_status(self._get("filter", pod, node)))
+        self._state_io("filter", state)
+        await self._slow("filter")
         return FilterResult.from_statuses(statuses)
 
     async def post_filter(
@@ -205,14 +236,15 @@ class DeclarativeFake:
 
 
 def fake_class(name: str, points: Sequence[str], *, normalize: bool = False,
-               events: Sequence[tuple[str, str]] = ()) -> type[Plugin]:
+               events: Sequence[tuple[str, str]] = (), state_keys: Sequence[str] = ()) -> type[Plugin]:
     """A fake deriving from exactly the base classes of ``points`` (plus NormalizeScore / events)."""
     bases: list[type] = [DeclarativeFake, *(POINT_CLASSES[p] for p in points)]
     if normalize:
         bases.append(ScoreExtensions)
     if events:
         bases.append(EnqueueExtensions)
-    return type(f"Fake{name}", tuple(bases), {"name": name, "events": list(events)})
+    attrs = {"name": name, "events": list(events), "state_keys": tuple(state_keys)}
+    return type(f"Fake{name}", tuple(bases), attrs)
 
 
 def fake_plugins() -> list[type[Plugin]]:
@@ -220,6 +252,22 @@ def fake_plugins() -> list[type[Plugin]]:
     specs = json.loads(os.environ[SPEC_ENV])
     return [
         fake_class(s["name"], s["points"], normalize=s.get("normalize", False),
-                   events=[tuple(e) for e in s.get("events", ())])
+                   events=[tuple(e) for e in s.get("events", ())], state_keys=s.get("state_keys", ()))
         for s in specs
     ]
+
+
+
+class ReverseNameSort(QueueSortPlugin):
+    """A QueueSort plugin that pops pods in reverse name order (by key: one call per enqueue)."""
+
+    name = "ReverseNameSort"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        pass
+
+    def sort_key(self, info: QueuedPodInfo) -> tuple[int, ...]:
+        return tuple(-ord(c) for c in info.pod.name)
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.sort_key(a) < self.sort_key(b)
