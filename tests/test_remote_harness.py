@@ -27,6 +27,7 @@ from framework.profiles import build_registry_with_remote
 from framework.remote import EndpointConfig, RemotePlugins
 from framework.scheduler import Scheduler
 from framework.service import PluginServices, start_plugin_services
+from pluginhost.host import PluginHost
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -117,6 +118,38 @@ class Hosts:
     def __exit__(self, *exc: object) -> None:
         for h in self.hosts:
             h.stop()
+
+
+class HostThread:
+    """A :class:`PluginHost` on its own event loop in a thread: real gRPC on loopback, with the host's
+    internals (its snapshot mirror) open to inspection. Blocking Handle calls from plugin code are
+    fine here, since the framework runs on another loop."""
+
+    def __init__(self, plugins: Sequence[type[Any]]) -> None:
+        self.plugins = list(plugins)
+        self.loop = asyncio.new_event_loop()
+        self.host: PluginHost | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="plugin-host", daemon=True)
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.host = PluginHost(self.plugins, listen="127.0.0.1:0")
+        self.loop.run_until_complete(self.host.start())
+        self._ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self) -> PluginHost:
+        self._thread.start()
+        if not self._ready.wait(STARTUP_SECONDS) or self.host is None:
+            raise RuntimeError("plugin host thread did not start")
+        return self.host
+
+    def __exit__(self, *exc: object) -> None:
+        if self.host is not None:
+            asyncio.run_coroutine_threadsafe(self.host.stop(0.2), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
 
 
 def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
