@@ -1,9 +1,17 @@
 """``outrigger demo``: the framework service scheduling a generated cluster end to end.
 
-It starts the framework service on a loopback port (its own event loop in a background thread),
-applies a generated cluster (nodes of mixed sizes across three zones, a tainted GPU pool, a few
-cordoned nodes) and a workload through the real gRPC API, follows the Watch stream with a progress
-bar until every pod is bound or reported unschedulable, and prints a summary.
+It launches the example plugins (``pluginhost/examples``) as sidecar processes on loopback, starts the
+framework service on a loopback port (its own event loop in a background thread) with a second
+profile, ``gang-scheduler``, that uses them next to the in-tree plugins, applies a generated cluster
+(nodes of mixed sizes across three zones, a tainted GPU pool, a few cordoned nodes) and a workload
+through the real gRPC API, follows the Watch stream with a progress bar until every pod is bound or
+reported unschedulable, and prints a summary: throughput, latencies, each remote plugin's calls and
+latencies, what happened to the gangs, and what was left behind (always nothing).
+
+The workload's ``gang-scheduler`` pods are jobs: two gangs that fit (bound together, after their first
+members waited at Permit), one gang short of a member (rejected after its timeout, nothing left
+reserved), pods that require or prefer node labels, and pods whose PreBind provisions a volume (one
+fails once, is unreserved across the process boundary, and is bound on its retry).
 """
 
 from __future__ import annotations
@@ -11,19 +19,47 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import os
 import random
+import re
+import signal
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from clients.client import SchedulerClient
 from pluginhost import pb
+from pluginhost.examples.coscheduling import GROUP_LABEL, MIN_AVAILABLE, TIMEOUT
+from pluginhost.examples.nodelabels import PREFER, REQUIRE
+from pluginhost.examples.provisioner import FAIL, PROVISION
 
-from .profiles import build_registry, default_scheduler_config
-from .service import Server, start_server
+from .config import SchedulerConfig, load_config
+from .plugins import Registry
+from .profiles import default_scheduler_config
+from .remote import EndpointConfig, PointStats, load_remote_plugins
+from .service import Server, start_service
 
-__all__ = ["Progress", "generate_cluster", "generate_workload", "run_demo"]
+__all__ = [
+    "REMOTE_PROFILE",
+    "Progress",
+    "Sidecars",
+    "generate_cluster",
+    "generate_jobs",
+    "generate_workload",
+    "run_demo",
+]
+
+REMOTE_PROFILE = "gang-scheduler"
+EXAMPLE_PLUGINS = (
+    ("Coscheduling", "pluginhost.examples.coscheduling:Coscheduling"),
+    ("NodeLabels", "pluginhost.examples.nodelabels:NodeLabels"),
+    ("Provisioner", "pluginhost.examples.provisioner:Provisioner"),
+)
+GANG_TIMEOUT = 2.0  # seconds the short gang waits at Permit before it is rejected
+GANG_PRIORITY = 1000  # gang members are popped before the bulk workload, so a group gathers quickly
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 SIZES = (("4", "16Gi"), ("8", "32Gi"), ("16", "64Gi"))
@@ -50,15 +86,17 @@ def generate_cluster(n: int, rng: random.Random) -> list[dict[str, Any]]:
 
 
 def _pod(name: str, cpu: str, mem: str, *, priority: int = 0, extra: dict[str, Any] | None = None,
-         labels: dict[str, str] | None = None) -> dict[str, Any]:
+         labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "priority": priority,
         "containers": [{"name": "app", "image": "registry.local/app:1",
                         "resources": {"requests": {"cpu": cpu, "memory": mem}}}],
     }
     spec.update(extra or {})
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "demo", "labels": labels or {}}, "spec": spec}
+    meta: dict[str, Any] = {"name": name, "namespace": "demo", "labels": labels or {}}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 def generate_workload(n: int, rng: random.Random) -> list[dict[str, Any]]:
@@ -81,6 +119,102 @@ def generate_workload(n: int, rng: random.Random) -> list[dict[str, Any]]:
         else:  # asks for more than any node has: reported unschedulable, never lost
             pods.append(_pod(f"huge-{i:05d}", "64", "256Gi", labels={"app": "huge"}))
     return pods
+
+
+def generate_jobs(rng: random.Random, n_labelled: int = 120, n_provisioned: int = 24) -> list[dict[str, Any]]:
+    """The ``gang-scheduler`` workload (see the module docstring)."""
+    remote = {"schedulerName": REMOTE_PROFILE}
+    pods = []
+
+    def gang(name: str, members: int, min_available: int, cpu: str) -> None:
+        ann = {MIN_AVAILABLE: str(min_available), TIMEOUT: str(GANG_TIMEOUT)}
+        for i in range(members):
+            pods.append(_pod(f"{name}-{i}", cpu, "1Gi", labels={GROUP_LABEL: name, "app": "gang"},
+                             annotations=ann, extra=remote, priority=GANG_PRIORITY))
+
+    gang("gang-train", 8, 8, "1")
+    gang("gang-eval", 4, 4, "500m")
+    gang("gang-short", 3, 4, "500m")  # one member never comes: rejected after GANG_TIMEOUT
+    for i in range(n_labelled):
+        zone = ZONES[rng.randrange(len(ZONES))]
+        ann = {PREFER: f"topology.kubernetes.io/zone={zone}"}
+        if i % 3 == 0:
+            ann[REQUIRE] = "topology.kubernetes.io/region=demo"
+        pods.append(_pod(f"placed-{i:04d}", "100m", "128Mi", labels={"app": "placed"}, annotations=ann,
+                         extra=remote))
+    for i in range(n_provisioned):
+        ann = {PROVISION: f"scratch-{i}"}
+        if i == 0:
+            ann[FAIL] = "once"  # PreBind fails once: unreserved across processes, bound on its retry
+        pods.append(_pod(f"volume-{i:03d}", "250m", "256Mi", labels={"app": "volume"}, annotations=ann,
+                         extra=remote))
+    rng.shuffle(pods)
+    return pods
+
+
+class Sidecars:
+    """The example plugins, each in its own ``outrigger plugin serve`` process on a loopback port."""
+
+    def __init__(self, plugins: Sequence[tuple[str, str]] = EXAMPLE_PLUGINS) -> None:
+        self.plugins = list(plugins)
+        self.procs: list[subprocess.Popen[str]] = []
+        self.addresses: dict[str, str] = {}
+
+    def start(self, timeout: float = 30.0) -> list[EndpointConfig]:
+        for _, target in self.plugins:
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "framework.cli", "plugin", "serve", target, "--listen", "127.0.0.1:0"],
+                stdout=subprocess.PIPE, text=True, env=dict(os.environ),
+            ))  # fmt: skip
+        endpoints = []
+        for (name, _), proc in zip(self.plugins, self.procs, strict=True):
+            line = _readline(proc, timeout)
+            m = re.search(r"listening on (\S+)", line)
+            if m is None:
+                self.stop()
+                raise RuntimeError(f"plugin host for {name} did not start (exit code {proc.poll()})")
+            self.addresses[name] = m.group(1)
+            endpoints.append(EndpointConfig(name.lower(), (m.group(1),), {"default": 5.0}))
+        return endpoints
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
+    box: list[str] = []
+    t = threading.Thread(target=lambda: box.append(proc.stdout.readline() if proc.stdout else ""), daemon=True)
+    t.start()
+    t.join(timeout)
+    return box[0] if box else ""
+
+
+def demo_config(registry: Registry, remote: bool, provision_root: str = "") -> SchedulerConfig:
+    """kube-scheduler's default profile, plus (with remote plugins) the ``gang-scheduler`` profile."""
+    if not remote:
+        return default_scheduler_config(registry)
+    args = {"Coscheduling": {"permitWaitingTimeSeconds": GANG_TIMEOUT},
+            "Provisioner": {"delaySeconds": 0.02, **({"root": provision_root} if provision_root else {})}}
+    text = "\n".join([
+        "apiVersion: kubescheduler.config.k8s.io/v1",
+        "kind: KubeSchedulerConfiguration",
+        "profiles:",
+        "- schedulerName: default-scheduler",
+        f"- schedulerName: {REMOTE_PROFILE}",
+        "  plugins:",
+        "    multiPoint:",
+        "      enabled: [{name: Coscheduling}, {name: NodeLabels}, {name: Provisioner}]",
+        "  pluginConfig:",
+        *(f"  - {{name: {name}, args: {json.dumps(a)}}}" for name, a in args.items()),
+    ]) + "\n"  # fmt: skip
+    return load_config(text, registry.points(), "<demo>")
 
 
 class Progress:
@@ -107,11 +241,21 @@ class Progress:
             sys.stderr.write("\n")
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()  # type: ignore[no-any-return]
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        return asyncio.new_event_loop()
+
+
 class _ServerThread:
     """The framework service on its own event loop in a background thread."""
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+    def __init__(self, endpoints: Sequence[EndpointConfig] = ()) -> None:
+        self.endpoints = list(endpoints)
+        self.loop = _new_loop()
         self.server: Server | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -119,17 +263,19 @@ class _ServerThread:
 
     def start(self) -> Server:
         self._thread.start()
-        self._ready.wait(30)
+        self._ready.wait(60)
         if self._error is not None or self.server is None:
             raise RuntimeError(f"framework service failed to start: {self._error}")
         return self.server
 
     def _main(self) -> None:
         asyncio.set_event_loop(self.loop)
+        remote = bool(self.endpoints)
 
         async def boot() -> None:
-            registry = build_registry()
-            self.server = await start_server(default_scheduler_config(registry), registry, "127.0.0.1:0", seed=1)
+            self.server = await start_service(
+                lambda registry: demo_config(registry, remote), self.endpoints, "127.0.0.1:0", seed=1
+            )
 
         try:
             self.loop.run_until_complete(boot())
@@ -139,6 +285,10 @@ class _ServerThread:
             return
         self._ready.set()
         self.loop.run_forever()
+
+    def call(self, coro: Any) -> Any:
+        """Run ``coro`` on the framework's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
 
     def stop(self) -> None:
         if self.server is not None:
@@ -156,48 +306,133 @@ def _percentile(values: list[float], q: float) -> float:
 
 def run_demo(nodes: int = 300, pods: int = 3000, seed: int = 7, timeout: float = 300.0,
              plugins: str | None = None, remote: bool = True) -> int:
+    """Run the demo; 0 if every pod was bound or reported unschedulable, the gangs behaved, and
+    nothing was left behind. ``plugins``: a RemotePlugins document to use instead of launching the
+    example plugin hosts; ``remote=False``: in-tree plugins only."""
     rng = random.Random(seed)
-    thread = _ServerThread()
-    server = thread.start()
-    print(f"framework service listening on {server.address} "
-          f"(profiles: {', '.join(server.scheduler.profiles)})")
+    sidecars: Sidecars | None = None
+    endpoints: list[EndpointConfig] = []
+    if remote and plugins:
+        endpoints = load_remote_plugins(plugins)
+    elif remote:
+        sidecars = Sidecars()
+        endpoints = sidecars.start()
+        print("plugin hosts (sidecars): " + ", ".join(f"{n} at {a}" for n, a in sidecars.addresses.items()))
+    thread = _ServerThread(endpoints)
     try:
+        server = thread.start()
+        print(f"framework service listening on {server.address} "
+              f"(profiles: {', '.join(server.scheduler.profiles)})")
         with SchedulerClient(server.address) as client:
             client.wait_ready()
             node_list = {"apiVersion": "v1", "kind": "List", "items": generate_cluster(nodes, rng)}
             client.apply_text(json.dumps(node_list), source="demo-cluster.json")
             print(f"applied {nodes} nodes in {len(ZONES)} zones")
             workload = generate_workload(pods, rng)
+            jobs = generate_jobs(rng) if remote else []
+            if jobs:
+                print(f"plus {len(jobs)} pods for the {REMOTE_PROFILE} profile (gangs, node labels, volumes)")
+            everything = jobs + workload
             started = time.perf_counter()
             chunk = 500
-            for i in range(0, len(workload), chunk):
-                doc = {"apiVersion": "v1", "kind": "List", "items": workload[i : i + chunk]}
+            for i in range(0, len(everything), chunk):
+                doc = {"apiVersion": "v1", "kind": "List", "items": everything[i : i + chunk]}
                 client.apply_text(json.dumps(doc), source=f"demo-pods-{i // chunk}.json")
-            bound, unschedulable = _follow(client, pods, started + timeout)
+            bound, unschedulable = _follow(client, len(everything), started + timeout)
             elapsed = time.perf_counter() - started
+            thread.call(_quiet(server, 10.0))
             final = client.list_pods(namespace="demo")
+        attempts, leaks, stats = thread.call(_settle(server))
     finally:
-        attempts = list(server.scheduler.stats.attempt_seconds)
-        leaks = server.scheduler.leaks()
         thread.stop()
+        if sidecars is not None:
+            sidecars.stop()
+    total = len(everything)
     phases = collections.Counter(p.phase for p in final)
     reasons = collections.Counter(
         p.last_status.reasons[0] for p in final if p.phase != "Bound" and p.last_status.reasons
     )
     lost = [p for p in final if p.phase not in ("Bound", "Unschedulable") and p.phase != "Pending"]
     print()
-    print(f"pods: {pods}   bound: {phases.get('Bound', 0)}   unschedulable: {phases.get('Unschedulable', 0)}   "
+    counted = f"{pods} + {len(jobs)} for {REMOTE_PROFILE}" if jobs else f"{pods}"
+    print(f"pods: {counted}   bound: {phases.get('Bound', 0)}   unschedulable: {phases.get('Unschedulable', 0)}   "
           f"pending: {phases.get('Pending', 0)}")
     for reason, count in reasons.most_common(5):
         print(f"  {count:5d} x {reason}")
-    print(f"throughput: {len(bound) / elapsed:.0f} pods/s bound ({elapsed:.2f}s for {pods} pods)")
+    print(f"throughput: {len(bound) / elapsed:.0f} pods/s bound ({elapsed:.2f}s for {total} pods)")
     print(f"scheduling attempts: {len(attempts)}   p50 {_percentile(attempts, 0.5) * 1000:.2f} ms   "
           f"p99 {_percentile(attempts, 0.99) * 1000:.2f} ms")
+    ok = True
+    if jobs:
+        _print_plugin_stats(stats)
+        ok = _check_gangs(final)
     print(f"left behind: {leaks}")
-    if len(bound) + len(unschedulable) < pods or lost or any(leaks.values()):
+    if len(bound) + len(unschedulable) < total or lost or any(leaks.values()):
         print("demo FAILED: not every pod was bound or reported unschedulable", file=sys.stderr)
         return 1
+    if not ok:
+        print("demo FAILED: the gangs did not behave", file=sys.stderr)
+        return 1
     return 0
+
+
+async def _quiet(server: Server, timeout: float) -> None:
+    """Wait (bounded) until no pod is queued to be tried again soon: a late cluster event (a gang
+    released, a pod unreserved) requeues unschedulable pods, and they are retried in a moment."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        counts = server.scheduler.pending_count()
+        if not (counts["active"] or counts["backoff"] or counts["in-flight"]):
+            return
+        await asyncio.sleep(0.05)
+
+
+async def _settle(server: Server) -> tuple[list[float], dict[str, int], dict[str, dict[str, PointStats]]]:
+    """Let binding cycles in flight finish, then read what was left behind and the plugin stats."""
+    await server.scheduler.drain(10)
+    if server.remote is not None:
+        await server.remote.drain()
+    stats = server.remote.stats() if server.remote is not None else {}
+    return list(server.scheduler.stats.attempt_seconds), server.scheduler.leaks(), stats
+
+
+def _print_plugin_stats(stats: dict[str, dict[str, PointStats]]) -> None:
+    print("remote plugins (calls, latency per call as the framework sees it):")
+    rows = []
+    for plugin, points in sorted(stats.items()):
+        for point, st in sorted(points.items(), key=lambda kv: -kv[1].calls):
+            lat = st.latencies
+            rows.append((plugin, point, st.calls, f"{_percentile(lat, 0.5) * 1000:.2f} ms",
+                         f"{_percentile(lat, 0.99) * 1000:.2f} ms", st.errors))
+    header = ("PLUGIN", "POINT", "CALLS", "P50", "P99", "ERRORS")
+    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
+    for r in (header, *rows):
+        print("  " + "   ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _check_gangs(final: Sequence[Any]) -> bool:
+    """Gangs that fit are bound whole; the short gang is rejected whole, nothing of it placed."""
+    by_gang: dict[str, list[Any]] = collections.defaultdict(list)
+    for p in final:
+        name = re.sub(r"-\d+$", "", p.ref.name)
+        if name.startswith("gang-"):
+            by_gang[name].append(p)
+    ok = True
+    for name, members in sorted(by_gang.items()):
+        phases = collections.Counter(p.phase for p in members)
+        if name == "gang-short":
+            reason = next((p.last_status.reasons[0] for p in members if p.last_status.reasons), "")
+            good = phases == {"Unschedulable": len(members)} and not any(p.node_name for p in members)
+            print(f"{name}: {len(members)} of 4 members, rejected together after {GANG_TIMEOUT:g}s, nothing "
+                  f"reserved ({reason})" if good else f"{name}: WRONG {dict(phases)}")
+        else:
+            good = phases == {"Bound": len(members)}
+            nodes = len({p.node_name for p in members})
+            print(f"{name}: {len(members)} members bound together on {nodes} node(s)" if good
+                  else f"{name}: WRONG {dict(phases)}")
+        ok = ok and good
+    return ok
 
 
 def _follow(client: SchedulerClient, total: int, deadline: float) -> tuple[set[str], dict[str, str]]:
