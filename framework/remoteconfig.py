@@ -1,0 +1,176 @@
+"""The RemotePlugins document: where remote plugin hosts are and how to call them.
+
+Endpoints are declared in their own YAML document (the KubeSchedulerConfiguration stays unchanged),
+passed with ``--plugins FILE`` to ``outrigger serve``, ``explain`` and ``demo``::
+
+    apiVersion: outrigger.io/v1alpha1
+    kind: RemotePlugins
+    plugins:
+    - name: gang                          # the endpoint (a plugin host); it may serve several plugins
+      address: 127.0.0.1:50061            # or addresses: [127.0.0.1:50061, 127.0.0.1:50062] (replicas)
+      deadlines: {default: 5s, permit: 1s, filter: 250ms}
+      failurePolicy: Fail                 # the only policy so far
+      batchSize: 512                      # nodes per Filter/Score batch (default: the host's preference)
+      connectTimeout: 10s                 # how long startup keeps trying to reach the host
+
+Deadlines are per extension point (the configuration names: ``filter``, ``permit``, ...; plus
+``normalizeScore``, ``configure`` and ``default``); durations are Kubernetes-style (``250ms``, ``2s``,
+``1m``). Problems are :class:`~framework.config.ConfigError` s naming the field.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import EXTENSION_POINTS, ConfigError
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_DEADLINE",
+    "KIND",
+    "EndpointConfig",
+    "load_remote_plugins",
+    "parse_duration",
+    "parse_remote_plugins",
+]
+
+API_VERSION = "outrigger.io/v1alpha1"
+KIND = "RemotePlugins"
+DEFAULT_DEADLINE = 5.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+# Deadline keys besides the extension points' configuration names.
+_EXTRA_DEADLINES = ("default", "normalizeScore", "configure")
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointConfig:
+    """One ``plugins`` entry of a RemotePlugins document."""
+
+    name: str
+    addresses: tuple[str, ...]
+    deadlines: Mapping[str, float] = field(default_factory=dict)  # point (or "default") -> seconds
+    failure_policy: str = "Fail"
+    batch_size: int = 0
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+
+    def deadline(self, point: str) -> float:
+        return self.deadlines.get(point, self.deadlines.get("default", DEFAULT_DEADLINE))
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any, path: str = "", source: str = "") -> float:
+    """``"250ms"``, ``"2s"``, ``"1.5m"`` (Kubernetes' duration style) or a number of seconds."""
+    if isinstance(value, bool):
+        raise ConfigError(source, [(path, f"expected a duration like 250ms or 2s, got {value!r}")])
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        m = _DURATION.match(str(value))
+        if m is None:
+            raise ConfigError(source, [(path, f"invalid duration {value!r} (use e.g. 250ms, 2s, 1m)")])
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds <= 0:
+        raise ConfigError(source, [(path, f"duration must be positive, got {value!r}")])
+    return seconds
+
+
+def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[EndpointConfig]:
+    """A RemotePlugins YAML document; :class:`ConfigError` naming the field otherwise."""
+    from .config import _parse_yaml  # the strict loader (duplicate keys are errors)
+
+    doc = _parse_yaml(text, source)
+    problems: list[tuple[str, str]] = []
+
+    def fail(path: str, msg: str) -> None:
+        problems.append((path, msg))
+
+    if not isinstance(doc, dict):
+        raise ConfigError(source, [("", f"expected a {KIND} document, got {type(doc).__name__}")])
+    for key in doc:
+        if key not in ("apiVersion", "kind", "plugins"):
+            fail(str(key), "unknown field")
+    if doc.get("apiVersion") != API_VERSION:
+        fail("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
+    if doc.get("kind") != KIND:
+        fail("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
+    entries = doc.get("plugins") or []
+    if not isinstance(entries, list):
+        raise ConfigError(source, [*problems, ("plugins", "must be a list")])
+    out: list[EndpointConfig] = []
+    seen: set[str] = set()
+    valid_deadlines = (*EXTENSION_POINTS, *_EXTRA_DEADLINES)
+    for i, entry in enumerate(entries):
+        path = f"plugins[{i}]"
+        if not isinstance(entry, dict):
+            fail(path, "must be a mapping")
+            continue
+        allowed = ("name", "address", "addresses", "deadlines", "failurePolicy", "batchSize", "connectTimeout")
+        for key in entry:
+            if key not in allowed:
+                fail(f"{path}.{key}", f"unknown field (allowed: {', '.join(allowed)})")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            fail(f"{path}.name", "required")
+            continue
+        if name in seen:
+            fail(f"{path}.name", f"duplicate endpoint name {name!r}")
+        seen.add(name)
+        address, addresses = entry.get("address"), entry.get("addresses")
+        if (address is None) == (addresses is None):
+            fail(path, "exactly one of address or addresses is required")
+            continue
+        addrs = [address] if address is not None else addresses
+        if not isinstance(addrs, list) or not addrs or not all(isinstance(a, str) and ":" in a for a in addrs):
+            fail(f"{path}.{'address' if address is not None else 'addresses'}", "expected host:port address(es)")
+            continue
+        policy = entry.get("failurePolicy", "Fail")
+        if policy != "Fail":
+            fail(
+                f"{path}.failurePolicy",
+                f"unsupported value {policy!r}: only Fail is supported for now (Ignore is not implemented yet)",
+            )
+        deadlines: dict[str, float] = {}
+        raw_deadlines = entry.get("deadlines") or {}
+        if not isinstance(raw_deadlines, dict):
+            fail(f"{path}.deadlines", "must be a mapping of extension point to duration")
+            raw_deadlines = {}
+        for point, value in raw_deadlines.items():
+            dpath = f"{path}.deadlines.{point}"
+            if point not in valid_deadlines:
+                fail(dpath, f"unknown extension point (use one of {', '.join(valid_deadlines)})")
+                continue
+            try:
+                deadlines[point] = parse_duration(value, dpath, source)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+        batch = entry.get("batchSize", 0)
+        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 0:
+            fail(f"{path}.batchSize", f"must be a non-negative integer, got {batch!r}")
+            batch = 0
+        connect = DEFAULT_CONNECT_TIMEOUT
+        if "connectTimeout" in entry:
+            try:
+                connect = parse_duration(entry["connectTimeout"], f"{path}.connectTimeout", source)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+        out.append(EndpointConfig(name, tuple(addrs), deadlines, policy, batch, connect))
+    if problems:
+        raise ConfigError(source, problems)
+    return out
+
+
+def load_remote_plugins(path: str | os.PathLike[str]) -> list[EndpointConfig]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ConfigError(str(path), [("", f"cannot read: {exc.strerror or exc}")]) from None
+    return parse_remote_plugins(text, str(path))
