@@ -33,8 +33,12 @@ from pluginhost.plugin import (
     Handle,
     NodeBatch,
     NodeToStatus,
+    PermitPlugin,
     Plugin,
     PostFilterResult,
+    PreBindPlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
     QueuedPodInfo,
     QueueSortPlugin,
@@ -271,3 +275,73 @@ class ReverseNameSort(QueueSortPlugin):
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return self.sort_key(a) < self.sort_key(b)
+
+
+class ContractFake(PreFilterPlugin, PermitPlugin, PreBindPlugin):
+    """PreFilterExtensions, PreBindPreFlight and the call context, for the contract tests.
+
+    PreFilter starts a counter in CycleState (a declared key); AddPod/RemovePod move it (their writes
+    ride back on the replies) and refuse a pod named "blocker"; PreBindPreFlight skips pods named
+    "skip-*"; Permit logs what ``pluginhost.context()`` says.
+    """
+
+    name = "Contract"
+    state_keys = ("Contract/count",)
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        self.calls_file = (args or {}).get("calls", "")
+        self.args = args or {}
+
+    def _log(self, *call: Any) -> None:
+        with open(self.calls_file, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps([*call]) + "\n")
+
+    async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        from pluginhost.state import StateValue
+
+        state.write("Contract/count", StateValue.json(0))
+        return None, SUCCESS
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return _ContractExtensions(self)
+
+    async def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        return Status.skip() if pod.name.startswith("skip") else SUCCESS
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        return SUCCESS
+
+    async def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
+        from pluginhost.context import context, in_host
+
+        if not in_host():
+            self._log("context", None)
+        else:
+            ctx = context()
+            assert ctx.pod is not None and ctx.state is state
+            self._log("context", {"plugin": ctx.plugin, "point": ctx.point, "profile": ctx.profile,
+                                  "cycle_id": ctx.cycle_id, "pod": ctx.pod.name, "args": sorted(ctx.args),
+                                  "handle": type(ctx.handle).__name__})
+        return SUCCESS, 0.0
+
+
+class _ContractExtensions(PreFilterExtensions):
+    def __init__(self, plugin: ContractFake) -> None:
+        self.plugin = plugin
+
+    async def _move(self, state: CycleState, pod: Pod, other: Pod, node_row: int, step: int) -> Status:
+        from pluginhost.state import StateValue
+
+        assert state.snapshot is not None
+        node = state.snapshot.table.names[node_row]
+        self.plugin._log("addPod" if step > 0 else "removePod", pod.name, other.name, node)
+        if other.name == "blocker":
+            return Status.failure(f"{other.name} cannot go to {node}")
+        state.write("Contract/count", StateValue.json(state.read("Contract/count").as_json() + step))
+        return SUCCESS
+
+    async def add_pod(self, state: CycleState, pod: Pod, other: Pod, node_row: int) -> Status:
+        return await self._move(state, pod, other, node_row, +1)
+
+    async def remove_pod(self, state: CycleState, pod: Pod, other: Pod, node_row: int) -> Status:
+        return await self._move(state, pod, other, node_row, -1)
