@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import subprocess
@@ -21,9 +22,11 @@ from framework.bench import (
     RunSpec,
     evaluate_targets,
     format_table,
+    median_run,
     node_manifest,
     run_one,
 )
+from framework.plugins import helpers
 from framework.plugins.balancedallocation import NodeResourcesBalancedAllocation, _balanced_score
 from framework.plugins.helpers import changed_rows
 from framework.plugins.interpodaffinity import InterPodAffinity, _PodIndex
@@ -47,6 +50,7 @@ def test_quick_bench_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr + proc.stdout
     report = json.loads(out.read_text())
     assert report["quick"] is True
+    assert report["repeat"] == 1
     assert report["machine"]["nproc"] >= 1
     assert set(report["scenarios"]) == set(SCENARIOS)
     for name, scenario in report["scenarios"].items():
@@ -106,7 +110,17 @@ def test_bench_tier_filters_and_scores() -> None:
 def _result(scenario: str, nodes: int, pods_per_second: float, rss: float = 100.0) -> RunResult:
     scored = {500: 230, 1000: 420, 5000: 500, 15000: 750}[nodes]
     return RunResult(scenario, nodes, 0, 10, scored, 10, 0, 0, True, 1.0, pods_per_second, pods_per_second,
-                     0.1, 0.2, 0.3, 0.0, rss)
+                     0.1, 0.2, 0.3, 0.0, rss, rss / 2)
+
+
+def test_median_run_keeps_every_sample_and_the_highest_rss() -> None:
+    runs = [_result("basic", 5000, 700, 100), _result("basic", 5000, 900, 300), _result("basic", 5000, 800, 200)]
+    merged = median_run(runs)
+    assert merged.pods_per_second == 800
+    assert merged.pods_per_second_samples == [700, 900, 800]
+    assert merged.peak_rss_mib == 300
+    broken = dataclasses.replace(runs[0], all_scheduled=False)
+    assert median_run([runs[1], broken]).all_scheduled is False
 
 
 def test_targets() -> None:
@@ -131,7 +145,11 @@ def _brute_changed(new: list[tuple[object, ...]], old: list[tuple[object, ...]])
     return [r for r in range(n) if new[r] is not old[r] and new[r] != old[r]] + list(range(n, len(new)))
 
 
-def test_changed_rows_matches_a_row_by_row_comparison() -> None:
+@pytest.mark.parametrize("fast", [True, False])
+def test_changed_rows_matches_a_row_by_row_comparison(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if fast:
+        assert helpers._LIST_LAYOUT_OK  # CPython 3.11: the address-array path is taken
+    monkeypatch.setattr(helpers, "_LIST_LAYOUT_OK", fast and helpers._LIST_LAYOUT_OK)
     rng = random.Random(5)
     for size in (0, 1, 31, 32, 33, 1023, 1024, 1025, 3000):
         old: list[tuple[object, ...]] = [(object(),) for _ in range(size)]
@@ -146,6 +164,7 @@ def test_changed_rows_matches_a_row_by_row_comparison() -> None:
             elif rng.random() < 0.3 and new:
                 del new[rng.randrange(len(new)) :]
             assert changed_rows(new, old) == _brute_changed(new, old)  # type: ignore[arg-type]
+            assert changed_rows(tuple(new), tuple(old)) == _brute_changed(new, old)  # type: ignore[arg-type]
             old = new
 
 
