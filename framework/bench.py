@@ -24,8 +24,10 @@ Scenarios:
   baseline a remote plugin is compared with.
 
 A new scenario (a remote plugin, an extender, replicas, tracing) is a :class:`Scenario` subclass:
-it lists its runs, may register plugins and return its own configuration, and may start what it
-needs around a run (sidecar processes) in :meth:`Scenario.environment`. Register it in
+it lists its runs (:meth:`~Scenario.runs`), may start what it needs around a run (plugin host
+processes, collectors) in :meth:`~Scenario.environment`, builds its registry and configuration in
+:meth:`~Scenario.prepare` (async: remote endpoints are handshaken there), and may finish wiring once
+the scheduler exists in :meth:`~Scenario.attach` (``RemotePlugins.attach``). Register it in
 :data:`SCENARIOS`.
 
 ``make bench`` runs every scenario and writes ``bench-results.json``; ``--quick`` runs tiny sizes in a
@@ -198,8 +200,12 @@ class RunResult:
     attempt_max_ms: float
     setup_seconds: float  # nodes + initial pods (not measured)
     peak_rss_mib: float
+    setup_rss_mib: float  # peak RSS when the measurement started (the cluster, the initial pods)
     leaks: dict[str, int] = field(default_factory=dict)
     error: str = ""
+    # With repeats, the run with the median pods/s is reported; these are every repeat's pods/s,
+    # and peak_rss_mib is the highest of them.
+    pods_per_second_samples: list[float] = field(default_factory=list)
 
 
 class Scenario:
@@ -212,18 +218,30 @@ class Scenario:
         raise NotImplementedError
 
     def node_labels(self, i: int) -> dict[str, str]:
+        """Labels of node ``i`` (scheduler_perf's nodes have none)."""
         return {}
+
+    @contextlib.asynccontextmanager
+    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
+        """Whatever must run around a run (remote plugin hosts, collectors); nothing by default."""
+        yield
+
+    async def prepare(self, spec: RunSpec) -> tuple[Registry, SchedulerConfig]:
+        """The registry and configuration of a run (inside :meth:`environment`)."""
+        registry = self.registry()
+        return registry, self.config(registry)
+
+    async def attach(self, scheduler: Scheduler) -> None:
+        """Called once the scheduler exists, before any object is applied."""
+
+    async def detach(self) -> None:
+        """Called after the run, before :meth:`environment` ends (close connections)."""
 
     def registry(self) -> Registry:
         return build_registry()
 
     def config(self, registry: Registry) -> SchedulerConfig:
         return default_scheduler_config(registry)
-
-    @contextlib.asynccontextmanager
-    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
-        """Whatever must run around a run (remote plugin hosts, collectors); nothing by default."""
-        yield
 
 
 class Basic(Scenario):
@@ -296,25 +314,35 @@ def peak_rss_mib() -> float:
 
 
 async def _settle(s: Scheduler, target: int, deadline: float) -> None:
-    """Until ``target`` pods are bound, or nothing is left that could bind one, or the deadline."""
-    while s.stats.bound < target and time.perf_counter() < deadline:
-        pending = s.pending_count()
-        busy = pending["active"] + pending["backoff"] + pending["in-flight"] + s.leaks()["binding_cycles"]
-        if not busy:
+    """Until ``target`` pods are bound, or nothing is left that could bind one, or the deadline.
+
+    Polls the bound counter every 2 ms (the window's resolution); the costlier "is anything still
+    queued or binding?" check (it walks the queue and the cache) only every 100 ms.
+    """
+    checked = time.perf_counter()
+    while s.stats.bound < target:
+        now = time.perf_counter()
+        if now >= deadline:
             break
-        await asyncio.sleep(0.001)
+        if now - checked >= 0.1:
+            checked = now
+            pending = s.pending_count()
+            busy = pending["active"] + pending["backoff"] + pending["in-flight"] + s.leaks()["binding_cycles"]
+            if not busy:
+                break
+        await asyncio.sleep(0.002)
 
 
 async def run_one(spec: RunSpec) -> RunResult:
     """Run ``spec`` in this process and measure it."""
     scenario = SCENARIOS[spec.scenario]
-    registry = scenario.registry()
-    config = scenario.config(registry)
     nodes: list[Node] = [node_from_dict(node_manifest(i, scenario.node_labels(i))) for i in range(spec.nodes)]
     init_pods: list[Pod] = [pod_from_dict(pod_manifest("init", i)) for i in range(spec.init_pods)]
     measured: list[Pod] = [pod_from_dict(pod_manifest("measured", i)) for i in range(spec.measure_pods)]
     async with scenario.environment(spec):
+        registry, config = await scenario.prepare(spec)
         s = Scheduler(config, registry, seed=1)
+        await scenario.attach(s)
         loop_task = asyncio.get_running_loop().create_task(s.run())
         try:
             setup_started = time.perf_counter()
@@ -325,6 +353,7 @@ async def run_one(spec: RunSpec) -> RunResult:
                 await asyncio.sleep(0)
             await _settle(s, spec.init_pods, time.perf_counter() + spec.timeout)
             setup = time.perf_counter() - setup_started
+            setup_rss = peak_rss_mib()
             base_bound, base_unsched, base_errors = s.stats.bound, s.stats.unschedulable, s.stats.errors
             first_attempt = len(s.stats.attempt_seconds)
 
@@ -339,6 +368,7 @@ async def run_one(spec: RunSpec) -> RunResult:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop_task
+            await scenario.detach()
     attempts = sorted(s.stats.attempt_seconds[first_attempt:])
     bound = s.stats.bound - base_bound
     unschedulable = s.stats.unschedulable - base_unsched
@@ -362,6 +392,7 @@ async def run_one(spec: RunSpec) -> RunResult:
         attempt_max_ms=round((attempts[-1] if attempts else 0.0) * 1000, 3),
         setup_seconds=round(setup, 3),
         peak_rss_mib=round(peak_rss_mib(), 1),
+        setup_rss_mib=round(setup_rss, 1),
         leaks={k: v for k, v in s.leaks().items() if v},
     )
 
@@ -390,7 +421,7 @@ def _failed_result(spec: RunSpec, message: str) -> RunResult:
         scenario=spec.scenario, nodes=spec.nodes, init_pods=spec.init_pods, measure_pods=spec.measure_pods,
         nodes_scored=0, bound=0, unschedulable=0, errors=0, all_scheduled=False, seconds=0.0,
         pods_per_second=0.0, cycle_pods_per_second=0.0, attempt_p50_ms=0.0, attempt_p99_ms=0.0,
-        attempt_max_ms=0.0, setup_seconds=0.0, peak_rss_mib=0.0, error=message,
+        attempt_max_ms=0.0, setup_seconds=0.0, peak_rss_mib=0.0, setup_rss_mib=0.0, error=message,
     )
 
 
@@ -499,8 +530,20 @@ def format_table(results: Sequence[RunResult]) -> str:
     return "\n".join(lines)
 
 
+def median_run(runs: Sequence[RunResult]) -> RunResult:
+    """The repeat with the median pods/s, with every repeat's pods/s and the highest peak RSS."""
+    ordered = sorted(runs, key=lambda r: r.pods_per_second)
+    mid = ordered[(len(ordered) - 1) // 2]
+    failed = next((r for r in runs if r.error or not r.all_scheduled), None)
+    return dataclasses.replace(
+        failed if failed is not None else mid,
+        pods_per_second_samples=[r.pods_per_second for r in runs],
+        peak_rss_mib=max(r.peak_rss_mib for r in runs),
+    )
+
+
 def run_benchmarks(
-    names: Sequence[str], quick: bool, progress: Callable[[str], None] = lambda _m: None
+    names: Sequence[str], quick: bool, repeat: int = 1, progress: Callable[[str], None] = lambda _m: None
 ) -> dict[str, Any]:
     started = time.time()
     results: dict[str, list[RunResult]] = {}
@@ -508,13 +551,20 @@ def run_benchmarks(
         scenario = SCENARIOS[name]
         for spec in scenario.runs(quick):
             progress(f"{name}: {spec.nodes} nodes, {spec.init_pods} initial + {spec.measure_pods} measured pods ...")
-            result = run_in_child(spec)
+            runs: list[RunResult] = []
+            for _ in range(max(repeat, 1)):
+                runs.append(run_in_child(spec))
+                if runs[-1].error:
+                    break
+            result = median_run(runs)
             results.setdefault(name, []).append(result)
-            progress(f"  {result.pods_per_second:.0f} pods/s, peak RSS {result.peak_rss_mib:.0f} MiB"
+            samples = ", ".join(f"{x:.0f}" for x in result.pods_per_second_samples)
+            progress(f"  {result.pods_per_second:.0f} pods/s (runs: {samples}), peak RSS {result.peak_rss_mib:.0f} MiB"
                      + (f", error: {result.error}" if result.error else ""))
     return {
         "version": 1,
         "quick": quick,
+        "repeat": max(repeat, 1),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_seconds": round(time.time() - started, 1),
         "machine": machine_info(),
@@ -534,6 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny sizes, a few seconds (smoke test)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"JSON results file (default {DEFAULT_OUT})")
     p.add_argument("--scenarios", default="", help=f"comma-separated subset of: {', '.join(SCENARIOS)}")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="runs per size, the median reported (default 3, 1 with --quick)")
     p.add_argument("--child", metavar="SPEC", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -542,7 +594,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         p.error(f"unknown scenario(s) {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
-    report = run_benchmarks(names, args.quick, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    repeat = args.repeat if args.repeat is not None else (1 if args.quick else 3)
+    report = run_benchmarks(names, args.quick, repeat, progress=lambda m: print(m, file=sys.stderr, flush=True))
     runs = [RunResult(**r) for s in report["scenarios"].values() for r in s["runs"]]
     m = report["machine"]
     print(f"\n{m['nproc']} x {m['cpu']}, {m['memory_gib']} GiB, Python {m['python']}, {m['event_loop']}")
