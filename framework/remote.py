@@ -495,9 +495,9 @@ class RemotePlugin(Plugin):
             reply = replica.sync_stub().QueueSortKey(request, timeout=self._deadline("queueSort"))
         except grpc.RpcError as exc:
             stat.record(time.perf_counter() - started, error=True)
-            replica.suspect = True
             # The queue cannot fail a push: a pod whose key is unknown sorts after every other pod.
             log.error("QueueSort plugin %r: %s; the pod sorts last", self.name, self._error(replica, exc))
+            self._recover_soon(replica)
             return ((3, ""),)
         stat.record(time.perf_counter() - started)
         # Parts of different kinds order int64 < double < string (the contract's rule).
@@ -507,6 +507,23 @@ class RemotePlugin(Plugin):
             rank = {"int_value": 0, "double_value": 1, "string_value": 2}.get(kind or "", 2)
             out.append((rank, getattr(part, kind) if kind else ""))
         return tuple(out)
+
+    def _recover_soon(self, replica: _Replica) -> None:
+        """Synchronous callers (the queue) cannot await a re-handshake: schedule it, so a restarted
+        host serves the next call even if this plugin has no asynchronous point."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(self._recover(replica))
+        self._informational.add(task)
+        task.add_done_callback(self._informational.discard)
+
+    async def _recover(self, replica: _Replica) -> None:
+        try:
+            await self.endpoint.ready(replica)
+        except Exception as exc:
+            log.warning("plugin host of %r is still unavailable: %s", self.name, exc)
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return bool(self.sort_key(a) < self.sort_key(b))
@@ -537,7 +554,8 @@ class RemotePlugin(Plugin):
         try:
             reply = replica.sync_stub().QueueingHint(request, timeout=self._deadline("preEnqueue"))
         except grpc.RpcError as exc:
-            log.warning("queueing hint of plugin %r failed (%s): requeueing", self.name, _describe(exc))
+            log.warning("queueing hint of plugin %r failed (%s): requeueing", self.name, self._error(replica, exc))
+            self._recover_soon(replica)
             return QueueingHint.Queue  # the contract: an error counts as Queue
         return QueueingHint.Queue if reply.queue else QueueingHint.QueueSkip
 
