@@ -132,8 +132,11 @@ def test_targets() -> None:
     basic, rss, linear = targets
     assert basic["met"] is True and basic["gap"] == 20
     assert rss["met"] is False
-    # 500 nodes: 1000 x 230; 5000: 300 x 500 = 0.65 of it
-    assert linear["met"] is False and "5000 nodes: 0.65" in linear["measured"]
+    # 500 nodes: 1000 x 230; 5000: 300 x 500 = 0.65 of it; 15000: 200 x 750 = 1.0 of 5000's
+    assert linear["met"] is False and "5000: 0.65" in linear["measured"]
+    assert "worst pair 500 -> 5000 nodes: 0.65" in linear["measured"]
+    fine = evaluate_targets({"scale": [_result("scale", 500, 1000), _result("scale", 1000, 600)]})
+    assert fine[0]["met"] is True and fine[0]["gap"] == 0.1  # 600 x 420 / (1000 x 230) = 1.096
     assert "basic" in format_table([_result("basic", 5000, 700)])
 
 
