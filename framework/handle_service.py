@@ -16,6 +16,7 @@ and :meth:`FrameworkServices.attach` gives it the scheduler; calls before that g
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ from pluginhost.status import Status
 
 from .mirror import SnapshotPublisher
 
-__all__ = ["CycleStateService", "FrameworkServices", "HandleService"]
+__all__ = ["CycleStateService", "FrameworkServices", "HandleService", "waiting_pod_to_proto"]
 
 
 class FrameworkServices:
@@ -92,7 +93,8 @@ async def _require(services: FrameworkServices, context: grpc.aio.ServicerContex
     return services.scheduler
 
 
-def _waiting_pod(wp: Any) -> Any:
+def waiting_pod_to_proto(wp: Any) -> Any:
+    """A waiting pod (``WaitingPodHandle``) as ``outrigger.v1.WaitingPod``."""
     loop_now = _loop_time()
     return pb.handle.WaitingPod(
         pod=pod_to_proto(wp.pod),
@@ -105,8 +107,6 @@ def _waiting_pod(wp: Any) -> Any:
 
 
 def _loop_time() -> float:
-    import asyncio
-
     return asyncio.get_running_loop().time()
 
 
@@ -131,14 +131,14 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
     async def ListWaitingPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         s = await _require(self.services, context)
         pods = [wp for wp in s.waiting_pods if not request.profile or wp.pod.scheduler_name == request.profile]
-        return pb.handle.ListWaitingPodsResponse(pods=[_waiting_pod(wp) for wp in pods])
+        return pb.handle.ListWaitingPodsResponse(pods=[waiting_pod_to_proto(wp) for wp in pods])
 
     async def GetWaitingPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         s = await _require(self.services, context)
         wp = s.waiting_pods.get(request.uid)
         if wp is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no pod with uid {request.uid!r} is waiting")
-        return _waiting_pod(wp)
+        return waiting_pod_to_proto(wp)
 
     async def AllowWaitingPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         s = await _require(self.services, context)

@@ -26,12 +26,12 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from pluginhost import pb
-from pluginhost.convert import pod_to_proto, status_to_proto
+from pluginhost.convert import status_to_proto
 from pluginhost.manifest import ManifestError, parse_objects
 from pluginhost.model import Node, Pod
 
 from .config import SchedulerConfig
-from .handle_service import FrameworkServices
+from .handle_service import FrameworkServices, waiting_pod_to_proto
 from .plugins import Registry
 from .profiles import build_registry_with_remote
 from .remote import EndpointConfig, RemotePlugins
@@ -219,18 +219,9 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         return pb.scheduler.ExplainResponse(json=json.dumps(result))
 
     async def ListWaitingPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        out = []
-        for wp in self.s.waiting_pods:
-            out.append(
-                pb.handle.WaitingPod(
-                    pod=pod_to_proto(wp.pod),
-                    pending_plugins=wp.pending_plugins(),
-                    node_name=wp.node_name,
-                    deadline=wp.deadline,
-                    profile=wp.pod.scheduler_name,
-                )
-            )
-        return pb.handle.ListWaitingPodsResponse(pods=out)
+        # The same answer plugin hosts get from the Handle service (deadlines in wall-clock time).
+        pods = [wp for wp in self.s.waiting_pods if not request.profile or wp.pod.scheduler_name == request.profile]
+        return pb.handle.ListWaitingPodsResponse(pods=[waiting_pod_to_proto(wp) for wp in pods])
 
 
 @dataclass
