@@ -7,12 +7,17 @@ snapshot whose one node row holds other pods; the cache is never touched.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from pluginhost.model import PODS, Pod
 from pluginhost.snapshot import Snapshot, non_zero_requests
 
 __all__ = ["with_node_pods"]
+
+# What-if rows get versions no real row has (tables count up from 1), each one new, so plugins that
+# keep per-row data between snapshots redo the row.
+_WHAT_IF_VERSIONS = itertools.count(-1, -1)
 
 
 def with_node_pods(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> Snapshot:
@@ -34,6 +39,8 @@ def with_node_pods(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> Snapsho
         non_zero[row, 1] += mem
     placed = list(snapshot.pods)
     placed[row] = tuple(pods)
+    versions = snapshot.row_versions.copy()
+    versions[row] = next(_WHAT_IF_VERSIONS)
     return Snapshot(
         generation=snapshot.generation,
         table=snapshot.table,
@@ -43,4 +50,5 @@ def with_node_pods(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> Snapsho
         requested=requested,
         non_zero_requested=non_zero,
         pods=placed,
+        row_versions=versions,
     )

@@ -150,6 +150,9 @@ class Snapshot:
     requested: IntArray
     non_zero_requested: IntArray
     pods: Sequence[tuple[Pod, ...]]
+    # A version per row, changed whenever the row's pods (or the node itself) change: plugins that keep
+    # per-row derived data between cycles find the rows to redo with one array comparison.
+    row_versions: IntArray
     _memo: dict[str, Any] = field(default_factory=dict)
 
     def memo(self, key: str, build: Callable[[Snapshot], Any]) -> Any:
@@ -211,9 +214,14 @@ class ClusterTable:
         self._alloc = np.zeros((0, len(self._resources)), dtype=np.int64)
         self._req = np.zeros((0, len(self._resources)), dtype=np.int64)
         self._nz = np.zeros((0, 2), dtype=np.int64)
+        self._ver = np.zeros(0, dtype=np.int64)
+        self._ver_seq = 0
         self._pods: list[tuple[Pod, ...]] = []
         self._placement: dict[str, int] = {}  # pod uid -> node row
-        self._shared = False  # arrays are referenced by the last snapshot
+        # Arrays referenced by the last snapshot, copied before the next write: the usage arrays
+        # (requested, non-zero requested, row versions) change with every pod, allocatable only with nodes.
+        self._shared_usage = False
+        self._shared_alloc = False
         self._table: NodeTable | None = None
         self._snapshot: Snapshot | None = None
         self._listeners: list[ChangeListener] = []
@@ -264,8 +272,9 @@ class ClusterTable:
             requested=self._req[:n],
             non_zero_requested=self._nz[:n],
             pods=self._pods[:],
+            row_versions=self._ver[:n],
         )
-        self._shared = True
+        self._shared_usage = self._shared_alloc = True
         self._snapshot = snap
         return snap
 
@@ -273,7 +282,7 @@ class ClusterTable:
 
     def upsert_node(self, node: Node, node_id: int | None = None) -> int:
         """Add or replace a node (keeping its pods); returns its stable id."""
-        self._unshare()
+        self._unshare(alloc=True)
         self._add_columns(node.allocatable)
         row = self._rows.get(node.name)
         if row is None:
@@ -296,6 +305,7 @@ class ClusterTable:
         self._alloc[row] = 0
         for res, amount in node.allocatable.items():
             self._alloc[row, self._columns[res]] = amount
+        self._bump(row)
         self._touch_nodes()
         if self._listeners:
             self._notify(NODE_UPSERTED, node, self._ids[row])
@@ -306,7 +316,7 @@ class ClusterTable:
         row = self._rows.pop(name, None)
         if row is None:
             return []
-        self._unshare()
+        self._unshare(alloc=True)
         orphans = list(self._pods[row])
         for pod in orphans:
             self._placement.pop(pod.uid, None)
@@ -319,6 +329,7 @@ class ClusterTable:
             self._alloc[row] = self._alloc[last]
             self._req[row] = self._req[last]
             self._nz[row] = self._nz[last]
+            self._bump(row)
             self._rows[moved.name] = row
             for pod in self._pods[row]:
                 self._placement[pod.uid] = row
@@ -341,6 +352,7 @@ class ClusterTable:
         self._unshare()
         self._add_columns(pod.requests)
         self._apply(row, pod, +1)
+        self._bump(row)
         self._pods[row] = self._pods[row] + (pod,)
         self._placement[pod.uid] = row
         self.generation += 1
@@ -358,6 +370,7 @@ class ClusterTable:
         pod = next(p for p in pods if p.uid == uid)
         self._pods[row] = tuple(p for p in pods if p.uid != uid)
         self._apply(row, pod, -1)
+        self._bump(row)
         self.generation += 1
         if self._listeners:
             self._notify(POD_UNPLACED, uid, self._nodes[row].name)
@@ -376,13 +389,20 @@ class ClusterTable:
         self._nz[row, 0] += sign * cpu
         self._nz[row, 1] += sign * mem
 
-    def _unshare(self) -> None:
-        if self._shared:
-            self._alloc = self._alloc.copy()
+    def _bump(self, row: int) -> None:
+        self._ver_seq += 1
+        self._ver[row] = self._ver_seq
+
+    def _unshare(self, alloc: bool = False) -> None:
+        # The pods list is copied by snapshot(); the tuples inside are immutable.
+        if self._shared_usage:
             self._req = self._req.copy()
             self._nz = self._nz.copy()
-            self._shared = False
-            # the pods list is copied by snapshot(); tuples inside are immutable
+            self._ver = self._ver.copy()
+            self._shared_usage = False
+        if alloc and self._shared_alloc:
+            self._alloc = self._alloc.copy()
+            self._shared_alloc = False
 
     def _grow(self, n: int) -> None:
         if n <= self._cap:
@@ -397,6 +417,9 @@ class ClusterTable:
         nz = np.zeros((cap, 2), dtype=np.int64)
         nz[: self._nz.shape[0]] = self._nz
         self._nz = nz
+        ver = np.zeros(cap, dtype=np.int64)
+        ver[: self._ver.shape[0]] = self._ver
+        self._ver = ver
         self._cap = cap
 
     def _add_columns(self, resources: Iterable[str]) -> None:
@@ -409,7 +432,7 @@ class ClusterTable:
         pad = ((0, 0), (0, len(new)))
         self._alloc = np.pad(self._alloc, pad)
         self._req = np.pad(self._req, pad)
-        self._shared = False
+        self._shared_alloc = False  # both are new arrays; callers unshared the others already
         self._touch_nodes()
 
     def _touch_nodes(self) -> None:

@@ -19,10 +19,7 @@ callers that must report errors (plugin args, preferred terms) read :attr:`error
 
 from __future__ import annotations
 
-import ctypes
 import re
-import sys
-import sysconfig
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -654,80 +651,15 @@ def pod_columns(snap: Snapshot) -> PodColumns:
     return columns
 
 
-# Rows compared per slice by changed_rows' portable path, then per sub-slice inside a slice that differs.
-_CHANGED_STEP = 1024
-_CHANGED_SUBSTEP = 32
-# CPython's PyListObject: ob_refcnt, ob_type, ob_size, then ob_item (the array of item pointers).
-_WORD = ctypes.sizeof(ctypes.c_void_p)
-_OB_SIZE_OFFSET = 2 * _WORD
-_OB_ITEM_OFFSET = 3 * _WORD
-
-
-def _list_item_addresses(items: list[object]) -> npt.NDArray[np.uint64]:
-    """The addresses (ids) of a list's items, read straight from its item array: no reference
-    counts touched. Only for lists nobody mutates meanwhile (a snapshot's rows), and only where
-    :data:`_LIST_LAYOUT_OK`; the result is a view that must not outlive ``items``."""
-    n = len(items)
-    if n == 0:
-        return np.zeros(0, dtype=np.uint64)
-    base = ctypes.c_void_p.from_address(id(items) + _OB_ITEM_OFFSET).value
-    view: npt.NDArray[np.uint64] = np.frombuffer(
-        memoryview((ctypes.c_uint64 * n).from_address(base or 0)).cast("B"), dtype=np.uint64
-    )
-    return view
-
-
-def _list_layout_ok() -> bool:
-    """Whether lists have CPython's (GIL build's) layout, checked on a probe list: its size where
-    ``ob_size`` should be, then its items' ids where ``ob_item`` points."""
-    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED") or _WORD != 8:
-        return False
-    try:
-        probe: list[object] = [object() for _ in range(7)]
-        if ctypes.c_ssize_t.from_address(id(probe) + _OB_SIZE_OFFSET).value != len(probe):
-            return False
-        return bool(_list_item_addresses(probe).tolist() == [id(x) for x in probe])
-    except Exception:  # pragma: no cover - any surprise: use the portable path
-        return False
-
-
-_LIST_LAYOUT_OK = _list_layout_ok()
-
-
-def changed_rows(new: Sequence[tuple[Pod, ...]], old: Sequence[tuple[Pod, ...]]) -> list[int]:
-    """The rows of ``new`` whose placed pods differ from ``old``'s (two snapshots' ``pods``), rows
-    that ``old`` does not have included, in increasing order. (Rows only ``old`` has are gone.)
-
-    A table shares an unchanged row's tuple between snapshots, so most rows are the same object.
-    On CPython the two lists' item arrays are compared as arrays of addresses (no Python work and no
-    reference-count traffic per node: at 15000 nodes this is ~10x cheaper than any Python-level
-    walk, which touches every row's tuple); elsewhere slices of the two lists are compared (a C loop
-    by identity) and only slices that differ are looked at row by row. Rows whose tuples are equal
-    but not identical (the same pods re-placed) count as unchanged: whatever a plugin derives from a
-    row's pods is the same for them. ``old`` must be kept alive by the caller (it is: the previous
-    snapshot's list), so an address cannot have been reused by a new tuple.
-    """
+def changed_rows(new: Snapshot, old: Snapshot | None) -> list[int]:
+    """The rows of ``new`` whose pods (or node) changed since ``old`` — every row when ``old`` is None —
+    plus the rows ``old`` did not have, in increasing order: one comparison of the two snapshots'
+    row versions. (Rows only ``old`` has are gone.)"""
+    if old is None:
+        return list(range(len(new)))
     n = min(len(new), len(old))
-    if _LIST_LAYOUT_OK and type(new) is list and type(old) is list:
-        moved = np.flatnonzero(_list_item_addresses(new)[:n] != _list_item_addresses(old)[:n]).tolist()
-        out = [r for r in moved if new[r] != old[r]]
-    else:
-        out = _changed_rows_sliced(new, old, n)
+    out: list[int] = np.flatnonzero(new.row_versions[:n] != old.row_versions[:n]).tolist()
     out.extend(range(n, len(new)))
-    return out
-
-
-def _changed_rows_sliced(new: Sequence[tuple[Pod, ...]], old: Sequence[tuple[Pod, ...]], n: int) -> list[int]:
-    out: list[int] = []
-    step, sub = _CHANGED_STEP, _CHANGED_SUBSTEP
-    for i in range(0, n, step):
-        end = min(i + step, n)
-        if new[i:end] == old[i:end]:
-            continue
-        for j in range(i, end, sub):
-            k = min(j + sub, end)
-            if new[j:k] != old[j:k]:
-                out.extend(r for r in range(j, k) if new[r] is not old[r] and new[r] != old[r])
     return out
 
 

@@ -218,14 +218,13 @@ class _PodIndex:
     - ``with_affinity`` / ``with_required_anti``: the compiled terms of the pods with pod
       (anti-)affinity and their node rows, in row order (kube-scheduler's ``PodsWithAffinity`` and
       ``PodsWithRequiredAntiAffinity``). Built incrementally from the previous snapshot's index:
-      only the rows whose pods changed (:func:`changed_rows`, a C-speed comparison of the two
-      snapshots' row tuples) are looked at, and only rows holding pods with affinity are kept, so a
+      only the rows whose pods changed (:func:`changed_rows`, one comparison of the two snapshots'
+      row versions) are looked at, and only rows holding pods with affinity are kept, so a
       cycle costs no Python work per node.
     - :attr:`columns`: every pod column-wise (:class:`PodColumns`), for array matching of the
       incoming pod's terms against all pods; built on first use, only for pods that have such terms.
     """
 
-    _tuples: Sequence[tuple[Pod, ...]]
     _row_terms: dict[int, _RowTerms]  # only rows with a pod with affinity; never mutated once built
 
     def __init__(self, snap: Snapshot, previous: _PodIndex | None) -> None:
@@ -237,8 +236,8 @@ class _PodIndex:
             rows: Sequence[int] = range(len(tuples))
         else:
             row_terms = previous._row_terms
-            rows = changed_rows(tuples, previous._tuples)
-            gone = len(tuples) < len(previous._tuples) and any(r >= len(tuples) for r in row_terms)
+            rows = changed_rows(snap, previous.snapshot)
+            gone = len(tuples) < len(previous.snapshot) and any(r >= len(tuples) for r in row_terms)
             if rows or gone:
                 row_terms = {r: t for r, t in row_terms.items() if r < len(tuples)}
         for r in rows:
@@ -247,7 +246,6 @@ class _PodIndex:
                 row_terms[r] = entry
             else:
                 row_terms.pop(r, None)
-        self._tuples = tuples
         self._row_terms = row_terms
         self._with_affinity: list[tuple[int, _PodTerms]] | None = None
         self._with_required_anti: list[tuple[int, _PodTerms]] | None = None

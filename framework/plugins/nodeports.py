@@ -13,7 +13,6 @@ between snapshots); Filter then looks up the rows using the pod's ports instead 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,16 +91,15 @@ class _PortIndex:
     """Which node rows use which host ports, kept in step with the snapshots it is shown.
 
     Syncing with a snapshot recomputes only the rows whose pods changed since the last one
-    (:func:`changed_rows`: unchanged rows share their tuple between snapshots, and the comparison of
-    the two snapshots' row lists runs in C), so it costs no Python work per node. The inverted maps
+    (:func:`changed_rows`: one comparison of the two snapshots' row versions), so it costs no Python
+    work per node. The inverted maps
     answer "which rows use this port" without visiting the other rows.
     """
 
-    __slots__ = ("_pods", "_snapshot", "_used", "by_ip_port", "by_port")
+    __slots__ = ("_snapshot", "_used", "by_ip_port", "by_port")
 
     def __init__(self) -> None:
         self._snapshot: Snapshot | None = None
-        self._pods: Sequence[tuple[Pod, ...]] = ()  # the rows of the last snapshot synced with
         self._used: list[frozenset[_Used]] = []
         self.by_port: dict[tuple[str, int], set[int]] = {}  # (protocol, port) on any IP -> rows
         self.by_ip_port: dict[_Used, set[int]] = {}  # (ip, protocol, port) -> rows
@@ -113,11 +111,11 @@ class _PortIndex:
         n = len(pods)
         if n > len(self._used):
             self._used.extend([_NO_PORTS] * (n - len(self._used)))
-        for row in changed_rows(pods, self._pods):
+        previous = self._snapshot
+        for row in changed_rows(snap, previous):
             self._update(row, pods[row])
-        for row in range(n, len(self._pods)):  # rows the table no longer has
+        for row in range(n, len(previous) if previous is not None else 0):  # rows the table no longer has
             self._update(row, ())
-        self._pods = pods
         self._snapshot = snap
 
     def _update(self, row: int, pods: tuple[Pod, ...]) -> None:
