@@ -63,7 +63,7 @@ from .config import SchedulerConfig, load_config
 from .plugins import Registry
 from .profiles import build_registry, default_scheduler_config, unavailable_plugins
 from .runtime import num_feasible_nodes_to_find
-from .scheduler import Scheduler
+from .scheduler import Scheduler, tune_gc
 
 __all__ = [
     "SCENARIOS",
@@ -408,6 +408,7 @@ def _run_loop(coro: Coroutine[Any, Any, RunResult]) -> RunResult:
 
 
 def _child_main(spec_json: str) -> int:
+    tune_gc()  # as `outrigger serve` does
     result = _run_loop(run_one(RunSpec.from_json(spec_json)))
     print(RESULT_PREFIX + json.dumps(dataclasses.asdict(result)), flush=True)
     return 0

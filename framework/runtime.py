@@ -343,12 +343,21 @@ class Framework:
             found.append(rows[ok])
             n_found += int(ok.shape[0])
             for rejector, idx, res, failed in rejected:
-                for j in np.flatnonzero(failed).tolist():
-                    w = int(idx[j])
-                    if w < cut:
-                        st = res.status_at(j, rejector.name)
-                        statuses[names[int(rows[w])]] = st
-                        diagnosis.add_plugin_status(st)
+                js = np.flatnonzero(failed)
+                ws = idx[js]
+                kept = ws < cut
+                js, ws = js[kept], ws[kept]
+                # One Status per distinct answer of the plugin in this window, shared by its nodes.
+                keys = res.codes[js].astype(np.int64) << 32
+                if res.reason_index is not None:
+                    keys |= res.reason_index[js].astype(np.int64)
+                shared: dict[int, Status] = {}
+                for j, w, key in zip(js.tolist(), rows[ws].tolist(), keys.tolist(), strict=True):
+                    found_st = shared.get(key)
+                    if found_st is None:
+                        found_st = shared[key] = res.status_at(j, rejector.name)
+                        diagnosis.add_plugin_status(found_st)
+                    statuses[names[w]] = found_st
             pos += cut
         feasible = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
         return FilterOutcome(feasible, pos)
@@ -448,7 +457,8 @@ class Framework:
                     plugin=pl.name,
                 )
                 return out
-            scores = raw.astype(np.int64, copy=True)
+            # NormalizeScore rewrites in place: give it a copy so the raw scores stay for explain.
+            scores = raw.astype(np.int64, copy=isinstance(pl, ScoreExtensions) or raw.dtype != np.int64)
             if isinstance(pl, ScoreExtensions):
                 try:
                     status = await pl.normalize_score(state, pod, nodes, scores)
