@@ -147,9 +147,16 @@ def test_gang_that_fits_binds_together(mode: str) -> None:
     most_waiting = [0]
 
     async def watch(s: Scheduler) -> None:
-        while True:
+        # Count at every Permit wait (sampling on a timer would depend on how fast cycles run).
+        add = s.waiting_pods.add
+
+        def counting_add(*args: Any, **kwargs: Any) -> Any:
+            handle = add(*args, **kwargs)
             most_waiting[0] = max(most_waiting[0], len(s.waiting_pods))
-            await asyncio.sleep(0.001)
+            return handle
+
+        most_waiting[0] = len(s.waiting_pods)
+        s.waiting_pods.add = counting_add  # type: ignore[method-assign]
 
     objs = objects(*nodes(4), *gang("train", 4, 4), pod("web"))
     s, stats = run(mode, ["Coscheduling"], {"Coscheduling": {"permitWaitingTimeSeconds": 10}}, objs, watch)
