@@ -85,9 +85,11 @@ Watch = Callable[[Scheduler], Awaitable[None]]
 
 
 async def drive(s: Scheduler, objs: list[Pod | Node], watch: Watch | None = None, timeout: float = 10) -> None:
+    # The watcher starts first, so what it installs is in place before the first pod is scheduled.
+    watcher = asyncio.create_task(watch(s)) if watch is not None else None
+    await asyncio.sleep(0)
     await s.apply(objs)
     task = asyncio.create_task(s.run())
-    watcher = asyncio.create_task(watch(s)) if watch is not None else None
     try:
         await until(lambda: settled(s), timeout, "every pod bound or unschedulable")
     finally:
