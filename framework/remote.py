@@ -359,7 +359,6 @@ class RemotePlugin(Plugin):
         self.services: FrameworkServices | None = None
         self._data_key = _STATE_PREFIX + self.name
         self._informational: set[asyncio.Task[None]] = set()
-        self._configured: set[int] = set()  # ids of replicas configured since their last handshake
         endpoint.adapters.append(self)
 
     # ---- plumbing ------------------------------------------------------------------------------

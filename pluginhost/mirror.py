@@ -33,8 +33,10 @@ __all__ = ["MirrorError", "SnapshotMirror", "pod_of_placement", "rows_of_ids"]
 log = logging.getLogger("outrigger.mirror")
 
 # Generations kept after they were superseded: a scheduling cycle runs against one generation while
-# binding cycles keep changing the cache, so requests for a slightly old generation are normal.
-DEFAULT_RETAIN = 64
+# binding cycles keep changing the cache, so requests for a slightly old generation are normal. Each
+# kept snapshot holds its own copy of the changed columns, so keep few (binding-cycle points, which
+# may come much later, fall back to the latest generation).
+DEFAULT_RETAIN = 16
 
 
 class MirrorError(RuntimeError):
