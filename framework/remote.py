@@ -322,12 +322,6 @@ class _CycleData:
         return _CycleData()
 
 
-def _attempt_of(cycle_id: str) -> int:
-    # The scheduler's cycle ids are "<uid>:<attempt>:<n>"; other callers' ids carry no attempt.
-    parts = cycle_id.rsplit(":", 2)
-    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else 0
-
-
 _VALID_CODES = max(int(c) for c in Code)
 
 
@@ -404,7 +398,7 @@ class RemotePlugin(Plugin):
             snapshot_generation=generation,
             pod=self._pod_proto(state, pod),
             state=entries_for(state, self.state_keys, plugin=self.name) if self.state_keys else (),
-            attempt=_attempt_of(state.cycle_id),
+            attempt=state.attempt,
         )
 
     def _pod_proto(self, state: CycleState, pod: Pod) -> Any:

@@ -547,7 +547,7 @@ class Scheduler:
         snapshot = self.cache.snapshot()
         self.current_snapshot = snapshot
         cycle_id = f"{pod.uid}:{info.attempts}:{next(self._cycle_ids)}"
-        state = CycleState(cycle_id, snapshot)
+        state = CycleState(cycle_id, snapshot, info.attempts)
         self.cycle_states[cycle_id] = state
         diagnosis = Diagnosis()
         host: str | None

@@ -139,15 +139,17 @@ class CycleState:
     """Data shared by the plugins of one scheduling context, keyed by string.
 
     Values are any Python object for in-process plugins; values meant for plugins in other
-    languages are ``(content_type, bytes)`` pairs. ``clone()`` copies the map (and calls
-    ``clone()`` on values that have it), as preemption's dry runs need.
+    processes or languages are :class:`pluginhost.state.StateValue` (content type and bytes).
+    ``clone()`` copies the map (and calls ``clone()`` on values that have it), as preemption's dry
+    runs need. ``attempt`` is the pod's scheduling attempt (1 for the first).
     """
 
-    __slots__ = ("_data", "cycle_id", "record", "skip_filter", "skip_score", "snapshot")
+    __slots__ = ("_data", "attempt", "cycle_id", "record", "skip_filter", "skip_score", "snapshot")
 
-    def __init__(self, cycle_id: str = "", snapshot: Snapshot | None = None) -> None:
+    def __init__(self, cycle_id: str = "", snapshot: Snapshot | None = None, attempt: int = 0) -> None:
         self.cycle_id = cycle_id
         self.snapshot = snapshot
+        self.attempt = attempt
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
         self._data: dict[str, Any] = {}
@@ -179,7 +181,7 @@ class CycleState:
         return len(self._data)
 
     def clone(self) -> CycleState:
-        out = CycleState(self.cycle_id, self.snapshot)
+        out = CycleState(self.cycle_id, self.snapshot, self.attempt)
         out.skip_filter = set(self.skip_filter)
         out.skip_score = set(self.skip_score)
         out.record = self.record
