@@ -36,7 +36,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -582,53 +582,52 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         return hosted, inst, state, pod_from_proto(ctx.pod), error
 
     async def Filter(self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        first = await anext(aiter(request_iterator), None)
-        if first is None:
-            return
-        if first.WhichOneof("msg") != "start":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a Filter stream must start with FilterStart")
-        hosted, inst, state, pod, error = await self._open_stream(first.start, context, "Filter")
-        with_scores = bool(first.start.with_scores)
-        call_ctx = self._context(hosted, "Filter", first.start.ctx.profile, first.start.ctx, pod, state)
-        async for req in request_iterator:
-            batch_msg = req.batch
-            reply = pb.plugin.FilterReply(batch_seq=batch_msg.batch_seq)
-            if error is not None:
-                reply.error.CopyFrom(status_to_proto(error))
-                yield reply
-                continue
-            token = _enter(call_ctx)
-            try:
-                rows = await self._rows(state.snapshot, batch_msg.node_ids)
-                batch = NodeBatch(state.snapshot, rows)  # type: ignore[arg-type]
-                res = await inst.filter(state, pod, batch)
-                if not isinstance(res, FilterResult):
-                    raise TypeError(f"filter returned {type(res).__name__}, not a FilterResult")
-                _fill_filter_reply(reply, res)
-                if with_scores and len(res) == len(batch):
-                    passing = res.codes == 0
-                    scores = np.zeros(len(batch), dtype=np.int64)
-                    if passing.any():
-                        scores[passing] = np.asarray(await inst.score(state, pod, batch.take(passing)), np.int64)
-                    reply.scores.extend(scores.tolist())
-            except Exception as exc:
-                reply = pb.plugin.FilterReply(batch_seq=batch_msg.batch_seq, error=status_to_proto(_failure(exc)))
-            finally:
-                _leave(token)
-            reply.state_writes.extend(state.drain_writes())
+        async def answer(inst: Any, state: RemoteCycleState, pod: Pod, batch: NodeBatch, reply: Any,
+                         with_scores: bool) -> None:
+            res = await inst.filter(state, pod, batch)
+            if not isinstance(res, FilterResult):
+                raise TypeError(f"filter returned {type(res).__name__}, not a FilterResult")
+            _fill_filter_reply(reply, res)
+            if with_scores and len(res) == len(batch):
+                passing = res.codes == 0
+                scores = np.zeros(len(batch), dtype=np.int64)
+                if passing.any():
+                    scores[passing] = np.asarray(await inst.score(state, pod, batch.take(passing)), np.int64)
+                reply.scores.extend(scores.tolist())
+
+        async for reply in self._batches(request_iterator, context, "Filter", pb.plugin.FilterReply, answer):
             yield reply
 
     async def Score(self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        async def answer(inst: Any, state: RemoteCycleState, pod: Pod, batch: NodeBatch, reply: Any,
+                         with_scores: bool) -> None:
+            scores = await inst.score(state, pod, batch)
+            reply.scores.extend(np.asarray(scores, dtype=np.int64).reshape(-1).tolist())
+
+        async for reply in self._batches(request_iterator, context, "Score", pb.plugin.ScoreReply, answer):
+            yield reply
+
+    async def _batches(
+        self,
+        request_iterator: AsyncIterator[Any],
+        context: grpc.aio.ServicerContext,
+        point: str,
+        reply_type: Any,
+        answer: Callable[[Any, RemoteCycleState, Pod, NodeBatch, Any, bool], Awaitable[None]],
+    ) -> AsyncIterator[Any]:
+        """A node-batch stream (Filter or Score): the start message once, then one reply per batch.
+        A failure answers that batch with an error (the contract's per-batch error), never a torn stream."""
         first = await anext(aiter(request_iterator), None)
         if first is None:
             return
         if first.WhichOneof("msg") != "start":
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a Score stream must start with ScoreStart")
-        hosted, inst, state, pod, error = await self._open_stream(first.start, context, "Score")
-        call_ctx = self._context(hosted, "Score", first.start.ctx.profile, first.start.ctx, pod, state)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"a {point} stream must start with {point}Start")
+        hosted, inst, state, pod, error = await self._open_stream(first.start, context, point)
+        with_scores = bool(getattr(first.start, "with_scores", False))
+        call_ctx = self._context(hosted, point, first.start.ctx.profile, first.start.ctx, pod, state)
         async for req in request_iterator:
             batch_msg = req.batch
-            reply = pb.plugin.ScoreReply(batch_seq=batch_msg.batch_seq)
+            reply = reply_type(batch_seq=batch_msg.batch_seq)
             if error is not None:
                 reply.error.CopyFrom(status_to_proto(error))
                 yield reply
@@ -636,10 +635,9 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
             token = _enter(call_ctx)
             try:
                 rows = await self._rows(state.snapshot, batch_msg.node_ids)
-                scores = await inst.score(state, pod, NodeBatch(state.snapshot, rows))  # type: ignore[arg-type]
-                reply.scores.extend(np.asarray(scores, dtype=np.int64).reshape(-1).tolist())
+                await answer(inst, state, pod, NodeBatch(state.snapshot, rows), reply, with_scores)  # type: ignore[arg-type]
             except Exception as exc:
-                reply = pb.plugin.ScoreReply(batch_seq=batch_msg.batch_seq, error=status_to_proto(_failure(exc)))
+                reply = reply_type(batch_seq=batch_msg.batch_seq, error=status_to_proto(_failure(exc)))
             finally:
                 _leave(token)
             reply.state_writes.extend(state.drain_writes())
