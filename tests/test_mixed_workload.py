@@ -1,5 +1,6 @@
 """The default profile on a mixed workload, end to end through the scheduler: spread, pod affinity and
-anti-affinity, node affinity, taints and tolerations, all honoured at once."""
+anti-affinity, node affinity, taints and tolerations, and gangs of several sizes (the default plugins
+plus the Coscheduling example plugin, enabled through multiPoint), all honoured at once."""
 
 from __future__ import annotations
 
@@ -7,9 +8,23 @@ import asyncio
 import collections
 from typing import Any
 
-from framework.profiles import build_registry, default_scheduler_config
+from framework.config import load_config
+from framework.profiles import build_registry
 from framework.scheduler import Scheduler
+from pluginhost.examples.coscheduling import GROUP_LABEL, MIN_AVAILABLE, Coscheduling
 from pluginhost.manifest import node_from_dict, pod_from_dict
+
+# kube-scheduler's defaults plus gang scheduling: an ordinary KubeSchedulerConfiguration.
+CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled: [{name: Coscheduling}]
+"""
+GANGS = {"g2": 2, "g3": 3, "g5": 5}
 
 ZONES = ("za", "zb", "zc")
 
@@ -28,10 +43,13 @@ def nodes() -> list[Any]:
     return out
 
 
-def pod(name: str, app: str, **spec: Any) -> Any:
+def pod(name: str, app: str, gang: str = "", **spec: Any) -> Any:
     body = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}], **spec}
-    return pod_from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": app}},
-                          "spec": body})
+    meta: dict[str, Any] = {"name": name, "labels": {"app": app}}
+    if gang:
+        meta["labels"][GROUP_LABEL] = gang
+        meta["annotations"] = {MIN_AVAILABLE: str(GANGS[gang])}
+    return pod_from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body})
 
 
 def selector(app: str) -> dict[str, Any]:
@@ -52,13 +70,15 @@ def workload() -> list[Any]:
     pods += [pod(f"za-{i}", "zonal", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["za"]}]}]}}}) for i in range(5)]
+    pods += [pod(f"{g}-{i}", "gang", gang=g) for g, size in GANGS.items() for i in range(size)]
     return pods
 
 
 def test_default_profile_places_a_mixed_workload_by_every_rule() -> None:
     async def main() -> Scheduler:
         registry = build_registry()
-        s = Scheduler(default_scheduler_config(registry), registry, seed=21)
+        registry.register_class(Coscheduling)
+        s = Scheduler(load_config(CONFIG, registry.points()), registry, seed=21)
         cluster = nodes()
         await s.apply(cluster)
         task = asyncio.get_running_loop().create_task(s.run())
@@ -70,7 +90,8 @@ def test_default_profile_places_a_mixed_workload_by_every_rule() -> None:
             await asyncio.sleep(0.01)
         await s.apply(workload()[4:])
         for _ in range(500):
-            if len(s.pods) == 25 and all(r.phase in ("Bound", "Unschedulable") for r in s.pods.values()):
+            done = all(r.phase in ("Bound", "Unschedulable") for r in s.pods.values())
+            if done and len(s.pods) == 25 + sum(GANGS.values()):
                 break
             await asyncio.sleep(0.01)
         await s.drain()
@@ -98,4 +119,8 @@ def test_default_profile_places_a_mixed_workload_by_every_rule() -> None:
     assert not set(others) & gpu_nodes
     # Node affinity: the zonal pods all in za.
     assert {zone[n] for n in by_app["za"]} == {"za"}
+    # Gangs: every member of each group bound (they waited at Permit for each other).
+    for g, size in GANGS.items():
+        assert len(by_app[g]) == size
+    assert sum(1 for ev in s.recent_events() if ev.type == "Bound" and ev.name.startswith("g")) == 10
     assert s.leaks() == {"cycle_states": 0, "waiting_pods": 0, "assumed_pods": 0, "binding_cycles": 0}
