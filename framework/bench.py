@@ -43,9 +43,12 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import resource
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -203,6 +206,8 @@ class RunResult:
     setup_rss_mib: float  # peak RSS when the measurement started (the cluster, the initial pods)
     leaks: dict[str, int] = field(default_factory=dict)
     error: str = ""
+    # Scenario-specific figures (remote: bytes on the wire per pod; extender: HTTP calls and bytes).
+    metrics: dict[str, float] = field(default_factory=dict)
     # With repeats, the run with the median pods/s is reported; these are every repeat's pods/s,
     # and peak_rss_mib is the highest of them.
     pods_per_second_samples: list[float] = field(default_factory=list)
@@ -236,6 +241,13 @@ class Scenario:
 
     async def detach(self) -> None:
         """Called after the run, before :meth:`environment` ends (close connections)."""
+
+    def metrics(self, measured_pods: int) -> dict[str, float]:
+        """Scenario-specific figures of the measured window (called after :meth:`detach`)."""
+        return {}
+
+    def mark(self) -> None:
+        """Called when the clock starts: counters the metrics are taken from start here."""
 
     def registry(self) -> Registry:
         return build_registry()
@@ -295,7 +307,308 @@ class InProcessPlugin(Basic):
         return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
 
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (Basic(), Scale(), InProcessPlugin())}
+# ---- scenarios with a separate process (a plugin host, an extender) --------------------------------
+
+STARTUP_SECONDS = 20.0
+STOP_SECONDS = 10.0
+_LISTENING = re.compile(r"listening on (\S+)")
+
+
+class ServerProcess:
+    """A server subprocess on 127.0.0.1 whose first line of output says ``listening on ADDR``.
+
+    Start-up is bounded (:data:`STARTUP_SECONDS`); its output is drained so it never blocks on a full
+    pipe; :meth:`stop` sends SIGTERM and SIGKILL after :data:`STOP_SECONDS`. Used as an async context
+    manager by the scenarios' :meth:`Scenario.environment`, so the process is stopped on errors too.
+    """
+
+    def __init__(self, argv: Sequence[str], what: str) -> None:
+        self.argv = list(argv)
+        self.what = what
+        self.proc: subprocess.Popen[str] | None = None
+        self.address = ""
+
+    def start(self) -> str:
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        box: list[str] = []
+        stdout = self.proc.stdout
+        reader = threading.Thread(target=lambda: box.append(stdout.readline() if stdout else ""), daemon=True)
+        reader.start()
+        reader.join(STARTUP_SECONDS)
+        m = _LISTENING.search(box[0]) if box else None
+        if m is None:
+            self.stop()
+            err = self.proc.stderr.read()[-2000:] if self.proc.stderr else ""
+            raise RuntimeError(f"{self.what} did not start within {STARTUP_SECONDS:g}s: {box[:1]!r} {err}")
+        for stream in (self.proc.stdout, self.proc.stderr):
+            threading.Thread(target=_drain, args=(stream,), daemon=True).start()
+        self.address = m.group(1)
+        return self.address
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(STOP_SECONDS)
+
+    async def __aenter__(self) -> ServerProcess:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.start)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _drain(stream: Any) -> None:
+    if stream is None:
+        return
+    with contextlib.suppress(ValueError, OSError):
+        for _ in stream:
+            pass
+
+
+class RemoteBenchTier(BenchTier):
+    """:class:`BenchTier` as served by a plugin host: Filter and Score answered in one exchange."""
+
+    filter_and_score = True
+
+
+class RemotePluginScenario(InProcessPlugin):
+    """``inprocess-plugin`` with BenchTier in a plugin host process (``outrigger plugin serve``)."""
+
+    name = "remote"
+    description = (
+        "basic plus BenchTier as a remote Filter+Score plugin (filter_and_score) in a separate plugin host process"
+    )
+    TARGET = "framework.bench:RemoteBenchTier"
+
+    def __init__(self) -> None:
+        self._address = ""
+        self._services: Any = None
+        self._remote: Any = None
+        self._mark: tuple[int, int, int] = (0, 0, 0)
+        self._final: tuple[int, int, int] = (0, 0, 0)
+
+    @contextlib.asynccontextmanager
+    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
+        argv = [sys.executable, "-m", "framework.cli", "plugin", "serve", self.TARGET, "--listen", "127.0.0.1:0"]
+        async with ServerProcess(argv, "plugin host") as host:
+            self._address = host.address
+            try:
+                yield
+            finally:
+                await self._close()
+
+    async def prepare(self, spec: RunSpec) -> tuple[Registry, SchedulerConfig]:
+        from .profiles import build_registry_with_remote
+        from .remote import EndpointConfig
+        from .service import start_plugin_services
+
+        self._services = await start_plugin_services()
+        endpoint = EndpointConfig(
+            "bench", (self._address,), {"default": 10.0}, connect_timeout=STARTUP_SECONDS
+        )
+        registry, self._remote = await build_registry_with_remote(
+            [endpoint], self._services.address, self._services.services
+        )
+        return registry, self.config(registry)
+
+    async def attach(self, scheduler: Scheduler) -> None:
+        assert self._remote is not None
+        await self._remote.attach(scheduler)
+
+    def _totals(self) -> tuple[int, int, int]:
+        if self._remote is None:
+            return (0, 0, 0)
+        sent = received = calls = 0
+        for points in self._remote.stats().values():
+            for st in points.values():
+                sent += st.bytes_sent
+                received += st.bytes_received
+                calls += st.calls
+        return sent, received, calls
+
+    def mark(self) -> None:
+        self._mark = self._totals()
+
+    async def detach(self) -> None:
+        self._final = self._totals()
+        await self._close()
+
+    async def _close(self) -> None:
+        remote, services = self._remote, self._services
+        self._remote = self._services = None
+        if remote is not None:
+            await remote.close()
+        if services is not None:
+            await services.stop(0.2)
+
+    def metrics(self, measured_pods: int) -> dict[str, float]:
+        sent, received, calls = (a - b for a, b in zip(self._final, self._mark, strict=True))
+        n = max(measured_pods, 1)
+        return {
+            "bytes_sent_per_pod": round(sent / n, 1),
+            "bytes_received_per_pod": round(received / n, 1),
+            "bytes_per_pod": round((sent + received) / n, 1),
+            "calls_per_pod": round(calls / n, 2),
+        }
+
+
+class ExtenderScenario(InProcessPlugin):
+    """``inprocess-plugin`` with BenchTier as a kube-scheduler HTTP extender in a separate process,
+    called by :class:`~framework.extender.ExtenderPlugin` with full v1 Node objects."""
+
+    name = "extender"
+    description = (
+        "basic plus BenchTier as a kube-scheduler HTTP/JSON extender (separate process), "
+        "ExtenderArgs with full v1 Node objects; 1000 measured pods"
+    )
+    node_cache_capable = False
+
+    def __init__(self) -> None:
+        self._url = ""
+        self._plugins: list[Any] = []
+        self._mark: tuple[int, int, int] = (0, 0, 0)
+        self._final: tuple[int, int, int] = (0, 0, 0)
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        # Bounded so the full `make bench` stays under 10 minutes: an extender call carries JSON.
+        if quick:
+            return [RunSpec(self.name, nodes=200, init_pods=100, measure_pods=200)]
+        return [RunSpec(self.name, nodes=5000, init_pods=1000, measure_pods=1000)]
+
+    @contextlib.asynccontextmanager
+    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
+        argv = [sys.executable, "-m", "framework.extender", "--listen", "127.0.0.1:0"]
+        async with ServerProcess(argv, "extender") as server:
+            self._url = f"http://{server.address}"
+            try:
+                if self.node_cache_capable:
+                    # A nodeCacheCapable extender keeps its own node cache (an informer in a cluster):
+                    # filled before the run, outside the clock.
+                    items = [node_manifest(i, self.node_labels(i)) for i in range(spec.nodes)]
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, _post_json, server.address, "/cache/nodes", {"kind": "NodeList", "items": items}
+                    )
+                yield
+            finally:
+                self._close()
+
+    def registry(self) -> Registry:
+        from .extender import ExtenderPlugin
+
+        registry = build_registry()
+        registry.register_class(ExtenderPlugin)
+        return registry
+
+    def config(self, registry: Registry) -> SchedulerConfig:
+        from .extender import ExtenderPlugin
+
+        text = json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {
+                        "schedulerName": "default-scheduler",
+                        "plugins": {"multiPoint": {"enabled": [{"name": ExtenderPlugin.name, "weight": 1}]}},
+                        "pluginConfig": [
+                            {
+                                "name": ExtenderPlugin.name,
+                                "args": {
+                                    "urlPrefix": self._url,
+                                    "filterVerb": "filter",
+                                    "prioritizeVerb": "prioritize",
+                                    "nodeCacheCapable": self.node_cache_capable,
+                                    "timeout": 10,
+                                },
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
+        return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
+
+    async def attach(self, scheduler: Scheduler) -> None:
+        from .extender import ExtenderPlugin
+
+        self._plugins = [
+            p for fwk in scheduler.profiles.values() for p in fwk.plugins.values() if isinstance(p, ExtenderPlugin)
+        ]
+
+    def _totals(self) -> tuple[int, int, int]:
+        return (
+            sum(p.bytes_sent for p in self._plugins),
+            sum(p.bytes_received for p in self._plugins),
+            sum(p.calls for p in self._plugins),
+        )
+
+    def mark(self) -> None:
+        self._mark = self._totals()
+
+    async def detach(self) -> None:
+        self._final = self._totals()
+        self._close()
+
+    def _close(self) -> None:
+        for p in self._plugins:
+            p.close()
+        self._plugins = []
+
+    def metrics(self, measured_pods: int) -> dict[str, float]:
+        sent, received, calls = (a - b for a, b in zip(self._final, self._mark, strict=True))
+        n = max(measured_pods, 1)
+        return {
+            "bytes_sent_per_pod": round(sent / n, 1),
+            "bytes_received_per_pod": round(received / n, 1),
+            "bytes_per_pod": round((sent + received) / n, 1),
+            "calls_per_pod": round(calls / n, 2),
+        }
+
+
+class ExtenderNamesScenario(ExtenderScenario):
+    """The extender in ``nodeCacheCapable`` mode: ExtenderArgs carry node names."""
+
+    name = "extender-names"
+    description = (
+        "extender in nodeCacheCapable mode (ExtenderArgs with NodeNames; the extender caches the nodes); "
+        "1000 measured pods"
+    )
+    node_cache_capable = True
+
+
+def _post_json(address: str, path: str, body: Any) -> Any:
+    import http.client
+
+    host, _, port = address.rpartition(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=STARTUP_SECONDS)
+    try:
+        conn.request("POST", path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"POST {path}: HTTP {resp.status}: {data[:200]!r}")
+        return json.loads(data)
+    finally:
+        conn.close()
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), ExtenderScenario(), ExtenderNamesScenario())
+}
 
 
 # ---- one run (in the child process) ----------------------------------------------------------------
@@ -356,6 +669,7 @@ async def run_one(spec: RunSpec) -> RunResult:
             setup_rss = peak_rss_mib()
             base_bound, base_unsched, base_errors = s.stats.bound, s.stats.unschedulable, s.stats.errors
             first_attempt = len(s.stats.attempt_seconds)
+            scenario.mark()
 
             started = time.perf_counter()
             for i in range(0, len(measured), spec.chunk):
@@ -394,6 +708,7 @@ async def run_one(spec: RunSpec) -> RunResult:
         peak_rss_mib=round(peak_rss_mib(), 1),
         setup_rss_mib=round(setup_rss, 1),
         leaks={k: v for k, v in s.leaks().items() if v},
+        metrics=scenario.metrics(spec.measure_pods),
     )
 
 
@@ -510,6 +825,44 @@ def evaluate_targets(results: dict[str, list[RunResult]]) -> list[dict[str, Any]
             "met": worst >= 1.0,
             "gap": round(worst - 1.0, 2),
         })
+    out.extend(_ratio_targets(results))
+    return out
+
+
+# (scenario, baseline, minimum ratio scenario/baseline pods/s, label); remote-plugin and extender targets.
+RATIO_TARGETS = (
+    ("remote", "basic", 0.6, "remote >= 0.6 x basic"),
+    ("remote", "inprocess-plugin", 0.8, "remote >= 0.8 x inprocess-plugin (stretch)"),
+    ("extender", "remote", 0.1, "remote >= 10 x extender (full v1 Node objects)"),
+    ("extender-names", "remote", 1 / 3, "remote >= 3 x extender (nodeCacheCapable, node names)"),
+)
+
+
+def _ratio_targets(results: dict[str, list[RunResult]]) -> list[dict[str, Any]]:
+    """The ratio targets whose two scenarios both ran (at 5000 nodes)."""
+    out: list[dict[str, Any]] = []
+
+    def at_5000(name: str) -> RunResult | None:
+        return next((r for r in results.get(name, []) if r.nodes == 5000 and not r.error), None)
+
+    for name, base_name, minimum, label in RATIO_TARGETS:
+        r, base = at_5000(name), at_5000(base_name)
+        if r is None or base is None or base.pods_per_second <= 0 or r.pods_per_second <= 0:
+            continue
+        ratio = r.pods_per_second / base.pods_per_second
+        if base_name == "remote":  # "remote >= k x extender": shown as remote / extender >= k
+            inverse = base.pods_per_second / r.pods_per_second
+            shown = f"remote / {name} = {inverse:.2f} ({base.pods_per_second:.0f} vs {r.pods_per_second:.0f} pods/s)"
+            met = r.all_scheduled and base.all_scheduled and inverse >= 1 / minimum
+            gap = round(inverse - 1 / minimum, 2)
+        else:
+            shown = f"{name} / {base_name} = {ratio:.2f} ({r.pods_per_second:.0f} vs {base.pods_per_second:.0f} pods/s)"
+            bytes_per_pod = r.metrics.get("bytes_per_pod")
+            if bytes_per_pod is not None:
+                shown += f"; {bytes_per_pod:.0f} bytes on the wire per pod"
+            met = r.all_scheduled and base.all_scheduled and ratio >= minimum
+            gap = round(ratio - minimum, 2)
+        out.append({"target": label, "measured": shown, "met": met, "gap": gap})
     return out
 
 

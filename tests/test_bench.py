@@ -62,6 +62,13 @@ def test_quick_bench_end_to_end(tmp_path: Path) -> None:
             assert run["peak_rss_mib"] > 0, run
             assert run["leaks"] == {}, run
     assert len(report["scenarios"]["scale"]["runs"]) >= 2
+    for name in ("remote", "extender", "extender-names"):  # the processes they start report bytes
+        (run,) = report["scenarios"][name]["runs"]
+        assert run["metrics"]["bytes_per_pod"] > 0 and run["metrics"]["calls_per_pod"] >= 2, run
+    # Node names are much smaller on the wire than v1 Node objects.
+    full = report["scenarios"]["extender"]["runs"][0]["metrics"]["bytes_sent_per_pod"]
+    names = report["scenarios"]["extender-names"]["runs"][0]["metrics"]["bytes_sent_per_pod"]
+    assert names * 3 < full
     assert "pods/s" in proc.stdout  # the table
 
 
@@ -137,6 +144,84 @@ def test_targets() -> None:
     fine = evaluate_targets({"scale": [_result("scale", 500, 1000), _result("scale", 1000, 600)]})
     assert fine[0]["met"] is True and fine[0]["gap"] == 0.1  # 600 x 420 / (1000 x 230) = 1.096
     assert "basic" in format_table([_result("basic", 5000, 700)])
+
+
+def test_ratio_targets() -> None:
+    remote = dataclasses.replace(_result("remote", 5000, 2400), metrics={"bytes_per_pod": 5000.0})
+    targets = evaluate_targets({
+        "basic": [_result("basic", 5000, 3000)],
+        "inprocess-plugin": [_result("inprocess-plugin", 5000, 2800)],
+        "remote": [remote],
+        "extender": [_result("extender", 5000, 200)],
+        "extender-names": [_result("extender-names", 5000, 1000)],
+    })
+    by = {t["target"]: t for t in targets}
+    assert by["remote >= 0.6 x basic"]["met"] is True and by["remote >= 0.6 x basic"]["gap"] == 0.2
+    assert "5000 bytes on the wire per pod" in by["remote >= 0.6 x basic"]["measured"]
+    assert by["remote >= 0.8 x inprocess-plugin (stretch)"]["met"] is True
+    full = by["remote >= 10 x extender (full v1 Node objects)"]
+    assert full["met"] is True and "remote / extender = 12.00" in full["measured"]
+    names = by["remote >= 3 x extender (nodeCacheCapable, node names)"]
+    assert names["met"] is False and names["gap"] == -0.6
+    # A scenario that did not run: no target about it.
+    assert [t["target"] for t in evaluate_targets({"remote": [remote]})] == []
+
+
+def test_extender_wire_format_and_plugin() -> None:
+    """The extender speaks ExtenderArgs / ExtenderFilterResult / HostPriorityList, and the plugin maps
+    its answers to Filter codes and 0..100 scores, with node objects and with node names."""
+    import http.client
+    import threading
+
+    from framework.extender import ExtenderPlugin, ExtenderServer
+
+    server = ExtenderServer(("127.0.0.1", 0))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        labels = [{"bench.outrigger.dev/tier": "gold"}, {}, {"bench.outrigger.dev/tier": "bronze"},
+                  {"bench.outrigger.dev/tier": "silver"}]
+        manifests = [node_manifest(i, lab) for i, lab in enumerate(labels)]
+        table = ClusterTable()
+        for m in manifests:
+            table.upsert_node(node_from_dict(m))
+        snap = table.snapshot()
+        pod = pod_from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                             "spec": {"containers": [{"name": "c"}]}})
+        batch = NodeBatch(snap, np.arange(4, dtype=np.int64))
+        state = CycleState("c", snap)
+
+        # The raw wire format.
+        conn = http.client.HTTPConnection("127.0.0.1", int(server.address.rpartition(":")[2]), timeout=5)
+        body = json.dumps({"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": manifests}}).encode()
+        conn.request("POST", "/filter", body)
+        result = json.loads(conn.getresponse().read())
+        assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == [
+            "scheduler-perf-00000", "scheduler-perf-00002", "scheduler-perf-00003"]
+        assert list(result["FailedAndUnresolvableNodes"]) == ["scheduler-perf-00001"]
+        assert result["FailedNodes"] == {} and result["Error"] == ""
+        conn.request("POST", "/prioritize", body)
+        assert [h["Score"] for h in json.loads(conn.getresponse().read())] == [10, 0, 0, 5]
+        conn.close()
+
+        for cache_capable in (False, True):
+            if cache_capable:
+                server.cache_nodes({"items": manifests})
+            plugin = ExtenderPlugin({"urlPrefix": f"http://{server.address}", "nodeCacheCapable": cache_capable})
+            try:
+                res = asyncio.run(plugin.filter(state, pod, batch))
+                assert res.codes.tolist() == [0, int(Code.UnschedulableAndUnresolvable), 0, 0]
+                assert res.status_at(1).reasons == ("node(s) didn't have label bench.outrigger.dev/tier",)
+                # MaxExtenderPriority 10 scaled to MaxNodeScore 100: the in-process BenchTier's scores.
+                assert asyncio.run(plugin.score(state, pod, batch)).tolist() == [100, 0, 0, 50]
+                assert plugin.calls == 2 and plugin.bytes_sent > 0 and plugin.bytes_received > 0
+            finally:
+                plugin.close()
+        assert server.calls == {"filter": 3, "prioritize": 3}
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 # ---- the optimizations the benchmark drove: same answers as the straightforward forms ------------
