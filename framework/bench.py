@@ -378,6 +378,19 @@ def _drain(stream: Any) -> None:
             pass
 
 
+def _call_metrics(mark: Sequence[float], final: Sequence[float], measured_pods: int) -> dict[str, float]:
+    """Per measured pod: bytes each way, calls, and the time inside them (the adapter's view)."""
+    sent, received, calls, seconds = (a - b for a, b in zip(final, mark, strict=True))
+    n = max(measured_pods, 1)
+    return {
+        "bytes_sent_per_pod": round(sent / n, 1),
+        "bytes_received_per_pod": round(received / n, 1),
+        "bytes_per_pod": round((sent + received) / n, 1),
+        "calls_per_pod": round(calls / n, 2),
+        "call_ms_per_pod": round(seconds * 1000 / n, 3),
+    }
+
+
 class RemoteBenchTier(BenchTier):
     """:class:`BenchTier` as served by a plugin host: Filter and Score answered in one exchange."""
 
@@ -397,8 +410,8 @@ class RemotePluginScenario(InProcessPlugin):
         self._address = ""
         self._services: Any = None
         self._remote: Any = None
-        self._mark: tuple[int, int, int] = (0, 0, 0)
-        self._final: tuple[int, int, int] = (0, 0, 0)
+        self._mark: tuple[float, ...] = (0, 0, 0, 0.0)
+        self._final: tuple[float, ...] = (0, 0, 0, 0.0)
 
     @contextlib.asynccontextmanager
     async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
@@ -428,16 +441,18 @@ class RemotePluginScenario(InProcessPlugin):
         assert self._remote is not None
         await self._remote.attach(scheduler)
 
-    def _totals(self) -> tuple[int, int, int]:
+    def _totals(self) -> tuple[float, ...]:
         if self._remote is None:
-            return (0, 0, 0)
+            return (0, 0, 0, 0.0)
         sent = received = calls = 0
+        seconds = 0.0
         for points in self._remote.stats().values():
             for st in points.values():
                 sent += st.bytes_sent
                 received += st.bytes_received
                 calls += st.calls
-        return sent, received, calls
+                seconds += st.seconds
+        return sent, received, calls, seconds
 
     def mark(self) -> None:
         self._mark = self._totals()
@@ -455,14 +470,7 @@ class RemotePluginScenario(InProcessPlugin):
             await services.stop(0.2)
 
     def metrics(self, measured_pods: int) -> dict[str, float]:
-        sent, received, calls = (a - b for a, b in zip(self._final, self._mark, strict=True))
-        n = max(measured_pods, 1)
-        return {
-            "bytes_sent_per_pod": round(sent / n, 1),
-            "bytes_received_per_pod": round(received / n, 1),
-            "bytes_per_pod": round((sent + received) / n, 1),
-            "calls_per_pod": round(calls / n, 2),
-        }
+        return _call_metrics(self._mark, self._final, measured_pods)
 
 
 class ExtenderScenario(InProcessPlugin):
@@ -479,8 +487,8 @@ class ExtenderScenario(InProcessPlugin):
     def __init__(self) -> None:
         self._url = ""
         self._plugins: list[Any] = []
-        self._mark: tuple[int, int, int] = (0, 0, 0)
-        self._final: tuple[int, int, int] = (0, 0, 0)
+        self._mark: tuple[float, ...] = (0, 0, 0, 0.0)
+        self._final: tuple[float, ...] = (0, 0, 0, 0.0)
 
     def runs(self, quick: bool) -> list[RunSpec]:
         # Bounded so the full `make bench` stays under 10 minutes: an extender call carries JSON.
@@ -548,11 +556,12 @@ class ExtenderScenario(InProcessPlugin):
             p for fwk in scheduler.profiles.values() for p in fwk.plugins.values() if isinstance(p, ExtenderPlugin)
         ]
 
-    def _totals(self) -> tuple[int, int, int]:
+    def _totals(self) -> tuple[float, ...]:
         return (
             sum(p.bytes_sent for p in self._plugins),
             sum(p.bytes_received for p in self._plugins),
             sum(p.calls for p in self._plugins),
+            sum(p.seconds for p in self._plugins),
         )
 
     def mark(self) -> None:
@@ -568,14 +577,7 @@ class ExtenderScenario(InProcessPlugin):
         self._plugins = []
 
     def metrics(self, measured_pods: int) -> dict[str, float]:
-        sent, received, calls = (a - b for a, b in zip(self._final, self._mark, strict=True))
-        n = max(measured_pods, 1)
-        return {
-            "bytes_sent_per_pod": round(sent / n, 1),
-            "bytes_received_per_pod": round(received / n, 1),
-            "bytes_per_pod": round((sent + received) / n, 1),
-            "calls_per_pod": round(calls / n, 2),
-        }
+        return _call_metrics(self._mark, self._final, measured_pods)
 
 
 class ExtenderNamesScenario(ExtenderScenario):

@@ -33,6 +33,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -213,7 +214,7 @@ class ExtenderPlugin(FilterPlugin, ScorePlugin):
     objects), ``timeout`` (seconds per call). The profile's Score weight plays the extender's
     ``weight``; scores 0..10 are scaled by ``MaxNodeScore / MaxExtenderPriority``, as kube-scheduler
     does. Every call counts its request and response bytes in :attr:`calls` / :attr:`bytes_sent` /
-    :attr:`bytes_received`.
+    :attr:`bytes_received`, and the time spent in calls (building the JSON included) in :attr:`seconds`.
     """
 
     name = "Extender"
@@ -234,6 +235,7 @@ class ExtenderPlugin(FilterPlugin, ScorePlugin):
         self.calls = 0
         self.bytes_sent = 0
         self.bytes_received = 0
+        self.seconds = 0.0  # inside calls: encoding, the round trip, decoding
         self._conn: http.client.HTTPConnection | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="extender")
 
@@ -274,7 +276,11 @@ class ExtenderPlugin(FilterPlugin, ScorePlugin):
             body = json.dumps(args, separators=(",", ":")).encode()
             return self._post_blocking(verb, body)
 
-        return await loop.run_in_executor(self._executor, call)
+        started = time.perf_counter()
+        try:
+            return await loop.run_in_executor(self._executor, call)
+        finally:
+            self.seconds += time.perf_counter() - started
 
     def close(self) -> None:
         if self._conn is not None:
