@@ -22,6 +22,12 @@ Scenarios:
 - ``inprocess-plugin``: ``basic`` plus :class:`BenchTier`, a cheap Filter+Score plugin written
   against the batch API, enabled through an ordinary KubeSchedulerConfiguration; the in-process
   baseline a remote plugin is compared with.
+- ``remote``: ``inprocess-plugin`` with BenchTier served by a plugin host process
+  (``outrigger plugin serve framework.bench:RemoteBenchTier``, ``filter_and_score``); reports bytes on
+  the wire per pod from the adapter's counters.
+- ``extender`` / ``extender-names``: the same logic as a kube-scheduler HTTP/JSON extender in its own
+  process (:mod:`framework.extender`), called by :class:`~framework.extender.ExtenderPlugin` with full
+  v1 Node objects / in ``nodeCacheCapable`` mode with node names; 1000 measured pods.
 
 A new scenario (a remote plugin, an extender, replicas, tracing) is a :class:`Scenario` subclass:
 it lists its runs (:meth:`~Scenario.runs`), may start what it needs around a run (plugin host
