@@ -456,3 +456,32 @@ def test_balanced_allocation_matches_the_per_resource_form(resources: list[str] 
             continue
         got = asyncio.run(plugin.score(CycleState("c", snap), p, batch))
         assert got.tolist() == _reference_balanced(plugin.resources, requests, snap, rows).tolist()
+
+
+def test_scenario_processes_are_stopped_on_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that does not come up is an error naming it; one that did is stopped when the run
+    fails inside the scenario's environment."""
+    import framework.bench as bench
+
+    with pytest.raises(RuntimeError, match="extender did not start"):
+        bench.ServerProcess([sys.executable, "-c", "print('nope')"], "extender").start()
+
+    seen: list[bench.ServerProcess] = []
+
+    class Spy(bench.ServerProcess):
+        def start(self) -> str:
+            seen.append(self)
+            return super().start()
+
+    monkeypatch.setattr(bench, "ServerProcess", Spy)
+
+    async def main() -> None:
+        scenario = SCENARIOS["extender-names"]
+        async with scenario.environment(RunSpec("extender-names", nodes=5, init_pods=0, measure_pods=0)):
+            assert seen[0].proc is not None and seen[0].proc.poll() is None
+            raise ValueError("the run failed")
+
+    with pytest.raises(ValueError, match="the run failed"):
+        asyncio.run(main())
+    proc = seen[0].proc
+    assert proc is not None and proc.poll() is not None  # stopped
