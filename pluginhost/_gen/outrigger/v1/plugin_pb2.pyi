@@ -101,7 +101,14 @@ class ConfigureReply(_message.Message):
     def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class CycleContext(_message.Message):
-    __slots__ = ("cycle_id", "plugin", "profile", "snapshot_generation", "pod", "state", "attempt")
+    __slots__ = ("cycle_id", "plugin", "profile", "snapshot_generation", "pod", "state", "attempt", "trace_context")
+    class TraceContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CYCLE_ID_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +116,7 @@ class CycleContext(_message.Message):
     POD_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     cycle_id: str
     plugin: str
     profile: str
@@ -116,7 +124,8 @@ class CycleContext(_message.Message):
     pod: _types_pb2.Pod
     state: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
     attempt: int
-    def __init__(self, cycle_id: _Optional[str] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., snapshot_generation: _Optional[int] = ..., pod: _Optional[_Union[_types_pb2.Pod, _Mapping]] = ..., state: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., attempt: _Optional[int] = ...) -> None: ...
+    trace_context: _containers.ScalarMap[str, str]
+    def __init__(self, cycle_id: _Optional[str] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., snapshot_generation: _Optional[int] = ..., pod: _Optional[_Union[_types_pb2.Pod, _Mapping]] = ..., state: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., attempt: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CycleRequest(_message.Message):
     __slots__ = ("ctx",)
