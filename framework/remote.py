@@ -25,14 +25,16 @@ import contextlib
 import functools
 import json
 import logging
+import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 import numpy as np
 import numpy.typing as npt
+from opentelemetry import trace as otel_trace
 
 from pluginhost import pb
 from pluginhost.convert import pod_to_proto, status_from_proto, status_to_proto
@@ -136,6 +138,8 @@ class PointStats:
     bytes_sent: int = 0
     bytes_received: int = 0
     latencies: list[float] = field(default_factory=list)
+    retries: int = 0  # node batches sent again to another replica after theirs failed
+    ignored: int = 0  # failures skipped under failurePolicy Ignore
 
     def record(self, seconds: float, *, error: bool = False) -> None:
         self.calls += 1
@@ -150,7 +154,7 @@ class PointStats:
 
 
 class _Replica:
-    """One address of an endpoint: a channel, stubs, and whether it must be handshaken again."""
+    """One address of an endpoint: a channel, stubs, its idle Filter/Score streams, and its health."""
 
     def __init__(self, endpoint: Endpoint, address: str) -> None:
         self.endpoint = endpoint
@@ -160,7 +164,12 @@ class _Replica:
         self._sync_channel: grpc.Channel | None = None
         self.suspect = False  # a call failed: handshake and reconfigure before the next one
         self.lock = asyncio.Lock()
-        self.picked = 0  # calls routed here (how replicas share the load)
+        self.picked = 0  # cycles and calls routed here (how replicas share the load)
+        self.idle: dict[str, list[_NodeStream]] = {"Filter": [], "Score": []}
+        self.serving = True  # the host's health service says SERVING (False while it drains or is gone)
+        self.down_until = 0.0  # after a failure: skipped until then (loop time), unless no replica is up
+        self.backoff = 0.0
+        self.watcher: asyncio.Task[None] | None = None
 
     def sync_stub(self) -> Any:
         # QueueSort keys and queueing hints are asked from synchronous queue code.
@@ -168,12 +177,45 @@ class _Replica:
             self._sync_channel = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
         return pb.plugin_grpc.PluginStub(self._sync_channel)  # type: ignore[no-untyped-call]
 
+    def take_stream(self, method: str) -> _NodeStream:
+        """An idle stream for ``method`` or a new one. Streams carry no deadline: the adapter bounds
+        each cycle's reads with the point's deadline instead."""
+        idle = self.idle[method]
+        while idle:
+            stream = idle.pop()
+            if not stream.broken and not stream.call.done():
+                return stream
+        return _NodeStream(getattr(self.stub, method)(), self, method)
+
+    def give_back(self, stream: _NodeStream) -> None:
+        idle = self.idle[stream.method]
+        if stream.broken or self.suspect or not self.serving or len(idle) >= _MAX_IDLE_STREAMS or stream.call.done():
+            stream.call.cancel()
+            return
+        idle.append(stream)
+
+    def drop_idle(self) -> None:
+        for streams in self.idle.values():
+            for stream in streams:
+                stream.call.cancel()
+            streams.clear()
+
     async def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.watcher
+        self.drop_idle()
         await self.channel.close()
         if self._sync_channel is not None:
             self._sync_channel.close()
 
 
+# Points a failed unary call may be sent again to another replica: they only compute (the binding
+# points, Reserve and Permit never are: a second replica might act twice).
+_RETRYABLE = frozenset({"PreFilter", "PreFilterAddPod", "PreFilterRemovePod", "PreScore", "NormalizeScore"})
+_FAILOVER_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+_MAX_IDLE_STREAMS = 4  # per replica and point: concurrent cycles (explain, preemption) beyond it open their own
 _CHANNEL_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.max_reconnect_backoff_ms", 1000)]
 
 
@@ -189,10 +231,67 @@ class Endpoint:
     def __init__(self, config: EndpointConfig, framework_address: str) -> None:
         self.config = config
         self.framework_address = framework_address
-        self.replicas = [_Replica(self, a) for a in config.addresses]
+        # dns:/// targets are looked up at connect and every resolveInterval after; plain addresses stay.
+        self.replicas = [_Replica(self, a) for a in config.addresses if not _is_dns(a)]
         self.manifests: dict[str, Any] = {}
         self.adapters: list[RemotePlugin] = []
         self._next = 0
+        self._resolver: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+
+    async def resolve(self) -> list[str]:
+        """Every address the endpoint names now: plain ones as given, each dns:/// name's A/AAAA records."""
+        loop = asyncio.get_running_loop()
+        out: list[str] = []
+        for target in self.config.addresses:
+            if not _is_dns(target):
+                out.append(target)
+                continue
+            host, port = _split_dns(target)
+            try:
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except OSError as exc:
+                log.warning("cannot resolve %s for endpoint %r: %s", target, self.name, exc)
+                continue
+            for info in infos:
+                ip = str(info[4][0])
+                addr = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+                if addr not in out:
+                    out.append(addr)
+        return out
+
+    async def refresh(self) -> None:
+        """Look dns:/// names up again: new addresses become replicas (handshaken and configured before
+        their first call), vanished ones are dropped once idle."""
+        addresses = await self.resolve()
+        if not addresses:
+            return  # keep what we have: a resolver hiccup must not empty the endpoint
+        known = {r.address: r for r in self.replicas}
+        added = [a for a in addresses if a not in known]
+        gone = [r for r in self.replicas if r.address not in addresses]
+        for address in added:
+            replica = _Replica(self, address)
+            replica.suspect = bool(self.manifests)  # after startup: handshake + configure on first use
+            self.replicas.append(replica)
+            log.info("%s added (from %s)", self.where(replica), ", ".join(self.config.addresses))
+        for replica in gone:
+            self.replicas.remove(replica)
+            log.info("%s removed: its name no longer resolves to it", self.where(replica))
+            self._closing.add(asyncio.get_running_loop().create_task(_close_later(replica, 30.0)))
+        if added and len(self.replicas) > 1 and self.manifests:
+            self.watch_health()
+
+    def follow_dns(self) -> None:
+        if any(_is_dns(a) for a in self.config.addresses) and self._resolver is None:
+            self._resolver = asyncio.get_running_loop().create_task(self._resolve_loop())
+
+    async def _resolve_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.resolve_interval)
+            try:
+                await self.refresh()
+            except Exception:
+                log.exception("re-resolving endpoint %r failed", self.name)
 
     @property
     def name(self) -> str:
@@ -209,6 +308,11 @@ class Endpoint:
 
     async def connect(self) -> None:
         """Handshake every replica (bounded retries with backoff) and check their manifests agree."""
+        await self.refresh()
+        if not self.replicas:
+            raise RemotePluginsError(
+                f"endpoint {self.name!r}: {', '.join(self.config.addresses)} resolves to no address"
+            )
         manifests: list[dict[str, Any]] = []
         for replica in self.replicas:
             reply = await self._handshake_with_retries(replica)
@@ -246,18 +350,74 @@ class Endpoint:
             await asyncio.sleep(min(backoff, max(deadline - loop.time(), 0)))
             backoff = min(backoff * 2, 1.0)
 
+    def usable(self, key: str = "") -> list[_Replica]:
+        """The replicas to use now, the preferred one first: those serving and not backing off after a
+        failure (all of them when none is: a call is the way to find one back). A cycle's key picks
+        the first, so consecutive cycles start on different replicas."""
+        replicas = self.replicas
+        if len(replicas) == 1:
+            return replicas
+        now = asyncio.get_running_loop().time()
+        up = [r for r in replicas if r.serving and r.down_until <= now] or [r for r in replicas if r.serving]
+        up = up or list(replicas)
+        if len(up) > 1:
+            if key:
+                start = hash(key) % len(up)
+            else:
+                self._next = (self._next + 1) % len(up)
+                start = self._next
+            up = up[start:] + up[:start]
+        return up
+
     def pick(self, key: str = "") -> _Replica:
-        """The replica for a call: by cycle id when there is one (a cycle's calls go to one replica),
-        round robin otherwise."""
-        if len(self.replicas) == 1:
-            replica = self.replicas[0]
-        elif key:
-            replica = self.replicas[hash(key) % len(self.replicas)]
-        else:
-            self._next = (self._next + 1) % len(self.replicas)
-            replica = self.replicas[self._next]
+        """The replica for a call: by cycle id when there is one, round robin otherwise."""
+        replica = self.usable(key)[0] if len(self.replicas) > 1 else self.replicas[0]
         replica.picked += 1
         return replica
+
+    def failed(self, replica: _Replica) -> None:
+        """A call to ``replica`` failed: handshake it again before its next call, and leave it out of
+        new work for a while (backoff doubling from 0.1 s to 5 s) when other replicas are up."""
+        replica.suspect = True
+        replica.backoff = min(max(replica.backoff * 2, 0.1), 5.0)
+        replica.down_until = asyncio.get_running_loop().time() + replica.backoff
+        replica.drop_idle()
+
+    def watch_health(self) -> None:
+        """Follow each replica's grpc.health.v1 status: a replica that reports NOT_SERVING (draining
+        before it stops) gets no new cycles; SERVING again puts it back."""
+        if len(self.replicas) < 2:
+            return
+        for replica in self.replicas:
+            if replica.watcher is None:
+                replica.watcher = asyncio.get_running_loop().create_task(self._watch(replica))
+
+    async def _watch(self, replica: _Replica) -> None:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        stub = health_pb2_grpc.HealthStub(replica.channel)
+        backoff = 0.1
+        while True:
+            try:
+                call = stub.Watch(health_pb2.HealthCheckRequest(service=""))
+                async for reply in call:
+                    serving = reply.status == health_pb2.HealthCheckResponse.SERVING
+                    if serving != replica.serving:
+                        log.info("%s is %s", self.where(replica), "serving" if serving else "not serving")
+                    replica.serving = serving
+                    if not serving:
+                        replica.drop_idle()
+                    backoff = 0.1
+            except asyncio.CancelledError:
+                raise
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    replica.serving = True  # a host without the health service: judged by its calls alone
+                    return
+            replica.serving = False  # the watch ended: the host is gone or restarting
+            replica.drop_idle()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
 
     async def ready(self, replica: _Replica) -> None:
         """If a call to ``replica`` failed before, handshake and reconfigure it (the host may have
@@ -270,6 +430,7 @@ class Endpoint:
             try:
                 reply = await self._handshake(replica, self.config.deadline("configure"))
             except grpc.RpcError as exc:
+                self.failed(replica)
                 raise RemotePluginError(f"{_describe(exc)} ({self.where(replica)})", exc.code()) from None
             served = {m.name for m in reply.plugins}
             missing = [a.name for a in self.adapters if a.name not in served]
@@ -278,6 +439,8 @@ class Endpoint:
             for adapter in self.adapters:
                 await adapter.configure_on(replica)
             replica.suspect = False
+            replica.backoff = 0.0
+            replica.down_until = 0.0
             log.info("%s is back: handshaken and configured again", self.where(replica))
 
     async def configure_all(self) -> None:
@@ -286,43 +449,104 @@ class Endpoint:
                 await adapter.configure_on(replica)
 
     async def close(self) -> None:
+        for task in [self._resolver, *self._closing]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         for replica in self.replicas:
             await replica.close()
+
+
+async def _close_later(replica: _Replica, delay: float) -> None:
+    await asyncio.sleep(delay)  # let calls already on it finish
+    await replica.close()
+
+
+def _is_dns(address: str) -> bool:
+    return address.startswith("dns:")
+
+
+def _split_dns(target: str) -> tuple[str, int]:
+    """``dns:///name:port`` (or ``dns:name:port``) -> (name, port)."""
+    rest = target[len("dns:"):]
+    if rest.startswith("//"):
+        rest = rest[2:].split("/", 1)[1] if "/" in rest[2:] else rest[2:]
+    host, _, port = rest.rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 # ---------------------------------------------------------------------------------------------------
 # Per-cycle data the adapters keep in the CycleState (freed with it)
 
 
-class _FilterStream:
-    __slots__ = ("call", "replica", "seq", "with_scores")
+class _NodeStream:
+    """A Filter or Score stream to one replica, kept open and reused by consecutive cycles (one cycle
+    at a time). ``seq`` numbers batches over the stream's whole life, so the answer to a batch of an
+    abandoned cycle (``seq < base``, e.g. a prefetched window no plugin asked for) is recognised and
+    dropped by the next cycle."""
 
-    def __init__(self, call: Any, replica: _Replica, with_scores: bool) -> None:
+    __slots__ = ("base", "broken", "call", "method", "replica", "seq")
+
+    def __init__(self, call: Any, replica: _Replica, method: str) -> None:
         self.call = call
         self.replica = replica
+        self.method = method
         self.seq = 0
-        self.with_scores = with_scores
+        self.base = 0
+        self.broken = False
+
+
+class _Window:
+    """The batches of one Filter or Score request in flight: per stream, batch_seq -> (lo, hi), the
+    positions of its nodes in ``batch``."""
+
+    __slots__ = ("batch", "codes", "pending", "reason_index", "reasons", "scores", "tried", "want_scores")
+
+    def __init__(self, batch: NodeBatch, want_scores: bool) -> None:
+        n = len(batch)
+        self.batch = batch
+        self.want_scores = want_scores
+        self.pending: dict[_NodeStream, dict[int, tuple[int, int]]] = {}
+        self.codes = np.zeros(n, dtype=np.int8)
+        self.reason_index = np.zeros(n, dtype=np.int32)
+        self.reasons: list[tuple[str, ...]] = []
+        self.scores = np.zeros(n, dtype=np.int64)
+        self.tried: set[_Replica] = set()
+
+
+class _StreamBroken(Exception):
+    """A stream ended or timed out with batches unanswered (retryable on another replica)."""
 
 
 class _CycleData:
-    """An adapter's per-cycle data: its open Filter stream and the scores Filter brought back.
+    """An adapter's per-cycle data: the streams it took for the cycle, the scores Filter brought back,
+    and whether the cycle is registered with the CycleState service while it runs.
 
     Kept in the CycleState so it is freed with the scheduling context. A clone (preemption's what-if
-    states) gets an empty one: a what-if never shares the original's stream.
+    states) gets an empty one: a what-if never shares the original's streams.
     """
 
-    __slots__ = ("filter", "score_rows", "score_values")
+    __slots__ = ("in_flight", "score_rows", "score_values", "streams", "with_scores")
 
     def __init__(self) -> None:
-        self.filter: _FilterStream | None = None
+        self.streams: dict[tuple[str, _Replica], _NodeStream] = {}
         self.score_rows: list[npt.NDArray[np.int64]] = []
         self.score_values: list[npt.NDArray[np.int64]] = []
+        self.with_scores: bool | None = None
+        self.in_flight: contextlib.ExitStack | None = None
 
     def clone(self) -> _CycleData:
         return _CycleData()
 
 
 _VALID_CODES = max(int(c) for c in Code)
+
+
+def _passing(n: int) -> Awaitable[FilterResult]:
+    future: asyncio.Future[FilterResult] = asyncio.get_running_loop().create_future()
+    future.set_result(FilterResult.passing(n))
+    return future
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -365,8 +589,10 @@ class RemotePlugin(Plugin):
 
     def _error(self, replica: _Replica, exc: grpc.RpcError) -> RemotePluginError:
         code = exc.code()
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNKNOWN,
-                    grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED):
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            self.endpoint.failed(replica)  # handshake again before its next call; prefer other replicas
+        elif code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL,
+                      grpc.StatusCode.CANCELLED):
             replica.suspect = True  # the host may have restarted: handshake again before the next call
         return RemotePluginError(f"{_describe(exc)} ({self.endpoint.where(replica)})", code)
 
@@ -423,9 +649,10 @@ class RemotePlugin(Plugin):
 
     async def _call(self, point: str, method: str, request: Any, *, state: CycleState | None = None,
                     config_point: str = "") -> Any:
-        """One unary call with the point's deadline; retried once if the host lost its configuration."""
+        """One unary call with the point's deadline; retried once if the host lost its configuration,
+        and on another replica when the point is pure and the first replica is unreachable."""
         key = state.cycle_id if state is not None else ""
-        replica = self.endpoint.pick(key)
+        replicas = self.endpoint.usable(key) if len(self.endpoint.replicas) > 1 else self.endpoint.replicas
         stat = self._stat(point)
         stat.bytes_sent += request.ByteSize()
         started = time.perf_counter()
@@ -434,27 +661,61 @@ class RemotePlugin(Plugin):
             self.services.in_flight(state) if self.services is not None and state is not None
             else contextlib.nullcontext()
         )
-        try:
-            with in_flight:
-                await self.endpoint.ready(replica)
+        tries = replicas if point in _RETRYABLE else replicas[:1]
+        with in_flight:
+            for i, replica in enumerate(tries):
+                replica.picked += 1
                 try:
-                    reply = await getattr(replica.stub, method)(request, timeout=timeout)
+                    reply = await self._call_once(replica, method, request, timeout)
                 except grpc.RpcError as exc:
-                    if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
-                        raise
-                    # "not configured": the host restarted between two calls. Configure and retry once.
-                    replica.suspect = True
-                    await self.endpoint.ready(replica)
-                    reply = await getattr(replica.stub, method)(request, timeout=timeout)
+                    error = self._error(replica, exc)
+                    if i + 1 < len(tries) and exc.code() in _FAILOVER_CODES:
+                        stat.retries += 1
+                        log.warning("%s of plugin %r failed on %s (%s): trying %s", point, self.name,
+                                    replica.address, _describe(exc), tries[i + 1].address)
+                        continue
+                    stat.record(time.perf_counter() - started, error=True)
+                    raise error from None
+                except RemotePluginError:
+                    if i + 1 < len(tries):
+                        continue
+                    stat.record(time.perf_counter() - started, error=True)
+                    raise
+                except BaseException:
+                    stat.record(time.perf_counter() - started, error=True)
+                    raise
+                stat.record(time.perf_counter() - started)
+                stat.bytes_received += reply.ByteSize()
+                return reply
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _call_once(self, replica: _Replica, method: str, request: Any, timeout: float) -> Any:
+        await self.endpoint.ready(replica)
+        try:
+            return await getattr(replica.stub, method)(request, timeout=timeout)
         except grpc.RpcError as exc:
-            stat.record(time.perf_counter() - started, error=True)
-            raise self._error(replica, exc) from None
-        except BaseException:
-            stat.record(time.perf_counter() - started, error=True)
-            raise
-        stat.record(time.perf_counter() - started)
-        stat.bytes_received += reply.ByteSize()
-        return reply
+            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+            # "not configured": the host restarted between two calls. Configure and retry once.
+            replica.suspect = True
+            await self.endpoint.ready(replica)
+            return await getattr(replica.stub, method)(request, timeout=timeout)
+
+    def _ignored(self, point: str, state: CycleState | None, exc: BaseException) -> bool:
+        """Under failurePolicy Ignore, a failed call skips the plugin for the rest of the cycle: record
+        it (statistics, log, the current trace span) and tell the caller to carry on without it."""
+        if self.endpoint.config.failure_policy != "Ignore" or not isinstance(exc, RemotePluginError):
+            return False
+        self._stat(point).ignored += 1
+        if state is not None:
+            state.skip_filter.add(self.name)
+            state.skip_score.add(self.name)
+        log.warning("%s plugin %r failed and is ignored for this cycle (failurePolicy Ignore): %s",
+                    point, self.name, exc)
+        otel_trace.get_current_span().add_event(
+            "remote plugin failure ignored", {"plugin": self.name, "extension_point": point, "error": str(exc)}
+        )
+        return True
 
     def _node_request(self, state: CycleState, pod: Pod, node_name: str) -> Any:
         node_id = 0
@@ -473,7 +734,12 @@ class RemotePlugin(Plugin):
 
     async def pre_enqueue(self, pod: Pod) -> Status:
         request = pb.plugin.PodRequest(plugin=self.name, profile=self.profile, pod=pod_to_proto(pod))
-        reply = await self._call("PreEnqueue", "PreEnqueue", request, config_point="preEnqueue")
+        try:
+            reply = await self._call("PreEnqueue", "PreEnqueue", request, config_point="preEnqueue")
+        except RemotePluginError as exc:
+            if self._ignored("PreEnqueue", None, exc):
+                return SUCCESS
+            raise
         return status_from_proto(reply.status)
 
     def sort_key(self, info: QueuedPodInfo) -> Any:
@@ -555,8 +821,13 @@ class RemotePlugin(Plugin):
     # ---- PreFilter -----------------------------------------------------------------------------------
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
-        reply = await self._call("PreFilter", "PreFilter", pb.plugin.CycleRequest(ctx=self._ctx(state, pod)),
-                                 state=state, config_point="preFilter")
+        try:
+            reply = await self._call("PreFilter", "PreFilter", pb.plugin.CycleRequest(ctx=self._ctx(state, pod)),
+                                     state=state, config_point="preFilter")
+        except RemotePluginError as exc:
+            if self._ignored("PreFilter", state, exc):
+                return None, Status(Code.Skip)
+            raise
         apply_entries(state, reply.state_writes)
         result = PreFilterResult(frozenset(reply.node_names)) if reply.narrowed else None
         return result, status_from_proto(reply.status)
@@ -574,122 +845,261 @@ class RemotePlugin(Plugin):
             ctx=self._ctx(state, pod), other_pod=pod_to_proto(other), node_id=node_id, node_name=node_name
         )
         point = "PreFilterAddPod" if add else "PreFilterRemovePod"
-        reply = await self._call(point, point, request, state=state, config_point="preFilter")
+        try:
+            reply = await self._call(point, point, request, state=state, config_point="preFilter")
+        except RemotePluginError as exc:
+            if self._ignored(point, state, exc):
+                return SUCCESS
+            raise
         apply_entries(state, reply.state_writes)
         return status_from_proto(reply.status)
 
-    # ---- Filter --------------------------------------------------------------------------------------
+    # ---- Filter and Score streams ------------------------------------------------------------------
 
-    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
-        data = self._data(state)
-        stream = data.filter
-        stat = self._stat("Filter")
-        started = time.perf_counter()
-        in_flight = self.services.in_flight(state) if self.services is not None else contextlib.nullcontext()
-        try:
-            with in_flight:
-                if stream is None:
-                    stream = data.filter = await self._open_filter(state, pod)
-                result = await self._filter_window(stream, state, batch, data, stat)
-        except grpc.RpcError as exc:
-            stat.record(time.perf_counter() - started, error=True)
-            await self._close_filter(data)
-            raise self._error(stream.replica if stream is not None else self.endpoint.pick(), exc) from None
-        except BaseException:
-            stat.record(time.perf_counter() - started, error=True)
-            await self._close_filter(data)
-            raise
-        stat.record(time.perf_counter() - started)
-        return result
+    def _hold(self, state: CycleState, data: _CycleData) -> None:
+        """Register the cycle with the CycleState service until its streams are given back."""
+        if data.in_flight is None and self.services is not None:
+            data.in_flight = contextlib.ExitStack()
+            data.in_flight.enter_context(self.services.in_flight(state))
 
-    async def _open_filter(self, state: CycleState, pod: Pod) -> _FilterStream:
-        replica = self.endpoint.pick(state.cycle_id)
+    def _give_back(self, data: _CycleData, method: str) -> None:
+        for key in [k for k in data.streams if k[0] == method]:
+            stream = data.streams.pop(key)
+            stream.replica.give_back(stream)
+        if not data.streams and data.in_flight is not None:
+            data.in_flight.close()
+            data.in_flight = None
+
+    async def _stream_for(self, method: str, replica: _Replica, state: CycleState, pod: Pod, data: _CycleData,
+                          stat: PointStats) -> _NodeStream:
+        """This cycle's stream to ``replica``: an idle one (or a new one) started with this cycle's context."""
+        stream = data.streams.get((method, replica))
+        if stream is not None:
+            return stream
         await self.endpoint.ready(replica)
-        with_scores = self.with_scores and self.scores_enabled and self.name not in state.skip_score
-        call = replica.stub.Filter(timeout=self._deadline("filter"))
-        start = pb.plugin.FilterRequest(start=pb.plugin.FilterStart(ctx=self._ctx(state, pod), with_scores=with_scores))
-        self._stat("Filter").bytes_sent += start.ByteSize()
-        await call.write(start)
-        return _FilterStream(call, replica, with_scores)
+        self._hold(state, data)
+        replica.picked += 1
+        stream = replica.take_stream(method)
+        data.streams[(method, replica)] = stream
+        stream.base = stream.seq
+        if method == "Filter":
+            start: Any = pb.plugin.FilterRequest(
+                start=pb.plugin.FilterStart(ctx=self._ctx(state, pod), with_scores=bool(data.with_scores))
+            )
+        else:
+            start = pb.plugin.ScoreRequest(start=pb.plugin.ScoreStart(ctx=self._ctx(state, pod)))
+        stat.bytes_sent += start.ByteSize()
+        try:
+            await stream.call.write(start)
+        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            stream.broken = True
+            raise _StreamBroken(f"cannot start a {method} stream: {exc}") from None
+        return stream
 
-    def _batches(self, batch: NodeBatch) -> list[tuple[int, int]]:
+    def _batches(self, batch: NodeBatch, replicas: int = 1) -> list[tuple[int, int]]:
         n = len(batch)
-        size = self.batch_size or n or 1
+        size = self.batch_size or -(-n // max(replicas, 1)) or 1
         return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
 
-    async def _filter_window(
-        self, stream: _FilterStream, state: CycleState, batch: NodeBatch, data: _CycleData, stat: PointStats
-    ) -> FilterResult:
-        n = len(batch)
-        ids = batch.snapshot.table.ids[batch.rows]
-        generation = batch.snapshot.generation
-        pending: dict[int, tuple[int, int]] = {}
-        for lo, hi in self._batches(batch):
-            msg = pb.types.NodeBatch(snapshot_generation=generation, batch_seq=stream.seq, node_ids=ids[lo:hi].tolist())
-            if not self.needs_snapshot:
-                msg.node_names.extend(batch.snapshot.table.names[r] for r in batch.rows[lo:hi].tolist())
-            request = pb.plugin.FilterRequest(batch=msg)
-            stat.bytes_sent += request.ByteSize()
+    async def _send_part(self, method: str, replica: _Replica, state: CycleState, pod: Pod, data: _CycleData,
+                         window: _Window, lo: int, hi: int, stat: PointStats) -> None:
+        stream = await self._stream_for(method, replica, state, pod, data, stat)
+        batch = window.batch
+        msg = pb.types.NodeBatch(
+            snapshot_generation=batch.snapshot.generation, batch_seq=stream.seq,
+            node_ids=batch.snapshot.table.ids[batch.rows[lo:hi]].tolist(),
+        )
+        if not self.needs_snapshot:
+            msg.node_names.extend(batch.snapshot.table.names[r] for r in batch.rows[lo:hi].tolist())
+        request = pb.plugin.FilterRequest(batch=msg) if method == "Filter" else pb.plugin.ScoreRequest(batch=msg)
+        stat.bytes_sent += request.ByteSize()
+        window.pending.setdefault(stream, {})[stream.seq] = (lo, hi)
+        stream.seq += 1
+        try:
             await stream.call.write(request)
-            pending[stream.seq] = (lo, hi)
-            stream.seq += 1
-        codes = np.zeros(n, dtype=np.int8)
-        reason_index = np.zeros(n, dtype=np.int32)
-        reasons: list[tuple[str, ...]] = []
-        while pending:
+        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            stream.broken = True
+            raise _StreamBroken(f"cannot send a {method} batch: {exc}") from None
+
+    async def _send(self, method: str, state: CycleState, pod: Pod, batch: NodeBatch, data: _CycleData,
+                    stat: PointStats) -> _Window:
+        """Send ``batch`` as node batches spread over the healthy replicas; answers are read by _collect."""
+        window = _Window(batch, want_scores=method == "Score" or bool(data.with_scores))
+        replicas = self.endpoint.usable(state.cycle_id)
+        for i, (lo, hi) in enumerate(self._batches(batch, len(replicas))):
+            replica = replicas[i % len(replicas)]
+            if replica in window.tried:
+                others = [r for r in self.endpoint.usable(state.cycle_id) if r not in window.tried]
+                if not others:
+                    raise RemotePluginError(f"no replica left for {method} ({self.endpoint.name})",
+                                            grpc.StatusCode.UNAVAILABLE)
+                replica = others[0]
+            try:
+                await self._send_part(method, replica, state, pod, data, window, lo, hi, stat)
+            except _StreamBroken as exc:
+                sent = any((lo, hi) in spans.values() for st, spans in window.pending.items() if st.replica is replica)
+                await self._failover(method, state, pod, data, window, replica, str(exc), stat,
+                                     [] if sent else [(lo, hi)])
+        return window
+
+    async def _failover(self, method: str, state: CycleState, pod: Pod, data: _CycleData, window: _Window,
+                        replica: _Replica, why: str, stat: PointStats, unsent: list[tuple[int, int]]) -> None:
+        """``replica`` failed with batches of ``window`` unanswered: Filter and Score are pure, so send
+        them to another healthy replica (each replica is tried once per window); else fail the call."""
+        spans = list(unsent)
+        while True:
+            window.tried.add(replica)
+            self.endpoint.failed(replica)
+            for stream in [s for s in window.pending if s.replica is replica]:
+                spans.extend(window.pending.pop(stream).values())
+            others = [r for r in self.endpoint.usable(state.cycle_id) if r not in window.tried]
+            if not others:
+                raise RemotePluginError(f"{why} ({self.endpoint.where(replica)})", grpc.StatusCode.UNAVAILABLE)
+            target = others[0]
+            log.warning("%s batches of plugin %r failed on %s (%s): sending them to %s", method, self.name,
+                        replica.address, why, target.address)
+            spans.sort()
+            stat.retries += len(spans)
+            for i, (lo, hi) in enumerate(spans):
+                try:
+                    await self._send_part(method, target, state, pod, data, window, lo, hi, stat)
+                except _StreamBroken as exc:
+                    sent = any((lo, hi) in sp.values() for st, sp in window.pending.items() if st.replica is target)
+                    spans = spans[i + 1 :] if sent else spans[i:]
+                    replica, why = target, str(exc)
+                    break
+            else:
+                return
+
+    async def _collect(self, method: str, state: CycleState, pod: Pod, data: _CycleData, window: _Window,
+                       stat: PointStats) -> None:
+        """Read every answer of ``window`` (within the point's deadline), failing over a broken replica."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._deadline(method.lower())
+        while window.pending:
+            stream = next(iter(window.pending))
+            try:
+                if stream.broken:
+                    raise _StreamBroken("the stream broke")
+                async with asyncio.timeout_at(deadline):
+                    await self._read(method, stream, state, window, stat)
+            except (grpc.RpcError, _StreamBroken, TimeoutError) as exc:
+                stream.broken = True
+                if isinstance(exc, TimeoutError):
+                    why = f"DEADLINE_EXCEEDED: no answer within {self._deadline(method.lower()):g}s"
+                elif isinstance(exc, grpc.RpcError):
+                    why = _describe(exc)
+                else:
+                    why = str(exc)
+                await self._failover(method, state, pod, data, window, stream.replica, why, stat, [])
+                deadline = loop.time() + self._deadline(method.lower())
+            except BaseException:
+                stream.broken = True
+                raise
+
+    async def _read(self, method: str, stream: _NodeStream, state: CycleState, window: _Window,
+                    stat: PointStats) -> None:
+        spans = window.pending[stream]
+        while spans:
             reply = await stream.call.read()
             if reply is grpc.aio.EOF:
-                raise RemotePluginError(
-                    f"the plugin closed its Filter stream with {len(pending)} batch(es) unanswered "
-                    f"({self.endpoint.where(stream.replica)})"
-                )
+                raise _StreamBroken(f"the plugin closed its {method} stream with {len(spans)} batch(es) unanswered")
             stat.bytes_received += reply.ByteSize()
-            span = pending.pop(reply.batch_seq, None)
+            if reply.batch_seq < stream.base:
+                continue  # the answer to an abandoned cycle's batch
+            span = spans.pop(reply.batch_seq, None)
             if span is None:
-                raise RemotePluginError(f"answered Filter batch {reply.batch_seq}, which was not sent (or twice)")
+                raise RemotePluginError(f"answered {method} batch {reply.batch_seq}, which was not sent (or twice)")
             apply_entries(state, reply.state_writes)
             if reply.HasField("error") and reply.error.code != pb.types.CODE_SUCCESS:
-                raise RemotePluginError(status_from_proto(reply.error).message() or "Filter batch failed")
-            lo, hi = span
-            got = np.asarray(reply.codes, dtype=np.int64)
-            if got.shape[0] != hi - lo:
-                raise RemotePluginError(
-                    f"answered {got.shape[0]} of the {hi - lo} nodes of Filter batch {reply.batch_seq}"
-                )
-            if got.shape[0] and (int(got.min()) < 0 or int(got.max()) > _VALID_CODES):
-                raise RemotePluginError("returned an unknown status code")
-            codes[lo:hi] = got
-            failed = got != 0
-            if failed.any() and len(reply.reason_index):
-                index = np.asarray(reply.reason_index, dtype=np.int64)
-                if index.shape[0] != hi - lo or int(index[failed].max()) >= len(reply.reason_table):
-                    raise RemotePluginError(f"sent a bad reason index in Filter batch {reply.batch_seq}")
-                reason_index[lo:hi] = index + len(reasons)
-                reasons.extend(tuple(rs.reasons) for rs in reply.reason_table)
-            elif failed.any():
-                reason_index[lo:hi] = len(reasons)
-                reasons.append(())
-            if stream.with_scores:
-                scores = np.asarray(reply.scores, dtype=np.int64)
-                if scores.shape[0] != hi - lo:
-                    raise RemotePluginError(
-                        f"sent {scores.shape[0]} scores for the {hi - lo} nodes of Filter batch {reply.batch_seq}"
-                    )
-                passing = ~failed
-                data.score_rows.append(batch.rows[lo:hi][passing])
-                data.score_values.append(scores[passing])
-        return FilterResult(codes, reason_index, reasons)
+                raise RemotePluginError(status_from_proto(reply.error).message() or f"{method} batch failed")
+            if method == "Filter":
+                self._take_filter_reply(reply, span, window)
+            else:
+                lo, hi = span
+                got = np.asarray(reply.scores, dtype=np.int64)
+                if got.shape[0] != hi - lo:
+                    # The runtime's own words for a wrong-length answer, for the whole batch.
+                    raise RemotePluginError(f"returned {got.shape[0]} scores for {hi - lo} nodes")
+                window.scores[lo:hi] = got
+        del window.pending[stream]
 
-    async def _close_filter(self, data: _CycleData) -> None:
-        stream, data.filter = data.filter, None
-        if stream is not None:
-            # Every batch is answered: cancelling only tells the host that no more nodes will come.
-            stream.call.cancel()
+    def _take_filter_reply(self, reply: Any, span: tuple[int, int], window: _Window) -> None:
+        lo, hi = span
+        got = np.asarray(reply.codes, dtype=np.int64)
+        if got.shape[0] != hi - lo:
+            raise RemotePluginError(f"answered {got.shape[0]} of the {hi - lo} nodes of Filter batch {reply.batch_seq}")
+        if got.shape[0] and (int(got.min()) < 0 or int(got.max()) > _VALID_CODES):
+            raise RemotePluginError("returned an unknown status code")
+        window.codes[lo:hi] = got
+        failed = got != 0
+        if failed.any() and len(reply.reason_index):
+            index = np.asarray(reply.reason_index, dtype=np.int64)
+            if index.shape[0] != hi - lo or int(index[failed].max()) >= len(reply.reason_table):
+                raise RemotePluginError(f"sent a bad reason index in Filter batch {reply.batch_seq}")
+            window.reason_index[lo:hi] = index + len(window.reasons)
+            window.reasons.extend(tuple(rs.reasons) for rs in reply.reason_table)
+        elif failed.any():
+            window.reason_index[lo:hi] = len(window.reasons)
+            window.reasons.append(())
+        if window.want_scores:
+            scores = np.asarray(reply.scores, dtype=np.int64)
+            if scores.shape[0] != hi - lo:
+                raise RemotePluginError(
+                    f"sent {scores.shape[0]} scores for the {hi - lo} nodes of Filter batch {reply.batch_seq}"
+                )
+            window.scores[lo:hi] = scores
+
+    # ---- Filter --------------------------------------------------------------------------------------
+
+    def _filter_data(self, state: CycleState) -> _CycleData:
+        data = self._data(state)
+        if data.with_scores is None:
+            data.with_scores = self.with_scores and self.scores_enabled and self.name not in state.skip_score
+        return data
+
+    async def prefetch_filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> Awaitable[FilterResult]:
+        """Send ``batch`` now and return what collects the answers: the runtime sends a window to remote
+        plugins first, runs the in-process plugins while the hosts work, then collects (Filter is pure,
+        so answering for nodes an earlier plugin rejects changes nothing)."""
+        data = self._filter_data(state)
+        stat = self._stat("Filter")
+        started = time.perf_counter()
+        if self.name in state.skip_filter:  # ignored after a failure earlier in this cycle
+            return _passing(len(batch))
+        try:
+            window = await self._send("Filter", state, pod, batch, data, stat)
+        except BaseException as exc:
+            stat.record(time.perf_counter() - started, error=True)
+            if self._ignored("Filter", state, exc):
+                return _passing(len(batch))
+            raise
+        return self._finish_filter(state, pod, data, window, stat, started)
+
+    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+        return await (await self.prefetch_filter(state, pod, batch))
+
+    async def _finish_filter(self, state: CycleState, pod: Pod, data: _CycleData, window: _Window,
+                             stat: PointStats, started: float) -> FilterResult:
+        try:
+            await self._collect("Filter", state, pod, data, window, stat)
+        except BaseException as exc:
+            stat.record(time.perf_counter() - started, error=True)
+            if self._ignored("Filter", state, exc):
+                return FilterResult.passing(len(window.batch))
+            raise
+        stat.record(time.perf_counter() - started)
+        result = FilterResult(window.codes, window.reason_index, window.reasons)
+        if data.with_scores:
+            passing = window.codes == 0
+            data.score_rows.append(window.batch.rows[passing])
+            data.score_values.append(window.scores[passing])
+        return result
 
     async def filter_finished(self, state: CycleState) -> None:
         data = state.get(self._data_key)
         if isinstance(data, _CycleData):
-            await self._close_filter(data)
+            self._give_back(data, "Filter")
 
     # ---- PostFilter ----------------------------------------------------------------------------------
 
@@ -701,7 +1111,12 @@ class RemotePlugin(Plugin):
             request.node_statuses[name].CopyFrom(status_to_proto(st))
         # The key "" carries the status of every node not listed (NodeToStatus.absent).
         request.node_statuses[""].CopyFrom(status_to_proto(statuses.absent))
-        reply = await self._call("PostFilter", "PostFilter", request, state=state, config_point="postFilter")
+        try:
+            reply = await self._call("PostFilter", "PostFilter", request, state=state, config_point="postFilter")
+        except RemotePluginError as exc:
+            if self._ignored("PostFilter", state, exc):
+                return None, Status(Code.Unschedulable, (f"remote plugin {self.name} failed and was ignored",))
+            raise
         apply_entries(state, reply.state_writes)
         result = PostFilterResult(reply.nominated_node_name) if reply.nominated_node_name else None
         return result, status_from_proto(reply.status)
@@ -712,7 +1127,12 @@ class RemotePlugin(Plugin):
         request = pb.plugin.PreScoreRequest(ctx=self._ctx(state, pod), feasible_node_ids=self._ids(nodes))
         if not self.needs_snapshot:
             request.feasible_node_names.extend(nodes.names)
-        reply = await self._call("PreScore", "PreScore", request, state=state, config_point="preScore")
+        try:
+            reply = await self._call("PreScore", "PreScore", request, state=state, config_point="preScore")
+        except RemotePluginError as exc:
+            if self._ignored("PreScore", state, exc):
+                return Status(Code.Skip)
+            raise
         apply_entries(state, reply.state_writes)
         return status_from_proto(reply.status)
 
@@ -738,64 +1158,21 @@ class RemotePlugin(Plugin):
         return by_row[batch.rows]
 
     async def _score_stream(self, state: CycleState, pod: Pod, batch: NodeBatch) -> npt.NDArray[np.int64]:
-        replica = self.endpoint.pick(state.cycle_id)
+        data = self._data(state)
         stat = self._stat("Score")
         started = time.perf_counter()
-        n = len(batch)
-        out = np.zeros(n, dtype=np.int64)
-        call = None
-        in_flight = self.services.in_flight(state) if self.services is not None else contextlib.nullcontext()
         try:
-            with in_flight:
-                await self.endpoint.ready(replica)
-                call = replica.stub.Score(timeout=self._deadline("score"))
-                start = pb.plugin.ScoreRequest(start=pb.plugin.ScoreStart(ctx=self._ctx(state, pod)))
-                stat.bytes_sent += start.ByteSize()
-                await call.write(start)
-                ids = batch.snapshot.table.ids[batch.rows]
-                pending: dict[int, tuple[int, int]] = {}
-                for seq, (lo, hi) in enumerate(self._batches(batch)):
-                    msg = pb.types.NodeBatch(
-                        snapshot_generation=batch.snapshot.generation, batch_seq=seq, node_ids=ids[lo:hi].tolist()
-                    )
-                    if not self.needs_snapshot:
-                        msg.node_names.extend(batch.snapshot.table.names[r] for r in batch.rows[lo:hi].tolist())
-                    request = pb.plugin.ScoreRequest(batch=msg)
-                    stat.bytes_sent += request.ByteSize()
-                    await call.write(request)
-                    pending[seq] = (lo, hi)
-                await call.done_writing()
-                while pending:
-                    reply = await call.read()
-                    if reply is grpc.aio.EOF:
-                        raise RemotePluginError(
-                            f"the plugin closed its Score stream with {len(pending)} batch(es) unanswered"
-                        )
-                    stat.bytes_received += reply.ByteSize()
-                    span = pending.pop(reply.batch_seq, None)
-                    if span is None:
-                        raise RemotePluginError(
-                            f"answered Score batch {reply.batch_seq}, which was not sent (or twice)"
-                        )
-                    apply_entries(state, reply.state_writes)
-                    if reply.HasField("error") and reply.error.code != pb.types.CODE_SUCCESS:
-                        raise RemotePluginError(status_from_proto(reply.error).message() or "Score batch failed")
-                    lo, hi = span
-                    got = np.asarray(reply.scores, dtype=np.int64)
-                    if got.shape[0] != hi - lo:
-                        # The runtime's own words for a wrong-length answer, for the whole batch.
-                        raise RemotePluginError(f"returned {got.shape[0]} scores for {hi - lo} nodes")
-                    out[lo:hi] = got
-        except grpc.RpcError as exc:
+            window = await self._send("Score", state, pod, batch, data, stat)
+            await self._collect("Score", state, pod, data, window, stat)
+        except BaseException as exc:
             stat.record(time.perf_counter() - started, error=True)
-            raise self._error(replica, exc) from None
-        except BaseException:
-            stat.record(time.perf_counter() - started, error=True)
-            if call is not None:
-                call.cancel()
+            if self._ignored("Score", state, exc):
+                return np.zeros(len(batch), dtype=np.int64)  # the same for every node: no influence
             raise
+        finally:
+            self._give_back(data, "Score")
         stat.record(time.perf_counter() - started)
-        return out
+        return window.scores
 
     async def normalize_score(
         self, state: CycleState, pod: Pod, batch: NodeBatch, scores: npt.NDArray[np.int64]
@@ -805,8 +1182,14 @@ class RemotePlugin(Plugin):
         )
         if not self.needs_snapshot:
             request.node_names.extend(batch.names)
-        reply = await self._call("NormalizeScore", "NormalizeScore", request, state=state,
-                                 config_point="normalizeScore")
+        try:
+            reply = await self._call("NormalizeScore", "NormalizeScore", request, state=state,
+                                     config_point="normalizeScore")
+        except RemotePluginError as exc:
+            if self._ignored("NormalizeScore", state, exc):
+                scores[:] = 0
+                return SUCCESS
+            raise
         apply_entries(state, reply.state_writes)
         status = status_from_proto(reply.status)
         if status.ok:
@@ -820,15 +1203,21 @@ class RemotePlugin(Plugin):
 
     async def _node_point(self, point: str, method: str, config_point: str, state: CycleState, pod: Pod,
                           node_name: str) -> Any:
-        reply = await self._call(point, method, self._node_request(state, pod, node_name), state=state,
-                                 config_point=config_point)
+        """A call about one node; None when it failed and failurePolicy Ignore says to go on without it."""
+        try:
+            reply = await self._call(point, method, self._node_request(state, pod, node_name), state=state,
+                                     config_point=config_point)
+        except RemotePluginError as exc:
+            if self._ignored(point, state, exc):
+                return None
+            raise
         if hasattr(reply, "state_writes"):
             apply_entries(state, reply.state_writes)
         return reply
 
     async def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         reply = await self._node_point("Reserve", "Reserve", "reserve", state, pod, node_name)
-        return status_from_proto(reply.status)
+        return SUCCESS if reply is None else status_from_proto(reply.status)
 
     async def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         # Awaited (not fire-and-forget): plugins rely on Unreserve running in reverse order before
@@ -837,21 +1226,23 @@ class RemotePlugin(Plugin):
 
     async def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
         reply = await self._node_point("Permit", "Permit", "permit", state, pod, node_name)
+        if reply is None:
+            return SUCCESS, 0.0
         return status_from_proto(reply.status), reply.timeout_ms / 1000.0
 
     async def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         if E.EXTENSION_POINT_PRE_BIND_PRE_FLIGHT not in self.manifest.points:
             return SUCCESS
         reply = await self._node_point("PreBindPreFlight", "PreBindPreFlight", "preBind", state, pod, node_name)
-        return status_from_proto(reply.status)
+        return Status(Code.Skip) if reply is None else status_from_proto(reply.status)
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         reply = await self._node_point("PreBind", "PreBind", "preBind", state, pod, node_name)
-        return status_from_proto(reply.status)
+        return SUCCESS if reply is None else status_from_proto(reply.status)
 
     async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         reply = await self._node_point("Bind", "Bind", "bind", state, pod, node_name)
-        return status_from_proto(reply.status)
+        return Status(Code.Skip) if reply is None else status_from_proto(reply.status)  # the next Bind plugin binds
 
     async def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         # Informational: sent without waiting, so binding does not pay a round trip for it.
@@ -934,6 +1325,9 @@ class RemotePlugins:
         except BaseException:
             await out.close()
             raise
+        for ep in endpoints:
+            ep.watch_health()
+            ep.follow_dns()
         seen: dict[str, str] = {}
         for ep in endpoints:
             for name in ep.manifests:

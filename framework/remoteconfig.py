@@ -7,9 +7,11 @@ passed with ``--plugins FILE`` to ``outrigger serve``, ``explain`` and ``demo``:
     kind: RemotePlugins
     plugins:
     - name: gang                          # the endpoint (a plugin host); it may serve several plugins
-      address: 127.0.0.1:50061            # or addresses: [127.0.0.1:50061, 127.0.0.1:50062] (replicas)
+      address: 127.0.0.1:50061            # or addresses: [127.0.0.1:50061, 127.0.0.1:50062] (replicas),
+                                          # or dns:///gang.plugins.svc:50061 (every address of the name)
       deadlines: {default: 5s, permit: 1s, filter: 250ms}
-      failurePolicy: Fail                 # the only policy so far
+      failurePolicy: Fail                 # or Ignore: a failed call skips the plugin for that cycle
+      resolveInterval: 10s                # how often dns:/// names are looked up again
       batchSize: 512                      # nodes per Filter/Score batch (default: the host's preference)
       connectTimeout: 10s                 # how long startup keeps trying to reach the host
 
@@ -43,6 +45,8 @@ API_VERSION = "outrigger.io/v1alpha1"
 KIND = "RemotePlugins"
 DEFAULT_DEADLINE = 5.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_RESOLVE_INTERVAL = 10.0
+FAILURE_POLICIES = ("Fail", "Ignore")
 # Deadline keys besides the extension points' configuration names.
 _EXTRA_DEADLINES = ("default", "normalizeScore", "configure")
 
@@ -57,11 +61,13 @@ class EndpointConfig:
     failure_policy: str = "Fail"
     batch_size: int = 0
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    resolve_interval: float = DEFAULT_RESOLVE_INTERVAL
 
     def deadline(self, point: str) -> float:
         return self.deadlines.get(point, self.deadlines.get("default", DEFAULT_DEADLINE))
 
 
+_DNS_TARGET = re.compile(r"^dns:(///|//[^/]*/)?[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -112,7 +118,8 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
         if not isinstance(entry, dict):
             fail(path, "must be a mapping")
             continue
-        allowed = ("name", "address", "addresses", "deadlines", "failurePolicy", "batchSize", "connectTimeout")
+        allowed = ("name", "address", "addresses", "deadlines", "failurePolicy", "batchSize", "connectTimeout",
+                   "resolveInterval")
         for key in entry:
             if key not in allowed:
                 fail(f"{path}.{key}", f"unknown field (allowed: {', '.join(allowed)})")
@@ -131,12 +138,14 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
         if not isinstance(addrs, list) or not addrs or not all(isinstance(a, str) and ":" in a for a in addrs):
             fail(f"{path}.{'address' if address is not None else 'addresses'}", "expected host:port address(es)")
             continue
+        bad_dns = [a for a in addrs if a.startswith("dns:") and not _DNS_TARGET.match(a)]
+        if bad_dns:
+            fail(f"{path}.{'address' if address is not None else 'addresses'}",
+                 f"invalid dns target {bad_dns[0]!r} (use dns:///name:port)")
+            continue
         policy = entry.get("failurePolicy", "Fail")
-        if policy != "Fail":
-            fail(
-                f"{path}.failurePolicy",
-                f"unsupported value {policy!r}: only Fail is supported for now (Ignore is not implemented yet)",
-            )
+        if policy not in FAILURE_POLICIES:
+            fail(f"{path}.failurePolicy", f"unsupported value {policy!r} (use Fail or Ignore)")
         deadlines: dict[str, float] = {}
         raw_deadlines = entry.get("deadlines") or {}
         if not isinstance(raw_deadlines, dict):
@@ -161,7 +170,13 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
                 connect = parse_duration(entry["connectTimeout"], f"{path}.connectTimeout", source)
             except ConfigError as exc:
                 problems.extend(exc.problems)
-        out.append(EndpointConfig(name, tuple(addrs), deadlines, policy, batch, connect))
+        resolve = DEFAULT_RESOLVE_INTERVAL
+        if "resolveInterval" in entry:
+            try:
+                resolve = parse_duration(entry["resolveInterval"], f"{path}.resolveInterval", source)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+        out.append(EndpointConfig(name, tuple(addrs), deadlines, policy, batch, connect, resolve))
     if problems:
         raise ConfigError(source, problems)
     return out

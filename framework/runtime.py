@@ -9,9 +9,10 @@ Plugins may be in-process objects or adapters for remote plugin hosts; the runti
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,6 +185,8 @@ class Framework:
         if not self.bind_plugins:
             raise ValueError(f"at least one bind plugin is needed for profile with scheduler name {profile!r}")
         self.queue_sort_plugin = queue_sort[0]
+        # Plugins that can be sent a Filter window ahead of their turn (remote plugins).
+        self._prefetchers = {p.name for p in self.filter_plugins if callable(getattr(p, "prefetch_filter", None))}
         self._filter_finishers = [
             p for p in self.filter_plugins if type(p).filter_finished is not FilterPlugin.filter_finished
         ]
@@ -304,22 +307,44 @@ class Framework:
         pos = 0
         names = snapshot.table.names
         statuses = diagnosis.node_to_status.statuses
+        # The first out-of-process plugin, when in-process plugins come before it, gets each window
+        # ahead of its turn and works on it while they run (later ones see only surviving nodes).
+        prefetchers: list[FilterPlugin] = []
+        for i, pl in enumerate(plugins):
+            if pl.name in self._prefetchers:
+                prefetchers = [pl] if i > 0 else []
+                break
         while pos < total and n_found < num_to_find:
             window = min(total - pos, max(MIN_FILTER_WINDOW, 2 * (num_to_find - n_found)))
             rows = candidates[pos : pos + window]
             alive = np.ones(window, dtype=np.bool_)
             rejected: list[tuple[Plugin, IntArray, FilterResult, npt.NDArray[np.bool_]]] = []
+            # Its answers are read in configured order, so statuses name the first rejecting plugin.
+            ahead: dict[str, Awaitable[FilterResult]] = {}
+            for pl in prefetchers:
+                try:
+                    ahead[pl.name] = await pl.prefetch_filter(state, pod, NodeBatch(snapshot, rows))  # type: ignore[attr-defined]
+                except Exception as exc:
+                    _discard(ahead)
+                    return FilterOutcome(np.empty(0, np.int64), pos, _raised("Filter", pl, exc))
             for pl in plugins:
                 idx = np.flatnonzero(alive)
                 if idx.shape[0] == 0:
                     break
                 batch = NodeBatch(snapshot, rows[idx])
                 try:
-                    res = await pl.filter(state, pod, batch)
+                    early = ahead.pop(pl.name, None)
+                    if early is not None:
+                        whole = await early
+                        res = whole.take(idx) if len(whole) == window else whole
+                    else:
+                        res = await pl.filter(state, pod, batch)
                 except Exception as exc:
+                    _discard(ahead)
                     return FilterOutcome(np.empty(0, np.int64), pos, _raised("Filter", pl, exc))
                 bad = _check_filter_result(pl, res, len(batch))
                 if bad is not None:
+                    _discard(ahead)
                     return FilterOutcome(np.empty(0, np.int64), pos, bad)
                 codes = res.codes
                 failed = codes != 0
@@ -330,9 +355,11 @@ class Framework:
                     if not_rejection.any():
                         i = int(np.flatnonzero(not_rejection)[0])
                         st = res.status_at(i, pl.name)
+                        _discard(ahead)
                         return FilterOutcome(np.empty(0, np.int64), pos, _failed("filter", pl, st))
                     alive[idx[failed]] = False
                     rejected.append((pl, idx, res, failed))
+            _discard(ahead)  # every node rejected before these plugins' turn: their answers are not needed
             ok = np.flatnonzero(alive)
             need = num_to_find - n_found
             if ok.shape[0] > need:
@@ -592,6 +619,14 @@ class Framework:
             except Exception:
                 log.exception("PostBind of plugin %r failed for pod %s", pl.name, pod.key)
 
+
+
+def _discard(ahead: dict[str, Awaitable[FilterResult]]) -> None:
+    """Drop prefetched answers nobody will read (their streams recognise the late replies)."""
+    for early in ahead.values():
+        if inspect.iscoroutine(early):
+            early.close()
+    ahead.clear()
 
 
 def _check_filter_result(pl: Plugin, res: Any, n: int) -> Status | None:

@@ -383,12 +383,12 @@ async def serve(
     advertise: str | None = None,
 ) -> None:
     """Run the framework service until SIGTERM or SIGINT."""
-    srv = await start_service(config_for, endpoints, listen, advertise=advertise)
-    log.info("outrigger framework serving on %s (profiles: %s)", listen, ", ".join(srv.scheduler.profiles))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop.set)  # before announcing: a SIGTERM right after is graceful
+    srv = await start_service(config_for, endpoints, listen, advertise=advertise)
+    log.info("outrigger framework serving on %s (profiles: %s)", listen, ", ".join(srv.scheduler.profiles))
     await stop.wait()
     log.info("shutting down")
     await srv.stop()

@@ -615,9 +615,11 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         reply_type: Any,
         answer: Callable[[Any, RemoteCycleState, Pod, NodeBatch, Any, bool], Awaitable[None]],
     ) -> AsyncIterator[Any]:
-        """A node-batch stream (Filter or Score): the start message once, then one reply per batch.
+        """A node-batch stream (Filter or Score): a start message, then one reply per batch. A stream
+        may carry several cycles one after the other: each new start message begins the next one.
         A failure answers that batch with an error (the contract's per-batch error), never a torn stream."""
-        first = await anext(aiter(request_iterator), None)
+        requests = aiter(request_iterator)
+        first = await anext(requests, None)
         if first is None:
             return
         if first.WhichOneof("msg") != "start":
@@ -625,7 +627,12 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         hosted, inst, state, pod, error = await self._open_stream(first.start, context, point)
         with_scores = bool(getattr(first.start, "with_scores", False))
         call_ctx = self._context(hosted, point, first.start.ctx.profile, first.start.ctx, pod, state)
-        async for req in request_iterator:
+        async for req in requests:
+            if req.WhichOneof("msg") == "start":
+                hosted, inst, state, pod, error = await self._open_stream(req.start, context, point)
+                with_scores = bool(getattr(req.start, "with_scores", False))
+                call_ctx = self._context(hosted, point, req.start.ctx.profile, req.start.ctx, pod, state)
+                continue
             batch_msg = req.batch
             reply = reply_type(batch_seq=batch_msg.batch_seq)
             if error is not None:
@@ -910,15 +917,15 @@ def load_plugins(target: str) -> list[type[Plugin]]:
 
 
 async def _serve(plugins: Sequence[type[Plugin]], listen: str, framework: str | None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)  # before saying we listen: a SIGTERM right after is graceful
     host = PluginHost(plugins, listen=listen, framework=framework)
     await host.start()
     names = ", ".join(host.plugins)
     # The first line of output says where the host listens (tests and the demo read the port from it).
     print(f"outrigger plugin host listening on {host.address} (plugins: {names})", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("plugin host shutting down")
     await host.stop()

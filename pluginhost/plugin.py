@@ -247,6 +247,11 @@ class FilterResult:
     def __len__(self) -> int:
         return int(self.codes.shape[0])
 
+    def take(self, index: npt.NDArray[np.int64]) -> FilterResult:
+        """The answers for the nodes at ``index`` (positions in this result), in that order."""
+        ri = self.reason_index[index] if self.reason_index is not None else None
+        return FilterResult(self.codes[index], ri, self.reasons)
+
     def status_at(self, i: int, plugin: str = "") -> Status:
         code = Code(int(self.codes[i]))
         if code is Code.Success:

@@ -122,7 +122,7 @@ class _BadHost(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         pytest.param("eof", "running Filter plugin 'Bad': the plugin closed its Filter stream with 1 batch(es) "
                      "unanswered (plugin host 'bad' at {address})", id="stream-closed-early"),
         pytest.param("bad-code", "running Filter plugin 'Bad': returned an unknown status code", id="bad-code"),
-        pytest.param("hang", "running Filter plugin 'Bad': DEADLINE_EXCEEDED: Deadline Exceeded (plugin host 'bad' "
+        pytest.param("hang", "running Filter plugin 'Bad': DEADLINE_EXCEEDED: no answer within 0.3s (plugin host 'bad' "
                      "at {address})", id="deadline"),
         pytest.param("score-short", "running Score plugin 'Bad': returned 1 scores for 3 nodes",
                      id="score-missing-answer"),

@@ -185,8 +185,8 @@ def test_remote_plugins_document_parses() -> None:
     [
         pytest.param(VALID.replace("RemotePlugins", "Plugins"), "kind: must be 'RemotePlugins'", id="kind"),
         pytest.param(VALID.replace("v1alpha1", "v1"), "apiVersion: must be 'outrigger.io/v1alpha1'", id="version"),
-        pytest.param(VALID.replace("failurePolicy: Fail", "failurePolicy: Ignore"),
-                     "plugins[0].failurePolicy: unsupported value 'Ignore': only Fail is supported", id="ignore"),
+        pytest.param(VALID.replace("failurePolicy: Fail", "failurePolicy: Never"),
+                     "plugins[0].failurePolicy: unsupported value 'Never' (use Fail or Ignore)", id="never"),
         pytest.param(VALID.replace("permit: 250ms", "permit: soon"),
                      "plugins[0].deadlines.permit: invalid duration 'soon'", id="duration"),
         pytest.param(VALID.replace("permit: 250ms", "permits: 250ms"),
