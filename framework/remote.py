@@ -48,19 +48,31 @@ from pluginhost.plugin import (
     CycleState,
     EnqueueExtensions,
     FilterResult,
+    FilterTransformer,
     Handle,
     NodeBatch,
     NodeToStatus,
     Plugin,
     PostFilterResult,
+    PostFilterTransformer,
     PreFilterExtensions,
     PreFilterResult,
+    PreFilterTransformer,
     QueuedPodInfo,
     QueueingHint,
     ScoreExtensions,
+    ScoreTransformer,
 )
 from pluginhost.state import apply_entries, entries_for
 from pluginhost.status import SUCCESS, Code, Status
+from pluginhost.view import (
+    VIEW_STATE_KEY,
+    NodeChange,
+    NodeView,
+    node_change_from_proto,
+    pod_change_from_proto,
+    view_to_proto,
+)
 
 from .handle_service import FrameworkServices
 from .mirror import SnapshotPublisher
@@ -109,6 +121,17 @@ _ENUM_POINT: dict[int, str] = {
     E.EXTENSION_POINT_PRE_BIND: "preBind",
     E.EXTENSION_POINT_BIND: "bind",
     E.EXTENSION_POINT_POST_BIND: "postBind",
+    # A transformer is enabled with its plugin at the point it transforms for.
+    E.EXTENSION_POINT_PRE_FILTER_TRANSFORMER: "preFilter",
+    E.EXTENSION_POINT_FILTER_TRANSFORMER: "filter",
+    E.EXTENSION_POINT_SCORE_TRANSFORMER: "score",
+    E.EXTENSION_POINT_POST_FILTER_TRANSFORMER: "postFilter",
+}
+_TRANSFORMER_ENUMS: dict[int, tuple[str, int, type]] = {
+    E.EXTENSION_POINT_PRE_FILTER_TRANSFORMER: ("preFilter", E.EXTENSION_POINT_PRE_FILTER, PreFilterTransformer),
+    E.EXTENSION_POINT_FILTER_TRANSFORMER: ("filter", E.EXTENSION_POINT_FILTER, FilterTransformer),
+    E.EXTENSION_POINT_SCORE_TRANSFORMER: ("score", E.EXTENSION_POINT_SCORE, ScoreTransformer),
+    E.EXTENSION_POINT_POST_FILTER_TRANSFORMER: ("postFilter", E.EXTENSION_POINT_POST_FILTER, PostFilterTransformer),
 }
 
 
@@ -625,6 +648,7 @@ class RemotePlugin(Plugin):
             pod=self._pod_proto(state, pod),
             state=entries_for(state, self.state_keys, plugin=self.name) if self.state_keys else (),
             attempt=state.attempt,
+            node_view=_view_proto(state),
         )
 
     def _pod_proto(self, state: CycleState, pod: Pod) -> Any:
@@ -1264,6 +1288,50 @@ class RemotePlugin(Plugin):
             await asyncio.wait(list(self._informational), timeout=timeout)
 
 
+    # ---- transformers ------------------------------------------------------------------------------
+
+    async def before_pre_filter(self, state: CycleState, pod: Pod) -> tuple[Any, Status]:
+        request = pb.plugin.CycleRequest(ctx=self._ctx(state, pod))
+        reply = await self._call("BeforePreFilter", "BeforePreFilter", request, state=state, config_point="preFilter")
+        apply_entries(state, reply.state_writes)
+        change = pod_change_from_proto(reply.change) if reply.HasField("change") else None
+        return change, status_from_proto(reply.status)
+
+    async def _transform_nodes(self, point: str, config_point: str, state: CycleState, pod: Pod,
+                               batch: NodeBatch | None) -> tuple[list[NodeChange], Status]:
+        request = pb.plugin.TransformNodesRequest(ctx=self._ctx(state, pod))
+        if batch is not None:
+            request.node_ids.extend(self._ids(batch))
+            if not self.needs_snapshot:
+                request.node_names.extend(batch.names)
+        reply = await self._call(point, point, request, state=state, config_point=config_point)
+        apply_entries(state, reply.state_writes)
+        return [node_change_from_proto(c) for c in reply.changes], status_from_proto(reply.status)
+
+    async def before_filter(self, state: CycleState, pod: Pod, snapshot: Any) -> tuple[Any, Status]:
+        return await self._transform_nodes("BeforeFilter", "filter", state, pod, None)
+
+    async def before_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> tuple[Any, Status]:
+        return await self._transform_nodes("BeforeScore", "score", state, pod, nodes)
+
+    async def before_post_filter(self, state: CycleState, pod: Pod, snapshot: Any) -> tuple[Any, Status]:
+        return await self._transform_nodes("BeforePostFilter", "postFilter", state, pod, None)
+
+
+def _view_proto(state: CycleState) -> Any:
+    """The wire form of the view the current phase runs on (None: none), converted once per view."""
+    view = state.get(VIEW_STATE_KEY)
+    if not isinstance(view, NodeView) or not view:
+        return None
+    key = VIEW_STATE_KEY + "/proto"
+    cached = state.get(key)
+    if cached is not None and cached[0] is view:
+        return cached[1]
+    msg = view_to_proto(view)
+    state.write(key, (view, msg))
+    return msg
+
+
 class _RemoteExtensions(PreFilterExtensions):
     def __init__(self, adapter: RemotePlugin) -> None:
         self.adapter = adapter
@@ -1287,13 +1355,19 @@ def _adapter_class(manifest: Any) -> type[RemotePlugin]:
     cls = _ADAPTER_CLASSES.get(cache_key)
     if cls is not None:
         return cls
+    transformers = {_TRANSFORMER_ENUMS[e][0]: _TRANSFORMER_ENUMS[e] for e in enums if e in _TRANSFORMER_ENUMS}
+    # A transformer's class derives from its point's class: it takes that class's place in the bases.
     bases: list[type] = [RemotePlugin]
-    bases += [POINT_CLASSES[p] for p in sorted(points)]
+    bases += [transformers[p][2] if p in transformers else POINT_CLASSES[p] for p in sorted(points)]
+    transform_only = frozenset(p for p, (_, plain, _) in transformers.items() if plain not in enums)
     if E.EXTENSION_POINT_NORMALIZE_SCORE in enums and "score" in points:
         bases.append(ScoreExtensions)
     if E.EXTENSION_POINT_ENQUEUE_EXTENSIONS in enums or len(manifest.events):
         bases.append(EnqueueExtensions)
-    cls = type(f"Remote{manifest.name}", tuple(bases), {"manifest": manifest, "points": points})
+    cls = type(
+        f"Remote{manifest.name}", tuple(bases),
+        {"manifest": manifest, "points": points, "transform_only": transform_only},
+    )
     _ADAPTER_CLASSES[cache_key] = cls
     return cls
 
@@ -1393,10 +1467,29 @@ class RemotePlugins:
         for adapter in self.adapters():
             await adapter.drain(timeout)
 
+    async def stop_controllers(self, reason: str = "framework shutting down", timeout: float = 2.0) -> None:
+        """Tell every host whose plugins run controllers to stop them (best effort, bounded)."""
+
+        async def stop(ep: Endpoint, replica: _Replica) -> None:
+            try:
+                await replica.stub.Stop(pb.plugin.StopRequest(reason=reason), timeout=timeout)
+            except grpc.RpcError as exc:
+                log.info("stopping the controllers of %s: %s", ep.where(replica), _describe(exc))
+
+        calls = [
+            stop(ep, r) for ep in self.endpoints for r in ep.replicas
+            if any(E.EXTENSION_POINT_CONTROLLER in m.points for m in ep.manifests.values())
+        ]
+        if calls:
+            await asyncio.gather(*calls)
+
     async def close(self) -> None:
-        """Finish informational calls, close channels and the publisher. Idempotent."""
+        """Finish informational calls, stop remote controllers, close channels and the publisher.
+        Idempotent."""
         with contextlib.suppress(Exception):
             await self.drain(2.0)
+        with contextlib.suppress(Exception):
+            await self.stop_controllers()
         for ep in self.endpoints:
             await ep.close()
         self.services.close()

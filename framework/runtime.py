@@ -27,6 +27,7 @@ from pluginhost.plugin import (
     CycleState,
     FilterPlugin,
     FilterResult,
+    FilterTransformer,
     Handle,
     NodeBatch,
     NodeToStatus,
@@ -35,19 +36,24 @@ from pluginhost.plugin import (
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
+    PostFilterTransformer,
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
+    PreFilterTransformer,
     PreScorePlugin,
     QueuedPodInfo,
     QueueSortPlugin,
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    ScoreTransformer,
+    runs_at,
 )
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
+from pluginhost.view import VIEW_STATE_KEY, NodeView, ViewError, apply_pod_change, apply_view, changes_of
 
 __all__ = [
     "MAX_PERMIT_TIMEOUT",
@@ -177,6 +183,16 @@ class Framework:
         self.pre_bind_plugins: list[PreBindPlugin] = typed("preBind", PreBindPlugin)
         self.bind_plugins: list[BindPlugin] = typed("bind", BindPlugin)
         self.post_bind_plugins: list[PostBindPlugin] = typed("postBind", PostBindPlugin)
+        # Transformers run before their point's plugins, in the point's order; a plugin that only
+        # transforms is not called as a plugin of the point.
+        self.pre_filter_transformers = [p for p in self.pre_filter_plugins if isinstance(p, PreFilterTransformer)]
+        self.filter_transformers = [p for p in self.filter_plugins if isinstance(p, FilterTransformer)]
+        self.score_transformers = [p for p in self.score_plugins if isinstance(p, ScoreTransformer)]
+        self.post_filter_transformers = [p for p in self.post_filter_plugins if isinstance(p, PostFilterTransformer)]
+        self.pre_filter_plugins = [p for p in self.pre_filter_plugins if runs_at(p, "preFilter")]
+        self.filter_plugins = [p for p in self.filter_plugins if runs_at(p, "filter")]
+        self.score_plugins = [p for p in self.score_plugins if runs_at(p, "score")]
+        self.post_filter_plugins = [p for p in self.post_filter_plugins if runs_at(p, "postFilter")]
         if len(queue_sort) != 1:
             raise ValueError(
                 f"only one queue sort plugin required for profile with scheduler name {profile!r}, "
@@ -216,6 +232,77 @@ class Framework:
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return self.queue_sort_plugin.less(a, b)
+
+    # ---- transformers (cycle-scoped views) ----------------------------------------------------
+
+    async def run_pre_filter_transformers(self, state: CycleState, pod: Pod) -> tuple[Pod, Status]:
+        """The pod as this cycle's PreFilter, Filter, PostFilter and Score plugins see it: each
+        PreFilter transformer's change applied in order. ``pod`` itself is never changed."""
+        for pl in self.pre_filter_transformers:
+            try:
+                change, status = await pl.before_pre_filter(state, pod)
+                if status.ok:
+                    pod = apply_pod_change(pod, change)
+            except Exception as exc:
+                return pod, _raised("BeforePreFilter", pl, exc)
+            if not status.ok:
+                if status.is_rejected:
+                    return pod, status.with_plugin(pl.name)
+                return pod, _failed("BeforePreFilter", pl, status)
+        return pod, SUCCESS
+
+    async def run_node_transformers(
+        self, point: str, state: CycleState, pod: Pod, snapshot: Snapshot, rows: IntArray | None = None
+    ) -> tuple[Snapshot, Status]:
+        """The snapshot as the plugins of ``point`` ("filter", "score" or "postFilter") see it: each
+        transformer of the point applies its node changes on the previous one's view. The view (added
+        to the one ``state`` already carries, e.g. a what-if's nodes) is put in ``state`` under
+        ``VIEW_STATE_KEY`` so remote plugins get it; :meth:`end_view` puts the base back."""
+        by_point: dict[str, list[Any]] = {
+            "filter": self.filter_transformers,
+            "score": self.score_transformers,
+            "postFilter": self.post_filter_transformers,
+        }
+        transformers = by_point[point]
+        if not transformers:
+            return snapshot, SUCCESS
+        base_view: NodeView = state.get(VIEW_STATE_KEY) or NodeView()
+        view = base_view
+        what = {"filter": "BeforeFilter", "score": "BeforeScore", "postFilter": "BeforePostFilter"}[point]
+        current = snapshot
+        for pl in transformers:
+            state.write(VIEW_STATE_KEY, view)
+            state.snapshot = current
+            try:
+                if point == "filter":
+                    changes, status = await pl.before_filter(state, pod, current)
+                elif point == "postFilter":
+                    changes, status = await pl.before_post_filter(state, pod, current)
+                else:
+                    all_rows = rows if rows is not None else current.table.order
+                    changes, status = await pl.before_score(state, pod, NodeBatch(current, all_rows))
+                if status.ok:
+                    more = changes_of(changes)
+                    if more:
+                        current = apply_view(current, NodeView(changes=more))
+                        view = view.then(more)
+            except (Exception, ViewError) as exc:
+                self.end_view(state, snapshot, base_view)
+                return snapshot, _raised(what, pl, exc)
+            if not status.ok:
+                self.end_view(state, snapshot, base_view)
+                return snapshot, status.with_plugin(pl.name) if status.is_rejected else _failed(what, pl, status)
+        state.write(VIEW_STATE_KEY, view)
+        state.snapshot = current
+        return current, SUCCESS
+
+    def end_view(self, state: CycleState, snapshot: Snapshot, view: NodeView | None) -> None:
+        """Put ``state`` back on ``snapshot`` and ``view`` (what it carried before a phase's view)."""
+        state.snapshot = snapshot
+        if view:
+            state.write(VIEW_STATE_KEY, view)
+        else:
+            state.delete(VIEW_STATE_KEY)
 
     # ---- PreFilter / Filter / PostFilter -------------------------------------------------------
 

@@ -32,16 +32,19 @@ from pluginhost.plugin import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    Controller,
     CycleState,
     EnqueueExtensions,
     NodeBatch,
     Plugin,
+    PostFilterResult,
     PreFilterResult,
     QueuedPodInfo,
     QueueSortPlugin,
 )
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
+from pluginhost.view import VIEW_STATE_KEY
 
 from .cache import Cache
 from .config import ProfileConfig, SchedulerConfig
@@ -79,6 +82,8 @@ EV_ERROR = "Error"
 EV_NOMINATED = "Nominated"
 
 NO_NODES_MSG = "no nodes available to schedule pods"
+# CycleState key of the pod as the cycle's transformers made it look (absent: no PreFilter transformer).
+POD_VIEW_KEY = "outrigger.io/pod-view"
 ABSENT_NODE_MSG = "node is filtered out by the prefilter result"
 IntArray = npt.NDArray[np.int64]
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent("*", ActionType.All))]
@@ -244,6 +249,7 @@ class Scheduler:
             plugin_events=lambda name: self._plugin_events.get(name, _ALL_EVENTS),
         )
         self._running = False
+        self._controllers: list[Controller] = []
 
     # ---- construction --------------------------------------------------------------------------
 
@@ -502,6 +508,7 @@ class Scheduler:
         """Schedule pods until :meth:`stop` (scheduling cycles are serial)."""
         self._running = True
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        await self.start_controllers()
         try:
             while True:
                 info = await self.queue.pop()
@@ -515,6 +522,29 @@ class Scheduler:
         finally:
             flusher.cancel()
             self._running = False
+            await self.stop_controllers()
+
+    async def start_controllers(self) -> None:
+        """Start the in-process plugins' controllers (once each; the scheduler is now active). A
+        controller that fails to start is logged and left stopped: scheduling goes on without it."""
+        for fwk in self.profiles.values():
+            for plugin in fwk.plugins.values():
+                if isinstance(plugin, Controller) and all(c is not plugin for c in self._controllers):
+                    try:
+                        await plugin.start()
+                    except Exception:
+                        log.exception("starting the controller of plugin %r failed", plugin.name)
+                        continue
+                    self._controllers.append(plugin)
+
+    async def stop_controllers(self) -> None:
+        """Stop the running controllers, last started first."""
+        while self._controllers:
+            plugin = self._controllers.pop()
+            try:
+                await plugin.stop()
+            except Exception:
+                log.exception("stopping the controller of plugin %r failed", getattr(plugin, "name", plugin))
 
     async def _flush_loop(self) -> None:
         while True:
@@ -559,7 +589,7 @@ class Scheduler:
         if host is None:
             # PostFilter (preemption) runs for a pod that fits no node, not when there are no nodes.
             if status.is_rejected and fwk.post_filter_plugins and status.reasons != (NO_NODES_MSG,):
-                result, pf = await fwk.run_post_filter(state, pod, diagnosis.node_to_status)
+                result, pf = await self._post_filter(fwk, state, pod, snapshot, diagnosis)
                 if pf.ok and result is not None and result.nominated_node_name:
                     pod = info.pod = self._nominate(rec, result.nominated_node_name)
                     self._emit(EV_NOMINATED, "Pod", pod, node=result.nominated_node_name)
@@ -590,6 +620,22 @@ class Scheduler:
         self._binding_tasks.add(task)
         task.add_done_callback(self._binding_tasks.discard)
 
+    async def _post_filter(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        """PostFilter for the pod as the cycle saw it, on the PostFilter transformers' view."""
+        view_pod: Pod = state.get(POD_VIEW_KEY, pod)
+        if not fwk.post_filter_transformers:
+            return await fwk.run_post_filter(state, view_pod, diagnosis.node_to_status)
+        base_view = state.get(VIEW_STATE_KEY)
+        _, status = await fwk.run_node_transformers("postFilter", state, view_pod, snapshot)
+        try:
+            if not status.ok:
+                return None, status
+            return await fwk.run_post_filter(state, view_pod, diagnosis.node_to_status)
+        finally:
+            fwk.end_view(state, snapshot, base_view)
+
     async def _schedule_pod(
         self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> tuple[str | None, Status]:
@@ -597,6 +643,11 @@ class Scheduler:
         n_all = len(snapshot)
         if n_all == 0:
             return None, Status(Code.UnschedulableAndUnresolvable, (NO_NODES_MSG,))
+        if fwk.pre_filter_transformers:
+            pod, status = await fwk.run_pre_filter_transformers(state, pod)
+            state.write(POD_VIEW_KEY, pod)
+            if not status.ok:
+                return None, status
         pre, status = await fwk.run_pre_filter(state, pod, diagnosis)
         if not status.ok:
             if status.code is Code.Error:
@@ -604,10 +655,39 @@ class Scheduler:
             diagnosis.node_to_status.absent = status
             diagnosis.pre_filter_msg = status.message()
             return None, Status(status.code, (fit_error_message(n_all, diagnosis),), status.plugin)
+        base, base_view = snapshot, state.get(VIEW_STATE_KEY)
+        if fwk.filter_transformers:
+            snapshot, status = await fwk.run_node_transformers("filter", state, pod, base)
+            if not status.ok:
+                return None, status
+        try:
+            host, feasible, status = await self._filter(fwk, state, pod, snapshot, diagnosis, pre)
+        finally:
+            if fwk.filter_transformers:
+                fwk.end_view(state, base, base_view)
+        if feasible is None:
+            return host, status
+        if fwk.score_transformers:
+            view, status = await fwk.run_node_transformers("score", state, pod, base, feasible)
+            if not status.ok:
+                return None, status
+            try:
+                return await self._score(fwk, state, pod, view, feasible)
+            finally:
+                fwk.end_view(state, base, base_view)
+        return await self._score(fwk, state, pod, base, feasible)
+
+    async def _filter(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis,
+        pre: PreFilterResult | None,
+    ) -> tuple[str | None, IntArray | None, Status]:
+        """Filter on ``snapshot`` (the Filter view): the feasible rows to score, or the outcome
+        itself (a node, or why none) when there is nothing to score."""
+        n_all = len(snapshot)
         candidates = filter_candidates(snapshot, pre, diagnosis)
         n_cand = int(candidates.shape[0])
         if n_cand == 0:
-            return None, Status(Code.UnschedulableAndUnresolvable, (fit_error_message(n_all, diagnosis),))
+            return None, None, Status(Code.UnschedulableAndUnresolvable, (fit_error_message(n_all, diagnosis),))
         if pod.nominated_node_name:
             # The node a preemption made room on is most likely the one: try it first (evaluateNominatedNode).
             row = snapshot.row(pod.nominated_node_name)
@@ -615,22 +695,27 @@ class Scheduler:
                 tried = Diagnosis()
                 fits = await fwk.run_filter(state, pod, snapshot, np.asarray([row], dtype=np.int64), 1, tried)
                 if fits.error is not None:
-                    return None, fits.error
+                    return None, None, fits.error
                 nominated = await self._filter_with_nominated(fwk, state, pod, snapshot, fits.feasible, tried)
                 if nominated.shape[0]:
-                    return pod.nominated_node_name, SUCCESS
+                    return pod.nominated_node_name, None, SUCCESS
         start = self._next_start % n_cand
         walk = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
         to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n_cand)
         outcome = await fwk.run_filter(state, pod, snapshot, walk, to_find, diagnosis)
         self._next_start = (self._next_start + outcome.processed) % max(n_all, 1)
         if outcome.error is not None:
-            return None, outcome.error
+            return None, None, outcome.error
         feasible = await self._filter_with_nominated(fwk, state, pod, snapshot, outcome.feasible, diagnosis)
         if feasible.shape[0] == 0:
-            return None, Status(Code.Unschedulable, (fit_error_message(n_all, diagnosis),))
+            return None, None, Status(Code.Unschedulable, (fit_error_message(n_all, diagnosis),))
         if feasible.shape[0] == 1:
-            return snapshot.table.names[int(feasible[0])], SUCCESS
+            return snapshot.table.names[int(feasible[0])], None, SUCCESS
+        return None, feasible, SUCCESS
+
+    async def _score(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, feasible: IntArray
+    ) -> tuple[str | None, Status]:
         batch = NodeBatch(snapshot, feasible)
         status = await fwk.run_pre_score(state, pod, batch)
         if not status.ok:
@@ -788,11 +873,14 @@ def filter_candidates(snapshot: Snapshot, pre: PreFilterResult | None, diagnosis
     return candidates
 
 
-async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod) -> dict[str, Any]:
+async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod, state: CycleState | None = None) -> dict[str, Any]:
     """One scheduling cycle for ``pod`` on ``snapshot`` with every node evaluated and nothing
-    reserved or bound; per-node statuses and per-plugin scores, as the explain JSON."""
-    state = CycleState(f"explain:{pod.uid}", snapshot)
+    reserved or bound; per-node statuses and per-plugin scores, as the explain JSON. ``state`` may
+    bring a view (a what-if's nodes) under ``VIEW_STATE_KEY``; transformers run as in a real cycle."""
+    if state is None:
+        state = CycleState(f"explain:{pod.uid}", snapshot)
     state.record = True
+    base, base_view = snapshot, state.get(VIEW_STATE_KEY)
     diagnosis = Diagnosis()
     names = snapshot.table.names
     nodes: dict[str, dict[str, Any]] = {n: {"filter": None, "scores": {}, "total": None} for n in names}
@@ -807,6 +895,10 @@ async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod) -> dict[str,
 
     if not names:
         return finish(Status(Code.Unschedulable, (NO_NODES_MSG,)))
+    if fwk.pre_filter_transformers:
+        pod, status = await fwk.run_pre_filter_transformers(state, pod)
+        if not status.ok:
+            return finish(status)
     pre, status = await fwk.run_pre_filter(state, pod, diagnosis)
     if not status.ok:
         for n in names:
@@ -821,7 +913,14 @@ async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod) -> dict[str,
         for row, n in enumerate(names):
             if row not in kept:
                 nodes[n]["filter"] = filter_json(diagnosis.node_to_status.absent)
-    outcome = await fwk.run_filter(state, pod, snapshot, candidates, int(candidates.shape[0]), diagnosis)
+    if fwk.filter_transformers:
+        snapshot, status = await fwk.run_node_transformers("filter", state, pod, base)
+        if not status.ok:
+            return finish(status)
+    try:
+        outcome = await fwk.run_filter(state, pod, snapshot, candidates, int(candidates.shape[0]), diagnosis)
+    finally:
+        fwk.end_view(state, base, base_view)
     if outcome.error is not None:
         return finish(outcome.error)
     for n, st in diagnosis.node_to_status.statuses.items():
@@ -831,11 +930,19 @@ async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod) -> dict[str,
         nodes[names[r]]["filter"] = {"code": "Success", "plugin": None, "reasons": []}
     if feasible.shape[0] == 0:
         return finish(Status(Code.Unschedulable, (fit_error_message(len(names), diagnosis),)))
+    snapshot = base
+    if fwk.score_transformers:
+        snapshot, status = await fwk.run_node_transformers("score", state, pod, base, feasible)
+        if not status.ok:
+            return finish(status)
     batch = NodeBatch(snapshot, feasible)
-    status = await fwk.run_pre_score(state, pod, batch)
-    if not status.ok:
-        return finish(status)
-    scores = await fwk.run_score(state, pod, batch, record=True)
+    try:
+        status = await fwk.run_pre_score(state, pod, batch)
+        if not status.ok:
+            return finish(status)
+        scores = await fwk.run_score(state, pod, batch, record=True)
+    finally:
+        fwk.end_view(state, base, base_view)
     if scores.error is not None:
         return finish(scores.error)
     for i, r in enumerate(feasible.tolist()):

@@ -52,9 +52,11 @@ from pluginhost.mirror import MirrorError, SnapshotMirror, rows_of_ids
 from pluginhost.model import Pod
 from pluginhost.plugin import (
     POINT_CLASSES,
+    TRANSFORMER_CLASSES,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    Controller,
     CycleState,
     EnqueueExtensions,
     FilterResult,
@@ -71,6 +73,14 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import Snapshot
 from pluginhost.state import StateValue, entry_of, value_of
 from pluginhost.status import Status
+from pluginhost.view import (
+    ViewError,
+    apply_view,
+    changes_of,
+    node_change_to_proto,
+    pod_change_to_proto,
+    view_from_proto,
+)
 
 __all__ = [
     "HOST_VERSION",
@@ -107,6 +117,15 @@ _POINT_ENUM = {
     "bind": E.EXTENSION_POINT_BIND,
     "postBind": E.EXTENSION_POINT_POST_BIND,
 }
+_TRANSFORMER_ENUM = {
+    "preFilter": E.EXTENSION_POINT_PRE_FILTER_TRANSFORMER,
+    "filter": E.EXTENSION_POINT_FILTER_TRANSFORMER,
+    "score": E.EXTENSION_POINT_SCORE_TRANSFORMER,
+    "postFilter": E.EXTENSION_POINT_POST_FILTER_TRANSFORMER,
+}
+# Views (CycleContext.node_view) applied recently, by (generation, wire bytes): a cycle's Filter
+# stream, PreScore and Score calls share one.
+_VIEW_CACHE_SIZE = 8
 # Points whose plugins look at nodes: their hosts follow the snapshot mirror unless told otherwise.
 _SNAPSHOT_POINTS = frozenset({"preFilter", "filter", "postFilter", "preScore", "score"})
 
@@ -141,6 +160,13 @@ def manifest_of(cls: type) -> Any:
         enums.append(E.EXTENSION_POINT_NORMALIZE_SCORE)
     if issubclass(cls, PreBindPlugin) and _overrides(cls, PreBindPlugin, "pre_bind_pre_flight"):
         enums.append(E.EXTENSION_POINT_PRE_BIND_PRE_FLIGHT)
+    for point, (transformer, method) in TRANSFORMER_CLASSES.items():
+        if issubclass(cls, transformer):
+            enums.append(_TRANSFORMER_ENUM[point])
+            if not _overrides(cls, POINT_CLASSES[point], method):
+                enums.remove(_POINT_ENUM[point])  # it only transforms
+    if issubclass(cls, Controller):
+        enums.append(E.EXTENSION_POINT_CONTROLLER)
     if issubclass(cls, QueueSortPlugin) and not _overrides(cls, QueueSortPlugin, "sort_key"):
         raise PluginDefinitionError(
             f"{where} ({name!r}): a hosted QueueSort plugin must implement sort_key() (the framework "
@@ -373,6 +399,8 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
                     raise _CallError(grpc.StatusCode.UNAVAILABLE, str(exc)) from None
             else:
                 snapshot = mirror.at(ctx.snapshot_generation) or mirror.latest()
+            if snapshot is not None and ctx.HasField("node_view"):
+                snapshot = self._view(snapshot, ctx.node_view)
         return RemoteCycleState(
             ctx.cycle_id,
             snapshot,
@@ -381,6 +409,22 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
             entries=ctx.state,
             slow=self.host.handle.cycle_state(),
         )
+
+    def _view(self, snapshot: Snapshot, msg: Any) -> Snapshot:
+        """``snapshot`` as the request's node view shows it (transformers' changes, what-if nodes)."""
+        key = (snapshot.generation, msg.SerializeToString(deterministic=True))
+        cache = self.host.views
+        hit = cache.get(key)
+        if hit is not None and hit[0] is snapshot:
+            return hit[1]
+        try:
+            view = apply_view(snapshot, view_from_proto(msg))
+        except (ViewError, ValueError) as exc:
+            raise _CallError(grpc.StatusCode.INVALID_ARGUMENT, f"bad node view: {exc}") from None
+        cache[key] = (snapshot, view)
+        while len(cache) > _VIEW_CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        return view
 
     def _context(self, hosted: _Hosted, point: str, profile: str, ctx: Any = None, pod: Pod | None = None,
                  state: CycleState | None = None) -> CallContext:
@@ -437,9 +481,76 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         finally:
             _leave(token)
         inst.name = hosted.name
+        old = hosted.instances.get(request.profile)
+        if old is not None:
+            await self.host.stop_controller(hosted, request.profile, old)
         hosted.instances[request.profile] = inst
         hosted.args[request.profile] = args
+        if isinstance(inst, Controller):
+            try:
+                await self.host.start_controller(hosted, request.profile, inst)
+            except Exception as exc:
+                log.warning("starting the controller of %s for profile %r failed: %s", hosted.name,
+                            request.profile, exc)
+                return pb.plugin.ConfigureReply(status=status_to_proto(_failure(exc)))
         return pb.plugin.ConfigureReply(status=status_to_proto(Status()))
+
+    async def Stop(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        log.info("stopping controllers (profile %r): %s", request.profile or "*", request.reason)
+        await self.host.stop_controllers(request.profile)
+        return pb.plugin.Ack()
+
+    # ---- transformers --------------------------------------------------------------------------
+
+    async def BeforePreFilter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        hosted, inst, state, pod = await self._cycle_call(request, context, "BeforePreFilter", exact=True)
+        token = _enter(self._context(hosted, "BeforePreFilter", request.ctx.profile, request.ctx, pod, state))
+        change = None
+        try:
+            change, status = await inst.before_pre_filter(state, pod)
+        except Exception as exc:
+            status = _failure(exc)
+        finally:
+            _leave(token)
+        reply = pb.plugin.TransformPodReply(status=status_to_proto(status), state_writes=state.drain_writes())
+        if change is not None and status.ok:
+            reply.change.CopyFrom(pod_change_to_proto(change))
+        return reply
+
+    async def _transform_nodes(self, request: Any, context: grpc.aio.ServicerContext, point: str, method: str) -> Any:
+        hosted, inst, state, pod = await self._cycle_call(request, context, point, exact=True)
+        token = _enter(self._context(hosted, point, request.ctx.profile, request.ctx, pod, state))
+        changes: tuple[Any, ...] = ()
+        try:
+            snapshot = state.snapshot
+            if snapshot is None:
+                raise _CallError(grpc.StatusCode.FAILED_PRECONDITION, "this plugin does not follow the snapshot mirror")
+            if method == "before_score":
+                rows = await self._rows(snapshot, request.node_ids) if len(request.node_ids) else snapshot.table.order
+                answer, status = await inst.before_score(state, pod, NodeBatch(snapshot, rows))
+            else:
+                answer, status = await getattr(inst, method)(state, pod, snapshot)
+            if status.ok:
+                changes = changes_of(answer)
+        except _CallError as exc:
+            status = Status.failure(str(exc))
+        except Exception as exc:
+            status = _failure(exc)
+        finally:
+            _leave(token)
+        return pb.plugin.TransformNodesReply(
+            status=status_to_proto(status), changes=[node_change_to_proto(c) for c in changes],
+            state_writes=state.drain_writes(),
+        )
+
+    async def BeforeFilter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._transform_nodes(request, context, "BeforeFilter", "before_filter")
+
+    async def BeforeScore(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._transform_nodes(request, context, "BeforeScore", "before_score")
+
+    async def BeforePostFilter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._transform_nodes(request, context, "BeforePostFilter", "before_post_filter")
 
     # ---- queueing ------------------------------------------------------------------------------
 
@@ -806,6 +917,8 @@ class PluginHost:
         self._health: health.aio.HealthServicer | None = None
         self._follower: asyncio.Task[None] | None = None
         self._stopped = False
+        self.views: dict[tuple[int, bytes], tuple[Snapshot, Snapshot]] = {}
+        self.controllers: dict[tuple[str, str], Controller] = {}  # (plugin, profile) -> running controller
 
     @property
     def address(self) -> str:
@@ -867,11 +980,41 @@ class PluginHost:
         finally:
             await channel.close()
 
+    # ---- controllers ---------------------------------------------------------------------------
+
+    async def start_controller(self, hosted: _Hosted, profile: str, inst: Controller) -> None:
+        """Start a configured plugin's controller (the framework is active for ``profile``)."""
+        token = _enter(CallContext(plugin=hosted.name, point="Controller", profile=profile,
+                                   args=hosted.args.get(profile, {}), handle=self.handle))
+        try:
+            await inst.start()
+        finally:
+            _leave(token)
+        self.controllers[(hosted.name, profile)] = inst
+
+    async def stop_controller(self, hosted: _Hosted, profile: str, inst: object) -> None:
+        running = self.controllers.get((hosted.name, profile))
+        if running is None or running is not inst:
+            return
+        del self.controllers[(hosted.name, profile)]
+        try:
+            await running.stop()
+        except Exception:
+            log.exception("stopping the controller of %s for profile %r failed", hosted.name, profile)
+
+    async def stop_controllers(self, profile: str = "") -> None:
+        """Stop the running controllers (of ``profile``, or all)."""
+        for (name, prof), inst in list(self.controllers.items()):
+            if not profile or prof == profile:
+                await self.stop_controller(self.plugins[name], prof, inst)
+
     async def stop(self, grace: float = 5.0) -> None:
-        """Graceful stop: NOT_SERVING, in-flight calls get ``grace`` seconds. Idempotent."""
+        """Graceful stop: NOT_SERVING, controllers stopped, in-flight calls get ``grace`` seconds.
+        Idempotent."""
         if self._stopped:
             return
         self._stopped = True
+        await self.stop_controllers()
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
         if self._follower is not None:

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from pluginhost.model import Node, Pod
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
+from pluginhost.view import NodeChange, PodChange
 
 __all__ = [
     "MAX_NODE_SCORE",
@@ -32,10 +33,12 @@ __all__ = [
     "BindPlugin",
     "ClusterEvent",
     "ClusterEventWithHint",
+    "Controller",
     "CycleState",
     "EnqueueExtensions",
     "FilterPlugin",
     "FilterResult",
+    "FilterTransformer",
     "Handle",
     "NodeBatch",
     "NodeFilterPlugin",
@@ -46,11 +49,13 @@ __all__ = [
     "PostBindPlugin",
     "PostFilterPlugin",
     "PostFilterResult",
+    "PostFilterTransformer",
     "PreBindPlugin",
     "PreEnqueuePlugin",
     "PreFilterExtensions",
     "PreFilterPlugin",
     "PreFilterResult",
+    "PreFilterTransformer",
     "PreScorePlugin",
     "QueueSortPlugin",
     "QueuedPodInfo",
@@ -58,8 +63,10 @@ __all__ = [
     "ReservePlugin",
     "ScoreExtensions",
     "ScorePlugin",
+    "ScoreTransformer",
     "WaitingPod",
     "points_of",
+    "runs_at",
 ]
 
 MIN_NODE_SCORE = 0
@@ -482,6 +489,94 @@ class BindPlugin(Plugin):
 class PostBindPlugin(Plugin):
     async def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         raise NotImplementedError
+
+
+# ---- transformers (views of one phase) and controllers -------------------------------------------
+
+
+class PreFilterTransformer(PreFilterPlugin):
+    """Changes the pod as the rest of the scheduling cycle sees it (before PreFilter).
+
+    Enabled with the plugin at ``preFilter``; transformers run in the profile's preFilter order, each
+    seeing the pod as the previous ones left it. The change lives in the cycle only: the cache,
+    Reserve/Permit and the binding cycle see the pod as it was applied. A class that does not override
+    ``pre_filter`` only transforms (the runtime does not call it as a PreFilter plugin)."""
+
+    async def before_pre_filter(self, state: CycleState, pod: Pod) -> tuple[PodChange | None, Status]:
+        raise NotImplementedError
+
+
+class FilterTransformer(FilterPlugin):
+    """Changes node rows as this cycle's Filter plugins see them (before Filter).
+
+    Returns :class:`~pluginhost.view.NodeChange` deltas (allocatable/requested amounts, labels) applied
+    on top of ``snapshot`` (which already shows the earlier transformers' changes) for the Filter phase
+    only. Enabled with the plugin at ``filter``; a class that does not override ``filter`` only
+    transforms."""
+
+    async def before_filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> tuple[Sequence[NodeChange] | None, Status]:
+        raise NotImplementedError
+
+
+class ScoreTransformer(ScorePlugin):
+    """Changes node rows as this cycle's PreScore, Score and NormalizeScore plugins see them.
+
+    ``nodes`` are the feasible nodes (their snapshot shows the earlier transformers' changes). Enabled
+    with the plugin at ``score``; a class that does not override ``score`` only transforms."""
+
+    async def before_score(
+        self, state: CycleState, pod: Pod, nodes: NodeBatch
+    ) -> tuple[Sequence[NodeChange] | None, Status]:
+        raise NotImplementedError
+
+
+class PostFilterTransformer(PostFilterPlugin):
+    """Changes node rows as this cycle's PostFilter plugins (preemption) see them. Enabled with the
+    plugin at ``postFilter``; a class that does not override ``post_filter`` only transforms."""
+
+    async def before_post_filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> tuple[Sequence[NodeChange] | None, Status]:
+        raise NotImplementedError
+
+
+class Controller:
+    """Mixin: background work tied to the framework's lifecycle (a controller).
+
+    ``start`` is called once the framework is active (in-process: when the scheduler starts running;
+    in a plugin host: once the plugin is configured for a profile) and must return quickly, starting
+    its own tasks; ``stop`` is called on shutdown (or before a reconfiguration) and must end them.
+    Both are called once per plugin instance."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+
+# Transformer base class per point, and the method whose override means "also a plugin of the point".
+TRANSFORMER_CLASSES: Mapping[str, tuple[type, str]] = {
+    "preFilter": (PreFilterTransformer, "pre_filter"),
+    "filter": (FilterTransformer, "filter"),
+    "score": (ScoreTransformer, "score"),
+    "postFilter": (PostFilterTransformer, "post_filter"),
+}
+
+
+def runs_at(plugin: object, point: str) -> bool:
+    """Whether the runtime calls ``plugin`` as a plugin of ``point`` (a transformer that does not
+    implement the point's method itself only transforms)."""
+    only: frozenset[str] | None = getattr(plugin, "transform_only", None)
+    if only is not None:
+        return point not in only
+    spec = TRANSFORMER_CLASSES.get(point)
+    if spec is None or not isinstance(plugin, spec[0]):
+        return True
+    base = POINT_CLASSES[point]
+    return getattr(type(plugin), spec[1]) is not getattr(base, spec[1])
 
 
 POINT_CLASSES: Mapping[str, type] = {

@@ -79,7 +79,8 @@ def test_extension_points_cover_the_framework() -> None:
     expected = {
         "PRE_ENQUEUE", "QUEUE_SORT", "PRE_FILTER", "PRE_FILTER_EXTENSIONS", "FILTER", "POST_FILTER",
         "PRE_SCORE", "SCORE", "NORMALIZE_SCORE", "RESERVE", "PERMIT", "PRE_BIND", "PRE_BIND_PRE_FLIGHT",
-        "BIND", "POST_BIND", "ENQUEUE_EXTENSIONS",
+        "BIND", "POST_BIND", "ENQUEUE_EXTENSIONS", "PRE_FILTER_TRANSFORMER", "FILTER_TRANSFORMER",
+        "SCORE_TRANSFORMER", "POST_FILTER_TRANSFORMER", "CONTROLLER",
     }  # fmt: skip
     assert names == {"EXTENSION_POINT_" + n for n in expected} | {"EXTENSION_POINT_UNSPECIFIED"}
 

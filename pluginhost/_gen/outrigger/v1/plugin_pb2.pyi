@@ -30,6 +30,11 @@ class ExtensionPoint(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXTENSION_POINT_BIND: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_POST_BIND: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_ENQUEUE_EXTENSIONS: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_PRE_FILTER_TRANSFORMER: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_FILTER_TRANSFORMER: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_SCORE_TRANSFORMER: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_POST_FILTER_TRANSFORMER: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_CONTROLLER: _ClassVar[ExtensionPoint]
 EXTENSION_POINT_UNSPECIFIED: ExtensionPoint
 EXTENSION_POINT_PRE_ENQUEUE: ExtensionPoint
 EXTENSION_POINT_QUEUE_SORT: ExtensionPoint
@@ -47,6 +52,11 @@ EXTENSION_POINT_PRE_BIND_PRE_FLIGHT: ExtensionPoint
 EXTENSION_POINT_BIND: ExtensionPoint
 EXTENSION_POINT_POST_BIND: ExtensionPoint
 EXTENSION_POINT_ENQUEUE_EXTENSIONS: ExtensionPoint
+EXTENSION_POINT_PRE_FILTER_TRANSFORMER: ExtensionPoint
+EXTENSION_POINT_FILTER_TRANSFORMER: ExtensionPoint
+EXTENSION_POINT_SCORE_TRANSFORMER: ExtensionPoint
+EXTENSION_POINT_POST_FILTER_TRANSFORMER: ExtensionPoint
+EXTENSION_POINT_CONTROLLER: ExtensionPoint
 
 class HandshakeRequest(_message.Message):
     __slots__ = ("framework_version", "profile", "framework_address")
@@ -101,7 +111,7 @@ class ConfigureReply(_message.Message):
     def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class CycleContext(_message.Message):
-    __slots__ = ("cycle_id", "plugin", "profile", "snapshot_generation", "pod", "state", "attempt", "trace_context")
+    __slots__ = ("cycle_id", "plugin", "profile", "snapshot_generation", "pod", "state", "attempt", "trace_context", "node_view")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +127,7 @@ class CycleContext(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    NODE_VIEW_FIELD_NUMBER: _ClassVar[int]
     cycle_id: str
     plugin: str
     profile: str
@@ -125,7 +136,8 @@ class CycleContext(_message.Message):
     state: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
     attempt: int
     trace_context: _containers.ScalarMap[str, str]
-    def __init__(self, cycle_id: _Optional[str] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., snapshot_generation: _Optional[int] = ..., pod: _Optional[_Union[_types_pb2.Pod, _Mapping]] = ..., state: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., attempt: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    node_view: NodeView
+    def __init__(self, cycle_id: _Optional[str] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., snapshot_generation: _Optional[int] = ..., pod: _Optional[_Union[_types_pb2.Pod, _Mapping]] = ..., state: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., attempt: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., node_view: _Optional[_Union[NodeView, _Mapping]] = ...) -> None: ...
 
 class CycleRequest(_message.Message):
     __slots__ = ("ctx",)
@@ -389,3 +401,138 @@ class PermitReply(_message.Message):
     timeout_ms: int
     state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
     def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
+
+class NodeChange(_message.Message):
+    __slots__ = ("node_name", "allocatable", "requested", "labels", "remove_labels")
+    class AllocatableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class RequestedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_LABELS_FIELD_NUMBER: _ClassVar[int]
+    node_name: str
+    allocatable: _containers.ScalarMap[str, int]
+    requested: _containers.ScalarMap[str, int]
+    labels: _containers.ScalarMap[str, str]
+    remove_labels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_name: _Optional[str] = ..., allocatable: _Optional[_Mapping[str, int]] = ..., requested: _Optional[_Mapping[str, int]] = ..., labels: _Optional[_Mapping[str, str]] = ..., remove_labels: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AddedNode(_message.Message):
+    __slots__ = ("id", "node")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    node: _types_pb2.Node
+    def __init__(self, id: _Optional[int] = ..., node: _Optional[_Union[_types_pb2.Node, _Mapping]] = ...) -> None: ...
+
+class NodeView(_message.Message):
+    __slots__ = ("added_nodes", "added_pods", "changes")
+    ADDED_NODES_FIELD_NUMBER: _ClassVar[int]
+    ADDED_PODS_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    added_nodes: _containers.RepeatedCompositeFieldContainer[AddedNode]
+    added_pods: _containers.RepeatedCompositeFieldContainer[_types_pb2.Pod]
+    changes: _containers.RepeatedCompositeFieldContainer[NodeChange]
+    def __init__(self, added_nodes: _Optional[_Iterable[_Union[AddedNode, _Mapping]]] = ..., added_pods: _Optional[_Iterable[_Union[_types_pb2.Pod, _Mapping]]] = ..., changes: _Optional[_Iterable[_Union[NodeChange, _Mapping]]] = ...) -> None: ...
+
+class PodChange(_message.Message):
+    __slots__ = ("labels", "remove_labels", "annotations", "remove_annotations", "requests", "node_selector")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class RequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class NodeSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.ScalarMap[str, str]
+    remove_labels: _containers.RepeatedScalarFieldContainer[str]
+    annotations: _containers.ScalarMap[str, str]
+    remove_annotations: _containers.RepeatedScalarFieldContainer[str]
+    requests: _containers.ScalarMap[str, int]
+    node_selector: _containers.ScalarMap[str, str]
+    def __init__(self, labels: _Optional[_Mapping[str, str]] = ..., remove_labels: _Optional[_Iterable[str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., remove_annotations: _Optional[_Iterable[str]] = ..., requests: _Optional[_Mapping[str, int]] = ..., node_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class TransformPodReply(_message.Message):
+    __slots__ = ("status", "change", "state_writes")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    STATE_WRITES_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    change: PodChange
+    state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., change: _Optional[_Union[PodChange, _Mapping]] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
+
+class TransformNodesRequest(_message.Message):
+    __slots__ = ("ctx", "node_ids", "node_names")
+    CTX_FIELD_NUMBER: _ClassVar[int]
+    NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    ctx: CycleContext
+    node_ids: _containers.RepeatedScalarFieldContainer[int]
+    node_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ctx: _Optional[_Union[CycleContext, _Mapping]] = ..., node_ids: _Optional[_Iterable[int]] = ..., node_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TransformNodesReply(_message.Message):
+    __slots__ = ("status", "changes", "state_writes")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    STATE_WRITES_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    changes: _containers.RepeatedCompositeFieldContainer[NodeChange]
+    state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[NodeChange, _Mapping]]] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
+
+class StopRequest(_message.Message):
+    __slots__ = ("profile", "reason")
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    profile: str
+    reason: str
+    def __init__(self, profile: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...

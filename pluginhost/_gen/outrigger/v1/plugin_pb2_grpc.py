@@ -143,6 +143,31 @@ class PluginStub:
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.NodeRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_plugin__pb2.Ack.FromString,
                 _registered_method=True)
+        self.BeforePreFilter = channel.unary_unary(
+                '/outrigger.v1.Plugin/BeforePreFilter',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.CycleRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.TransformPodReply.FromString,
+                _registered_method=True)
+        self.BeforeFilter = channel.unary_unary(
+                '/outrigger.v1.Plugin/BeforeFilter',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesReply.FromString,
+                _registered_method=True)
+        self.BeforePostFilter = channel.unary_unary(
+                '/outrigger.v1.Plugin/BeforePostFilter',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesReply.FromString,
+                _registered_method=True)
+        self.BeforeScore = channel.unary_unary(
+                '/outrigger.v1.Plugin/BeforeScore',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesReply.FromString,
+                _registered_method=True)
+        self.Stop = channel.unary_unary(
+                '/outrigger.v1.Plugin/Stop',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.StopRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.Ack.FromString,
+                _registered_method=True)
 
 
 class PluginServicer:
@@ -311,6 +336,50 @@ class PluginServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BeforePreFilter(self, request, context):
+        """--- Transformers (views of the pod and nodes for one phase of one cycle) ----------------------
+
+        Before PreFilter: changes to the pod as the rest of the scheduling cycle sees it (PreFilter,
+        Filter, PostFilter, PreScore, Score). The change lives in the cycle only; the cache and the
+        binding cycle keep the pod as it was applied.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BeforeFilter(self, request, context):
+        """Before Filter: changes to node rows as the Filter plugins of this cycle see them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BeforePostFilter(self, request, context):
+        """Before PostFilter: changes to node rows as the PostFilter plugins of this cycle see them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BeforeScore(self, request, context):
+        """Before PreScore and Score: changes to node rows as the PreScore, Score and NormalizeScore
+        plugins of this cycle see them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Stop(self, request, context):
+        """--- Lifecycle --------------------------------------------------------------------------------
+
+        The framework is shutting down (or no longer uses this host): stop the background work
+        (controllers) of the plugins configured for `profile` ("" for every profile). A host also stops
+        its controllers when it stops. Configure (re)starts them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PluginServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -417,6 +486,31 @@ def add_PluginServicer_to_server(servicer, server):
             'PostBind': grpc.unary_unary_rpc_method_handler(
                     servicer.PostBind,
                     request_deserializer=outrigger_dot_v1_dot_plugin__pb2.NodeRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.Ack.SerializeToString,
+            ),
+            'BeforePreFilter': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeforePreFilter,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.CycleRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.TransformPodReply.SerializeToString,
+            ),
+            'BeforeFilter': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeforeFilter,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesReply.SerializeToString,
+            ),
+            'BeforePostFilter': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeforePostFilter,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesReply.SerializeToString,
+            ),
+            'BeforeScore': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeforeScore,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.TransformNodesReply.SerializeToString,
+            ),
+            'Stop': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stop,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.StopRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_plugin__pb2.Ack.SerializeToString,
             ),
     }
@@ -987,6 +1081,141 @@ class Plugin:
             target,
             '/outrigger.v1.Plugin/PostBind',
             outrigger_dot_v1_dot_plugin__pb2.NodeRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeforePreFilter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/BeforePreFilter',
+            outrigger_dot_v1_dot_plugin__pb2.CycleRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.TransformPodReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeforeFilter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/BeforeFilter',
+            outrigger_dot_v1_dot_plugin__pb2.TransformNodesRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.TransformNodesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeforePostFilter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/BeforePostFilter',
+            outrigger_dot_v1_dot_plugin__pb2.TransformNodesRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.TransformNodesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeforeScore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/BeforeScore',
+            outrigger_dot_v1_dot_plugin__pb2.TransformNodesRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.TransformNodesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stop(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/Stop',
+            outrigger_dot_v1_dot_plugin__pb2.StopRequest.SerializeToString,
             outrigger_dot_v1_dot_plugin__pb2.Ack.FromString,
             options,
             channel_credentials,

@@ -209,15 +209,67 @@ class WatchRequest(_message.Message):
     def __init__(self, since_sequence: _Optional[int] = ..., types: _Optional[_Iterable[_Union[EventType, str]]] = ..., replay: _Optional[bool] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
-    __slots__ = ("pod", "profile")
+    __slots__ = ("pod", "profile", "what_if_nodes", "what_if_count")
     POD_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
+    WHAT_IF_NODES_FIELD_NUMBER: _ClassVar[int]
+    WHAT_IF_COUNT_FIELD_NUMBER: _ClassVar[int]
     pod: Manifest
     profile: str
-    def __init__(self, pod: _Optional[_Union[Manifest, _Mapping]] = ..., profile: _Optional[str] = ...) -> None: ...
+    what_if_nodes: Manifest
+    what_if_count: int
+    def __init__(self, pod: _Optional[_Union[Manifest, _Mapping]] = ..., profile: _Optional[str] = ..., what_if_nodes: _Optional[_Union[Manifest, _Mapping]] = ..., what_if_count: _Optional[int] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
     __slots__ = ("json",)
     JSON_FIELD_NUMBER: _ClassVar[int]
     json: str
     def __init__(self, json: _Optional[str] = ...) -> None: ...
+
+class ListReservationsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReservationState(_message.Message):
+    __slots__ = ("name", "uid", "phase", "node_name", "reserved", "allocated", "owners", "expires_at", "allocate_once", "last_status")
+    class ReservedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class AllocatedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATE_ONCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_STATUS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    uid: str
+    phase: str
+    node_name: str
+    reserved: _containers.ScalarMap[str, int]
+    allocated: _containers.ScalarMap[str, int]
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    expires_at: float
+    allocate_once: bool
+    last_status: _types_pb2.Status
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[str] = ..., phase: _Optional[str] = ..., node_name: _Optional[str] = ..., reserved: _Optional[_Mapping[str, int]] = ..., allocated: _Optional[_Mapping[str, int]] = ..., owners: _Optional[_Iterable[str]] = ..., expires_at: _Optional[float] = ..., allocate_once: _Optional[bool] = ..., last_status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class ListReservationsResponse(_message.Message):
+    __slots__ = ("reservations",)
+    RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    reservations: _containers.RepeatedCompositeFieldContainer[ReservationState]
+    def __init__(self, reservations: _Optional[_Iterable[_Union[ReservationState, _Mapping]]] = ...) -> None: ...

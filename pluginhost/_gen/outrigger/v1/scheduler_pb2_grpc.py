@@ -79,6 +79,11 @@ class SchedulerStub:
                 request_serializer=outrigger_dot_v1_dot_handle__pb2.ListWaitingPodsRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_handle__pb2.ListWaitingPodsResponse.FromString,
                 _registered_method=True)
+        self.ListReservations = channel.unary_unary(
+                '/outrigger.v1.Scheduler/ListReservations',
+                request_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListReservationsRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListReservationsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -141,6 +146,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListReservations(self, request, context):
+        """Lists Reservations with their phase, node and allocations.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -183,6 +195,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ListWaitingPods,
                     request_deserializer=outrigger_dot_v1_dot_handle__pb2.ListWaitingPodsRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_handle__pb2.ListWaitingPodsResponse.SerializeToString,
+            ),
+            'ListReservations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReservations,
+                    request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListReservationsRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListReservationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -402,6 +419,33 @@ class Scheduler:
             '/outrigger.v1.Scheduler/ListWaitingPods',
             outrigger_dot_v1_dot_handle__pb2.ListWaitingPodsRequest.SerializeToString,
             outrigger_dot_v1_dot_handle__pb2.ListWaitingPodsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReservations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Scheduler/ListReservations',
+            outrigger_dot_v1_dot_scheduler__pb2.ListReservationsRequest.SerializeToString,
+            outrigger_dot_v1_dot_scheduler__pb2.ListReservationsResponse.FromString,
             options,
             channel_credentials,
             insecure,
