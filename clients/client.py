@@ -1,54 +1,63 @@
-"""A small typed client for the framework's Scheduler API.
+"""A small typed client for the framework's Scheduler API (blocking; see :mod:`clients.aio` for asyncio).
 
     with SchedulerClient("127.0.0.1:50051") as c:
-        c.apply_text(open("pods.yaml").read(), source="pods.yaml")
+        c.apply_files(["cluster.yaml"])
         for pod in c.list_pods():
             print(pod.ref.name, pod.phase, pod.node_name)
+        for event in c.watch(timeout=10):
+            print(event.sequence, event.type.label, event.object)
 
-Every call carries a deadline. gRPC failures are raised as :class:`ClientError` with the server's
-message (e.g. the manifest field that was wrong).
+Answers are the frozen dataclasses of :mod:`clients.types`. Every call carries a deadline. Every failure
+is a :class:`ClientError` whose message is meant for users: the server's own message for a bad request
+(the manifest field that is wrong, the pod that does not exist), "cannot reach the framework at ADDR"
+when nothing answers. A watch survives a broken stream and a restarted framework: it reconnects and
+resumes after the last event it handed out, with no event twice and none missed.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import grpc
 
 from pluginhost import pb
+from pluginhost.model import Node, Pod
 
-__all__ = ["ClientError", "SchedulerClient"]
+from ._common import (
+    CHANNEL_OPTIONS,
+    RESUMABLE,
+    ClientError,
+    WatchState,
+    delete_request,
+    objects_manifest,
+    pod_manifest,
+    read_manifest,
+    rpc_error,
+)
+from .types import (
+    Applied,
+    Event,
+    EventType,
+    Explanation,
+    NodeSummary,
+    PodState,
+    WaitingPod,
+    WatchCursor,
+)
 
-
-class ClientError(RuntimeError):
-    """A call the server refused or could not answer; ``code`` is the gRPC status code."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _call(fn: Any, request: Any, timeout: float) -> Any:
-    try:
-        return fn(request, timeout=timeout)
-    except grpc.RpcError as exc:
-        code = exc.code()
-        detail = exc.details() or code.name
-        if code == grpc.StatusCode.UNAVAILABLE:
-            detail = f"framework service unavailable: {detail}"
-        raise ClientError(code, detail) from None
+__all__ = ["ClientError", "EventStream", "SchedulerClient"]
 
 
 class SchedulerClient:
+    """A connection to one framework service. ``timeout``: the deadline of each unary call (seconds)."""
+
     def __init__(self, address: str, *, timeout: float = 30.0) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(
-            address,
-            options=[("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)],
-        )
+        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         self._stub = pb.scheduler_grpc.SchedulerStub(self._channel)  # type: ignore[no-untyped-call]
 
     def __enter__(self) -> SchedulerClient:
@@ -60,42 +69,178 @@ class SchedulerClient:
     def close(self) -> None:
         self._channel.close()
 
+    def _call(self, method: str, request: Any) -> Any:
+        try:
+            return getattr(self._stub, method)(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise rpc_error(exc, self.address, method, self.timeout) from None
+
     def wait_ready(self, timeout: float = 10.0) -> None:
+        """Wait until the framework answers (bounded); :class:`ClientError` when it does not."""
         try:
             grpc.channel_ready_future(self._channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
-            raise ClientError(grpc.StatusCode.UNAVAILABLE, f"no framework service at {self.address}") from None
+            raise ClientError(f"cannot reach the framework at {self.address}", grpc.StatusCode.UNAVAILABLE) from None
 
-    def apply_text(self, content: str, source: str = "<input>", *, dry_run: bool = False) -> list[Any]:
-        req = pb.scheduler.ApplyRequest(manifests=[pb.scheduler.Manifest(source=source, content=content)],
-                                        dry_run=dry_run)
-        return list(_call(self._stub.Apply, req, self.timeout).applied)
+    # ---- objects ---------------------------------------------------------------------------------
 
-    def delete(self, kind: str, name: str, namespace: str = "") -> list[Any]:
-        ref = pb.scheduler.ObjectRef(kind=kind, name=name, namespace=namespace)
-        return list(_call(self._stub.Delete, pb.scheduler.DeleteRequest(objects=[ref]), self.timeout).deleted)
+    def apply(self, objects: Iterable[Mapping[str, Any] | Pod | Node], *, dry_run: bool = False,
+              source: str = "<objects>") -> list[Applied]:
+        """Create or update objects (manifest dicts, or ``Pod``/``Node`` models), all or nothing."""
+        return self._apply([objects_manifest(objects, source)], dry_run)
 
-    def get_pod(self, name: str, namespace: str = "default") -> Any:
-        return _call(self._stub.GetPod, pb.scheduler.GetPodRequest(namespace=namespace, name=name), self.timeout)
+    def apply_text(self, content: str, source: str = "<input>", *, dry_run: bool = False) -> list[Applied]:
+        """Apply manifest text (YAML or JSON, several documents or a List)."""
+        return self._apply([pb.scheduler.Manifest(source=source, content=content)], dry_run)
 
-    def list_pods(self, namespace: str = "", phase: str = "") -> list[Any]:
-        req = pb.scheduler.ListPodsRequest(namespace=namespace, phase=phase)
-        return list(_call(self._stub.ListPods, req, self.timeout).pods)
+    def apply_manifests(self, manifests: Iterable[tuple[str, str]], *, dry_run: bool = False) -> list[Applied]:
+        """Apply ``(source, text)`` manifests in one request: all of them or nothing."""
+        return self._apply([pb.scheduler.Manifest(source=s, content=t) for s, t in manifests], dry_run)
 
-    def list_nodes(self) -> list[Any]:
-        return list(_call(self._stub.ListNodes, pb.scheduler.ListNodesRequest(), self.timeout).nodes)
+    def apply_files(self, paths: Iterable[str | os.PathLike[str]], *, dry_run: bool = False) -> list[Applied]:
+        """Apply manifest files (``-`` for stdin) in one request: all of them or nothing."""
+        return self._apply([read_manifest(p) for p in paths], dry_run)
 
-    def explain(self, pod_manifest: str, source: str = "<pod>", profile: str = "") -> dict[str, Any]:
-        req = pb.scheduler.ExplainRequest(pod=pb.scheduler.Manifest(source=source, content=pod_manifest),
-                                          profile=profile)
-        result: dict[str, Any] = json.loads(_call(self._stub.Explain, req, self.timeout).json)
-        return result
+    def _apply(self, manifests: list[Any], dry_run: bool) -> list[Applied]:
+        reply = self._call("Apply", pb.scheduler.ApplyRequest(manifests=manifests, dry_run=dry_run))
+        return [Applied.from_proto(a) for a in reply.applied]
 
-    def watch(self, since: int = 0, *, replay: bool = True, timeout: float | None = None) -> Iterator[Any]:
-        """Events after sequence ``since``; resume by passing the last sequence seen."""
-        req = pb.scheduler.WatchRequest(since_sequence=since, replay=replay)
+    def delete_pod(self, name: str, namespace: str = "default") -> bool:
+        """Delete a pod; False when there was no such pod."""
+        return bool(self._call("Delete", delete_request("Pod", name, namespace)).deleted)
+
+    def delete_node(self, name: str) -> bool:
+        """Delete a node; False when there was no such node."""
+        return bool(self._call("Delete", delete_request("Node", name, "")).deleted)
+
+    def get_pod(self, name: str, namespace: str = "default") -> PodState:
+        """One pod's state; :class:`ClientError` (NOT_FOUND) when there is no such pod."""
+        return PodState.from_proto(self._call("GetPod", pb.scheduler.GetPodRequest(namespace=namespace, name=name)))
+
+    def list_pods(self, namespace: str = "", phase: str = "") -> list[PodState]:
+        """Pods by namespace and name, optionally of one namespace and/or phase."""
+        reply = self._call("ListPods", pb.scheduler.ListPodsRequest(namespace=namespace, phase=phase))
+        return [PodState.from_proto(p) for p in reply.pods]
+
+    def list_nodes(self) -> list[NodeSummary]:
+        """Nodes by name, with their accounted usage."""
+        return [NodeSummary.from_proto(n) for n in self._call("ListNodes", pb.scheduler.ListNodesRequest()).nodes]
+
+    def list_waiting_pods(self, profile: str = "") -> list[WaitingPod]:
+        """Pods held in Permit, oldest first (only one profile's when ``profile`` is given)."""
+        reply = self._call("ListWaitingPods", pb.handle.ListWaitingPodsRequest(profile=profile))
+        return [WaitingPod.from_proto(p) for p in reply.pods]
+
+    # ---- explain ---------------------------------------------------------------------------------
+
+    def explain(self, pod: str | Mapping[str, Any] | Pod, *, source: str = "<pod>", profile: str = "") -> Explanation:
+        """How a pod (manifest text, a manifest dict or a ``Pod``) would be scheduled on the cluster now;
+        nothing is reserved or bound."""
+        request = pb.scheduler.ExplainRequest(pod=pod_manifest(pod, source), profile=profile)
+        return Explanation.from_json(self._call("Explain", request).json)
+
+    def explain_pod(self, name: str, namespace: str = "default", *, profile: str = "") -> Explanation:
+        """How a pod the framework holds would be scheduled now (a placed pod as if taken off its node)."""
+        ref = pb.scheduler.ObjectRef(kind="Pod", namespace=namespace, name=name)
+        return Explanation.from_json(self._call("Explain", pb.scheduler.ExplainRequest(ref=ref, profile=profile)).json)
+
+    # ---- watch -----------------------------------------------------------------------------------
+
+    def watch(self, *, since: int = 0, types: Iterable[EventType | int] = (), replay: bool = True,
+              resume: WatchCursor | None = None, timeout: float | None = None, reconnect: bool = True,
+              reconnect_timeout: float = 30.0) -> EventStream:
+        """Events with a sequence above ``since`` (retained ones first when ``replay``), then live ones.
+
+        ``resume``: continue after a cursor from an earlier stream (``EventStream.cursor``). ``timeout``:
+        stop quietly after this many seconds. A broken stream is reopened after the last event handed
+        out (``reconnect``), waiting up to ``reconnect_timeout`` seconds for the framework to answer.
+        """
+        state = WatchState(resume or WatchCursor("", since), types, replay or resume is not None)
+        return EventStream(self, state, timeout, reconnect, reconnect_timeout)
+
+
+class EventStream(Iterator[Event]):
+    """The events of a watch, in order; ``cursor`` is where it stands; ``close()`` ends it."""
+
+    def __init__(self, client: SchedulerClient, state: WatchState, timeout: float | None, reconnect: bool,
+                 reconnect_timeout: float) -> None:
+        self._client = client
+        self._state = state
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._reconnect = reconnect
+        self._reconnect_timeout = reconnect_timeout
+        self._call: Any = None
+        self._closed = False
+        self.reconnects = 0
+
+    @property
+    def cursor(self) -> WatchCursor:
+        return self._state.cursor
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+
+    def _remaining(self) -> float | None:
+        return None if self._deadline is None else self._deadline - time.monotonic()
+
+    def __next__(self) -> Event:
+        broken_since: float | None = None
+        attempts = 0
+        while not self._closed:
+            remaining = self._remaining()
+            if remaining is not None and remaining <= 0:
+                self.close()
+                break
+            if self._call is None:
+                self._call = self._client._stub.Watch(self._state.request(), timeout=remaining)
+            try:
+                msg = next(self._call)
+            except StopIteration:
+                err: grpc.StatusCode | None = grpc.StatusCode.UNAVAILABLE  # the server ended the stream: it is going
+                exc: grpc.RpcError | None = None
+            except grpc.RpcError as e:
+                err, exc = e.code(), e
+            else:
+                ev = self._state.accept(msg)
+                if ev is not None:
+                    return ev
+                continue
+            self._call = None
+            if self._closed or (err == grpc.StatusCode.DEADLINE_EXCEEDED and self._deadline is not None):
+                break
+            if not self._reconnect or err not in RESUMABLE:
+                self.close()
+                raise rpc_error(exc, self._client.address, "Watch", None) if exc is not None else \
+                    ClientError(f"cannot reach the framework at {self._client.address}", err)
+            now = time.monotonic()
+            broken_since = broken_since or now
+            if attempts:
+                time.sleep(min(0.05 * 2**attempts, 1.0))  # it answers yet the stream breaks: do not spin
+            attempts += 1
+            self._wait_ready(broken_since + self._reconnect_timeout - time.monotonic())
+            self.reconnects += 1
+        raise StopIteration
+
+    def _wait_ready(self, budget: float) -> None:
+        remaining = self._remaining()
+        wait = budget if remaining is None else min(budget, remaining)
         try:
-            yield from self._stub.Watch(req, timeout=timeout)
-        except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise ClientError(exc.code(), exc.details() or exc.code().name) from None
+            grpc.channel_ready_future(self._client._channel).result(timeout=max(wait, 0.0))
+        except grpc.FutureTimeoutError:
+            if remaining is not None and remaining <= budget:
+                return  # the watch's own time is up: the loop ends it quietly
+            self.close()
+            raise ClientError(f"cannot reach the framework at {self._client.address}",
+                              grpc.StatusCode.UNAVAILABLE) from None

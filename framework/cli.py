@@ -4,10 +4,18 @@ Examples:
   outrigger serve --config scheduler.yaml --listen 127.0.0.1:50051
   outrigger serve --config scheduler.yaml --plugins remote-plugins.yaml
   outrigger plugin serve pluginhost.examples.coscheduling:Coscheduling --listen 127.0.0.1:50061
-  outrigger apply -f cluster.yaml --server 127.0.0.1:50051
-  outrigger get pods --server 127.0.0.1:50051
-  outrigger explain --config scheduler.yaml --cluster cluster.yaml --pod pod.yaml -o json
+  export OUTRIGGER_SERVER=127.0.0.1:50051        # or --server ADDR on every command
+  outrigger apply -f cluster.yaml --wait
+  outrigger get pods
+  outrigger get nodes -o yaml
+  outrigger get waiting
+  outrigger explain web
+  outrigger explain --config scheduler.yaml --cluster cluster.yaml -f pod.yaml -o json
+  outrigger watch --timeout 60
+  outrigger delete pod web
   outrigger demo
+
+Run `outrigger COMMAND --help` for a command's flags and examples.
 """
 
 from __future__ import annotations
@@ -16,26 +24,104 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-from pluginhost.manifest import ManifestError, parse_objects
+import yaml
+
+from pluginhost.manifest import ManifestError, load_documents, parse_objects
 from pluginhost.model import Node, Pod
 from pluginhost.quantity import format_quantity
 
 from .config import ConfigError, SchedulerConfig
 from .plugins import PluginArgsError, Registry
 from .profiles import build_registry, default_scheduler_config, load_scheduler_config
+from .progress import ProgressBar
 from .remote import EndpointConfig, RemotePluginsError, load_remote_plugins
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from clients.client import SchedulerClient
+
+__all__ = ["COMMANDS", "Command", "command", "main", "parser"]
 
 DEFAULT_SERVER = "127.0.0.1:50051"
+SERVER_ENV = "OUTRIGGER_SERVER"
+OUTPUTS = ("table", "json", "yaml")
+# Objects per Apply request when a large apply is sent in parts (so a progress bar can move).
+APPLY_CHUNK = 500
 
 
 class UserError(Exception):
-    """A mistake in the command line or its inputs: printed as one line, exit code 2."""
+    """A mistake in the command line or its inputs: printed as one line, exit code 1."""
+
+
+# ---- the command registry -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``outrigger`` subcommand: its flags (``arguments``), what it does (``run``) and the examples
+    its ``--help`` shows."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    examples: str = ""
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None],
+            examples: str = "") -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Register a subcommand (in definition order)::
+
+        def _hello_args(p: argparse.ArgumentParser) -> None:
+            add_server(p)
+
+        @command("hello", "say hello to the framework", _hello_args, examples="outrigger hello")
+        def cmd_hello(args: argparse.Namespace) -> int:
+            ...
+    """
+
+    def register(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        if name in COMMANDS:
+            raise ValueError(f"command {name!r} is registered twice")
+        COMMANDS[name] = Command(name, help, arguments, fn, examples)
+        return fn
+
+    return register
+
+
+# ---- shared flags and helpers ---------------------------------------------------------------------
+
+
+def add_server(p: argparse.ArgumentParser) -> None:
+    """``--server ADDR``: the framework to talk to (default $OUTRIGGER_SERVER, else 127.0.0.1:50051)."""
+    default = os.environ.get(SERVER_ENV) or DEFAULT_SERVER
+    p.add_argument("--server", metavar="ADDR", default=default,
+                   help=f"framework service address (default ${SERVER_ENV}, else {DEFAULT_SERVER}; now {default})")
+
+
+def add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="output format (default table)")
+
+
+def add_filename(p: argparse.ArgumentParser, help: str, *, required: bool = False) -> None:
+    p.add_argument("-f", "--filename", action="append", metavar="FILE", required=required, default=None,
+                   help=help + " (repeatable; - for stdin)")
+
+
+def add_namespace(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("-n", "--namespace", default=default,
+                   help=f"namespace (default {default})" if default else "namespace (default: all)")
 
 
 def _read(path: str) -> str:
@@ -46,6 +132,8 @@ def _read(path: str) -> str:
             return fh.read()
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"cannot read {path}: not UTF-8 text") from None
 
 
 def _config(path: str | None, registry: Registry) -> SchedulerConfig:
@@ -55,6 +143,18 @@ def _config(path: str | None, registry: Registry) -> SchedulerConfig:
     return cfg
 
 
+def _endpoints(path: str | None) -> list[EndpointConfig]:
+    return load_remote_plugins(path) if path else []
+
+
+@contextmanager
+def _client(args: argparse.Namespace) -> Iterator[SchedulerClient]:
+    from clients.client import SchedulerClient
+
+    with SchedulerClient(args.server) as c:
+        yield c
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Rows as an aligned plain-text table (kubectl style)."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
@@ -62,13 +162,35 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
 
 
-# ---- commands ------------------------------------------------------------------------------------
+def emit(output: str, data: Any, as_table: Callable[[], str]) -> None:
+    """Print ``data`` as JSON or YAML, or ``as_table()`` for ``-o table``."""
+    if output == "json":
+        print(json.dumps(data, indent=2))
+    elif output == "yaml":
+        print(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), end="")
+    else:
+        print(as_table())
 
 
-def _endpoints(path: str | None) -> list[EndpointConfig]:
-    return load_remote_plugins(path) if path else []
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# ---- serve, plugin serve --------------------------------------------------------------------------
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
+    p.add_argument("--listen", default=DEFAULT_SERVER, help=f"address to serve on (default {DEFAULT_SERVER})")
+    p.add_argument("--plugins", metavar="FILE", help="RemotePlugins document: remote plugin endpoints")
+    p.add_argument("--advertise", metavar="ADDR",
+                   help="address plugin hosts use to reach this framework (default: the bound address)")
+
+
+@command("serve", "run the framework service", _serve_args, examples="""\
+  outrigger serve                                   # kube-scheduler's default profile on 127.0.0.1:50051
+  outrigger serve --config scheduler.yaml --listen 0.0.0.0:50051
+  outrigger serve --config scheduler.yaml --plugins remote-plugins.yaml""")
 def cmd_serve(args: argparse.Namespace) -> int:
     from .service import serve
 
@@ -77,7 +199,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_plugin_serve(args: argparse.Namespace) -> int:
+def _plugin_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="plugin_command", required=True, metavar="COMMAND")
+    ps = sub.add_parser("serve", help="serve plugin classes over gRPC",
+                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
+  outrigger plugin serve pluginhost.examples.coscheduling:Coscheduling --listen 127.0.0.1:50061
+  outrigger plugin serve mypackage.plugins:PLUGINS --framework 127.0.0.1:50051""")
+    ps.add_argument("target", metavar="MODULE:ATTR", help="a plugin class, or a list of them (or a function)")
+    ps.add_argument("--listen", default="127.0.0.1:50061", help="address to serve on (default 127.0.0.1:50061)")
+    ps.add_argument("--framework", metavar="ADDR",
+                    help="the framework's address (default: the one it announces when it connects)")
+
+
+@command("plugin", "host plugins for a framework (a sidecar)", _plugin_args, examples="""\
+  outrigger plugin serve pluginhost.examples.coscheduling:Coscheduling --listen 127.0.0.1:50061""")
+def cmd_plugin(args: argparse.Namespace) -> int:
     from pluginhost.host import PluginDefinitionError, load_plugins, serve
 
     try:
@@ -90,84 +226,240 @@ def cmd_plugin_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- apply, delete --------------------------------------------------------------------------------
+
+
+def _apply_args(p: argparse.ArgumentParser) -> None:
+    add_filename(p, "manifest file (YAML or JSON; Pods and Nodes)", required=True)
+    add_server(p)
+    p.add_argument("--dry-run", action="store_true", help="validate only, change nothing")
+    p.add_argument("--wait", action="store_true", help="wait until every applied pod is bound")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="how long --wait waits (default 120)")
+    add_output(p)
+
+
+@command("apply", "create or update pods and nodes from manifests", _apply_args, examples="""\
+  outrigger apply -f cluster.yaml
+  outrigger apply -f nodes.yaml -f pods.yaml --wait --timeout 60
+  outrigger apply -f pods.yaml --dry-run -o json
+  kubectl get pods -o yaml | outrigger apply -f -""")
 def cmd_apply(args: argparse.Namespace) -> int:
-    from clients.client import SchedulerClient
-
-    with SchedulerClient(args.server) as c:
-        for path in args.filename:
-            for obj in c.apply_text(_read(path), source=path, dry_run=args.dry_run):
-                ref = obj.ref
-                name = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
-                suffix = " (dry run)" if args.dry_run else ""
-                print(f"{ref.kind.lower()}/{name} {obj.action}{suffix}")
-    return 0
-
-
-def cmd_delete(args: argparse.Namespace) -> int:
-    from clients.client import SchedulerClient
-
-    kind = {"pod": "Pod", "pods": "Pod", "node": "Node", "nodes": "Node"}[args.kind]
-    with SchedulerClient(args.server) as c:
-        deleted = c.delete(kind, args.name, args.namespace if kind == "Pod" else "")
-    if not deleted:
-        raise UserError(f"{args.kind} {args.name!r} not found")
-    print(f"{kind.lower()}/{args.name} deleted")
-    return 0
-
-
-def cmd_get(args: argparse.Namespace) -> int:
-    from google.protobuf.json_format import MessageToDict
-
-    from clients.client import SchedulerClient
-
-    with SchedulerClient(args.server) as c:
-        if args.kind in ("pods", "pod"):
-            items = c.list_pods(namespace=args.namespace or "")
-            if args.output == "json":
-                print(json.dumps([MessageToDict(p) for p in items], indent=2))
-                return 0
-            rows = [
-                (p.ref.namespace, p.ref.name, p.phase, p.node_name or "<none>", p.attempts,
-                 p.last_status.reasons[0] if p.last_status.reasons and p.phase != "Bound" else "")
-                for p in items
-            ]
-            print(table(("NAMESPACE", "NAME", "PHASE", "NODE", "ATTEMPTS", "REASON"), rows))
+    manifests = [(path, _read(path)) for path in args.filename]
+    # Parsed here too: a bad file is reported before anything is sent, and a large apply can be split.
+    objects = [(path, obj) for path, text in manifests for _, obj in load_documents(text, path)]
+    with _client(args) as c:
+        if args.dry_run or len(objects) <= APPLY_CHUNK:
+            applied = c.apply_manifests(manifests, dry_run=args.dry_run)
         else:
+            # All or nothing, as one request would be: validate everything first, then apply in parts.
+            c.apply_manifests(manifests, dry_run=True)
+            applied = []
+            bar = ProgressBar(len(objects), "applying")
+            for i in range(0, len(objects), APPLY_CHUNK):
+                part = objects[i:i + APPLY_CHUNK]
+                applied += c.apply([o for _, o in part], source=", ".join(dict.fromkeys(s for s, _ in part)))
+                bar.update(i + len(part), "objects")
+            bar.close()
+        suffix = " (dry run)" if args.dry_run else ""
+        emit(args.output, [a.to_dict() for a in applied],
+             lambda: "\n".join(f"{a.ref} {a.action}{suffix}" for a in applied))
+        if args.wait and not args.dry_run:
+            pods = [a.ref for a in applied if a.ref.kind == "Pod"]
+            _wait_bound(c, [(r.namespace, r.name) for r in pods], args.timeout, args.output == "table")
+    return 0
+
+
+def _wait_bound(c: SchedulerClient, pods: list[tuple[str, str]], timeout: float, report: bool) -> None:
+    """Poll until every pod is bound (bounded by ``timeout``); a progress bar on a terminal."""
+    if not pods:
+        return
+    wanted = set(pods)
+    bar = ProgressBar(len(wanted), "binding")
+    deadline = time.monotonic() + timeout
+    states: dict[tuple[str, str], Any] = {}
+    while True:
+        states = {(p.ref.namespace, p.ref.name): p for p in c.list_pods() if (p.ref.namespace, p.ref.name) in wanted}
+        bound = sorted(k for k, p in states.items() if p.phase == "Bound")
+        bar.update(len(bound), "pods bound")
+        if len(bound) == len(wanted) or time.monotonic() >= deadline:
+            break
+        time.sleep(min(0.2, max(deadline - time.monotonic(), 0.0)))
+    bar.close()
+    waiting = [k for k in pods if k not in states or states[k].phase != "Bound"]
+    if waiting:
+        shown = [f"{ns}/{name} ({_why(states.get((ns, name)))})" for ns, name in waiting[:5]]
+        more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+        raise UserError(f"{len(waiting)} of {len(wanted)} pods not bound after {timeout:g}s: "
+                        f"{'; '.join(shown)}{more}")
+    if report:
+        for ns, name in pods:
+            print(f"pod/{ns}/{name} bound to {states[(ns, name)].node_name}")
+
+
+def _why(state: Any) -> str:
+    if state is None:
+        return "deleted"
+    return f"{state.phase}: {state.reason}" if state.reason else state.phase
+
+
+_KINDS = {"pod": "Pod", "pods": "Pod", "node": "Node", "nodes": "Node"}
+
+
+def _delete_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kind", nargs="?", choices=sorted(_KINDS), help="pod or node")
+    p.add_argument("names", nargs="*", metavar="NAME")
+    add_filename(p, "delete the objects in this manifest")
+    add_namespace(p, "default")
+    add_server(p)
+
+
+@command("delete", "delete pods or nodes", _delete_args, examples="""\
+  outrigger delete pod web
+  outrigger delete pods web-0 web-1 -n shop
+  outrigger delete node n7
+  outrigger delete -f pods.yaml""")
+def cmd_delete(args: argparse.Namespace) -> int:
+    targets: list[tuple[str, str, str]] = []  # kind, namespace, name
+    if args.filename:
+        if args.kind or args.names:
+            raise UserError("delete takes either KIND NAME... or -f FILE, not both")
+        for path in args.filename:
+            for obj in parse_objects(_read(path), path):
+                targets.append(("Pod", obj.namespace, obj.name) if isinstance(obj, Pod) else ("Node", "", obj.name))
+    elif args.kind and args.names:
+        kind = _KINDS[args.kind]
+        targets = [(kind, args.namespace if kind == "Pod" else "", n) for n in args.names]
+    else:
+        raise UserError("delete needs KIND NAME... (e.g. `delete pod web`) or -f FILE")
+    missing = []
+    with _client(args) as c:
+        for kind, ns, name in targets:
+            found = c.delete_pod(name, ns) if kind == "Pod" else c.delete_node(name)
+            key = f"{ns}/{name}" if ns else name
+            if found:
+                print(f"{kind.lower()}/{key} deleted")
+            else:
+                missing.append(f"{kind.lower()} {key}")
+    if missing:
+        raise UserError(f"not found: {', '.join(missing)}")
+    return 0
+
+
+# ---- get ------------------------------------------------------------------------------------------
+
+
+def _get_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kind", choices=["pods", "pod", "nodes", "node", "waiting"],
+                   help="pods, nodes, or waiting (pods held in Permit)")
+    p.add_argument("name", nargs="?", help="one pod or node")
+    add_namespace(p, "")
+    p.add_argument("--phase", default="", help="pods: only this phase (Pending, Unschedulable, Waiting, Bound...)")
+    p.add_argument("--profile", default="", help="waiting: only pods of this profile")
+    add_output(p)
+    add_server(p)
+
+
+@command("get", "show pods, nodes or pods waiting in Permit", _get_args, examples="""\
+  outrigger get pods
+  outrigger get pods -n shop --phase Unschedulable
+  outrigger get pod web -o yaml
+  outrigger get nodes -o json
+  outrigger get waiting --profile gang-scheduler""")
+def cmd_get(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        if args.kind in ("pods", "pod"):
+            if args.name:
+                pods = [c.get_pod(args.name, args.namespace or "default")]
+            else:
+                pods = c.list_pods(namespace=args.namespace, phase=args.phase)
+            data: Any = [p.to_dict() for p in pods]
+            if args.name:
+                data = data[0]
+            emit(args.output, data, lambda: pods_table(pods))
+        elif args.kind in ("nodes", "node"):
             nodes = c.list_nodes()
-            if args.output == "json":
-                print(json.dumps([MessageToDict(n) for n in nodes], indent=2))
-                return 0
-            rows = [
-                (n.name, "SchedulingDisabled" if n.unschedulable else "Ready", n.pods,
-                 f"{format_quantity('cpu', n.requested.get('cpu', 0))}/"
-                 f"{format_quantity('cpu', n.allocatable.get('cpu', 0))}",
-                 f"{format_quantity('memory', n.requested.get('memory', 0))}/"
-                 f"{format_quantity('memory', n.allocatable.get('memory', 0))}",
-                 ",".join(n.taints))
-                for n in nodes
-            ]
-            print(table(("NAME", "STATUS", "PODS", "CPU", "MEMORY", "TAINTS"), rows))
+            if args.name:
+                nodes = [n for n in nodes if n.name == args.name]
+                if not nodes:
+                    raise UserError(f"node {args.name!r} not found")
+            data = [n.to_dict() for n in nodes]
+            emit(args.output, data[0] if args.name else data, lambda: nodes_table(nodes))
+        else:
+            if args.name:
+                raise UserError("get waiting lists every waiting pod; it takes no NAME (see --profile)")
+            waiting = c.list_waiting_pods(profile=args.profile)
+            emit(args.output, [w.to_dict() for w in waiting], lambda: waiting_table(waiting))
     return 0
 
 
+def pods_table(pods: Sequence[Any]) -> str:
+    rows = [(p.ref.namespace, p.ref.name, p.phase, p.node_name or "<none>", p.attempts, p.reason) for p in pods]
+    return table(("NAMESPACE", "NAME", "PHASE", "NODE", "ATTEMPTS", "REASON"), rows)
+
+
+def nodes_table(nodes: Sequence[Any]) -> str:
+    def usage(n: Any, resource: str) -> str:
+        return (f"{format_quantity(resource, n.requested.get(resource, 0))}/"
+                f"{format_quantity(resource, n.allocatable.get(resource, 0))}")
+
+    rows = [(n.name, "SchedulingDisabled" if n.unschedulable else "Ready", n.pods, usage(n, "cpu"),
+             usage(n, "memory"), ",".join(n.taints)) for n in nodes]
+    return table(("NAME", "STATUS", "PODS", "CPU", "MEMORY", "TAINTS"), rows)
+
+
+def waiting_table(waiting: Sequence[Any]) -> str:
+    rows = [(w.ref.namespace, w.ref.name, w.node_name, ",".join(w.pending_plugins), w.profile, _utc(w.deadline))
+            for w in waiting]
+    return table(("NAMESPACE", "NAME", "NODE", "WAITING FOR", "PROFILE", "DEADLINE"), rows)
+
+
+# ---- explain --------------------------------------------------------------------------------------
+
+
+def _explain_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", metavar="POD", help="a pod the framework holds (asks --server)")
+    add_filename(p, "a pod manifest to explain")
+    p.add_argument("--pod", metavar="FILE", help=argparse.SUPPRESS)  # the older spelling of -f
+    add_namespace(p, "default")
+    p.add_argument("--profile", help="profile (default: the pod's schedulerName)")
+    add_server(p)
+    p.add_argument("--cluster", metavar="FILE", help="offline: nodes and bound pods, instead of a server")
+    p.add_argument("--config", metavar="FILE", help="offline: KubeSchedulerConfiguration file")
+    p.add_argument("--plugins", metavar="FILE", help="offline: RemotePlugins document")
+    add_output(p)
+
+
+@command("explain", "why a pod lands where it does (or nowhere)", _explain_args, examples="""\
+  outrigger explain web                              # a pod the framework at --server holds
+  outrigger explain -f pod.yaml -o json              # a pod not applied yet, against the same cluster
+  outrigger explain --config scheduler.yaml --cluster cluster.yaml -f pod.yaml   # offline, no server""")
 def cmd_explain(args: argparse.Namespace) -> int:
-    if args.server:
-        from clients.client import SchedulerClient
-
-        with SchedulerClient(args.server) as c:
-            result = c.explain(_read(args.pod), source=args.pod, profile=args.profile or "")
+    files = list(args.filename or []) + ([args.pod] if args.pod else [])
+    if args.name and files:
+        raise UserError("explain takes a pod name or -f FILE, not both")
+    if len(files) > 1:
+        raise UserError("explain takes one pod manifest (-f FILE)")
+    if not args.name and not files:
+        raise UserError("explain needs a pod: a name (a pod the framework holds) or -f FILE (a manifest)")
+    if args.cluster:
+        if args.name:
+            raise UserError("offline explain (--cluster) needs the pod's manifest: -f FILE, not a name")
+        result = _run(_explain_offline(args, files[0]))
     else:
-        if not args.cluster:
-            raise UserError("explain needs --cluster FILE (offline) or --server ADDR")
-        result = _run(_explain_offline(args))
-    if args.output == "json":
-        print(json.dumps(result, indent=2))
-    else:
-        print(_explain_table(result))
+        if args.config or args.plugins:
+            raise UserError("--config and --plugins are for offline explain: add --cluster FILE")
+        with _client(args) as c:
+            if args.name:
+                explanation = c.explain_pod(args.name, args.namespace, profile=args.profile or "")
+            else:
+                explanation = c.explain(_read(files[0]), source=files[0], profile=args.profile or "")
+        result = explanation.to_dict()
+    emit(args.output, result, lambda: _explain_table(result))
     return 0
 
 
-async def _explain_offline(args: argparse.Namespace) -> dict[str, Any]:
+async def _explain_offline(args: argparse.Namespace, pod_file: str) -> dict[str, Any]:
     from .profiles import build_registry_with_remote
     from .scheduler import Scheduler, explain_pod
     from .service import start_plugin_services
@@ -188,9 +480,9 @@ async def _explain_offline(args: argparse.Namespace) -> dict[str, Any]:
         cluster = parse_objects(_read(args.cluster), args.cluster)
         # Pending pods in the cluster file are not scheduled: only nodes and bound pods shape the snapshot.
         await scheduler.apply([o for o in cluster if isinstance(o, Node) or o.node_name])
-        pods = [o for o in parse_objects(_read(args.pod), args.pod) if isinstance(o, Pod)]
+        pods = [o for o in parse_objects(_read(pod_file), pod_file) if isinstance(o, Pod)]
         if len(pods) != 1:
-            raise UserError(f"{args.pod}: explain needs exactly one Pod, found {len(pods)}")
+            raise UserError(f"{pod_file}: explain needs exactly one Pod, found {len(pods)}")
         pod = pods[0]
         name = args.profile or pod.scheduler_name
         fwk = scheduler.profiles.get(name)
@@ -219,6 +511,62 @@ def _explain_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# ---- watch ----------------------------------------------------------------------------------------
+
+_EVENT_NAMES = ("bound", "unschedulable", "preempted", "applied", "deleted", "error", "nominated")
+
+
+def _watch_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--since", type=int, default=0, metavar="SEQ", help="only events after this sequence number")
+    p.add_argument("--type", action="append", choices=_EVENT_NAMES, dest="types", default=None,
+                   help="only events of this type (repeatable)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="stop after this long")
+    p.add_argument("--count", type=int, default=None, metavar="N", help="stop after N events")
+    p.add_argument("--no-replay", action="store_true", help="only live events, not the retained ones")
+    p.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+                   help="table: one line per event; json: one object per line; yaml: one document each")
+    add_server(p)
+
+
+@command("watch", "stream scheduling events (reconnects and resumes if the stream breaks)", _watch_args,
+         examples="""\
+  outrigger watch                                    # retained events, then live ones, until Ctrl-C
+  outrigger watch --type bound --type unschedulable --timeout 60
+  outrigger watch --since 1200 -o json""")
+def cmd_watch(args: argparse.Namespace) -> int:
+    from clients.types import EventType
+
+    types = [EventType[t.upper()] for t in args.types or []]
+    with _client(args) as c, c.watch(since=args.since, types=types, replay=not args.no_replay,
+                                     timeout=args.timeout) as stream:
+        for n, ev in enumerate(stream, 1):
+            if args.output == "json":
+                print(json.dumps(ev.to_dict()), flush=True)
+            elif args.output == "yaml":
+                print("---\n" + yaml.safe_dump(ev.to_dict(), sort_keys=False), end="", flush=True)
+            else:
+                detail = ev.node_name if ev.type != EventType.UNSCHEDULABLE else "; ".join(ev.status.reasons)
+                print(f"{ev.sequence:>7}  {ev.type.label:<13}  {ev.object}  {detail}".rstrip(), flush=True)
+            if args.count is not None and n >= args.count:
+                break
+    return 0
+
+
+# ---- demo -----------------------------------------------------------------------------------------
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nodes", type=int, default=300)
+    p.add_argument("--pods", type=int, default=3000)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--plugins", metavar="FILE",
+                   help="use these remote plugin endpoints instead of launching the example plugin hosts")
+    p.add_argument("--in-tree-only", action="store_true", help="no remote plugins: in-tree plugins only")
+
+
+@command("demo", "schedule a generated cluster and workload end to end", _demo_args, examples="""\
+  outrigger demo
+  outrigger demo --nodes 40 --pods 300 --in-tree-only""")
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -226,7 +574,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     remote=not args.in_tree_only)
 
 
-# ---- entry point ---------------------------------------------------------------------------------
+# ---- entry point ----------------------------------------------------------------------------------
 
 
 def _run(coro: Any) -> Any:
@@ -245,66 +593,18 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    s = sub.add_parser("serve", help="run the framework service")
-    s.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
-    s.add_argument("--listen", default=DEFAULT_SERVER, help=f"address to serve on (default {DEFAULT_SERVER})")
-    s.add_argument("--plugins", metavar="FILE", help="RemotePlugins document: remote plugin endpoints")
-    s.add_argument("--advertise", metavar="ADDR",
-                   help="address plugin hosts use to reach this framework (default: the bound address)")
-    s.set_defaults(fn=cmd_serve)
-
-    pl = sub.add_parser("plugin", help="host plugins for a framework (a sidecar)")
-    plsub = pl.add_subparsers(dest="plugin_command", required=True, metavar="COMMAND")
-    ps = plsub.add_parser("serve", help="serve plugin classes over gRPC")
-    ps.add_argument("target", metavar="MODULE:ATTR", help="a plugin class, or a list of them (or a function)")
-    ps.add_argument("--listen", default="127.0.0.1:50061", help="address to serve on (default 127.0.0.1:50061)")
-    ps.add_argument("--framework", metavar="ADDR",
-                    help="the framework's address (default: the one it announces when it connects)")
-    ps.set_defaults(fn=cmd_plugin_serve)
-
-    a = sub.add_parser("apply", help="create or update pods and nodes from manifests")
-    a.add_argument("-f", "--filename", action="append", required=True, help="manifest file (YAML/JSON, - for stdin)")
-    a.add_argument("--server", default=DEFAULT_SERVER)
-    a.add_argument("--dry-run", action="store_true", help="validate only, change nothing")
-    a.set_defaults(fn=cmd_apply)
-
-    g = sub.add_parser("get", help="list pods or nodes")
-    g.add_argument("kind", choices=["pods", "pod", "nodes", "node"])
-    g.add_argument("-n", "--namespace", default="")
-    g.add_argument("-o", "--output", choices=["table", "json"], default="table")
-    g.add_argument("--server", default=DEFAULT_SERVER)
-    g.set_defaults(fn=cmd_get)
-
-    d = sub.add_parser("delete", help="delete a pod or node")
-    d.add_argument("kind", choices=["pod", "pods", "node", "nodes"])
-    d.add_argument("name")
-    d.add_argument("-n", "--namespace", default="default")
-    d.add_argument("--server", default=DEFAULT_SERVER)
-    d.set_defaults(fn=cmd_delete)
-
-    e = sub.add_parser("explain", help="why a pod lands where it does (or nowhere)")
-    e.add_argument("--config", help="KubeSchedulerConfiguration file (offline mode)")
-    e.add_argument("--cluster", help="nodes and bound pods (offline mode)")
-    e.add_argument("--pod", required=True, help="the pod manifest")
-    e.add_argument("--profile", help="profile (default: the pod's schedulerName)")
-    e.add_argument("--server", help="ask a running framework service instead of running offline")
-    e.add_argument("--plugins", metavar="FILE", help="RemotePlugins document (offline mode)")
-    e.add_argument("-o", "--output", choices=["table", "json"], default="table")
-    e.set_defaults(fn=cmd_explain)
-
-    m = sub.add_parser("demo", help="schedule a generated cluster and workload end to end")
-    m.add_argument("--nodes", type=int, default=300)
-    m.add_argument("--pods", type=int, default=3000)
-    m.add_argument("--seed", type=int, default=7)
-    m.add_argument("--plugins", metavar="FILE",
-                   help="use these remote plugin endpoints instead of launching the example plugin hosts")
-    m.add_argument("--in-tree-only", action="store_true", help="no remote plugins: in-tree plugins only")
-    m.set_defaults(fn=cmd_demo)
+    for cmd in COMMANDS.values():
+        sp = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help,
+                            epilog=f"examples:\n{cmd.examples}" if cmd.examples else None,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        cmd.arguments(sp)
+        sp.set_defaults(fn=cmd.run)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from clients import ClientError
+
     args = parser().parse_args(argv)
     if args.command in ("serve", "demo"):
         from .scheduler import tune_gc
@@ -315,18 +615,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.fn(args)
         return code
-    except (UserError, ConfigError, ManifestError, PluginArgsError, RemotePluginsError) as exc:
+    except (UserError, ClientError, ConfigError, ManifestError, PluginArgsError, RemotePluginsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:
-        from clients.client import ClientError
-
-        if isinstance(exc, ClientError):
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        raise
+    except BrokenPipeError:  # `outrigger watch | head`
+        return 0
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clients.client import SchedulerClient
-from pluginhost import pb
+from clients.types import EventType
 from pluginhost.examples.coscheduling import GROUP_LABEL, MIN_AVAILABLE, TIMEOUT
 from pluginhost.examples.nodelabels import PREFER, REQUIRE
 from pluginhost.examples.provisioner import FAIL, PROVISION
@@ -445,10 +445,10 @@ def _follow(client: SchedulerClient, total: int, deadline: float) -> tuple[set[s
         if ev.object.kind != "Pod":
             continue
         uid = ev.object.uid
-        if ev.type == pb.scheduler.EVENT_TYPE_BOUND:
+        if ev.type == EventType.BOUND:
             bound.add(uid)
             unschedulable.pop(uid, None)
-        elif ev.type == pb.scheduler.EVENT_TYPE_UNSCHEDULABLE and uid not in bound:
+        elif ev.type == EventType.UNSCHEDULABLE and uid not in bound:
             unschedulable[uid] = ev.status.reasons[0] if ev.status.reasons else ""
         else:
             continue

@@ -15,9 +15,11 @@ built and its remote plugins configured, and only then does the server start tak
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import signal
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,7 @@ from pluginhost import pb
 from pluginhost.convert import status_to_proto
 from pluginhost.manifest import ManifestError, parse_objects
 from pluginhost.model import Node, Pod
+from pluginhost.snapshot import Snapshot
 
 from .config import SchedulerConfig
 from .handle_service import FrameworkServices, waiting_pod_to_proto
@@ -49,6 +52,7 @@ from .scheduler import (
     Scheduler,
     explain_pod,
 )
+from .whatif import with_node_pods
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -104,6 +108,8 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.s = scheduler
+        # Event sequence numbers restart with the framework: a watch resumes only within one run.
+        self.run_id = uuid.uuid4().hex
 
     async def Apply(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         objects: list[Pod | Node] = []
@@ -195,28 +201,53 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
 
     async def Watch(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         wanted = {int(t) for t in request.types}
-        async for ev in self.s.events(since=request.since_sequence, replay=request.replay):
+        since = request.since_sequence if request.run_id in ("", self.run_id) else 0
+        async for ev in self.s.events(since=since, replay=request.replay):
             msg = event_to_proto(ev)
             if wanted and msg.type not in wanted:
                 continue
+            msg.run_id = self.run_id
             yield msg
 
     async def Explain(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            objs = parse_objects(request.pod.content, request.pod.source or "<pod>")
-        except ManifestError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        pods = [o for o in objs if isinstance(o, Pod)]
-        if len(pods) != 1:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"explain needs exactly one Pod, got {len(pods)}")
-        pod = pods[0]
+        if request.HasField("ref"):
+            pod, snap = await self._explained_pod(request.ref, context)
+        else:
+            snap = self.s.cache.snapshot()
+            try:
+                objs = parse_objects(request.pod.content, request.pod.source or "<pod>")
+            except ManifestError as exc:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            pods = [o for o in objs if isinstance(o, Pod)]
+            if len(pods) != 1:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"explain needs exactly one Pod, got {len(pods)}")
+            pod = pods[0]
         profile = request.profile or pod.scheduler_name
         fwk = self.s.profiles.get(profile)
         if fwk is None:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no profile named {profile!r}")
             raise AssertionError("unreachable: abort raises")
-        result = await explain_pod(fwk, self.s.cache.snapshot(), pod)
+        result = await explain_pod(fwk, snap, pod)
         return pb.scheduler.ExplainResponse(json=json.dumps(result))
+
+    async def _explained_pod(self, ref: Any, context: grpc.aio.ServicerContext) -> tuple[Pod, Snapshot]:
+        """A held pod and the snapshot to explain it on: a placed pod is taken off its node first (its
+        own usage would otherwise count against it), so the answer shows how it is placed now."""
+        if ref.kind not in ("", "Pod"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"cannot explain kind {ref.kind!r} (Pod)")
+        ns = ref.namespace or "default"
+        rec = self.s.get_pod(ns, ref.name)
+        if rec is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"pod {ns}/{ref.name} not found")
+            raise AssertionError("unreachable: abort raises")
+        snap = self.s.cache.snapshot()
+        node = self.s.cache.node_of(rec.pod.uid)
+        row = snap.row(node) if node else None
+        if row is None:
+            return rec.pod, snap
+        others = [p for p in snap.pods[row] if p.uid != rec.pod.uid]
+        return dataclasses.replace(rec.pod, node_name="", nominated_node_name=""), with_node_pods(snap, row, others)
 
     async def ListWaitingPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         # The same answer plugin hosts get from the Handle service (deadlines in wall-clock time).

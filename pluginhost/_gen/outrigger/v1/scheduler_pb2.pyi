@@ -181,7 +181,7 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[NodeSummary, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("sequence", "type", "object", "node_name", "status", "timestamp", "attempts")
+    __slots__ = ("sequence", "type", "object", "node_name", "status", "timestamp", "attempts", "run_id")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -189,6 +189,7 @@ class Event(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     type: EventType
     object: ObjectRef
@@ -196,29 +197,34 @@ class Event(_message.Message):
     status: _types_pb2.Status
     timestamp: float
     attempts: int
-    def __init__(self, sequence: _Optional[int] = ..., type: _Optional[_Union[EventType, str]] = ..., object: _Optional[_Union[ObjectRef, _Mapping]] = ..., node_name: _Optional[str] = ..., status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., timestamp: _Optional[float] = ..., attempts: _Optional[int] = ...) -> None: ...
+    run_id: str
+    def __init__(self, sequence: _Optional[int] = ..., type: _Optional[_Union[EventType, str]] = ..., object: _Optional[_Union[ObjectRef, _Mapping]] = ..., node_name: _Optional[str] = ..., status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., timestamp: _Optional[float] = ..., attempts: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("since_sequence", "types", "replay")
+    __slots__ = ("since_sequence", "types", "replay", "run_id")
     SINCE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     REPLAY_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     since_sequence: int
     types: _containers.RepeatedScalarFieldContainer[EventType]
     replay: bool
-    def __init__(self, since_sequence: _Optional[int] = ..., types: _Optional[_Iterable[_Union[EventType, str]]] = ..., replay: _Optional[bool] = ...) -> None: ...
+    run_id: str
+    def __init__(self, since_sequence: _Optional[int] = ..., types: _Optional[_Iterable[_Union[EventType, str]]] = ..., replay: _Optional[bool] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
-    __slots__ = ("pod", "profile", "what_if_nodes", "what_if_count")
+    __slots__ = ("pod", "profile", "what_if_nodes", "what_if_count", "ref")
     POD_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     WHAT_IF_NODES_FIELD_NUMBER: _ClassVar[int]
     WHAT_IF_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
     pod: Manifest
     profile: str
     what_if_nodes: Manifest
     what_if_count: int
-    def __init__(self, pod: _Optional[_Union[Manifest, _Mapping]] = ..., profile: _Optional[str] = ..., what_if_nodes: _Optional[_Union[Manifest, _Mapping]] = ..., what_if_count: _Optional[int] = ...) -> None: ...
+    ref: ObjectRef
+    def __init__(self, pod: _Optional[_Union[Manifest, _Mapping]] = ..., profile: _Optional[str] = ..., what_if_nodes: _Optional[_Union[Manifest, _Mapping]] = ..., what_if_count: _Optional[int] = ..., ref: _Optional[_Union[ObjectRef, _Mapping]] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
     __slots__ = ("json",)

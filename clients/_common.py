@@ -1,0 +1,126 @@
+"""What the sync and asyncio clients share: the error type and its mapping from gRPC, channel
+options, request builders and the watch's resume bookkeeping."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from pluginhost import pb
+from pluginhost.manifest import node_to_dict, pod_to_dict
+from pluginhost.model import Node, Pod
+
+from .types import Event, EventType, WatchCursor
+
+__all__ = ["ClientError"]
+
+MAX_MESSAGE_BYTES = 64 << 20
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    # A watch waits for a restarted framework: try again soon rather than after gRPC's default 1-120 s.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+# A watch stream that ends with one of these is reopened (the connection broke or the server went away).
+RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN,
+                       grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED})
+
+
+class ClientError(Exception):
+    """Any failure of a client call, with a message meant for users. ``code`` is the gRPC status code,
+    or ``None`` when nothing was sent (e.g. a manifest file that cannot be read)."""
+
+    def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def rpc_error(exc: grpc.RpcError, address: str, method: str, timeout: float | None) -> ClientError:
+    """The one place gRPC failures become user-readable messages."""
+    code: grpc.StatusCode = exc.code()
+    details: str = exc.details() or ""
+    if code == grpc.StatusCode.UNAVAILABLE:
+        message = f"cannot reach the framework at {address}"
+    elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        message = f"the framework at {address} did not answer {method} within {timeout:g}s" if timeout else \
+            f"the framework at {address} did not answer {method} in time"
+    elif code == grpc.StatusCode.UNIMPLEMENTED:
+        message = f"the framework at {address} does not offer {method} (is it an older version?)"
+    elif code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION,
+                  grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.OUT_OF_RANGE) and details:
+        message = details
+    else:
+        message = f"{method} failed at {address}: {details or code.name} ({code.name})"
+    return ClientError(message, code)
+
+
+def read_manifest(path: str | os.PathLike[str]) -> Any:
+    """A file (``-`` for stdin) as a ``Manifest`` message; unreadable files raise :class:`ClientError`."""
+    name = os.fspath(path)
+    try:
+        if name == "-":
+            import sys
+
+            content = sys.stdin.read()
+        else:
+            content = Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ClientError(f"cannot read {name}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ClientError(f"cannot read {name}: not UTF-8 text") from None
+    return pb.scheduler.Manifest(source=name, content=content)
+
+
+def object_dict(obj: Mapping[str, Any] | Pod | Node) -> Mapping[str, Any]:
+    if isinstance(obj, Pod):
+        return pod_to_dict(obj)
+    if isinstance(obj, Node):
+        return node_to_dict(obj)
+    return obj
+
+
+def objects_manifest(objects: Iterable[Mapping[str, Any] | Pod | Node], source: str) -> Any:
+    doc = {"apiVersion": "v1", "kind": "List", "items": [object_dict(o) for o in objects]}
+    return pb.scheduler.Manifest(source=source, content=json.dumps(doc))
+
+
+def pod_manifest(pod: str | Mapping[str, Any] | Pod, source: str) -> Any:
+    content = pod if isinstance(pod, str) else json.dumps(object_dict(pod))
+    return pb.scheduler.Manifest(source=source, content=content)
+
+
+def delete_request(kind: str, name: str, namespace: str) -> Any:
+    ref = pb.scheduler.ObjectRef(kind=kind, name=name, namespace=namespace)
+    return pb.scheduler.DeleteRequest(objects=[ref])
+
+
+class WatchState:
+    """The resume point of a watch and the request that continues from it."""
+
+    def __init__(self, cursor: WatchCursor, types: Iterable[EventType | int], replay: bool) -> None:
+        self.cursor = cursor
+        self.types: list[Any] = [int(EventType(t)) for t in types]
+        self.replay = replay
+
+    def request(self) -> Any:
+        return pb.scheduler.WatchRequest(since_sequence=self.cursor.sequence, run_id=self.cursor.run_id,
+                                         types=self.types, replay=self.replay)
+
+    def accept(self, msg: Any) -> Event | None:
+        """The event to hand out, or None for one already seen (or of a type this client does not know)."""
+        if msg.run_id == self.cursor.run_id and msg.sequence <= self.cursor.sequence:
+            return None
+        # Whatever happens next, a reopened stream continues after this event: replay it all.
+        self.replay = True
+        self.cursor = WatchCursor(msg.run_id, msg.sequence)
+        try:
+            return Event.from_proto(msg)
+        except ValueError:  # an event type newer than this client
+            return None

@@ -1,0 +1,239 @@
+"""The asyncio twin of :class:`clients.client.SchedulerClient`: the same methods, awaited.
+
+    async with AsyncSchedulerClient("127.0.0.1:50051") as c:
+        await c.apply([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, ...}])
+        async for event in c.watch(timeout=10):
+            print(event.sequence, event.type.label, event.object)
+
+Same answers (:mod:`clients.types`), same :class:`ClientError`, same watch resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+import grpc
+
+from pluginhost import pb
+from pluginhost.model import Node, Pod
+
+from ._common import (
+    CHANNEL_OPTIONS,
+    RESUMABLE,
+    ClientError,
+    WatchState,
+    delete_request,
+    objects_manifest,
+    pod_manifest,
+    read_manifest,
+    rpc_error,
+)
+from .types import (
+    Applied,
+    Event,
+    EventType,
+    Explanation,
+    NodeSummary,
+    PodState,
+    WaitingPod,
+    WatchCursor,
+)
+
+__all__ = ["AsyncEventStream", "AsyncSchedulerClient", "ClientError"]
+
+
+class AsyncSchedulerClient:
+    """A connection to one framework service for asyncio code (create it inside a running loop)."""
+
+    def __init__(self, address: str, *, timeout: float = 30.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._stub = pb.scheduler_grpc.SchedulerStub(self._channel)  # type: ignore[no-untyped-call]
+
+    async def __aenter__(self) -> AsyncSchedulerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _call(self, method: str, request: Any) -> Any:
+        try:
+            return await getattr(self._stub, method)(request, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise rpc_error(exc, self.address, method, self.timeout) from None
+
+    async def wait_ready(self, timeout: float = 10.0) -> None:
+        """Wait until the framework answers (bounded); :class:`ClientError` when it does not."""
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), timeout)
+        except TimeoutError:
+            raise ClientError(f"cannot reach the framework at {self.address}", grpc.StatusCode.UNAVAILABLE) from None
+
+    # ---- objects ---------------------------------------------------------------------------------
+
+    async def apply(self, objects: Iterable[Mapping[str, Any] | Pod | Node], *, dry_run: bool = False,
+                    source: str = "<objects>") -> list[Applied]:
+        """Create or update objects (manifest dicts, or ``Pod``/``Node`` models), all or nothing."""
+        return await self._apply([objects_manifest(objects, source)], dry_run)
+
+    async def apply_text(self, content: str, source: str = "<input>", *, dry_run: bool = False) -> list[Applied]:
+        """Apply manifest text (YAML or JSON, several documents or a List)."""
+        return await self._apply([pb.scheduler.Manifest(source=source, content=content)], dry_run)
+
+    async def apply_manifests(self, manifests: Iterable[tuple[str, str]], *, dry_run: bool = False) -> list[Applied]:
+        """Apply ``(source, text)`` manifests in one request: all of them or nothing."""
+        return await self._apply([pb.scheduler.Manifest(source=s, content=t) for s, t in manifests], dry_run)
+
+    async def apply_files(self, paths: Iterable[str | os.PathLike[str]], *, dry_run: bool = False) -> list[Applied]:
+        """Apply manifest files in one request: all of them or nothing."""
+        return await self._apply([read_manifest(p) for p in paths], dry_run)
+
+    async def _apply(self, manifests: list[Any], dry_run: bool) -> list[Applied]:
+        reply = await self._call("Apply", pb.scheduler.ApplyRequest(manifests=manifests, dry_run=dry_run))
+        return [Applied.from_proto(a) for a in reply.applied]
+
+    async def delete_pod(self, name: str, namespace: str = "default") -> bool:
+        """Delete a pod; False when there was no such pod."""
+        return bool((await self._call("Delete", delete_request("Pod", name, namespace))).deleted)
+
+    async def delete_node(self, name: str) -> bool:
+        """Delete a node; False when there was no such node."""
+        return bool((await self._call("Delete", delete_request("Node", name, ""))).deleted)
+
+    async def get_pod(self, name: str, namespace: str = "default") -> PodState:
+        """One pod's state; :class:`ClientError` (NOT_FOUND) when there is no such pod."""
+        request = pb.scheduler.GetPodRequest(namespace=namespace, name=name)
+        return PodState.from_proto(await self._call("GetPod", request))
+
+    async def list_pods(self, namespace: str = "", phase: str = "") -> list[PodState]:
+        """Pods by namespace and name, optionally of one namespace and/or phase."""
+        reply = await self._call("ListPods", pb.scheduler.ListPodsRequest(namespace=namespace, phase=phase))
+        return [PodState.from_proto(p) for p in reply.pods]
+
+    async def list_nodes(self) -> list[NodeSummary]:
+        """Nodes by name, with their accounted usage."""
+        reply = await self._call("ListNodes", pb.scheduler.ListNodesRequest())
+        return [NodeSummary.from_proto(n) for n in reply.nodes]
+
+    async def list_waiting_pods(self, profile: str = "") -> list[WaitingPod]:
+        """Pods held in Permit, oldest first (only one profile's when ``profile`` is given)."""
+        reply = await self._call("ListWaitingPods", pb.handle.ListWaitingPodsRequest(profile=profile))
+        return [WaitingPod.from_proto(p) for p in reply.pods]
+
+    # ---- explain ---------------------------------------------------------------------------------
+
+    async def explain(self, pod: str | Mapping[str, Any] | Pod, *, source: str = "<pod>",
+                      profile: str = "") -> Explanation:
+        """How a pod would be scheduled on the cluster now; nothing is reserved or bound."""
+        request = pb.scheduler.ExplainRequest(pod=pod_manifest(pod, source), profile=profile)
+        return Explanation.from_json((await self._call("Explain", request)).json)
+
+    async def explain_pod(self, name: str, namespace: str = "default", *, profile: str = "") -> Explanation:
+        """How a pod the framework holds would be scheduled now (a placed pod as if taken off its node)."""
+        ref = pb.scheduler.ObjectRef(kind="Pod", namespace=namespace, name=name)
+        reply = await self._call("Explain", pb.scheduler.ExplainRequest(ref=ref, profile=profile))
+        return Explanation.from_json(reply.json)
+
+    # ---- watch -----------------------------------------------------------------------------------
+
+    def watch(self, *, since: int = 0, types: Iterable[EventType | int] = (), replay: bool = True,
+              resume: WatchCursor | None = None, timeout: float | None = None, reconnect: bool = True,
+              reconnect_timeout: float = 30.0) -> AsyncEventStream:
+        """As :meth:`clients.client.SchedulerClient.watch`, iterated with ``async for``."""
+        state = WatchState(resume or WatchCursor("", since), types, replay or resume is not None)
+        return AsyncEventStream(self, state, timeout, reconnect, reconnect_timeout)
+
+
+class AsyncEventStream(AsyncIterator[Event]):
+    """The events of a watch, in order; ``cursor`` is where it stands; ``close()`` ends it."""
+
+    def __init__(self, client: AsyncSchedulerClient, state: WatchState, timeout: float | None, reconnect: bool,
+                 reconnect_timeout: float) -> None:
+        self._client = client
+        self._state = state
+        self._loop = asyncio.get_running_loop()
+        self._deadline = None if timeout is None else self._loop.time() + timeout
+        self._reconnect = reconnect
+        self._reconnect_timeout = reconnect_timeout
+        self._call: Any = None
+        self._closed = False
+        self.reconnects = 0
+
+    @property
+    def cursor(self) -> WatchCursor:
+        return self._state.cursor
+
+    def __aiter__(self) -> AsyncEventStream:
+        return self
+
+    async def __aenter__(self) -> AsyncEventStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+
+    def _remaining(self) -> float | None:
+        return None if self._deadline is None else self._deadline - self._loop.time()
+
+    async def __anext__(self) -> Event:
+        broken_since: float | None = None
+        attempts = 0
+        while not self._closed:
+            remaining = self._remaining()
+            if remaining is not None and remaining <= 0:
+                self.close()
+                break
+            if self._call is None:
+                self._call = self._client._stub.Watch(self._state.request(), timeout=remaining)
+            exc: grpc.RpcError | None = None
+            try:
+                msg = await self._call.read()
+            except grpc.RpcError as e:
+                err, exc = e.code(), e
+            else:
+                if msg is not grpc.aio.EOF:
+                    ev = self._state.accept(msg)
+                    if ev is not None:
+                        return ev
+                    continue
+                err = grpc.StatusCode.UNAVAILABLE  # the server ended the stream: it is going away
+            self._call = None
+            if self._closed or (err == grpc.StatusCode.DEADLINE_EXCEEDED and self._deadline is not None):
+                break
+            if not self._reconnect or err not in RESUMABLE:
+                self.close()
+                raise rpc_error(exc, self._client.address, "Watch", None) if exc is not None else \
+                    ClientError(f"cannot reach the framework at {self._client.address}", err)
+            now = self._loop.time()
+            broken_since = broken_since or now
+            if attempts:
+                await asyncio.sleep(min(0.05 * 2**attempts, 1.0))  # it answers yet the stream breaks: do not spin
+            attempts += 1
+            await self._wait_ready(broken_since + self._reconnect_timeout - self._loop.time())
+            self.reconnects += 1
+        raise StopAsyncIteration
+
+    async def _wait_ready(self, budget: float) -> None:
+        remaining = self._remaining()
+        wait = budget if remaining is None else min(budget, remaining)
+        try:
+            await asyncio.wait_for(self._client._channel.channel_ready(), max(wait, 0.0))
+        except TimeoutError:
+            if remaining is not None and remaining <= budget:
+                return  # the watch's own time is up: the loop ends it quietly
+            self.close()
+            raise ClientError(f"cannot reach the framework at {self._client.address}",
+                              grpc.StatusCode.UNAVAILABLE) from None

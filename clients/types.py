@@ -1,0 +1,301 @@
+"""What the Scheduler API answers, as plain frozen dataclasses (never protobuf messages).
+
+Each class has ``from_proto`` (used by the clients) and ``to_dict`` (JSON/YAML-ready, the shape the
+``outrigger`` CLI prints with ``-o json`` and ``-o yaml``)::
+
+    pod = client.get_pod("web")
+    pod.phase, pod.node_name, pod.last_status.reasons
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pluginhost import pb
+from pluginhost.status import Code
+
+__all__ = [
+    "Applied",
+    "Event",
+    "EventType",
+    "Explanation",
+    "NodeSummary",
+    "NodeVerdict",
+    "ObjectRef",
+    "PluginScore",
+    "PodState",
+    "Status",
+    "WaitingPod",
+    "WatchCursor",
+]
+
+
+class EventType(enum.IntEnum):
+    """The kind of a scheduling event; the values are the proto's ``EventType`` numbers."""
+
+    BOUND = 1
+    UNSCHEDULABLE = 2
+    PREEMPTED = 3
+    APPLIED = 4
+    DELETED = 5
+    ERROR = 6
+    NOMINATED = 7
+
+    @property
+    def label(self) -> str:
+        """``"Bound"``, ``"Unschedulable"``, ... as events are shown to users."""
+        return self.name.capitalize()
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """A Pod or Node: ``kind``, ``namespace`` (empty for nodes), ``name``, ``uid``."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> ObjectRef:
+        return cls(kind=msg.kind, name=msg.name, namespace=msg.namespace, uid=msg.uid)
+
+    @property
+    def key(self) -> str:
+        """``namespace/name`` for pods, ``name`` for nodes."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    def __str__(self) -> str:
+        return f"{self.kind.lower()}/{self.key}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name, "uid": self.uid}
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A plugin's or an attempt's answer: ``code`` by name (``"Unschedulable"``), reasons, plugin."""
+
+    code: str = "Success"
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> Status:
+        try:
+            code = Code(msg.code).name
+        except ValueError:
+            code = f"Code{msg.code}"
+        return cls(code=code, reasons=tuple(msg.reasons), plugin=msg.plugin)
+
+    @property
+    def ok(self) -> bool:
+        return self.code == "Success"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "reasons": list(self.reasons), "plugin": self.plugin}
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """One object an apply touched: ``action`` is "created", "configured" or "unchanged"."""
+
+    ref: ObjectRef
+    action: str
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> Applied:
+        return cls(ObjectRef.from_proto(msg.ref), msg.action)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"object": self.ref.to_dict(), "action": self.action}
+
+
+@dataclass(frozen=True, slots=True)
+class PodState:
+    """A pod's scheduling state. ``phase``: Pending, Unschedulable, Waiting, Binding or Bound."""
+
+    ref: ObjectRef
+    phase: str
+    node_name: str = ""
+    last_status: Status = field(default_factory=Status)
+    attempts: int = 0
+    queue: str = ""
+    nominated_node_name: str = ""
+    profile: str = ""
+    priority: int = 0
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> PodState:
+        return cls(
+            ref=ObjectRef.from_proto(msg.ref),
+            phase=msg.phase,
+            node_name=msg.node_name,
+            last_status=Status.from_proto(msg.last_status),
+            attempts=msg.attempts,
+            queue=msg.queue,
+            nominated_node_name=msg.nominated_node_name,
+            profile=msg.profile,
+            priority=msg.priority,
+        )
+
+    @property
+    def reason(self) -> str:
+        """Why the pod is not bound (its last attempt's first reason); empty once bound."""
+        return self.last_status.reasons[0] if self.last_status.reasons and self.phase != "Bound" else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.ref.namespace, "name": self.ref.name, "uid": self.ref.uid, "phase": self.phase,
+            "node": self.node_name, "attempts": self.attempts, "queue": self.queue,
+            "nominatedNode": self.nominated_node_name, "profile": self.profile, "priority": self.priority,
+            "lastStatus": self.last_status.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSummary:
+    """A node with its accounted usage (canonical units: cpu in millicores, memory in bytes)."""
+
+    name: str
+    allocatable: dict[str, int]
+    requested: dict[str, int]
+    pods: int
+    unschedulable: bool
+    taints: tuple[str, ...]
+    labels: dict[str, str]
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> NodeSummary:
+        return cls(
+            name=msg.name, allocatable=dict(sorted(msg.allocatable.items())),
+            requested=dict(sorted(msg.requested.items())), pods=msg.pods, unschedulable=msg.unschedulable,
+            taints=tuple(msg.taints), labels=dict(sorted(msg.labels.items())),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "unschedulable": self.unschedulable, "pods": self.pods,
+            "allocatable": dict(self.allocatable), "requested": dict(self.requested),
+            "taints": list(self.taints), "labels": dict(self.labels),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingPod:
+    """A pod held in Permit: the plugins it waits for, its node, its deadline (Unix seconds)."""
+
+    ref: ObjectRef
+    node_name: str
+    pending_plugins: tuple[str, ...]
+    deadline: float
+    profile: str
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> WaitingPod:
+        meta = msg.pod.metadata
+        return cls(
+            ref=ObjectRef("Pod", meta.name, meta.namespace or "default", meta.uid), node_name=msg.node_name,
+            pending_plugins=tuple(msg.pending_plugins), deadline=msg.deadline, profile=msg.profile,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "namespace": self.ref.namespace, "name": self.ref.name, "uid": self.ref.uid, "node": self.node_name,
+            "pendingPlugins": list(self.pending_plugins), "deadline": self.deadline, "profile": self.profile,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WatchCursor:
+    """Where a watch stands: the framework run and the last event sequence seen in it. Pass it back
+    to ``watch(resume=...)`` to continue without duplicates, even after the framework restarted."""
+
+    run_id: str = ""
+    sequence: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A scheduling event. ``sequence`` counts up within one framework run (``run_id``)."""
+
+    sequence: int
+    type: EventType
+    object: ObjectRef
+    node_name: str = ""
+    status: Status = field(default_factory=Status)
+    timestamp: float = 0.0
+    attempts: int = 0
+    run_id: str = ""
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> Event:
+        return cls(
+            sequence=msg.sequence, type=EventType(msg.type), object=ObjectRef.from_proto(msg.object),
+            node_name=msg.node_name, status=Status.from_proto(msg.status), timestamp=msg.timestamp,
+            attempts=msg.attempts, run_id=msg.run_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence, "type": self.type.label, "object": self.object.to_dict(),
+            "node": self.node_name, "status": self.status.to_dict(), "timestamp": self.timestamp,
+            "attempts": self.attempts, "runId": self.run_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PluginScore:
+    """One Score plugin's score for a node: as returned, after NormalizeScore, times its weight."""
+
+    raw: int
+    normalized: int
+    weighted: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    """One node in an explanation: its Filter status (``None`` when not evaluated), scores and total."""
+
+    filter: Status | None
+    scores: dict[str, PluginScore]
+    total: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """How a pod would be scheduled now: the cycle's status, the node selected, a verdict per node.
+    ``document`` is the explain JSON document as the server sent it."""
+
+    pod: str
+    selected: str | None
+    status: Status
+    nodes: dict[str, NodeVerdict]
+    document: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, text: str) -> Explanation:
+        doc: dict[str, Any] = json.loads(text)
+        nodes = {}
+        for name, n in doc["nodes"].items():
+            f = n["filter"]
+            verdict = None if f is None else Status(f["code"], tuple(f["reasons"]), f.get("plugin") or "")
+            scores = {p: PluginScore(s["raw"], s["normalized"], s["weighted"]) for p, s in n["scores"].items()}
+            nodes[name] = NodeVerdict(verdict, scores, n["total"])
+        st = doc["status"]
+        return cls(doc["pod"], doc["selected"], Status(st["code"], tuple(st["reasons"])), nodes, doc)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.document
+
+
+def event_types_to_proto(types: Any) -> list[int]:
+    return [int(EventType(t)) for t in types]
+
+
+# The proto enum and EventType must agree (tests/test_client.py checks every value).
+PROTO_EVENT_TYPES = {name[len("EVENT_TYPE_"):]: value for name, value in pb.scheduler.EventType.items()
+                     if name != "EVENT_TYPE_UNSPECIFIED"}
