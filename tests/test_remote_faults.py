@@ -233,7 +233,7 @@ def test_cli_serve_with_an_unreachable_endpoint_exits_with_the_error(tmp_path: P
         [sys.executable, "-m", "framework.cli", "serve", "--listen", "127.0.0.1:0", "--plugins", str(doc)],
         capture_output=True, text=True, timeout=30, cwd=ROOT,
     )
-    assert out.returncode == 2, out.stderr
+    assert out.returncode == 1, out.stderr  # a user mistake: one line, exit code 1
     assert "error: plugin host 'gang' at 127.0.0.1:1 is unreachable after 0.2s" in out.stderr
 
 
