@@ -1,4 +1,4 @@
-"""``outrigger``: run the framework service, talk to it, explain a placement, run the demo.
+"""outrigger: run the framework service, talk to it, explain a placement, run the demo.
 
 Examples:
   outrigger serve --config scheduler.yaml --listen 127.0.0.1:50051

@@ -11,6 +11,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from clients import AsyncSchedulerClient, EventType, PodState, Status
 from framework.profiles import build_registry, default_scheduler_config
 from framework.service import Server, start_server
 from pluginhost import pb
@@ -33,6 +34,8 @@ def manifest(*objs: dict[str, Any]) -> Any:
 
 
 def run(test: Callable[[Server, Any], Awaitable[None]]) -> None:
+    """``test(server, channel)`` against a fresh framework service (raw stubs: the wire contract)."""
+
     async def main() -> None:
         registry = build_registry()
         server = await start_server(default_scheduler_config(registry), registry, "127.0.0.1:0", seed=3)
@@ -45,11 +48,21 @@ def run(test: Callable[[Server, Any], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
-async def settle(stub: Any, names: list[str], tries: int = 200) -> dict[str, Any]:
+def run_client(test: Callable[[Server, AsyncSchedulerClient], Awaitable[None]]) -> None:
+    """``test(server, client)`` against a fresh framework service, through the typed client."""
+
+    async def body(server: Server, channel: Any) -> None:
+        async with AsyncSchedulerClient(server.address, timeout=5) as client:
+            await test(server, client)
+
+    run(body)
+
+
+async def settle(client: AsyncSchedulerClient, names: list[str], tries: int = 200) -> dict[str, PodState]:
     """Poll until every named pod is Bound or Unschedulable (bounded)."""
-    states: dict[str, Any] = {}
+    states: dict[str, PodState] = {}
     for _ in range(tries):
-        states = {p.ref.name: p for p in (await stub.ListPods(pb.scheduler.ListPodsRequest(), timeout=5)).pods}
+        states = {p.ref.name: p for p in await client.list_pods()}
         if all(n in states and states[n].phase in ("Bound", "Unschedulable") for n in names):
             return states
         await asyncio.sleep(0.01)
@@ -57,33 +70,30 @@ async def settle(stub: Any, names: list[str], tries: int = 200) -> dict[str, Any
 
 
 def test_pods_are_bound_or_reported_unschedulable_never_dropped() -> None:
-    async def body(server: Server, channel: Any) -> None:
-        stub = pb.scheduler_grpc.SchedulerStub(channel)
-        await stub.Apply(pb.scheduler.ApplyRequest(manifests=[manifest(*NODES)]), timeout=5)
+    async def body(server: Server, client: AsyncSchedulerClient) -> None:
+        await client.apply(NODES)
         pods = [pod(f"p{i}", "1") for i in range(7)]  # 3 nodes x 2 cpu: 6 fit, 1 does not
-        reply = await stub.Apply(pb.scheduler.ApplyRequest(manifests=[manifest(*pods)]), timeout=5)
-        assert [(a.ref.name, a.action) for a in reply.applied] == [(f"p{i}", "created") for i in range(7)]
-        states = await settle(stub, [f"p{i}" for i in range(7)])
+        applied = await client.apply(pods)
+        assert [(a.ref.name, a.action) for a in applied] == [(f"p{i}", "created") for i in range(7)]
+        states = await settle(client, [f"p{i}" for i in range(7)])
         phases = sorted(s.phase for s in states.values())
         assert phases == ["Bound"] * 6 + ["Unschedulable"]
         loser = next(s for s in states.values() if s.phase == "Unschedulable")
-        assert loser.last_status.code == pb.types.CODE_UNSCHEDULABLE
         # Equal priorities: preemption finds no victims (kube-scheduler's message, double period included).
-        assert list(loser.last_status.reasons) == [
+        assert loser.last_status == Status("Unschedulable", (
             "0/3 nodes are available: 3 Insufficient cpu. "
-            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
-        ]
+            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod..",
+        ))
         assert loser.queue == "unschedulable"
-        nodes = (await stub.ListNodes(pb.scheduler.ListNodesRequest(), timeout=5)).nodes
+        nodes = await client.list_nodes()
         assert sorted((n.name, n.pods, n.requested["cpu"]) for n in nodes) == [
             ("n0", 2, 2000), ("n1", 2, 2000), ("n2", 2, 2000)
         ]
         # Freeing room (deleting a bound pod) moves the unschedulable pod back and it binds.
         bound = next(s for s in states.values() if s.phase == "Bound")
-        await stub.Delete(pb.scheduler.DeleteRequest(objects=[pb.scheduler.ObjectRef(
-            kind="Pod", namespace="default", name=bound.ref.name)]), timeout=5)
+        assert await client.delete_pod(bound.ref.name)
         for _ in range(300):
-            got = await stub.GetPod(pb.scheduler.GetPodRequest(name=loser.ref.name), timeout=5)
+            got = await client.get_pod(loser.ref.name)
             if got.phase == "Bound":
                 break
             await asyncio.sleep(0.01)
@@ -91,7 +101,7 @@ def test_pods_are_bound_or_reported_unschedulable_never_dropped() -> None:
         assert server.scheduler.leaks() == {"cycle_states": 0, "waiting_pods": 0, "assumed_pods": 0,
                                             "binding_cycles": 0}
 
-    run(body)
+    run_client(body)
 
 
 @pytest.mark.parametrize(
@@ -149,30 +159,25 @@ def test_bad_api_calls_get_clear_errors() -> None:
 
 
 def test_watch_streams_bound_and_unschedulable_events_and_resumes() -> None:
-    async def body(server: Server, channel: Any) -> None:
-        stub = pb.scheduler_grpc.SchedulerStub(channel)
-        await stub.Apply(pb.scheduler.ApplyRequest(manifests=[manifest(NODES[0], pod("fits"), pod("big", "3"))]),
-                         timeout=5)
-        await settle(stub, ["fits", "big"])
-        wanted = [pb.scheduler.EVENT_TYPE_BOUND, pb.scheduler.EVENT_TYPE_UNSCHEDULABLE]
+    async def body(server: Server, client: AsyncSchedulerClient) -> None:
+        await client.apply([NODES[0], pod("fits"), pod("big", "3")])
+        await settle(client, ["fits", "big"])
+        wanted = [EventType.BOUND, EventType.UNSCHEDULABLE]
         events = []
-        call = stub.Watch(pb.scheduler.WatchRequest(since_sequence=0, replay=True, types=wanted), timeout=5)
-        async for ev in call:
-            events.append(ev)
-            if len(events) == 2:
-                call.cancel()
-                break
+        async with client.watch(types=wanted, timeout=5) as stream:
+            async for ev in stream:
+                events.append(ev)
+                if len(events) == 2:
+                    break
         got = sorted((ev.object.name, ev.type, ev.node_name) for ev in events)
-        assert got == [
-            ("big", pb.scheduler.EVENT_TYPE_UNSCHEDULABLE, ""),
-            ("fits", pb.scheduler.EVENT_TYPE_BOUND, "n0"),
-        ]
-        # Resuming after the last sequence seen replays nothing old.
-        last = max(ev.sequence for ev in events)
-        assert all(ev.sequence <= last for ev in server.scheduler.recent_events(0))
-        assert server.scheduler.recent_events(last) == []
+        assert got == [("big", EventType.UNSCHEDULABLE, ""), ("fits", EventType.BOUND, "n0")]
+        # Resuming after the last event seen replays nothing old.
+        assert stream.cursor.sequence == max(ev.sequence for ev in events)
+        assert server.scheduler.recent_events(stream.cursor.sequence) == []
+        async with client.watch(resume=stream.cursor, timeout=0.5) as resumed:
+            assert [ev async for ev in resumed] == []
 
-    run(body)
+    run_client(body)
 
 
 def test_health_is_serving_and_explain_answers_over_grpc() -> None:
@@ -180,14 +185,13 @@ def test_health_is_serving_and_explain_answers_over_grpc() -> None:
         health = health_pb2_grpc.HealthStub(channel)
         reply = await health.Check(health_pb2.HealthCheckRequest(service="outrigger.v1.Scheduler"), timeout=5)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
-        stub = pb.scheduler_grpc.SchedulerStub(channel)
-        await stub.Apply(pb.scheduler.ApplyRequest(manifests=[manifest(*NODES)]), timeout=5)
-        result = json.loads((await stub.Explain(pb.scheduler.ExplainRequest(pod=manifest(pod("q"))), timeout=5)).json)
-        assert result["pod"] == "default/q"
-        assert result["status"] == {"code": "Success", "reasons": []}
-        assert result["selected"] in {"n0", "n1", "n2"}
+        async with AsyncSchedulerClient(server.address, timeout=5) as client:
+            await client.apply(NODES)
+            result = await client.explain(pod("q"))
+        assert (result.pod, result.status) == ("default/q", Status("Success"))
+        assert result.selected in {"n0", "n1", "n2"}
         # 3 empty 2-cpu/4Gi nodes, pod 500m/256Mi: LeastAllocated = ((2000-500)*100//2000 + (4096-256)*100//4096)//2
-        assert {n["scores"]["NodeResourcesFit"]["raw"] for n in result["nodes"].values()} == {(75 + 93) // 2}
+        assert {n.scores["NodeResourcesFit"].raw for n in result.nodes.values()} == {(75 + 93) // 2}
         assert server.scheduler.pods == {}  # explain reserves and binds nothing
 
     run(body)
