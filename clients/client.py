@@ -16,6 +16,7 @@ resumes after the last event it handed out, with no event twice and none missed.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -32,6 +33,7 @@ from ._common import (
     ClientError,
     WatchState,
     delete_request,
+    object_dict,
     objects_manifest,
     pod_manifest,
     read_manifest,
@@ -44,6 +46,7 @@ from .types import (
     Explanation,
     NodeSummary,
     PodState,
+    ReservationState,
     WaitingPod,
     WatchCursor,
 )
@@ -113,6 +116,15 @@ class SchedulerClient:
         """Delete a node; False when there was no such node."""
         return bool(self._call("Delete", delete_request("Node", name, "")).deleted)
 
+    def delete_reservation(self, name: str) -> bool:
+        """Delete a Reservation (what it held is free again); False when there was no such reservation."""
+        return bool(self._call("Delete", delete_request("Reservation", name, "")).deleted)
+
+    def list_reservations(self) -> list[ReservationState]:
+        """Reservations by name: phase, node, what they reserve and what owners took."""
+        reply = self._call("ListReservations", pb.scheduler.ListReservationsRequest())
+        return [ReservationState.from_proto(r) for r in reply.reservations]
+
     def get_pod(self, name: str, namespace: str = "default") -> PodState:
         """One pod's state; :class:`ClientError` (NOT_FOUND) when there is no such pod."""
         return PodState.from_proto(self._call("GetPod", pb.scheduler.GetPodRequest(namespace=namespace, name=name)))
@@ -138,6 +150,18 @@ class SchedulerClient:
         nothing is reserved or bound."""
         request = pb.scheduler.ExplainRequest(pod=pod_manifest(pod, source), profile=profile)
         return Explanation.from_json(self._call("Explain", request).json)
+
+    def what_if(self, template: str | Mapping[str, Any] | Node, count: int = 1, *,
+                pod: str | Mapping[str, Any] | Pod | None = None, source: str = "<template>") -> dict[str, Any]:
+        """Which pending pods (or ``pod`` only) would be scheduled if ``count`` nodes like ``template`` (a
+        Node manifest, dict or model) were added: the what-if JSON document (``admitted``, ``pods``)."""
+        content = template if isinstance(template, str) else json.dumps(object_dict(template))
+        request = pb.scheduler.ExplainRequest(what_if_nodes=pb.scheduler.Manifest(source=source, content=content),
+                                              what_if_count=count)
+        if pod is not None:
+            request.pod.CopyFrom(pod_manifest(pod, "<pod>"))
+        result: dict[str, Any] = json.loads(self._call("Explain", request).json)
+        return result
 
     def explain_pod(self, name: str, namespace: str = "default", *, profile: str = "") -> Explanation:
         """How a pod the framework holds would be scheduled now (a placed pod as if taken off its node)."""

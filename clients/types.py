@@ -27,6 +27,7 @@ __all__ = [
     "ObjectRef",
     "PluginScore",
     "PodState",
+    "ReservationState",
     "Status",
     "WaitingPod",
     "WatchCursor",
@@ -181,6 +182,44 @@ class NodeSummary:
             "name": self.name, "unschedulable": self.unschedulable, "pods": self.pods,
             "allocatable": dict(self.allocatable), "requested": dict(self.requested),
             "taints": list(self.taints), "labels": dict(self.labels),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationState:
+    """A Reservation: ``phase`` Pending, Available, Succeeded or Expired; what it reserves and what owner
+    pods took (canonical units); ``expires_at`` in Unix seconds (0: never); ``last_status`` says why it
+    is pending, or that it expired."""
+
+    name: str
+    uid: str
+    phase: str
+    node_name: str
+    reserved: dict[str, int]
+    allocated: dict[str, int]
+    owners: tuple[str, ...]
+    expires_at: float
+    allocate_once: bool
+    last_status: Status = field(default_factory=Status)
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> ReservationState:
+        return cls(
+            name=msg.name, uid=msg.uid, phase=msg.phase, node_name=msg.node_name,
+            reserved=dict(sorted(msg.reserved.items())), allocated=dict(sorted(msg.allocated.items())),
+            owners=tuple(msg.owners), expires_at=msg.expires_at, allocate_once=msg.allocate_once,
+            last_status=Status.from_proto(msg.last_status),
+        )
+
+    @property
+    def reason(self) -> str:
+        return self.last_status.reasons[0] if self.last_status.reasons else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "uid": self.uid, "phase": self.phase, "node": self.node_name,
+            "reserved": dict(self.reserved), "allocated": dict(self.allocated), "owners": list(self.owners),
+            "expiresAt": self.expires_at, "allocateOnce": self.allocate_once, "lastStatus": self.last_status.to_dict(),
         }
 
 

@@ -11,6 +11,8 @@ Examples:
   outrigger get waiting
   outrigger explain web
   outrigger explain --config scheduler.yaml --cluster cluster.yaml -f pod.yaml -o json
+  outrigger explain --what-if-nodes template.yaml --count 3
+  outrigger get reservations
   outrigger watch --timeout 60
   outrigger delete pod web
   outrigger demo
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pluginhost.manifest import ManifestError, load_documents, parse_objects
-from pluginhost.model import Node, Pod
+from pluginhost.model import Node, Pod, Reservation
 from pluginhost.quantity import format_quantity
 
 from .config import ConfigError, SchedulerConfig
@@ -230,7 +232,7 @@ def cmd_plugin(args: argparse.Namespace) -> int:
 
 
 def _apply_args(p: argparse.ArgumentParser) -> None:
-    add_filename(p, "manifest file (YAML or JSON; Pods and Nodes)", required=True)
+    add_filename(p, "manifest file (YAML or JSON; Pods, Nodes and Reservations)", required=True)
     add_server(p)
     p.add_argument("--dry-run", action="store_true", help="validate only, change nothing")
     p.add_argument("--wait", action="store_true", help="wait until every applied pod is bound")
@@ -239,7 +241,7 @@ def _apply_args(p: argparse.ArgumentParser) -> None:
     add_output(p)
 
 
-@command("apply", "create or update pods and nodes from manifests", _apply_args, examples="""\
+@command("apply", "create or update pods, nodes and reservations from manifests", _apply_args, examples="""\
   outrigger apply -f cluster.yaml
   outrigger apply -f nodes.yaml -f pods.yaml --wait --timeout 60
   outrigger apply -f pods.yaml --dry-run -o json
@@ -303,19 +305,21 @@ def _why(state: Any) -> str:
     return f"{state.phase}: {state.reason}" if state.reason else state.phase
 
 
-_KINDS = {"pod": "Pod", "pods": "Pod", "node": "Node", "nodes": "Node"}
+_KINDS = {"pod": "Pod", "pods": "Pod", "node": "Node", "nodes": "Node", "reservation": "Reservation",
+          "reservations": "Reservation"}
 
 
 def _delete_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", nargs="?", choices=sorted(_KINDS), help="pod or node")
+    p.add_argument("kind", nargs="?", choices=sorted(_KINDS), help="pod, node or reservation")
     p.add_argument("names", nargs="*", metavar="NAME")
     add_filename(p, "delete the objects in this manifest")
     add_namespace(p, "default")
     add_server(p)
 
 
-@command("delete", "delete pods or nodes", _delete_args, examples="""\
+@command("delete", "delete pods, nodes or reservations", _delete_args, examples="""\
   outrigger delete pod web
+  outrigger delete reservation web-reserve
   outrigger delete pods web-0 web-1 -n shop
   outrigger delete node n7
   outrigger delete -f pods.yaml""")
@@ -326,7 +330,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
             raise UserError("delete takes either KIND NAME... or -f FILE, not both")
         for path in args.filename:
             for obj in parse_objects(_read(path), path):
-                targets.append(("Pod", obj.namespace, obj.name) if isinstance(obj, Pod) else ("Node", "", obj.name))
+                if isinstance(obj, Pod):
+                    targets.append(("Pod", obj.namespace, obj.name))
+                else:
+                    targets.append(("Reservation" if isinstance(obj, Reservation) else "Node", "", obj.name))
     elif args.kind and args.names:
         kind = _KINDS[args.kind]
         targets = [(kind, args.namespace if kind == "Pod" else "", n) for n in args.names]
@@ -335,7 +342,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
     missing = []
     with _client(args) as c:
         for kind, ns, name in targets:
-            found = c.delete_pod(name, ns) if kind == "Pod" else c.delete_node(name)
+            if kind == "Reservation":
+                found = c.delete_reservation(name)
+            else:
+                found = c.delete_pod(name, ns) if kind == "Pod" else c.delete_node(name)
             key = f"{ns}/{name}" if ns else name
             if found:
                 print(f"{kind.lower()}/{key} deleted")
@@ -350,8 +360,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def _get_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", choices=["pods", "pod", "nodes", "node", "waiting"],
-                   help="pods, nodes, or waiting (pods held in Permit)")
+    p.add_argument("kind", choices=["pods", "pod", "nodes", "node", "waiting", "reservations", "reservation"],
+                   help="pods, nodes, reservations, or waiting (pods held in Permit)")
     p.add_argument("name", nargs="?", help="one pod or node")
     add_namespace(p, "")
     p.add_argument("--phase", default="", help="pods: only this phase (Pending, Unschedulable, Waiting, Bound...)")
@@ -360,8 +370,9 @@ def _get_args(p: argparse.ArgumentParser) -> None:
     add_server(p)
 
 
-@command("get", "show pods, nodes or pods waiting in Permit", _get_args, examples="""\
+@command("get", "show pods, nodes, reservations or pods waiting in Permit", _get_args, examples="""\
   outrigger get pods
+  outrigger get reservations -o json
   outrigger get pods -n shop --phase Unschedulable
   outrigger get pod web -o yaml
   outrigger get nodes -o json
@@ -385,6 +396,14 @@ def cmd_get(args: argparse.Namespace) -> int:
                     raise UserError(f"node {args.name!r} not found")
             data = [n.to_dict() for n in nodes]
             emit(args.output, data[0] if args.name else data, lambda: nodes_table(nodes))
+        elif args.kind in ("reservations", "reservation"):
+            found = c.list_reservations()
+            if args.name:
+                found = [r for r in found if r.name == args.name]
+                if not found:
+                    raise UserError(f"reservation {args.name!r} not found")
+            data = [r.to_dict() for r in found]
+            emit(args.output, data[0] if args.name else data, lambda: reservations_table(found))
         else:
             if args.name:
                 raise UserError("get waiting lists every waiting pod; it takes no NAME (see --profile)")
@@ -408,6 +427,16 @@ def nodes_table(nodes: Sequence[Any]) -> str:
     return table(("NAME", "STATUS", "PODS", "CPU", "MEMORY", "TAINTS"), rows)
 
 
+def reservations_table(reservations: Sequence[Any]) -> str:
+    def amounts(values: dict[str, int]) -> str:
+        return ",".join(f"{r}={format_quantity(r, a)}" for r, a in sorted(values.items())) or "-"
+
+    rows = [(r.name, r.phase, r.node_name or "<none>", amounts(r.reserved), amounts(r.allocated),
+             ",".join(r.owners) or "-", _utc(r.expires_at) if r.expires_at else "never", r.reason)
+            for r in reservations]
+    return table(("NAME", "PHASE", "NODE", "RESERVED", "ALLOCATED", "OWNERS", "EXPIRES", "REASON"), rows)
+
+
 def waiting_table(waiting: Sequence[Any]) -> str:
     rows = [(w.ref.namespace, w.ref.name, w.node_name, ",".join(w.pending_plugins), w.profile, _utc(w.deadline))
             for w in waiting]
@@ -427,15 +456,21 @@ def _explain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", metavar="FILE", help="offline: nodes and bound pods, instead of a server")
     p.add_argument("--config", metavar="FILE", help="offline: KubeSchedulerConfiguration file")
     p.add_argument("--plugins", metavar="FILE", help="offline: RemotePlugins document")
+    p.add_argument("--what-if-nodes", metavar="FILE",
+                   help="a Node manifest: which pending pods would fit if --count nodes like it were added")
+    p.add_argument("--count", type=int, default=1, help="how many what-if nodes (default 1)")
     add_output(p)
 
 
 @command("explain", "why a pod lands where it does (or nowhere)", _explain_args, examples="""\
   outrigger explain web                              # a pod the framework at --server holds
   outrigger explain -f pod.yaml -o json              # a pod not applied yet, against the same cluster
-  outrigger explain --config scheduler.yaml --cluster cluster.yaml -f pod.yaml   # offline, no server""")
+  outrigger explain --config scheduler.yaml --cluster cluster.yaml -f pod.yaml   # offline, no server
+  outrigger explain --what-if-nodes template.yaml --count 3    # which pending pods 3 such nodes admit""")
 def cmd_explain(args: argparse.Namespace) -> int:
     files = list(args.filename or []) + ([args.pod] if args.pod else [])
+    if args.what_if_nodes:
+        return _what_if(args, files)
     if args.name and files:
         raise UserError("explain takes a pod name or -f FILE, not both")
     if len(files) > 1:
@@ -459,7 +494,38 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _explain_offline(args: argparse.Namespace, pod_file: str) -> dict[str, Any]:
+def _what_if(args: argparse.Namespace, files: list[str]) -> int:
+    if args.name or len(files) > 1:
+        raise UserError("explain --what-if-nodes takes at most one pod manifest (-f FILE), not a name")
+    if args.count < 1:
+        raise UserError(f"--count must be at least 1, got {args.count}")
+    text = _read(args.what_if_nodes)
+    templates = [o for o in parse_objects(text, args.what_if_nodes) if isinstance(o, Node)]
+    if len(templates) != 1:
+        raise UserError(f"{args.what_if_nodes}: the what-if template needs exactly one Node, found {len(templates)}")
+    if args.cluster:
+        result = _run(_explain_offline(args, files[0] if files else "", templates[0]))
+    else:
+        if args.config or args.plugins:
+            raise UserError("--config and --plugins are for offline explain: add --cluster FILE")
+        with _client(args) as c:
+            pod = _read(files[0]) if files else None
+            result = c.what_if(text, args.count, pod=pod, source=args.what_if_nodes)
+    emit(args.output, result, lambda: _what_if_table(result))
+    return 0
+
+
+def _what_if_table(result: dict[str, Any]) -> str:
+    w = result["whatIf"]
+    lines = [f"what if {w['count']} node(s) like {w['template']} were added ({', '.join(w['nodes'])}): "
+             f"{len(result['admitted'])} pending pod(s) would be scheduled on them"]
+    rows = [(p["pod"], "yes" if p["newNode"] else "no", p["node"] or "<none>", "; ".join(p["reasons"]))
+            for p in result["pods"]]
+    lines.append(table(("POD", "ADMITTED", "NODE", "REASON"), rows))
+    return "\n".join(lines)
+
+
+async def _explain_offline(args: argparse.Namespace, pod_file: str, template: Node | None = None) -> dict[str, Any]:
     from .profiles import build_registry_with_remote
     from .scheduler import Scheduler, explain_pod
     from .service import start_plugin_services
@@ -478,8 +544,13 @@ async def _explain_offline(args: argparse.Namespace, pod_file: str) -> dict[str,
         if remote is not None:
             await remote.attach(scheduler)
         cluster = parse_objects(_read(args.cluster), args.cluster)
+        if template is not None:
+            # What-if: pending pods in the cluster file are the question (queued, never scheduled here).
+            await scheduler.apply(cluster)
+            asked = [o for o in parse_objects(_read(pod_file), pod_file) if isinstance(o, Pod)] if pod_file else None
+            return await scheduler.what_if(template, args.count, asked)
         # Pending pods in the cluster file are not scheduled: only nodes and bound pods shape the snapshot.
-        await scheduler.apply([o for o in cluster if isinstance(o, Node) or o.node_name])
+        await scheduler.apply([o for o in cluster if isinstance(o, Node) or (isinstance(o, Pod) and o.node_name)])
         pods = [o for o in parse_objects(_read(pod_file), pod_file) if isinstance(o, Pod)]
         if len(pods) != 1:
             raise UserError(f"{pod_file}: explain needs exactly one Pod, found {len(pods)}")

@@ -15,19 +15,20 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import gc
 import itertools
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from pluginhost.model import Node, Pod
+from pluginhost.model import RESERVATION_NAMESPACE, Node, Pod, Reservation
 from pluginhost.plugin import (
     ActionType,
     ClusterEvent,
@@ -44,14 +45,15 @@ from pluginhost.plugin import (
 )
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
-from pluginhost.view import VIEW_STATE_KEY
+from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 
 from .cache import Cache
 from .config import ProfileConfig, SchedulerConfig
 from .plugins import Registry
 from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
+from .reservations import EXPIRED, ReservationRecord, Reservations, is_reserve_pod
 from .runtime import Diagnosis, Framework, WaitingPodHandle, WaitingPods, num_feasible_nodes_to_find
-from .whatif import with_node_pods
+from .whatif import hypothetical_nodes, with_node_pods
 
 __all__ = [
     "ApplyError",
@@ -199,6 +201,9 @@ class _Handle:
             return Status.failure(f"pod {pod.key} not found")
         return SUCCESS
 
+    def reservations(self) -> Reservations:
+        return self._s.reservations
+
     def framework_for(self, pod: Pod) -> Framework | None:
         return self._s.profiles.get(pod.scheduler_name)
 
@@ -214,6 +219,10 @@ class Scheduler:
         self.config = config
         self.registry = registry
         self.cache = Cache()
+        self.reservations = Reservations(self.cache)
+        self.reservations.on_release = self._reservation_released
+        # How often expired reservations are looked for while the scheduler runs.
+        self.reservation_check_seconds = 1.0
         self.waiting_pods = WaitingPods()
         self.handle = _Handle(self)
         self.current_snapshot: Snapshot | None = None
@@ -293,6 +302,8 @@ class Scheduler:
     def _emit(self, type_: str, kind: str, obj: Pod | Node, *, node: str = "", status: Status | None = None,
               attempts: int = 0) -> Event:
         ns = obj.namespace if isinstance(obj, Pod) else ""
+        if kind == "Pod" and isinstance(obj, Pod) and is_reserve_pod(obj):
+            kind = "Reservation"  # a reservation's reserve pod: events name the reservation
         ev = Event(next(self._seq), type_, kind, ns, obj.name, obj.uid, node, status, time.time(), attempts)
         self._events.append(ev)
         for q in self._watchers:
@@ -323,18 +334,24 @@ class Scheduler:
 
     # ---- objects -------------------------------------------------------------------------------
 
-    async def apply(self, objects: Iterable[Pod | Node], *, dry_run: bool = False) -> list[ApplyResult]:
-        """Create or update pods and nodes. Checked as a whole first: one bad object changes nothing."""
-        objects = list(objects)
-        self._check_apply(objects)
+    async def apply(
+        self, objects: Iterable[Pod | Node | Reservation], *, dry_run: bool = False
+    ) -> list[ApplyResult]:
+        """Create or update pods, nodes and reservations. Checked as a whole first: one bad object
+        changes nothing. Reservations are applied after nodes and pods."""
+        everything = list(objects)
+        reservations = [o for o in everything if isinstance(o, Reservation)]
+        self._check_reservations(reservations)
+        plain: list[Pod | Node] = [o for o in everything if not isinstance(o, Reservation)]
+        self._check_apply(plain)
         results: list[ApplyResult] = []
-        for obj in objects:
+        for obj in plain:
             if isinstance(obj, Node):
                 action = self._check_node_action(obj)
                 if not dry_run:
                     self._apply_node(obj)
                 results.append(ApplyResult("Node", "", obj.name, obj.uid, action))
-        for obj in objects:
+        for obj in plain:
             if isinstance(obj, Pod):
                 uid = self._uid_by_key.get(obj.key)
                 action = "created" if uid is None else "configured"
@@ -343,7 +360,62 @@ class Scheduler:
                 if not dry_run:
                     await self._apply_pod(obj)
                 results.append(ApplyResult("Pod", obj.namespace, obj.name, obj.uid, action))
+        for res in reservations:
+            action = "configured" if res.name in self.reservations.records else "created"
+            if not dry_run:
+                await self._apply_reservation(res)
+            results.append(ApplyResult("Reservation", "", res.name, res.uid, action))
         return results
+
+    def _check_reservations(self, reservations: list[Reservation]) -> None:
+        seen: set[str] = set()
+        for res in reservations:
+            if res.name in seen:
+                raise ApplyError(f"Reservation {res.name} appears twice in one request")
+            seen.add(res.name)
+            old = self.reservations.get(res.name)
+            if old is not None and old.reservation.requests != res.requests:
+                raise ApplyError(
+                    f"Reservation {res.name}: spec.template is immutable (delete the reservation and apply it again)"
+                )
+            if old is None and res.uid in self.pods:
+                other = self.pods[res.uid].pod.key
+                raise ApplyError(f"Reservation {res.name}: uid {res.uid!r} is already used by {other}")
+
+    async def _apply_reservation(self, res: Reservation) -> None:
+        """A new reservation is queued as its reserve pod; an existing one gets its new owners/TTL."""
+        if res.name in self.reservations.records:
+            self.reservations.update(res)
+            return
+        rec = self.reservations.add(res)
+        await self._apply_pod(self.reservations.reserve_pod(rec))
+
+    def _reservation_released(self, reserve_pod: Pod) -> None:
+        # What a reservation held (and its owner did not take) is free: pods waiting for room may fit.
+        self._cluster_event(ClusterEvent("Pod", ActionType.Delete), reserve_pod, None)
+
+    def delete_reservation(self, name: str, *, reason: str = "deleted") -> ReservationRecord | None:
+        """Forget a reservation; what its reserve pod held is free again (pending pods are requeued)."""
+        rec = self.reservations.remove(name)
+        if rec is not None:
+            self.delete_pod(RESERVATION_NAMESPACE, name, reason=reason)
+        return rec
+
+    def expire_reservations(self) -> list[str]:
+        """Release the reservations whose TTL or expiry has passed (phase Expired); their names."""
+        out = []
+        for rec in self.reservations.due():
+            rec.phase = EXPIRED
+            rec.last_status = Status(Code.Unschedulable, (f"reservation {rec.name} expired",))
+            self.delete_pod(RESERVATION_NAMESPACE, rec.name, reason="expired")
+            out.append(rec.name)
+        return out
+
+    async def _reservation_loop(self) -> None:
+        for _ in itertools.count():  # until the scheduler stops (the task is cancelled)
+            await asyncio.sleep(self.reservation_check_seconds)
+            if self.reservations.records:
+                self.expire_reservations()
 
     def _check_apply(self, objects: list[Pod | Node]) -> None:
         seen: dict[str, str] = {}  # uid -> ident
@@ -453,6 +525,8 @@ class Scheduler:
         if wp is not None:
             wp.reject("", f"pod {rec.pod.key} was deleted")
         was_placed = self.cache.remove_pod(uid) is not None
+        if self.reservations.records and not is_reserve_pod(rec.pod):
+            self.reservations.owner_deleted(rec.pod)
         self._emit(EV_DELETED, "Pod", rec.pod, node=rec.pod.node_name)
         if was_placed or rec.pod.node_name:
             self._cluster_event(ClusterEvent("Pod", ActionType.Delete), rec.pod, None)
@@ -498,6 +572,8 @@ class Scheduler:
         self.cache.add_pod(bound)
         self.queue.done(pod.uid)
         self.stats.bound += 1
+        if is_reserve_pod(bound):
+            self.reservations.bound(bound, node_name)
         self._emit(EV_BOUND, "Pod", bound, node=node_name, attempts=rec.attempts)
         self._cluster_event(ClusterEvent("Pod", ActionType.Add), None, bound)
         return SUCCESS
@@ -508,6 +584,7 @@ class Scheduler:
         """Schedule pods until :meth:`stop` (scheduling cycles are serial)."""
         self._running = True
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        expirer = asyncio.get_running_loop().create_task(self._reservation_loop())
         await self.start_controllers()
         try:
             while True:
@@ -521,6 +598,7 @@ class Scheduler:
                     await asyncio.sleep(0)
         finally:
             flusher.cancel()
+            expirer.cancel()
             self._running = False
             await self.stop_controllers()
 
@@ -838,6 +916,53 @@ class Scheduler:
 
     def _free_state(self, cycle_id: str) -> None:
         self.cycle_states.pop(cycle_id, None)
+
+    # ---- what-if (autoscalers) -----------------------------------------------------------------
+
+    def pending_pods(self) -> list[Pod]:
+        """Pods waiting in the queue (not gated, not reserve pods), in the order they would be tried."""
+        fwk = next(iter(self.profiles.values()))
+        infos = [
+            i for i in self.queue.pending()
+            if self.queue.where(i.pod.uid) not in (GATED, IN_FLIGHT) and not is_reserve_pod(i.pod)
+        ]
+
+        def cmp(a: QueuedPodInfo, b: QueuedPodInfo) -> int:
+            return -1 if fwk.less(a, b) else (1 if fwk.less(b, a) else 0)
+
+        infos.sort(key=lambda i: i.timestamp)
+        infos.sort(key=functools.cmp_to_key(cmp))
+        return [i.pod for i in infos]
+
+    async def what_if(self, template: Node, count: int, pods: Sequence[Pod] | None = None) -> dict[str, Any]:
+        """Which of ``pods`` (by default every pending pod, in queue order) would be scheduled if
+        ``count`` nodes like ``template`` were added: each pod goes through a full cycle (real plugins,
+        remote ones included: the nodes travel as the cycle's view) on the cluster plus those nodes
+        plus the pods placed before it. Nothing is reserved, bound or cached."""
+        base = self.cache.snapshot()
+        view = hypothetical_nodes(base, template, count)
+        new_nodes = [n.name for _, n in view.added_nodes]
+        out: list[dict[str, Any]] = []
+        for pod in self.pending_pods() if pods is None else pods:
+            fwk = self.profiles.get(pod.scheduler_name)
+            if fwk is None:
+                out.append({"pod": pod.key, "fits": False, "node": None, "newNode": False,
+                            "reasons": [f"no profile for schedulerName {pod.scheduler_name!r}"]})
+                continue
+            snapshot = apply_view(base, view)
+            state = CycleState(f"what-if:{pod.uid}:{next(self._cycle_ids)}", snapshot, 1)
+            state.write(VIEW_STATE_KEY, view)
+            result = await explain_pod(fwk, snapshot, pod, state)
+            node = result["selected"]
+            out.append({"pod": pod.key, "fits": node is not None, "node": node, "newNode": node in new_nodes,
+                        "reasons": result["status"]["reasons"]})
+            if node is not None:
+                view = view.then(NodeView(added_pods=(dataclasses.replace(pod, node_name=node),)))
+        return {
+            "whatIf": {"template": template.name, "count": count, "nodes": new_nodes},
+            "admitted": [p["pod"] for p in out if p["newNode"]],
+            "pods": out,
+        }
 
     # ---- reading -------------------------------------------------------------------------------
 

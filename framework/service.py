@@ -30,14 +30,16 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pluginhost import pb
 from pluginhost.convert import status_to_proto
 from pluginhost.manifest import ManifestError, parse_objects
-from pluginhost.model import Node, Pod
+from pluginhost.model import Node, Pod, Reservation
 from pluginhost.snapshot import Snapshot
+from pluginhost.view import ViewError
 
 from .config import SchedulerConfig
 from .handle_service import FrameworkServices, waiting_pod_to_proto
 from .plugins import Registry
 from .profiles import build_registry_with_remote
 from .remote import EndpointConfig, RemotePlugins
+from .reservations import is_reserve_pod
 from .scheduler import (
     EV_APPLIED,
     EV_BOUND,
@@ -112,7 +114,7 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         self.run_id = uuid.uuid4().hex
 
     async def Apply(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        objects: list[Pod | Node] = []
+        objects: list[Pod | Node | Reservation] = []
         try:
             for m in request.manifests:
                 objects.extend(parse_objects(m.content, m.source or "<request>"))
@@ -131,13 +133,19 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
 
     async def Delete(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         for ref in request.objects:
-            if ref.kind not in ("Pod", "Node"):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"cannot delete kind {ref.kind!r} (Pod or Node)")
+            if ref.kind not in ("Pod", "Node", "Reservation"):
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"cannot delete kind {ref.kind!r} (Pod, Node or Reservation)"
+                )
             if not ref.name:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"delete of a {ref.kind} needs a name")
         deleted = []
         for ref in request.objects:
-            if ref.kind == "Pod":
+            if ref.kind == "Reservation":
+                rec = self.s.delete_reservation(ref.name)
+                if rec is not None:
+                    deleted.append(pb.scheduler.ObjectRef(kind="Reservation", name=rec.name, uid=rec.uid))
+            elif ref.kind == "Pod":
                 pod = self.s.delete_pod(ref.namespace or "default", ref.name)
                 if pod is not None:
                     deleted.append(object_ref(pod))
@@ -175,7 +183,8 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         pods = [
             self._pod_state(rec)
             for rec in self.s.pods.values()
-            if (not request.namespace or rec.pod.namespace == request.namespace)
+            if not is_reserve_pod(rec.pod)
+            and (not request.namespace or rec.pod.namespace == request.namespace)
             and (not request.phase or rec.phase == request.phase)
         ]
         pods.sort(key=lambda p: (p.ref.namespace, p.ref.name))
@@ -210,6 +219,8 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
             yield msg
 
     async def Explain(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if request.what_if_nodes.content:
+            return await self._what_if(request, context)
         if request.HasField("ref"):
             pod, snap = await self._explained_pod(request.ref, context)
         else:
@@ -231,6 +242,29 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         result = await explain_pod(fwk, snap, pod)
         return pb.scheduler.ExplainResponse(json=json.dumps(result))
 
+    async def _what_if(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Explain with hypothetical nodes: which pending pods (or the request's pod) they would admit."""
+        try:
+            template = request.what_if_nodes
+            nodes = [o for o in parse_objects(template.content, template.source or "<template>") if isinstance(o, Node)]
+            pods: list[Pod] | None = None
+            if request.pod.content:
+                found = parse_objects(request.pod.content, request.pod.source or "<pod>")
+                pods = [o for o in found if isinstance(o, Pod)]
+        except ManifestError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise AssertionError("unreachable: abort raises") from exc
+        if len(nodes) != 1:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"the what-if template needs exactly one Node, got {len(nodes)}")
+        if pods is not None and len(pods) != 1:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"explain needs exactly one Pod, got {len(pods)}")
+        try:
+            result = await self.s.what_if(nodes[0], request.what_if_count or 1, pods)
+        except ViewError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return pb.scheduler.ExplainResponse(json=json.dumps(result))
+
     async def _explained_pod(self, ref: Any, context: grpc.aio.ServicerContext) -> tuple[Pod, Snapshot]:
         """A held pod and the snapshot to explain it on: a placed pod is taken off its node first (its
         own usage would otherwise count against it), so the answer shows how it is placed now."""
@@ -248,6 +282,25 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
             return rec.pod, snap
         others = [p for p in snap.pods[row] if p.uid != rec.pod.uid]
         return dataclasses.replace(rec.pod, node_name="", nominated_node_name=""), with_node_pods(snap, row, others)
+
+    async def ListReservations(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        out = []
+        for rec in sorted(self.s.reservations.records.values(), key=lambda r: r.name):
+            res = rec.reservation
+            msg = pb.scheduler.ReservationState(
+                name=rec.name, uid=rec.uid, phase=rec.phase, node_name=rec.node_name,
+                reserved=dict(res.requests), allocated=dict(rec.allocated),
+                owners=sorted(key for key, _ in rec.owners.values()),
+                expires_at=res.expires_at() or 0.0, allocate_once=res.allocate_once,
+            )
+            pod_rec = self.s.pods.get(rec.uid)
+            status = rec.last_status
+            if status is None and pod_rec is not None and rec.phase == "Pending":
+                status = pod_rec.last_status
+            if status is not None:
+                msg.last_status.CopyFrom(status_to_proto(status))
+            out.append(msg)
+        return pb.scheduler.ListReservationsResponse(reservations=out)
 
     async def ListWaitingPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         # The same answer plugin hosts get from the Handle service (deadlines in wall-clock time).

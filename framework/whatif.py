@@ -1,19 +1,26 @@
-"""What-if snapshots: the cluster as it would be with a different set of pods on one node.
+"""What-if snapshots: the cluster as it would be with a different set of pods on one node, or with
+more nodes.
 
 Preemption asks "would the pod fit here without these victims?" and the nominator asks "does it
 still fit once the pods nominated here arrive?". Both run the real Filter plugins on a copy of the
-snapshot whose one node row holds other pods; the cache is never touched.
+snapshot whose one node row holds other pods; the cache is never touched. An autoscaler asks "which
+pending pods would fit if I added these nodes?": :func:`hypothetical_nodes` describes the nodes as a
+:class:`~pluginhost.view.NodeView`, which a cycle applies to its snapshot and sends to remote plugins.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 
-from pluginhost.model import PODS, Pod
+from pluginhost.model import PODS, Node, Pod
 from pluginhost.snapshot import Snapshot, non_zero_requests
+from pluginhost.view import NodeView, ViewError
 
-__all__ = ["with_node_pods"]
+__all__ = ["HOSTNAME_LABEL", "hypothetical_nodes", "with_node_pods"]
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 # What-if rows get versions no real row has (tables count up from 1), each one new, so plugins that
 # keep per-row data between snapshots redo the row.
@@ -52,3 +59,23 @@ def with_node_pods(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> Snapsho
         pods=placed,
         row_versions=versions,
     )
+
+
+def hypothetical_nodes(snapshot: Snapshot, template: Node, count: int) -> NodeView:
+    """``count`` nodes shaped like ``template`` (named ``<name>-1`` ... ``<name>-N``, with ids above every
+    real node's) as a view of ``snapshot``: the Cluster Autoscaler's "what if I added these nodes"."""
+    if count < 1:
+        raise ViewError(f"a what-if needs at least one node, got count {count}")
+    first = int(snapshot.table.ids.max()) + 1 if len(snapshot) else 1
+    added = []
+    for i in range(1, count + 1):
+        name = f"{template.name}-{i}"
+        if snapshot.row(name) is not None:
+            raise ViewError(f"what-if node {name!r} has the name of a node in the cluster; rename the template")
+        labels = dict(template.labels)
+        if HOSTNAME_LABEL in labels:
+            labels[HOSTNAME_LABEL] = name
+        node = dataclasses.replace(template, name=name, uid=f"what-if-{name}", labels=labels,
+                                   allocatable=dict(template.allocatable), raw={})
+        added.append((first + i - 1, node))
+    return NodeView(added_nodes=tuple(added))

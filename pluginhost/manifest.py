@@ -32,6 +32,10 @@ from typing import Any, NoReturn
 import yaml
 
 from pluginhost.model import (
+    DEFAULT_RESERVATION_TTL,
+    RESERVATION_ANNOTATION,
+    RESERVATION_API_VERSIONS,
+    RESERVATION_NAMESPACE,
     Affinity,
     Container,
     ContainerImage,
@@ -46,6 +50,8 @@ from pluginhost.model import (
     PodAffinity,
     PodAffinityTerm,
     PreferredSchedulingTerm,
+    Reservation,
+    ReservationOwner,
     ResourceList,
     Taint,
     Toleration,
@@ -70,9 +76,10 @@ __all__ = [
     "parse_objects",
     "pod_from_dict",
     "pod_to_dict",
+    "reservation_from_dict",
 ]
 
-SUPPORTED_KINDS = ("Pod", "Node")
+SUPPORTED_KINDS = ("Pod", "Node", "Reservation")
 
 _LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 _NODE_SELECTOR_OPERATORS = _LABEL_SELECTOR_OPERATORS | {"Gt", "Lt"}
@@ -740,6 +747,122 @@ def node_from_dict(obj: dict[str, Any], where: str = "") -> Node:
 
 
 # --------------------------------------------------------------------------------------------
+# Reservations.
+
+_DURATION_PART_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _duration(m: Mapping[str, Any], key: str, parent: str) -> float | None:
+    """A Go-style duration ("1h30m", "90s", "0") in seconds."""
+    v = m.get(key)
+    if v is None:
+        return None
+    path = _join(parent, key)
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        raise _Invalid(path, f'invalid duration {v!r}: give a unit, e.g. "{v}s"')
+    if not isinstance(v, str):
+        _wrong_type(path, 'a duration string such as "1h" or "30m"', v)
+    text = v.strip()
+    if text == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for match in _DURATION_PART_RE.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise _Invalid(path, f'invalid duration "{v}" (e.g. "1h", "30m", "1h30m", "90s", "0" for never)')
+    return total
+
+
+def _reservation_owner(v: object, path: str) -> ReservationOwner:
+    m = _item_map(v, path)
+    obj = m.get("object")
+    owner = ReservationOwner(label_selector=_label_selector(m, "labelSelector", path))
+    if obj is not None:
+        opath = f"{path}.object"
+        ref = _item_map(obj, opath)
+        kind = _str(ref, "kind", opath, "Pod")
+        if kind != "Pod":
+            raise _Invalid(f"{opath}.kind", f'unsupported owner kind "{kind}" (Pod)')
+        owner.name = _required_str(ref, "name", opath)
+        owner.namespace = _str(ref, "namespace", opath) or "default"
+        owner.uid = _str(ref, "uid", opath)
+    if obj is None and owner.label_selector is None:
+        raise _Invalid(path, "an owner needs an object (a pod) or a labelSelector")
+    return owner
+
+
+def _build_reservation(obj: dict[str, Any], where: str) -> Reservation:
+    api_version = obj.get("apiVersion")
+    if api_version not in RESERVATION_API_VERSIONS:
+        allowed = " or ".join(f'"{a}"' for a in RESERVATION_API_VERSIONS)
+        shown = json.dumps(api_version)
+        raise _Invalid("apiVersion", f"unsupported apiVersion {shown} for Reservation (expected {allowed})")
+    meta = _map(obj, "metadata", "")
+    name = _metadata_name(meta)
+    spec = _map(obj, "spec", "")
+    if "template" not in spec:
+        raise _Invalid("spec.template", "required field is missing (the reserve pod: resources, nodeSelector, ...)")
+    template = _map(spec, "template", "spec")
+    tmeta = _map(template, "metadata", "spec.template")
+    pod_doc = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": dict(_str_map(tmeta, "labels", "spec.template.metadata")),
+            "annotations": dict(_str_map(tmeta, "annotations", "spec.template.metadata")),
+        },
+        "spec": dict(_map(template, "spec", "spec.template")),
+    }
+    try:
+        pod = _build_pod(pod_doc)
+    except _Invalid as e:
+        raise _Invalid(_join("spec.template", e.path), e.reason) from None
+    if pod.node_name:
+        raise _Invalid(
+            "spec.template.spec.nodeName", "a reservation is placed by the scheduler; nodeName is not allowed"
+        )
+    owners = [_reservation_owner(v, f"spec.owners[{i}]") for i, v in enumerate(_list(spec, "owners", "spec"))]
+    if not owners:
+        raise _Invalid("spec.owners", "required: at least one owner (an object or a labelSelector)")
+    ttl = _duration(spec, "ttl", "spec")
+    expires = _timestamp(spec, "expires", "spec")
+    allocate_once = spec.get("allocateOnce", True)
+    if not isinstance(allocate_once, bool):
+        _wrong_type("spec.allocateOnce", "a boolean", allocate_once)
+    created = _timestamp(meta, "creationTimestamp", "metadata")
+    uid = _str(meta, "uid", "metadata") or str(uuid.uuid4())
+    pod.uid = uid
+    pod.namespace = RESERVATION_NAMESPACE
+    pod.annotations = {**pod.annotations, RESERVATION_ANNOTATION: name}
+    return Reservation(
+        name=name,
+        template=pod,
+        uid=uid,
+        owners=owners,
+        ttl_seconds=DEFAULT_RESERVATION_TTL if ttl is None else ttl,
+        expires=expires,
+        allocate_once=allocate_once,
+        creation_timestamp=created if created is not None else time.time(),
+        raw=obj,
+    )
+
+
+def reservation_from_dict(obj: dict[str, Any], where: str = "") -> Reservation:
+    """Build a :class:`Reservation` from its manifest; ``where`` prefixes error messages."""
+    if not isinstance(obj, dict):
+        raise ManifestError(f"{where or 'Reservation'}: expected a mapping, got {_type_name(obj)}", location=where)
+    try:
+        return _build_reservation(obj, where)
+    except _Invalid as e:
+        raise _error(where, "Reservation", obj, e.path, e.reason) from None
+
+
+# --------------------------------------------------------------------------------------------
 # Requests.
 
 
@@ -877,12 +1000,14 @@ def load_documents(text: str, source: str = "<input>") -> list[tuple[str, dict[s
     return out
 
 
-def parse_objects(text: str, source: str = "<input>") -> list[Pod | Node]:
-    """Parse every Pod and Node in ``text`` (YAML or JSON), in document order."""
-    objects: list[Pod | Node] = []
+def parse_objects(text: str, source: str = "<input>") -> list[Pod | Node | Reservation]:
+    """Parse every Pod, Node and Reservation in ``text`` (YAML or JSON), in document order."""
+    objects: list[Pod | Node | Reservation] = []
     for label, obj in load_documents(text, source):
         kind = obj.get("kind")
-        if kind == "Pod" or kind == "Node":
+        if kind == "Reservation":
+            objects.append(reservation_from_dict(obj, label))
+        elif kind == "Pod" or kind == "Node":
             api_version = obj.get("apiVersion")
             if api_version is not None and api_version != "v1":
                 shown = f'"{api_version}"' if isinstance(api_version, str) else _type_name(api_version)
@@ -896,12 +1021,12 @@ def parse_objects(text: str, source: str = "<input>") -> list[Pod | Node]:
             objects.append(pod_from_dict(obj, label) if kind == "Pod" else node_from_dict(obj, label))
         elif kind is None:
             raise ManifestError(
-                f"{label}: kind: required field is missing (supported: Pod, Node)",
+                f"{label}: kind: required field is missing (supported: Pod, Node, Reservation)",
                 location=label,
                 path="kind",
             )
         elif isinstance(kind, str):
-            raise _error(label, kind, obj, "", f'unsupported kind "{kind}" (supported: Pod, Node)')
+            raise _error(label, kind, obj, "", f'unsupported kind "{kind}" (supported: Pod, Node, Reservation)')
         else:
             raise ManifestError(
                 f"{label}: kind: expected a string, got {_type_name(kind)}", location=label, path="kind"

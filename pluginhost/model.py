@@ -14,9 +14,13 @@ __all__ = [
     "CPU",
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
+    "DEFAULT_RESERVATION_TTL",
     "EPHEMERAL_STORAGE",
     "MEMORY",
     "PODS",
+    "RESERVATION_ANNOTATION",
+    "RESERVATION_API_VERSIONS",
+    "RESERVATION_NAMESPACE",
     "Affinity",
     "Container",
     "ContainerImage",
@@ -31,6 +35,8 @@ __all__ = [
     "PodAffinity",
     "PodAffinityTerm",
     "PreferredSchedulingTerm",
+    "Reservation",
+    "ReservationOwner",
     "ResourceList",
     "Taint",
     "Toleration",
@@ -236,3 +242,65 @@ class Node:
     allocatable: ResourceList = field(default_factory=dict)
     images: list[ContainerImage] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+# Reservations (Koordinator's scheduling.koordinator.sh/v1alpha1 Reservation): resources held on a
+# node for the pods a reservation's owners select.
+
+RESERVATION_API_VERSIONS = ("scheduling.koordinator.sh/v1alpha1", "outrigger.io/v1alpha1")
+# The annotation that marks a reservation's reserve pod (its value: the reservation's name).
+RESERVATION_ANNOTATION = "outrigger.io/reservation"
+# Reserve pods live in no namespace (Reservations are cluster-scoped), so they never meet applied pods.
+RESERVATION_NAMESPACE = ""
+DEFAULT_RESERVATION_TTL = 24 * 3600.0
+
+
+@dataclass(slots=True)
+class ReservationOwner:
+    """Who may consume a reservation: one pod (namespace/name, and uid when given) or the pods a
+    label selector matches."""
+
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+    label_selector: LabelSelector | None = None
+
+
+@dataclass(slots=True)
+class Reservation:
+    """A Reservation: ``template`` is scheduled like a pod (its reserve pod) and, once bound, holds its
+    requests on the node until an owner pod consumes them, it expires or it is deleted.
+
+    ``ttl_seconds`` counts from creation (0: never expires); ``expires`` (seconds since the epoch) wins
+    when set. ``allocate_once``: the first owner uses it up (Succeeded); otherwise owners keep taking
+    what is left."""
+
+    name: str
+    template: Pod
+    uid: str = ""
+    owners: list[ReservationOwner] = field(default_factory=list)
+    ttl_seconds: float = DEFAULT_RESERVATION_TTL
+    expires: float | None = None
+    allocate_once: bool = True
+    creation_timestamp: float = 0.0
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    @property
+    def namespace(self) -> str:
+        return RESERVATION_NAMESPACE
+
+    @property
+    def requests(self) -> ResourceList:
+        return self.template.requests
+
+    def expires_at(self) -> float | None:
+        """When it expires (seconds since the epoch), None for never."""
+        if self.expires is not None:
+            return self.expires
+        if self.ttl_seconds <= 0:
+            return None
+        return self.creation_timestamp + self.ttl_seconds

@@ -16,6 +16,7 @@ from .nodeaffinity import NodeAffinity
 from .nodeports import NodePorts
 from .noderesources import NodeResourcesFit, PluginArgsError
 from .podtopologyspread import PodTopologySpread
+from .reservation import Reservation
 from .tainttoleration import TaintToleration
 
 __all__ = ["Factory", "PluginArgsError", "Registry", "in_tree_registry"]
@@ -60,6 +61,6 @@ def in_tree_registry() -> Registry:
     reg = Registry()
     for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
                 NodeResourcesFit, PodTopologySpread, InterPodAffinity, DefaultPreemption,
-                NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder):
+                NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, Reservation):
         reg.register_class(cls)
     return reg
