@@ -18,13 +18,24 @@ object)::
 - **Unreserve** (a member timed out at Permit or failed later) rejects the waiting siblings, so the
   whole group is unreserved together and nothing stays reserved for a group that cannot complete.
 
-Args (``pluginConfig``): ``permitWaitingTimeSeconds`` (default 10). Pods without the label are not
-concerned. The plugin keeps no state of its own: what it needs is in the snapshot and in the
-framework's waiting pods, so it works the same in-process, in one host, or behind replicas.
+- **Controller** (background work while the framework is active): with ``groupTimeoutSeconds`` set,
+  every ``controllerIntervalSeconds`` it looks at the framework's waiting pods and rejects all waiting
+  members of a group that has had members waiting longer than that, however recently its last member
+  arrived: a group never holds reserved resources longer than ``groupTimeoutSeconds`` in one go.
+
+Args (``pluginConfig``): ``permitWaitingTimeSeconds`` (default 10), ``groupTimeoutSeconds`` (default 0:
+no group-level timeout), ``controllerIntervalSeconds`` (default 1). Pods without the label are not
+concerned. The plugin keeps no state of its own beyond when its controller first saw a group waiting:
+what it needs is in the snapshot and in the framework's waiting pods, so it works the same
+in-process, in one host, or behind replicas.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -34,6 +45,7 @@ from pluginhost.plugin import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    Controller,
     CycleState,
     EnqueueExtensions,
     Handle,
@@ -46,6 +58,8 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Status
 
 __all__ = ["GROUP_LABEL", "MIN_AVAILABLE", "TIMEOUT", "Coscheduling", "group_of"]
+
+log = logging.getLogger("outrigger.examples.coscheduling")
 
 GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
@@ -68,7 +82,7 @@ def _placed_by_group(snap: Snapshot) -> dict[tuple[str, str], set[str]]:
     return out
 
 
-class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensions):
+class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensions, Controller):
     """Gang scheduling (see the module docstring)."""
 
     name = "Coscheduling"
@@ -79,6 +93,13 @@ class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensio
         self.default_timeout = float(args.get("permitWaitingTimeSeconds", 10))
         if self.default_timeout <= 0:
             raise ValueError(f"permitWaitingTimeSeconds must be positive, got {self.default_timeout}")
+        self.group_timeout = float(args.get("groupTimeoutSeconds", 0))
+        self.interval = float(args.get("controllerIntervalSeconds", 1))
+        if self.group_timeout < 0 or self.interval <= 0:
+            raise ValueError("groupTimeoutSeconds must be >= 0 and controllerIntervalSeconds positive, got "
+                             f"{self.group_timeout} and {self.interval}")
+        self._first_waiting: dict[tuple[str, str], float] = {}
+        self._controller: asyncio.Task[None] | None = None
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -174,6 +195,57 @@ class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensio
             return SUCCESS, 0.0
         timeout = float(pod.annotations.get(TIMEOUT) or self.default_timeout)
         return Status.wait(f"waiting for {need - len(members)} more member(s) of pod group {group[1]!r}"), timeout
+
+    # ---- controller: pod groups that waited too long --------------------------------------------
+
+    async def start(self) -> None:
+        if self.group_timeout > 0 and self._controller is None:
+            self._controller = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        task, self._controller = self._controller, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:  # until stop() cancels it
+            await asyncio.sleep(self.interval)
+            try:
+                await self.clean_up(time.monotonic())
+            except Exception as exc:  # the framework may be away for a moment: try again next tick
+                log.warning("pod group clean-up failed: %s", exc)
+
+    async def clean_up(self, now: float) -> list[str]:
+        """Reject every waiting member of the groups that have had members waiting for
+        ``groupTimeoutSeconds`` or more (since this controller first saw them waiting); their names."""
+        assert self.handle is not None, "Coscheduling needs the framework handle"
+        get = getattr(self.handle, "waiting_pods_async", None)
+        waiting = await get() if get is not None else self.handle.waiting_pods()
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for wp in waiting:
+            g = group_of(wp.pod)
+            if g is not None:
+                groups.setdefault(g, []).append(wp)
+        for g in list(self._first_waiting):
+            if g not in groups:
+                del self._first_waiting[g]
+        done = []
+        for g, members in sorted(groups.items()):
+            since = self._first_waiting.setdefault(g, now)
+            if now - since < self.group_timeout:
+                continue
+            message = f"pod group {g[1]!r} timed out: its members waited more than {self.group_timeout:g}s"
+            reject = getattr(self.handle, "reject_waiting_pod_async", None)
+            for wp in members:
+                if reject is not None:
+                    await reject(wp.pod.uid, self.name, message)
+                else:
+                    self.handle.reject_waiting_pod(wp.pod.uid, self.name, message)
+            del self._first_waiting[g]
+            done.append(g[1])
+        return done
 
     # ---- queueing ------------------------------------------------------------------------------
 
