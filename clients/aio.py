@@ -76,6 +76,26 @@ class AsyncSchedulerClient:
         except TimeoutError:
             raise ClientError(f"cannot reach the framework at {self.address}", grpc.StatusCode.UNAVAILABLE) from None
 
+    async def ping(self, timeout: float = 10.0) -> None:
+        """Connect now: :class:`ClientError` at the first failed connection attempt (or after ``timeout``)
+        rather than waiting for the framework to come up, as :meth:`wait_ready` does."""
+        settled = (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                   grpc.ChannelConnectivity.SHUTDOWN)
+
+        async def outcome() -> grpc.ChannelConnectivity:
+            state = self._channel.get_state(try_to_connect=True)
+            while state not in settled:
+                await self._channel.wait_for_state_change(state)
+                state = self._channel.get_state(try_to_connect=True)
+            return state
+
+        try:
+            state = await asyncio.wait_for(outcome(), timeout)
+        except TimeoutError:
+            state = None
+        if state != grpc.ChannelConnectivity.READY:
+            raise ClientError(f"cannot reach the framework at {self.address}", grpc.StatusCode.UNAVAILABLE)
+
     # ---- objects ---------------------------------------------------------------------------------
 
     async def apply(self, objects: Iterable[Mapping[str, Any] | Pod | Node], *, dry_run: bool = False,

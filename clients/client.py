@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -84,6 +85,26 @@ class SchedulerClient:
             grpc.channel_ready_future(self._channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             raise ClientError(f"cannot reach the framework at {self.address}", grpc.StatusCode.UNAVAILABLE) from None
+
+    def ping(self, timeout: float = 10.0) -> None:
+        """Connect now: :class:`ClientError` at the first failed connection attempt (or after ``timeout``)
+        rather than waiting for the framework to come up, as :meth:`wait_ready` does."""
+        done = threading.Event()
+        seen: list[grpc.ChannelConnectivity] = []
+
+        def on_change(state: grpc.ChannelConnectivity) -> None:
+            if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                         grpc.ChannelConnectivity.SHUTDOWN):
+                seen.append(state)
+                done.set()
+
+        self._channel.subscribe(on_change, try_to_connect=True)
+        try:
+            done.wait(timeout)
+        finally:
+            self._channel.unsubscribe(on_change)
+        if not seen or seen[0] != grpc.ChannelConnectivity.READY:
+            raise ClientError(f"cannot reach the framework at {self.address}", grpc.StatusCode.UNAVAILABLE)
 
     # ---- objects ---------------------------------------------------------------------------------
 

@@ -608,18 +608,20 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from clients.types import EventType
 
     types = [EventType[t.upper()] for t in args.types or []]
-    with _client(args) as c, c.watch(since=args.since, types=types, replay=not args.no_replay,
-                                     timeout=args.timeout) as stream:
-        for n, ev in enumerate(stream, 1):
-            if args.output == "json":
-                print(json.dumps(ev.to_dict()), flush=True)
-            elif args.output == "yaml":
-                print("---\n" + yaml.safe_dump(ev.to_dict(), sort_keys=False), end="", flush=True)
-            else:
-                detail = ev.node_name if ev.type != EventType.UNSCHEDULABLE else "; ".join(ev.status.reasons)
-                print(f"{ev.sequence:>7}  {ev.type.label:<13}  {ev.object}  {detail}".rstrip(), flush=True)
-            if args.count is not None and n >= args.count:
-                break
+    with _client(args) as c:
+        c.ping()  # an unreachable address is an error now; later breaks are waited out and resumed
+        stream = c.watch(since=args.since, types=types, replay=not args.no_replay, timeout=args.timeout)
+        with stream:
+            for n, ev in enumerate(stream, 1):
+                if args.output == "json":
+                    print(json.dumps(ev.to_dict()), flush=True)
+                elif args.output == "yaml":
+                    print("---\n" + yaml.safe_dump(ev.to_dict(), sort_keys=False), end="", flush=True)
+                else:
+                    detail = ev.node_name if ev.type != EventType.UNSCHEDULABLE else "; ".join(ev.status.reasons)
+                    print(f"{ev.sequence:>7}  {ev.type.label:<13}  {ev.object}  {detail}".rstrip(), flush=True)
+                if args.count is not None and n >= args.count:
+                    break
     return 0
 
 

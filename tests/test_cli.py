@@ -332,6 +332,7 @@ def free_port() -> int:
         (["get", "pods", "--server", "127.0.0.1:{dead}"], "error: cannot reach the framework at 127.0.0.1:{dead}"),
         (["apply", "-f", "{tmp}/cluster.yaml", "--server", "127.0.0.1:{dead}"],
          "error: cannot reach the framework at 127.0.0.1:{dead}"),
+        (["watch", "--server", "127.0.0.1:{dead}"], "error: cannot reach the framework at 127.0.0.1:{dead}"),
         (["get", "pod", "ghost"], "error: pod default/ghost not found"),
         (["get", "node", "ghost"], "error: node 'ghost' not found"),
         (["explain", "ghost", "-n", "shop"], "error: pod shop/ghost not found"),
@@ -339,7 +340,8 @@ def free_port() -> int:
         (["delete"], "error: delete needs KIND NAME... (e.g. `delete pod web`) or -f FILE"),
         (["get", "waiting", "web"], "error: get waiting lists every waiting pod; it takes no NAME (see --profile)"),
     ],
-    ids=["missing-file", "bad-yaml", "bad-quantity", "unreachable", "unreachable-apply", "unknown-pod",
+    ids=["missing-file", "bad-yaml", "bad-quantity", "unreachable", "unreachable-apply", "unreachable-watch",
+         "unknown-pod",
          "unknown-node", "explain-unknown-pod", "delete-unknown-pod", "delete-nothing", "waiting-name"],
 )
 def test_user_mistakes_print_one_line_and_exit_1(served: tuple[str, Path], capsys: pytest.CaptureFixture[str],

@@ -147,6 +147,7 @@ def test_every_failure_is_one_client_error_with_a_readable_message(client: Sched
                     "spec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}")
     cases: list[tuple[str, Callable[[], Any], grpc.StatusCode | None, str]] = [
         ("unreachable", dead.list_pods, grpc.StatusCode.UNAVAILABLE, f"cannot reach the framework at {dead.address}"),
+        ("ping unreachable", dead.ping, grpc.StatusCode.UNAVAILABLE, f"cannot reach the framework at {dead.address}"),
         ("bad quantity", lambda: client.apply_text(bad_quantity, "bad.yaml"), grpc.StatusCode.INVALID_ARGUMENT,
          'bad.yaml: document 1 (Pod default/x): spec.containers[0].resources.requests.cpu: invalid quantity "lots"'),
         ("bad yaml", lambda: client.apply_text("a: [unclosed", "bad.yaml"), grpc.StatusCode.INVALID_ARGUMENT,
@@ -162,6 +163,7 @@ def test_every_failure_is_one_client_error_with_a_readable_message(client: Sched
         ("missing file", lambda: client.apply_files([tmp_path / "missing.yaml"]), None,
          f"cannot read {tmp_path / 'missing.yaml'}: No such file or directory"),
     ]
+    client.ping()  # the live one answers
     try:
         for name, call, code, message in cases:
             with pytest.raises(ClientError) as err:
@@ -356,7 +358,13 @@ def test_async_client_answers_the_same_and_resumes_a_broken_watch() -> None:
         proxy = Proxy(asyncio.get_running_loop(), server.port)
         await proxy.serve()
         try:
+            async with AsyncSchedulerClient(f"127.0.0.1:{free_port()}") as dead:
+                with pytest.raises(ClientError) as err:
+                    await dead.ping()
+                assert (err.value.code, str(err.value)) == (grpc.StatusCode.UNAVAILABLE,
+                                                             f"cannot reach the framework at {dead.address}")
             async with AsyncSchedulerClient(proxy.address, timeout=10) as c:
+                await c.ping()
                 applied = await c.apply([NODE, pod("a")])
                 assert [(str(a.ref), a.action) for a in applied] == [("node/n0", "created"),
                                                                      ("pod/default/a", "created")]
