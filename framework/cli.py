@@ -519,9 +519,9 @@ def _what_if_table(result: dict[str, Any]) -> str:
     w = result["whatIf"]
     lines = [f"what if {w['count']} node(s) like {w['template']} were added ({', '.join(w['nodes'])}): "
              f"{len(result['admitted'])} pending pod(s) would be scheduled on them"]
-    rows = [(p["pod"], "yes" if p["newNode"] else "no", p["node"] or "<none>", "; ".join(p["reasons"]))
-            for p in result["pods"]]
-    lines.append(table(("POD", "ADMITTED", "NODE", "REASON"), rows))
+    rows = [(p["pod"], "yes" if p["fits"] else "no", p["node"] or "<none>", "yes" if p["newNode"] else "no",
+             "; ".join(p["reasons"])) for p in result["pods"]]
+    lines.append(table(("POD", "FITS", "NODE", "NEW NODE", "REASON"), rows))
     return "\n".join(lines)
 
 

@@ -10,7 +10,10 @@ leaves the cache entirely), at Unreserve it gives it back, at PostBind an alloca
 Succeeded. Expiry (TTL or ``expires``) removes the reserve pod; pending pods get the cluster event.
 
 Phases: ``Pending`` (not placed yet), ``Available`` (holding resources on its node), ``Succeeded``
-(used up by its owner), ``Expired``.
+(used up by its owner), ``Expired``, ``Failed`` (its reserve pod was deleted, e.g. preempted).
+
+Span attributes (``outrigger.reservation.*``) go on the current span, so a traced cycle shows which
+reservation a pod matched and consumed, and a reserve pod's binding shows the reservation's node.
 """
 
 from __future__ import annotations
@@ -21,14 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace as otel_trace
+
 from pluginhost.model import PODS, RESERVATION_ANNOTATION, RESERVATION_NAMESPACE, Pod, Reservation, ResourceList
-from pluginhost.status import Status
+from pluginhost.status import Code, Status
 
 from .plugins.helpers import label_selector_matches
 
 __all__ = [
     "AVAILABLE",
     "EXPIRED",
+    "FAILED",
     "PENDING",
     "SUCCEEDED",
     "ReservationRecord",
@@ -41,6 +47,7 @@ PENDING = "Pending"
 AVAILABLE = "Available"
 SUCCEEDED = "Succeeded"
 EXPIRED = "Expired"
+FAILED = "Failed"
 
 
 def is_reserve_pod(pod: Pod) -> bool:
@@ -140,6 +147,16 @@ class Reservations:
             rec.phase = AVAILABLE
             rec.node_name = node_name
             rec.last_status = None
+            span_attributes(rec, phase=AVAILABLE)
+
+    def reserve_pod_deleted(self, pod: Pod, reason: str) -> None:
+        """The reserve pod went away while the reservation was in use (preempted, ...): it holds
+        nothing any more."""
+        rec = self.of_pod(pod)
+        if rec is not None and rec.phase in (PENDING, AVAILABLE):
+            rec.phase = FAILED
+            rec.held = {}
+            rec.last_status = Status(Code.Unschedulable, (f"reservation {rec.name}'s reserve pod was {reason}",))
 
     def matching(self, pod: Pod) -> list[ReservationRecord]:
         """Available reservations ``pod`` may consume, by name."""
@@ -168,6 +185,7 @@ class Reservations:
             rec.allocated[resource] = rec.allocated.get(resource, 0) + amount
         rec.owners[pod.uid] = (pod.key, taken)
         self._replace_in_cache(rec)
+        span_attributes(rec, owner=pod.key, taken=taken)
         return taken
 
     def release(self, name: str, pod: Pod) -> None:
@@ -213,6 +231,21 @@ class Reservations:
             self.cache.add_pod(self.reserve_pod(rec))
         if old is not None and self.on_release is not None and rec.reservation.allocate_once:
             self.on_release(old)
+
+
+def span_attributes(rec: ReservationRecord, *, phase: str = "", owner: str = "",
+                    taken: ResourceList | None = None) -> None:
+    """Describe ``rec`` on the current span (a no-op without tracing)."""
+    span = otel_trace.get_current_span()
+    if not span.is_recording():
+        return
+    span.set_attribute("outrigger.reservation.name", rec.name)
+    span.set_attribute("outrigger.reservation.node", rec.node_name)
+    span.set_attribute("outrigger.reservation.phase", phase or rec.phase)
+    if owner:
+        span.set_attribute("outrigger.reservation.owner", owner)
+    if taken is not None:
+        span.set_attribute("outrigger.reservation.allocated", ",".join(f"{r}={a}" for r, a in sorted(taken.items())))
 
 
 def _has(amounts: ResourceList) -> bool:

@@ -525,8 +525,11 @@ class Scheduler:
         if wp is not None:
             wp.reject("", f"pod {rec.pod.key} was deleted")
         was_placed = self.cache.remove_pod(uid) is not None
-        if self.reservations.records and not is_reserve_pod(rec.pod):
-            self.reservations.owner_deleted(rec.pod)
+        if self.reservations.records:
+            if is_reserve_pod(rec.pod):
+                self.reservations.reserve_pod_deleted(rec.pod, reason)
+            else:
+                self.reservations.owner_deleted(rec.pod)
         self._emit(EV_DELETED, "Pod", rec.pod, node=rec.pod.node_name)
         if was_placed or rec.pod.node_name:
             self._cluster_event(ClusterEvent("Pod", ActionType.Delete), rec.pod, None)

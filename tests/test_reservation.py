@@ -21,7 +21,7 @@ from framework.reservations import AVAILABLE, PENDING
 from framework.scheduler import Scheduler
 from framework.service import Server, start_server
 from pluginhost.manifest import ManifestError, parse_objects
-from pluginhost.model import CPU, Reservation
+from pluginhost.model import CPU, Pod, Reservation
 
 CONFIG = """\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -321,3 +321,78 @@ def test_a_pending_reservation_reports_why(server: ServerThread, tmp_path: Path,
     assert got["lastStatus"]["reasons"] == ["0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match "
                                             "Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 "
                                             "Preemption is not helpful for scheduling.."]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Preemption and traces
+
+
+def test_a_preempted_reserve_pod_fails_its_reservation() -> None:
+    async def go() -> None:
+        reg = in_tree_registry()
+        s = Scheduler(load_config(CONFIG, reg.points()), reg, seed=0)
+        await s.apply(parse_objects(NODES, "nodes.yaml"))
+        task = asyncio.create_task(s.run())
+        try:
+            await s.apply(parse_objects(reservation("low", "a"), "r"))
+            await _until(lambda: s.reservations.records["low"].phase == AVAILABLE, "the reservation is placed")
+            vip = json.loads(pod("vip", "3", pool="a"))
+            vip["spec"]["priority"] = 1000
+            await s.apply(parse_objects(json.dumps(vip), "vip"))
+            await _until(lambda: _phase(s, "vip") == "Bound", "vip bound")
+            rec = s.reservations.records["low"]
+            assert (rec.phase, rec.held) == ("Failed", {})
+            assert rec.last_status is not None and rec.last_status.reasons == (
+                "reservation low's reserve pod was preempted by default/vip on node n0",)
+            # Nothing of it is left in the cache, and an owner no longer sees anything reserved.
+            assert [p.name for p in s.cache.snapshot().pods[0]] == ["vip"]
+            assert s.reservations.matching(parse_objects(pod("web-9", "1", {"app": "web"}), "w")[0]) == []
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+
+    asyncio.run(go())
+
+
+def test_reservation_use_is_visible_on_the_current_span() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from framework.plugins.reservation import Reservation as ReservationPlugin
+    from pluginhost.plugin import CycleState
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+
+    async def go() -> None:
+        reg = in_tree_registry()
+        s = Scheduler(load_config(CONFIG, reg.points()), reg, seed=0)
+        await s.apply(parse_objects(NODES, "nodes.yaml"))
+        task = asyncio.create_task(s.run())
+        try:
+            await s.apply(parse_objects(reservation("r1", "a"), "r"))
+            await _until(lambda: s.reservations.records["r1"].phase == AVAILABLE, "the reservation is placed")
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+        owner = parse_objects(pod("web-0", "2", {"app": "web"}), "w")[0]
+        assert isinstance(owner, Pod)
+        plugin = ReservationPlugin({}, s.handle)
+        state = CycleState("c1", s.cache.snapshot())
+        with tracer.start_as_current_span("cycle"):
+            changes, status = await plugin.before_filter(state, owner, s.cache.snapshot())
+            assert status.ok and [(c.node, dict(c.requested)) for c in changes or []] == [
+                ("n0", {"cpu": -3000, "memory": -(1 << 30), "pods": -1})]
+            assert (await plugin.reserve(state, owner, "n0")).ok
+
+    asyncio.run(go())
+    spans = {sp.name: dict(sp.attributes or {}) for sp in exporter.get_finished_spans()}
+    assert spans["cycle"] == {
+        "outrigger.reservation.matched": ("r1",), "outrigger.reservation.name": "r1",
+        "outrigger.reservation.node": "n0", "outrigger.reservation.phase": "Available",
+        "outrigger.reservation.owner": "default/web-0",
+        "outrigger.reservation.allocated": f"cpu=3000,memory={1 << 30}",
+    }

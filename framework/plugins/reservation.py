@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from opentelemetry import trace as otel_trace
 
 from pluginhost.model import PODS, Pod
 from pluginhost.plugin import (
@@ -67,6 +68,9 @@ class Reservation(FilterTransformer, ScoreTransformer, ReservePlugin, PostBindPl
         matched = self._matched(state, pod)
         if not matched:
             return None
+        span = otel_trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute("outrigger.reservation.matched", sorted(matched.values()))
         manager = self._manager()
         out = []
         for node, name in matched.items():
