@@ -17,9 +17,11 @@ installed (``npm ci`` runs once when node_modules is missing).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -593,3 +595,75 @@ def test_bad_calls_fail_with_a_clear_error_and_the_host_keeps_serving(
             return err.value.code(), err.value.details() or "", status.status
 
     assert asyncio.run(body()) == (code, message, health_pb2.HealthCheckResponse.SERVING)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The guide's commands (docs/plugin-other-languages.md, "Run the worked example")
+
+
+GUIDE = ROOT / "docs" / "plugin-other-languages.md"
+GUIDE_SECONDS = 120
+
+
+def guide_script() -> str:
+    text = GUIDE.read_text()
+    section = text[text.index("## Run the worked example"):]
+    start = section.index("```sh\n") + len("```sh\n")
+    return section[start:section.index("```", start)]
+
+
+def test_the_guide_runs_the_worked_example(node: str, tmp_path: Path) -> None:
+    script = guide_script()
+    framework, plugin_host = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    install = "cd clients/node && npm ci && cd ../..\n"
+    assert script.startswith(install)
+    # The `node` fixture ran the install (npm ci --no-audit --no-fund); the rest runs as written, in a
+    # scratch directory, on free ports.
+    script = (script[len(install):].replace("node clients/node/server.js", f"{node} {SERVER_JS}")
+              .replace("127.0.0.1:50051", framework).replace("127.0.0.1:50071", plugin_host))
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    out_path = tmp_path / "out.txt"
+    with out_path.open("w") as out:
+        # Its own session: the background processes it starts are stopped with it, as a group.
+        proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        try:
+            proc.wait(GUIDE_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the guide's commands did not finish within {GUIDE_SECONDS}s: "
+                                 f"{out_path.read_text()[-2000:]}") from None
+        output = out_path.read_text()
+        assert proc.returncode == 0, output
+        lines = output.splitlines()
+        assert lines[0].startswith(f"outrigger node plugin host listening on {plugin_host} (plugins: TierZone;")
+        assert lines[1:5] == ["node/gold-a created", "node/gold-b created", "node/silver-b created",
+                              "pod/default/web created"]
+        assert lines[5].split() == ["NAMESPACE", "NAME", "PHASE", "NODE", "ATTEMPTS", "REASON"]
+        with SchedulerClient(framework) as client:
+            deadline = time.monotonic() + SETTLE_SECONDS
+            while (pod := client.get_pod("web")).phase != "Bound" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert (pod.phase, pod.node_name) == ("Bound", "gold-b")
+        listed = subprocess.run(["outrigger", "get", "pods", "--server", framework], env=env, capture_output=True,
+                                text=True, timeout=30)
+        assert listed.stdout.splitlines()[1].split()[:4] == ["default", "web", "Bound", "gold-b"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        _wait_group(proc.pid)
+
+
+def _wait_group(pgid: int) -> None:
+    """Wait (bounded) for every process of group ``pgid`` to exit; SIGKILL what is left."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
