@@ -667,3 +667,17 @@ def _wait_group(pgid: int) -> None:
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def test_host_serves_health_and_exits_cleanly_on_sigterm(node: str) -> None:
+    host = NodeHost(node)
+    host.start()
+    try:
+        with grpc.insecure_channel(host.address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            got = [stub.Check(health_pb2.HealthCheckRequest(service=s), timeout=10).status
+                   for s in ("", "outrigger.v1.Plugin")]
+        assert got == [health_pb2.HealthCheckResponse.SERVING] * 2
+    finally:
+        host.stop()
+    assert host.proc is not None and host.proc.returncode == 0

@@ -50,8 +50,6 @@ async function main() {
     console.error(`error: ${err.message}`);
     process.exit(1);
   }
-  const names = [...host.plugins.keys()].join(', ');
-  console.log(`outrigger node plugin host listening on ${host.address} (plugins: ${names}; tracing ${tracing ? 'on' : 'off'})`);
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
@@ -60,8 +58,12 @@ async function main() {
     await shutdownTracing();
     process.exit(0);
   };
+  // Handlers first: whoever reads the line below may send SIGTERM at once, and must get a graceful stop.
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  const names = [...host.plugins.keys()].join(', ');
+  // The first line of output says where the host listens (tests read the port from it).
+  console.log(`outrigger node plugin host listening on ${host.address} (plugins: ${names}; tracing ${tracing ? 'on' : 'off'})`);
 }
 
 main();
