@@ -258,7 +258,7 @@ def test_node_plugin_places_and_rejects_pods(
 
 def test_explain_shows_the_node_plugin_filter_and_scores(cluster: SchedulerClient) -> None:
     pod = json.dumps(pod_doc("explained", "gold", "zone-b,zone-a"))
-    result = cluster.explain(pod, "explained.json")
+    result = cluster.explain(pod, source="explained.json").document
     assert result["selected"] == "gold-b"
     nodes = result["nodes"]
     ok = {"code": "Success", "plugin": None, "reasons": []}
