@@ -681,3 +681,38 @@ def test_host_serves_health_and_exits_cleanly_on_sigterm(node: str) -> None:
     finally:
         host.stop()
     assert host.proc is not None and host.proc.returncode == 0
+
+
+def test_filter_and_score_see_the_request_node_view(direct: Direct) -> None:
+    """What-if nodes and transformers' label changes (CycleContext.node_view) apply on top of the snapshot."""
+    view = P.NodeView(
+        added_nodes=[P.AddedNode(id=100, node=T.Node(metadata=T.ObjectMeta(
+            name="what-if-1", labels={"example.com/tier": "gold", "topology.kubernetes.io/zone": "zone-a"})))],
+        changes=[P.NodeChange(node_name="gold-a", remove_labels=["example.com/tier"]),
+                 P.NodeChange(node_name="gold-c", labels={"topology.kubernetes.io/zone": "zone-b"})],
+    )
+
+    async def body() -> tuple[list[tuple[int, list[str]]], list[int], Any]:
+        channel, stub = await direct.configured()
+        async with channel:
+            names = ["gold-a", "what-if-1", "gold-b", "gold-c"]
+            ids = [1, 100, 2, 4]
+            c = ctx("v1", 21, state=[want_entry("gold", ["zone-b", "zone-a"])])
+            c.node_view.CopyFrom(view)
+            nodes = T.NodeBatch(snapshot_generation=21, batch_seq=0, node_ids=ids, node_names=names)
+            f, s = stub.Filter(timeout=20), stub.Score(timeout=20)
+            await f.write(P.FilterRequest(start=P.FilterStart(ctx=c)))
+            await f.write(P.FilterRequest(batch=nodes))
+            await s.write(P.ScoreRequest(start=P.ScoreStart(ctx=c)))
+            await s.write(P.ScoreRequest(batch=nodes))
+            filtered, scored = await f.read(), await s.read()
+            for call in (f, s):
+                await call.done_writing()
+            stopped = await stub.Stop(P.StopRequest(reason="test"), timeout=10)
+            return _codes(filtered), list(scored.scores), stopped
+
+    codes, scores, stopped = asyncio.run(body())
+    assert codes == [(NO, GOLD_MISSING), (OK, []), (OK, []), (OK, [])]
+    # gold-a keeps zone-a (50); what-if-1 is in zone-a (50); gold-b zone-b (100); gold-c moved to zone-b (100).
+    assert scores == [50, 50, 100, 100]
+    assert stopped == P.Ack()

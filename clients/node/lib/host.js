@@ -26,8 +26,10 @@
  * per batch), `filterAndScore` (answer Score in the Filter exchange), `events` (cluster events:
  * [{resource, action, hint}]). Methods may be async. `nodes` are `{id, name}`: this host does not
  * follow the snapshot mirror (needs_snapshot = false), so the framework puts node names in every
- * batch; plugins read node objects through `call.framework` (the Handle service), e.g.
- * `await call.framework.nodeInfos(call.generation)`.
+ * batch; plugins read node objects with `await call.nodeInfos()` (name -> NodeInfo: the snapshot of
+ * the call's generation, read once per generation through the Handle service, with the request's
+ * node_view applied). An instance with a `stop(reason)` method is told when the framework calls
+ * Plugin.Stop.
  *
  * The constructor gets `(args, framework)`: the plugin's pluginConfig args for one profile, and the
  * client of the framework's Handle and CycleState services. A throwing constructor rejects the
@@ -382,6 +384,19 @@ class PluginHost {
       framework: this.framework,
       span,
       deadline: rpc && typeof rpc.getDeadline === 'function' ? rpc.getDeadline() : Infinity,
+      /**
+       * The nodes of this call's view, by name: the snapshot of its generation (Handle.ListNodeInfos,
+       * shared per generation) with the request's node_view applied (what-if nodes and pods,
+       * transformers' changes), so a plugin sees what in-process plugins see.
+       * @returns {Promise<Map<string, object>>}
+       */
+      nodeInfos: async () => {
+        if (this.framework === null) {
+          throw new Error('the framework address is unknown (no Handshake yet, and no --framework given)');
+        }
+        const generation = Number(ctx.snapshot_generation) || 0;
+        return applyView(await this.framework.nodeInfos(generation), ctx.node_view, generation);
+      },
     };
   }
 
@@ -472,7 +487,25 @@ class PluginHost {
       PreBind: node('PreBind', 'preBind', statusReply('preBind')),
       Bind: node('Bind', 'bind', statusReply('bind')),
       PostBind: informational('PostBind', 'postBind'),
+      Stop: unary(async (req) => {
+        await this._stopInstances(req.profile, req.reason);
+        return {};
+      }),
     };
+  }
+
+  /** Plugin.Stop: the instances of `profile` ("" for all) that have a `stop` method are told to stop. */
+  async _stopInstances(profile, reason) {
+    for (const hosted of this.plugins.values()) {
+      for (const [p, inst] of hosted.instances) {
+        if ((profile && p !== profile) || typeof inst.stop !== 'function') continue;
+        try {
+          await inst.stop(reason || '');
+        } catch (err) {
+          this.log(`stopping plugin ${hosted.manifest.name} for profile '${p}' failed: ${err.message}`);
+        }
+      }
+    }
   }
 
   _handshake(req) {
@@ -693,6 +726,51 @@ class PluginHost {
     reply.state_writes = state.drainWrites();
     return reply;
   }
+}
+
+function addAmounts(into, delta) {
+  for (const [k, v] of Object.entries(delta || {})) into[k] = (Number(into[k]) || 0) + Number(v);
+}
+
+/**
+ * `infos` (name -> NodeInfo) as seen through a CycleContext.node_view, applied in field order:
+ * nodes added, pods placed, then node changes in order. Only the nodes it touches are copied.
+ */
+function applyView(infos, view, generation) {
+  if (!view) return infos;
+  const out = new Map(infos);
+  const copy = (name) => {
+    const info = out.get(name);
+    if (info === undefined) return undefined;
+    const mine = structuredClone(info);
+    out.set(name, mine);
+    return mine;
+  };
+  for (const added of view.added_nodes || []) {
+    out.set(added.node.metadata.name, {
+      node: added.node, node_id: added.id, requested: {}, non_zero_requested: {}, pods: [], generation,
+    });
+  }
+  for (const pod of view.added_pods || []) {
+    const info = copy((pod.spec && pod.spec.node_name) || '');
+    if (info === undefined) continue;
+    addAmounts(info.requested, { ...pod.requests, pods: 1 });
+    info.pods.push({ ref: { uid: pod.metadata.uid, namespace: pod.metadata.namespace, name: pod.metadata.name },
+      node_id: info.node_id, node_name: info.node.metadata.name, labels: pod.metadata.labels, requests: pod.requests });
+  }
+  for (const change of view.changes || []) {
+    const info = copy(change.node_name);
+    if (info === undefined) continue;
+    const { node } = info;
+    node.status = node.status || {};
+    node.status.allocatable = node.status.allocatable || {};
+    addAmounts(node.status.allocatable, change.allocatable);
+    info.requested = info.requested || {};
+    addAmounts(info.requested, change.requested);
+    node.metadata.labels = { ...node.metadata.labels, ...change.labels };
+    for (const key of change.remove_labels || []) delete node.metadata.labels[key];
+  }
+  return out;
 }
 
 function checkScores(scores, n, what) {

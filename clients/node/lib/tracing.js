@@ -8,8 +8,9 @@
  * as children, so they join the pod's trace.
  *
  * Spans are exported with OTLP/gRPC to OTEL_EXPORTER_OTLP_ENDPOINT (service name from
- * OTEL_SERVICE_NAME, default "outrigger-node-plugin") when that variable is set; otherwise nothing is
- * set up and every span is the API's no-op span (no cost, nothing exported).
+ * OTEL_SERVICE_NAME, default "outrigger-node-plugin") when that variable is set (and
+ * OTEL_TRACES_EXPORTER does not say "none"); otherwise nothing is set up and every span is the API's
+ * no-op span (no cost, nothing exported).
  */
 
 const api = require('@opentelemetry/api');
@@ -27,6 +28,7 @@ let provider = null;
 function setupTracing(env = process.env) {
   if (provider !== null) return true;
   if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return false;
+  if ((env.OTEL_TRACES_EXPORTER || '').split(',').map((e) => e.trim()).includes('none')) return false;
   // Loaded only when exporting: the exporter and SDK are not needed otherwise.
   const { BasicTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
   const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');

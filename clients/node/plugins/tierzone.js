@@ -19,7 +19,8 @@
  *   "zone-b,zone-a", zone-b scores 100, zone-a 50, any other zone 0.
  *
  * Node labels come from the framework's Handle service (ListNodeInfos at the batch's snapshot
- * generation, fetched once per generation by the host and shared by every call).
+ * generation, fetched once per generation by the host and shared by every call), with the request's
+ * node view applied (what-if nodes, labels changed by transformers).
  *
  * Args (pluginConfig): tierLabel (default "example.com/tier"), zoneLabel (default
  * "topology.kubernetes.io/zone"), zonesAnnotation (default "example.com/preferred-zones").
@@ -79,8 +80,7 @@ class TierZone {
 }
 
 async function nodeLabels(call) {
-  if (call.framework === null) throw new Error('no framework to read node labels from (no Handshake yet)');
-  const infos = await call.framework.nodeInfos(call.generation);
+  const infos = await call.nodeInfos();
   return new Map([...infos].map(([name, info]) => [name, info.node.metadata.labels || {}]));
 }
 
