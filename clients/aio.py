@@ -11,6 +11,7 @@ Same answers (:mod:`clients.types`), same :class:`ClientError`, same watch resum
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -26,6 +27,7 @@ from ._common import (
     ClientError,
     WatchState,
     delete_request,
+    object_dict,
     objects_manifest,
     pod_manifest,
     read_manifest,
@@ -38,6 +40,7 @@ from .types import (
     Explanation,
     NodeSummary,
     PodState,
+    ReservationState,
     WaitingPod,
     WatchCursor,
 )
@@ -127,6 +130,15 @@ class AsyncSchedulerClient:
         """Delete a node; False when there was no such node."""
         return bool((await self._call("Delete", delete_request("Node", name, ""))).deleted)
 
+    async def delete_reservation(self, name: str) -> bool:
+        """Delete a Reservation; False when there was no such reservation."""
+        return bool((await self._call("Delete", delete_request("Reservation", name, ""))).deleted)
+
+    async def list_reservations(self) -> list[ReservationState]:
+        """Reservations by name: phase, node, what they reserve and what owners took."""
+        reply = await self._call("ListReservations", pb.scheduler.ListReservationsRequest())
+        return [ReservationState.from_proto(r) for r in reply.reservations]
+
     async def get_pod(self, name: str, namespace: str = "default") -> PodState:
         """One pod's state; :class:`ClientError` (NOT_FOUND) when there is no such pod."""
         request = pb.scheduler.GetPodRequest(namespace=namespace, name=name)
@@ -154,6 +166,18 @@ class AsyncSchedulerClient:
         """How a pod would be scheduled on the cluster now; nothing is reserved or bound."""
         request = pb.scheduler.ExplainRequest(pod=pod_manifest(pod, source), profile=profile)
         return Explanation.from_json((await self._call("Explain", request)).json)
+
+    async def what_if(self, template: str | Mapping[str, Any] | Node, count: int = 1, *,
+                      pod: str | Mapping[str, Any] | Pod | None = None, source: str = "<template>") -> dict[str, Any]:
+        """Which pending pods (or ``pod`` only) ``count`` nodes like ``template`` would admit (the
+        what-if JSON document; see :meth:`SchedulerClient.what_if`)."""
+        content = template if isinstance(template, str) else json.dumps(object_dict(template))
+        request = pb.scheduler.ExplainRequest(what_if_nodes=pb.scheduler.Manifest(source=source, content=content),
+                                              what_if_count=count)
+        if pod is not None:
+            request.pod.CopyFrom(pod_manifest(pod, "<pod>"))
+        result: dict[str, Any] = json.loads((await self._call("Explain", request)).json)
+        return result
 
     async def explain_pod(self, name: str, namespace: str = "default", *, profile: str = "") -> Explanation:
         """How a pod the framework holds would be scheduled now (a placed pod as if taken off its node)."""

@@ -1441,7 +1441,9 @@ class RemotePlugins:
             for plugin in fwk.plugins.values():
                 if isinstance(plugin, RemotePlugin):
                     plugin.profile = profile
-                    plugin.scores_enabled = plugin in fwk.score_plugins
+                    # Scores that ride on Filter replies would be computed on the Filter view: with
+                    # Score transformers in the profile, Score gets its own stream (and view).
+                    plugin.scores_enabled = plugin in fwk.score_plugins and not fwk.score_transformers
                     plugin.publisher = self.publisher
                     plugin.services = self.services
         for ep in self.endpoints:

@@ -289,7 +289,14 @@ def test_reservation_holds_is_consumed_by_its_owner_and_expires_through_the_cli(
     # Released: the pending pod got the cluster event and binds where the reservation was.
     out = wait_cli(capsys, ["get", "pods", *addr], lambda o: o.count("Bound") == 3, "big bound")
     assert table(out)[0][:4] == ["default", "big", "Bound", "n1"]
-    # Deleting a reservation removes it.
+    # The asyncio client lists the same; deleting a reservation removes it.
+    from clients.aio import AsyncSchedulerClient
+
+    async def listed() -> list[tuple[str, str, str]]:
+        async with AsyncSchedulerClient(addr[1]) as c:
+            return [(r.name, r.phase, r.node_name) for r in await c.list_reservations()]
+
+    assert asyncio.run(listed()) == [("r1", "Succeeded", "n0"), ("r2", "Expired", "n1")]
     assert cli(capsys, "delete", "reservation", "r2", *addr) == "reservation/r2 deleted\n"
     assert [row[0] for row in table(cli(capsys, "get", "reservations", *addr))] == ["r1"]
     kinds = server.call(lambda s: sorted({(e.kind, e.type) for e in s.recent_events() if e.kind == "Reservation"}))

@@ -192,6 +192,14 @@ def test_what_if_for_one_pod_and_bad_input(tmp_path: Path, capsys: pytest.Captur
         assert got["admitted"] == ["default/solo"]
         assert got["pods"] == [{"pod": "default/solo", "fits": True, "node": "pool-b-1", "newNode": True,
                                 "reasons": []}]
+        # The asyncio client asks the same question and gets the same answer.
+        from clients.aio import AsyncSchedulerClient
+
+        async def ask() -> dict[str, Any]:
+            async with AsyncSchedulerClient(addr[1]) as c:
+                return await c.what_if(json.dumps(TEMPLATE), 1, pod=json.dumps(pod("solo", "3", "z2")))
+
+        assert asyncio.run(ask()) == got
         # Nothing pending: nothing to admit.
         code, out, err = run_cli(capsys, "explain", *addr, "--what-if-nodes", str(template), "--count", "2",
                                  "-o", "json")
