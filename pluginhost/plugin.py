@@ -29,6 +29,7 @@ __all__ = [
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
     "POINT_CLASSES",
+    "TRANSFORMER_CLASSES",
     "ActionType",
     "BindPlugin",
     "ClusterEvent",

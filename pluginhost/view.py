@@ -35,6 +35,7 @@ __all__ = [
     "ViewError",
     "apply_pod_change",
     "apply_view",
+    "changes_of",
     "next_view_version",
     "node_change_from_proto",
     "node_change_to_proto",

@@ -10,6 +10,8 @@ process (``outrigger plugin serve koord_plugins:PLUGINS``). No tests here.
 - ``StageScore`` (Score): 100 for nodes whose stage label in the Score view is the wanted one, else 0.
 - ``ZoneOnly`` (Filter): a pod with the label ``example.com/zone`` fits only nodes with the same
   ``topology.kubernetes.io/zone`` label (what-if tests: a remote Filter that reads node labels).
+- ``MarkNodes`` (PostFilter transformer only) and ``PostFilterProbe`` (PostFilter): the probe rejects
+  with a reason naming the ``example.com/post`` label it sees on each node ("seen" in the view).
 - ``Heartbeat`` (a controller with a PreFilter): while running, writes a line per tick to the file
   named by the environment variable ``HEARTBEAT_FILE`` ("start", "tick", "stop").
 """
@@ -31,6 +33,10 @@ from pluginhost.plugin import (
     FilterResult,
     FilterTransformer,
     NodeBatch,
+    NodeToStatus,
+    PostFilterPlugin,
+    PostFilterResult,
+    PostFilterTransformer,
     PreFilterPlugin,
     PreFilterResult,
     PreFilterTransformer,
@@ -141,6 +147,36 @@ class ZoneOnly(FilterPlugin):
         return FilterResult.from_mask(~ok, Code.UnschedulableAndUnresolvable, f"node(s) not in zone {want}")
 
 
+POST = "example.com/post"
+
+
+class MarkNodes(PostFilterTransformer):
+    name = "MarkNodes"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Any = None) -> None:
+        pass
+
+    async def before_post_filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> tuple[list[NodeChange] | None, Status]:
+        return [NodeChange(n, labels={POST: "seen"}) for n in snapshot.names], SUCCESS
+
+
+class PostFilterProbe(PostFilterPlugin):
+    name = "PostFilterProbe"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Any = None) -> None:
+        pass
+
+    async def post_filter(
+        self, state: CycleState, pod: Pod, statuses: NodeToStatus
+    ) -> tuple[PostFilterResult | None, Status]:
+        snap = state.snapshot
+        assert snap is not None
+        seen = ", ".join(f"{n.labels.get(POST, 'nothing')} on {n.name}" for n in snap.nodes)
+        return None, Status(Code.Unschedulable, (f"post-filter saw {seen}",))
+
+
 class Heartbeat(PreFilterPlugin, Controller):
     name = "Heartbeat"
 
@@ -175,5 +211,5 @@ class Heartbeat(PreFilterPlugin, Controller):
         return None, SUCCESS
 
 
-PLUGINS = [ShrinkCpu, StageA, StageB, StageGate, StageScore, ZoneOnly]
+PLUGINS = [ShrinkCpu, StageA, StageB, StageGate, StageScore, ZoneOnly, MarkNodes, PostFilterProbe]
 ALL = {cls.name: cls for cls in (*PLUGINS, Heartbeat)}

@@ -141,6 +141,7 @@ PROFILES = {
     "reversed": ["StageB", "StageA", "StageGate", "StageScore"],
     "ungated": ["StageA", "StageB", "StageScore"],
     "plain": ["StageGate"],
+    "post": ["MarkNodes", "PostFilterProbe"],
 }
 
 
@@ -173,7 +174,7 @@ async def scheduler(mode: str, address: str) -> AsyncIterator[Scheduler]:
     text = config(PROFILES)
     if mode == "inprocess":
         reg: Registry = in_tree_registry()
-        for name in ("ShrinkCpu", "StageA", "StageB", "StageGate", "StageScore"):
+        for name in ("ShrinkCpu", "StageA", "StageB", "StageGate", "StageScore", "MarkNodes", "PostFilterProbe"):
             reg.register_class(ALL[name])
         yield Scheduler(load_config(text, reg.points()), reg, seed=0)
         return
@@ -263,5 +264,18 @@ def test_score_transformers_chain_in_order_in_explain(mode: str, host: str) -> N
             assert {n: e["scores"]["StageScore"]["raw"] for n, e in got["nodes"].items()} == {"n0": 0, "n1": 0}
             # Explain left nothing behind either.
             assert [n.labels for n in s.cache.snapshot().nodes] == [{}, {STAGE: "x"}]
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_post_filter_transformer_changes_what_post_filter_plugins_see(mode: str, host: str) -> None:
+    async def go() -> None:
+        async with scheduler(mode, host) as s:
+            await schedule(s, objects(node("n0"), pod("huge", "8", profile="post")), ["huge"])
+            phase, where, reason = state(s, "huge")
+            assert (phase, where) == ("Unschedulable", "")
+            assert reason.endswith("post-filter saw seen on n0.")
+            assert [n.labels for n in s.cache.snapshot().nodes] == [{}]
 
     asyncio.run(go())
