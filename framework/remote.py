@@ -242,6 +242,10 @@ _MAX_IDLE_STREAMS = 4  # per replica and point: concurrent cycles (explain, pree
 _CHANNEL_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.max_reconnect_backoff_ms", 1000)]
 
 
+def _why(exc: BaseException) -> str:
+    return _describe(exc) if isinstance(exc, grpc.RpcError) else str(exc) or type(exc).__name__
+
+
 def _describe(exc: grpc.RpcError) -> str:
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
@@ -337,9 +341,24 @@ class Endpoint:
                 f"endpoint {self.name!r}: {', '.join(self.config.addresses)} resolves to no address"
             )
         manifests: list[dict[str, Any]] = []
-        for replica in self.replicas:
-            reply = await self._handshake_with_retries(replica)
-            manifests.append({m.name: m for m in reply.plugins})
+        if any(_is_dns(a) for a in self.config.addresses):
+            # A name's addresses come and go: start with those that answer, the others are tried later.
+            replies = await asyncio.gather(*(self._handshake_with_retries(r) for r in self.replicas),
+                                           return_exceptions=True)
+            failures = [r for r in replies if isinstance(r, BaseException)]
+            if len(failures) == len(replies):
+                raise failures[0]
+            for replica, reply in zip(list(self.replicas), replies, strict=True):
+                if isinstance(reply, BaseException):
+                    log.warning("%s", reply)
+                    self.failed(replica)
+                else:
+                    manifests.append({m.name: m for m in reply.plugins})
+            self.replicas.sort(key=lambda r: r.suspect)
+        else:
+            for replica in self.replicas:
+                reply = await self._handshake_with_retries(replica)
+                manifests.append({m.name: m for m in reply.plugins})
         first = manifests[0]
         for replica, other in zip(self.replicas[1:], manifests[1:]):
             if {k: v.SerializeToString() for k, v in other.items()} != {
@@ -408,9 +427,8 @@ class Endpoint:
 
     def watch_health(self) -> None:
         """Follow each replica's grpc.health.v1 status: a replica that reports NOT_SERVING (draining
-        before it stops) gets no new cycles; SERVING again puts it back."""
-        if len(self.replicas) < 2:
-            return
+        before it stops) gets no new cycles and its idle streams are closed, so it can stop at once;
+        SERVING again puts it back."""
         for replica in self.replicas:
             if replica.watcher is None:
                 replica.watcher = asyncio.get_running_loop().create_task(self._watch(replica))
@@ -917,7 +935,7 @@ class RemotePlugin(Plugin):
             await stream.call.write(start)
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
             stream.broken = True
-            raise _StreamBroken(f"cannot start a {method} stream: {exc}") from None
+            raise _StreamBroken(f"cannot start a {method} stream: {_why(exc)}") from None
         return stream
 
     def _batches(self, batch: NodeBatch, replicas: int = 1) -> list[tuple[int, int]]:
@@ -943,7 +961,7 @@ class RemotePlugin(Plugin):
             await stream.call.write(request)
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
             stream.broken = True
-            raise _StreamBroken(f"cannot send a {method} batch: {exc}") from None
+            raise _StreamBroken(f"cannot send a {method} batch: {_why(exc)}") from None
 
     async def _send(self, method: str, state: CycleState, pod: Pod, batch: NodeBatch, data: _CycleData,
                     stat: PointStats) -> _Window:
@@ -1462,6 +1480,8 @@ class RemotePlugins:
                 agg.errors += st.errors
                 agg.bytes_sent += st.bytes_sent
                 agg.bytes_received += st.bytes_received
+                agg.retries += st.retries
+                agg.ignored += st.ignored
                 agg.latencies.extend(st.latencies)
         return out
 

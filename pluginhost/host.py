@@ -30,6 +30,7 @@ What the host does for the plugin author:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import importlib
 import json
@@ -735,11 +736,14 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
             return
         if first.WhichOneof("msg") != "start":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"a {point} stream must start with {point}Start")
+        self.host.streams_opened[point] += 1
+        self.host.cycles_started[point] += 1
         hosted, inst, state, pod, error = await self._open_stream(first.start, context, point)
         with_scores = bool(getattr(first.start, "with_scores", False))
         call_ctx = self._context(hosted, point, first.start.ctx.profile, first.start.ctx, pod, state)
         async for req in requests:
             if req.WhichOneof("msg") == "start":
+                self.host.cycles_started[point] += 1
                 hosted, inst, state, pod, error = await self._open_stream(req.start, context, point)
                 with_scores = bool(getattr(req.start, "with_scores", False))
                 call_ctx = self._context(hosted, point, req.start.ctx.profile, req.start.ctx, pod, state)
@@ -919,6 +923,10 @@ class PluginHost:
         self._stopped = False
         self.views: dict[tuple[int, bytes], tuple[Snapshot, Snapshot]] = {}
         self.controllers: dict[tuple[str, str], Controller] = {}  # (plugin, profile) -> running controller
+        # Filter/Score streams opened by frameworks, and cycles started on them (a framework reuses
+        # a stream for many cycles).
+        self.streams_opened: collections.Counter[str] = collections.Counter()
+        self.cycles_started: collections.Counter[str] = collections.Counter()
 
     @property
     def address(self) -> str:

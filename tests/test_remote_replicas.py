@@ -1,0 +1,305 @@
+"""Remote plugins over long-lived streams and several replicas: streams reused across cycles, windows
+sent ahead of the plugin's turn, batches spread over replicas and failed over when one dies,
+failurePolicy Ignore and Fail when every replica is gone, dns:/// endpoints and health-driven drain.
+
+Plugin hosts are real gRPC servers on 127.0.0.1: in this process where the test needs to look inside
+the host (streams opened, health), separate processes where replicas are killed."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from grpc_health.v1 import health_pb2
+from test_remote_faults import NO_LEAKS, config, fakes_env
+from test_remote_harness import HostProcess, Hosts, endpoint, remote_rig, until
+
+from framework.bench import TIER_LABEL, BenchTier
+from framework.config import load_config
+from framework.remote import EndpointConfig, parse_remote_plugins
+from pluginhost.host import PluginHost
+from pluginhost.manifest import parse_objects
+from pluginhost.model import Node, Pod
+from pluginhost.status import Code
+
+TIERS = {"n0": "bronze", "n1": "gold", "n2": None, "n3": "silver"}  # n2 has no tier label: BenchTier rejects it
+
+
+def tier_cluster(pods: list[str], cpu: str = "100m") -> list[Pod | Node]:
+    docs = []
+    for name, tier in TIERS.items():
+        labels = f"{{{TIER_LABEL}: {tier}}}" if tier else "{}"
+        docs.append(
+            f"apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {labels}}}\n"
+            "status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}\n"
+        )
+    docs += [
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {p}, uid: uid-{p}}}\n"
+        f"spec: {{containers: [{{name: c, resources: {{requests: {{cpu: {cpu}}}}}}}]}}\n"
+        for p in pods
+    ]
+    return parse_objects("---\n".join(docs), "test.yaml")
+
+
+def pod(name: str, cpu: str) -> Pod:
+    text = (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, uid: uid-{name}}}\n"
+            f"spec: {{containers: [{{name: c, resources: {{requests: {{cpu: '{cpu}'}}}}}}]}}\n")
+    obj = parse_objects(text, "pod.yaml")[0]
+    assert isinstance(obj, Pod)
+    return obj
+
+
+def tier_config() -> str:
+    # NodeResourcesFit (in-process) comes before the remote BenchTier, so BenchTier gets each window
+    # ahead of its turn.
+    return config(["BenchTier"], {})
+
+
+def only_tier_scores(text: str) -> str:
+    """Disable NodeResourcesFit's Score so BenchTier's tiers decide alone."""
+    return text.replace(
+        "    multiPoint:\n",
+        "    score:\n      disabled:\n      - {name: NodeResourcesFit}\n    multiPoint:\n",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# One stream for many cycles
+
+
+def test_one_filter_stream_carries_every_cycle_and_late_answers_are_dropped() -> None:
+    async def main() -> dict[str, Any]:
+        host = await PluginHost([BenchTier], listen="127.0.0.1:0").start()
+        text = only_tier_scores(tier_config())
+        rig = await remote_rig([endpoint("tier", host.address)], lambda reg: load_config(text, reg.points()))
+        s = rig.scheduler
+        task = asyncio.create_task(s.run())
+        try:
+            # Each 1.5-CPU pod goes to the best tier with room left (two fit on a 4-CPU node).
+            await s.apply(tier_cluster([]))
+            placed: dict[str, str] = {}
+            for i in range(6):
+                await s.apply([pod(f"p{i}", "1500m")])
+                await until(lambda i=i: s.pods[f"uid-p{i}"].phase == "Bound", 10, f"p{i} to bind")
+                placed[f"p{i}"] = s.pods[f"uid-p{i}"].pod.node_name
+            # Every node is rejected by NodeResourcesFit before BenchTier's turn: the window was sent to
+            # the host ahead, its answers are never read, and the next cycle on the stream drops them.
+            await s.apply([pod("huge", "8")])
+            await until(lambda: s.pods["uid-huge"].last_status is not None, 10, "huge to be rejected")
+            huge = s.pods["uid-huge"].last_status
+            await s.apply([pod("after", "500m")])
+            await until(lambda: s.pods["uid-after"].phase == "Bound", 10, "after to bind")
+            placed["after"] = s.pods["uid-after"].pod.node_name
+            await s.drain(5)
+            return {"placed": placed, "huge": huge, "streams": dict(host.streams_opened),
+                    "cycles": dict(host.cycles_started), "leaks": s.leaks()}
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+            await rig.close()
+            await host.stop(1.0)
+
+    got = asyncio.run(main())
+    # gold fits two 1.5-CPU pods, then silver two, then bronze two; n2 (no tier) never.
+    assert got["placed"] == {"p0": "n1", "p1": "n1", "p2": "n3", "p3": "n3", "p4": "n0", "p5": "n0", "after": "n1"}
+    huge = got["huge"]
+    assert (huge.code, huge.message()) == (Code.Unschedulable, "0/4 nodes are available: 4 Insufficient cpu.")
+    assert got["streams"] == {"Filter": 1, "Score": 1}
+    # Filter: 6 pods + huge (its window sent ahead, never read) + after. Score: not huge, and not p4/p5,
+    # which fit on n0 alone (a single feasible node is not scored).
+    assert got["cycles"] == {"Filter": 8, "Score": 5}
+    assert got["leaks"] == NO_LEAKS
+
+
+# ---------------------------------------------------------------------------------------------------
+# Replicas: batches spread and failed over
+
+
+def _pods(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def test_batches_of_a_killed_replica_are_sent_to_the_other(tmp_path: Path) -> None:
+    env = fakes_env({"name": "F", "points": ["filter"]})
+    text = config(["F"], {"F": {"calls": str(tmp_path / "calls.jsonl")}})
+
+    async def main(hosts: list[HostProcess], addresses: list[str]) -> dict[str, Any]:
+        rig = await remote_rig([endpoint("fakes", addresses)], lambda reg: load_config(text, reg.points()))
+        s = rig.scheduler
+        task = asyncio.create_task(s.run())
+        try:
+            await s.apply(tier_cluster(_pods("a", 10)))
+            await until(lambda: all(r.phase == "Bound" for r in s.pods.values()), 15, "the first pods to bind")
+            hosts[0].kill()  # SIGKILL: its open streams break mid-life
+            await s.apply([p for p in tier_cluster(_pods("b", 10)) if isinstance(p, Pod)])
+            await until(lambda: all(r.phase == "Bound" for r in s.pods.values()), 15, "every pod to bind")
+            stats = rig.remote.stats()["F"]["Filter"]
+            errors = [ev for ev in s.recent_events() if ev.type == "Error"]
+            return {"bound": sum(r.phase == "Bound" for r in s.pods.values()), "retries": stats.retries,
+                    "errors": errors, "leaks": s.leaks()}
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+            await rig.close()
+
+    hosts = [HostProcess("test_remote_fakes:fake_plugins", env) for _ in range(2)]
+    with Hosts(*hosts) as addresses:
+        got = asyncio.run(main(hosts, addresses))
+    assert got["bound"] == 20
+    assert got["errors"] == []  # no cycle failed: the dead replica's batches went to the live one
+    assert got["retries"] >= 1
+    assert got["leaks"] == NO_LEAKS
+
+
+@pytest.mark.parametrize("policy", ["Ignore", "Fail"])
+def test_every_replica_killed_ignore_keeps_scheduling_fail_holds_pods_until_one_returns(
+    policy: str, tmp_path: Path
+) -> None:
+    # The plugin rejects n0..n2, so with it pods land on n3 only; without it (ignored) anywhere.
+    env = fakes_env({"name": "F", "points": ["filter"]})
+    reject = {"code": "Unschedulable", "reasons": ["not n3"]}
+    behaviour = {"filter": {"nodes": {"n0": reject, "n1": reject, "n2": reject}, "default": None}}
+    text = config(["F"], {"F": {"behaviour": behaviour, "calls": str(tmp_path / "calls.jsonl")}})
+    hosts = [HostProcess("test_remote_fakes:fake_plugins", env) for _ in range(2)]
+
+    async def main(addresses: list[str]) -> dict[str, Any]:
+        ep = dataclasses.replace(endpoint("fakes", addresses, filter=2.0), failure_policy=policy)
+        rig = await remote_rig([ep], lambda reg: load_config(text, reg.points()))
+        s = rig.scheduler
+        task = asyncio.create_task(s.run())
+        out: dict[str, Any] = {}
+        try:
+            await s.apply(tier_cluster(_pods("a", 4)))
+            await until(lambda: all(r.phase == "Bound" for r in s.pods.values()), 15, "the first pods to bind")
+            out["before"] = sorted({r.pod.node_name for r in s.pods.values()})
+            for h in hosts:
+                h.kill()
+            await s.apply([p for p in tier_cluster(_pods("b", 4)) if isinstance(p, Pod)])
+            later = [f"uid-b{i}" for i in range(4)]
+            if policy == "Ignore":
+                await until(lambda: all(s.pods[u].phase == "Bound" for u in later), 15, "pods to bind without F")
+                out["ignored"] = rig.remote.stats()["F"]["Filter"].ignored
+            else:
+                await until(lambda: all(s.pods[u].last_status is not None for u in later), 15, "cycles to fail")
+                out["held"] = sorted({s.pods[u].phase for u in later})
+                out["reason"] = s.pods["uid-b0"].last_status.message()
+                # A replica comes back on its old port: the held pods bind with no action from anyone.
+                back = HostProcess("test_remote_fakes:fake_plugins", env, listen=addresses[1])
+                back.start()
+                hosts.append(back)
+                await until(lambda: all(s.pods[u].phase == "Bound" for u in later), 30, "pods to bind after restart")
+                out["after"] = sorted({s.pods[u].pod.node_name for u in later})
+            await s.drain(5)
+            out["leaks"] = s.leaks()
+            out["bound"] = sum(r.phase == "Bound" for r in s.pods.values())
+            return out
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+            await rig.close()
+
+    with Hosts(*hosts) as addresses:
+        try:
+            got = asyncio.run(main(addresses))
+        finally:
+            for h in hosts[2:]:
+                h.stop()
+    assert got["before"] == ["n3"]
+    assert got["bound"] == 8
+    assert got["leaks"] == NO_LEAKS
+    if policy == "Ignore":
+        assert got["ignored"] >= 4  # every later pod's cycle skipped F
+    else:
+        assert got["held"] == ["Pending"]
+        assert got["reason"].startswith("running Filter plugin 'F': ")
+        assert got["after"] == ["n3"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# dns:/// endpoints and health
+
+
+def test_dns_endpoint_resolves_to_the_replicas_addresses() -> None:
+    async def main() -> tuple[int, list[str], dict[str, str]]:
+        host = await PluginHost([BenchTier], listen="127.0.0.1:0").start()
+        port = host.port
+        text = only_tier_scores(tier_config())
+        doc = (f"apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n"
+               f"- name: tier\n  address: dns:///localhost:{port}\n  connectTimeout: 20s\n")
+        [ep] = parse_remote_plugins(doc, "plugins.yaml")
+        rig = await remote_rig([ep], lambda reg: load_config(text, reg.points()))
+        s = rig.scheduler
+        task = asyncio.create_task(s.run())
+        try:
+            await s.apply(tier_cluster(["p0", "p1"]))
+            await until(lambda: all(r.phase == "Bound" for r in s.pods.values()), 10, "pods to bind")
+            replicas = [r.address for r in rig.remote.endpoints[0].replicas if not r.suspect]
+            return port, replicas, {r.pod.name: r.pod.node_name for r in s.pods.values()}
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+            await rig.close()
+            await host.stop(1.0)
+
+    port, replicas, placed = asyncio.run(main())
+    # localhost's IPv4 address answers; an IPv6 one (where the resolver gives it) is left for later.
+    assert replicas == [f"127.0.0.1:{port}"]
+    assert placed == {"p0": "n1", "p1": "n1"}
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("dns:///nohost", "invalid dns target 'dns:///nohost' (use dns:///name:port)"),
+        ("dns:///a b:1", "invalid dns target 'dns:///a b:1' (use dns:///name:port)"),
+    ],
+)
+def test_bad_dns_targets_are_config_errors(address: str, problem: str) -> None:
+    doc = f"apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n- name: x\n  address: '{address}'\n"
+    with pytest.raises(Exception) as err:
+        parse_remote_plugins(doc, "plugins.yaml")
+    assert f"plugins[0].address: {problem}" in str(err.value)
+
+
+def test_a_draining_replica_gets_no_new_cycles() -> None:
+    async def main() -> dict[str, Any]:
+        a = await PluginHost([BenchTier], listen="127.0.0.1:0").start()
+        b = await PluginHost([BenchTier], listen="127.0.0.1:0").start()
+        text = only_tier_scores(tier_config())
+        ep: EndpointConfig = endpoint("tier", [a.address, b.address])
+        rig = await remote_rig([ep], lambda reg: load_config(text, reg.points()))
+        s = rig.scheduler
+        task = asyncio.create_task(s.run())
+        try:
+            replica_a = next(r for r in rig.remote.endpoints[0].replicas if r.address == a.address)
+            await until(lambda: replica_a.watcher is not None, 5, "the health watch")
+            # a says NOT_SERVING (what a host does first when it is asked to stop).
+            assert a._health is not None
+            await a._health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+            await until(lambda: not replica_a.serving, 10, "the framework to see a drain")
+            before = sum(a.cycles_started.values())
+            await s.apply(tier_cluster(_pods("p", 6)))
+            await until(lambda: all(r.phase == "Bound" for r in s.pods.values()), 15, "pods to bind")
+            return {"a": sum(a.cycles_started.values()) - before, "b": b.cycles_started["Filter"],
+                    "bound": sum(r.phase == "Bound" for r in s.pods.values())}
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+            await rig.close()
+            await a.stop(1.0)
+            await b.stop(1.0)
+
+    got = asyncio.run(main())
+    assert got == {"a": 0, "b": 6, "bound": 6}
+
+
+def test_failure_policy_is_parsed() -> None:
+    doc = ("apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n"
+           "- {name: x, address: '127.0.0.1:1', failurePolicy: Ignore, resolveInterval: 2s}\n")
+    [ep] = parse_remote_plugins(doc, "plugins.yaml")
+    assert (ep.failure_policy, ep.resolve_interval) == ("Ignore", 2.0)
+    assert json.dumps(ep.addresses) == '["127.0.0.1:1"]'
