@@ -28,6 +28,9 @@ Scenarios:
 - ``extender`` / ``extender-names``: the same logic as a kube-scheduler HTTP/JSON extender in its own
   process (:mod:`framework.extender`), called by :class:`~framework.extender.ExtenderPlugin` with full
   v1 Node objects / in ``nodeCacheCapable`` mode with node names; 1000 measured pods.
+- ``replicas-1`` / ``replicas-2``: ``basic`` plus :class:`HeavyScore`, a remote Score plugin with a
+  fixed amount of CPU work per node, on one and on two plugin host processes (each pod's Score batch
+  is split over the replicas); 1000 measured pods.
 
 A new scenario (a remote plugin, an extender, replicas, tracing) is a :class:`Scenario` subclass:
 it lists its runs (:meth:`~Scenario.runs`), may start what it needs around a run (plugin host
@@ -597,6 +600,95 @@ class ExtenderNamesScenario(ExtenderScenario):
     node_cache_capable = True
 
 
+class HeavyScore(ScorePlugin):
+    """A CPU-heavy Score plugin: a fixed amount of pure-Python work per node (``rounds`` multiply-xor
+    steps on the node's name), the kind of plugin that is worth more replicas. Deterministic."""
+
+    name = "HeavyScore"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        self.rounds = int((args or {}).get("rounds", HEAVY_ROUNDS))
+
+    async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
+        out = np.empty(len(batch), dtype=np.int64)
+        for i, name in enumerate(batch.names):
+            h = 2166136261
+            for j in range(self.rounds):
+                h = ((h ^ (ord(name[j % len(name)]) + j)) * 16777619) & 0xFFFFFFFF
+            out[i] = h % 101
+        return out
+
+
+HEAVY_ROUNDS = 300  # ~20 us of one core per node on the development machine
+
+
+class ReplicasScenario(RemotePluginScenario):
+    """``basic`` plus :class:`HeavyScore` served by ``replicas`` plugin host processes; the framework
+    splits each pod's Score batch over the replicas (``replicas-1`` vs ``replicas-2``)."""
+
+    replicas = 1
+    TARGET = "framework.bench:HeavyScore"
+
+    def __init__(self, replicas: int) -> None:
+        super().__init__()
+        self.replicas = replicas
+        self.name = f"replicas-{replicas}"
+        self.description = (
+            f"basic plus a CPU-heavy remote Score plugin (fixed work per node) on {replicas} plugin host "
+            f"replica(s); 1000 measured pods"
+        )
+        self._addresses: list[str] = []
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        if quick:
+            return [RunSpec(self.name, nodes=200, init_pods=100, measure_pods=100)]
+        return [RunSpec(self.name, nodes=5000, init_pods=1000, measure_pods=1000)]
+
+    def node_labels(self, i: int) -> dict[str, str]:
+        return {}
+
+    @contextlib.asynccontextmanager
+    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
+        argv = [sys.executable, "-m", "framework.cli", "plugin", "serve", self.TARGET, "--listen", "127.0.0.1:0"]
+        async with contextlib.AsyncExitStack() as stack:
+            hosts = [await stack.enter_async_context(ServerProcess(argv, "plugin host")) for _ in range(self.replicas)]
+            self._addresses = [h.address for h in hosts]
+            self._address = self._addresses[0]
+            try:
+                yield
+            finally:
+                await self._close()
+
+    async def prepare(self, spec: RunSpec) -> tuple[Registry, SchedulerConfig]:
+        from .profiles import build_registry_with_remote
+        from .remote import EndpointConfig
+        from .service import start_plugin_services
+
+        self._services = await start_plugin_services()
+        endpoint = EndpointConfig(
+            "heavy", tuple(self._addresses), {"default": 30.0}, connect_timeout=STARTUP_SECONDS
+        )
+        registry, self._remote = await build_registry_with_remote(
+            [endpoint], self._services.address, self._services.services
+        )
+        return registry, self.config(registry)
+
+    def config(self, registry: Registry) -> SchedulerConfig:
+        text = json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {
+                        "schedulerName": "default-scheduler",
+                        "plugins": {"multiPoint": {"enabled": [{"name": HeavyScore.name, "weight": 1}]}},
+                    }
+                ],
+            }
+        )
+        return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
+
+
 def _post_json(address: str, path: str, body: Any) -> Any:
     import http.client
 
@@ -615,7 +707,10 @@ def _post_json(address: str, path: str, body: Any) -> Any:
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
-    for s in (Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), ExtenderScenario(), ExtenderNamesScenario())
+    for s in (
+        Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), ExtenderScenario(), ExtenderNamesScenario(),
+        ReplicasScenario(1), ReplicasScenario(2),
+    )
 }
 
 
@@ -843,6 +938,7 @@ RATIO_TARGETS = (
     ("remote", "inprocess-plugin", 0.8, "remote >= 0.8 x inprocess-plugin (stretch)"),
     ("extender", "remote", 0.1, "remote >= 10 x extender (full v1 Node objects)"),
     ("extender-names", "remote", 1 / 3, "remote >= 3 x extender (nodeCacheCapable, node names)"),
+    ("replicas-2", "replicas-1", 1.6, "2 replicas >= 1.6 x 1 replica (CPU-heavy remote Score)"),
 )
 
 

@@ -193,6 +193,7 @@ class _Replica:
         self.down_until = 0.0  # after a failure: skipped until then (loop time), unless no replica is up
         self.backoff = 0.0
         self.watcher: asyncio.Task[None] | None = None
+        self.start_batch = False  # the host takes a cycle's first batch inside its start message
 
     def sync_stub(self) -> Any:
         # QueueSort keys and queueing hints are asked from synchronous queue code.
@@ -331,7 +332,9 @@ class Endpoint:
         request = pb.plugin.HandshakeRequest(
             framework_version=FRAMEWORK_VERSION, framework_address=self.framework_address
         )
-        return await replica.stub.Handshake(request, timeout=timeout)
+        reply = await replica.stub.Handshake(request, timeout=timeout)
+        replica.start_batch = "start-batch" in reply.features
+        return reply
 
     async def connect(self) -> None:
         """Handshake every replica (bounded retries with backoff) and check their manifests agree."""
@@ -527,7 +530,7 @@ class _NodeStream:
     abandoned cycle (``seq < base``, e.g. a prefetched window no plugin asked for) is recognised and
     dropped by the next cycle."""
 
-    __slots__ = ("base", "broken", "call", "method", "replica", "seq")
+    __slots__ = ("base", "broken", "call", "method", "replica", "seq", "start")
 
     def __init__(self, call: Any, replica: _Replica, method: str) -> None:
         self.call = call
@@ -536,6 +539,7 @@ class _NodeStream:
         self.seq = 0
         self.base = 0
         self.broken = False
+        self.start: Any = None  # this cycle's start message, held to carry the first batch
 
 
 class _Window:
@@ -930,6 +934,9 @@ class RemotePlugin(Plugin):
             )
         else:
             start = pb.plugin.ScoreRequest(start=pb.plugin.ScoreStart(ctx=self._ctx(state, pod)))
+        if replica.start_batch:
+            stream.start = start  # sent with the first batch (one message, not two)
+            return stream
         stat.bytes_sent += start.ByteSize()
         try:
             await stream.call.write(start)
@@ -947,13 +954,18 @@ class RemotePlugin(Plugin):
                          window: _Window, lo: int, hi: int, stat: PointStats) -> None:
         stream = await self._stream_for(method, replica, state, pod, data, stat)
         batch = window.batch
-        msg = pb.types.NodeBatch(
-            snapshot_generation=batch.snapshot.generation, batch_seq=stream.seq,
-            node_ids=batch.snapshot.table.ids[batch.rows[lo:hi]].tolist(),
-        )
+        if stream.start is not None:  # the cycle's first batch rides in its start message
+            request, stream.start = stream.start, None
+            msg = request.start.batch
+        else:
+            request = pb.plugin.FilterRequest() if method == "Filter" else pb.plugin.ScoreRequest()
+            msg = request.batch
+        msg.SetInParent()
+        msg.snapshot_generation = batch.snapshot.generation
+        msg.batch_seq = stream.seq
+        msg.node_ids.extend(batch.snapshot.table.ids[batch.rows[lo:hi]].tolist())
         if not self.needs_snapshot:
             msg.node_names.extend(batch.snapshot.table.names[r] for r in batch.rows[lo:hi].tolist())
-        request = pb.plugin.FilterRequest(batch=msg) if method == "Filter" else pb.plugin.ScoreRequest(batch=msg)
         stat.bytes_sent += request.ByteSize()
         window.pending.setdefault(stream, {})[stream.seq] = (lo, hi)
         stream.seq += 1

@@ -96,6 +96,7 @@ __all__ = [
 
 log = logging.getLogger("outrigger.pluginhost")
 
+HOST_FEATURES = ("start-batch",)  # optional contract features this host understands (HandshakeResponse)
 HOST_VERSION = "0.1.0"
 HealthServiceName = "outrigger.v1.Plugin"
 DEFAULT_LISTEN = "127.0.0.1:50061"
@@ -458,7 +459,8 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
     async def Handshake(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         self.host.framework_connected(request.framework_address)
         return pb.plugin.HandshakeResponse(
-            plugins=[h.manifest for h in self.host.plugins.values()], host_version=HOST_VERSION
+            plugins=[h.manifest for h in self.host.plugins.values()], host_version=HOST_VERSION,
+            features=list(HOST_FEATURES),
         )
 
     async def Configure(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -737,33 +739,34 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         if first.WhichOneof("msg") != "start":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"a {point} stream must start with {point}Start")
         self.host.streams_opened[point] += 1
-        self.host.cycles_started[point] += 1
-        hosted, inst, state, pod, error = await self._open_stream(first.start, context, point)
-        with_scores = bool(getattr(first.start, "with_scores", False))
-        call_ctx = self._context(hosted, point, first.start.ctx.profile, first.start.ctx, pod, state)
-        async for req in requests:
+        req = first
+        while req is not None:
             if req.WhichOneof("msg") == "start":
+                start = req.start
                 self.host.cycles_started[point] += 1
-                hosted, inst, state, pod, error = await self._open_stream(req.start, context, point)
-                with_scores = bool(getattr(req.start, "with_scores", False))
-                call_ctx = self._context(hosted, point, req.start.ctx.profile, req.start.ctx, pod, state)
-                continue
-            batch_msg = req.batch
-            reply = reply_type(batch_seq=batch_msg.batch_seq)
-            if error is not None:
-                reply.error.CopyFrom(status_to_proto(error))
+                hosted, inst, state, pod, error = await self._open_stream(start, context, point)
+                with_scores = bool(getattr(start, "with_scores", False))
+                call_ctx = self._context(hosted, point, start.ctx.profile, start.ctx, pod, state)
+                batch_msg = start.batch if start.HasField("batch") else None  # the "start-batch" feature
+            else:
+                batch_msg = req.batch
+            if batch_msg is not None:
+                reply = reply_type(batch_seq=batch_msg.batch_seq)
+                if error is not None:
+                    reply.error.CopyFrom(status_to_proto(error))
+                else:
+                    token = _enter(call_ctx)
+                    try:
+                        rows = await self._rows(state.snapshot, batch_msg.node_ids)
+                        batch = NodeBatch(state.snapshot, rows)  # type: ignore[arg-type]
+                        await answer(inst, state, pod, batch, reply, with_scores)
+                    except Exception as exc:
+                        reply = reply_type(batch_seq=batch_msg.batch_seq, error=status_to_proto(_failure(exc)))
+                    finally:
+                        _leave(token)
+                    reply.state_writes.extend(state.drain_writes())
                 yield reply
-                continue
-            token = _enter(call_ctx)
-            try:
-                rows = await self._rows(state.snapshot, batch_msg.node_ids)
-                await answer(inst, state, pod, NodeBatch(state.snapshot, rows), reply, with_scores)  # type: ignore[arg-type]
-            except Exception as exc:
-                reply = reply_type(batch_seq=batch_msg.batch_seq, error=status_to_proto(_failure(exc)))
-            finally:
-                _leave(token)
-            reply.state_writes.extend(state.drain_writes())
-            yield reply
+            req = await anext(requests, None)
 
     # ---- PostFilter, PreScore, NormalizeScore ------------------------------------------------------
 

@@ -303,3 +303,35 @@ def test_failure_policy_is_parsed() -> None:
     [ep] = parse_remote_plugins(doc, "plugins.yaml")
     assert (ep.failure_policy, ep.resolve_interval) == ("Ignore", 2.0)
     assert json.dumps(ep.addresses) == '["127.0.0.1:1"]'
+
+
+@pytest.mark.parametrize("features", [("start-batch",), ()], ids=["start-batch", "separate-start"])
+def test_hosts_with_and_without_the_start_batch_feature_answer_alike(
+    features: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host that does not list "start-batch" (another SDK, an older one) gets start and batch apart.
+    monkeypatch.setattr("pluginhost.host.HOST_FEATURES", features)
+
+    async def main() -> tuple[bool, dict[str, str], dict[str, int]]:
+        host = await PluginHost([BenchTier], listen="127.0.0.1:0").start()
+        text = only_tier_scores(tier_config())
+        rig = await remote_rig([endpoint("tier", host.address)], lambda reg: load_config(text, reg.points()))
+        s = rig.scheduler
+        task = asyncio.create_task(s.run())
+        try:
+            await s.apply(tier_cluster([]))
+            for i in range(4):
+                await s.apply([pod(f"p{i}", "1500m")])
+                await until(lambda i=i: s.pods[f"uid-p{i}"].phase == "Bound", 10, f"p{i} to bind")
+            uses = rig.remote.endpoints[0].replicas[0].start_batch
+            return uses, {r.pod.name: r.pod.node_name for r in s.pods.values()}, dict(host.cycles_started)
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+            await rig.close()
+            await host.stop(1.0)
+
+    uses, placed, cycles = asyncio.run(main())
+    assert uses is bool(features)
+    assert placed == {"p0": "n1", "p1": "n1", "p2": "n3", "p3": "n3"}
+    assert cycles == {"Filter": 4, "Score": 4}

@@ -87,12 +87,14 @@ class PluginManifest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ExtensionPoint, str]]] = ..., state_keys: _Optional[_Iterable[str]] = ..., preferred_batch_size: _Optional[int] = ..., filter_and_score: _Optional[bool] = ..., needs_snapshot: _Optional[bool] = ..., events: _Optional[_Iterable[_Union[_types_pb2.ClusterEventWithHint, _Mapping]]] = ...) -> None: ...
 
 class HandshakeResponse(_message.Message):
-    __slots__ = ("plugins", "host_version")
+    __slots__ = ("plugins", "host_version", "features")
     PLUGINS_FIELD_NUMBER: _ClassVar[int]
     HOST_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
     plugins: _containers.RepeatedCompositeFieldContainer[PluginManifest]
     host_version: str
-    def __init__(self, plugins: _Optional[_Iterable[_Union[PluginManifest, _Mapping]]] = ..., host_version: _Optional[str] = ...) -> None: ...
+    features: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, plugins: _Optional[_Iterable[_Union[PluginManifest, _Mapping]]] = ..., host_version: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConfigureRequest(_message.Message):
     __slots__ = ("plugin", "profile", "args_json")
@@ -268,12 +270,14 @@ class PreFilterExtensionRequest(_message.Message):
     def __init__(self, ctx: _Optional[_Union[CycleContext, _Mapping]] = ..., other_pod: _Optional[_Union[_types_pb2.Pod, _Mapping]] = ..., node_id: _Optional[int] = ..., node_name: _Optional[str] = ...) -> None: ...
 
 class FilterStart(_message.Message):
-    __slots__ = ("ctx", "with_scores")
+    __slots__ = ("ctx", "with_scores", "batch")
     CTX_FIELD_NUMBER: _ClassVar[int]
     WITH_SCORES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     ctx: CycleContext
     with_scores: bool
-    def __init__(self, ctx: _Optional[_Union[CycleContext, _Mapping]] = ..., with_scores: _Optional[bool] = ...) -> None: ...
+    batch: _types_pb2.NodeBatch
+    def __init__(self, ctx: _Optional[_Union[CycleContext, _Mapping]] = ..., with_scores: _Optional[bool] = ..., batch: _Optional[_Union[_types_pb2.NodeBatch, _Mapping]] = ...) -> None: ...
 
 class FilterRequest(_message.Message):
     __slots__ = ("start", "batch")
@@ -345,10 +349,12 @@ class PreScoreRequest(_message.Message):
     def __init__(self, ctx: _Optional[_Union[CycleContext, _Mapping]] = ..., feasible_node_ids: _Optional[_Iterable[int]] = ..., feasible_node_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ScoreStart(_message.Message):
-    __slots__ = ("ctx",)
+    __slots__ = ("ctx", "batch")
     CTX_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     ctx: CycleContext
-    def __init__(self, ctx: _Optional[_Union[CycleContext, _Mapping]] = ...) -> None: ...
+    batch: _types_pb2.NodeBatch
+    def __init__(self, ctx: _Optional[_Union[CycleContext, _Mapping]] = ..., batch: _Optional[_Union[_types_pb2.NodeBatch, _Mapping]] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
     __slots__ = ("start", "batch")
