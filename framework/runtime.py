@@ -370,9 +370,8 @@ class Framework:
             return await self._filter_windows(state, pod, snapshot, candidates, num_to_find, diagnosis, plugins)
         finally:
             for pl in self._filter_finishers:
-                if pl.name in state.skip_filter:
-                    continue
-                # Releasing per-cycle resources must not fail the cycle.
+                # Also for plugins skipped by now (an ignored failure skips the rest of the cycle after
+                # the plugin took its streams). Releasing per-cycle resources must not fail the cycle.
                 try:
                     await pl.filter_finished(state)
                 except Exception:
