@@ -620,8 +620,10 @@ class Framework:
         for pl in reversed(self.reserve_plugins):
             try:
                 await pl.unreserve(state, pod, node)
-            except Exception:
-                log.exception("Unreserve of plugin %r failed for pod %s", pl.name, pod.key)
+            except Exception as exc:
+                # One line (a dead plugin host fails every Unreserve alike); the traceback at debug level.
+                log.error("Unreserve of plugin %r failed for pod %s: %s", pl.name, pod.key, exc)
+                log.debug("Unreserve of plugin %r failed", pl.name, exc_info=True)
 
     async def run_permit(self, state: CycleState, pod: Pod, node: str) -> Status:
         waits: dict[str, float] = {}
