@@ -396,23 +396,32 @@ class Endpoint:
             backoff = min(backoff * 2, 1.0)
 
     def usable(self, key: str = "") -> list[_Replica]:
-        """The replicas to use now, the preferred one first: those serving and not backing off after a
-        failure (all of them when none is: a call is the way to find one back). A cycle's key picks
-        the first, so consecutive cycles start on different replicas."""
+        """Every replica, best first: those serving and not backing off after a failure (rotated by
+        the cycle's key, so consecutive cycles start on different replicas), then those whose health
+        is unknown or draining, then those that failed recently. New work is spread over the first
+        group only (:meth:`spread`); failover walks the whole list."""
         replicas = self.replicas
         if len(replicas) == 1:
             return replicas
         now = asyncio.get_running_loop().time()
-        up = [r for r in replicas if r.serving and r.down_until <= now] or [r for r in replicas if r.serving]
-        up = up or list(replicas)
-        if len(up) > 1:
+        best = [r for r in replicas if r.serving and r.down_until <= now]
+        if len(best) > 1:
             if key:
-                start = hash(key) % len(up)
+                start = hash(key) % len(best)
             else:
-                self._next = (self._next + 1) % len(up)
+                self._next = (self._next + 1) % len(best)
                 start = self._next
-            up = up[start:] + up[:start]
-        return up
+            best = best[start:] + best[:start]
+        unsure = [r for r in replicas if not r.serving and r.down_until <= now]
+        failed = sorted((r for r in replicas if r.down_until > now), key=lambda r: r.down_until)
+        return best + unsure + failed
+
+    def spread(self, ordered: list[_Replica]) -> int:
+        """How many of :meth:`usable`'s replicas new node batches are spread over: the healthy ones
+        (or the first, when none is known healthy)."""
+        now = asyncio.get_running_loop().time()
+        healthy = sum(1 for r in ordered if r.serving and r.down_until <= now)
+        return max(healthy, 1)
 
     def pick(self, key: str = "") -> _Replica:
         """The replica for a call: by cycle id when there is one, round robin otherwise."""
@@ -922,7 +931,10 @@ class RemotePlugin(Plugin):
         stream = data.streams.get((method, replica))
         if stream is not None:
             return stream
-        await self.endpoint.ready(replica)
+        try:
+            await self.endpoint.ready(replica)
+        except RemotePluginError as exc:
+            raise _StreamBroken(str(exc)) from None  # unreachable or restarted badly: try another replica
         self._hold(state, data)
         replica.picked += 1
         stream = replica.take_stream(method)
@@ -979,7 +991,8 @@ class RemotePlugin(Plugin):
                     stat: PointStats) -> _Window:
         """Send ``batch`` as node batches spread over the healthy replicas; answers are read by _collect."""
         window = _Window(batch, want_scores=method == "Score" or bool(data.with_scores))
-        replicas = self.endpoint.usable(state.cycle_id)
+        ordered = self.endpoint.usable(state.cycle_id)
+        replicas = ordered[: self.endpoint.spread(ordered)]
         for i, (lo, hi) in enumerate(self._batches(batch, len(replicas))):
             replica = replicas[i % len(replicas)]
             if replica in window.tried:

@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -75,6 +76,7 @@ class Summary:
     lost: int = 0
     double_bound: int = 0
     failed_cycles: int = 0
+    failure_reasons: dict[str, int] = field(default_factory=dict)  # the most common, shortened
     retried_batches: int = 0
     unreserved: int = 0  # Unreserve calls: cycles that failed after Reserve
     kills: int = 0
@@ -170,11 +172,15 @@ async def run(*, pods: int = 300, nodes: int = 30, kills: int = 3, stall: float 
         await rig.remote.drain(5)
         # The books.
         bound_events: dict[str, int] = {}
+        reasons: dict[str, int] = {}
         for ev in s.recent_events():
             if ev.type == EV_BOUND:
                 bound_events[ev.uid] = bound_events.get(ev.uid, 0) + 1
             elif ev.type == EV_ERROR:
                 out.failed_cycles += 1
+                why = re.sub(r"\d+", "N", ev.status.message() if ev.status is not None else "")[:90]
+                reasons[why] = reasons.get(why, 0) + 1
+        out.failure_reasons = dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:6])
         for uid, rec in s.pods.items():
             if rec.phase == "Bound":
                 out.bound += 1
