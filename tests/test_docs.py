@@ -202,6 +202,25 @@ MAKE_TARGETS = {
 }
 
 
+def check_npm_ci(argv: list[str]) -> None:
+    """``cd DIR && npm ci && cd BACK``: DIR has a package.json and the lock file ``npm ci`` installs from."""
+    directory = argv[1]
+    assert (ROOT / directory / "package.json").is_file(), f"no {directory}/package.json"
+    assert (ROOT / directory / "package-lock.json").is_file(), f"no {directory}/package-lock.json"
+    assert (ROOT / directory / argv[-1]).resolve() == ROOT, "the command does not come back to the root"
+
+
+def check_wait_loop(argv: list[str]) -> None:
+    """``until outrigger ... >/dev/null 2>&1; do sleep N; done``: the command waited on is a valid one
+    (the servers it waits for are waited for here before the next command runs)."""
+    inner = argv[1 : argv.index(">/dev/null")]
+    assert inner[0] == "outrigger", inner
+    try:
+        outrigger_parser().parse_args(inner[1:])
+    except SystemExit:
+        raise AssertionError(f"`{' '.join(inner)}` is not a valid outrigger command line") from None
+
+
 def check_make(argv: list[str]) -> None:
     makefile = (ROOT / "Makefile").read_text()
     for target in argv[1:]:
@@ -238,6 +257,8 @@ CHECKS: list[tuple[str, Callable[[list[str]], None], str]] = [
      "tests/test_deploy.py::test_docker_compose_config_accepts_the_compose_file, "
      "tests/test_deploy.py::test_compose_topology_on_loopback_schedules_through_the_same_configuration"),
     (r"kubectl .*", check_kubectl, "tests/test_kubernetes.py"),
+    (r"cd ([\w/.-]+) && npm ci && cd [./]+", check_npm_ci, "the Node.js plugin tests (tests/ run it where node is)"),
+    (r"until outrigger .* >/dev/null 2>&1; do sleep [\d.]+; done", check_wait_loop, "this test waits for servers"),
 ]
 
 
@@ -306,7 +327,7 @@ class Session:
             target.write_text(self.moved(content))
         elif words in ([".", ".venv/bin/activate"], ["source", ".venv/bin/activate"]):
             pass
-        elif words[0] == "cd":
+        elif words[0] == "cd" and len(words) == 2:
             assert words[1:] == ["docs/examples"], f"{cmd.where}: only `cd docs/examples` is understood here"
             self.cwd = self.root / "docs" / "examples"
         elif words[0] == "outrigger":
@@ -315,6 +336,8 @@ class Session:
             self.script(cmd)
         elif words[0] == "curl":
             self.curl(cmd)
+        elif words[0] == "node" and len(words) > 1 and words[1].endswith(".js"):
+            self.node(cmd)
         else:
             found = _check_for(cmd)
             if found is None:
@@ -353,6 +376,17 @@ class Session:
             pytest.skip(f"{cmd.where}: curl is not installed (Debian: apt-get install curl)")
         line = " ".join(w if w == "|" else shlex.quote(self.word(w)) for w in cmd.words)
         self.outputs[cmd.text] = self.until_ok(cmd, ["bash", "-o", "pipefail", "-c", line], attempts=3)
+
+    def node(self, cmd: Command) -> None:
+        """``node FILE.js --listen ADDR &``: a plugin host in JavaScript, started like ``plugin serve``."""
+        if shutil.which("node") is None:
+            pytest.skip(f"{cmd.where}: node is not installed")
+        script = self.cwd / cmd.words[1]
+        if not (script.parent / "node_modules").is_dir():
+            pytest.skip(f"{cmd.where}: {script.parent.relative_to(self.root)}/node_modules is missing (npm ci)")
+        assert cmd.background and "--listen" in cmd.words, f"{cmd.where}: node servers run in the background"
+        argv = ["node", *(self.word(w) for w in cmd.words[1:])]
+        self.start(cmd, argv, argv[argv.index("--listen") + 1])
 
     def until_ok(self, cmd: Command, argv: list[str], attempts: int = 1) -> str:
         for attempt in range(attempts):
