@@ -456,7 +456,7 @@ def test_compose_topology_on_loopback_schedules_through_the_same_configuration(
         (tmp_path / "cluster.yaml").write_text(CLUSTER)
         (tmp_path / "pod.yaml").write_text(POD_FOR_GANG_PROFILE)
         code = outrigger_main(["explain", "--config", str(config_file), "--plugins", str(remote),
-                               "--cluster", str(tmp_path / "cluster.yaml"), "--pod", str(tmp_path / "pod.yaml"),
+                               "--cluster", str(tmp_path / "cluster.yaml"), "-f", str(tmp_path / "pod.yaml"),
                                "-o", "json"])
     out = capsys.readouterr().out
     assert code == 0, out

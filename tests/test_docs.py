@@ -313,7 +313,7 @@ class Session:
         return str(self.tmp / word[len("/tmp/") :]) if word.startswith("/tmp/") else word
 
     def env(self, cmd: Command) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and k != "OUTRIGGER_SERVER"}
         env["PATH"] = os.pathsep.join([str(Path(OUTRIGGER).parent), env.get("PATH", "")])
         env.update({k: self.word(v) for k, v in cmd.env.items()})
         return env
@@ -617,7 +617,8 @@ def _cli_commands() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
 
     def walk(p: argparse.ArgumentParser, path: str) -> None:
-        opts = {s for a in p._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+        opts = {s for a in p._actions if a.help != argparse.SUPPRESS  # hidden: older spellings
+                for s in a.option_strings if s.startswith("--") and s != "--help"}
         subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
         if path:
             out[path] = opts
