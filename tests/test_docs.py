@@ -9,8 +9,8 @@ copied; ``cd docs/examples`` enters the copy; ``/tmp/...`` paths go to the tempo
   background and are waited for; every ``127.0.0.1:PORT`` of a document (in its commands and in the
   example files) moves to a free port, so runs never collide. A client command talking to a server
   gets three tries a second apart; a command that still fails fails the test.
-- ``cat > FILE <<'TAG'`` heredocs write the file; ``. .venv/bin/activate`` is the environment the
-  test already runs in.
+- ``cat > FILE <<'TAG'`` heredocs write the file; ``export NAME=value`` sets a variable for the
+  commands after it; ``. .venv/bin/activate`` is the environment the test already runs in.
 - Anything else must match one of :data:`CHECKS`: a pattern and a function that checks what the
   command names (the Dockerfile and image tag of a ``docker build``, the manifests of a ``kubectl``
   command, a Makefile target, a module's flags) and the test that exercises it. A command that is
@@ -300,6 +300,7 @@ class Session:
         self.ports = ports  # "127.0.0.1:50051" -> "127.0.0.1:<free>"
         self.procs: list[tuple[Command, subprocess.Popen[str]]] = []
         self.outputs: dict[str, str] = {}  # command text -> stdout of its last run
+        self.exported: dict[str, str] = {}  # `export NAME=value`
         self.tmp = root / "tmp"
         self.tmp.mkdir(exist_ok=True)
 
@@ -315,7 +316,7 @@ class Session:
     def env(self, cmd: Command) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and k != "OUTRIGGER_SERVER"}
         env["PATH"] = os.pathsep.join([str(Path(OUTRIGGER).parent), env.get("PATH", "")])
-        env.update({k: self.word(v) for k, v in cmd.env.items()})
+        env.update({k: self.word(v) for k, v in {**self.exported, **cmd.env}.items()})
         return env
 
     def run(self, cmd: Command) -> None:
@@ -327,6 +328,9 @@ class Session:
             target.write_text(self.moved(content))
         elif words in ([".", ".venv/bin/activate"], ["source", ".venv/bin/activate"]):
             pass
+        elif words[0] == "export" and len(words) == 2 and _ASSIGN.match(words[1]):
+            name, value = words[1].split("=", 1)
+            self.exported[name] = value
         elif words[0] == "cd" and len(words) == 2:
             assert words[1:] == ["docs/examples"], f"{cmd.where}: only `cd docs/examples` is understood here"
             self.cwd = self.root / "docs" / "examples"
