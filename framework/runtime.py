@@ -475,6 +475,25 @@ class Framework:
         feasible = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
         return FilterOutcome(feasible, pos)
 
+    async def run_filter_with_node_pods(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, row: int, pods: Sequence[Pod]
+    ) -> Status:
+        """Every Filter plugin on node ``row`` as if it held exactly ``pods`` (preemption's victims
+        removed, nominated pods added). In-process plugins read the what-if snapshot; remote ones get
+        the same difference as a node view (CycleContext.node_view) to apply to their mirror."""
+        from .whatif import node_pods_view, with_node_pods
+
+        base = state.get(VIEW_STATE_KEY)
+        view = (base if isinstance(base, NodeView) else NodeView()).then(node_pods_view(snapshot, row, pods))
+        state.write(VIEW_STATE_KEY, view)
+        try:
+            return await self.run_filter_on_node(state, pod, with_node_pods(snapshot, row, pods), row)
+        finally:
+            if base is None:
+                state.delete(VIEW_STATE_KEY)
+            else:
+                state.write(VIEW_STATE_KEY, base)
+
     async def run_filter_on_node(self, state: CycleState, pod: Pod, snapshot: Snapshot, row: int) -> Status:
         """Every Filter plugin on one node (preemption's what-ifs): Success or the first rejection."""
         diagnosis = Diagnosis()

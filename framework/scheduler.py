@@ -53,7 +53,7 @@ from .plugins import Registry
 from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
 from .reservations import EXPIRED, ReservationRecord, Reservations, is_reserve_pod
 from .runtime import Diagnosis, Framework, WaitingPodHandle, WaitingPods, num_feasible_nodes_to_find
-from .whatif import hypothetical_nodes, with_node_pods
+from .whatif import hypothetical_nodes
 
 __all__ = [
     "ApplyError",
@@ -909,8 +909,9 @@ class Scheduler:
                 if not status.ok:
                     break
             if status.ok:
-                what_if = with_node_pods(snapshot, row, (*snapshot.pods[row], *extra))
-                status = await fwk.run_filter_on_node(what_if_state, pod, what_if, row)
+                status = await fwk.run_filter_with_node_pods(
+                    what_if_state, pod, snapshot, row, (*snapshot.pods[row], *extra)
+                )
             if not status.ok:
                 keep[i] = False
                 diagnosis.node_to_status.statuses[snapshot.table.names[row]] = status

@@ -18,7 +18,7 @@ from pluginhost.model import PODS, Node, Pod
 from pluginhost.snapshot import Snapshot, non_zero_requests
 from pluginhost.view import NodeView, ViewError
 
-__all__ = ["HOSTNAME_LABEL", "hypothetical_nodes", "with_node_pods"]
+__all__ = ["HOSTNAME_LABEL", "hypothetical_nodes", "node_pods_view", "with_node_pods"]
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -59,6 +59,18 @@ def with_node_pods(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> Snapsho
         pods=placed,
         row_versions=versions,
     )
+
+
+def node_pods_view(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> NodeView:
+    """:func:`with_node_pods` as a view, for remote plugins: the row's pods that are not in ``pods``
+    removed, the pods of ``pods`` the row does not hold added (on that node)."""
+    node = snapshot.table.names[row]
+    now = {p.uid for p in snapshot.pods[row]}
+    keep = {p.uid for p in pods}
+    removed = tuple((p.uid, node) for p in snapshot.pods[row] if p.uid not in keep)
+    added = tuple(p if p.node_name == node else dataclasses.replace(p, node_name=node)
+                  for p in pods if p.uid not in now)
+    return NodeView(added_pods=added, removed_pods=removed)
 
 
 def hypothetical_nodes(snapshot: Snapshot, template: Node, count: int) -> NodeView:

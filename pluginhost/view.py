@@ -96,9 +96,10 @@ class NodeView:
     added_nodes: tuple[tuple[int, Node], ...] = ()
     added_pods: tuple[Pod, ...] = ()  # each on the node its node_name names
     changes: tuple[NodeChange, ...] = ()
+    removed_pods: tuple[tuple[str, str], ...] = ()  # (uid, node name), applied first
 
     def __bool__(self) -> bool:
-        return bool(self.added_nodes or self.added_pods or self.changes)
+        return bool(self.added_nodes or self.added_pods or self.changes or self.removed_pods)
 
     def then(self, other: NodeView | Sequence[NodeChange] | None) -> NodeView:
         """This view followed by ``other`` (a view or more node changes)."""
@@ -107,7 +108,8 @@ class NodeView:
         if not isinstance(other, NodeView):
             return dataclasses.replace(self, changes=self.changes + tuple(other))
         return NodeView(
-            self.added_nodes + other.added_nodes, self.added_pods + other.added_pods, self.changes + other.changes
+            self.added_nodes + other.added_nodes, self.added_pods + other.added_pods, self.changes + other.changes,
+            self.removed_pods + other.removed_pods,
         )
 
 
@@ -184,7 +186,7 @@ def apply_view(snapshot: Snapshot, view: NodeView | None) -> Snapshot:
         ids = np.concatenate((table.ids, np.asarray([nid for nid, _ in view.added_nodes], dtype=np.uint32)))
     alloc_changes = any(ch.allocatable for ch in view.changes)
     label_changes = any(ch.labels or ch.remove_labels for ch in view.changes)
-    req_changes = bool(view.added_pods) or any(ch.requested for ch in view.changes)
+    req_changes = bool(view.added_pods or view.removed_pods) or any(ch.requested for ch in view.changes)
     new_table = bool(view.added_nodes) or alloc_changes or label_changes
     grown = n_new != n_old or width != snapshot.allocatable.shape[1]
 
@@ -192,15 +194,33 @@ def apply_view(snapshot: Snapshot, view: NodeView | None) -> Snapshot:
     requested = widened(snapshot.requested, width) if grown or req_changes else snapshot.requested
     non_zero = widened(snapshot.non_zero_requested, 2) if grown or req_changes else snapshot.non_zero_requested
     pods: Sequence[tuple[Pod, ...]] = snapshot.pods
-    if view.added_nodes or view.added_pods:
+    if view.added_nodes or view.added_pods or view.removed_pods:
         pods = list(snapshot.pods) + [()] * len(view.added_nodes)
     versions = np.concatenate((snapshot.row_versions, np.zeros(n_new - n_old, dtype=np.int64)))
+    pods_col = columns[PODS]
+    for uid, node_name in view.removed_pods:
+        row_or_none = index.get(node_name)
+        if row_or_none is None:
+            raise _unknown(node_name, snapshot)
+        row = row_or_none
+        assert isinstance(pods, list)
+        gone = next((p for p in pods[row] if p.uid == uid), None)
+        if gone is None:
+            raise ViewError(f"the view removes pod {uid!r} from node {node_name!r}, which does not hold it")
+        pods[row] = tuple(p for p in pods[row] if p.uid != uid)
+        for r, amount in gone.requests.items():
+            if r != PODS and r in columns:
+                requested[row, columns[r]] -= amount
+        requested[row, pods_col] -= 1
+        cpu, mem = non_zero_requests(gone)
+        non_zero[row, 0] -= cpu
+        non_zero[row, 1] -= mem
+        versions[row] = next_view_version()
     for row in range(n_old, n_new):
         _, node = view.added_nodes[row - n_old]
         for r, amount in node.allocatable.items():
             allocatable[row, columns[r]] = amount
         versions[row] = next_view_version()
-    pods_col = columns[PODS]
     for pod in view.added_pods:
         row_or_none = index.get(pod.node_name)
         if row_or_none is None:
@@ -314,6 +334,7 @@ def view_to_proto(view: NodeView) -> Any:
         added_nodes=[pb.plugin.AddedNode(id=nid, node=node_to_proto(node)) for nid, node in view.added_nodes],
         added_pods=[pod_to_proto(p) for p in view.added_pods],
         changes=[node_change_to_proto(ch) for ch in view.changes],
+        removed_pods=[pb.plugin.RemovedPod(uid=uid, node_name=node) for uid, node in view.removed_pods],
     )
 
 
@@ -324,6 +345,7 @@ def view_from_proto(msg: Any) -> NodeView:
         added_nodes=tuple((int(a.id), node_from_proto(a.node)) for a in msg.added_nodes),
         added_pods=tuple(pod_from_proto(p) for p in msg.added_pods),
         changes=tuple(node_change_from_proto(c) for c in msg.changes),
+        removed_pods=tuple((r.uid, r.node_name) for r in msg.removed_pods),
     )
 
 

@@ -29,7 +29,6 @@ from pluginhost.plugin import CycleState, NodeToStatus, PostFilterPlugin, PostFi
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
-from ..whatif import with_node_pods
 from .noderesources import PluginArgsError
 
 if TYPE_CHECKING:
@@ -173,7 +172,7 @@ class DefaultPreemption(PostFilterPlugin):
             status = await fwk.run_pre_filter_extension_remove_pod(state, pod, victim, row)
             if not status.ok:
                 return (), status
-        status = await fwk.run_filter_on_node(state, pod, with_node_pods(snapshot, row, remaining), row)
+        status = await fwk.run_filter_with_node_pods(state, pod, snapshot, row, remaining)
         if not status.ok:
             return (), status
         potential.sort(key=lambda p: (-p.priority, p.creation_timestamp))
@@ -183,7 +182,7 @@ class DefaultPreemption(PostFilterPlugin):
             status = await fwk.run_pre_filter_extension_add_pod(state, pod, candidate, row)
             if not status.ok:
                 return (), status
-            fits = await fwk.run_filter_on_node(state, pod, with_node_pods(snapshot, row, remaining), row)
+            fits = await fwk.run_filter_with_node_pods(state, pod, snapshot, row, remaining)
             if fits.code is Code.Error:
                 return (), fits
             if not fits.ok:

@@ -451,15 +451,25 @@ class AddedNode(_message.Message):
     node: _types_pb2.Node
     def __init__(self, id: _Optional[int] = ..., node: _Optional[_Union[_types_pb2.Node, _Mapping]] = ...) -> None: ...
 
+class RemovedPod(_message.Message):
+    __slots__ = ("uid", "node_name")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    uid: str
+    node_name: str
+    def __init__(self, uid: _Optional[str] = ..., node_name: _Optional[str] = ...) -> None: ...
+
 class NodeView(_message.Message):
-    __slots__ = ("added_nodes", "added_pods", "changes")
+    __slots__ = ("added_nodes", "added_pods", "changes", "removed_pods")
     ADDED_NODES_FIELD_NUMBER: _ClassVar[int]
     ADDED_PODS_FIELD_NUMBER: _ClassVar[int]
     CHANGES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_PODS_FIELD_NUMBER: _ClassVar[int]
     added_nodes: _containers.RepeatedCompositeFieldContainer[AddedNode]
     added_pods: _containers.RepeatedCompositeFieldContainer[_types_pb2.Pod]
     changes: _containers.RepeatedCompositeFieldContainer[NodeChange]
-    def __init__(self, added_nodes: _Optional[_Iterable[_Union[AddedNode, _Mapping]]] = ..., added_pods: _Optional[_Iterable[_Union[_types_pb2.Pod, _Mapping]]] = ..., changes: _Optional[_Iterable[_Union[NodeChange, _Mapping]]] = ...) -> None: ...
+    removed_pods: _containers.RepeatedCompositeFieldContainer[RemovedPod]
+    def __init__(self, added_nodes: _Optional[_Iterable[_Union[AddedNode, _Mapping]]] = ..., added_pods: _Optional[_Iterable[_Union[_types_pb2.Pod, _Mapping]]] = ..., changes: _Optional[_Iterable[_Union[NodeChange, _Mapping]]] = ..., removed_pods: _Optional[_Iterable[_Union[RemovedPod, _Mapping]]] = ...) -> None: ...
 
 class PodChange(_message.Message):
     __slots__ = ("labels", "remove_labels", "annotations", "remove_annotations", "requests", "node_selector")
