@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 import yaml
+from test_node_plugin import NodeHost
+from test_node_plugin import node as node  # the fixture: `node`, with clients/node's dependencies installed
 from test_remote_harness import HostProcess, Hosts
 
 from framework.cli import main as outrigger_main
@@ -41,6 +43,9 @@ PLUGIN_SERVICES = {  # compose service -> the plugin class it serves
     "nodelabels": "pluginhost.examples.nodelabels:NodeLabels",
     "provisioner": "pluginhost.examples.provisioner:Provisioner",
 }
+NODE_SERVICE = "tierzone"  # the Node.js plugin host (clients/node)
+NODE_SERVER = "clients/node/server.js"
+NODE_PLUGIN = ROOT / "clients" / "node" / "plugins" / "tierzone.js"
 PYTHON_DOCKERFILES = ("Dockerfile", "Dockerfile.pluginhost")
 
 
@@ -156,7 +161,7 @@ def test_python_images_install_the_package_and_run_as_a_non_root_user(name: str)
     assert max(n for n, i in enumerate(ins) if i.op == "RUN") < max(n for n, i in enumerate(ins) if i.op == "USER")
 
 
-@pytest.mark.parametrize("name", PYTHON_DOCKERFILES)
+@pytest.mark.parametrize("name", [*PYTHON_DOCKERFILES, "Dockerfile.node"])
 def test_every_file_an_image_copies_exists_and_is_not_docker_ignored(name: str) -> None:
     patterns = dockerignore()
     copies = [i for i in dockerfile(name) if i.op == "COPY"]
@@ -166,6 +171,8 @@ def test_every_file_an_image_copies_exists_and_is_not_docker_ignored(name: str) 
         for src in words[:-1]:
             assert (ROOT / src).exists(), f"{name}: COPY {src}: no such file in the repository"
             assert not ignored(src, patterns), f"{name}: COPY {src} is excluded by .dockerignore"
+    if name == "Dockerfile.node":
+        return
     # What pip installs is the whole distribution: every package pyproject.toml includes is copied.
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     copied = {src for i in copies for src in [w for w in argv_of(i.args) if not w.startswith("--")][:-1]}
@@ -202,14 +209,45 @@ def test_image_healthcheck_runs_the_probe_it_copies_against_its_own_port(name: s
     assert "--timeout=" in options
 
 
+def node_flags() -> set[str]:
+    """The flags server.js accepts, from its usage line."""
+    m = re.search(r"const USAGE = '([^']*)'", (ROOT / NODE_SERVER).read_text())
+    assert m is not None, f"{NODE_SERVER} has no usage line"
+    return set(re.findall(r"--[\w-]+", m.group(1)))
+
+
+def node_points() -> frozenset[str]:
+    """The extension points TierZone implements: its methods named after them (the host's manifest
+    is built the same way from the class)."""
+    from framework.config import EXTENSION_POINTS
+
+    methods = re.findall(r"^  (?:async )?(\w+)\(", NODE_PLUGIN.read_text(), re.M)
+    return frozenset(m for m in methods if m in EXTENSION_POINTS)
+
+
+def test_node_image_installs_the_locked_dependencies_and_runs_the_server_unprivileged() -> None:
+    ins = dockerfile("Dockerfile.node")
+    assert ins[0] == Instruction("FROM", "node:20-slim")
+    assert any("npm ci" in i.args for i in ins if i.op == "RUN")
+    assert last(ins, "USER").args == "node"
+    argv = [*argv_of(last(ins, "ENTRYPOINT").args), *argv_of(last(ins, "CMD").args)]
+    assert argv[:2] == ["node", NODE_SERVER] and (ROOT / NODE_SERVER).is_file()
+    assert {a for a in argv[2:] if a.startswith("--")} <= node_flags()
+    assert flag(argv, "--listen") == "0.0.0.0:50071" and last(ins, "EXPOSE").args == "50071"
+    # The server loads proto/ from next to clients/ (lib/host.js: ../../../proto): the image keeps that layout.
+    copies = {argv_of(i.args)[-1].rstrip("/"): argv_of(i.args)[0] for i in ins if i.op == "COPY"}
+    assert copies["./proto"] == "proto" and copies["./clients/node"] == "clients/node"
+    assert node_points() == {"preFilter", "filter", "score"}
+
+
 # ---- the compose file, read here -----------------------------------------------------------------
 
 
 def test_compose_services_are_the_framework_its_plugins_and_the_backends() -> None:
     services = compose()["services"]
-    assert set(services) == {"framework", *PLUGIN_SERVICES, "jaeger", "prometheus"}
-    replicas = {name: services[name].get("deploy", {}).get("replicas") for name in PLUGIN_SERVICES}
-    assert replicas == {"coscheduling": 2, "nodelabels": 3, "provisioner": 1}
+    assert set(services) == {"framework", *PLUGIN_SERVICES, NODE_SERVICE, "jaeger", "prometheus"}
+    replicas = {name: services[name].get("deploy", {}).get("replicas") for name in (*PLUGIN_SERVICES, NODE_SERVICE)}
+    assert replicas == {"coscheduling": 2, "nodelabels": 3, "provisioner": 1, "tierzone": 2}
     assert services["framework"].get("deploy", {}).get("replicas", 1) == 1  # one active framework
 
 
@@ -229,6 +267,11 @@ def test_every_outrigger_service_command_parses_with_the_cli() -> None:
             # The compose healthcheck probes the port the host listens on.
             assert services[name]["healthcheck"]["test"] == ["CMD", "outrigger-healthcheck",
                                                            f"127.0.0.1:{port_of(args.listen)}"]
+    argv = service_argv(NODE_SERVICE, services[NODE_SERVICE])
+    assert argv[:2] == ["node", NODE_SERVER]
+    assert {a for a in argv[2:] if a.startswith("--")} <= node_flags(), argv
+    assert flag(argv, "--listen").startswith("0.0.0.0:")
+    assert flag(argv, "--framework") == flag(service_argv("framework", services["framework"]), "--advertise")
 
 
 def _framework_files() -> tuple[Path, Path]:
@@ -247,11 +290,11 @@ def test_remote_plugins_file_names_each_plugin_service_by_dns_name_and_port() ->
         m = re.fullmatch(r"dns:///([a-z0-9-]+):(\d+)", ep.addresses[0])
         assert m is not None, f"endpoint {ep.name}: {ep.addresses[0]} is not dns:///service:port"
         service, port = m.group(1), int(m.group(2))
-        assert service in PLUGIN_SERVICES, f"endpoint {ep.name} names no plugin host service: {service}"
+        assert service in (*PLUGIN_SERVICES, NODE_SERVICE), f"endpoint {ep.name} names no plugin service: {service}"
         argv = service_argv(service, services[service])
         assert port_of(flag(argv, "--listen")) == port, f"{service} does not listen on {port}"
         by_target[service] = ep.name
-    assert set(by_target) == set(PLUGIN_SERVICES)
+    assert set(by_target) == {*PLUGIN_SERVICES, NODE_SERVICE}
     # The framework starts once the plugin hosts are healthy (it handshakes them at startup).
     depends = services["framework"]["depends_on"]
     assert {s: depends[s]["condition"] for s in PLUGIN_SERVICES} == dict.fromkeys(PLUGIN_SERVICES, "service_healthy")
@@ -262,6 +305,7 @@ def _registry_with_example_plugins() -> Registry:
     for target in PLUGIN_SERVICES.values():
         for cls in load_plugins(target):
             registry.register_class(cls)
+    registry.register("TierZone", lambda args, handle: None, node_points())  # type: ignore[arg-type,return-value]
     return registry
 
 
@@ -277,12 +321,14 @@ def test_scheduler_config_loads_with_the_plugins_the_services_serve() -> None:
     assert "NodeLabels" in gang.names("filter") and gang.score_weights["NodeLabels"] == 1
     assert "Provisioner" in gang.names("preBind")
     assert gang.plugin_args["Coscheduling"] == {"permitWaitingTimeSeconds": 30}
+    tier = cfg.profile("tier-scheduler")
+    assert tier is not None and "TierZone" in tier.names("filter") and tier.score_weights["TierZone"] == 1
 
 
 def test_every_outrigger_service_exports_traces_to_jaeger_under_its_own_name() -> None:
     services = compose()["services"]
     names = []
-    for name in ("framework", *PLUGIN_SERVICES):
+    for name in ("framework", *PLUGIN_SERVICES, NODE_SERVICE):
         env = services[name]["environment"]
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4317", name
         assert env["OTEL_TRACES_EXPORTER"] == "otlp", name
@@ -331,9 +377,10 @@ def test_docker_compose_config_accepts_the_compose_file() -> None:
     assert proc.returncode == 0, proc.stderr
     resolved = yaml.safe_load(proc.stdout)
     services = resolved["services"]
-    assert set(services) == {"framework", *PLUGIN_SERVICES, "jaeger", "prometheus"}
-    assert {n: services[n]["deploy"]["replicas"] for n in PLUGIN_SERVICES} == {
-        "coscheduling": 2, "nodelabels": 3, "provisioner": 1}
+    assert set(services) == {"framework", *PLUGIN_SERVICES, NODE_SERVICE, "jaeger", "prometheus"}
+    assert {n: services[n]["deploy"]["replicas"] for n in (*PLUGIN_SERVICES, NODE_SERVICE)} == {
+        "coscheduling": 2, "nodelabels": 3, "provisioner": 1, "tierzone": 2}
+    assert services[NODE_SERVICE]["build"]["dockerfile"] == "Dockerfile.node"
     # The x- anchors were merged the way this file's own reading assumes.
     for name in PLUGIN_SERVICES:
         assert services[name]["build"]["dockerfile"] == "Dockerfile.pluginhost"
@@ -414,16 +461,28 @@ spec:
   containers: [{name: app, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
 """
 
+POD_FOR_TIER_PROFILE = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: tiered
+  labels: {example.com/tier: gold}
+  annotations: {example.com/preferred-zones: zone-a}
+spec:
+  schedulerName: tier-scheduler
+  containers: [{name: app, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
+"""
+
 CLUSTER = """\
 apiVersion: v1
 kind: List
 items:
-- {apiVersion: v1, kind: Node, metadata: {name: hdd-a, labels: {disktype: hdd, topology.kubernetes.io/zone: zone-a}},
-   status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}}
-- {apiVersion: v1, kind: Node, metadata: {name: ssd-a, labels: {disktype: ssd, topology.kubernetes.io/zone: zone-a}},
-   status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}}
-- {apiVersion: v1, kind: Node, metadata: {name: ssd-b, labels: {disktype: ssd, topology.kubernetes.io/zone: zone-b}},
-   status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: hdd-a, labels: {disktype: hdd, topology.kubernetes.io/zone: zone-a,
+   example.com/tier: gold}}, status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: ssd-a, labels: {disktype: ssd, topology.kubernetes.io/zone: zone-a,
+   example.com/tier: silver}}, status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: ssd-b, labels: {disktype: ssd, topology.kubernetes.io/zone: zone-b,
+   example.com/tier: gold}}, status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}}
 """
 
 
@@ -438,8 +497,16 @@ def _loopback(endpoints: list[EndpointConfig], addresses: dict[str, str]) -> str
     return text
 
 
+def _explain(config: Path, remote: Path, cluster: Path, pod: Path, capsys: pytest.CaptureFixture[str]) -> Any:
+    code = outrigger_main(["explain", "--config", str(config), "--plugins", str(remote), "--cluster", str(cluster),
+                           "-f", str(pod), "-o", "json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
 def test_compose_topology_on_loopback_schedules_through_the_same_configuration(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], node: str
 ) -> None:
     services = compose()["services"]
     config_file, plugins_file = _framework_files()
@@ -450,17 +517,26 @@ def test_compose_topology_on_loopback_schedules_through_the_same_configuration(
                                                   "--framework", flag(argv, "--framework"))]
         assert extra == [], f"{name}: flags this test does not reproduce: {extra}"
         hosts.append(HostProcess(argv[3]))
+    node_argv = service_argv(NODE_SERVICE, services[NODE_SERVICE])
+    assert node_argv[:2] == ["node", NODE_SERVER] and set(node_argv[2:]) == {
+        "--listen", flag(node_argv, "--listen"), "--framework", flag(node_argv, "--framework")}
+    hosts.append(NodeHost(node))
     with Hosts(*hosts) as addresses:
         remote = tmp_path / "remote-plugins.yaml"
-        remote.write_text(_loopback(load_remote_plugins(plugins_file), dict(zip(PLUGIN_SERVICES, addresses))))
-        (tmp_path / "cluster.yaml").write_text(CLUSTER)
+        where = dict(zip([*PLUGIN_SERVICES, NODE_SERVICE], addresses, strict=True))
+        remote.write_text(_loopback(load_remote_plugins(plugins_file), where))
+        cluster = tmp_path / "cluster.yaml"
+        cluster.write_text(CLUSTER)
         (tmp_path / "pod.yaml").write_text(POD_FOR_GANG_PROFILE)
-        code = outrigger_main(["explain", "--config", str(config_file), "--plugins", str(remote),
-                               "--cluster", str(tmp_path / "cluster.yaml"), "-f", str(tmp_path / "pod.yaml"),
-                               "-o", "json"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    result = json.loads(out)
+        (tmp_path / "tiered.yaml").write_text(POD_FOR_TIER_PROFILE)
+        result = _explain(config_file, remote, cluster, tmp_path / "pod.yaml", capsys)
+        tiered = _explain(config_file, remote, cluster, tmp_path / "tiered.yaml", capsys)
+    # TierZone (Node.js): the silver node is filtered out, the preferred zone wins.
+    assert tiered["selected"] == "hdd-a"
+    assert tiered["nodes"]["ssd-a"]["filter"] == {
+        "code": "UnschedulableAndUnresolvable", "plugin": "TierZone",
+        "reasons": ["node(s) didn't have label example.com/tier=gold"]}
+    assert [tiered["nodes"][n]["scores"]["TierZone"]["raw"] for n in ("hdd-a", "ssd-b")] == [100, 0]
     assert result["selected"] == "ssd-b"
     assert result["nodes"]["hdd-a"]["filter"] == {
         "code": "UnschedulableAndUnresolvable", "plugin": "NodeLabels",

@@ -386,8 +386,13 @@ class Session:
         if shutil.which("node") is None:
             pytest.skip(f"{cmd.where}: node is not installed")
         script = self.cwd / cmd.words[1]
-        if not (script.parent / "node_modules").is_dir():
-            pytest.skip(f"{cmd.where}: {script.parent.relative_to(self.root)}/node_modules is missing (npm ci)")
+        if not (script.parent / "node_modules" / ".package-lock.json").is_file():
+            from test_node_plugin import _npm_ci  # installs clients/node's locked dependencies (bounded)
+
+            npm = shutil.which("npm")
+            why = "npm is not installed" if npm is None else _npm_ci(npm)
+            if why:
+                pytest.skip(f"{cmd.where}: {why}")
         assert cmd.background and "--listen" in cmd.words, f"{cmd.where}: node servers run in the background"
         argv = ["node", *(self.word(w) for w in cmd.words[1:])]
         self.start(cmd, argv, argv[argv.index("--listen") + 1])

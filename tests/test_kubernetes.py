@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_deploy import argv_of, compose, dockerfile, flag, last
+from test_deploy import NODE_SERVER, argv_of, compose, dockerfile, flag, last, node_flags, node_points
 
 from framework.cli import parser as outrigger_parser
 from framework.profiles import build_registry, load_scheduler_config
@@ -119,6 +119,7 @@ def test_every_document_has_api_version_kind_name_and_the_namespace() -> None:
         ("Deployment", "outrigger-coscheduling"), ("Service", "outrigger-coscheduling"),
         ("Deployment", "outrigger-nodelabels"), ("Service", "outrigger-nodelabels"),
         ("Deployment", "outrigger-provisioner"), ("Service", "outrigger-provisioner"),
+        ("Deployment", "outrigger-tierzone"), ("Service", "outrigger-tierzone"),
     ])
     api = {"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1"}
     for d in docs:
@@ -193,11 +194,17 @@ def test_configmap_scheduler_config_loads_with_the_plugins_the_hosts_serve(tmp_p
     config.write_text(configmap_file(deploy, container, flag(argv, "--config")))
     registry = build_registry()
     for d in deployments():
-        if d["metadata"]["labels"].get("app.kubernetes.io/component") == "plugin-host":
-            for cls in load_plugins(image_argv(containers(d)[0])[3]):
+        if d["metadata"]["labels"].get("app.kubernetes.io/component") != "plugin-host":
+            continue
+        argv = image_argv(containers(d)[0])
+        if argv[0] == "node":  # the Node.js host serves TierZone
+            assert argv[1] == NODE_SERVER
+            registry.register("TierZone", lambda args, handle: None, node_points())  # type: ignore[arg-type,return-value]
+        else:
+            for cls in load_plugins(argv[3]):
                 registry.register_class(cls)
     cfg = load_scheduler_config(config, registry)
-    assert [p.scheduler_name for p in cfg.profiles] == ["default-scheduler", "gang-scheduler"]
+    assert [p.scheduler_name for p in cfg.profiles] == ["default-scheduler", "gang-scheduler", "tier-scheduler"]
     gang = cfg.profile("gang-scheduler")
     assert gang is not None
     assert gang.names("permit") == ["Coscheduling"] and gang.names("preBind") == ["Provisioner"]
@@ -210,7 +217,7 @@ def test_configmap_scheduler_config_loads_with_the_plugins_the_hosts_serve(tmp_p
 def test_remote_plugins_are_headless_services_of_hosts_listening_where_the_framework_dials() -> None:
     deploy, container, argv = framework()
     endpoints = parse_remote_plugins(configmap_file(deploy, container, flag(argv, "--plugins")), "outrigger-config")
-    assert [ep.name for ep in endpoints] == ["coscheduling", "nodelabels", "provisioner"]
+    assert [ep.name for ep in endpoints] == ["coscheduling", "nodelabels", "provisioner", "tierzone"]
     advertise = outrigger_parser().parse_args(argv[1:]).advertise
     hosts = []
     for ep in endpoints:
@@ -226,10 +233,16 @@ def test_remote_plugins_are_headless_services_of_hosts_listening_where_the_frame
         (target,) = selected(service["spec"]["selector"])
         (c,) = containers(target)
         host_argv = image_argv(c)
-        args = outrigger_parser().parse_args(host_argv[1:])
-        assert host_argv[1:3] == ["plugin", "serve"]
+        if host_argv[0] == "node":
+            assert host_argv[1] == NODE_SERVER and {a for a in host_argv if a.startswith("--")} <= node_flags()
+            listen, framework_address = flag(host_argv, "--listen"), flag(host_argv, "--framework")
+        else:
+            assert host_argv[1:3] == ["plugin", "serve"]
+            args = outrigger_parser().parse_args(host_argv[1:])
+            listen, framework_address = args.listen, args.framework
         # A headless Service does no port mapping: the host must listen on the port dialled.
-        assert args.listen == f"0.0.0.0:{port}" and container_ports(target)[str(svc_port["targetPort"])] == port
-        assert args.framework == advertise
+        assert listen == f"0.0.0.0:{port}" and container_ports(target)[str(svc_port["targetPort"])] == port
+        assert framework_address == advertise
         hosts.append((name, target["spec"]["replicas"]))
-    assert hosts == [("outrigger-coscheduling", 2), ("outrigger-nodelabels", 3), ("outrigger-provisioner", 1)]
+    assert hosts == [("outrigger-coscheduling", 2), ("outrigger-nodelabels", 3), ("outrigger-provisioner", 1),
+                     ("outrigger-tierzone", 2)]
