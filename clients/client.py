@@ -189,6 +189,19 @@ class SchedulerClient:
         ref = pb.scheduler.ObjectRef(kind="Pod", namespace=namespace, name=name)
         return Explanation.from_json(self._call("Explain", pb.scheduler.ExplainRequest(ref=ref, profile=profile)).json)
 
+    # ---- observability ---------------------------------------------------------------------------
+
+    def get_trace(self, name: str, namespace: str = "default") -> list[Any]:
+        """The framework's spans of the pod's last scheduling context (``TraceSpan`` messages); the
+        framework keeps them with ``outrigger serve --trace-store N``."""
+        return list(self._call("GetTrace", pb.scheduler.GetTraceRequest(namespace=namespace, name=name)).spans)
+
+    def debug_scores(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        """The pod's last debug score table (``outrigger serve --debug-scores N``)."""
+        reply = self._call("GetDebugScores", pb.scheduler.GetDebugScoresRequest(namespace=namespace, name=name))
+        table: dict[str, Any] = json.loads(reply.json)
+        return table
+
     # ---- watch -----------------------------------------------------------------------------------
 
     def watch(self, *, since: int = 0, types: Iterable[EventType | int] = (), replay: bool = True,

@@ -187,17 +187,50 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plugins", metavar="FILE", help="RemotePlugins document: remote plugin endpoints")
     p.add_argument("--advertise", metavar="ADDR",
                    help="address plugin hosts use to reach this framework (default: the bound address)")
+    p.add_argument("--http", metavar="ADDR",
+                   help="serve metrics (/metrics) and debug endpoints (/apis/v1/...) over HTTP on ADDR")
+    p.add_argument("--debug-scores", type=int, default=0, metavar="N",
+                   help="log (and keep) the top N nodes' per-plugin scores of each pod (0: off; switchable "
+                        "over HTTP)")
+    p.add_argument("--trace-exporter", metavar="NAMES",
+                   help="otlp, console or none, comma-separated (default: $OTEL_TRACES_EXPORTER, else none)")
+    p.add_argument("--otlp-endpoint", metavar="URL",
+                   help="OTLP/gRPC collector (default: $OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4317)")
+    p.add_argument("--service-name", help="service.name of the spans (default: $OTEL_SERVICE_NAME, else "
+                                          "outrigger-framework)")
+    p.add_argument("--trace-sampler", help="default: $OTEL_TRACES_SAMPLER, else parentbased_always_on")
+    p.add_argument("--trace-sampler-arg", help="the ratio of *traceidratio samplers ($OTEL_TRACES_SAMPLER_ARG)")
+    p.add_argument("--trace-store", type=int, metavar="N",
+                   help="keep the last N traces in process for `outrigger trace` (turns tracing on)")
 
 
 @command("serve", "run the framework service", _serve_args, examples="""\
   outrigger serve                                   # kube-scheduler's default profile on 127.0.0.1:50051
   outrigger serve --config scheduler.yaml --listen 0.0.0.0:50051
-  outrigger serve --config scheduler.yaml --plugins remote-plugins.yaml""")
+  outrigger serve --config scheduler.yaml --plugins remote-plugins.yaml
+  outrigger serve --http 127.0.0.1:10251 --trace-store 1000 --debug-scores 5
+  OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 outrigger serve""")
 def cmd_serve(args: argparse.Namespace) -> int:
+    from .observability import ObservabilityConfig
     from .service import serve
+    from .tracing import TracingConfig, TracingConfigError
 
     endpoints = _endpoints(args.plugins)
-    _run(serve(lambda registry: _config(args.config, registry), args.listen, endpoints, args.advertise))
+    try:
+        tracing = TracingConfig.from_env(
+            exporters=args.trace_exporter, endpoint=args.otlp_endpoint, service_name=args.service_name,
+            sampler=args.trace_sampler, sampler_arg=args.trace_sampler_arg, store=args.trace_store,
+        )
+    except TracingConfigError as exc:
+        raise UserError(str(exc)) from None
+    if args.debug_scores < 0:
+        raise UserError(f"--debug-scores must be >= 0, got {args.debug_scores}")
+    obs = ObservabilityConfig(tracing=tracing if tracing.enabled else None, http=args.http,
+                              debug_scores=args.debug_scores)
+    try:
+        _run(serve(lambda registry: _config(args.config, registry), args.listen, endpoints, args.advertise, obs))
+    except OSError as exc:
+        raise UserError(str(exc)) from None
     return 0
 
 
@@ -628,6 +661,67 @@ def cmd_watch(args: argparse.Namespace) -> int:
 # ---- demo -----------------------------------------------------------------------------------------
 
 
+# ---- trace, debug-scores --------------------------------------------------------------------------
+
+
+def _pod_ref(ref: str, namespace: str) -> tuple[str, str]:
+    ns, sep, name = ref.partition("/")
+    return (ns, name) if sep else (namespace, ref)
+
+
+def _trace_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pod", help="NAME or NAMESPACE/NAME")
+    add_namespace(p, "default")
+    p.add_argument("-o", "--output", choices=("tree", "json"), default="tree", help="output format (default tree)")
+    add_server(p)
+
+
+@command("trace", "the span tree of a pod's last scheduling attempt (serve --trace-store N)", _trace_args,
+         examples="""\
+  outrigger trace web-1
+  outrigger trace prod/web-1 -o json""")
+def cmd_trace(args: argparse.Namespace) -> int:
+    from google.protobuf.json_format import MessageToDict
+
+    from .tracecli import format_tree
+
+    ns, name = _pod_ref(args.pod, args.namespace)
+    with _client(args) as c:
+        spans = c.get_trace(name, ns)
+    if args.output == "json":
+        print(json.dumps([MessageToDict(s) for s in spans], indent=2))
+    else:
+        print(format_tree(spans))
+    return 0
+
+
+def _debug_scores_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pod", help="NAME or NAMESPACE/NAME")
+    add_namespace(p, "default")
+    add_output(p)
+    add_server(p)
+
+
+@command("debug-scores", "a pod's top-N per-plugin scores (serve --debug-scores N, or switched on over HTTP)",
+         _debug_scores_args, examples="""\
+  outrigger debug-scores web-1
+  outrigger debug-scores prod/web-1 -o json""")
+def cmd_debug_scores(args: argparse.Namespace) -> int:
+    from .debugscores import format_table
+
+    ns, name = _pod_ref(args.pod, args.namespace)
+    with _client(args) as c:
+        data = c.debug_scores(name, ns)
+
+    def as_table() -> str:
+        head = (f"pod {data['pod']} attempt {data['attempt']}: {data['scored_nodes']} nodes scored"
+                + (f", selected {data['selected']}" if data.get("selected") else ""))
+        return head + "\n" + format_table(data)
+
+    emit(args.output, data, as_table)
+    return 0
+
+
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=300)
     p.add_argument("--pods", type=int, default=3000)
@@ -659,10 +753,20 @@ def _run(coro: Any) -> Any:
         return asyncio.run(coro)
 
 
+class _TopHelp(argparse.RawDescriptionHelpFormatter):
+    """argparse measures command names one indent short of where it lists them: leave room for the
+    longest (``debug-scores``), so every command's help starts on its own line."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog)
+        self._action_max_length = max(len(name) for name in COMMANDS) + 6
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="outrigger", description=__doc__.split("\n\n")[0],
-        epilog="\n".join(__doc__.split("\n")[2:]), formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.split("\n")[2:]),
+        formatter_class=_TopHelp,
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

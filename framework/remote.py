@@ -34,7 +34,6 @@ from typing import Any
 import grpc
 import numpy as np
 import numpy.typing as npt
-from opentelemetry import trace as otel_trace
 
 from pluginhost import pb
 from pluginhost.convert import pod_to_proto, status_from_proto, status_to_proto
@@ -74,6 +73,7 @@ from pluginhost.view import (
     view_to_proto,
 )
 
+from . import tracing
 from .handle_service import FrameworkServices
 from .mirror import SnapshotPublisher
 from .plugins import Registry
@@ -163,6 +163,7 @@ class PointStats:
     latencies: list[float] = field(default_factory=list)
     retries: int = 0  # node batches sent again to another replica after theirs failed
     ignored: int = 0  # failures skipped under failurePolicy Ignore
+    batches: int = 0  # node batches sent on Filter/Score streams
 
     def record(self, seconds: float, *, error: bool = False) -> None:
         self.calls += 1
@@ -671,7 +672,7 @@ class RemotePlugin(Plugin):
         generation = snapshot.generation if snapshot is not None else 0
         if self.needs_snapshot and self.publisher is not None:
             self.publisher.publish_up_to(generation)
-        return pb.plugin.CycleContext(
+        ctx = pb.plugin.CycleContext(
             cycle_id=state.cycle_id,
             plugin=self.name,
             profile=self.profile,
@@ -681,6 +682,8 @@ class RemotePlugin(Plugin):
             attempt=state.attempt,
             node_view=_view_proto(state),
         )
+        tracing.inject(ctx.trace_context)  # the plugin call's span (nothing outside a traced cycle)
+        return ctx
 
     def _pod_proto(self, state: CycleState, pod: Pod) -> Any:
         # The same pod object meets every point of a cycle: convert it once per cycle, not per call.
@@ -746,15 +749,16 @@ class RemotePlugin(Plugin):
 
     async def _call_once(self, replica: _Replica, method: str, request: Any, timeout: float) -> Any:
         await self.endpoint.ready(replica)
+        metadata = tracing.grpc_metadata()  # the plugin call's span (None outside a traced cycle)
         try:
-            return await getattr(replica.stub, method)(request, timeout=timeout)
+            return await getattr(replica.stub, method)(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
                 raise
             # "not configured": the host restarted between two calls. Configure and retry once.
             replica.suspect = True
             await self.endpoint.ready(replica)
-            return await getattr(replica.stub, method)(request, timeout=timeout)
+            return await getattr(replica.stub, method)(request, timeout=timeout, metadata=metadata)
 
     def _ignored(self, point: str, state: CycleState | None, exc: BaseException) -> bool:
         """Under failurePolicy Ignore, a failed call skips the plugin for the rest of the cycle: record
@@ -767,7 +771,7 @@ class RemotePlugin(Plugin):
             state.skip_score.add(self.name)
         log.warning("%s plugin %r failed and is ignored for this cycle (failurePolicy Ignore): %s",
                     point, self.name, exc)
-        otel_trace.get_current_span().add_event(
+        tracing.add_event(
             "remote plugin failure ignored", {"plugin": self.name, "extension_point": point, "error": str(exc)}
         )
         return True
@@ -979,6 +983,7 @@ class RemotePlugin(Plugin):
         if not self.needs_snapshot:
             msg.node_names.extend(batch.snapshot.table.names[r] for r in batch.rows[lo:hi].tolist())
         stat.bytes_sent += request.ByteSize()
+        stat.batches += 1
         window.pending.setdefault(stream, {})[stream.seq] = (lo, hi)
         stream.seq += 1
         try:
@@ -1507,6 +1512,7 @@ class RemotePlugins:
                 agg.bytes_received += st.bytes_received
                 agg.retries += st.retries
                 agg.ignored += st.ignored
+                agg.batches += st.batches
                 agg.latencies.extend(st.latencies)
         return out
 

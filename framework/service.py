@@ -36,6 +36,7 @@ from pluginhost.view import ViewError
 
 from .config import SchedulerConfig
 from .handle_service import FrameworkServices, waiting_pod_to_proto
+from .observability import Observability, ObservabilityConfig
 from .plugins import Registry
 from .profiles import build_registry_with_remote
 from .remote import EndpointConfig, RemotePlugins
@@ -108,10 +109,11 @@ def event_to_proto(ev: Event) -> Any:
 class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[misc]
     """The public Scheduler API, backed by a :class:`Scheduler`."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, observability: Observability | None = None) -> None:
         self.s = scheduler
         # Event sequence numbers restart with the framework: a watch resumes only within one run.
         self.run_id = uuid.uuid4().hex
+        self.obs = observability
 
     async def Apply(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         objects: list[Pod | Node | Reservation] = []
@@ -307,6 +309,29 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         pods = [wp for wp in self.s.waiting_pods if not request.profile or wp.pod.scheduler_name == request.profile]
         return pb.handle.ListWaitingPodsResponse(pods=[waiting_pod_to_proto(wp) for wp in pods])
 
+    async def GetTrace(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        from .tracecli import spans_to_proto
+
+        store = self.obs.tracing.store if self.obs is not None and self.obs.tracing is not None else None
+        if store is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                "this framework keeps no traces (start it with --trace-store N)")
+            raise AssertionError("unreachable: abort raises")
+        key = f"{request.namespace or 'default'}/{request.name}"
+        spans = store.trace_of(key)
+        if not spans:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no trace kept for pod {key}")
+        return pb.scheduler.GetTraceResponse(spans=spans_to_proto(spans))
+
+    async def GetDebugScores(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        key = f"{request.namespace or 'default'}/{request.name}"
+        scores = self.obs.scores if self.obs is not None else None
+        table = scores.get(key) if scores is not None else None
+        if table is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"no debug score table for pod {key} (are debug scores on? --debug-scores N)")
+        return pb.scheduler.GetDebugScoresResponse(json=json.dumps(table))
+
 
 @dataclass
 class Server:
@@ -319,6 +344,7 @@ class Server:
     loop_task: asyncio.Task[None]
     services: FrameworkServices | None = None
     remote: RemotePlugins | None = None
+    observability: Observability | None = None
     _stopped: bool = False
 
     @property
@@ -331,6 +357,8 @@ class Server:
             return
         self._stopped = True
         await self.health.enter_graceful_shutdown()
+        if self.observability is not None:
+            await self.observability.stop_http()
         await self.scheduler.stop()
         self.loop_task.cancel()
         try:
@@ -342,6 +370,8 @@ class Server:
         elif self.services is not None:
             self.services.close()
         await self.server.stop(grace)
+        if self.observability is not None:
+            self.observability.shutdown()  # after the last binding cycle: every trace is complete
 
 
 def _new_server() -> grpc.aio.Server:
@@ -377,30 +407,33 @@ async def _start(
     services: FrameworkServices,
     remote: RemotePlugins | None,
     seed: int | None,
+    observability: ObservabilityConfig | None = None,
 ) -> Server:
     scheduler = Scheduler(config, registry, seed=seed)
     if remote is not None:
         await remote.attach(scheduler)  # profiles, snapshot publisher, Configure (errors fail startup)
     else:
         services.attach(scheduler)
-    pb.scheduler_grpc.add_SchedulerServicer_to_server(SchedulerService(scheduler), server)  # type: ignore[no-untyped-call]
+    obs = await Observability.start(observability, scheduler, remote) if observability is not None else None
+    servicer = SchedulerService(scheduler, obs)
+    pb.scheduler_grpc.add_SchedulerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     await server.start()
     await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     loop_task = asyncio.get_running_loop().create_task(scheduler.run())
-    return Server(scheduler, server, health_servicer, port, loop_task, services, remote)
+    return Server(scheduler, server, health_servicer, port, loop_task, services, remote, obs)
 
 
 async def start_server(config: SchedulerConfig, registry: Registry, listen: str = "127.0.0.1:0",
-                       *, seed: int | None = None) -> Server:
+                       *, seed: int | None = None, observability: ObservabilityConfig | None = None) -> Server:
     """Build the scheduler and start serving on ``listen`` (port 0 picks a free port)."""
     server = _new_server()
     port = _bind(server, listen)
     services = FrameworkServices()
     services.add_to(server)
-    return await _start(config, registry, server, port, services, None, seed)
+    return await _start(config, registry, server, port, services, None, seed, observability)
 
 
 async def start_service(
@@ -410,6 +443,7 @@ async def start_service(
     *,
     advertise: str | None = None,
     seed: int | None = None,
+    observability: ObservabilityConfig | None = None,
 ) -> Server:
     """The whole framework with remote plugins: bind ``listen``, handshake ``endpoints`` (telling them to
     connect back to ``advertise``, by default the bound address), load the configuration with
@@ -423,7 +457,7 @@ async def start_service(
         registry, remote = await build_registry_with_remote(
             endpoints, advertise or advertised_address(listen, port), services
         )
-        return await _start(config_for(registry), registry, server, port, services, remote, seed)
+        return await _start(config_for(registry), registry, server, port, services, remote, seed, observability)
     except BaseException:
         if remote is not None:
             await remote.close()
@@ -465,14 +499,17 @@ async def serve(
     listen: str,
     endpoints: Sequence[EndpointConfig] = (),
     advertise: str | None = None,
+    observability: ObservabilityConfig | None = None,
 ) -> None:
     """Run the framework service until SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)  # before announcing: a SIGTERM right after is graceful
-    srv = await start_service(config_for, endpoints, listen, advertise=advertise)
+    srv = await start_service(config_for, endpoints, listen, advertise=advertise, observability=observability)
     log.info("outrigger framework serving on %s (profiles: %s)", listen, ", ".join(srv.scheduler.profiles))
+    if srv.observability is not None and srv.observability.http is not None:
+        print(f"outrigger framework HTTP (metrics, debug) on {srv.observability.http.address}", flush=True)
     await stop.wait()
     log.info("shutting down")
     await srv.stop()

@@ -17,6 +17,7 @@ extension point, the profile, the cycle id, the plugin's args, the Handle client
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,7 @@ class CallContext:
     attempt: int = 0  # the pod's scheduling attempt, from 1
     snapshot_generation: int = 0  # the framework's snapshot generation the cycle runs against
     state: CycleState | None = None  # the CycleState proxy of this call
+    trace_context: Mapping[str, str] = field(default_factory=dict)  # W3C trace context from the framework
 
 
 _current: contextvars.ContextVar[CallContext] = contextvars.ContextVar("outrigger_call_context")

@@ -33,6 +33,7 @@ import asyncio
 import collections
 import contextlib
 import importlib
+import inspect
 import json
 import logging
 import signal
@@ -46,7 +47,7 @@ import numpy as np
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from pluginhost import pb
-from pluginhost.context import CallContext, _enter, _leave
+from pluginhost.context import CallContext
 from pluginhost.convert import pod_from_proto, status_from_proto, status_to_proto
 from pluginhost.handle_client import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, CycleStateClient, HandleClient
 from pluginhost.mirror import MirrorError, SnapshotMirror, rows_of_ids
@@ -74,6 +75,10 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import Snapshot
 from pluginhost.state import StateValue, entry_of, value_of
 from pluginhost.status import Status
+from pluginhost.tracing import TraceMetadataInterceptor
+from pluginhost.tracing import enabled as tracing_enabled
+from pluginhost.tracing import enter as _enter
+from pluginhost.tracing import leave as _leave
 from pluginhost.view import (
     ViewError,
     apply_view,
@@ -199,6 +204,7 @@ def manifest_of(cls: type) -> Any:
         filter_and_score=filter_and_score,
         needs_snapshot=bool(needs_snapshot),
     )
+    msg.debug_paths.extend(_class_debug_paths(cls, where))
     if issubclass(cls, EnqueueExtensions):
         enums.append(E.EXTENSION_POINT_ENQUEUE_EXTENSIONS)
         msg.points.append(E.EXTENSION_POINT_ENQUEUE_EXTENSIONS)
@@ -224,6 +230,24 @@ def _class_events(cls: type, where: str) -> list[ClusterEventWithHint]:
             "manifest, so it must not depend on constructor state"
         ) from exc
     return list(events)
+
+
+def _class_debug_paths(cls: type, where: str) -> list[str]:
+    # Like the events: read from a bare instance, before any configured instance exists.
+    if getattr(cls, "debug_endpoints", Plugin.debug_endpoints) is Plugin.debug_endpoints:
+        return []
+    try:
+        bare: Any = object.__new__(cls)
+        paths = list(bare.debug_endpoints())
+    except Exception as exc:
+        raise PluginDefinitionError(
+            f"{where}: debug_endpoints() failed on a bare instance ({exc}); its keys are read once for the "
+            "manifest, so they must not depend on constructor state"
+        ) from exc
+    for path in paths:
+        if not isinstance(path, str) or not path or path.startswith("/"):
+            raise PluginDefinitionError(f"{where}: debug endpoint path {path!r} must be a non-empty relative path")
+    return paths
 
 
 def _action_text(action: ActionType) -> str:
@@ -441,6 +465,7 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
             attempt=ctx.attempt if ctx is not None else 0,
             snapshot_generation=ctx.snapshot_generation if ctx is not None else 0,
             state=state,
+            trace_context=ctx.trace_context if ctx is not None else {},
         )
 
     async def _rows(self, snapshot: Snapshot | None, ids: Sequence[int]) -> Any:
@@ -554,6 +579,33 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
 
     async def BeforePostFilter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self._transform_nodes(request, context, "BeforePostFilter", "before_post_filter")
+    async def Debug(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            hosted = self._hosted(request.plugin)
+        except _CallError as exc:
+            await self._abort(context, exc)
+        if request.path not in hosted.manifest.debug_paths:
+            have = ", ".join(hosted.manifest.debug_paths) or "none"
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"plugin {hosted.name!r} has no debug endpoint {request.path!r} (it has: {have})")
+        first = next(iter(hosted.instances.values()), None)
+        inst = hosted.instances.get(request.profile) if request.profile else first
+        if inst is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"plugin {hosted.name!r} is not configured for profile {request.profile!r}")
+            raise AssertionError("unreachable: abort raises")
+        token = _enter(self._context(hosted, "Debug", request.profile))
+        try:
+            value = inst.debug_endpoints()[request.path]()
+            if inspect.isawaitable(value):
+                value = await value
+            text = json.dumps(value)
+        except Exception as exc:
+            await context.abort(grpc.StatusCode.INTERNAL,
+                                f"debug endpoint {request.path!r} of plugin {hosted.name!r} failed: {exc}")
+        finally:
+            _leave(token)
+        return pb.plugin.DebugReply(json=text)
 
     # ---- queueing ------------------------------------------------------------------------------
 
@@ -941,7 +993,8 @@ class PluginHost:
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ]
+            ],
+            interceptors=[TraceMetadataInterceptor()] if tracing_enabled() else None,
         )
         pb.plugin_grpc.add_PluginServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
         self._health = health.aio.HealthServicer()
@@ -1071,6 +1124,12 @@ def load_plugins(target: str) -> list[type[Plugin]]:
 
 
 async def _serve(plugins: Sequence[type[Plugin]], listen: str, framework: str | None) -> None:
+    from pluginhost.tracing import configure_from_env
+
+    try:
+        provider = configure_from_env()  # OTEL_* variables; off unless OTEL_TRACES_EXPORTER names an exporter
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -1083,6 +1142,8 @@ async def _serve(plugins: Sequence[type[Plugin]], listen: str, framework: str | 
     await stop.wait()
     log.info("plugin host shutting down")
     await host.stop()
+    if provider is not None:
+        provider.shutdown()  # type: ignore[attr-defined]  # export the spans still buffered
 
 
 def serve(plugins: Sequence[type[Plugin]], listen: str = DEFAULT_LISTEN, framework: str | None = None) -> None:

@@ -356,6 +356,13 @@ class Plugin:
 
     name: str = ""
 
+    def debug_endpoints(self) -> Mapping[str, Callable[[], Any]]:
+        """Read-only JSON debug endpoints: path -> a function returning a JSON-able value (or an
+        awaitable of one). The framework serves them at ``/apis/v1/plugins/<name>/<path>``. A hosted
+        plugin's paths are read once, from a bare instance, for its manifest: the keys must not depend
+        on constructor state (the functions run on the configured instance)."""
+        return {}
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 

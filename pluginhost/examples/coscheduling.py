@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -246,6 +247,44 @@ class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensio
             del self._first_waiting[g]
             done.append(g[1])
         return done
+    # ---- debugging -----------------------------------------------------------------------------
+
+    def debug_endpoints(self) -> dict[str, Callable[[], Awaitable[dict[str, Any]]]]:
+        return {"podgroups": self.pod_groups}
+
+    async def pod_groups(self) -> dict[str, Any]:
+        """The pod groups the plugin sees: members waiting at Permit, and members placed (bound or
+        binding, as the snapshot has them) that no longer wait."""
+        assert self.handle is not None, "Coscheduling needs the framework handle"
+        get = getattr(self.handle, "waiting_pods_async", None)
+        waiting_pods = await get() if get is not None else self.handle.waiting_pods()
+        groups: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def entry(group: tuple[str, str], member: Pod) -> dict[str, Any]:
+            e = groups.setdefault(group, {"namespace": group[0], "name": group[1], "minMember": None,
+                                          "placed": [], "waiting": []})
+            if e["minMember"] is None:
+                need = self._min_member(member)
+                e["minMember"] = None if isinstance(need, Status) else need
+            return e
+
+        waiting = set()
+        for wp in waiting_pods:
+            g = group_of(wp.pod)
+            if g is not None:
+                waiting.add(wp.pod.uid)
+                entry(g, wp.pod)["waiting"].append(wp.pod.name)
+        for pods in self.handle.snapshot().pods:
+            for p in pods:
+                g = group_of(p)
+                if g is not None and p.uid not in waiting:
+                    entry(g, p)["placed"].append(p.name)
+        out = []
+        for _, e in sorted(groups.items()):
+            e["placed"].sort()
+            e["waiting"].sort()
+            out.append(e)
+        return {"groups": out}
 
     # ---- queueing ------------------------------------------------------------------------------
 

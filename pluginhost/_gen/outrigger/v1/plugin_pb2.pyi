@@ -69,7 +69,7 @@ class HandshakeRequest(_message.Message):
     def __init__(self, framework_version: _Optional[str] = ..., profile: _Optional[str] = ..., framework_address: _Optional[str] = ...) -> None: ...
 
 class PluginManifest(_message.Message):
-    __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events")
+    __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events", "debug_paths")
     NAME_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
     STATE_KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +77,7 @@ class PluginManifest(_message.Message):
     FILTER_AND_SCORE_FIELD_NUMBER: _ClassVar[int]
     NEEDS_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    DEBUG_PATHS_FIELD_NUMBER: _ClassVar[int]
     name: str
     points: _containers.RepeatedScalarFieldContainer[ExtensionPoint]
     state_keys: _containers.RepeatedScalarFieldContainer[str]
@@ -84,7 +85,8 @@ class PluginManifest(_message.Message):
     filter_and_score: bool
     needs_snapshot: bool
     events: _containers.RepeatedCompositeFieldContainer[_types_pb2.ClusterEventWithHint]
-    def __init__(self, name: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ExtensionPoint, str]]] = ..., state_keys: _Optional[_Iterable[str]] = ..., preferred_batch_size: _Optional[int] = ..., filter_and_score: _Optional[bool] = ..., needs_snapshot: _Optional[bool] = ..., events: _Optional[_Iterable[_Union[_types_pb2.ClusterEventWithHint, _Mapping]]] = ...) -> None: ...
+    debug_paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ExtensionPoint, str]]] = ..., state_keys: _Optional[_Iterable[str]] = ..., preferred_batch_size: _Optional[int] = ..., filter_and_score: _Optional[bool] = ..., needs_snapshot: _Optional[bool] = ..., events: _Optional[_Iterable[_Union[_types_pb2.ClusterEventWithHint, _Mapping]]] = ..., debug_paths: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HandshakeResponse(_message.Message):
     __slots__ = ("plugins", "host_version", "features")
@@ -552,3 +554,19 @@ class StopRequest(_message.Message):
     profile: str
     reason: str
     def __init__(self, profile: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DebugRequest(_message.Message):
+    __slots__ = ("plugin", "profile", "path")
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    plugin: str
+    profile: str
+    path: str
+    def __init__(self, plugin: _Optional[str] = ..., profile: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class DebugReply(_message.Message):
+    __slots__ = ("json",)
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    def __init__(self, json: _Optional[str] = ...) -> None: ...

@@ -168,6 +168,11 @@ class PluginStub:
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.StopRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_plugin__pb2.Ack.FromString,
                 _registered_method=True)
+        self.Debug = channel.unary_unary(
+                '/outrigger.v1.Plugin/Debug',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.DebugRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.DebugReply.FromString,
+                _registered_method=True)
 
 
 class PluginServicer:
@@ -375,6 +380,15 @@ class PluginServicer:
         The framework is shutting down (or no longer uses this host): stop the background work
         (controllers) of the plugins configured for `profile` ("" for every profile). A host also stops
         its controllers when it stops. Configure (re)starts them.
+        --- Debugging --------------------------------------------------------------------------------
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Debug(self, request, context):
+        """A plugin's read-only debug endpoint (one of PluginManifest.debug_paths): its JSON. NOT_FOUND for
+        an unknown plugin or path, FAILED_PRECONDITION when the plugin is not configured for the profile.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -512,6 +526,11 @@ def add_PluginServicer_to_server(servicer, server):
                     servicer.Stop,
                     request_deserializer=outrigger_dot_v1_dot_plugin__pb2.StopRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_plugin__pb2.Ack.SerializeToString,
+            ),
+            'Debug': grpc.unary_unary_rpc_method_handler(
+                    servicer.Debug,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.DebugRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.DebugReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1217,6 +1236,33 @@ class Plugin:
             '/outrigger.v1.Plugin/Stop',
             outrigger_dot_v1_dot_plugin__pb2.StopRequest.SerializeToString,
             outrigger_dot_v1_dot_plugin__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Debug(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/Debug',
+            outrigger_dot_v1_dot_plugin__pb2.DebugRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.DebugReply.FromString,
             options,
             channel_credentials,
             insecure,

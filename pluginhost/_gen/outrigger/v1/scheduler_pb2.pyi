@@ -279,3 +279,53 @@ class ListReservationsResponse(_message.Message):
     RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
     reservations: _containers.RepeatedCompositeFieldContainer[ReservationState]
     def __init__(self, reservations: _Optional[_Iterable[_Union[ReservationState, _Mapping]]] = ...) -> None: ...
+
+class GetTraceRequest(_message.Message):
+    __slots__ = ("namespace", "name")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class TraceSpan(_message.Message):
+    __slots__ = ("trace_id", "span_id", "parent_span_id", "name", "start_unix_nano", "end_unix_nano", "attributes_json", "status_code", "status_message")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    START_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    END_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    start_unix_nano: int
+    end_unix_nano: int
+    attributes_json: str
+    status_code: str
+    status_message: str
+    def __init__(self, trace_id: _Optional[str] = ..., span_id: _Optional[str] = ..., parent_span_id: _Optional[str] = ..., name: _Optional[str] = ..., start_unix_nano: _Optional[int] = ..., end_unix_nano: _Optional[int] = ..., attributes_json: _Optional[str] = ..., status_code: _Optional[str] = ..., status_message: _Optional[str] = ...) -> None: ...
+
+class GetTraceResponse(_message.Message):
+    __slots__ = ("spans",)
+    SPANS_FIELD_NUMBER: _ClassVar[int]
+    spans: _containers.RepeatedCompositeFieldContainer[TraceSpan]
+    def __init__(self, spans: _Optional[_Iterable[_Union[TraceSpan, _Mapping]]] = ...) -> None: ...
+
+class GetDebugScoresRequest(_message.Message):
+    __slots__ = ("namespace", "name")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class GetDebugScoresResponse(_message.Message):
+    __slots__ = ("json",)
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    def __init__(self, json: _Optional[str] = ...) -> None: ...

@@ -84,6 +84,16 @@ class SchedulerStub:
                 request_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListReservationsRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListReservationsResponse.FromString,
                 _registered_method=True)
+        self.GetTrace = channel.unary_unary(
+                '/outrigger.v1.Scheduler/GetTrace',
+                request_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetTraceRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetTraceResponse.FromString,
+                _registered_method=True)
+        self.GetDebugScores = channel.unary_unary(
+                '/outrigger.v1.Scheduler/GetDebugScores',
+                request_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -153,6 +163,21 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTrace(self, request, context):
+        """The framework's spans of a pod's last scheduling context, from the in-process trace store
+        (FAILED_PRECONDITION when traces are not kept, NOT_FOUND when the pod has none).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDebugScores(self, request, context):
+        """The debug score table of a pod's last scored attempt (NOT_FOUND when there is none).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -200,6 +225,16 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ListReservations,
                     request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListReservationsRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListReservationsResponse.SerializeToString,
+            ),
+            'GetTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTrace,
+                    request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetTraceRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetTraceResponse.SerializeToString,
+            ),
+            'GetDebugScores': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDebugScores,
+                    request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -446,6 +481,60 @@ class Scheduler:
             '/outrigger.v1.Scheduler/ListReservations',
             outrigger_dot_v1_dot_scheduler__pb2.ListReservationsRequest.SerializeToString,
             outrigger_dot_v1_dot_scheduler__pb2.ListReservationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Scheduler/GetTrace',
+            outrigger_dot_v1_dot_scheduler__pb2.GetTraceRequest.SerializeToString,
+            outrigger_dot_v1_dot_scheduler__pb2.GetTraceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDebugScores(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Scheduler/GetDebugScores',
+            outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresRequest.SerializeToString,
+            outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresResponse.FromString,
             options,
             channel_credentials,
             insecure,
