@@ -89,7 +89,10 @@ class HttpServer:
         if not sep or not port.isdigit():
             raise OSError(f"cannot listen on {listen!r}: expected HOST:PORT")
         host = host.strip("[]") or "0.0.0.0"
-        self._server = await asyncio.start_server(self._handle, host, int(port))
+        try:
+            self._server = await asyncio.start_server(self._handle, host, int(port))
+        except OSError as exc:
+            raise OSError(f"cannot serve HTTP on {listen!r}: {exc.strerror or exc}") from None
         self.host = host
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self

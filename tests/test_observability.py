@@ -19,7 +19,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 from test_remote_examples import config, gang, nodes, objects, pod
 from test_remote_harness import HostProcess, endpoint, until
@@ -33,8 +37,13 @@ from framework.plugins import in_tree_registry
 from framework.scheduler import explain_pod
 from framework.service import Server, start_server, start_service
 from framework.tracing import SpanStore, Tracing, TracingConfig, TracingConfigError, make_sampler
+from pluginhost import pb
+from pluginhost import tracing as host_tracing
 from pluginhost.examples import Coscheduling
+from pluginhost.host import PluginHost
 from pluginhost.model import Pod
+from pluginhost.plugin import PermitPlugin
+from pluginhost.status import Status
 
 PROMETHEUS = "/usr/bin/prometheus"
 PROFILE = "default-scheduler"
@@ -459,3 +468,57 @@ def test_serve_refuses_bad_tracing_flags(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 1
     assert capsys.readouterr().err.strip() == "error: unknown trace exporter 'jaeger' (one of: otlp, console, none)"
 
+
+
+# ---------------------------------------------------------------------------------------------------
+# The plugin host's span per call
+
+
+class _Allow(PermitPlugin):
+    name = "Allow"
+    needs_snapshot = False
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Any = None) -> None:
+        pass
+
+    async def permit(self, state: Any, pod: Pod, node_name: str) -> tuple[Status, float]:
+        return Status(), 0.0
+
+
+def test_host_span_parent_comes_from_the_context_then_from_metadata() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    in_band = "00-" + "a1" * 16 + "-" + "b1" * 8 + "-01"
+    metadata = "00-" + "a2" * 16 + "-" + "b2" * 8 + "-01"
+    cases = [  # (trace context in CycleContext, traceparent metadata)
+        ({"traceparent": in_band}, metadata),
+        ({}, metadata),
+        ({}, None),
+    ]
+
+    async def main() -> None:
+        host = PluginHost([_Allow], listen="127.0.0.1:0")
+        async with host, grpc.aio.insecure_channel(host.address) as channel:
+            stub = pb.plugin_grpc.PluginStub(channel)
+            reply = await stub.Configure(pb.plugin.ConfigureRequest(plugin="Allow", profile="p"))
+            assert reply.status.code == pb.types.CODE_SUCCESS
+            for i, (carried, md) in enumerate(cases):
+                ctx = pb.plugin.CycleContext(cycle_id=f"c{i}", plugin="Allow", profile="p", attempt=1,
+                                             trace_context=carried)
+                request = pb.plugin.NodeRequest(ctx=ctx, node_name="n1")
+                got = await stub.Permit(request, metadata=(("traceparent", md),) if md else None, timeout=10)
+                assert got.status.code == pb.types.CODE_SUCCESS
+
+
+    host_tracing.configure(provider)
+    try:
+        asyncio.run(main())
+    finally:
+        host_tracing.configure(None)
+    spans = exporter.get_finished_spans()
+    assert [(s.name, f"{s.context.trace_id:032x}", f"{s.parent.span_id:016x}" if s.parent else "",
+             s.attributes["outrigger.cycle_id"], s.kind.name) for s in spans] == [
+        ("outrigger.v1.Plugin/Permit", "a1" * 16, "b1" * 8, "c0", "SERVER"),
+        ("outrigger.v1.Plugin/Permit", "a2" * 16, "b2" * 8, "c1", "SERVER"),
+    ]
