@@ -16,10 +16,11 @@ The trace of one pod attempt reads::
 
 Why not the SDK's ``Tracer``: a pod meets 30 to 50 plugin calls, and an SDK span costs ~20 us of CPU to
 start and end, more than the whole scheduling of a pod takes in-process. Spans here are small records
-(ids, times, a few attributes) turned into the SDK's :class:`ReadableSpan` when they end and handed to
-ordinary span processors (batch OTLP export, console, the in-process :class:`SpanStore`), so exporters,
-resources and samplers are the standard ones. The sampler decides once per scheduling context; an
-unsampled context costs one contextvar check per extension point and plugin call.
+(ids, times, a few attributes); once ended they are queued, and a thread turns them into the SDK's
+:class:`ReadableSpan` and hands them to ordinary span processors (batch OTLP export, console, the
+in-process :class:`SpanStore`), so exporters, resources and samplers are the standard ones. The sampler
+decides once per scheduling context; an unsampled context costs one contextvar check per extension point
+and plugin call.
 
 Configuration (:class:`TracingConfig`) follows the standard environment variables:
 ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, ``none``; a comma-separated list), ``OTEL_EXPORTER_OTLP_ENDPOINT``
@@ -90,6 +91,8 @@ SAMPLERS = (
     "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio",
 )
 
+DRAIN_BATCH = 512  # ended spans that wake the exporting thread early
+DRAIN_INTERVAL = 0.1  # seconds between its rounds otherwise
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _rand = random.Random()
 _current: contextvars.ContextVar[Span | None] = contextvars.ContextVar("outrigger_span", default=None)
@@ -258,6 +261,13 @@ class Tracing:
         self.resource = resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME})
         self.sampler = sampler or ParentBased(ALWAYS_ON)
         self._closed = False
+        # Ended spans wait here; a thread turns them into ReadableSpans for the processors, mostly while
+        # the scheduler waits on remote plugins, so the scheduling loop only appends to a deque.
+        self._ended: collections.deque[Span] = collections.deque()
+        self._drain_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="outrigger-spans", daemon=True)
+        self._thread.start()
 
     def start_trace(self, name: str, attrs: dict[str, Any], pod: str = "") -> Span | None:
         """The root span of a new scheduling context, or None when the sampler drops it."""
@@ -271,6 +281,22 @@ class Tracing:
         return span
 
     def _emit(self, span: Span) -> None:
+        self._ended.append(span)
+        if len(self._ended) >= DRAIN_BATCH and not self._wake.is_set():
+            self._wake.set()
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait(DRAIN_INTERVAL)
+            self._wake.clear()
+            self._drain()
+
+    def _drain(self) -> None:
+        with self._drain_lock:
+            while self._ended:
+                self._export(self._ended.popleft())
+
+    def _export(self, span: Span) -> None:
         parent = SpanContext(span.trace_id, span.parent_id, False, _SAMPLED) if span.parent_id else None
         readable = ReadableSpan(
             name=span.name,
@@ -289,6 +315,7 @@ class Tracing:
             p.on_end(readable)
 
     def force_flush(self, timeout_millis: int = 30_000) -> None:
+        self._drain()
         for p in self.processors:
             p.force_flush(timeout_millis)
 
@@ -297,6 +324,9 @@ class Tracing:
         if self._closed:
             return
         self._closed = True
+        self._wake.set()
+        self._thread.join(5.0)
+        self._drain()
         for p in self.processors:
             try:
                 p.shutdown()
