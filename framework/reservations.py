@@ -24,11 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry import trace as otel_trace
-
 from pluginhost.model import PODS, RESERVATION_ANNOTATION, RESERVATION_NAMESPACE, Pod, Reservation, ResourceList
 from pluginhost.status import Code, Status
 
+from . import tracing
 from .plugins.helpers import label_selector_matches
 
 __all__ = [
@@ -236,7 +235,7 @@ class Reservations:
 def span_attributes(rec: ReservationRecord, *, phase: str = "", owner: str = "",
                     taken: ResourceList | None = None) -> None:
     """Describe ``rec`` on the current span (a no-op without tracing)."""
-    span = otel_trace.get_current_span()
+    span = tracing.get_current_span()
     if not span.is_recording():
         return
     span.set_attribute("outrigger.reservation.name", rec.name)

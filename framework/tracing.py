@@ -45,6 +45,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import (
@@ -76,6 +77,7 @@ __all__ = [
     "add_event",
     "benchmark_tracing",
     "current_span",
+    "get_current_span",
     "grpc_metadata",
     "inject",
     "make_sampler",
@@ -131,6 +133,12 @@ class Span:
     def child(self, name: str, attrs: dict[str, Any] | None = None, kind: SpanKind = SpanKind.INTERNAL) -> Span:
         return Span(self.tracing, name, self.trace_id, self.span_id, kind, attrs)
 
+    def is_recording(self) -> bool:
+        return True
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attrs[key] = value
+
     def add_event(self, name: str, attrs: Mapping[str, Any] | None = None) -> None:
         if self.events is None:
             self.events = []
@@ -153,6 +161,14 @@ class Span:
 def current_span() -> Span | None:
     """The framework span the running code belongs to (None outside a sampled scheduling context)."""
     return _current.get()
+
+
+def get_current_span() -> Any:
+    """The span code running in the framework describes itself on (``is_recording``, ``set_attribute``,
+    ``add_event``, as OpenTelemetry's API has them): the framework's span inside a traced scheduling
+    context, otherwise OpenTelemetry's current span (a no-op one without tracing)."""
+    span = _current.get()
+    return span if span is not None else otel_trace.get_current_span()
 
 
 def activate(span: Span | None) -> contextvars.Token[Span | None]:

@@ -522,3 +522,26 @@ def test_host_span_parent_comes_from_the_context_then_from_metadata() -> None:
         ("outrigger.v1.Plugin/Permit", "a1" * 16, "b1" * 8, "c0", "SERVER"),
         ("outrigger.v1.Plugin/Permit", "a2" * 16, "b2" * 8, "c1", "SERVER"),
     ]
+
+
+def test_code_in_a_traced_cycle_describes_itself_on_the_framework_span() -> None:
+    # What plugins (e.g. Reservation) call: the framework's span when one is current, OpenTelemetry's otherwise.
+    from framework import tracing as fw_tracing
+
+    store = SpanStore(1)
+    tr = Tracing(store=store)
+    root = tr.start_trace("SchedulePod", {}, pod="default/p")
+    assert root is not None
+    assert not fw_tracing.get_current_span().is_recording()  # no framework span, no OpenTelemetry SDK span
+    token = fw_tracing.activate(root)
+    try:
+        span = fw_tracing.get_current_span()
+        assert span.is_recording()
+        span.set_attribute("outrigger.reservation.name", "r1")
+    finally:
+        fw_tracing.deactivate(token)
+    root.end()
+    tr.shutdown()
+    assert [(s.name, dict(s.attributes or {})) for s in store.trace_of("default/p")] == [
+        ("SchedulePod", {"outrigger.reservation.name": "r1"})
+    ]

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from opentelemetry import trace as otel_trace
 
 from pluginhost.model import PODS, Pod
 from pluginhost.plugin import (
@@ -34,6 +33,8 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Status
 from pluginhost.view import NodeChange
+
+from .. import tracing
 
 __all__ = ["Reservation"]
 
@@ -68,7 +69,7 @@ class Reservation(FilterTransformer, ScoreTransformer, ReservePlugin, PostBindPl
         matched = self._matched(state, pod)
         if not matched:
             return None
-        span = otel_trace.get_current_span()
+        span = tracing.get_current_span()
         if span.is_recording():
             span.set_attribute("outrigger.reservation.matched", sorted(matched.values()))
         manager = self._manager()
