@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit proto bench clean
+.PHONY: demo test lint typecheck unit proto bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ proto: $(STAMP)
 # Every benchmark scenario (framework/bench.py): prints a table, writes bench-results.json (under 10 minutes).
 bench: $(STAMP)
 	$(BIN)/python -m framework.bench --out bench-results.json
+
+# The fuzz tests with 50 x their `make test` budget and fresh random examples (docs/bad-input.md).
+fuzz: $(STAMP)
+	OUTRIGGER_FUZZ=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz_parsers.py tests/test_fuzz_services.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -14,15 +14,14 @@ import grpc
 from pluginhost import pb
 from pluginhost.manifest import node_to_dict, pod_to_dict
 from pluginhost.model import Node, Pod
+from pluginhost.wire import CHANNEL_OPTIONS as WIRE_CHANNEL_OPTIONS
 
 from .types import Event, EventType, WatchCursor
 
 __all__ = ["ClientError"]
 
-MAX_MESSAGE_BYTES = 64 << 20
 CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    *WIRE_CHANNEL_OPTIONS,  # the message size limits (pluginhost.wire, docs/bad-input.md)
     # A watch waits for a restarted framework: try again soon rather than after gRPC's default 1-120 s.
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),

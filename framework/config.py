@@ -32,6 +32,9 @@ from typing import Any, NoReturn
 import yaml
 from yaml.constructor import ConstructorError
 
+from pluginhost.manifest import one_line
+from pluginhost.safeyaml import MAX_DEPTH, harden, reader_error, too_deep
+
 __all__ = [
     "API_VERSION",
     "DEFAULT_MULTIPOINT",
@@ -206,7 +209,8 @@ class ConfigError(ValueError):
 
 
 def _located(source: str, path: str, msg: str) -> str:
-    return f"{source}: {path}: {msg}" if path else f"{source}: {msg}"
+    # One line per problem, whatever the file's values hold (they are quoted in messages).
+    return one_line(f"{source}: {path}: {msg}" if path else f"{source}: {msg}")
 
 
 @dataclass
@@ -299,6 +303,7 @@ class _RawConfig:
 # YAML parsing
 
 
+@harden
 class _StrictLoader(yaml.SafeLoader):
     """A safe loader that rejects duplicated mapping keys, as kube-scheduler's strict decoder does
     (PyYAML would silently keep the last value)."""
@@ -321,14 +326,23 @@ class _StrictLoader(yaml.SafeLoader):
 
 def _parse_yaml(text: str, source: str) -> Any:
     try:
+        where = too_deep(text)
+        if where is not None:
+            raise ConfigError(source, [(where, f"invalid YAML: collections nested deeper than {MAX_DEPTH} levels")])
         return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+    except UnicodeError as exc:  # lone surrogates: only Python callers can pass such a str
+        raise ConfigError(source, [("", f"not valid Unicode text: {getattr(exc, 'reason', exc)}")]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         detail = exc.problem or exc.context or str(exc)
         raise ConfigError(source, [(where, f"invalid YAML: {detail}")]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(source, [("", f"invalid YAML: {exc}")]) from None
+        refused = reader_error(exc, text)
+        if refused is not None:
+            raise ConfigError(source, [(refused[0], f"invalid YAML: {refused[1]}")]) from None
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(source, [("", f"invalid YAML: {first}")]) from None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -938,7 +952,7 @@ def load_config_file(
     except OSError as exc:
         raise ConfigError(source, [("", f"cannot read the file: {exc.strerror or exc}")]) from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(source, [("", f"the file is not UTF-8 text: {exc.reason}")]) from None
+        raise ConfigError(source, [("", f"the file is not UTF-8 text: {getattr(exc, 'reason', exc)}")]) from None
     return load_config(text, known, source, unavailable=unavailable)
 
 

@@ -28,7 +28,7 @@ from pluginhost import pb
 from pluginhost.convert import node_to_proto, pod_placement_to_proto, pod_to_proto, status_to_proto
 from pluginhost.plugin import CycleState
 from pluginhost.snapshot import Snapshot
-from pluginhost.state import StateValue, StateValueError, entry_of, value_of
+from pluginhost.state import StateValue, entry_of, value_of
 from pluginhost.status import Status
 
 from .mirror import SnapshotPublisher
@@ -250,20 +250,35 @@ class CycleStateService(pb.cyclestate_grpc.CycleStateServicer):  # type: ignore[
             out.append(entry_of(key, value))
         return pb.cyclestate.ReadStateReply(entries=out)
 
+    async def _check_shared(self, state: CycleState, keys: list[str], request: Any,
+                            context: grpc.aio.ServicerContext) -> None:
+        """Refuse the whole request before anything changes: an empty key, or a key whose value is
+        framework-private (not a StateValue: an in-process plugin's object that no other process may
+        replace or remove)."""
+        for key in keys:
+            if not key:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "cycle state keys must not be empty")
+            value = state.get(key)
+            if value is not None and not isinstance(value, StateValue):
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"cycle state key {key!r} holds a {type(value).__name__}, not a StateValue "
+                    f"(changed by plugin {request.plugin!r})",
+                )
+
     async def Write(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         state = await self._state(request, context)
-        try:
-            for entry in request.entries:
-                if entry.deleted:
-                    state.delete(entry.key)
-                else:
-                    state.write(entry.key, value_of(entry))
-        except StateValueError as exc:  # pragma: no cover - value_of always makes StateValues
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await self._check_shared(state, [entry.key for entry in request.entries], request, context)
+        for entry in request.entries:
+            if entry.deleted:
+                state.delete(entry.key)
+            else:
+                state.write(entry.key, value_of(entry))
         return pb.cyclestate.WriteStateReply()
 
     async def Delete(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         state = await self._state(request, context)
+        await self._check_shared(state, list(request.keys), request, context)
         deleted = 0
         for key in request.keys:
             if key in state:

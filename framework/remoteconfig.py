@@ -22,6 +22,7 @@ Deadlines are per extension point (the configuration names: ``filter``, ``permit
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -35,6 +36,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_DEADLINE",
     "KIND",
+    "MAX_DURATION",
     "EndpointConfig",
     "load_remote_plugins",
     "parse_duration",
@@ -47,6 +49,8 @@ DEFAULT_DEADLINE = 5.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_RESOLVE_INTERVAL = 10.0
 FAILURE_POLICIES = ("Fail", "Ignore")
+# The longest deadline or timeout (also keeps infinite and absurd values away from gRPC's timers).
+MAX_DURATION = 24 * 3600.0
 # Deadline keys besides the extension points' configuration names.
 _EXTRA_DEADLINES = ("default", "normalizeScore", "configure")
 
@@ -72,19 +76,27 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut short so that a pasted blob cannot flood an error message."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def parse_duration(value: Any, path: str = "", source: str = "") -> float:
     """``"250ms"``, ``"2s"``, ``"1.5m"`` (Kubernetes' duration style) or a number of seconds."""
     if isinstance(value, bool):
-        raise ConfigError(source, [(path, f"expected a duration like 250ms or 2s, got {value!r}")])
+        raise ConfigError(source, [(path, f"expected a duration like 250ms or 2s, got {_shown(value)}")])
     if isinstance(value, int | float):
         seconds = float(value)
     else:
         m = _DURATION.match(str(value))
         if m is None:
-            raise ConfigError(source, [(path, f"invalid duration {value!r} (use e.g. 250ms, 2s, 1m)")])
+            raise ConfigError(source, [(path, f"invalid duration {_shown(value)} (use e.g. 250ms, 2s, 1m)")])
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if seconds <= 0:
-        raise ConfigError(source, [(path, f"duration must be positive, got {value!r}")])
+    if math.isnan(seconds) or seconds <= 0:
+        raise ConfigError(source, [(path, f"duration must be positive, got {_shown(value)}")])
+    if seconds > MAX_DURATION:
+        raise ConfigError(source, [(path, f"duration must be at most 24h, got {_shown(value)}")])
     return seconds
 
 

@@ -33,6 +33,7 @@ from pluginhost.manifest import ManifestError, parse_objects
 from pluginhost.model import Node, Pod, Reservation
 from pluginhost.snapshot import Snapshot
 from pluginhost.view import ViewError
+from pluginhost.wire import MAX_MESSAGE_BYTES, SERVER_OPTIONS, server_interceptors
 
 from .config import SchedulerConfig
 from .handle_service import FrameworkServices, waiting_pod_to_proto
@@ -71,8 +72,6 @@ __all__ = [
 
 log = logging.getLogger("outrigger.service")
 
-# Large enough for a 15000-node manifest in one Apply; anything bigger should be split.
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SERVICE_NAME = "outrigger.v1.Scheduler"
 
 _EVENT_TYPES = {
@@ -84,6 +83,57 @@ _EVENT_TYPES = {
     EV_ERROR: pb.scheduler.EVENT_TYPE_ERROR,
     EV_NOMINATED: pb.scheduler.EVENT_TYPE_NOMINATED,
 }
+
+
+_KNOWN_EVENT_TYPES = frozenset(_EVENT_TYPES.values())
+
+
+def _explicit_uid(obj: Pod | Node) -> str:
+    """The uid the manifest gave (empty when the parser generated one)."""
+    meta = obj.raw.get("metadata") if obj.raw else None
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def _check_references(s: Scheduler, objects: Sequence[Pod | Node | Reservation]) -> None:
+    """What an Apply of ``objects`` may not do besides what :meth:`Scheduler.apply` checks (it raises
+    :class:`ApplyError` naming the object, before anything changes): reuse a uid that another object
+    of either kind has (uids are unique across kinds, as in Kubernetes), and bind a pod to a node that
+    neither exists nor is applied in the same request. Reservations are the scheduler's to check."""
+    node_uids: dict[str, str] | None = None  # uid -> node name, built only if a manifest names a uid
+    applied_nodes = {obj.name for obj in objects if isinstance(obj, Node)}
+    for obj in objects:
+        if not isinstance(obj, Pod | Node):
+            continue
+        uid = _explicit_uid(obj)
+        if isinstance(obj, Node):
+            if not uid:
+                continue
+            if node_uids is None:
+                node_uids = {node.uid: name for name, node in s.nodes.items()}
+            old = s.nodes.get(obj.name)
+            if old is not None and old.uid != uid:
+                raise ApplyError(f"Node {obj.name}: uid {uid!r} does not match the existing node's uid {old.uid!r}")
+            other = node_uids.get(uid)
+            if other is not None and other != obj.name:
+                raise ApplyError(f"Node {obj.name}: uid {uid!r} is already used by node {other}")
+            rec = s.pods.get(uid)
+            if rec is not None:
+                raise ApplyError(f"Node {obj.name}: uid {uid!r} is already used by pod {rec.pod.key}")
+            continue
+        if uid:
+            if node_uids is None:
+                node_uids = {node.uid: name for name, node in s.nodes.items()}
+            other = node_uids.get(uid)
+            if other is not None:
+                raise ApplyError(f"Pod {obj.key}: uid {uid!r} is already used by node {other}")
+        if obj.node_name and obj.node_name not in applied_nodes and obj.node_name not in s.nodes:
+            existing = s.get_pod(obj.namespace, obj.name)
+            if existing is None or existing.pod.node_name != obj.node_name:
+                raise ApplyError(
+                    f"Pod {obj.key}: spec.nodeName {obj.node_name!r} names no node (apply the node first, "
+                    "or in the same request)"
+                )
 
 
 def object_ref(obj: Pod | Node) -> Any:
@@ -120,6 +170,7 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         try:
             for m in request.manifests:
                 objects.extend(parse_objects(m.content, m.source or "<request>"))
+            _check_references(self.s, objects)
             results = await self.s.apply(objects, dry_run=request.dry_run)
         except (ManifestError, ApplyError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -212,6 +263,9 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
 
     async def Watch(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         wanted = {int(t) for t in request.types}
+        unknown = sorted(wanted - _KNOWN_EVENT_TYPES)
+        if unknown:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown event type(s) {unknown} in types")
         since = request.since_sequence if request.run_id in ("", self.run_id) else 0
         async for ev in self.s.events(since=since, replay=request.replay):
             msg = event_to_proto(ev)
@@ -375,12 +429,8 @@ class Server:
 
 
 def _new_server() -> grpc.aio.Server:
-    return grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ]
-    )
+    # The message size limits and the undecodable-request guard are pluginhost.wire's, shared by every server.
+    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors())
 
 
 def _bind(server: grpc.aio.Server, listen: str) -> int:

@@ -30,14 +30,13 @@ from pluginhost.model import Pod
 from pluginhost.snapshot import Snapshot
 from pluginhost.state import StateValue, entry_of, value_of
 from pluginhost.status import Status
+from pluginhost.wire import CHANNEL_OPTIONS as WIRE_CHANNEL_OPTIONS
 
 __all__ = ["DEFAULT_DEADLINE", "CycleStateClient", "FrameworkUnavailableError", "HandleClient", "RemoteWaitingPod"]
 
 DEFAULT_DEADLINE = 5.0
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    *WIRE_CHANNEL_OPTIONS,  # the message size limits (pluginhost.wire)
     # Reconnect quickly after the framework restarts (the defaults back off up to two minutes).
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),

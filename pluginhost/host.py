@@ -49,7 +49,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pluginhost import pb
 from pluginhost.context import CallContext
 from pluginhost.convert import pod_from_proto, status_from_proto, status_to_proto
-from pluginhost.handle_client import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, CycleStateClient, HandleClient
+from pluginhost.handle_client import CHANNEL_OPTIONS, CycleStateClient, HandleClient
 from pluginhost.mirror import MirrorError, SnapshotMirror, rows_of_ids
 from pluginhost.model import Pod
 from pluginhost.plugin import (
@@ -87,6 +87,7 @@ from pluginhost.view import (
     pod_change_to_proto,
     view_from_proto,
 )
+from pluginhost.wire import SERVER_OPTIONS, server_interceptors
 
 __all__ = [
     "HOST_VERSION",
@@ -989,13 +990,8 @@ class PluginHost:
         return f"{host}:{self.port}"
 
     async def start(self) -> PluginHost:
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ],
-            interceptors=[TraceMetadataInterceptor()] if tracing_enabled() else None,
-        )
+        tracing = [TraceMetadataInterceptor()] if tracing_enabled() else []
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[*tracing, *server_interceptors()])
         pb.plugin_grpc.add_PluginServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)

@@ -58,12 +58,18 @@ from pluginhost.model import (
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 )
-from pluginhost.quantity import QuantityError, canonical, format_quantity
+from pluginhost.quantity import MAX_CANONICAL, QuantityError, canonical, format_quantity
+from pluginhost.safeyaml import MAX_DEPTH, harden, reader_error, too_deep
 
 try:  # The libyaml loader is several times faster; fall back to pure Python where it is missing.
     from yaml import CSafeLoader as _Loader
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+
+@harden
+class _HardenedLoader(_Loader):
+    """Scalar values YAML recognises but Python cannot build (``2024-13-45``) are YAML errors."""
 
 __all__ = [
     "SUPPORTED_KINDS",
@@ -73,6 +79,7 @@ __all__ = [
     "load_documents",
     "node_from_dict",
     "node_to_dict",
+    "one_line",
     "parse_objects",
     "pod_from_dict",
     "pod_to_dict",
@@ -104,18 +111,33 @@ _INTEGER_RE = re.compile(r"[+-]?\d+")
 _EMPTY: Mapping[str, Any] = {}
 
 
+# Characters that would break a message over several lines (str.splitlines' set) or hide in a
+# terminal, shown escaped instead: values from the input are quoted in messages.
+_LINE_BREAKING = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+}
+_LINE_BREAKING.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped (``\\n``, ``\\x1f``)."""
+    return text.translate(_LINE_BREAKING)
+
+
 class ManifestError(ValueError):
     """A manifest that cannot be turned into the model.
 
-    ``str(err)`` is the full message; ``location`` (source, document and object), ``path`` (the
-    field, may be empty) and ``reason`` are also kept separately for callers that render them.
+    ``str(err)`` is the full message, always one line (values quoted from the input have their
+    control characters escaped); ``location`` (source, document and object), ``path`` (the field,
+    may be empty) and ``reason`` are also kept separately for callers that render them.
     """
 
     def __init__(self, message: str, *, location: str = "", path: str = "", reason: str = "") -> None:
-        super().__init__(message)
-        self.location = location
-        self.path = path
-        self.reason = reason
+        super().__init__(one_line(message))
+        self.location = one_line(location)
+        self.path = one_line(path)
+        self.reason = one_line(reason)
 
 
 class _Invalid(Exception):
@@ -663,6 +685,12 @@ def _build_pod(obj: dict[str, Any]) -> Pod:
         raw=obj,
     )
     pod.requests = compute_requests(pod)
+    for resource, amount in pod.requests.items():
+        if amount > MAX_CANONICAL:
+            # Each quantity fits an int64; their sum must too (the snapshot's columns are int64).
+            raise _Invalid(
+                "spec.containers", f"the pod's {resource} requests add up to more than the largest quantity"
+            )
     return pod
 
 
@@ -918,13 +946,18 @@ def finish_pod(pod: Pod) -> Pod:
 # Documents.
 
 
-def _yaml_error(source: str, index: int, err: yaml.YAMLError) -> ManifestError:
+def _yaml_error(source: str, index: int, err: yaml.YAMLError, text: str) -> ManifestError:
+    location = f"{source}: document {index}"
+    refused = reader_error(err, text)
+    if refused is not None:
+        where, problem = refused
+        reason = f"invalid YAML: {problem}"
+        return ManifestError(f"{location}: {where}: {reason}", location=location, path="", reason=reason)
     mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None) or str(err)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
     context = getattr(err, "context", None)
     reason = f"invalid YAML: {context}, {problem}" if context else f"invalid YAML: {problem}"
     where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else f"document {index}"
-    location = f"{source}: document {index}"
     return ManifestError(f"{location}: {where}: {reason}", location=location, path="", reason=reason)
 
 
@@ -935,15 +968,28 @@ def _raw_documents(text: str, source: str) -> list[tuple[int, Any]]:
             return [(1, json.loads(text))]
         except json.JSONDecodeError:
             pass  # maybe YAML flow style; let the YAML parser have it and report its errors
+        except RecursionError:
+            raise _text_error(source, "invalid JSON: nested too deeply") from None
+        except ValueError:  # not a JSONDecodeError: an integer beyond Python's limit on digits
+            raise _text_error(source, "invalid JSON: a number has too many digits") from None
     docs: list[tuple[int, Any]] = []
     index = 0
     try:
-        for doc in yaml.load_all(text, Loader=_Loader):
+        where = too_deep(text)
+        if where is not None:
+            raise _text_error(source, f"{where}: invalid YAML: collections nested deeper than {MAX_DEPTH} levels")
+        for doc in yaml.load_all(text, Loader=_HardenedLoader):
             index += 1
             docs.append((index, doc))
     except yaml.YAMLError as e:
-        raise _yaml_error(source, index + 1, e) from None
+        raise _yaml_error(source, index + 1, e, text) from None
+    except UnicodeError as e:  # lone surrogates: only Python callers can pass such a str
+        raise _text_error(source, f"not valid Unicode text: {getattr(e, 'reason', e)}") from None
     return docs
+
+
+def _text_error(source: str, reason: str) -> ManifestError:
+    return ManifestError(f"{source}: {reason}", location=source, path="", reason=reason)
 
 
 def load_documents(text: str, source: str = "<input>") -> list[tuple[str, dict[str, Any]]]:

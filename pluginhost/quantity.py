@@ -85,8 +85,16 @@ def _parse_number(digits: str) -> Fraction:
 
 
 def _show(text: str) -> str:
-    """The value as quoted in error messages, cut short so a pasted blob cannot flood a log."""
-    return text if len(text) <= 64 else text[:60] + "..."
+    """The value as quoted in error messages: cut short so a pasted blob cannot flood a log, and
+    with control characters escaped so the message stays one line."""
+    shown = text if len(text) <= 64 else text[:60] + "..."
+    return shown.translate(_ESCAPES)
+
+
+_ESCAPES = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+}
+_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
 
 
 @lru_cache(maxsize=4096)
@@ -164,7 +172,7 @@ def canonical(resource: str, raw: str | float) -> int:
     q = parse_quantity(raw)
     amount = milli_value(q) if resource == "cpu" else value(q)
     if amount > MAX_CANONICAL:
-        shown = raw if isinstance(raw, str) else repr(raw)
+        shown = _show(raw) if isinstance(raw, str) else repr(raw)
         raise QuantityError(f'quantity "{shown}" is too large for {resource}')
     return amount
 

@@ -1,0 +1,470 @@
+"""Bad input, case by case, with the exact error each gets (docs/bad-input.md): hostile YAML/JSON,
+NaN/infinite/negative/oversized quantities, duplicate uids, references to nodes that do not exist,
+CycleState writes that would replace framework-private values, remote plugins' out-of-range scores,
+and messages over the size limit. Every refused request changes nothing, and the service keeps
+running."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import pytest
+from test_remote_contract import cluster, config
+from test_remote_harness import endpoint, remote_rig, until
+
+from framework.config import ConfigError, load_config
+from framework.plugins import in_tree_registry
+from framework.remoteconfig import parse_remote_plugins
+from framework.service import Server, start_server
+from pluginhost import pb
+from pluginhost.manifest import ManifestError, parse_objects
+from pluginhost.plugin import CycleState
+from pluginhost.state import StateValue
+from pluginhost.status import Code
+from pluginhost.wire import MAX_MESSAGE_BYTES
+
+E = pb.plugin
+
+# ---------------------------------------------------------------------------------------------------
+# Manifests
+
+
+def _pod(requests: str) -> str:
+    return ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+            f"spec: {{containers: [{{name: c, resources: {{requests: {requests}}}}}]}}\n")
+
+
+def _node(allocatable: str) -> str:
+    return f"apiVersion: v1\nkind: Node\nmetadata: {{name: n}}\nstatus: {{allocatable: {allocatable}}}\n"
+
+
+P = "in.yaml: document 1 (Pod default/p): "
+N = "in.yaml: document 1 (Node n): "
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # NaN, infinity and negative quantities, in pod requests and node allocatable
+        pytest.param(_pod("{cpu: .nan}"), P + 'spec.containers[0].resources.requests.cpu: invalid quantity "nan": '
+                     "not a finite number", id="request-nan-number"),
+        pytest.param(_pod("{cpu: NaN}"), P + 'spec.containers[0].resources.requests.cpu: invalid quantity "NaN": '
+                     "not a finite number", id="request-nan-string"),
+        pytest.param(_pod("{memory: .inf}"), P + 'spec.containers[0].resources.requests.memory: invalid quantity '
+                     '"inf": not a finite number', id="request-inf"),
+        pytest.param(_pod("{cpu: '-100m'}"), P + 'spec.containers[0].resources.requests.cpu: negative quantity '
+                     '"-100m"', id="request-negative"),
+        pytest.param(_pod("{cpu: -0.5}"), P + 'spec.containers[0].resources.requests.cpu: negative quantity "-0.5"',
+                     id="request-negative-number"),
+        pytest.param(_node("{cpu: .nan}"), N + 'status.allocatable.cpu: invalid quantity "nan": not a finite number',
+                     id="allocatable-nan"),
+        pytest.param(_node("{memory: -.inf}"), N + 'status.allocatable.memory: invalid quantity "-inf": not a '
+                     "finite number", id="allocatable-negative-inf"),
+        pytest.param(_node("{pods: '-1'}"), N + 'status.allocatable.pods: negative quantity "-1"',
+                     id="allocatable-negative"),
+        pytest.param(_node("{memory: 1.0e+400}"), N + 'status.allocatable.memory: invalid quantity "inf": not a '
+                     "finite number", id="allocatable-overflowing-float"),
+        pytest.param(_node("{memory: 1e400}"), N + 'status.allocatable.memory: quantity "1e400" is too large for '
+                     "memory", id="allocatable-huge-exponent"),
+        pytest.param(_node("{memory: 9Ei}"), N + 'status.allocatable.memory: quantity "9Ei" is too large for memory',
+                     id="allocatable-beyond-int64"),
+        # Each request fits an int64, their sum does not
+        pytest.param("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: ["
+                     "{name: a, resources: {requests: {memory: 5Ei}}}, "
+                     "{name: b, resources: {requests: {memory: 5Ei}}}]}",
+                     P + "spec.containers: the pod's memory requests add up to more than the largest quantity",
+                     id="requests-sum-beyond-int64"),
+        # Values quoted from the input are escaped: the message stays one line
+        pytest.param(_pod('{cpu: "1\\n2"}'), P + 'spec.containers[0].resources.requests.cpu: invalid quantity '
+                     '"1\\n2"', id="newline-in-value"),
+        pytest.param('apiVersion: v1\nkind: Node\nmetadata: {name: "a\\u2028b"}\n',
+                     'in.yaml: document 1 (Node a\\u2028b): metadata.name: invalid name "a\\u2028b": must be a '
+                     "lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with "
+                     "a letter or digit, at most 253 characters)", id="line-separator-in-name"),
+        # YAML and JSON that the parsers cannot build
+        pytest.param("- " * 50_000 + "x", "in.yaml: line 1, column 201: invalid YAML: collections nested deeper "
+                     "than 100 levels", id="yaml-nesting"),
+        pytest.param("[" * 50_000 + "]" * 50_000, "in.yaml: line 1, column 101: invalid YAML: collections nested "
+                     "deeper than 100 levels", id="yaml-flow-nesting"),
+        pytest.param('{"a":' * 50_000 + "1" + "}" * 50_000, "in.yaml: invalid JSON: nested too deeply",
+                     id="json-nesting"),
+        pytest.param("kind: Pod\nmetadata: {creationTimestamp: 2024-02-30T00:00:00Z}",
+                     "in.yaml: document 1: line 2, column 31: invalid YAML: invalid timestamp '2024-02-30T00:00:00Z': "
+                     "day is out of range for month", id="yaml-impossible-date"),
+        pytest.param("kind: Node\nspec: {x: " + "7" * 5000 + "}",
+                     "in.yaml: document 1: line 2, column 11: invalid YAML: invalid integer "
+                     "'7777777777777777777777777777777777777...': too many digits", id="yaml-huge-integer"),
+        pytest.param('{"kind": "Node", "x": ' + "7" * 5000 + "}", "in.yaml: invalid JSON: a number has too many digits",
+                     id="json-huge-integer"),
+        pytest.param("kind: Node\n\x1f", "in.yaml: document 1: line 2, column 1: invalid YAML: unacceptable "
+                     "character #x001f: control characters are not allowed", id="control-character"),
+    ],
+)  # fmt: skip
+def test_bad_manifest_is_one_clear_line(text: str, message: str) -> None:
+    with pytest.raises(ManifestError) as err:
+        parse_objects(text, "in.yaml")
+    assert str(err.value) == message
+
+
+# ---------------------------------------------------------------------------------------------------
+# KubeSchedulerConfiguration and RemotePlugins
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("- " * 50_000 + "x", "c.yaml: line 1, column 201: invalid YAML: collections nested deeper than "
+                     "100 levels", id="nesting"),
+        pytest.param("apiVersion: 2024-13-01\n", "c.yaml: line 1, column 13: invalid YAML: invalid timestamp "
+                     "'2024-13-01': month must be in 1..12", id="impossible-date"),
+        pytest.param("parallelism: " + "9" * 5000, "c.yaml: line 1, column 14: invalid YAML: invalid integer "
+                     "'9999999999999999999999999999999999999...': too many digits", id="huge-integer"),
+        pytest.param("kind: x\n\x1f", "c.yaml: line 2, column 1: invalid YAML: unacceptable character #x001f: "
+                     "special characters are not allowed", id="control-character"),
+        pytest.param("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles: [{schedulerName: \"a\\nb\", plugins: {score: {enabled: [{name: \"X\\nY\"}]}}}]\n",
+                     'c.yaml: profiles[0].plugins.score.enabled[0]: score plugin "X\\nY" does not exist',
+                     id="newline-in-value"),
+    ],
+)  # fmt: skip
+def test_bad_config_is_one_clear_line(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(text, in_tree_registry().points(), "c.yaml")
+    assert str(err.value) == message
+
+
+_REMOTE = "apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n- name: a\n  address: 127.0.0.1:1\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("  deadlines: {filter: .nan}\n", "r.yaml: plugins[0].deadlines.filter: duration must be positive, got nan"),
+        ("  deadlines: {filter: .inf}\n", "r.yaml: plugins[0].deadlines.filter: duration must be at most 24h, got inf"),
+        ("  deadlines: {filter: -1}\n", "r.yaml: plugins[0].deadlines.filter: duration must be positive, got -1"),
+        ("  deadlines: {filter: 25h}\n", "r.yaml: plugins[0].deadlines.filter: duration must be at most 24h, "
+         "got '25h'"),
+        ("  connectTimeout: " + "9" * 400 + "s\n", "r.yaml: plugins[0].connectTimeout: duration must be at most 24h, "
+         "got '999999999999999999999999999999999999..."),
+        ("  deadlines: {filter: 1e400s}\n", "r.yaml: plugins[0].deadlines.filter: invalid duration '1e400s' "
+         "(use e.g. 250ms, 2s, 1m)"),
+        ("  batchSize: 2024-13-01\n", "r.yaml: line 6, column 14: invalid YAML: invalid timestamp '2024-13-01': "
+         "month must be in 1..12"),
+    ],
+    ids=["nan", "inf", "negative", "too-long", "absurd", "not-a-duration", "impossible-date"],
+)  # fmt: skip
+def test_bad_remote_plugins_document_is_one_clear_line(extra: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_remote_plugins(_REMOTE + extra, "r.yaml")
+    assert str(err.value) == message
+
+
+# ---------------------------------------------------------------------------------------------------
+# The Scheduler API: duplicate uids, unknown nodes, unknown event types, oversized messages
+
+
+def _manifest(*objs: dict[str, Any]) -> Any:
+    return pb.scheduler.Manifest(source="t.json", content=json.dumps({"kind": "List", "items": list(objs)}))
+
+
+def _node_obj(name: str, uid: str = "") -> dict[str, Any]:
+    meta = {"name": name, **({"uid": uid} if uid else {})}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": meta,
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}
+
+
+def _pod_obj(name: str, uid: str = "", node: str = "") -> dict[str, Any]:
+    meta = {"name": name, **({"uid": uid} if uid else {})}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def run(test: Callable[[Server, Any], Awaitable[None]]) -> None:
+    async def main() -> None:
+        registry = in_tree_registry()
+        from framework.profiles import default_scheduler_config
+
+        server = await start_server(default_scheduler_config(registry), registry, "127.0.0.1:0", seed=1)
+        try:
+            async with grpc.aio.insecure_channel(server.address) as channel:
+                await test(server, channel)
+        finally:
+            await server.stop(0.5)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def _state(server: Server) -> tuple[int, int, int, dict[str, str], dict[str, str]]:
+    s = server.scheduler
+    return (s.cache.generation, len(s.pods), len(s.nodes), {r.pod.key: r.pod.node_name for r in s.pods.values()},
+            {name: node.uid for name, node in s.nodes.items()})
+
+
+# Applied first, in every case below: n1 (uid node-1) and a pod bound to it (uid pod-1).
+_SEEDED = [_node_obj("n1", "node-1"), _pod_obj("bound", "pod-1", "n1")]
+
+
+@pytest.mark.parametrize(
+    ("objects", "message"),
+    [
+        pytest.param([_node_obj("n2", "u"), _pod_obj("p", "u")], "Pod default/p has the same uid 'u' as Node n2",
+                     id="same-uid-twice-in-one-apply"),
+        pytest.param([_pod_obj("p", "pod-1")], "Pod default/p: uid 'pod-1' is already used by pod default/bound",
+                     id="pod-reuses-a-pod-uid"),
+        pytest.param([_pod_obj("p", "node-1")], "Pod default/p: uid 'node-1' is already used by node n1",
+                     id="pod-reuses-a-node-uid"),
+        pytest.param([_node_obj("n2", "node-1")], "Node n2: uid 'node-1' is already used by node n1",
+                     id="node-reuses-a-node-uid"),
+        pytest.param([_node_obj("n2", "pod-1")], "Node n2: uid 'pod-1' is already used by pod default/bound",
+                     id="node-reuses-a-pod-uid"),
+        pytest.param([_node_obj("n1", "other")], "Node n1: uid 'other' does not match the existing node's uid "
+                     "'node-1'", id="node-changes-its-uid"),
+        pytest.param([_node_obj("n2"), _pod_obj("p", node="ghost")], "Pod default/p: spec.nodeName 'ghost' names "
+                     "no node (apply the node first, or in the same request)", id="pod-bound-to-missing-node"),
+        pytest.param([_pod_obj("bound", "pod-1", "n2")], "Pod default/bound: spec.nodeName 'n2' names no node "
+                     "(apply the node first, or in the same request)", id="bound-pod-moved-to-missing-node"),
+    ],
+)  # fmt: skip
+def test_apply_refuses_duplicate_uids_and_unknown_nodes_and_changes_nothing(
+    objects: list[dict[str, Any]], message: str
+) -> None:
+    async def body(server: Server, channel: Any) -> None:
+        stub = pb.scheduler_grpc.SchedulerStub(channel)
+        await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(*_SEEDED)]), timeout=10)
+        before = _state(server)
+        for dry_run in (True, False):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(*objects)], dry_run=dry_run),
+                                 timeout=10)
+            assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+            assert _state(server) == before
+        # Still serving: a valid apply succeeds.
+        reply = await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(_node_obj("n3"))]), timeout=10)
+        assert [(a.ref.name, a.action) for a in reply.applied] == [("n3", "created")]
+
+    run(body)
+
+
+def test_pod_may_name_a_node_applied_in_the_same_request_or_keep_its_deleted_node() -> None:
+    async def body(server: Server, channel: Any) -> None:
+        stub = pb.scheduler_grpc.SchedulerStub(channel)
+        reply = await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(
+            _pod_obj("p", "pod-p", "n1"), _node_obj("n1"))]), timeout=10)
+        assert sorted((a.ref.kind, a.ref.name, a.action) for a in reply.applied) == [
+            ("Node", "n1", "created"), ("Pod", "p", "created")]
+        await stub.Delete(pb.scheduler.DeleteRequest(objects=[pb.scheduler.ObjectRef(kind="Node", name="n1")]),
+                          timeout=10)
+        # Re-applying the pod unchanged (a label added) is not a new reference to the missing node.
+        changed = _pod_obj("p", "pod-p", "n1")
+        changed["metadata"]["labels"] = {"a": "b"}
+        reply = await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(changed)]), timeout=10)
+        assert [(a.ref.name, a.action) for a in reply.applied] == [("p", "configured")]
+        assert server.scheduler.get_pod("default", "p").pod.labels == {"a": "b"}
+
+    run(body)
+
+
+def test_watch_refuses_unknown_event_types() -> None:
+    async def body(server: Server, channel: Any) -> None:
+        stub = pb.scheduler_grpc.SchedulerStub(channel)
+        call = stub.Watch(pb.scheduler.WatchRequest(types=[pb.scheduler.EVENT_TYPE_BOUND, 99], replay=True),
+                          timeout=10)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await call.read()
+        assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                                           "unknown event type(s) [99] in types")
+
+    run(body)
+
+
+def test_oversized_apply_is_resource_exhausted_and_the_service_keeps_running() -> None:
+    async def body(server: Server, channel: Any) -> None:
+        # A client that sends without a limit, to see the server's (the default send limit is none).
+        async with grpc.aio.insecure_channel(server.address, options=[("grpc.max_send_message_length", -1)]) as big:
+            stub = pb.scheduler_grpc.SchedulerStub(big)
+            content = "# " + "x" * MAX_MESSAGE_BYTES + "\n"  # a comment: valid YAML, only too big
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Apply(pb.scheduler.ApplyRequest(manifests=[pb.scheduler.Manifest(
+                    source="big.yaml", content=content)]), timeout=60)
+            del content
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert (err.value.details() or "").startswith("SERVER: Received message larger than max (")
+        assert (err.value.details() or "").endswith(f" vs. {MAX_MESSAGE_BYTES})")
+        stub = pb.scheduler_grpc.SchedulerStub(channel)
+        reply = await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(_node_obj("n1"))]), timeout=10)
+        assert [(a.ref.name, a.action) for a in reply.applied] == [("n1", "created")]
+        assert len(server.scheduler.nodes) == 1
+
+    run(body)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Handle and CycleState: unknown nodes, unknown cycles, framework-private state
+
+
+def test_handle_calls_with_unknown_nodes() -> None:
+    async def body(server: Server, channel: Any) -> None:
+        stub = pb.scheduler_grpc.SchedulerStub(channel)
+        await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(
+            _node_obj("n1"), {**_pod_obj("p", "pod-p"), "spec": {**_pod_obj("p")["spec"],
+                                                                "schedulerName": "nobody"}})]), timeout=10)
+        before = _state(server)
+        handle = pb.handle_grpc.HandleStub(channel)
+        for request, details in [
+            (pb.handle.GetNodeInfoRequest(name="ghost"), "node 'ghost' is not in the snapshot"),
+            (pb.handle.GetNodeInfoRequest(id=4242), "node id 4242 is not in the snapshot"),
+        ]:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await handle.GetNodeInfo(request, timeout=10)
+            assert (err.value.code(), err.value.details()) == (grpc.StatusCode.NOT_FOUND, details)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await handle.GetNodeInfo(pb.handle.GetNodeInfoRequest(name="n1", generation=10**9), timeout=10)
+        assert (err.value.code(), err.value.details()) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"snapshot generation {10**9} is not held (latest is {before[0]})")
+        reply = await handle.BindPod(pb.handle.BindPodRequest(pod=pb.types.PodRef(uid="pod-p"), node_name="ghost"),
+                                     timeout=10)
+        assert (reply.status.code, list(reply.status.reasons)) == (pb.types.CODE_ERROR, ["node 'ghost' not found"])
+        assert _state(server) == before
+
+    run(body)
+
+
+def test_cycle_state_writes_are_checked_whole_and_never_replace_private_values() -> None:
+    async def body(server: Server, channel: Any) -> None:
+        state = CycleState("cycle-1")
+        private = object()
+        state.write("InTree/private", private)
+        state.write("Shared/k", StateValue("application/json", b"1"))
+        server.scheduler.cycle_states["cycle-1"] = state
+        try:
+            cs = pb.cyclestate_grpc.CycleStateStub(channel)
+            entry = pb.types.StateEntry
+            cases = [
+                (cs.Write(pb.cyclestate.WriteStateRequest(cycle_id="cycle-1", plugin="P", entries=[
+                    entry(key="Shared/k", value=b"2"), entry(key="", value=b"x")]), timeout=10),
+                 grpc.StatusCode.INVALID_ARGUMENT, "cycle state keys must not be empty"),
+                (cs.Write(pb.cyclestate.WriteStateRequest(cycle_id="cycle-1", plugin="P", entries=[
+                    entry(key="Shared/k", value=b"2"), entry(key="InTree/private", value=b"x")]), timeout=10),
+                 grpc.StatusCode.FAILED_PRECONDITION,
+                 "cycle state key 'InTree/private' holds a object, not a StateValue (changed by plugin 'P')"),
+                (cs.Delete(pb.cyclestate.DeleteStateRequest(cycle_id="cycle-1", plugin="P",
+                                                             keys=["Shared/k", "InTree/private"]), timeout=10),
+                 grpc.StatusCode.FAILED_PRECONDITION,
+                 "cycle state key 'InTree/private' holds a object, not a StateValue (changed by plugin 'P')"),
+                (cs.Write(pb.cyclestate.WriteStateRequest(cycle_id="cycle-2", plugin="P", entries=[
+                    entry(key="Shared/k", value=b"2")]), timeout=10),
+                 grpc.StatusCode.NOT_FOUND, "no scheduling context with cycle id 'cycle-2' (finished?)"),
+            ]
+            for call, code, details in cases:
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await call
+                assert (err.value.code(), err.value.details()) == (code, details)
+                # Nothing in the refused request was applied, not even its valid first entry.
+                assert state.get("InTree/private") is private
+                assert state.get("Shared/k") == StateValue("application/json", b"1")
+            await cs.Write(pb.cyclestate.WriteStateRequest(cycle_id="cycle-1", plugin="P", entries=[
+                entry(key="Shared/k", content_type="text/plain", value=b"2")]), timeout=10)
+            assert state.get("Shared/k") == StateValue("text/plain", b"2")
+        finally:
+            del server.scheduler.cycle_states["cycle-1"]
+
+    run(body)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scores from a remote plugin: out of [0, 100] or the wrong length
+
+
+class _ScoringHost(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
+    """A plugin host (the raw contract) whose Score/NormalizeScore/Filter-with-scores answers are wrong."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    async def Handshake(self, request: Any, context: Any) -> Any:
+        points = [E.EXTENSION_POINT_FILTER, E.EXTENSION_POINT_SCORE]
+        if self.mode.startswith("normalize"):
+            points.append(E.EXTENSION_POINT_NORMALIZE_SCORE)
+        manifest = pb.plugin.PluginManifest(name="Bad", points=points, needs_snapshot=False,
+                                            filter_and_score=self.mode.startswith("with-filter"))
+        return pb.plugin.HandshakeResponse(plugins=[manifest], host_version="bad")
+
+    async def Configure(self, request: Any, context: Any) -> Any:
+        return pb.plugin.ConfigureReply()
+
+    async def Filter(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        async for req in requests:
+            if req.WhichOneof("msg") != "batch":
+                continue
+            n = len(req.batch.node_ids)
+            scores = {"with-filter-short": [5] * (n - 1), "with-filter-range": [101] * n}.get(self.mode, [])
+            yield pb.plugin.FilterReply(batch_seq=req.batch.batch_seq, codes=[0] * n, scores=scores)
+
+    async def Score(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        async for req in requests:
+            if req.WhichOneof("msg") != "batch":
+                continue
+            n = len(req.batch.node_ids)
+            value = {"score-negative": -1, "score-huge": 2**63 - 1}.get(self.mode, 50)
+            yield pb.plugin.ScoreReply(batch_seq=req.batch.batch_seq, scores=[value] * n)
+
+    async def NormalizeScore(self, request: Any, context: Any) -> Any:
+        n = len(request.node_ids)
+        scores = [7] * (n + 1) if self.mode == "normalize-long" else [-5] * n
+        return pb.plugin.NormalizeScoreReply(status=pb.types.Status(), scores=scores)
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("score-negative", "plugin 'Bad' returns an invalid score -1, it should in the range of [0, 100] after "
+         "normalizing"),
+        ("score-huge", f"plugin 'Bad' returns an invalid score {2**63 - 1}, it should in the range of [0, 100] "
+         "after normalizing"),
+        ("normalize-long", "running NormalizeScore plugin 'Bad': returned 4 normalized scores for 3 nodes"),
+        ("normalize-range", "plugin 'Bad' returns an invalid score -5, it should in the range of [0, 100] after "
+         "normalizing"),
+        ("with-filter-short", "running Filter plugin 'Bad': sent 2 scores for the 3 nodes of Filter batch 0"),
+        ("with-filter-range", "plugin 'Bad' returns an invalid score 101, it should in the range of [0, 100] after "
+         "normalizing"),
+    ],
+)  # fmt: skip
+def test_remote_scores_out_of_range_or_wrong_length_fail_the_cycle_naming_the_plugin(mode: str,
+                                                                                   message: str) -> None:
+    async def main() -> Any:
+        server = grpc.aio.server()
+        pb.plugin_grpc.add_PluginServicer_to_server(_ScoringHost(mode), server)  # type: ignore[no-untyped-call]
+        address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+        await server.start()
+        text = config(["Bad"])
+        rig = await remote_rig([endpoint("bad", address)], lambda r: load_config(text, r.points()))
+        s = rig.scheduler
+        task = asyncio.create_task(s.run())
+        try:
+            await s.apply(cluster(["n0", "n1", "n2"], ["p1"]))
+
+            def failed() -> bool:
+                r = s.get_pod("default", "p1")
+                return r is not None and r.last_status is not None
+
+            await until(failed, 20, "the cycle to fail")
+            r = s.get_pod("default", "p1")
+            assert r is not None and r.phase != "Bound"
+            assert s.leaks() == {"cycle_states": 0, "waiting_pods": 0, "assumed_pods": 0, "binding_cycles": 0}
+            return r.last_status
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+            await rig.close()
+            await server.stop(0)
+
+    status = asyncio.run(main())
+    assert (status.code, status.plugin) == (Code.Error, "Bad")
+    assert status.message() == message
