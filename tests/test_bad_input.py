@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -468,3 +472,22 @@ def test_remote_scores_out_of_range_or_wrong_length_fail_the_cycle_naming_the_pl
     status = asyncio.run(main())
     assert (status.code, status.plugin) == (Code.Error, "Bad")
     assert status.message() == message
+
+
+# ---------------------------------------------------------------------------------------------------
+# make fuzz: the fuzz tests of make test, with a long, randomized budget
+
+
+def test_make_fuzz_runs_the_fuzz_tests_with_a_long_random_budget() -> None:
+    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    recipe = makefile[makefile.index("\nfuzz:"):].split("\n")[2]
+    assert recipe == ("\tOUTRIGGER_FUZZ=long $(BIN)/python -m pytest -q -p no:cacheprovider "
+                      "tests/test_fuzz_parsers.py tests/test_fuzz_services.py")
+    probe = "from fuzzing import fuzz_settings; s = fuzz_settings(7); print(s.max_examples, s.derandomize)"
+    tests = str(Path(__file__).resolve().parent)
+    for env, printed in [({}, "7 True"), ({"OUTRIGGER_FUZZ": "long"}, "350 False"),
+                         ({"OUTRIGGER_FUZZ_SCALE": "3"}, "21 False")]:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("OUTRIGGER_FUZZ")}
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                              cwd=tests, env={**clean, **env})
+        assert (proc.returncode, proc.stdout.strip()) == (0, printed), proc.stderr

@@ -199,6 +199,7 @@ MAKE_TARGETS = {
     "demo": "tests/test_cli.py::test_demo_runs_end_to_end_and_exits_zero",
     "test": "the test suite itself",
     "bench": "tests/test_bench.py::test_quick_bench_end_to_end",
+    "fuzz": "tests/test_bad_input.py::test_make_fuzz_runs_the_fuzz_tests_with_a_long_random_budget",
 }
 
 

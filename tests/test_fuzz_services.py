@@ -459,20 +459,17 @@ def test_plugin_service_answers_deliberately(rig: Rig, method: str, plugin: str,
 # ---------------------------------------------------------------------------------------------------
 # Random bytes where a serialized message is expected
 
-_UNARY = [
-    ("outrigger.v1.Scheduler", m) for m in ("Apply", "Delete", "GetPod", "ListPods", "ListNodes", "Explain",
-                                             "ListWaitingPods")
-] + [
-    ("outrigger.v1.Handle", m) for m in ("ListWaitingPods", "GetWaitingPod", "AllowWaitingPod", "RejectWaitingPod",
-                                          "BindPod", "DeletePod", "GetNodeInfo", "ListNodeInfos")
-] + [("outrigger.v1.CycleState", m) for m in ("Read", "Write", "Delete")]
-_SERVER_STREAMS = [("outrigger.v1.Scheduler", "Watch"), ("outrigger.v1.Handle", "FollowSnapshot")]
-_HOST_UNARY = [("outrigger.v1.Plugin", m) for m in (
-    "Handshake", "Configure", "PreEnqueue", "QueueSortKey", "EventsToRegister", "QueueingHint", "PreFilter",
-    "PreFilterAddPod", "PreFilterRemovePod", "PostFilter", "PreScore", "NormalizeScore", "Reserve", "Unreserve",
-    "Permit", "PreBindPreFlight", "PreBind", "Bind", "PostBind")]
-_HOST_STREAMS = [("outrigger.v1.Plugin", "Filter"), ("outrigger.v1.Plugin", "Score")]
-ALL_METHODS = [*_UNARY, *_SERVER_STREAMS, *_HOST_UNARY, *_HOST_STREAMS]
+def _methods(module: Any, service: str) -> list[tuple[str, str, bool, bool]]:
+    """Every method of ``service`` from the proto descriptors (so a new RPC is fuzzed without a list
+    to update): (service, method, client streaming, server streaming)."""
+    desc = module.DESCRIPTOR.services_by_name[service]
+    return [(desc.full_name, m.name, m.client_streaming, m.server_streaming) for m in desc.methods]
+
+
+_ALL = [*_methods(pb.scheduler, "Scheduler"), *_methods(pb.handle, "Handle"), *_methods(pb.cyclestate, "CycleState"),
+        *_methods(pb.plugin, "Plugin")]
+ALL_METHODS = [(service, method) for service, method, _, _ in _ALL]
+_STREAMING = {(service, method): (client, server) for service, method, client, server in _ALL}
 # Not a message: field 1 (length-delimited) claims 3 bytes and the input ends after one.
 CORRUPT = b"\x0a\x03\x12"
 
@@ -481,12 +478,13 @@ def _raw_call(rig: Rig, service: str, method: str, data: bytes, timeout: float =
     path = f"/{service}/{method}"
     channel = rig.host_channel if service == "outrigger.v1.Plugin" else rig.channel
     identity: Callable[[bytes], bytes] = lambda b: b  # noqa: E731
-    if (service, method) in _SERVER_STREAMS:
-        rpc: Any = channel.unary_stream(path, request_serializer=identity, response_deserializer=identity)
-        return _code(lambda: next(iter(rpc(data, timeout=timeout)), None))
-    if (service, method) in _HOST_STREAMS:
-        rpc = channel.stream_stream(path, request_serializer=identity, response_deserializer=identity)
+    client_streaming, server_streaming = _STREAMING[(service, method)]
+    if client_streaming:
+        rpc: Any = channel.stream_stream(path, request_serializer=identity, response_deserializer=identity)
         return _code(lambda: list(rpc(iter([data]), timeout=timeout)))
+    if server_streaming:
+        rpc = channel.unary_stream(path, request_serializer=identity, response_deserializer=identity)
+        return _code(lambda: next(iter(rpc(data, timeout=timeout)), None))
     rpc = channel.unary_unary(path, request_serializer=identity, response_deserializer=identity)
     return _code(lambda: rpc(data, timeout=timeout))
 
