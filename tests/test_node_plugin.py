@@ -454,11 +454,11 @@ def test_one_filter_stream_carries_cycles_in_sequence_each_under_its_own_trace(d
     # One read of the node list per generation, however many batches used it.
     assert direct.handle.reads == {7: 1, 8: 1}
     spans = direct.collector.wait_for(
-        lambda s: sum(sp.name == "Filter TierZone" for _, sp in s) >= 3, "three Filter TierZone spans")
+        lambda s: sum(sp.name == "outrigger.v1.Plugin/Filter" for _, sp in s) >= 3, "three Filter spans")
     got = sorted(
         (sp.trace_id.hex(), sp.parent_span_id.hex(), service, _attr(sp, "outrigger.cycle_id"),
          _attr(sp, "outrigger.batch_seq"), _attr(sp, "outrigger.rejected"))
-        for service, sp in spans if sp.name == "Filter TierZone"
+        for service, sp in spans if sp.name == "outrigger.v1.Plugin/Filter"
     )
     assert got == sorted([
         (TRACE_A, SPAN_A, "tierzone-under-test", "c1", 0, 1),
@@ -511,21 +511,37 @@ def test_pre_filter_writes_cycle_state_and_joins_the_trace_from_metadata(direct:
     assert reply.status.code == OK
     assert [(e.key, e.content_type, e.value, e.deleted) for e in reply.state_writes] == [
         ("TierZone/want", "application/json", b'{"tier":"gold","zones":["zone-b","zone-a"]}', False)]
-    spans = direct.collector.wait_for(lambda s: any(sp.name == "PreFilter TierZone" for _, sp in s),
-                                      "the PreFilter TierZone span")
-    got = [(sp.trace_id.hex(), sp.parent_span_id.hex(), _attr(sp, "outrigger.pod"), _attr(sp, "outrigger.code"))
-           for _, sp in spans if sp.name == "PreFilter TierZone"]
-    assert got == [(TRACE_C, SPAN_C, "default/web", "CODE_SUCCESS")]
+    spans = direct.collector.wait_for(lambda s: any(sp.name == "outrigger.v1.Plugin/PreFilter" for _, sp in s),
+                                      "the PreFilter span")
+    got = [(sp.trace_id.hex(), sp.parent_span_id.hex(), sp.kind, {a.key: _attr(sp, a.key) for a in sp.attributes})
+           for _, sp in spans if _attr(sp, "outrigger.cycle_id") == "c3"]
+    assert got == [(TRACE_C, SPAN_C, 2, {  # 2: SPAN_KIND_SERVER
+        "rpc.system": "grpc", "rpc.service": "outrigger.v1.Plugin", "rpc.method": "PreFilter",
+        "outrigger.plugin": "TierZone", "outrigger.profile": "default-scheduler", "outrigger.cycle_id": "c3",
+        "outrigger.attempt": 1, "outrigger.snapshot.generation": 9, "outrigger.pod": "default/web",
+        "outrigger.code": "CODE_SUCCESS"})]
 
 
-def test_pre_filter_skips_a_pod_without_tier_or_zones(direct: Direct) -> None:
-    async def body() -> Any:
+def test_pre_filter_skips_a_pod_without_tier_or_zones_and_a_call_without_trace_context_has_no_span(
+    direct: Direct,
+) -> None:
+    async def body() -> tuple[Any, Any]:
         channel, stub = await direct.configured()
         async with channel:
-            return await stub.PreFilter(P.CycleRequest(ctx=ctx("c4", 9)), timeout=10)
+            untraced = await stub.PreFilter(P.CycleRequest(ctx=ctx("c4", 9)), timeout=10)
+            traced = await stub.PreFilter(
+                P.CycleRequest(ctx=ctx("c4-traced", 9, trace={"traceparent": traceparent(TRACE_B, SPAN_C)})),
+                timeout=10)
+            return untraced, traced
 
-    reply = asyncio.run(body())
-    assert (reply.status.code, list(reply.state_writes)) == (T.CODE_SKIP, [])
+    untraced, traced = asyncio.run(body())
+    assert (untraced.status.code, list(untraced.state_writes)) == (T.CODE_SKIP, [])
+    assert (traced.status.code, list(traced.state_writes)) == (T.CODE_SKIP, [])
+    # Spans are exported in the order they end: once the second call's span is in, the first one would be.
+    spans = direct.collector.wait_for(
+        lambda s: any(_attr(sp, "outrigger.cycle_id") == "c4-traced" for _, sp in s), "the traced call's span")
+    assert [(_attr(sp, "outrigger.cycle_id"), sp.parent_span_id.hex()) for _, sp in spans
+            if _attr(sp, "outrigger.cycle_id") in ("c4", "c4-traced")] == [("c4-traced", SPAN_C)]
 
 
 BAD_CONFIGURE = [

@@ -264,6 +264,18 @@ function podKey(pod) {
   return `${meta.namespace || ''}/${meta.name || ''}`;
 }
 
+/** The attributes of a call's span (the Python host's, pluginhost/tracing.py). */
+function spanAttributes(hosted, ctx) {
+  const attrs = { 'outrigger.plugin': hosted.manifest.name, 'outrigger.profile': ctx.profile || '' };
+  if (ctx.cycle_id) {
+    attrs['outrigger.cycle_id'] = ctx.cycle_id;
+    attrs['outrigger.attempt'] = ctx.attempt || 0;
+    attrs['outrigger.snapshot.generation'] = Number(ctx.snapshot_generation) || 0;
+  }
+  if (ctx.pod) attrs['outrigger.pod'] = podKey(ctx.pod);
+  return attrs;
+}
+
 function nodesOf(ids, names) {
   if (ids.length && names.length !== ids.length) {
     throw new CallError(grpc.status.INVALID_ARGUMENT,
@@ -547,9 +559,8 @@ class PluginHost {
 
   async _podCall(point, req, rpc, fn) {
     const { hosted, inst } = this._instance(req.plugin, req.profile);
-    const span = tracing.startSpan(`${point} ${hosted.manifest.name}`, tracing.parentContext(undefined, rpc.metadata), {
-      'outrigger.plugin': hosted.manifest.name, 'outrigger.pod': podKey(req.pod),
-    });
+    const span = tracing.startCallSpan(point, tracing.parentContext(undefined, rpc.metadata),
+      spanAttributes(hosted, { profile: req.profile, pod: req.pod }));
     try {
       return await fn(inst, this._call(hosted, point, { profile: req.profile }, span, rpc));
     } catch (err) {
@@ -606,11 +617,8 @@ class PluginHost {
     const ctx = req.ctx || {};
     const { hosted, inst } = this._instance(ctx.plugin, ctx.profile);
     const state = this._state(hosted, ctx);
-    const span = tracing.startSpan(`${point} ${hosted.manifest.name}`, tracing.parentContext(ctx.trace_context, rpc.metadata), {
-      'outrigger.plugin': hosted.manifest.name,
-      'outrigger.cycle_id': ctx.cycle_id || '',
-      'outrigger.pod': podKey(ctx.pod),
-    });
+    const span = tracing.startCallSpan(point, tracing.parentContext(ctx.trace_context, rpc.metadata),
+      spanAttributes(hosted, ctx));
     let reply;
     try {
       reply = await fn(inst, state, ctx.pod, this._call(hosted, point, ctx, span, rpc));
@@ -698,10 +706,8 @@ class PluginHost {
 
   async _answerBatch(point, cycle, batch, rpc) {
     const { hosted, inst, state, pod, ctx } = cycle;
-    const span = tracing.startSpan(`${point} ${hosted.manifest.name}`, cycle.parent, {
-      'outrigger.plugin': hosted.manifest.name,
-      'outrigger.cycle_id': ctx.cycle_id || '',
-      'outrigger.pod': podKey(pod),
+    const span = tracing.startCallSpan(point, cycle.parent, {
+      ...spanAttributes(hosted, ctx),
       'outrigger.batch_seq': batch.batch_seq,
       'outrigger.nodes': batch.node_ids.length,
     });

@@ -8,9 +8,12 @@
  * as children, so they join the pod's trace.
  *
  * Spans are exported with OTLP/gRPC to OTEL_EXPORTER_OTLP_ENDPOINT (service name from
- * OTEL_SERVICE_NAME, default "outrigger-node-plugin") when that variable is set (and
- * OTEL_TRACES_EXPORTER does not say "none"); otherwise nothing is set up and every span is the API's
- * no-op span (no cost, nothing exported).
+ * OTEL_SERVICE_NAME, default "outrigger-node-plugin") when that variable is set, unless
+ * OTEL_TRACES_EXPORTER is set without "otlp" (e.g. "none"); otherwise nothing is set up and every span
+ * is the API's no-op span (no cost, nothing exported).
+ *
+ * Span names and attributes follow the Python host's (pluginhost/tracing.py): one SERVER span
+ * `outrigger.v1.Plugin/<Point>` per call, and per node batch on Filter/Score streams.
  */
 
 const api = require('@opentelemetry/api');
@@ -28,7 +31,8 @@ let provider = null;
 function setupTracing(env = process.env) {
   if (provider !== null) return true;
   if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return false;
-  if ((env.OTEL_TRACES_EXPORTER || '').split(',').map((e) => e.trim()).includes('none')) return false;
+  const exporters = (env.OTEL_TRACES_EXPORTER || '').split(',').map((e) => e.trim().toLowerCase()).filter(Boolean);
+  if (exporters.length && !exporters.includes('otlp')) return false; // e.g. "none"
   // Loaded only when exporting: the exporter and SDK are not needed otherwise.
   const { BasicTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
   const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');
@@ -86,13 +90,20 @@ function parentContext(traceContext, metadata) {
   return propagator.extract(api.ROOT_CONTEXT, carrier, getter);
 }
 
+const RPC_SERVICE = 'outrigger.v1.Plugin';
+const NO_SPAN = api.trace.wrapSpanContext(api.INVALID_SPAN_CONTEXT);
+
 /**
- * Starts a server span named `name` as a child of `parent`.
+ * The server span of one plugin call (or one node batch of a stream): `outrigger.v1.Plugin/<Point>`,
+ * a child of `parent`, named and described like the Python host's. A request without a trace context
+ * gets no span (a non-recording one), as there is no trace to join.
  * @returns {import('@opentelemetry/api').Span}
  */
-function startSpan(name, parent, attributes) {
+function startCallSpan(point, parent, attributes) {
+  if (!api.trace.getSpanContext(parent)) return NO_SPAN;
   const tracer = api.trace.getTracer('outrigger-node-plugin-host');
-  return tracer.startSpan(name, { kind: api.SpanKind.SERVER, attributes }, parent);
+  const attrs = { 'rpc.system': 'grpc', 'rpc.service': RPC_SERVICE, 'rpc.method': point, ...attributes };
+  return tracer.startSpan(`${RPC_SERVICE}/${point}`, { kind: api.SpanKind.SERVER, attributes: attrs }, parent);
 }
 
-module.exports = { setupTracing, shutdownTracing, parentContext, startSpan, api };
+module.exports = { setupTracing, shutdownTracing, parentContext, startCallSpan, api };
