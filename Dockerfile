@@ -20,7 +20,8 @@ RUN useradd --system --uid 10001 --home-dir /var/lib/outrigger --create-home out
 USER 10001
 WORKDIR /var/lib/outrigger
 
-EXPOSE 50051
+# 50051: gRPC (Scheduler API, Handle, CycleState, health); 10251: metrics and debug endpoints with --http.
+EXPOSE 50051 10251
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
     CMD ["outrigger-healthcheck", "127.0.0.1:50051"]
 ENTRYPOINT ["outrigger"]

@@ -185,7 +185,10 @@ def test_framework_runs_one_instance_with_a_command_line_the_cli_accepts() -> No
     service = by_name("Service", "outrigger-framework")
     port = int(args.listen.rsplit(":", 1)[1])
     assert args.advertise == f"outrigger-framework.{NAMESPACE}.{CLUSTER_DOMAIN}:{port}"
-    assert [p["port"] for p in service["spec"]["ports"]] == [port]
+    http = int(args.http.rsplit(":", 1)[1])
+    assert [p["port"] for p in service["spec"]["ports"]] == [port, http]
+    assert container_ports(deploy)["http"] == http
+    assert deploy["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == str(http)
 
 
 def test_configmap_scheduler_config_loads_with_the_plugins_the_hosts_serve(tmp_path: Path) -> None:
