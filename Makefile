@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit proto bench fuzz clean
+.PHONY: demo test lint typecheck unit proto bench fuzz faults clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench: $(STAMP)
 # The fuzz tests with 50 x their `make test` budget and fresh random examples (docs/bad-input.md).
 fuzz: $(STAMP)
 	OUTRIGGER_FUZZ=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz_parsers.py tests/test_fuzz_services.py
+
+# The full fault harness (tests/fault_harness.py; `make test` runs a short version): a few minutes.
+faults: $(STAMP)
+	$(BIN)/python tests/fault_harness.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

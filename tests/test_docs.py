@@ -200,6 +200,7 @@ MAKE_TARGETS = {
     "test": "the test suite itself",
     "bench": "tests/test_bench.py::test_quick_bench_end_to_end",
     "fuzz": "tests/test_bad_input.py::test_make_fuzz_runs_the_fuzz_tests_with_a_long_random_budget",
+    "faults": "tests/test_fault_harness.py::test_short_fault_run_keeps_every_invariant",
 }
 
 
