@@ -28,6 +28,8 @@ Scenarios:
 - ``extender`` / ``extender-names``: the same logic as a kube-scheduler HTTP/JSON extender in its own
   process (:mod:`framework.extender`), called by :class:`~framework.extender.ExtenderPlugin` with full
   v1 Node objects / in ``nodeCacheCapable`` mode with node names; 1000 measured pods.
+- ``remote-traced``: ``remote`` with tracing on (always-on sampler, a batch span processor into an
+  in-process sink); reports spans per pod.
 - ``replicas-1`` / ``replicas-2``: ``basic`` plus :class:`HeavyScore`, a remote Score plugin with a
   fixed amount of CPU work per node, on one and on two plugin host processes (each pod's Score batch
   is split over the replicas); 1000 measured pods.
@@ -600,6 +602,46 @@ class ExtenderNamesScenario(ExtenderScenario):
     node_cache_capable = True
 
 
+class TracedRemoteScenario(RemotePluginScenario):
+    """``remote`` with tracing on: every scheduling context sampled (always-on), spans through a batch
+    span processor into an in-process sink (the cost a production setup pays, without a backend); the
+    plugin host gets the trace context with every request. Compared with ``remote``."""
+
+    name = "remote-traced"
+    description = "remote with tracing on (always-on sampler, batch span processor into an in-process sink)"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tracing: Any = None
+        self._sink: Any = None
+        self._spans_at_mark = 0
+
+    async def attach(self, scheduler: Scheduler) -> None:
+        from .instrument import instrument
+        from .tracing import benchmark_tracing
+
+        await super().attach(scheduler)
+        self._tracing, self._sink = benchmark_tracing()
+        instrument(scheduler, tracing=self._tracing)
+
+    def mark(self) -> None:
+        super().mark()
+        self._spans_at_mark = self._span_count()
+
+    def _span_count(self) -> int:
+        return int(self._sink.spans) if self._sink is not None else 0  # SinkExporter counts what it got
+
+    async def detach(self) -> None:
+        await super().detach()
+        if self._tracing is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._tracing.shutdown)
+
+    def metrics(self, measured_pods: int) -> dict[str, float]:
+        out = super().metrics(measured_pods)
+        out["spans_per_pod"] = round((self._span_count() - self._spans_at_mark) / max(measured_pods, 1), 1)
+        return out
+
+
 class HeavyScore(ScorePlugin):
     """A CPU-heavy Score plugin: a fixed amount of pure-Python work per node (``rounds`` multiply-xor
     steps on the node's name), the kind of plugin that is worth more replicas. Deterministic."""
@@ -638,6 +680,7 @@ class ReplicasScenario(RemotePluginScenario):
             f"replica(s); 1000 measured pods"
         )
         self._addresses: list[str] = []
+        self._used = 0
 
     def runs(self, quick: bool) -> list[RunSpec]:
         if quick:
@@ -672,6 +715,14 @@ class ReplicasScenario(RemotePluginScenario):
             [endpoint], self._services.address, self._services.services
         )
         return registry, self.config(registry)
+
+    async def detach(self) -> None:
+        if self._remote is not None:
+            self._used = sum(1 for ep in self._remote.endpoints for r in ep.replicas if r.picked)
+        await super().detach()
+
+    def metrics(self, measured_pods: int) -> dict[str, float]:
+        return {**super().metrics(measured_pods), "replicas_used": float(self._used)}
 
     def config(self, registry: Registry) -> SchedulerConfig:
         text = json.dumps(
@@ -709,7 +760,7 @@ SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), ExtenderScenario(), ExtenderNamesScenario(),
-        ReplicasScenario(1), ReplicasScenario(2),
+        TracedRemoteScenario(), ReplicasScenario(1), ReplicasScenario(2),
     )
 }
 
@@ -939,6 +990,7 @@ RATIO_TARGETS = (
     ("extender", "remote", 0.1, "remote >= 10 x extender (full v1 Node objects)"),
     ("extender-names", "remote", 1 / 3, "remote >= 3 x extender (nodeCacheCapable, node names)"),
     ("replicas-2", "replicas-1", 1.6, "2 replicas >= 1.6 x 1 replica (CPU-heavy remote Score)"),
+    ("remote-traced", "remote", 0.85, "tracing on >= 0.85 x tracing off (remote)"),
 )
 
 

@@ -69,6 +69,11 @@ def test_quick_bench_end_to_end(tmp_path: Path) -> None:
     full = report["scenarios"]["extender"]["runs"][0]["metrics"]["bytes_sent_per_pod"]
     names = report["scenarios"]["extender-names"]["runs"][0]["metrics"]["bytes_sent_per_pod"]
     assert names * 3 < full
+    # Tracing: every measured pod's context is sampled (a root, its cycles, points and plugin calls).
+    (traced,) = report["scenarios"]["remote-traced"]["runs"]
+    assert traced["metrics"]["spans_per_pod"] >= 10, traced
+    # Each pod's Score batch is split over the replicas: both replicas of replicas-2 were used.
+    assert [report["scenarios"][f"replicas-{n}"]["runs"][0]["metrics"]["replicas_used"] for n in (1, 2)] == [1, 2]
     assert "pods/s" in proc.stdout  # the table
 
 
