@@ -36,6 +36,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from otlp_sink import CollectedSpan, OtlpSink
 from test_remote_harness import ROOT, STARTUP_SECONDS, HostProcess
 
 from clients.client import SchedulerClient
@@ -732,3 +733,82 @@ def test_filter_and_score_see_the_request_node_view(direct: Direct) -> None:
     # gold-a keeps zone-a (50); what-if-1 is in zone-a (50); gold-b zone-b (100); gold-c moved to zone-b (100).
     assert scores == [50, 50, 100, 100]
     assert stopped == P.Ack()
+
+
+# ---------------------------------------------------------------------------------------------------
+# One trace across the framework (Python) and the Node.js plugin host
+
+
+FRAMEWORK_SERVICE = "outrigger-framework"
+NODE_SERVICE = "tierzone-host"
+
+
+def _chain(span: CollectedSpan, ids: dict[str, CollectedSpan]) -> list[str]:
+    """The span's name and its ancestors' names up to the root ("service:name" for the Node.js host's)."""
+    out = []
+    cur: CollectedSpan | None = span
+    while cur is not None:
+        out.append(cur.name if cur.service == FRAMEWORK_SERVICE else f"{cur.service}:{cur.name}")
+        cur = ids.get(cur.parent_span_id) if cur.parent_span_id else None
+    return out
+
+
+def test_one_trace_holds_the_framework_and_the_node_plugin_spans(node: str, tmp_path: Path) -> None:
+    with OtlpSink() as sink:
+        otel = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint,
+                "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        with NodeHost(node, env={**otel, "OTEL_SERVICE_NAME": NODE_SERVICE}) as tierzone:
+            config = tmp_path / "scheduler.yaml"
+            config.write_text(SCHEDULER_CONFIG.replace(", {name: StateWitness}", ""))
+            plugins = tmp_path / "remote-plugins.yaml"
+            plugins.write_text("apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n"
+                               f"- name: tierzone\n  address: {tierzone.address}\n  deadlines: {{default: 10s}}\n")
+            framework = Framework(config, plugins, env={**otel, "OTEL_SERVICE_NAME": FRAMEWORK_SERVICE})
+            with framework as client:
+                docs = [node_doc(n, tier, zone) for n, (tier, zone) in NODES.items()]
+                docs.append(pod_doc("traced", "gold", "zone-b,zone-a"))
+                client.apply_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}), "traced.json")
+                deadline = time.monotonic() + SETTLE_SECONDS
+                while (pod := client.get_pod("traced")).phase != "Bound" and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert (pod.phase, pod.node_name) == ("Bound", "gold-b")
+            # Both processes were stopped with SIGTERM: each flushed its spans on the way out.
+        assert framework.proc is not None and framework.proc.returncode == 0
+
+        def complete(spans: list[CollectedSpan]) -> bool:
+            roots = [s for s in spans
+                     if s.name == "SchedulePod" and s.attributes.get("outrigger.pod") == "default/traced"]
+            return len(roots) == 1 and any(s.service == NODE_SERVICE and s.trace_id == roots[0].trace_id
+                                           and s.name == "outrigger.v1.Plugin/Score" for s in spans)
+
+        spans = sink.wait_for(complete, SPANS_SECONDS)
+
+    root = next(s for s in spans if s.name == "SchedulePod" and s.attributes.get("outrigger.pod") == "default/traced")
+    trace = [s for s in spans if s.trace_id == root.trace_id]
+    ids = {s.span_id: s for s in trace}
+    assert {s.service for s in trace} == {FRAMEWORK_SERVICE, NODE_SERVICE}
+    # One tree: a single root, every parent in the trace.
+    assert [s.name for s in trace if not s.parent_span_id] == ["SchedulePod"]
+    assert all(s.parent_span_id in ids for s in trace if s.parent_span_id)
+    cycle_id = root.attributes["outrigger.cycle_id"]
+    hosted = [s for s in trace if s.service == NODE_SERVICE]
+    # PreFilter once; one Filter batch and one Score batch (four nodes fit in one batch each).
+    assert sorted(s.name for s in hosted) == ["outrigger.v1.Plugin/Filter", "outrigger.v1.Plugin/PreFilter",
+                                              "outrigger.v1.Plugin/Score"]
+    for s in hosted:
+        point = s.name.rsplit("/", 1)[1]
+        assert s.kind == "SERVER"
+        assert (s.attributes["outrigger.plugin"], s.attributes["outrigger.cycle_id"], s.attributes["outrigger.pod"]) \
+            == ("TierZone", cycle_id, "default/traced")
+        # The host's span is a child of the framework's span for the call to TierZone at that point.
+        assert _chain(s, ids)[:2] == [f"{NODE_SERVICE}:{s.name}", f"{point}/TierZone"]
+        assert _chain(s, ids)[-2:] == ["SchedulingCycle", "SchedulePod"]
+    filtered = next(s for s in hosted if s.name.endswith("/Filter"))
+    assert (filtered.attributes["outrigger.nodes"], filtered.attributes["outrigger.rejected"]) == (4, 1)
+
+
+def test_the_host_unit_tests_pass(node: str) -> None:
+    """clients/node/test (node:test): what the Plugin service does not show, e.g. node views with pods."""
+    done = subprocess.run([node, "--test", "test/"], cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "# fail 0" in done.stdout and "# pass 2" in done.stdout

@@ -739,8 +739,9 @@ function addAmounts(into, delta) {
 }
 
 /**
- * `infos` (name -> NodeInfo) as seen through a CycleContext.node_view, applied in field order:
- * nodes added, pods placed, then node changes in order. Only the nodes it touches are copied.
+ * `infos` (name -> NodeInfo) as seen through a CycleContext.node_view, applied in the contract's
+ * order: pods removed, nodes added, pods placed, then node changes in order. Only the nodes it
+ * touches are copied.
  */
 function applyView(infos, view, generation) {
   if (!view) return infos;
@@ -752,6 +753,15 @@ function applyView(infos, view, generation) {
     out.set(name, mine);
     return mine;
   };
+  for (const removed of view.removed_pods || []) {
+    const info = copy(removed.node_name);
+    if (info === undefined) continue;
+    const i = (info.pods || []).findIndex((p) => p.ref && p.ref.uid === removed.uid);
+    if (i < 0) continue;
+    const [gone] = info.pods.splice(i, 1);
+    const minus = Object.fromEntries(Object.entries(gone.requests || {}).map(([k, v]) => [k, -Number(v)]));
+    addAmounts(info.requested, { ...minus, pods: -1 });
+  }
   for (const added of view.added_nodes || []) {
     out.set(added.node.metadata.name, {
       node: added.node, node_id: added.id, requested: {}, non_zero_requested: {}, pods: [], generation,
@@ -842,6 +852,7 @@ module.exports = {
   PluginDefinitionError,
   PluginHost,
   Status,
+  applyView,
   loadProtos,
   manifestOf,
 };
