@@ -395,3 +395,30 @@ def test_async_client_answers_the_same_and_resumes_a_broken_watch() -> None:
             await server.stop(0.2)
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_sync_and_async_clients_answer_alike(framework: FrameworkThread, client: SchedulerClient) -> None:
+    client.apply([NODE, pod("a"), pod("big", "3")])
+    settle(client, ["a", "big"])
+    template = {**NODE, "metadata": {"name": "extra"},
+                "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "10"}}}
+    calls: list[tuple[str, Callable[[Any], Any]]] = [
+        ("list_pods", lambda c: c.list_pods()),
+        ("list_pods(phase)", lambda c: c.list_pods(phase="Unschedulable")),
+        ("get_pod", lambda c: c.get_pod("big")),
+        ("list_nodes", lambda c: c.list_nodes()),
+        ("list_waiting_pods", lambda c: c.list_waiting_pods()),
+        ("list_reservations", lambda c: c.list_reservations()),
+        ("explain", lambda c: c.explain(pod("q"))),
+        ("explain_pod", lambda c: c.explain_pod("big")),
+        ("what_if", lambda c: c.what_if(template, 1)),
+        ("apply dry run", lambda c: c.apply([{**pod("z"), "metadata": {"name": "z", "uid": "uid-z"}}], dry_run=True)),
+    ]
+    sync = [(name, call(client)) for name, call in calls]
+
+    async def main() -> list[tuple[str, Any]]:
+        async with AsyncSchedulerClient(framework.address) as c:
+            return [(name, await call(c)) for name, call in calls]
+
+    assert asyncio.run(asyncio.wait_for(main(), 60)) == sync
+    assert dict(sync)["what_if"]["admitted"] == ["default/big"]
