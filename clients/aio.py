@@ -35,12 +35,14 @@ from ._common import (
 )
 from .types import (
     Applied,
+    DebugScores,
     Event,
     EventType,
     Explanation,
     NodeSummary,
     PodState,
     ReservationState,
+    TraceSpan,
     WaitingPod,
     WatchCursor,
 )
@@ -184,6 +186,18 @@ class AsyncSchedulerClient:
         ref = pb.scheduler.ObjectRef(kind="Pod", namespace=namespace, name=name)
         reply = await self._call("Explain", pb.scheduler.ExplainRequest(ref=ref, profile=profile))
         return Explanation.from_json(reply.json)
+
+    # ---- observability ---------------------------------------------------------------------------
+
+    async def get_trace(self, name: str, namespace: str = "default") -> list[TraceSpan]:
+        """As :meth:`clients.client.SchedulerClient.get_trace`."""
+        reply = await self._call("GetTrace", pb.scheduler.GetTraceRequest(namespace=namespace, name=name))
+        return [TraceSpan.from_proto(s) for s in reply.spans]
+
+    async def debug_scores(self, name: str, namespace: str = "default") -> DebugScores:
+        """As :meth:`clients.client.SchedulerClient.debug_scores`."""
+        request = pb.scheduler.GetDebugScoresRequest(namespace=namespace, name=name)
+        return DebugScores.from_json((await self._call("GetDebugScores", request)).json)
 
     # ---- watch -----------------------------------------------------------------------------------
 

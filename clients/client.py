@@ -42,12 +42,14 @@ from ._common import (
 )
 from .types import (
     Applied,
+    DebugScores,
     Event,
     EventType,
     Explanation,
     NodeSummary,
     PodState,
     ReservationState,
+    TraceSpan,
     WaitingPod,
     WatchCursor,
 )
@@ -191,16 +193,17 @@ class SchedulerClient:
 
     # ---- observability ---------------------------------------------------------------------------
 
-    def get_trace(self, name: str, namespace: str = "default") -> list[Any]:
-        """The framework's spans of the pod's last scheduling context (``TraceSpan`` messages); the
-        framework keeps them with ``outrigger serve --trace-store N``."""
-        return list(self._call("GetTrace", pb.scheduler.GetTraceRequest(namespace=namespace, name=name)).spans)
+    def get_trace(self, name: str, namespace: str = "default") -> list[TraceSpan]:
+        """The framework's spans of the pod's last scheduling context, by start time; the framework keeps
+        them with ``outrigger serve --trace-store N`` (:class:`ClientError` otherwise)."""
+        reply = self._call("GetTrace", pb.scheduler.GetTraceRequest(namespace=namespace, name=name))
+        return [TraceSpan.from_proto(s) for s in reply.spans]
 
-    def debug_scores(self, name: str, namespace: str = "default") -> dict[str, Any]:
-        """The pod's last debug score table (``outrigger serve --debug-scores N``)."""
+    def debug_scores(self, name: str, namespace: str = "default") -> DebugScores:
+        """The pod's last debug score table (``outrigger serve --debug-scores N``, or switched on over
+        HTTP); :class:`ClientError` (NOT_FOUND) when it has none."""
         reply = self._call("GetDebugScores", pb.scheduler.GetDebugScoresRequest(namespace=namespace, name=name))
-        table: dict[str, Any] = json.loads(reply.json)
-        return table
+        return DebugScores.from_json(reply.json)
 
     # ---- watch -----------------------------------------------------------------------------------
 

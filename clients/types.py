@@ -19,9 +19,11 @@ from pluginhost.status import Code
 
 __all__ = [
     "Applied",
+    "DebugScores",
     "Event",
     "EventType",
     "Explanation",
+    "NodeScores",
     "NodeSummary",
     "NodeVerdict",
     "ObjectRef",
@@ -29,6 +31,7 @@ __all__ = [
     "PodState",
     "ReservationState",
     "Status",
+    "TraceSpan",
     "WaitingPod",
     "WatchCursor",
 ]
@@ -329,6 +332,81 @@ class Explanation:
 
     def to_dict(self) -> dict[str, Any]:
         return self.document
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScores:
+    """One node of a debug score table: its total and every Score plugin's score."""
+
+    node: str
+    total: int
+    scores: dict[str, PluginScore]
+
+
+@dataclass(frozen=True, slots=True)
+class DebugScores:
+    """The debug score table of a pod's last scored attempt: the top ``top`` of ``scored_nodes`` nodes,
+    highest total first (the numbers explain reports). ``document`` is the JSON the server sent."""
+
+    pod: str
+    uid: str
+    profile: str
+    attempt: int
+    scored_nodes: int
+    top: int
+    selected: str | None
+    nodes: tuple[NodeScores, ...]
+    document: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, text: str) -> DebugScores:
+        doc: dict[str, Any] = json.loads(text)
+        nodes = tuple(
+            NodeScores(n["node"], n["total"],
+                       {p: PluginScore(s["raw"], s["normalized"], s["weighted"]) for p, s in n["scores"].items()})
+            for n in doc["nodes"]
+        )
+        return cls(doc["pod"], doc.get("uid", ""), doc.get("profile", ""), doc["attempt"], doc["scored_nodes"],
+                   doc.get("top", len(nodes)), doc.get("selected"), nodes, doc)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.document
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSpan:
+    """One span of a pod's trace: ids as hex, times in Unix nanoseconds, attributes decoded."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    start_unix_nano: int
+    end_unix_nano: int
+    attributes: dict[str, Any]
+    status_code: str = "UNSET"
+    status_message: str = ""
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> TraceSpan:
+        return cls(
+            trace_id=msg.trace_id, span_id=msg.span_id, parent_span_id=msg.parent_span_id, name=msg.name,
+            start_unix_nano=msg.start_unix_nano, end_unix_nano=msg.end_unix_nano,
+            attributes=json.loads(msg.attributes_json or "{}"), status_code=msg.status_code,
+            status_message=msg.status_message,
+        )
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_unix_nano - self.start_unix_nano) / 1e6
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "traceId": self.trace_id, "spanId": self.span_id, "parentSpanId": self.parent_span_id,
+            "name": self.name, "startUnixNano": self.start_unix_nano, "endUnixNano": self.end_unix_nano,
+            "attributes": dict(self.attributes), "statusCode": self.status_code,
+            "statusMessage": self.status_message,
+        }
 
 
 def event_types_to_proto(types: Any) -> list[int]:

@@ -672,7 +672,8 @@ def _pod_ref(ref: str, namespace: str) -> tuple[str, str]:
 def _trace_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pod", help="NAME or NAMESPACE/NAME")
     add_namespace(p, "default")
-    p.add_argument("-o", "--output", choices=("tree", "json"), default="tree", help="output format (default tree)")
+    p.add_argument("-o", "--output", choices=("tree", "json", "yaml"), default="tree",
+                   help="output format (default tree; json and yaml carry every attribute)")
     add_server(p)
 
 
@@ -681,17 +682,12 @@ def _trace_args(p: argparse.ArgumentParser) -> None:
   outrigger trace web-1
   outrigger trace prod/web-1 -o json""")
 def cmd_trace(args: argparse.Namespace) -> int:
-    from google.protobuf.json_format import MessageToDict
-
     from .tracecli import format_tree
 
     ns, name = _pod_ref(args.pod, args.namespace)
     with _client(args) as c:
         spans = c.get_trace(name, ns)
-    if args.output == "json":
-        print(json.dumps([MessageToDict(s) for s in spans], indent=2))
-    else:
-        print(format_tree(spans))
+    emit(args.output, [s.to_dict() for s in spans], lambda: format_tree(spans))
     return 0
 
 
@@ -711,7 +707,7 @@ def cmd_debug_scores(args: argparse.Namespace) -> int:
 
     ns, name = _pod_ref(args.pod, args.namespace)
     with _client(args) as c:
-        data = c.debug_scores(name, ns)
+        data = c.debug_scores(name, ns).to_dict()
 
     def as_table() -> str:
         head = (f"pod {data['pod']} attempt {data['attempt']}: {data['scored_nodes']} nodes scored"

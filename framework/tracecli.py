@@ -8,6 +8,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from clients.types import TraceSpan
 from pluginhost import pb
 
 __all__ = ["format_tree", "spans_to_proto"]
@@ -42,12 +43,12 @@ def spans_to_proto(spans: Sequence[ReadableSpan]) -> list[Any]:
     return out
 
 
-def format_tree(spans: Sequence[Any]) -> str:
-    """``TraceSpan`` messages as an indented tree: name, duration, the telling attributes."""
+def format_tree(spans: Sequence[TraceSpan]) -> str:
+    """Spans (``clients.types.TraceSpan``) as an indented tree: name, duration, the telling attributes."""
     if not spans:
         return "(no spans)"
     ids = {s.span_id for s in spans}
-    children: dict[str, list[Any]] = {}
+    children: dict[str, list[TraceSpan]] = {}
     roots = []
     for s in sorted(spans, key=lambda s: s.start_unix_nano):
         if s.parent_span_id and s.parent_span_id in ids:
@@ -56,10 +57,10 @@ def format_tree(spans: Sequence[Any]) -> str:
             roots.append(s)
     lines = [f"trace {spans[0].trace_id}"]
 
-    def walk(s: Any, prefix: str, last: bool, top: bool) -> None:
-        attrs = json.loads(s.attributes_json or "{}")
+    def walk(s: TraceSpan, prefix: str, last: bool, top: bool) -> None:
+        attrs = s.attributes
         shown = " ".join(f"{k.removeprefix('outrigger.')}={_value(attrs[k])}" for k in _SHOWN if k in attrs)
-        ms = (s.end_unix_nano - s.start_unix_nano) / 1e6
+        ms = s.duration_ms
         err = f" ERROR: {s.status_message}" if s.status_code == "ERROR" else ""
         branch = "" if top else ("└── " if last else "├── ")
         lines.append(f"{prefix}{branch}{s.name} {ms:.3f} ms {shown}{err}".rstrip())

@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from framework.config import SchedulerConfig
+from framework.observability import ObservabilityConfig
 from framework.plugins import Registry
 from framework.profiles import build_registry, default_scheduler_config
 from framework.service import Server, start_server
@@ -21,7 +22,8 @@ class FrameworkThread:
     """``start_server`` on its own event loop in a daemon thread; every wait is bounded."""
 
     def __init__(self, config_for: Callable[[Registry], SchedulerConfig] | None = None,
-                 registry: Registry | None = None) -> None:
+                 registry: Registry | None = None, observability: ObservabilityConfig | None = None) -> None:
+        self.observability = observability
         self.registry = registry or build_registry()
         self.config_for = config_for or default_scheduler_config
         self.loop = asyncio.new_event_loop()
@@ -43,7 +45,8 @@ class FrameworkThread:
         listen = f"127.0.0.1:{self.port}"
 
         async def boot() -> Server:
-            return await start_server(self.config_for(self.registry), self.registry, listen, seed=3)
+            return await start_server(self.config_for(self.registry), self.registry, listen, seed=3,
+                                      observability=self.observability)
 
         self.server = self.call(boot())
         self.port = self.server.port

@@ -31,6 +31,7 @@ from clients import (
 )
 from clients.types import PROTO_EVENT_TYPES
 from framework.config import SchedulerConfig, load_config
+from framework.observability import ObservabilityConfig
 from framework.plugins import Registry
 from framework.service import start_server
 from pluginhost.plugin import CycleState, PermitPlugin
@@ -422,3 +423,36 @@ def test_sync_and_async_clients_answer_alike(framework: FrameworkThread, client:
 
     assert asyncio.run(asyncio.wait_for(main(), 60)) == sync
     assert dict(sync)["what_if"]["admitted"] == ["default/big"]
+
+
+def test_debug_scores_and_traces_through_both_clients() -> None:
+    nodes = [{**NODE, "metadata": {"name": f"n{i}"},
+              "status": {"allocatable": {"cpu": str(2 + i), "memory": "4Gi", "pods": "10"}}} for i in range(3)]
+    with FrameworkThread(observability=ObservabilityConfig(debug_scores=2)) as fw, SchedulerClient(fw.address) as c:
+        c.apply([*nodes, pod("a")])
+        settle(c, ["a"])
+        table = c.debug_scores("a")
+        # Explain now (a on its node) gives the table's numbers for the nodes a is not on.
+        explained = c.explain(pod("a2"))
+        assert (table.pod, table.attempt, table.scored_nodes, table.top) == ("default/a", 1, 3, 2)
+        assert table.selected == c.get_pod("a").node_name
+        assert [n.node for n in table.nodes] == ["n2", "n1"]  # the most free cpu first
+        others = [n for n in table.nodes if n.node != table.selected]
+        assert [(n.total, n.scores) for n in others] == [
+            (explained.nodes[n.node].total, explained.nodes[n.node].scores) for n in others]
+
+        async def both() -> tuple[Any, Any, str, str]:
+            async with AsyncSchedulerClient(fw.address) as ac:
+                got = await ac.debug_scores("a")
+                with pytest.raises(ClientError) as missing:
+                    await ac.debug_scores("ghost")
+                with pytest.raises(ClientError) as no_store:
+                    await ac.get_trace("a")
+                return got, missing.value.code, str(missing.value), str(no_store.value)
+
+        got, code, missing, no_store = asyncio.run(asyncio.wait_for(both(), 60))
+        assert got == table
+        assert code == grpc.StatusCode.NOT_FOUND and "default/ghost" in missing
+        with pytest.raises(ClientError) as err:
+            c.get_trace("a")
+        assert str(err.value) == no_store

@@ -262,7 +262,14 @@ def test_debug_scores_switch_at_runtime_and_equal_explain(caplog: pytest.LogCapt
         assert table["selected"] == s.get_pod("default", "p1").pod.node_name == explained["selected"]
         # The same table through the Scheduler API and the CLI.
         with SchedulerClient(server.address) as c:
-            assert await asyncio.to_thread(c.debug_scores, "p1") == table
+            typed = await asyncio.to_thread(c.debug_scores, "p1")
+        assert typed.to_dict() == table
+        assert (typed.pod, typed.attempt, typed.scored_nodes, typed.top, typed.selected) == (
+            "default/p1", 1, 4, 3, table["selected"])
+        assert [(n.node, n.total, {p: (sc.raw, sc.normalized, sc.weighted) for p, sc in n.scores.items()})
+                for n in typed.nodes] == [
+            (name, e["total"], {p: (sc["raw"], sc["normalized"], sc["weighted"]) for p, sc in e["scores"].items()})
+            for name, e in ranked]
         code = await asyncio.to_thread(cli.main, ["debug-scores", "p1", "--server", server.address, "-o", "json"])
         assert code == 0
         logged = [r.getMessage() for r in caplog.records if r.name == "outrigger.debugscores"]
@@ -390,7 +397,7 @@ def test_trace_store_serves_the_span_tree_of_a_pods_last_attempt(capsys: pytest.
                 "BindingCycle", "Bind", "Bind/DefaultBinder"} <= set(names)
         assert len({sp.trace_id for sp in spans}) == 1
         root = spans[0]
-        attrs = json.loads(root.attributes_json)
+        attrs = root.attributes
         assert attrs["outrigger.result"] == "bound" and attrs["outrigger.selected_node"] in ("n0", "n1")
         code = await asyncio.to_thread(cli.main, ["trace", "default/web", "--server", server.address])
         assert code == 0
