@@ -21,8 +21,8 @@ from framework.config import ConfigError, load_config
 from framework.plugins import PluginArgsError, in_tree_registry
 from framework.remoteconfig import parse_remote_plugins
 from framework.scheduler import Scheduler
-from pluginhost.manifest import ManifestError, node_from_dict, parse_objects, pod_from_dict
-from pluginhost.model import Node, Pod
+from pluginhost.manifest import ManifestError, node_from_dict, parse_objects, pod_from_dict, reservation_from_dict
+from pluginhost.model import Node, Pod, Reservation
 from pluginhost.quantity import MAX_CANONICAL, QuantityError, canonical, format_quantity, parse_quantity
 
 # ---------------------------------------------------------------------------------------------------
@@ -87,6 +87,20 @@ NODE: dict[str, Any] = {
         "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
         "allocatable": {"cpu": "3800m", "memory": "7Gi", "pods": 110, "nvidia.com/gpu": "2"},
         "images": [{"names": ["nginx:1"], "sizeBytes": 1000}],
+    },
+}
+
+RESERVATION: dict[str, Any] = {
+    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+    "kind": "Reservation",
+    "metadata": {"name": "web-reserve", "uid": "res-uid-1"},
+    "spec": {
+        "template": {"metadata": {"labels": {"reserved-for": "web"}},
+                     "spec": {"nodeSelector": {"pool": "a"}, "containers": [
+                         {"name": "c", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]}},
+        "owners": [{"labelSelector": {"matchLabels": {"app": "web"}}}],
+        "ttl": "1h",
+        "allocateOnce": True,
     },
 }
 
@@ -219,6 +233,7 @@ def _check_manifest_error(err: ManifestError, mutated: tuple[Any, ...]) -> None:
 def test_the_objects_being_broken_are_valid() -> None:
     assert isinstance(pod_from_dict(copy.deepcopy(POD), "fuzz.yaml"), Pod)
     assert isinstance(node_from_dict(copy.deepcopy(NODE), "fuzz.yaml"), Node)
+    assert isinstance(reservation_from_dict(copy.deepcopy(RESERVATION), "fuzz.yaml"), Reservation)
     load_config(yaml.safe_dump(CONFIG), in_tree_registry().points(), "fuzz.yaml")
     assert len(parse_remote_plugins(yaml.safe_dump(REMOTE), "fuzz.yaml")) == 2
 
@@ -250,7 +265,20 @@ def test_broken_node_is_a_manifest_error_naming_the_field(case: tuple[tuple[Any,
 
 
 @fuzz_settings(150)
-@given(st.one_of(mutations(POD), mutations(NODE)), st.sampled_from(["json", "yaml", "list"]))
+@given(mutations(RESERVATION))
+def test_broken_reservation_is_a_manifest_error(case: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
+    _, doc = case
+    try:
+        reservation = reservation_from_dict(doc, "fuzz.yaml")
+    except ManifestError as err:
+        msg = str(err)
+        assert msg.startswith("fuzz.yaml") and _one_line(msg), msg
+    else:
+        assert isinstance(reservation, Reservation)
+
+
+@fuzz_settings(150)
+@given(st.one_of(mutations(POD), mutations(NODE), mutations(RESERVATION)), st.sampled_from(["json", "yaml", "list"]))
 def test_broken_manifest_text_is_a_manifest_error(case: tuple[tuple[Any, ...], dict[str, Any]], form: str) -> None:
     _, doc = case
     if form == "list":
@@ -264,7 +292,7 @@ def test_broken_manifest_text_is_a_manifest_error(case: tuple[tuple[Any, ...], d
     except ManifestError as err:
         assert str(err).startswith("fuzz.yaml: document 1") and _one_line(str(err)), str(err)
     else:
-        assert len(objects) == 1 and isinstance(objects[0], Pod | Node)
+        assert len(objects) == 1 and isinstance(objects[0], Pod | Node | Reservation)
 
 
 @fuzz_settings(300)
@@ -281,7 +309,7 @@ def test_random_text_is_a_manifest_error_or_objects(text: str) -> None:
     except ManifestError as err:
         assert str(err).startswith("fuzz.yaml") and _one_line(str(err)), str(err)
     else:
-        assert all(isinstance(o, Pod | Node) for o in objects)
+        assert all(isinstance(o, Pod | Node | Reservation) for o in objects)
 
 
 # ---------------------------------------------------------------------------------------------------
