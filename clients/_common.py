@@ -46,7 +46,7 @@ def rpc_error(exc: grpc.RpcError, address: str, method: str, timeout: float | No
     code: grpc.StatusCode = exc.code()
     details: str = exc.details() or ""
     if code == grpc.StatusCode.UNAVAILABLE:
-        message = f"cannot reach the framework at {address}"
+        message = f"cannot reach the framework at {address}{_tls_hint(details)}"
     elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
         message = f"the framework at {address} did not answer {method} within {timeout:g}s" if timeout else \
             f"the framework at {address} did not answer {method} in time"
@@ -58,6 +58,20 @@ def rpc_error(exc: grpc.RpcError, address: str, method: str, timeout: float | No
     else:
         message = f"{method} failed at {address}: {details or code.name} ({code.name})"
     return ClientError(message, code)
+
+
+def _tls_hint(details: str) -> str:
+    """Why a connection failed, when it is a TLS matter (docs/security.md), as a parenthesis."""
+    if "CERTIFICATE_VERIFY_FAILED" in details:
+        return " (its certificate is not signed by the CA given with --tls-ca)"
+    if "Hostname Verification Check failed" in details:
+        return " (its certificate does not name that address: see --tls-server-name)"
+    if "WRONG_VERSION_NUMBER" in details:
+        return " (it does not serve TLS: drop the --tls flags)"
+    if "Socket closed" in details:
+        return (" (it closed the connection: it may serve TLS (--tls-ca) or require a client certificate "
+                "signed by its CA (--tls-cert, --tls-key))")
+    return ""
 
 
 def read_manifest(path: str | os.PathLike[str]) -> Any:

@@ -20,6 +20,7 @@ import grpc
 
 from pluginhost import pb
 from pluginhost.model import Node, Pod
+from pluginhost.security import ClientTLS, aio_channel
 
 from ._common import (
     CHANNEL_OPTIONS,
@@ -53,10 +54,10 @@ __all__ = ["AsyncEventStream", "AsyncSchedulerClient", "ClientError"]
 class AsyncSchedulerClient:
     """A connection to one framework service for asyncio code (create it inside a running loop)."""
 
-    def __init__(self, address: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, *, timeout: float = 30.0, tls: ClientTLS | None = None) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = aio_channel(address, tls, CHANNEL_OPTIONS)
         self._stub = pb.scheduler_grpc.SchedulerStub(self._channel)  # type: ignore[no-untyped-call]
 
     async def __aenter__(self) -> AsyncSchedulerClient:

@@ -11,7 +11,9 @@ Answers are the frozen dataclasses of :mod:`clients.types`. Every call carries a
 is a :class:`ClientError` whose message is meant for users: the server's own message for a bad request
 (the manifest field that is wrong, the pod that does not exist), "cannot reach the framework at ADDR"
 when nothing answers. A watch survives a broken stream and a restarted framework: it reconnects and
-resumes after the last event it handed out, with no event twice and none missed.
+resumes after the last event it handed out, with no event twice and none missed. A framework serving
+TLS is reached with ``SchedulerClient(address, tls=ClientTLS(ca_file="ca.pem"))`` (plus ``cert_file`` and
+``key_file`` when it requires client certificates; docs/security.md).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import grpc
 
 from pluginhost import pb
 from pluginhost.model import Node, Pod
+from pluginhost.security import ClientTLS, sync_channel
 
 from ._common import (
     CHANNEL_OPTIONS,
@@ -60,10 +63,10 @@ __all__ = ["ClientError", "EventStream", "SchedulerClient"]
 class SchedulerClient:
     """A connection to one framework service. ``timeout``: the deadline of each unary call (seconds)."""
 
-    def __init__(self, address: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, *, timeout: float = 30.0, tls: ClientTLS | None = None) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = sync_channel(address, tls, CHANNEL_OPTIONS)
         self._stub = pb.scheduler_grpc.SchedulerStub(self._channel)  # type: ignore[no-untyped-call]
 
     def __enter__(self) -> SchedulerClient:

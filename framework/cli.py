@@ -16,6 +16,8 @@ Examples:
   outrigger watch --timeout 60
   outrigger delete pod web
   outrigger demo
+  outrigger serve --tls-cert fw.pem --tls-key fw-key.pem --tls-client-ca ca.pem   # docs/security.md
+  outrigger get pods --tls-ca ca.pem --tls-cert me.pem --tls-key me-key.pem
 
 Run `outrigger COMMAND --help` for a command's flags and examples.
 """
@@ -40,12 +42,14 @@ import yaml
 from pluginhost.manifest import ManifestError, load_documents, parse_objects
 from pluginhost.model import Node, Pod, Reservation
 from pluginhost.quantity import format_quantity
+from pluginhost.security import TLSConfigError
 
 from .config import ConfigError, SchedulerConfig
 from .plugins import PluginArgsError, Registry
 from .profiles import build_registry, default_scheduler_config, load_scheduler_config
 from .progress import ProgressBar
 from .remote import EndpointConfig, RemotePluginsError, load_remote_plugins
+from .security import add_client_flags, add_plugin_host_flags, add_server_flags, client_tls, server_tls
 
 if TYPE_CHECKING:
     from clients.client import SchedulerClient
@@ -110,6 +114,7 @@ def add_server(p: argparse.ArgumentParser) -> None:
     default = os.environ.get(SERVER_ENV) or DEFAULT_SERVER
     p.add_argument("--server", metavar="ADDR", default=default,
                    help=f"framework service address (default ${SERVER_ENV}, else {DEFAULT_SERVER}; now {default})")
+    add_client_flags(p)  # --tls, --tls-ca, --tls-cert, --tls-key, --tls-server-name
 
 
 def add_output(p: argparse.ArgumentParser) -> None:
@@ -153,7 +158,7 @@ def _endpoints(path: str | None) -> list[EndpointConfig]:
 def _client(args: argparse.Namespace) -> Iterator[SchedulerClient]:
     from clients.client import SchedulerClient
 
-    with SchedulerClient(args.server) as c:
+    with SchedulerClient(args.server, tls=client_tls(args)) as c:
         yield c
 
 
@@ -202,6 +207,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace-sampler-arg", help="the ratio of *traceidratio samplers ($OTEL_TRACES_SAMPLER_ARG)")
     p.add_argument("--trace-store", type=int, metavar="N",
                    help="keep the last N traces in process for `outrigger trace` (turns tracing on)")
+    add_server_flags(p, "clients and plugin hosts")
 
 
 @command("serve", "run the framework service", _serve_args, examples="""\
@@ -228,7 +234,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     obs = ObservabilityConfig(tracing=tracing if tracing.enabled else None, http=args.http,
                               debug_scores=args.debug_scores)
     try:
-        _run(serve(lambda registry: _config(args.config, registry), args.listen, endpoints, args.advertise, obs))
+        _run(serve(lambda registry: _config(args.config, registry), args.listen, endpoints, args.advertise, obs,
+                   tls=server_tls(args)))
     except OSError as exc:
         raise UserError(str(exc)) from None
     return 0
@@ -244,6 +251,8 @@ def _plugin_args(p: argparse.ArgumentParser) -> None:
     ps.add_argument("--listen", default="127.0.0.1:50061", help="address to serve on (default 127.0.0.1:50061)")
     ps.add_argument("--framework", metavar="ADDR",
                     help="the framework's address (default: the one it announces when it connects)")
+    add_server_flags(ps, "the framework")
+    add_plugin_host_flags(ps)
 
 
 @command("plugin", "host plugins for a framework (a sidecar)", _plugin_args, examples="""\
@@ -251,9 +260,11 @@ def _plugin_args(p: argparse.ArgumentParser) -> None:
 def cmd_plugin(args: argparse.Namespace) -> int:
     from pluginhost.host import PluginDefinitionError, load_plugins, serve
 
+    from .security import plugin_host_security
+
     try:
         plugins = load_plugins(args.target)
-        serve(plugins, args.listen, args.framework)
+        serve(plugins, args.listen, args.framework, **plugin_host_security(args))
     except PluginDefinitionError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
@@ -788,7 +799,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.fn(args)
         return code
-    except (UserError, ClientError, ConfigError, ManifestError, PluginArgsError, RemotePluginsError) as exc:
+    except (UserError, ClientError, ConfigError, ManifestError, PluginArgsError, RemotePluginsError,
+            TLSConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

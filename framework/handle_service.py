@@ -12,28 +12,81 @@
 :class:`FrameworkServices` bundles both. It is created before the scheduler exists (the framework's
 address must be known before plugin hosts are handshaken, and the scheduler needs their manifests),
 and :meth:`FrameworkServices.attach` gives it the scheduler; calls before that get UNAVAILABLE.
+
+Only registered plugin hosts may call: each endpoint gets a credential (:meth:`FrameworkServices.grant`,
+sent in its Handshake) that its host returns as ``authorization: Bearer`` metadata; anything else is
+UNAUTHENTICATED. A host acts only for the plugins it serves, and reads or writes only the CycleState of
+cycles its plugin is part of (the adapters record each plugin they call in the cycle's state,
+:func:`join_cycle`); otherwise PERMISSION_DENIED.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import grpc
 
 from pluginhost import pb
 from pluginhost.convert import node_to_proto, pod_placement_to_proto, pod_to_proto, status_to_proto
 from pluginhost.plugin import CycleState
+from pluginhost.security import bearer_token
 from pluginhost.snapshot import Snapshot
 from pluginhost.state import StateValue, entry_of, value_of
 from pluginhost.status import Status
 
 from .mirror import SnapshotPublisher
 
-__all__ = ["CycleStateService", "FrameworkServices", "HandleService", "waiting_pod_to_proto"]
+__all__ = ["CycleStateService", "FrameworkServices", "Grantee", "HandleService", "join_cycle", "waiting_pod_to_proto"]
+
+# The CycleState key under which the plugins called in a cycle are recorded (framework-private).
+PARTICIPANTS_KEY = "outrigger.io/remote/participants"
+
+
+class _Participants(set[str]):
+    """The remote plugins the framework called in one scheduling context."""
+
+    def clone(self) -> _Participants:
+        return _Participants(self)
+
+
+def join_cycle(state: CycleState, plugin: str) -> None:
+    """Record that ``plugin`` is part of ``state``'s cycle (it may use that cycle's CycleState)."""
+    joined = state.get(PARTICIPANTS_KEY)
+    if not isinstance(joined, _Participants):
+        joined = _Participants()
+        state.write(PARTICIPANTS_KEY, joined)
+    joined.add(plugin)
+
+
+class Grantee(Protocol):
+    """What a credential is issued to: a remote plugin endpoint (its name and the plugins it serves)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def manifests(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Caller:
+    endpoint: Grantee
+
+    def serves(self, plugin: str) -> bool:
+        return plugin in self.endpoint.manifests
+
+    def describe(self) -> str:
+        return f"plugin host {self.endpoint.name!r}"
+
+
+def _digest(credential: str) -> bytes:
+    return hashlib.sha256(credential.encode()).digest()
 
 
 class FrameworkServices:
@@ -43,6 +96,56 @@ class FrameworkServices:
         self.scheduler: Any = None  # framework.scheduler.Scheduler (Any: it is attached late)
         self.publisher: SnapshotPublisher | None = None
         self._in_flight: dict[str, list[CycleState]] = {}
+        self._grants: dict[bytes, _Caller] = {}  # sha256(credential) -> caller
+
+    # ---- who may call ----------------------------------------------------------------------------
+
+    def grant(self, credential: str, endpoint: Grantee) -> None:
+        """Let the host that presents ``credential`` call, on behalf of ``endpoint``'s plugins."""
+        self._grants[_digest(credential)] = _Caller(endpoint)
+
+    def revoke(self, credential: str) -> None:
+        self._grants.pop(_digest(credential), None)
+
+    async def caller(self, context: grpc.aio.ServicerContext) -> _Caller:
+        """The registered host making this call; aborts with UNAUTHENTICATED otherwise."""
+        credential = bearer_token(context.invocation_metadata())
+        found = self._grants.get(_digest(credential)) if credential else None
+        if found is None:
+            why = (
+                "an unknown credential (issued by an earlier framework? the host gets a new one at its next Handshake)"
+                if credential
+                else "no credential: send HandshakeRequest.credential as 'authorization: Bearer <credential>' metadata"
+            )
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"the Handle and CycleState services serve registered plugin hosts only; this call has {why}",
+            )
+            raise AssertionError("unreachable: abort raises")
+        return found
+
+    async def authorize(self, context: grpc.aio.ServicerContext, plugin: str, action: str) -> _Caller:
+        """The caller, if it serves ``plugin`` (or ``plugin`` is empty); PERMISSION_DENIED otherwise."""
+        found = await self.caller(context)
+        if plugin and not found.serves(plugin):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{found.describe()} does not serve plugin {plugin!r}, so it cannot {action} on its behalf",
+            )
+        return found
+
+    def part_of(self, cycle_id: str, plugin: str) -> bool:
+        """Whether the framework called ``plugin`` in the scheduling context ``cycle_id``."""
+        states: Iterable[CycleState] = self._in_flight.get(cycle_id, ())
+        if self.scheduler is not None:
+            registered = self.scheduler.cycle_states.get(cycle_id)
+            if registered is not None:
+                states = [registered, *states]
+        for state in states:
+            joined = state.get(PARTICIPANTS_KEY)
+            if isinstance(joined, _Participants) and plugin in joined:
+                return True
+        return False
 
     def attach(self, scheduler: Any) -> SnapshotPublisher:
         """Serve ``scheduler`` from now on; returns the snapshot publisher over its cache."""
@@ -55,6 +158,7 @@ class FrameworkServices:
     def close(self) -> None:
         if self.publisher is not None:
             self.publisher.close()
+        self._grants.clear()
 
     def add_to(self, server: grpc.aio.Server) -> None:
         pb.handle_grpc.add_HandleServicer_to_server(HandleService(self), server)  # type: ignore[no-untyped-call]
@@ -129,11 +233,13 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
         self.services = services
 
     async def ListWaitingPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self.services.caller(context)
         s = await _require(self.services, context)
         pods = [wp for wp in s.waiting_pods if not request.profile or wp.pod.scheduler_name == request.profile]
         return pb.handle.ListWaitingPodsResponse(pods=[waiting_pod_to_proto(wp) for wp in pods])
 
     async def GetWaitingPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self.services.caller(context)
         s = await _require(self.services, context)
         wp = s.waiting_pods.get(request.uid)
         if wp is None:
@@ -141,6 +247,7 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
         return waiting_pod_to_proto(wp)
 
     async def AllowWaitingPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self.services.authorize(context, request.plugin, "allow waiting pods")
         s = await _require(self.services, context)
         wp = s.waiting_pods.get(request.uid)
         if wp is None:
@@ -149,6 +256,7 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
         return pb.handle.AllowWaitingPodResponse(found=True)
 
     async def RejectWaitingPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self.services.authorize(context, request.plugin, "reject waiting pods")
         s = await _require(self.services, context)
         wp = s.waiting_pods.get(request.uid)
         if wp is None:
@@ -157,6 +265,7 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
         return pb.handle.RejectWaitingPodResponse(found=True)
 
     async def BindPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self.services.authorize(context, request.plugin, "bind pods")
         s = await _require(self.services, context)
         rec = s.pods.get(request.pod.uid)
         if rec is None:
@@ -166,6 +275,7 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
         return pb.handle.BindPodResponse(status=status_to_proto(status))
 
     async def DeletePod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await self.services.authorize(context, request.plugin, "delete pods")
         s = await _require(self.services, context)
         rec = s.pods.get(request.pod.uid)
         if rec is None:
@@ -175,6 +285,7 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
         return pb.handle.DeletePodResponse(status=status_to_proto(status))
 
     async def _snapshot(self, generation: int, context: grpc.aio.ServicerContext) -> Snapshot:
+        await self.services.caller(context)
         s = await _require(self.services, context)
         latest: Snapshot = s.cache.snapshot()
         if generation == 0 or generation == latest.generation:
@@ -209,6 +320,9 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
         return pb.handle.ListNodeInfosResponse(generation=snap.generation, nodes=infos)
 
     async def FollowSnapshot(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        # Any registered host may follow (its Handshake is still being answered when it starts, so
+        # the plugins it serves may not be known yet): the snapshot is the same for every plugin.
+        await self.services.caller(context)
         await _require(self.services, context)
         publisher = self.services.publisher
         assert publisher is not None
@@ -222,17 +336,31 @@ class CycleStateService(pb.cyclestate_grpc.CycleStateServicer):  # type: ignore[
     def __init__(self, services: FrameworkServices) -> None:
         self.services = services
 
-    async def _state(self, request: Any, context: grpc.aio.ServicerContext) -> CycleState:
-        state = self.services.cycle_state(request.cycle_id)
+    async def _state(self, request: Any, context: grpc.aio.ServicerContext, action: str) -> CycleState:
+        services = self.services
+        caller = await services.caller(context)
+        plugin = request.plugin
+        if not plugin or not caller.serves(plugin):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{caller.describe()} does not serve plugin {plugin!r}, so it cannot {action} cycle state for it",
+            )
+        state = services.cycle_state(request.cycle_id)
         if state is None:
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no scheduling context with cycle id {request.cycle_id!r} (finished?)"
             )
             raise AssertionError("unreachable: abort raises")
+        if not services.part_of(request.cycle_id, plugin):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"plugin {plugin!r} is not part of cycle {request.cycle_id!r}: a plugin may only {action} the "
+                "cycle state of scheduling contexts it was called in",
+            )
         return state
 
     async def Read(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        state = await self._state(request, context)
+        state = await self._state(request, context, "read")
         out = []
         keys = list(request.keys) or state.keys()
         for key in keys:
@@ -267,7 +395,7 @@ class CycleStateService(pb.cyclestate_grpc.CycleStateServicer):  # type: ignore[
                 )
 
     async def Write(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        state = await self._state(request, context)
+        state = await self._state(request, context, "write")
         await self._check_shared(state, [entry.key for entry in request.entries], request, context)
         for entry in request.entries:
             if entry.deleted:
@@ -277,7 +405,7 @@ class CycleStateService(pb.cyclestate_grpc.CycleStateServicer):  # type: ignore[
         return pb.cyclestate.WriteStateReply()
 
     async def Delete(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        state = await self._state(request, context)
+        state = await self._state(request, context, "delete")
         await self._check_shared(state, list(request.keys), request, context)
         deleted = 0
         for key in request.keys:

@@ -74,7 +74,7 @@ from pluginhost.view import (
 )
 
 from . import tracing
-from .handle_service import FrameworkServices
+from .handle_service import FrameworkServices, join_cycle
 from .mirror import SnapshotPublisher
 from .plugins import Registry
 from .remoteconfig import (
@@ -86,6 +86,7 @@ from .remoteconfig import (
     parse_duration,
     parse_remote_plugins,
 )
+from .security import EndpointTransport, is_tls_failure
 
 __all__ = [
     "API_VERSION",
@@ -183,8 +184,8 @@ class _Replica:
     def __init__(self, endpoint: Endpoint, address: str) -> None:
         self.endpoint = endpoint
         self.address = address
-        self.channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
-        self.stub: Any = pb.plugin_grpc.PluginStub(self.channel)  # type: ignore[no-untyped-call]
+        self.channel = endpoint.transport.aio_channel(address, _CHANNEL_OPTIONS)
+        self.stub: Any = endpoint.transport.stub(pb.plugin_grpc.PluginStub(self.channel))  # type: ignore[no-untyped-call]
         self._sync_channel: grpc.Channel | None = None
         self.suspect = False  # a call failed: handshake and reconfigure before the next one
         self.lock = asyncio.Lock()
@@ -199,8 +200,8 @@ class _Replica:
     def sync_stub(self) -> Any:
         # QueueSort keys and queueing hints are asked from synchronous queue code.
         if self._sync_channel is None:
-            self._sync_channel = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
-        return pb.plugin_grpc.PluginStub(self._sync_channel)  # type: ignore[no-untyped-call]
+            self._sync_channel = self.endpoint.transport.sync_channel(self.address, _CHANNEL_OPTIONS)
+        return self.endpoint.transport.stub(pb.plugin_grpc.PluginStub(self._sync_channel))  # type: ignore[no-untyped-call]
 
     def take_stream(self, method: str) -> _NodeStream:
         """An idle stream for ``method`` or a new one. Streams carry no deadline: the adapter bounds
@@ -266,6 +267,7 @@ class Endpoint:
     def __init__(self, config: EndpointConfig, framework_address: str) -> None:
         self.config = config
         self.framework_address = framework_address
+        self.transport = EndpointTransport(config.name, config.tls, config.token_file)  # TLS, tokens
         # dns:/// targets are looked up at connect and every resolveInterval after; plain addresses stay.
         self.replicas = [_Replica(self, a) for a in config.addresses if not _is_dns(a)]
         self.manifests: dict[str, Any] = {}
@@ -337,7 +339,8 @@ class Endpoint:
 
     async def _handshake(self, replica: _Replica, timeout: float, wait: bool = False) -> Any:
         request = pb.plugin.HandshakeRequest(
-            framework_version=FRAMEWORK_VERSION, framework_address=self.framework_address
+            framework_version=FRAMEWORK_VERSION, framework_address=self.framework_address,
+            credential=self.transport.credential,
         )
         reply = await replica.stub.Handshake(request, timeout=timeout, wait_for_ready=wait or None)
         replica.start_batch = "start-batch" in reply.features
@@ -390,15 +393,23 @@ class Endpoint:
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
+                hint = self.transport.hint(last)
                 raise RemotePluginsError(
                     f"{self.where(replica)} is unreachable after {self.config.connect_timeout:g}s: {last}"
+                    + (f" ({hint})" if hint else "")
                 )
             try:
                 return await self._handshake(replica, min(remaining, 2.0))
             except grpc.RpcError as exc:
-                last = _describe(exc)
+                if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED or not last:  # keep the informative error
+                    last = _describe(exc)
                 if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise RemotePluginsError(f"handshake with {self.where(replica)} failed: {last}") from None
+                if is_tls_failure(last):  # a certificate problem: waiting will not fix it
+                    hint = self.transport.hint(last)
+                    raise RemotePluginsError(
+                        f"TLS handshake with {self.where(replica)} failed: {last}" + (f" ({hint})" if hint else "")
+                    ) from None
             await asyncio.sleep(min(backoff, max(deadline - loop.time(), 0)))
             backoff = min(backoff * 2, 1.0)
 
@@ -678,6 +689,7 @@ class RemotePlugin(Plugin):
         generation = snapshot.generation if snapshot is not None else 0
         if self.needs_snapshot and self.publisher is not None:
             self.publisher.publish_up_to(generation)
+        join_cycle(state, self.name)  # this plugin may now use the cycle's CycleState
         ctx = pb.plugin.CycleContext(
             cycle_id=state.cycle_id,
             plugin=self.name,
@@ -1437,6 +1449,8 @@ class RemotePlugins:
         self.endpoints = list(endpoints)
         self.services = services or FrameworkServices()
         self.publisher: SnapshotPublisher | None = None
+        for ep in self.endpoints:  # their hosts may call back as soon as they are handshaken
+            self.services.grant(ep.transport.credential, ep)
 
     @classmethod
     async def connect(
@@ -1551,4 +1565,5 @@ class RemotePlugins:
             await self.stop_controllers()
         for ep in self.endpoints:
             await ep.close()
+            self.services.revoke(ep.transport.credential)
         self.services.close()

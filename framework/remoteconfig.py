@@ -14,10 +14,17 @@ passed with ``--plugins FILE`` to ``outrigger serve``, ``explain`` and ``demo``:
       resolveInterval: 10s                # how often dns:/// names are looked up again
       batchSize: 512                      # nodes per Filter/Score batch (default: the host's preference)
       connectTimeout: 10s                 # how long startup keeps trying to reach the host
+      tls:                                # dial the host with TLS (absent: plaintext)
+        caFile: ca.pem                    #   verify the host against this CA (absent: the system's CAs)
+        certFile: framework.pem           #   client certificate for mutual TLS, and its key
+        keyFile: framework-key.pem
+        serverName: gang.example          #   name to verify instead of the address's host
+      tokenFile: gang.token               # the bearer token the host requires (--token-file)
 
 Deadlines are per extension point (the configuration names: ``filter``, ``permit``, ...; plus
 ``normalizeScore``, ``configure`` and ``default``); durations are Kubernetes-style (``250ms``, ``2s``,
-``1m``). Problems are :class:`~framework.config.ConfigError` s naming the field.
+``1m``). File paths are used as given (relative to the working directory) and read when the framework
+connects. Problems are :class:`~framework.config.ConfigError` s naming the field. See docs/security.md.
 """
 
 from __future__ import annotations
@@ -29,7 +36,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pluginhost.security import ClientTLS
+
 from .config import EXTENSION_POINTS, ConfigError
+from .security import parse_tls_block
 
 __all__ = [
     "API_VERSION",
@@ -66,6 +76,8 @@ class EndpointConfig:
     batch_size: int = 0
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     resolve_interval: float = DEFAULT_RESOLVE_INTERVAL
+    tls: ClientTLS | None = None  # None: plaintext
+    token_file: str = ""  # the bearer token the host requires; empty: none
 
     def deadline(self, point: str) -> float:
         return self.deadlines.get(point, self.deadlines.get("default", DEFAULT_DEADLINE))
@@ -131,7 +143,7 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
             fail(path, "must be a mapping")
             continue
         allowed = ("name", "address", "addresses", "deadlines", "failurePolicy", "batchSize", "connectTimeout",
-                   "resolveInterval")
+                   "resolveInterval", "tls", "tokenFile")
         for key in entry:
             if key not in allowed:
                 fail(f"{path}.{key}", f"unknown field (allowed: {', '.join(allowed)})")
@@ -188,7 +200,13 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
                 resolve = parse_duration(entry["resolveInterval"], f"{path}.resolveInterval", source)
             except ConfigError as exc:
                 problems.extend(exc.problems)
-        out.append(EndpointConfig(name, tuple(addrs), deadlines, policy, batch, connect, resolve))
+        tls = parse_tls_block(entry.get("tls"), f"{path}.tls", fail) if "tls" in entry else None
+        token_file = entry.get("tokenFile", "")
+        if not isinstance(token_file, str) or ("tokenFile" in entry and not token_file):
+            fail(f"{path}.tokenFile", "must be the path of a file holding the host's bearer token")
+            token_file = ""
+        out.append(EndpointConfig(name, tuple(addrs), deadlines, policy, batch, connect, resolve,
+                                  tls=tls, token_file=token_file))
     if problems:
         raise ConfigError(source, problems)
     return out

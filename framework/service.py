@@ -10,6 +10,10 @@ With remote plugins (:func:`start_service`), the order matters: the server's por
 hosts are told where to connect back during the handshake), then every endpoint is handshaken (the
 registry needs their manifests), the configuration is loaded against that registry, the scheduler is
 built and its remote plugins configured, and only then does the server start taking requests.
+
+Every server here may serve TLS (``tls``, a :class:`~pluginhost.security.ServerTLS`; mutual TLS with a
+client CA): the Scheduler API and the Handle/CycleState services share the port, so clients and plugin
+hosts then both present certificates. See docs/security.md.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pluginhost import pb
 from pluginhost.convert import status_to_proto
 from pluginhost.manifest import ManifestError, parse_objects
 from pluginhost.model import Node, Pod, Reservation
+from pluginhost.security import ServerTLS, add_port
 from pluginhost.snapshot import Snapshot
 from pluginhost.view import ViewError
 from pluginhost.wire import MAX_MESSAGE_BYTES, SERVER_OPTIONS, server_interceptors
@@ -433,11 +438,8 @@ def _new_server() -> grpc.aio.Server:
     return grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors())
 
 
-def _bind(server: grpc.aio.Server, listen: str) -> int:
-    port = server.add_insecure_port(listen)
-    if port == 0:
-        raise OSError(f"cannot listen on {listen!r}")
-    return int(port)
+def _bind(server: grpc.aio.Server, listen: str, tls: ServerTLS | None = None) -> int:
+    return add_port(server, listen, tls)
 
 
 def advertised_address(listen: str, port: int) -> str:
@@ -477,10 +479,11 @@ async def _start(
 
 
 async def start_server(config: SchedulerConfig, registry: Registry, listen: str = "127.0.0.1:0",
-                       *, seed: int | None = None, observability: ObservabilityConfig | None = None) -> Server:
+                       *, seed: int | None = None, observability: ObservabilityConfig | None = None,
+                       tls: ServerTLS | None = None) -> Server:
     """Build the scheduler and start serving on ``listen`` (port 0 picks a free port)."""
     server = _new_server()
-    port = _bind(server, listen)
+    port = _bind(server, listen, tls)
     services = FrameworkServices()
     services.add_to(server)
     return await _start(config, registry, server, port, services, None, seed, observability)
@@ -494,12 +497,13 @@ async def start_service(
     advertise: str | None = None,
     seed: int | None = None,
     observability: ObservabilityConfig | None = None,
+    tls: ServerTLS | None = None,
 ) -> Server:
     """The whole framework with remote plugins: bind ``listen``, handshake ``endpoints`` (telling them to
     connect back to ``advertise``, by default the bound address), load the configuration with
     ``config_for(registry)``, configure the remote plugins, start serving."""
     server = _new_server()
-    port = _bind(server, listen)
+    port = _bind(server, listen, tls)
     services = FrameworkServices()
     services.add_to(server)
     remote: RemotePlugins | None = None
@@ -533,11 +537,11 @@ class PluginServices:
         await self.server.stop(grace)
 
 
-async def start_plugin_services(listen: str = "127.0.0.1:0") -> PluginServices:
+async def start_plugin_services(listen: str = "127.0.0.1:0", *, tls: ServerTLS | None = None) -> PluginServices:
     """Serve the Handle and CycleState services (attach a scheduler with ``services.attach`` or
     :meth:`RemotePlugins.attach`)."""
     server = _new_server()
-    port = _bind(server, listen)
+    port = _bind(server, listen, tls)
     services = FrameworkServices()
     services.add_to(server)
     await server.start()
@@ -550,13 +554,16 @@ async def serve(
     endpoints: Sequence[EndpointConfig] = (),
     advertise: str | None = None,
     observability: ObservabilityConfig | None = None,
+    *,
+    tls: ServerTLS | None = None,
 ) -> None:
     """Run the framework service until SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)  # before announcing: a SIGTERM right after is graceful
-    srv = await start_service(config_for, endpoints, listen, advertise=advertise, observability=observability)
+    srv = await start_service(config_for, endpoints, listen, advertise=advertise, observability=observability,
+                              tls=tls)
     log.info("outrigger framework serving on %s (profiles: %s)", listen, ", ".join(srv.scheduler.profiles))
     if srv.observability is not None and srv.observability.http is not None:
         print(f"outrigger framework HTTP (metrics, debug) on {srv.observability.http.address}", flush=True)

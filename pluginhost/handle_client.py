@@ -12,6 +12,10 @@ a plugin that prefers not to block uses the ``*_async`` forms. (A blocking call 
 by the *same* event loop would deadlock; hosts always run in their own process or thread.)
 
 :class:`CycleStateClient` is the CycleState slow path (keys a plugin did not declare).
+
+Every call carries the credential the framework sent in its Handshake (``authorization: Bearer``
+metadata: the framework serves registered plugin hosts only) and, when the host was given a
+:class:`~pluginhost.security.ClientTLS`, goes over TLS.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pluginhost.context import _current
 from pluginhost.convert import pod_from_proto, pod_ref_to_proto, status_from_proto
 from pluginhost.mirror import SnapshotMirror
 from pluginhost.model import Pod
+from pluginhost.security import ClientTLS, Metadata, aio_channel, bearer_metadata, sync_channel, with_metadata
 from pluginhost.snapshot import Snapshot
 from pluginhost.state import StateValue, entry_of, value_of
 from pluginhost.status import Status
@@ -49,12 +54,28 @@ class FrameworkUnavailableError(RuntimeError):
 
 
 class _Channels:
-    """A sync and an async channel to the framework, (re)created when its address changes."""
+    """A sync and an async channel to the framework, (re)created when its address changes, and the
+    credential every call carries."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ClientTLS | None = None) -> None:
         self.address: str = ""
+        self.tls = tls
+        self.metadata: Metadata = ()  # the credential from the framework's Handshake
         self._sync: grpc.Channel | None = None
         self._aio: grpc.aio.Channel | None = None
+
+    def set_credential(self, credential: str) -> None:
+        self.metadata = bearer_metadata(credential) if credential else ()
+
+    def new_aio(self) -> grpc.aio.Channel:
+        """A new asyncio channel to the framework (the caller closes it)."""
+        if not self.address:
+            raise FrameworkUnavailableError("the framework has not connected to this plugin host yet")
+        return aio_channel(self.address, self.tls, CHANNEL_OPTIONS)
+
+    def stub(self, stub_class: Any, channel: Any) -> Any:
+        """A ``stub_class`` stub on ``channel`` whose calls carry the current credential."""
+        return with_metadata(stub_class(channel), lambda: self.metadata)
 
     def set_address(self, address: str) -> None:
         if address == self.address:
@@ -66,14 +87,14 @@ class _Channels:
         if not self.address:
             raise FrameworkUnavailableError("the framework has not connected to this plugin host yet")
         if self._sync is None:
-            self._sync = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+            self._sync = sync_channel(self.address, self.tls, CHANNEL_OPTIONS)
         return self._sync
 
     def aio(self) -> grpc.aio.Channel:
         if not self.address:
             raise FrameworkUnavailableError("the framework has not connected to this plugin host yet")
         if self._aio is None:
-            self._aio = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+            self._aio = self.new_aio()
         return self._aio
 
     def close(self) -> None:
@@ -130,10 +151,11 @@ class RemoteWaitingPod:
 class HandleClient:
     """The framework Handle for hosted plugins (see the module docstring)."""
 
-    def __init__(self, mirror: SnapshotMirror | None = None, deadline: float = DEFAULT_DEADLINE) -> None:
+    def __init__(self, mirror: SnapshotMirror | None = None, deadline: float = DEFAULT_DEADLINE,
+                 tls: ClientTLS | None = None) -> None:
         self.mirror = mirror
         self.deadline = deadline
-        self._channels = _Channels()
+        self._channels = _Channels(tls)
 
     @property
     def address(self) -> str:
@@ -143,14 +165,23 @@ class HandleClient:
         """Talk to the framework at ``address`` from now on."""
         self._channels.set_address(address)
 
+    def set_credential(self, credential: str) -> None:
+        """Present ``credential`` (HandshakeRequest.credential) on every call from now on."""
+        self._channels.set_credential(credential)
+
+    def follow_channel(self) -> tuple[grpc.aio.Channel, Any]:
+        """A new channel to the framework and a Handle stub on it (for the snapshot mirror stream)."""
+        channel = self._channels.new_aio()
+        return channel, self._channels.stub(pb.handle_grpc.HandleStub, channel)
+
     def close(self) -> None:
         self._channels.close()
 
     def _stub(self) -> Any:
-        return pb.handle_grpc.HandleStub(self._channels.sync())  # type: ignore[no-untyped-call]
+        return self._channels.stub(pb.handle_grpc.HandleStub, self._channels.sync())
 
     def _astub(self) -> Any:
-        return pb.handle_grpc.HandleStub(self._channels.aio())  # type: ignore[no-untyped-call]
+        return self._channels.stub(pb.handle_grpc.HandleStub, self._channels.aio())
 
     # ---- snapshot --------------------------------------------------------------------------------
 
@@ -266,7 +297,7 @@ class CycleStateClient:
         self.deadline = deadline
 
     def read(self, cycle_id: str, plugin: str, keys: Sequence[str]) -> dict[str, StateValue]:
-        stub = pb.cyclestate_grpc.CycleStateStub(self._channels.sync())  # type: ignore[no-untyped-call]
+        stub = self._channels.stub(pb.cyclestate_grpc.CycleStateStub, self._channels.sync())
         try:
             reply = stub.Read(
                 pb.cyclestate.ReadStateRequest(cycle_id=cycle_id, plugin=plugin, keys=keys), timeout=self.deadline
@@ -276,7 +307,7 @@ class CycleStateClient:
         return {e.key: value_of(e) for e in reply.entries}
 
     async def read_async(self, cycle_id: str, plugin: str, keys: Sequence[str]) -> dict[str, StateValue]:
-        stub = pb.cyclestate_grpc.CycleStateStub(self._channels.aio())  # type: ignore[no-untyped-call]
+        stub = self._channels.stub(pb.cyclestate_grpc.CycleStateStub, self._channels.aio())
         try:
             reply = await stub.Read(
                 pb.cyclestate.ReadStateRequest(cycle_id=cycle_id, plugin=plugin, keys=keys), timeout=self.deadline
@@ -291,7 +322,7 @@ class CycleStateClient:
             pb.types.StateEntry(key=k, deleted=True) if v is None else entry_of(k, v, plugin=plugin)
             for k, v in values.items()
         ]
-        stub = pb.cyclestate_grpc.CycleStateStub(self._channels.aio())  # type: ignore[no-untyped-call]
+        stub = self._channels.stub(pb.cyclestate_grpc.CycleStateStub, self._channels.aio())
         try:
             await stub.Write(
                 pb.cyclestate.WriteStateRequest(cycle_id=cycle_id, plugin=plugin, entries=entries),

@@ -25,6 +25,9 @@ What the host does for the plugin author:
   (the framework reports it as ``running <Point> plugin 'X': <message>``), never a crashed host.
 - **Lifecycle**: the standard gRPC health service (SERVING, NOT_SERVING on shutdown), ``start`` /
   ``stop(grace)`` / ``async with``, and SIGTERM/SIGINT handling in :func:`serve`.
+- **Security** (optional, docs/security.md): serve TLS or mutual TLS (``tls``), require a bearer token
+  from the framework (``token``), dial the framework over TLS (``framework_tls``); calls to the
+  framework carry the credential it sent in its Handshake.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pluginhost import pb
 from pluginhost.context import CallContext
 from pluginhost.convert import pod_from_proto, status_from_proto, status_to_proto
-from pluginhost.handle_client import CHANNEL_OPTIONS, CycleStateClient, HandleClient
+from pluginhost.handle_client import CycleStateClient, HandleClient
 from pluginhost.mirror import MirrorError, SnapshotMirror, rows_of_ids
 from pluginhost.model import Pod
 from pluginhost.plugin import (
@@ -72,6 +75,7 @@ from pluginhost.plugin import (
     QueueSortPlugin,
     ScoreExtensions,
 )
+from pluginhost.security import BearerTokenInterceptor, ClientTLS, ServerTLS, add_port
 from pluginhost.snapshot import Snapshot
 from pluginhost.state import StateValue, entry_of, value_of
 from pluginhost.status import Status
@@ -483,7 +487,7 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
     # ---- handshake ----------------------------------------------------------------------------------
 
     async def Handshake(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        self.host.framework_connected(request.framework_address)
+        self.host.framework_connected(request.framework_address, request.credential)
         return pb.plugin.HandshakeResponse(
             plugins=[h.manifest for h in self.host.plugins.values()], host_version=HOST_VERSION,
             features=list(HOST_FEATURES),
@@ -955,6 +959,9 @@ class PluginHost:
         listen: str = DEFAULT_LISTEN,
         framework: str | None = None,
         mirror_wait: float = MIRROR_WAIT_SECONDS,
+        tls: ServerTLS | None = None,
+        token: str | None = None,
+        framework_tls: ClientTLS | None = None,
     ) -> None:
         self.plugins: dict[str, _Hosted] = {}
         for cls in plugins:
@@ -967,7 +974,9 @@ class PluginHost:
         self.listen = listen
         self.mirror_wait = mirror_wait
         self.mirror = SnapshotMirror()
-        self.handle = HandleClient(self.mirror)
+        self.tls = tls  # serve TLS (mutual TLS with tls.client_ca_file)
+        self.token = token  # the bearer token callers must present
+        self.handle = HandleClient(self.mirror, tls=framework_tls)
         self.port = 0
         self._fixed_framework = framework
         if framework:
@@ -990,15 +999,13 @@ class PluginHost:
         return f"{host}:{self.port}"
 
     async def start(self) -> PluginHost:
+        auth = [BearerTokenInterceptor(self.token, "this plugin host")] if self.token else []
         tracing = [TraceMetadataInterceptor()] if tracing_enabled() else []
-        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[*tracing, *server_interceptors()])
+        server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[*auth, *tracing, *server_interceptors()])
         pb.plugin_grpc.add_PluginServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        port = server.add_insecure_port(self.listen)
-        if port == 0:
-            raise OSError(f"cannot listen on {self.listen!r}")
-        self.port = port
+        self.port = add_port(server, self.listen, self.tls)
         await server.start()
         self._server = server
         await self._health.set(HealthServiceName, health_pb2.HealthCheckResponse.SERVING)
@@ -1007,8 +1014,10 @@ class PluginHost:
             self._start_following()
         return self
 
-    def framework_connected(self, address: str) -> None:
-        """A Handshake: follow the framework at ``address`` (unless the host was given one), resyncing."""
+    def framework_connected(self, address: str, credential: str = "") -> None:
+        """A Handshake: follow the framework at ``address`` (unless the host was given one), resyncing,
+        presenting ``credential`` on every call to it."""
+        self.handle.set_credential(credential)
         if not self._fixed_framework and address:
             self.handle.connect(address)
         if self._needs_mirror and self.handle.address:
@@ -1024,8 +1033,7 @@ class PluginHost:
         """Follow the framework's snapshot forever, reconnecting with bounded backoff."""
         backoff = 0.05
         name = next(iter(self.plugins))
-        channel = grpc.aio.insecure_channel(self.handle.address, options=CHANNEL_OPTIONS)
-        stub = pb.handle_grpc.HandleStub(channel)  # type: ignore[no-untyped-call]
+        channel, stub = self.handle.follow_channel()
         try:
             while True:
                 ready = asyncio.Event()
@@ -1119,7 +1127,8 @@ def load_plugins(target: str) -> list[type[Plugin]]:
     return classes
 
 
-async def _serve(plugins: Sequence[type[Plugin]], listen: str, framework: str | None) -> None:
+async def _serve(plugins: Sequence[type[Plugin]], listen: str, framework: str | None,
+                 security: dict[str, Any]) -> None:
     from pluginhost.tracing import configure_from_env
 
     try:
@@ -1130,11 +1139,13 @@ async def _serve(plugins: Sequence[type[Plugin]], listen: str, framework: str | 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)  # before saying we listen: a SIGTERM right after is graceful
-    host = PluginHost(plugins, listen=listen, framework=framework)
+    host = PluginHost(plugins, listen=listen, framework=framework, **security)
     await host.start()
     names = ", ".join(host.plugins)
+    secured = ("; mutual TLS" if host.tls.client_ca_file else "; TLS") if host.tls else ""
+    secured += "; bearer token required" if host.token else ""
     # The first line of output says where the host listens (tests and the demo read the port from it).
-    print(f"outrigger plugin host listening on {host.address} (plugins: {names})", flush=True)
+    print(f"outrigger plugin host listening on {host.address} (plugins: {names}{secured})", flush=True)
     await stop.wait()
     log.info("plugin host shutting down")
     await host.stop()
@@ -1142,14 +1153,24 @@ async def _serve(plugins: Sequence[type[Plugin]], listen: str, framework: str | 
         provider.shutdown()  # type: ignore[attr-defined]  # export the spans still buffered
 
 
-def serve(plugins: Sequence[type[Plugin]], listen: str = DEFAULT_LISTEN, framework: str | None = None) -> None:
-    """Host ``plugins`` until SIGTERM or SIGINT (the blocking entry point of a sidecar)."""
+def serve(
+    plugins: Sequence[type[Plugin]],
+    listen: str = DEFAULT_LISTEN,
+    framework: str | None = None,
+    *,
+    tls: ServerTLS | None = None,
+    token: str | None = None,
+    framework_tls: ClientTLS | None = None,
+) -> None:
+    """Host ``plugins`` until SIGTERM or SIGINT (the blocking entry point of a sidecar). ``tls``,
+    ``token`` and ``framework_tls`` are :class:`PluginHost`'s security settings."""
+    security: dict[str, Any] = {"tls": tls, "token": token, "framework_tls": framework_tls}
     try:
         import uvloop
 
-        uvloop.run(_serve(plugins, listen, framework))
+        uvloop.run(_serve(plugins, listen, framework, security))
     except ImportError:  # pragma: no cover - uvloop is a dependency
-        asyncio.run(_serve(plugins, listen, framework))
+        asyncio.run(_serve(plugins, listen, framework, security))
 
 
 if __name__ == "__main__":  # python -m pluginhost.host MODULE:ATTR [LISTEN]

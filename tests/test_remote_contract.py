@@ -9,6 +9,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -18,6 +19,7 @@ from test_remote_fakes import ContractFake
 from test_remote_harness import HostProcess, endpoint, remote_rig, until
 
 from framework.config import load_config
+from framework.handle_service import join_cycle
 from framework.plugins import in_tree_registry
 from framework.runtime import Diagnosis
 from framework.scheduler import Scheduler
@@ -240,45 +242,53 @@ def test_handle_and_cycle_state_services() -> None:
         s = Scheduler(load_config(config([]), reg.points()), reg, seed=0)
         services = await start_plugin_services()
         services.services.attach(s)
+        # The caller is a registered plugin host serving plugin "t", which is part of cycle c1.
+        services.services.grant("secret", SimpleNamespace(name="test", manifests={"t": None}))
+        md = (("authorization", "Bearer secret"),)
         try:
             await s.apply(cluster(["n0", "n1"], ["bound"], {"bound": "n1"}))
             state = CycleState("c1", s.cache.snapshot())
             state.write("a", StateValue.json(1))
             state.write("private", object())  # framework-private: not shared
+            join_cycle(state, "t")
             s.cycle_states["c1"] = state
             async with grpc.aio.insecure_channel(services.address) as channel:
                 cs = pb.cyclestate_grpc.CycleStateStub(channel)  # type: ignore[no-untyped-call]
-                read = await cs.Read(pb.cyclestate.ReadStateRequest(cycle_id="c1", plugin="t"), timeout=5)
+                read = await cs.Read(pb.cyclestate.ReadStateRequest(cycle_id="c1", plugin="t"), timeout=5, metadata=md)
                 assert [(e.key, e.value) for e in read.entries] == [("a", b"1")]
                 await cs.Write(pb.cyclestate.WriteStateRequest(cycle_id="c1", plugin="t", entries=[
                     pb.types.StateEntry(key="b", content_type="text/plain", value=b"x"),
                     pb.types.StateEntry(key="a", deleted=True),
-                ]), timeout=5)  # fmt: skip
+                ]), timeout=5, metadata=md)  # fmt: skip
                 assert state.get("a") is None and state.read("b") == StateValue("text/plain", b"x")
-                deleted = await cs.Delete(pb.cyclestate.DeleteStateRequest(cycle_id="c1", keys=["b", "zz"]), timeout=5)
+                delete = pb.cyclestate.DeleteStateRequest(cycle_id="c1", plugin="t", keys=["b", "zz"])
+                deleted = await cs.Delete(delete, timeout=5, metadata=md)
                 assert deleted.deleted == 1
                 with pytest.raises(grpc.aio.AioRpcError) as err:
-                    await cs.Read(pb.cyclestate.ReadStateRequest(cycle_id="c1", keys=["private"]), timeout=5)
+                    await cs.Read(pb.cyclestate.ReadStateRequest(cycle_id="c1", plugin="t", keys=["private"]),
+                                  timeout=5, metadata=md)
                 assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
                 with pytest.raises(grpc.aio.AioRpcError) as err:
-                    await cs.Read(pb.cyclestate.ReadStateRequest(cycle_id="gone"), timeout=5)
+                    await cs.Read(pb.cyclestate.ReadStateRequest(cycle_id="gone", plugin="t"), timeout=5, metadata=md)
                 assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
                 handle = pb.handle_grpc.HandleStub(channel)  # type: ignore[no-untyped-call]
-                info = await handle.GetNodeInfo(pb.handle.GetNodeInfoRequest(name="n1"), timeout=5)
+                info = await handle.GetNodeInfo(pb.handle.GetNodeInfoRequest(name="n1"), timeout=5, metadata=md)
                 assert info.node.metadata.name == "n1" and [p.ref.name for p in info.pods] == ["bound"]
                 assert info.requested["cpu"] == 100 and info.non_zero_requested["memory"] == 200 * 1024 * 1024
-                same = await handle.GetNodeInfo(pb.handle.GetNodeInfoRequest(id=info.node_id), timeout=5)
+                same = await handle.GetNodeInfo(pb.handle.GetNodeInfoRequest(id=info.node_id), timeout=5, metadata=md)
                 assert same.node.metadata.name == "n1"
-                listed = await handle.ListNodeInfos(pb.handle.ListNodeInfosRequest(), timeout=5)
+                listed = await handle.ListNodeInfos(pb.handle.ListNodeInfosRequest(), timeout=5, metadata=md)
                 assert [n.node.metadata.name for n in listed.nodes] == ["n0", "n1"]
                 with pytest.raises(grpc.aio.AioRpcError) as err:
-                    await handle.GetWaitingPod(pb.handle.GetWaitingPodRequest(uid="nobody"), timeout=5)
+                    await handle.GetWaitingPod(pb.handle.GetWaitingPodRequest(uid="nobody"), timeout=5, metadata=md)
                 assert err.value.code() == grpc.StatusCode.NOT_FOUND
-                allowed = await handle.AllowWaitingPod(pb.handle.AllowWaitingPodRequest(uid="nobody"), timeout=5)
+                allowed = await handle.AllowWaitingPod(pb.handle.AllowWaitingPodRequest(uid="nobody"), timeout=5,
+                                                       metadata=md)
                 assert not allowed.found
                 bound = await handle.BindPod(pb.handle.BindPodRequest(
-                    pod=pb.types.PodRef(uid="uid-bound", namespace="default", name="bound"), node_name="n0"), timeout=5)
+                    pod=pb.types.PodRef(uid="uid-bound", namespace="default", name="bound"), node_name="n0"),
+                    timeout=5, metadata=md)
                 assert bound.status.code == pb.types.CODE_ERROR and "already bound" in bound.status.reasons[0]
         finally:
             await services.stop()

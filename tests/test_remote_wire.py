@@ -22,6 +22,7 @@ from pluginhost.examples.nodelabels import PREFER, REQUIRE
 from pluginhost.manifest import node_from_dict, pod_from_dict
 from pluginhost.mirror import MirrorError, SnapshotMirror
 from pluginhost.model import Node, Pod
+from pluginhost.security import bearer_metadata
 from pluginhost.snapshot import ClusterTable, Snapshot
 
 NO_LEAKS = {"cycle_states": 0, "waiting_pods": 0, "assumed_pods": 0, "binding_cycles": 0}
@@ -347,7 +348,8 @@ def test_nothing_is_left_after_thousands_of_cycles() -> None:
             async with grpc.aio.insecure_channel(rig.services.address) as channel:
                 stub = pb.cyclestate_grpc.CycleStateStub(channel)  # type: ignore[no-untyped-call]
                 try:
-                    await stub.Read(pb.cyclestate.ReadStateRequest(cycle_id="uid-p00001:1:2", plugin="x"), timeout=5)
+                    await stub.Read(pb.cyclestate.ReadStateRequest(cycle_id="uid-p00001:1:2", plugin="NodeLabels"),
+                                    timeout=5, metadata=bearer_metadata(rig.remote.endpoints[0].transport.credential))
                     seen["read"] = "found"
                 except grpc.aio.AioRpcError as exc:
                     seen["read"] = exc.code().name

@@ -59,14 +59,16 @@ EXTENSION_POINT_POST_FILTER_TRANSFORMER: ExtensionPoint
 EXTENSION_POINT_CONTROLLER: ExtensionPoint
 
 class HandshakeRequest(_message.Message):
-    __slots__ = ("framework_version", "profile", "framework_address")
+    __slots__ = ("framework_version", "profile", "framework_address", "credential")
     FRAMEWORK_VERSION_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     framework_version: str
     profile: str
     framework_address: str
-    def __init__(self, framework_version: _Optional[str] = ..., profile: _Optional[str] = ..., framework_address: _Optional[str] = ...) -> None: ...
+    credential: str
+    def __init__(self, framework_version: _Optional[str] = ..., profile: _Optional[str] = ..., framework_address: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class PluginManifest(_message.Message):
     __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events", "debug_paths")
