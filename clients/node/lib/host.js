@@ -126,11 +126,15 @@ class FrameworkClient {
     this.handle = new proto.Handle(address, creds, options);
     this.cycleState = new proto.CycleState(address, creds, options);
     this._nodes = new Map(); // generation -> Promise<Map<name, NodeInfo>>
+    // HandshakeRequest.credential: the framework serves only the hosts it registered, which send it back.
+    this.credential = '';
   }
 
   _unary(stub, method, request, timeoutMs = FRAMEWORK_CALL_MS) {
+    const metadata = new grpc.Metadata();
+    if (this.credential) metadata.set('authorization', `Bearer ${this.credential}`);
     return new Promise((resolve, reject) => {
-      stub[method](request, { deadline: deadlineOf(timeoutMs) }, (err, reply) => {
+      stub[method](request, metadata, { deadline: deadlineOf(timeoutMs) }, (err, reply) => {
         if (err) reject(new Error(`${method} at the framework (${this.address}): ${err.details || err.message}`));
         else resolve(reply);
       });
@@ -526,6 +530,7 @@ class PluginHost {
       if (this.framework !== null) this.framework.close();
       this.framework = new FrameworkClient(this.proto, req.framework_address);
     }
+    if (this.framework !== null) this.framework.credential = req.credential || '';
     return { plugins: [...this.plugins.values()].map((h) => h.manifest), host_version: HOST_VERSION };
   }
 
