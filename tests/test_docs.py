@@ -414,7 +414,7 @@ class Session:
                                 cwd=self.cwd, env=self.env(cmd))
         self.procs.append((cmd, proc))
         deadline = time.monotonic() + STARTUP_SECONDS
-        while not _serving(listen):
+        while not _serving(listen, tls="--tls-cert" in cmd.words):
             if proc.poll() is not None:
                 err = proc.stderr.read() if proc.stderr else ""
                 pytest.fail(f"{cmd.where}: `{cmd.text}` exited {proc.returncode}:\n{err}")
@@ -436,9 +436,17 @@ class Session:
                 proc.stderr.close()
 
 
-def _serving(address: str) -> bool:
+def _serving(address: str, tls: bool = False) -> bool:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    if tls:  # a TLS server (docs/security.md) accepts connections once it serves
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=1.0).close()
+        except OSError:
+            return False
+        return True
 
     try:
         with grpc.insecure_channel(address) as channel:
