@@ -18,6 +18,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import grpc
@@ -55,6 +56,7 @@ from pluginhost.plugin import (
     ScoreExtensions,
     ScorePlugin,
 )
+from pluginhost.security import bearer_metadata, with_metadata
 from pluginhost.status import SUCCESS, Status
 from pluginhost.wire import CHANNEL_OPTIONS
 
@@ -132,11 +134,18 @@ class Rig:
         self.thread.start()
         self.server: Server = self.call(self._start_framework())
         self.host: PluginHost = self.call(self._start_host())
+        # The Handle and CycleState services serve registered plugin hosts only: register one serving the
+        # fuzz plugin, and call as it (so requests reach the handlers).
+        self.credential = "fuzz-credential"
+        assert self.server.services is not None
+        self.server.services.grant(self.credential, SimpleNamespace(name="fuzz", manifests={"Fuzz": None}))
+        self.on_loop(lambda: self.host.framework_connected(self.server.address, self.credential))
         self.channel = grpc.insecure_channel(self.server.address, options=CHANNEL_OPTIONS)
         self.host_channel = grpc.insecure_channel(self.host.address, options=CHANNEL_OPTIONS)
         self.scheduler = pb.scheduler_grpc.SchedulerStub(self.channel)
-        self.handle = pb.handle_grpc.HandleStub(self.channel)
-        self.cycle_state = pb.cyclestate_grpc.CycleStateStub(self.channel)
+        self.handle = with_metadata(pb.handle_grpc.HandleStub(self.channel), bearer_metadata(self.credential))
+        self.cycle_state = with_metadata(pb.cyclestate_grpc.CycleStateStub(self.channel),
+                                         bearer_metadata(self.credential))
         self.plugin = pb.plugin_grpc.PluginStub(self.host_channel)
 
     def call(self, coro: Awaitable[T]) -> T:
@@ -169,7 +178,8 @@ class Rig:
         assert {"n0", "n1", "n2"} <= {n.name for n in nodes.nodes}
         info = self.handle.ListNodeInfos(pb.handle.ListNodeInfosRequest(), timeout=TIMEOUT)
         assert info.generation == nodes.generation
-        reply = self.plugin.Handshake(pb.plugin.HandshakeRequest(framework_version="fuzz"), timeout=TIMEOUT)
+        reply = self.plugin.Handshake(pb.plugin.HandshakeRequest(framework_version="fuzz", credential=self.credential),
+                                      timeout=TIMEOUT)
         assert [p.name for p in reply.plugins] == ["Fuzz"]
 
     def close(self) -> None:
@@ -342,12 +352,19 @@ def test_handle_and_cycle_state_answer_deliberately(rig: Rig, method: str, node_
                                          timeout=TIMEOUT),
         "FollowSnapshot": lambda: next(iter(h.FollowSnapshot(
             pb.handle.FollowRequest(from_generation=generation, plugin=text), timeout=TIMEOUT))),
-        "Read": lambda: cs.Read(pb.cyclestate.ReadStateRequest(cycle_id=text, keys=[node]), timeout=TIMEOUT),
-        "Write": lambda: cs.Write(pb.cyclestate.WriteStateRequest(cycle_id=text, entries=entries), timeout=TIMEOUT),
-        "Delete": lambda: cs.Delete(pb.cyclestate.DeleteStateRequest(cycle_id=text, keys=[node]), timeout=TIMEOUT),
+        "Read": lambda: cs.Read(pb.cyclestate.ReadStateRequest(cycle_id=text, plugin="Fuzz", keys=[node]),
+                                timeout=TIMEOUT),
+        "Write": lambda: cs.Write(pb.cyclestate.WriteStateRequest(cycle_id=text, plugin="Fuzz", entries=entries),
+                                  timeout=TIMEOUT),
+        "Delete": lambda: cs.Delete(pb.cyclestate.DeleteStateRequest(cycle_id=text, plugin="Fuzz", keys=[node]),
+                                    timeout=TIMEOUT),
     }
     code, reply = _code(calls[method])
-    _refused_or_ok(code, reply)
+    # Allowing or rejecting on behalf of a plugin the caller does not serve is refused as such.
+    acting_for_another = method in ("AllowWaitingPod", "RejectWaitingPod") and node not in ("", "Fuzz")
+    _refused_or_ok(code, reply, {C.PERMISSION_DENIED} if acting_for_another else frozenset())
+    if acting_for_another:
+        assert code == C.PERMISSION_DENIED
     if method in ("BindPod", "DeletePod"):
         assert code == C.OK and reply.status.code == pb.types.CODE_ERROR and reply.status.reasons
     if method in ("Read", "Write", "Delete"):  # no scheduling context is running: none can be found
@@ -479,14 +496,16 @@ def _raw_call(rig: Rig, service: str, method: str, data: bytes, timeout: float =
     channel = rig.host_channel if service == "outrigger.v1.Plugin" else rig.channel
     identity: Callable[[bytes], bytes] = lambda b: b  # noqa: E731
     client_streaming, server_streaming = _STREAMING[(service, method)]
+    # The framework's services answer registered plugin hosts only: call as the rig's.
+    md = None if service == "outrigger.v1.Plugin" else bearer_metadata(rig.credential)
     if client_streaming:
         rpc: Any = channel.stream_stream(path, request_serializer=identity, response_deserializer=identity)
-        return _code(lambda: list(rpc(iter([data]), timeout=timeout)))
+        return _code(lambda: list(rpc(iter([data]), timeout=timeout, metadata=md)))
     if server_streaming:
         rpc = channel.unary_stream(path, request_serializer=identity, response_deserializer=identity)
-        return _code(lambda: next(iter(rpc(data, timeout=timeout)), None))
+        return _code(lambda: next(iter(rpc(data, timeout=timeout, metadata=md)), None))
     rpc = channel.unary_unary(path, request_serializer=identity, response_deserializer=identity)
-    return _code(lambda: rpc(data, timeout=timeout))
+    return _code(lambda: rpc(data, timeout=timeout, metadata=md))
 
 
 @pytest.mark.parametrize(("service", "method"), ALL_METHODS, ids=[f"{s.split('.')[-1]}.{m}" for s, m in ALL_METHODS])
@@ -505,8 +524,9 @@ def test_random_bytes_are_decoded_or_refused(rig: Rig, target: tuple[str, str], 
     service, method = target
     code, details = _raw_call(rig, service, method, data, timeout=0.5)
     # Random bytes may happen to be a valid message; then the call answers like any other. Streams may
-    # simply wait for events (DEADLINE_EXCEEDED); a mirror may not hold a random generation (UNAVAILABLE).
-    _refused_or_ok(code, details, {C.DEADLINE_EXCEEDED, C.UNAVAILABLE})
+    # simply wait for events (DEADLINE_EXCEEDED); a mirror may not hold a random generation (UNAVAILABLE);
+    # a random plugin name is not one the caller serves (PERMISSION_DENIED).
+    _refused_or_ok(code, details, {C.DEADLINE_EXCEEDED, C.UNAVAILABLE, C.PERMISSION_DENIED})
     rig.still_serving()
 
 
