@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -21,12 +22,14 @@ from test_remote_contract import cluster, config
 from test_remote_harness import endpoint, remote_rig, until
 
 from framework.config import ConfigError, load_config
+from framework.handle_service import join_cycle
 from framework.plugins import in_tree_registry
 from framework.remoteconfig import parse_remote_plugins
 from framework.service import Server, start_server
 from pluginhost import pb
 from pluginhost.manifest import ManifestError, parse_objects
 from pluginhost.plugin import CycleState
+from pluginhost.security import bearer_metadata, with_metadata
 from pluginhost.state import StateValue
 from pluginhost.status import Code
 from pluginhost.wire import MAX_MESSAGE_BYTES
@@ -319,7 +322,9 @@ def test_handle_calls_with_unknown_nodes() -> None:
             _node_obj("n1"), {**_pod_obj("p", "pod-p"), "spec": {**_pod_obj("p")["spec"],
                                                                 "schedulerName": "nobody"}})]), timeout=10)
         before = _state(server)
-        handle = pb.handle_grpc.HandleStub(channel)
+        assert server.services is not None  # the Handle service answers registered plugin hosts: be one
+        server.services.grant("bad-input", SimpleNamespace(name="test", manifests={"P": None}))
+        handle = with_metadata(pb.handle_grpc.HandleStub(channel), bearer_metadata("bad-input"))
         for request, details in [
             (pb.handle.GetNodeInfoRequest(name="ghost"), "node 'ghost' is not in the snapshot"),
             (pb.handle.GetNodeInfoRequest(id=4242), "node id 4242 is not in the snapshot"),
@@ -347,8 +352,12 @@ def test_cycle_state_writes_are_checked_whole_and_never_replace_private_values()
         state.write("InTree/private", private)
         state.write("Shared/k", StateValue("application/json", b"1"))
         server.scheduler.cycle_states["cycle-1"] = state
+        # The CycleState service answers registered plugin hosts, for plugins part of the cycle: be one.
+        join_cycle(state, "P")
+        assert server.services is not None
+        server.services.grant("bad-input", SimpleNamespace(name="test", manifests={"P": None}))
         try:
-            cs = pb.cyclestate_grpc.CycleStateStub(channel)
+            cs = with_metadata(pb.cyclestate_grpc.CycleStateStub(channel), bearer_metadata("bad-input"))
             entry = pb.types.StateEntry
             cases = [
                 (cs.Write(pb.cyclestate.WriteStateRequest(cycle_id="cycle-1", plugin="P", entries=[
