@@ -242,11 +242,11 @@ class _Replica:
 _RETRYABLE = frozenset({"PreFilter", "PreFilterAddPod", "PreFilterRemovePod", "PreScore", "NormalizeScore"})
 _FAILOVER_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
 _MAX_IDLE_STREAMS = 4  # per replica and point: concurrent cycles (explain, preemption) beyond it open their own
-# Reconnect quickly to a restarted host: 100 ms, growing to at most 0.5 s (gRPC starts at 1 s, up to 120 s).
+# Reconnect quickly to a restarted host: after 100 ms, growing to at most 0.5 s (gRPC: 1 s up to 120 s).
+# (Not grpc.min_reconnect_backoff_ms: gRPC takes it as the connect timeout, 20 s by default.)
 _CHANNEL_OPTIONS = [
     *CHANNEL_OPTIONS,
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 500),
 ]
 

@@ -42,9 +42,10 @@ __all__ = ["DEFAULT_DEADLINE", "CycleStateClient", "FrameworkUnavailableError", 
 DEFAULT_DEADLINE = 5.0
 CHANNEL_OPTIONS = [
     *WIRE_CHANNEL_OPTIONS,  # the message size limits (pluginhost.wire)
-    # Reconnect quickly after the framework restarts (the defaults back off up to two minutes).
+    # Reconnect quickly after the framework restarts (the defaults back off up to two minutes). Not
+    # grpc.min_reconnect_backoff_ms: gRPC takes it as the connect timeout (20 s by default), and 100 ms
+    # made connection attempts time out on a loaded machine.
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
 ]
 

@@ -137,6 +137,7 @@ def test_a_replica_killed_between_cycles_fails_no_cycle(tmp_path: Path) -> None:
             hosts[0].kill()  # SIGKILL: its open streams break mid-life
             await s.apply([p for p in tier_cluster(_pods("b", 10)) if isinstance(p, Pod)])
             await until(lambda: all(r.phase == "Bound" for r in s.pods.values()), 15, "every pod to bind")
+            await s.drain(5)  # the last binding cycle may still be finishing
             errors = [ev for ev in s.recent_events() if ev.type == "Error"]
             return {"bound": sum(r.phase == "Bound" for r in s.pods.values()), "errors": errors, "leaks": s.leaks()}
         finally:
