@@ -1006,7 +1006,7 @@ def _ratio_targets(results: dict[str, list[RunResult]]) -> list[dict[str, Any]]:
         if r is None or base is None or base.pods_per_second <= 0 or r.pods_per_second <= 0:
             continue
         ratio = r.pods_per_second / base.pods_per_second
-        if base_name == "remote":  # "remote >= k x extender": shown as remote / extender >= k
+        if base_name == "remote" and name.startswith("extender"):  # "remote >= k x extender": remote / extender
             inverse = base.pods_per_second / r.pods_per_second
             shown = f"remote / {name} = {inverse:.2f} ({base.pods_per_second:.0f} vs {r.pods_per_second:.0f} pods/s)"
             met = r.all_scheduled and base.all_scheduled and inverse >= 1 / minimum

@@ -168,6 +168,15 @@ def test_ratio_targets() -> None:
     assert full["met"] is True and "remote / extender = 12.00" in full["measured"]
     names = by["remote >= 3 x extender (nodeCacheCapable, node names)"]
     assert names["met"] is False and names["gap"] == -0.6
+    # Tracing and replicas compare with their own baselines, in that direction (scenario / baseline).
+    more = {t["target"]: t for t in evaluate_targets({
+        "remote": [remote], "remote-traced": [_result("remote-traced", 5000, 1800)],
+        "replicas-1": [_result("replicas-1", 5000, 100)], "replicas-2": [_result("replicas-2", 5000, 170)],
+    })}
+    traced = more["tracing on >= 0.85 x tracing off (remote)"]
+    assert traced["met"] is False and traced["gap"] == -0.1 and "remote-traced / remote = 0.75" in traced["measured"]
+    replicas = more["2 replicas >= 1.6 x 1 replica (CPU-heavy remote Score)"]
+    assert replicas["met"] is True and replicas["gap"] == 0.1
     # A scenario that did not run: no target about it.
     assert [t["target"] for t in evaluate_targets({"remote": [remote]})] == []
 
