@@ -267,6 +267,21 @@ class Scenario:
         return default_scheduler_config(registry)
 
 
+def profile_with(registry: Registry, name: str, args: dict[str, Any] | None = None) -> SchedulerConfig:
+    """kube-scheduler's default profile plus plugin ``name`` (weight 1) at every point it implements,
+    through an ordinary KubeSchedulerConfiguration (``multiPoint``), with ``args`` as its pluginConfig."""
+    profile: dict[str, Any] = {
+        "schedulerName": "default-scheduler",
+        "plugins": {"multiPoint": {"enabled": [{"name": name, "weight": 1}]}},
+    }
+    if args is not None:
+        profile["pluginConfig"] = [{"name": name, "args": args}]
+    text = json.dumps(
+        {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration", "profiles": [profile]}
+    )
+    return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
+
+
 class Basic(Scenario):
     name = "basic"
     description = "scheduler_perf SchedulingBasic 5000Nodes_10000Pods, default plugins, in-process"
@@ -303,19 +318,7 @@ class InProcessPlugin(Basic):
         return registry
 
     def config(self, registry: Registry) -> SchedulerConfig:
-        text = json.dumps(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "profiles": [
-                    {
-                        "schedulerName": "default-scheduler",
-                        "plugins": {"multiPoint": {"enabled": [{"name": BenchTier.name, "weight": 1}]}},
-                    }
-                ],
-            }
-        )
-        return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
+        return profile_with(registry, BenchTier.name)
 
 
 # ---- scenarios with a separate process (a plugin host, an extender) --------------------------------
@@ -534,31 +537,10 @@ class ExtenderScenario(InProcessPlugin):
     def config(self, registry: Registry) -> SchedulerConfig:
         from .extender import ExtenderPlugin
 
-        text = json.dumps(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "profiles": [
-                    {
-                        "schedulerName": "default-scheduler",
-                        "plugins": {"multiPoint": {"enabled": [{"name": ExtenderPlugin.name, "weight": 1}]}},
-                        "pluginConfig": [
-                            {
-                                "name": ExtenderPlugin.name,
-                                "args": {
-                                    "urlPrefix": self._url,
-                                    "filterVerb": "filter",
-                                    "prioritizeVerb": "prioritize",
-                                    "nodeCacheCapable": self.node_cache_capable,
-                                    "timeout": 10,
-                                },
-                            }
-                        ],
-                    }
-                ],
-            }
-        )
-        return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
+        return profile_with(registry, ExtenderPlugin.name, {
+            "urlPrefix": self._url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+            "nodeCacheCapable": self.node_cache_capable, "timeout": 10,
+        })
 
     async def attach(self, scheduler: Scheduler) -> None:
         from .extender import ExtenderPlugin
@@ -725,19 +707,7 @@ class ReplicasScenario(RemotePluginScenario):
         return {**super().metrics(measured_pods), "replicas_used": float(self._used)}
 
     def config(self, registry: Registry) -> SchedulerConfig:
-        text = json.dumps(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "profiles": [
-                    {
-                        "schedulerName": "default-scheduler",
-                        "plugins": {"multiPoint": {"enabled": [{"name": HeavyScore.name, "weight": 1}]}},
-                    }
-                ],
-            }
-        )
-        return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
+        return profile_with(registry, HeavyScore.name)
 
 
 def _post_json(address: str, path: str, body: Any) -> Any:

@@ -27,7 +27,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -704,14 +704,7 @@ class RemotePlugin(Plugin):
         return ctx
 
     def _pod_proto(self, state: CycleState, pod: Pod) -> Any:
-        # The same pod object meets every point of a cycle: convert it once per cycle, not per call.
-        key = _STATE_PREFIX + "pod"
-        cached = state.get(key)
-        if cached is not None and cached[0] is pod:
-            return cached[1]
-        msg = pod_to_proto(pod)
-        state.write(key, (pod, msg))
-        return msg
+        return _converted(state, _STATE_PREFIX + "pod", pod, pod_to_proto)
 
     def _data(self, state: CycleState) -> _CycleData:
         data = state.get(self._data_key)
@@ -1384,18 +1377,23 @@ class RemotePlugin(Plugin):
         return await self._transform_nodes("BeforePostFilter", "postFilter", state, pod, None)
 
 
+def _converted(state: CycleState, key: str, obj: Any, convert: Callable[[Any], Any]) -> Any:
+    """``convert(obj)``, kept in the cycle under ``key`` while the cycle holds that same object (a
+    cycle meets one pod and one view per phase at many calls: convert each once)."""
+    cached = state.get(key)
+    if cached is not None and cached[0] is obj:
+        return cached[1]
+    msg = convert(obj)
+    state.write(key, (obj, msg))
+    return msg
+
+
 def _view_proto(state: CycleState) -> Any:
     """The wire form of the view the current phase runs on (None: none), converted once per view."""
     view = state.get(VIEW_STATE_KEY)
     if not isinstance(view, NodeView) or not view:
         return None
-    key = VIEW_STATE_KEY + "/proto"
-    cached = state.get(key)
-    if cached is not None and cached[0] is view:
-        return cached[1]
-    msg = view_to_proto(view)
-    state.write(key, (view, msg))
-    return msg
+    return _converted(state, VIEW_STATE_KEY + "/proto", view, view_to_proto)
 
 
 class _RemoteExtensions(PreFilterExtensions):

@@ -112,6 +112,18 @@ def parse_duration(value: Any, path: str = "", source: str = "") -> float:
     return seconds
 
 
+def _optional_duration(entry: Mapping[str, Any], key: str, default: float, path: str, source: str,
+                       problems: list[tuple[str, str]]) -> float:
+    """``entry[key]`` as a duration (``default`` when absent; a problem noted when invalid)."""
+    if key not in entry:
+        return default
+    try:
+        return parse_duration(entry[key], f"{path}.{key}", source)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return default
+
+
 def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[EndpointConfig]:
     """A RemotePlugins YAML document; :class:`ConfigError` naming the field otherwise."""
     from .config import _parse_yaml  # the strict loader (duplicate keys are errors)
@@ -188,18 +200,8 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
         if not isinstance(batch, int) or isinstance(batch, bool) or batch < 0:
             fail(f"{path}.batchSize", f"must be a non-negative integer, got {batch!r}")
             batch = 0
-        connect = DEFAULT_CONNECT_TIMEOUT
-        if "connectTimeout" in entry:
-            try:
-                connect = parse_duration(entry["connectTimeout"], f"{path}.connectTimeout", source)
-            except ConfigError as exc:
-                problems.extend(exc.problems)
-        resolve = DEFAULT_RESOLVE_INTERVAL
-        if "resolveInterval" in entry:
-            try:
-                resolve = parse_duration(entry["resolveInterval"], f"{path}.resolveInterval", source)
-            except ConfigError as exc:
-                problems.extend(exc.problems)
+        connect = _optional_duration(entry, "connectTimeout", DEFAULT_CONNECT_TIMEOUT, path, source, problems)
+        resolve = _optional_duration(entry, "resolveInterval", DEFAULT_RESOLVE_INTERVAL, path, source, problems)
         tls = parse_tls_block(entry.get("tls"), f"{path}.tls", fail) if "tls" in entry else None
         token_file = entry.get("tokenFile", "")
         if not isinstance(token_file, str) or ("tokenFile" in entry and not token_file):
