@@ -100,6 +100,7 @@ class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensio
             raise ValueError("groupTimeoutSeconds must be >= 0 and controllerIntervalSeconds positive, got "
                              f"{self.group_timeout} and {self.interval}")
         self._first_waiting: dict[tuple[str, str], float] = {}
+        self._timing_out: dict[tuple[str, str], str] = {}  # groups the controller is rejecting -> reason
         self._controller: asyncio.Task[None] | None = None
 
     # ---- helpers -------------------------------------------------------------------------------
@@ -173,11 +174,11 @@ class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensio
         if group is None:
             return
         assert self.handle is not None
+        # While the controller times the group out, siblings get its reason, not "a member failed".
+        message = self._timing_out.get(group) or f"pod group {group[1]!r} was rejected: member {pod.name!r} failed"
         for wp in self._waiting(group):
             if wp.pod.uid != pod.uid:
-                self.handle.reject_waiting_pod(
-                    wp.pod.uid, self.name, f"pod group {group[1]!r} was rejected: member {pod.name!r} failed"
-                )
+                self.handle.reject_waiting_pod(wp.pod.uid, self.name, message)
 
     # ---- Permit --------------------------------------------------------------------------------
 
@@ -239,11 +240,15 @@ class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensio
                 continue
             message = f"pod group {g[1]!r} timed out: its members waited more than {self.group_timeout:g}s"
             reject = getattr(self.handle, "reject_waiting_pod_async", None)
-            for wp in members:
-                if reject is not None:
-                    await reject(wp.pod.uid, self.name, message)
-                else:
-                    self.handle.reject_waiting_pod(wp.pod.uid, self.name, message)
+            self._timing_out[g] = message
+            try:
+                for wp in members:
+                    if reject is not None:
+                        await reject(wp.pod.uid, self.name, message)
+                    else:
+                        self.handle.reject_waiting_pod(wp.pod.uid, self.name, message)
+            finally:
+                del self._timing_out[g]
             del self._first_waiting[g]
             done.append(g[1])
         return done
