@@ -15,12 +15,12 @@ The trace of one pod attempt reads::
         ├── PreBind, Bind, PostBind
 
 Why not the SDK's ``Tracer``: a pod meets 30 to 50 plugin calls, and an SDK span costs ~20 us of CPU to
-start and end, more than the whole scheduling of a pod takes in-process. Spans here are small records
-(ids, times, a few attributes); once ended they are queued, and a thread turns them into the SDK's
-:class:`ReadableSpan` and hands them to ordinary span processors (batch OTLP export, console, the
-in-process :class:`SpanStore`), so exporters, resources and samplers are the standard ones. The sampler
-decides once per scheduling context; an unsampled context costs one contextvar check per extension point
-and plugin call.
+start and end, more than the whole scheduling of a pod takes in-process. A span here is the SDK's
+:class:`ReadableSpan` from the start (:class:`Span` fills its fields in one go, without the SDK's
+per-span locks, validation and copies); once ended it is queued, and a thread hands it to ordinary span
+processors (batch OTLP export, console, the in-process :class:`SpanStore`), so exporters, resources and
+samplers are the standard ones. The sampler decides once per scheduling context; an unsampled context
+costs one contextvar check per extension point and plugin call.
 
 Configuration (:class:`TracingConfig`) follows the standard environment variables:
 ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, ``none``; a comma-separated list), ``OTEL_EXPORTER_OTLP_ENDPOINT``
@@ -62,7 +62,7 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import DEFAULT_TRACE_STATE, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status as OtelStatus
 from opentelemetry.trace.status import StatusCode
 
@@ -93,8 +93,9 @@ SAMPLERS = (
     "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio",
 )
 
-DRAIN_BATCH = 512  # ended spans that wake the exporting thread early
-DRAIN_INTERVAL = 0.1  # seconds between its rounds otherwise
+# Seconds between the rounds of the thread that hands ended spans to the processors. The scheduling
+# loop never signals it (one deque append per span), and short rounds let spans die young.
+DRAIN_INTERVAL = 0.02
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _rand = random.Random()
 _current: contextvars.ContextVar[Span | None] = contextvars.ContextVar("outrigger_span", default=None)
@@ -108,30 +109,43 @@ class TracingConfigError(ValueError):
 # Spans
 
 
-class Span:
-    """One span of a scheduling context: a small record until it ends (see the module docstring)."""
+class Span(ReadableSpan):
+    """One span of a scheduling context, built as the SDK's :class:`ReadableSpan` it is exported as.
 
-    __slots__ = ("attrs", "end_ns", "events", "kind", "leaf", "message", "name", "parent_id", "span_id",
-                 "start_ns", "status", "trace_id", "tracing")
+    Started by :meth:`Tracing.start_trace` and :meth:`child`. It sets ReadableSpan's own fields as its
+    constructor does (:data:`READABLE_SPAN_FIELDS`; a test checks them against the installed SDK), plus
+    ``attrs`` (the attributes, mutable until the span ends), ``span_id``, ``trace_id``, ``leaf`` and
+    ``tracing``; an ended span goes to the span processors as it is, with nothing left to convert.
+    """
 
-    def __init__(self, tracing: Tracing, name: str, trace_id: int, parent_id: int, kind: SpanKind,
-                 attrs: dict[str, Any] | None) -> None:
-        self.tracing = tracing
-        self.name = name
+    def __init__(self, tracing: Tracing, name: str, trace_id: int, parent: SpanContext | None, kind: SpanKind,
+                 attrs: dict[str, Any]) -> None:
+        # Not ReadableSpan.__init__ (keyword arguments, a default Resource built per call): the same
+        # fields, set in the same order on every span so that CPython keeps them in a compact shared-key
+        # layout (a third of the memory of a dict per span, and faster to allocate).
+        span_id = _getrandbits(64) or 1
+        self._name = name
+        # SpanContext(trace_id, span_id, False, SAMPLED), without re-checking ids made valid here.
+        self._context = _tuple_new(SpanContext, (trace_id, span_id, False, _SAMPLED, _STATE, True))
+        self._kind = kind
+        self._instrumentation_info = None
+        self._instrumentation_scope = SCOPE
+        self._parent = parent
+        self._start_time = _time_ns()
+        self._end_time: int | None = None
+        self._attributes = attrs
+        self._events: Sequence[Event] = ()
+        self._links = ()
+        self._resource = tracing.resource
+        self._status = _UNSET
+        self.attrs = attrs  # the same dict as the attributes
+        self.span_id = span_id
         self.trace_id = trace_id
-        self.parent_id = parent_id
-        self.span_id = _rand.getrandbits(64) or 1
-        self.kind = kind
-        self.attrs: dict[str, Any] = attrs if attrs is not None else {}
-        self.status = StatusCode.UNSET
-        self.message = ""
         self.leaf = False  # no child spans below this one (preemption's per-node what-ifs)
-        self.events: list[Event] | None = None
-        self.start_ns = time.time_ns()
-        self.end_ns = 0
+        self.tracing = tracing
 
     def child(self, name: str, attrs: dict[str, Any] | None = None, kind: SpanKind = SpanKind.INTERNAL) -> Span:
-        return Span(self.tracing, name, self.trace_id, self.span_id, kind, attrs)
+        return Span(self.tracing, name, self.trace_id, self._context, kind, {} if attrs is None else attrs)
 
     def is_recording(self) -> bool:
         return True
@@ -140,22 +154,34 @@ class Span:
         self.attrs[key] = value
 
     def add_event(self, name: str, attrs: Mapping[str, Any] | None = None) -> None:
-        if self.events is None:
-            self.events = []
-        self.events.append(Event(name, dict(attrs or {})))
+        if not self._events:
+            self._events = []
+        self._events.append(Event(name, dict(attrs or {})))  # type: ignore[attr-defined]
 
     def error(self, message: str) -> None:
-        self.status = StatusCode.ERROR
-        self.message = message
+        self._status = OtelStatus(StatusCode.ERROR, message or None)
 
     def end(self) -> None:
-        if self.end_ns:
+        if self._end_time is not None:
             return
-        self.end_ns = time.time_ns()
-        self.tracing._emit(self)
+        self._end_time = _time_ns()
+        self.tracing._ended.append(self)
 
     def traceparent(self) -> str:
         return f"00-{self.trace_id:032x}-{self.span_id:016x}-01"
+
+
+_UNSET = OtelStatus()
+_STATE = DEFAULT_TRACE_STATE
+_new = object.__new__
+_tuple_new = tuple.__new__
+_time_ns = time.time_ns
+_getrandbits = _rand.getrandbits
+# ReadableSpan's fields, as its constructor sets them; test_tracing checks the list against the SDK.
+READABLE_SPAN_FIELDS = frozenset({
+    "_name", "_context", "_kind", "_instrumentation_info", "_instrumentation_scope", "_parent", "_start_time",
+    "_end_time", "_attributes", "_events", "_links", "_resource", "_status",
+})
 
 
 def current_span() -> Span | None:
@@ -277,8 +303,8 @@ class Tracing:
         self.resource = resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME})
         self.sampler = sampler or ParentBased(ALWAYS_ON)
         self._closed = False
-        # Ended spans wait here; a thread turns them into ReadableSpans for the processors, mostly while
-        # the scheduler waits on remote plugins, so the scheduling loop only appends to a deque.
+        # Ended spans wait here; a thread hands them to the processors (mostly while the scheduler waits
+        # on remote plugins), so the scheduling loop only appends to a deque.
         self._ended: collections.deque[Span] = collections.deque()
         self._drain_lock = threading.Lock()
         self._wake = threading.Event()
@@ -291,44 +317,24 @@ class Tracing:
         result = self.sampler.should_sample(None, trace_id, name, SpanKind.INTERNAL, attrs)
         if not result.decision.is_sampled():  # type: ignore[no-untyped-call]
             return None
-        span = Span(self, name, trace_id, 0, SpanKind.INTERNAL, attrs)
+        span = Span(self, name, trace_id, None, SpanKind.INTERNAL, attrs)
         if self.store is not None and pod:
             self.store.begin(trace_id, pod)
         return span
 
-    def _emit(self, span: Span) -> None:
-        self._ended.append(span)
-        if len(self._ended) >= DRAIN_BATCH and not self._wake.is_set():
-            self._wake.set()
-
     def _run(self) -> None:
         while not self._closed:
             self._wake.wait(DRAIN_INTERVAL)
-            self._wake.clear()
             self._drain()
 
     def _drain(self) -> None:
+        ended = self._ended
+        processors = self.processors
         with self._drain_lock:
-            while self._ended:
-                self._export(self._ended.popleft())
-
-    def _export(self, span: Span) -> None:
-        parent = SpanContext(span.trace_id, span.parent_id, False, _SAMPLED) if span.parent_id else None
-        readable = ReadableSpan(
-            name=span.name,
-            context=SpanContext(span.trace_id, span.span_id, False, _SAMPLED),
-            parent=parent,
-            resource=self.resource,
-            attributes=span.attrs,
-            kind=span.kind,
-            status=OtelStatus(span.status, span.message or None) if span.status is StatusCode.ERROR else OtelStatus(),
-            start_time=span.start_ns,
-            end_time=span.end_ns,
-            instrumentation_scope=SCOPE,
-            events=span.events or (),
-        )
-        for p in self.processors:
-            p.on_end(readable)
+            while ended:
+                span = ended.popleft()
+                for p in processors:
+                    p.on_end(span)
 
     def force_flush(self, timeout_millis: int = 30_000) -> None:
         self._drain()
