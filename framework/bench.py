@@ -406,7 +406,15 @@ def _call_metrics(mark: Sequence[float], final: Sequence[float], measured_pods: 
 
 
 class RemoteBenchTier(BenchTier):
-    """:class:`BenchTier` as served by a plugin host: Filter and Score answered in one exchange."""
+    """:class:`BenchTier` as served by a plugin host. It reads only node labels, so it declares
+    ``lookahead``: the framework asks for its answers before the pods' cycles, several pods per message."""
+
+    filter_and_score = True
+    lookahead = True
+
+
+class RemoteStreamsBenchTier(BenchTier):
+    """:class:`BenchTier` without lookahead: Filter and Score answered in one exchange in each cycle."""
 
     filter_and_score = True
 

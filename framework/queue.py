@@ -199,6 +199,26 @@ class SchedulingQueue:
             except TimeoutError:
                 pass
 
+    def peek(self, k: int) -> list[QueuedPodInfo]:
+        """The next ``k`` pods :meth:`pop` would return if nothing changed (active pods only), without
+        taking them: the heap's smallest entries, found by walking it from the root (a heap's
+        children are never smaller than their parent), so the cost follows ``k``, not the queue."""
+        heap = self._active
+        out: list[QueuedPodInfo] = []
+        if not heap or k <= 0:
+            return out
+        frontier: list[tuple[_Entry, int]] = [(heap[0], 0)]
+        budget = 4 * k + 64  # stale entries (lazily deleted) are walked through, within bounds
+        while frontier and len(out) < k and budget > 0:
+            budget -= 1
+            entry, i = heapq.heappop(frontier)
+            if entry.valid:
+                out.append(entry.info)
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < len(heap):
+                    heapq.heappush(frontier, (heap[child], child))
+        return out
+
     def close(self) -> None:
         self._closed = True
         self._wakeup.set()

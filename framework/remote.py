@@ -75,6 +75,7 @@ from pluginhost.view import (
 
 from . import tracing
 from .handle_service import FrameworkServices, join_cycle
+from .lookahead import Lookahead, Verdict
 from .mirror import SnapshotPublisher
 from .plugins import Registry
 from .remoteconfig import (
@@ -520,6 +521,9 @@ class Endpoint:
                 await adapter.configure_on(replica)
 
     async def close(self) -> None:
+        for adapter in self.adapters:
+            if adapter.ahead is not None:
+                await adapter.ahead.close()
         for task in [self._resolver, *self._closing]:
             if task is not None:
                 task.cancel()
@@ -599,10 +603,12 @@ class _CycleData:
     states) gets an empty one: a what-if never shares the original's streams.
     """
 
-    __slots__ = ("in_flight", "score_rows", "score_values", "streams", "with_scores")
+    __slots__ = ("in_flight", "looked", "score_rows", "score_values", "streams", "verdict", "with_scores")
 
     def __init__(self) -> None:
         self.streams: dict[tuple[str, _Replica], _NodeStream] = {}
+        self.looked = False  # the lookahead answer for the cycle's pod was taken (framework.lookahead)
+        self.verdict: Verdict | None = None
         self.score_rows: list[npt.NDArray[np.int64]] = []
         self.score_values: list[npt.NDArray[np.int64]] = []
         self.with_scores: bool | None = None
@@ -616,8 +622,12 @@ _VALID_CODES = max(int(c) for c in Code)
 
 
 def _passing(n: int) -> Awaitable[FilterResult]:
+    return _done(FilterResult.passing(n))
+
+
+def _done(result: FilterResult) -> Awaitable[FilterResult]:
     future: asyncio.Future[FilterResult] = asyncio.get_running_loop().create_future()
-    future.set_result(FilterResult.passing(n))
+    future.set_result(result)
     return future
 
 
@@ -649,6 +659,10 @@ class RemotePlugin(Plugin):
         self.services: FrameworkServices | None = None
         self._data_key = _STATE_PREFIX + self.name
         self._informational: set[asyncio.Task[None]] = set()
+        # Answers asked for ahead of the pods' cycles, for plugins that declared lookahead (the host
+        # checked that their Filter/Score read no CycleState).
+        pure = not self.state_keys and not {"preFilter", "preScore"} & self.points
+        self.ahead = Lookahead(self) if bool(m.lookahead) and pure and {"filter", "score"} & self.points else None
         endpoint.adapters.append(self)
 
     # ---- plumbing ------------------------------------------------------------------------------
@@ -1150,6 +1164,11 @@ class RemotePlugin(Plugin):
         started = time.perf_counter()
         if self.name in state.skip_filter:  # ignored after a failure earlier in this cycle
             return _passing(len(batch))
+        if self.ahead is not None:
+            verdict = await self._verdict(state, pod, batch)
+            if verdict is not None and verdict.codes is not None:
+                self._stat("Filter (lookahead)").record(0.0)
+                return _done(verdict.filter_result(batch.rows))
         try:
             window = await self._send("Filter", state, pod, batch, data, stat)
         except BaseException as exc:
@@ -1161,6 +1180,28 @@ class RemotePlugin(Plugin):
 
     async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
         return await (await self.prefetch_filter(state, pod, batch))
+
+    async def _verdict(self, state: CycleState, pod: Pod, batch: NodeBatch) -> Verdict | None:
+        """The lookahead answer for this cycle's pod, when there is one to use on ``batch``'s snapshot
+        (taken once per cycle; never under a transformer's view or a what-if)."""
+        view = state.get(VIEW_STATE_KEY)
+        if isinstance(view, NodeView) and view:
+            return None
+        data = self._data(state)
+        if not data.looked:
+            data.looked = True
+            assert self.ahead is not None
+            try:
+                async with asyncio.timeout(self._deadline("filter")):
+                    data.verdict = await self.ahead.take(pod, batch.snapshot.table)
+            except TimeoutError:
+                data.verdict = None  # the host is slow or stalled: the cycle's own call decides
+        verdict = data.verdict
+        return verdict if verdict is not None and batch.snapshot.table is self._table_of(state) else None
+
+    @staticmethod
+    def _table_of(state: CycleState) -> Any:
+        return state.snapshot.table if state.snapshot is not None else None
 
     async def _finish_filter(self, state: CycleState, pod: Pod, data: _CycleData, window: _Window,
                              stat: PointStats, started: float) -> FilterResult:
@@ -1220,6 +1261,11 @@ class RemotePlugin(Plugin):
         return status_from_proto(reply.status)
 
     async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> npt.NDArray[np.int64]:
+        if self.ahead is not None:
+            verdict = await self._verdict(state, pod, batch)
+            if verdict is not None and verdict.scores is not None:
+                self._stat("Score (lookahead)").record(0.0)
+                return verdict.scores[batch.rows]
         data = state.get(self._data_key)
         if isinstance(data, _CycleData) and data.score_rows:
             cached = self._cached_scores(data, batch)

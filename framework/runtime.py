@@ -206,6 +206,12 @@ class Framework:
         self._filter_finishers = [
             p for p in self.filter_plugins if type(p).filter_finished is not FilterPlugin.filter_finished
         ]
+        # Remote plugins answering Filter/Score ahead of the pods' cycles (framework.lookahead), with
+        # whether this profile runs them at Filter and at Score.
+        self.lookahead_plugins: list[tuple[Any, bool, bool]] = []
+        for p in dict.fromkeys((*self.filter_plugins, *self.score_plugins)):
+            if getattr(p, "ahead", None) is not None:
+                self.lookahead_plugins.append((p, p in self.filter_plugins, p in self.score_plugins))
         self.score_weights = {p.name: int(score_weights.get(p.name, 1)) or 1 for p in self.score_plugins}
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()

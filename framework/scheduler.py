@@ -48,6 +48,7 @@ from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 
 from .cache import Cache
+from .lookahead import DEPTH as LOOKAHEAD_DEPTH
 from .config import ProfileConfig, SchedulerConfig
 from .plugins import Registry
 from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
@@ -660,6 +661,8 @@ class Scheduler:
         cycle_id = f"{pod.uid}:{info.attempts}:{next(self._cycle_ids)}"
         state = CycleState(cycle_id, snapshot, info.attempts)
         self.cycle_states[cycle_id] = state
+        if fwk.lookahead_plugins:
+            await self._look_ahead(fwk, pod, snapshot)
         diagnosis = Diagnosis()
         host: str | None
         try:
@@ -700,6 +703,19 @@ class Scheduler:
         task = asyncio.get_running_loop().create_task(self._binding_cycle(fwk, state, info, assumed, host))
         self._binding_tasks.add(task)
         task.add_done_callback(self._binding_tasks.discard)
+
+    async def _look_ahead(self, fwk: Framework, pod: Pod, snapshot: Snapshot) -> None:
+        """Ask the lookahead plugins for the answers of this pod and the next ones in the queue, so
+        hosts work on them while earlier pods are scheduled (framework.lookahead)."""
+        asking = [(pl, f, s) for pl, f, s in fwk.lookahead_plugins if pl.ahead.wanted()]
+        if not asking:
+            return
+        pods = [pod, *(i.pod for i in self.queue.peek(LOOKAHEAD_DEPTH) if i.pod.scheduler_name == pod.scheduler_name)]
+        for pl, want_filter, want_score in asking:
+            try:
+                await pl.ahead.ask(snapshot.table, pods, want_filter, want_score)
+            except Exception:  # asking ahead is an optimization: the cycles call Filter/Score anyway
+                log.exception("asking plugin %r ahead failed", pl.name)
 
     async def _post_filter(
         self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis

@@ -193,6 +193,15 @@ def manifest_of(cls: type) -> Any:
     filter_and_score = bool(getattr(cls, "filter_and_score", False))
     if filter_and_score and not ("filter" in points and "score" in points):
         raise PluginDefinitionError(f"{where} ({name!r}): filter_and_score needs both Filter and Score")
+    lookahead = bool(getattr(cls, "lookahead", False))
+    if lookahead:
+        if not {"filter", "score"} & set(points):
+            raise PluginDefinitionError(f"{where} ({name!r}): lookahead needs Filter or Score")
+        if state_keys or {"preFilter", "preScore"} & set(points):
+            raise PluginDefinitionError(
+                f"{where} ({name!r}): lookahead answers are computed before the pod's cycle, so its Filter "
+                "and Score cannot depend on CycleState (state_keys, PreFilter or PreScore)"
+            )
     needs_snapshot = getattr(cls, "needs_snapshot", None)
     if needs_snapshot is None:
         needs_snapshot = bool(_SNAPSHOT_POINTS & set(points))
@@ -208,6 +217,7 @@ def manifest_of(cls: type) -> Any:
         preferred_batch_size=batch_size,
         filter_and_score=filter_and_score,
         needs_snapshot=bool(needs_snapshot),
+        lookahead=lookahead,
     )
     msg.debug_paths.extend(_class_debug_paths(cls, where))
     if issubclass(cls, EnqueueExtensions):
@@ -825,6 +835,48 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
                 yield reply
             req = await anext(requests, None)
 
+    # ---- Lookahead ---------------------------------------------------------------------------------
+
+    async def Lookahead(self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        """Filter/Score answers over every node for pods ahead of their cycles (PluginManifest.lookahead):
+        one reply per request, in order. A failure answers that request (or that pod) with an error,
+        never a torn stream: the framework then calls Filter/Score in the pod's cycle."""
+        self.host.streams_opened["Lookahead"] += 1
+        async for req in request_iterator:
+            try:
+                yield await self._lookahead(req)
+            except _CallError as exc:
+                yield pb.plugin.LookaheadReply(seq=req.seq, error=status_to_proto(Status.failure(str(exc))))
+
+    async def _lookahead(self, req: Any) -> Any:
+        hosted, inst = self._instance(req.plugin, req.profile)
+        if not hosted.manifest.lookahead:
+            raise _CallError(grpc.StatusCode.FAILED_PRECONDITION, f"plugin {hosted.name!r} did not declare lookahead")
+        try:
+            snapshot = await self.host.mirror.wait_until(req.node_generation, self.host.mirror_wait)
+        except MirrorError as exc:
+            raise _CallError(grpc.StatusCode.UNAVAILABLE, str(exc)) from None
+        reply = pb.plugin.LookaheadReply(
+            seq=req.seq, generation=snapshot.generation, node_ids=snapshot.table.ids.astype("<u4").tobytes()
+        )
+        everything = NodeBatch(snapshot, np.arange(len(snapshot), dtype=np.int64))
+        self.host.lookahead_pods += len(req.pods)
+        for msg in req.pods:
+            verdict = reply.verdicts.add(uid=msg.metadata.uid)
+            try:
+                pod = pod_from_proto(msg)
+                state = RemoteCycleState("", snapshot, plugin=hosted.name)
+                token = _enter(self._context(hosted, "Lookahead", req.profile, pod=pod, state=state))
+                try:
+                    await _verdict(inst, state, pod, everything, verdict, req.filter, req.score)
+                finally:
+                    _leave(token)
+            except Exception as exc:
+                verdict.Clear()
+                verdict.uid = msg.metadata.uid
+                verdict.error.CopyFrom(status_to_proto(_failure(exc)))
+        return reply
+
     # ---- PostFilter, PreScore, NormalizeScore ------------------------------------------------------
 
     async def PostFilter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -933,6 +985,47 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         return pb.plugin.Ack()
 
 
+async def _verdict(inst: Any, state: CycleState, pod: Pod, batch: NodeBatch, verdict: Any, want_filter: bool,
+                   want_score: bool) -> None:
+    """One pod's lookahead answers over ``batch`` (every node), columnar bytes (see PodVerdict)."""
+    n = len(batch)
+    passing = None
+    if want_filter:
+        res = await inst.filter(state, pod, batch)
+        if not isinstance(res, FilterResult):
+            raise TypeError(f"filter returned {type(res).__name__}, not a FilterResult")
+        if len(res) != n:
+            raise ValueError(f"filter answered {len(res)} of {n} nodes")
+        codes = np.asarray(res.codes, dtype=np.int8)
+        verdict.codes = codes.tobytes()
+        failed = codes != 0
+        if bool(failed.any()):
+            if res.reason_index is not None and res.reasons:
+                used = np.unique(res.reason_index[failed])
+                verdict.reason_table.extend(pb.plugin.ReasonSet(reasons=list(res.reasons[i])) for i in used.tolist())
+                if used.shape[0] > 1:  # one reason set needs no index
+                    index = np.zeros(n, dtype="<u4")
+                    index[failed] = np.searchsorted(used, res.reason_index[failed])
+                    verdict.reason_index = index.tobytes()
+            passing = ~failed
+    if want_score:
+        scores = np.zeros(n, dtype="<i8")
+        if passing is None:
+            scores[:] = np.asarray(await inst.score(state, pod, batch), dtype=np.int64).reshape(-1)
+        elif bool(passing.any()):
+            scores[passing] = np.asarray(await inst.score(state, pod, batch.take(passing)), np.int64).reshape(-1)
+        lo, hi = (int(scores.min()), int(scores.max())) if n else (0, 0)
+        for dtype in _SCORE_WIDTHS:
+            info = np.iinfo(dtype)
+            if info.min <= lo and hi <= info.max:
+                verdict.scores = scores.astype(dtype).tobytes()
+                verdict.score_width = info.bits // 8
+                break
+
+
+_SCORE_WIDTHS = ("<i1", "<i2", "<i4", "<i8")  # lookahead scores go in the narrowest that holds them
+
+
 def _fill_filter_reply(reply: Any, res: FilterResult) -> None:
     codes = res.codes
     reply.codes.extend(codes.tolist())
@@ -992,6 +1085,7 @@ class PluginHost:
         # a stream for many cycles).
         self.streams_opened: collections.Counter[str] = collections.Counter()
         self.cycles_started: collections.Counter[str] = collections.Counter()
+        self.lookahead_pods = 0  # pods answered ahead of their cycles (Plugin.Lookahead)
 
     @property
     def address(self) -> str:

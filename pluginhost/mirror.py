@@ -156,6 +156,22 @@ class SnapshotMirror:
 
     async def wait_for(self, generation: int, timeout: float) -> Snapshot:
         """The snapshot of ``generation``, waiting up to ``timeout`` seconds for the mirror to reach it."""
+        await self._reach(generation, timeout)
+        snap = self.at(generation)
+        if snap is None:
+            raise MirrorError(
+                f"snapshot generation {generation} is no longer held by the mirror "
+                f"(it is at generation {self.generation} and keeps the last {self.retain})"
+            )
+        return snap
+
+    async def wait_until(self, generation: int, timeout: float) -> Snapshot:
+        """The latest snapshot once the mirror has applied ``generation`` (or a later one), waiting up
+        to ``timeout`` seconds."""
+        await self._reach(generation, timeout)
+        return self.latest()
+
+    async def _reach(self, generation: int, timeout: float) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while self.generation < generation:
@@ -169,13 +185,6 @@ class SnapshotMirror:
                 await asyncio.wait_for(self._advanced.wait(), remaining)
             except TimeoutError:
                 continue
-        snap = self.at(generation)
-        if snap is None:
-            raise MirrorError(
-                f"snapshot generation {generation} is no longer held by the mirror "
-                f"(it is at generation {self.generation} and keeps the last {self.retain})"
-            )
-        return snap
 
     # ---- following -----------------------------------------------------------------------------
 

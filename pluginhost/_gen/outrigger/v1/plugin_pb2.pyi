@@ -71,7 +71,7 @@ class HandshakeRequest(_message.Message):
     def __init__(self, framework_version: _Optional[str] = ..., profile: _Optional[str] = ..., framework_address: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class PluginManifest(_message.Message):
-    __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events", "debug_paths")
+    __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events", "debug_paths", "lookahead")
     NAME_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
     STATE_KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +80,7 @@ class PluginManifest(_message.Message):
     NEEDS_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     DEBUG_PATHS_FIELD_NUMBER: _ClassVar[int]
+    LOOKAHEAD_FIELD_NUMBER: _ClassVar[int]
     name: str
     points: _containers.RepeatedScalarFieldContainer[ExtensionPoint]
     state_keys: _containers.RepeatedScalarFieldContainer[str]
@@ -88,7 +89,8 @@ class PluginManifest(_message.Message):
     needs_snapshot: bool
     events: _containers.RepeatedCompositeFieldContainer[_types_pb2.ClusterEventWithHint]
     debug_paths: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ExtensionPoint, str]]] = ..., state_keys: _Optional[_Iterable[str]] = ..., preferred_batch_size: _Optional[int] = ..., filter_and_score: _Optional[bool] = ..., needs_snapshot: _Optional[bool] = ..., events: _Optional[_Iterable[_Union[_types_pb2.ClusterEventWithHint, _Mapping]]] = ..., debug_paths: _Optional[_Iterable[str]] = ...) -> None: ...
+    lookahead: bool
+    def __init__(self, name: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ExtensionPoint, str]]] = ..., state_keys: _Optional[_Iterable[str]] = ..., preferred_batch_size: _Optional[int] = ..., filter_and_score: _Optional[bool] = ..., needs_snapshot: _Optional[bool] = ..., events: _Optional[_Iterable[_Union[_types_pb2.ClusterEventWithHint, _Mapping]]] = ..., debug_paths: _Optional[_Iterable[str]] = ..., lookahead: _Optional[bool] = ...) -> None: ...
 
 class HandshakeResponse(_message.Message):
     __slots__ = ("plugins", "host_version", "features")
@@ -401,6 +403,56 @@ class NormalizeScoreReply(_message.Message):
     scores: _containers.RepeatedScalarFieldContainer[int]
     state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
     def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
+
+class LookaheadRequest(_message.Message):
+    __slots__ = ("seq", "plugin", "profile", "node_generation", "filter", "score", "pods")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    NODE_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    plugin: str
+    profile: str
+    node_generation: int
+    filter: bool
+    score: bool
+    pods: _containers.RepeatedCompositeFieldContainer[_types_pb2.Pod]
+    def __init__(self, seq: _Optional[int] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., node_generation: _Optional[int] = ..., filter: _Optional[bool] = ..., score: _Optional[bool] = ..., pods: _Optional[_Iterable[_Union[_types_pb2.Pod, _Mapping]]] = ...) -> None: ...
+
+class PodVerdict(_message.Message):
+    __slots__ = ("uid", "codes", "reason_table", "reason_index", "scores", "error", "score_width")
+    UID_FIELD_NUMBER: _ClassVar[int]
+    CODES_FIELD_NUMBER: _ClassVar[int]
+    REASON_TABLE_FIELD_NUMBER: _ClassVar[int]
+    REASON_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SCORE_WIDTH_FIELD_NUMBER: _ClassVar[int]
+    uid: str
+    codes: bytes
+    reason_table: _containers.RepeatedCompositeFieldContainer[ReasonSet]
+    reason_index: bytes
+    scores: bytes
+    error: _types_pb2.Status
+    score_width: int
+    def __init__(self, uid: _Optional[str] = ..., codes: _Optional[bytes] = ..., reason_table: _Optional[_Iterable[_Union[ReasonSet, _Mapping]]] = ..., reason_index: _Optional[bytes] = ..., scores: _Optional[bytes] = ..., error: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., score_width: _Optional[int] = ...) -> None: ...
+
+class LookaheadReply(_message.Message):
+    __slots__ = ("seq", "generation", "node_ids", "verdicts", "error")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    generation: int
+    node_ids: bytes
+    verdicts: _containers.RepeatedCompositeFieldContainer[PodVerdict]
+    error: _types_pb2.Status
+    def __init__(self, seq: _Optional[int] = ..., generation: _Optional[int] = ..., node_ids: _Optional[bytes] = ..., verdicts: _Optional[_Iterable[_Union[PodVerdict, _Mapping]]] = ..., error: _Optional[_Union[_types_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class PermitReply(_message.Message):
     __slots__ = ("status", "timeout_ms", "state_writes")

@@ -108,6 +108,11 @@ class PluginStub:
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.NormalizeScoreRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_plugin__pb2.NormalizeScoreReply.FromString,
                 _registered_method=True)
+        self.Lookahead = channel.stream_stream(
+                '/outrigger.v1.Plugin/Lookahead',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.LookaheadRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.LookaheadReply.FromString,
+                _registered_method=True)
         self.Reserve = channel.unary_unary(
                 '/outrigger.v1.Plugin/Reserve',
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.NodeRequest.SerializeToString,
@@ -282,6 +287,15 @@ class PluginServicer:
 
     def NormalizeScore(self, request, context):
         """ScoreExtensions.NormalizeScore: map this plugin's raw scores of all scored nodes into [0, 100].
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Lookahead(self, request_iterator, context):
+        """Filter and Score answers for pods that have not reached their cycle yet, over every node, for
+        plugins that declared PluginManifest.lookahead. A long-lived stream: one LookaheadReply per
+        LookaheadRequest (in any order; matched by seq). See LookaheadRequest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -466,6 +480,11 @@ def add_PluginServicer_to_server(servicer, server):
                     servicer.NormalizeScore,
                     request_deserializer=outrigger_dot_v1_dot_plugin__pb2.NormalizeScoreRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_plugin__pb2.NormalizeScoreReply.SerializeToString,
+            ),
+            'Lookahead': grpc.stream_stream_rpc_method_handler(
+                    servicer.Lookahead,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.LookaheadRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.LookaheadReply.SerializeToString,
             ),
             'Reserve': grpc.unary_unary_rpc_method_handler(
                     servicer.Reserve,
@@ -912,6 +931,33 @@ class Plugin:
             '/outrigger.v1.Plugin/NormalizeScore',
             outrigger_dot_v1_dot_plugin__pb2.NormalizeScoreRequest.SerializeToString,
             outrigger_dot_v1_dot_plugin__pb2.NormalizeScoreReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Lookahead(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/outrigger.v1.Plugin/Lookahead',
+            outrigger_dot_v1_dot_plugin__pb2.LookaheadRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.LookaheadReply.FromString,
             options,
             channel_credentials,
             insecure,
