@@ -48,8 +48,8 @@ from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 
 from .cache import Cache
-from .lookahead import DEPTH as LOOKAHEAD_DEPTH
 from .config import ProfileConfig, SchedulerConfig
+from .lookahead import DEPTH as LOOKAHEAD_DEPTH
 from .plugins import Registry
 from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
 from .reservations import EXPIRED, ReservationRecord, Reservations, is_reserve_pod
