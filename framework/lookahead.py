@@ -53,7 +53,8 @@ MAX_REQUESTS = 2  # requests in flight per plugin
 STALE_CYCLES = 4 * DEPTH  # an answer not taken within this many cycles is dropped (its pod went elsewhere)
 
 # Filter answers: Success, Error, Unschedulable, UnschedulableAndUnresolvable (codes 0 to 3).
-_MAX_FILTER_CODE = max(int(c) for c in (Code.Success, Code.Error, Code.Unschedulable, Code.UnschedulableAndUnresolvable))
+_FILTER_CODES = (Code.Success, Code.Error, Code.Unschedulable, Code.UnschedulableAndUnresolvable)
+_MAX_FILTER_CODE = max(int(c) for c in _FILTER_CODES)
 
 
 _SCORE_DTYPES = {1: "<i1", 2: "<i2", 4: "<i4", 8: "<i8"}
