@@ -180,14 +180,17 @@ class _Request:
 
 
 class _Stream:
-    """A Lookahead stream to one replica, and the task reading its replies."""
+    """A Lookahead stream to one replica, with the tasks writing its requests and reading its replies
+    (a scheduling cycle hands a request over and goes on: it never waits for the send)."""
 
-    __slots__ = ("broken", "call", "reader")
+    __slots__ = ("broken", "call", "outbox", "reader", "writer")
 
     def __init__(self, call: Any) -> None:
         self.call = call
         self.broken = False
+        self.outbox: asyncio.Queue[Any] = asyncio.Queue()
         self.reader: asyncio.Task[None] | None = None
+        self.writer: asyncio.Task[None] | None = None
 
 
 class Lookahead:
@@ -225,7 +228,7 @@ class Lookahead:
             if not entry.future.done():
                 entry.future.cancel()
 
-    async def ask(self, table: NodeTable, pods: Sequence[Pod], want_filter: bool, want_score: bool) -> None:
+    def ask(self, table: NodeTable, pods: Sequence[Pod], want_filter: bool, want_score: bool) -> None:
         """Ask for the answers of ``pods`` (the next ones in the queue) that are not asked for yet."""
         fresh: list[Pod] = []
         for pod in pods:
@@ -248,6 +251,7 @@ class Lookahead:
         if stream is None or stream.broken:
             stream = self.streams[replica] = _Stream(replica.stub.Lookahead())
             stream.reader = asyncio.get_running_loop().create_task(self._read(replica, stream))
+            stream.writer = asyncio.get_running_loop().create_task(self._write(replica, stream))
         if adapter.needs_snapshot and adapter.publisher is not None:
             adapter.publisher.publish_up_to(table.generation)
         loop = asyncio.get_running_loop()
@@ -270,10 +274,15 @@ class Lookahead:
         stat = adapter._stat("Lookahead")
         stat.bytes_sent += request.ByteSize()
         stat.batches += len(entries)
-        try:
-            await stream.call.write(request)
-        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
-            self._broken(replica, stream, f"cannot send: {exc}")
+        stream.outbox.put_nowait(request)
+
+    async def _write(self, replica: _Replica, stream: _Stream) -> None:
+        while not stream.broken:
+            request = await stream.outbox.get()
+            try:
+                await stream.call.write(request)
+            except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+                self._broken(replica, stream, f"cannot send: {exc}")
 
     # ---- answers -----------------------------------------------------------------------------------
 
@@ -339,6 +348,8 @@ class Lookahead:
         if stream.broken:
             return
         stream.broken = True
+        if stream.writer is not None and stream.writer is not asyncio.current_task():
+            stream.writer.cancel()
         if self.streams.get(replica) is stream:
             del self.streams[replica]
         for seq in [s for s, r in self.requests.items() if r.replica is replica]:
@@ -371,8 +382,9 @@ class Lookahead:
     async def close(self) -> None:
         for stream in list(self.streams.values()):
             stream.call.cancel()
-            if stream.reader is not None:
-                stream.reader.cancel()
+            for task in (stream.reader, stream.writer):
+                if task is not None:
+                    task.cancel()
         for entry in self.entries.values():
             if not entry.future.done():
                 entry.future.cancel()

@@ -46,6 +46,7 @@ class _Follower:
     queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     overflow: bool = False
     plugin: str = ""
+    nodes_only: bool = False  # reads node objects only: pod placements may be left out
 
 
 def _placement(pod: Pod, node_id: int, node_name: str) -> Any:
@@ -65,6 +66,7 @@ class SnapshotPublisher:
         self._history: collections.deque[Any] = collections.deque(maxlen=history)
         self._history_base: int | None = None  # deltas since this generation are all in _history
         self._followers: set[_Follower] = set()
+        self._podless_until = 0  # deltas up to this generation may lack pods (sent to nodes-only followers)
         self._timer: asyncio.TimerHandle | None = None
         self.deltas_sent = 0
         self.resyncs_sent = 0
@@ -116,13 +118,14 @@ class SnapshotPublisher:
         if n == 0:
             return
         events, self._pending = self._pending[:n], self._pending[n:]
-        for delta in self._deltas(events):
+        with_pods = not all(f.nodes_only for f in self._followers)
+        for delta in self._deltas(events, with_pods):
             self._send(delta)
         if not self._pending and self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
-    def _deltas(self, events: list[tuple[int, str, Any, Any]]) -> list[Any]:
+    def _deltas(self, events: list[tuple[int, str, Any, Any]], with_pods: bool = True) -> list[Any]:
         """The net effect of ``events`` as deltas, cut where the contract's order would change it."""
         out = []
         nodes: dict[str, tuple[int, Node] | None] = {}
@@ -133,6 +136,9 @@ class SnapshotPublisher:
 
         def cut() -> None:
             if nodes or pods:
+                if not with_pods:
+                    pods.clear()  # nobody reads them: the delta only moves the generation (and nodes)
+                    self._podless_until = gen
                 out.append(self._delta(gen, nodes, removed_ids, pods, refs))
             nodes.clear()
             removed_ids.clear()
@@ -217,8 +223,10 @@ class SnapshotPublisher:
 
     # ---- following -----------------------------------------------------------------------------
 
-    def _catch_up(self, from_generation: int) -> list[Any]:
+    def _catch_up(self, from_generation: int, nodes_only: bool = False) -> list[Any]:
         """What a follower at ``from_generation`` needs first: deltas from history, or a resync."""
+        if not nodes_only and from_generation < self._podless_until:
+            return [self.full_resync()]  # history after it lacks the pods this follower reads
         if from_generation and self._history_base is not None and self._history_base <= from_generation:
             if from_generation == self.published:
                 return []
@@ -226,7 +234,8 @@ class SnapshotPublisher:
                 return [d for d in self._history if d.generation > from_generation]
         return [self.full_resync()]
 
-    async def follow(self, from_generation: int = 0, plugin: str = "") -> AsyncIterator[Any]:
+    async def follow(self, from_generation: int = 0, plugin: str = "", *,
+                     nodes_only: bool = False) -> AsyncIterator[Any]:
         """The deltas for one follower, forever (until the publisher closes or the caller stops)."""
         if not self._followers:
             # Nothing was logged while nobody followed, so history is void.
@@ -235,8 +244,8 @@ class SnapshotPublisher:
             self.published = self.table.generation
             self._pending.clear()
         self.publish_all()
-        follower = _Follower(plugin=plugin)
-        first = self._catch_up(from_generation)
+        follower = _Follower(plugin=plugin, nodes_only=nodes_only)
+        first = self._catch_up(from_generation, nodes_only)
         self._followers.add(follower)
         try:
             for delta in first:

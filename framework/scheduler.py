@@ -713,7 +713,7 @@ class Scheduler:
         pods = [pod, *(i.pod for i in self.queue.peek(LOOKAHEAD_DEPTH) if i.pod.scheduler_name == pod.scheduler_name)]
         for pl, want_filter, want_score in asking:
             try:
-                await pl.ahead.ask(snapshot.table, pods, want_filter, want_score)
+                pl.ahead.ask(snapshot.table, pods, want_filter, want_score)
             except Exception:  # asking ahead is an optimization: the cycles call Filter/Score anyway
                 log.exception("asking plugin %r ahead failed", pl.name)
 

@@ -1023,7 +1023,11 @@ async def _verdict(inst: Any, state: CycleState, pod: Pod, batch: NodeBatch, ver
                 break
 
 
-_SCORE_WIDTHS = ("<i1", "<i2", "<i4", "<i8")  # lookahead scores go in the narrowest that holds them
+_SCORE_WIDTHS = ("<i1", "<i2", "<i4", "<i8")
+_NODE_ONLY_POINTS = {
+    E.EXTENSION_POINT_FILTER, E.EXTENSION_POINT_SCORE, E.EXTENSION_POINT_NORMALIZE_SCORE,
+    E.EXTENSION_POINT_ENQUEUE_EXTENSIONS,
+}  # lookahead scores go in the narrowest that holds them
 
 
 def _fill_filter_reply(reply: Any, res: FilterResult) -> None:
@@ -1064,6 +1068,12 @@ class PluginHost:
             self.plugins[manifest.name] = _Hosted(cls, manifest)
         if not self.plugins:
             raise PluginDefinitionError("a plugin host needs at least one plugin class")
+        # Every plugin reading the snapshot declared lookahead and reads it only in Filter/Score: the
+        # mirror needs nodes, not the pods placed on them.
+        self.nodes_only = all(
+            h.manifest.lookahead and set(h.manifest.points) <= _NODE_ONLY_POINTS
+            for h in self.plugins.values() if h.manifest.needs_snapshot
+        )
         self.listen = listen
         self.mirror_wait = mirror_wait
         self.mirror = SnapshotMirror()
@@ -1132,7 +1142,7 @@ class PluginHost:
             while True:
                 ready = asyncio.Event()
                 try:
-                    await self.mirror.follow_once(stub, name, ready)
+                    await self.mirror.follow_once(stub, name, ready, nodes_only=self.nodes_only)
                 except grpc.RpcError as exc:
                     log.debug("snapshot mirror stream from %s ended: %s", self.handle.address, exc)
                 if ready.is_set():

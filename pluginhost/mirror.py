@@ -188,9 +188,12 @@ class SnapshotMirror:
 
     # ---- following -----------------------------------------------------------------------------
 
-    async def follow_once(self, stub: Any, plugin: str, ready: asyncio.Event | None = None) -> None:
-        """Follow ``stub`` (a ``HandleStub``) until the stream ends or fails (the error propagates)."""
-        call = stub.FollowSnapshot(pb.handle.FollowRequest(from_generation=self.generation, plugin=plugin))
+    async def follow_once(self, stub: Any, plugin: str, ready: asyncio.Event | None = None, *,
+                          nodes_only: bool = False) -> None:
+        """Follow ``stub`` (a ``HandleStub``) until the stream ends or fails (the error propagates).
+        ``nodes_only``: the host's plugins read node objects only (pods may be left out)."""
+        request = pb.handle.FollowRequest(from_generation=self.generation, plugin=plugin, nodes_only=nodes_only)
+        call = stub.FollowSnapshot(request)
         try:
             async for delta in call:
                 self.apply(delta)

@@ -129,12 +129,14 @@ class ListNodeInfosResponse(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[_types_pb2.NodeInfo, _Mapping]]] = ...) -> None: ...
 
 class FollowRequest(_message.Message):
-    __slots__ = ("from_generation", "plugin")
+    __slots__ = ("from_generation", "plugin", "nodes_only")
     FROM_GENERATION_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    NODES_ONLY_FIELD_NUMBER: _ClassVar[int]
     from_generation: int
     plugin: str
-    def __init__(self, from_generation: _Optional[int] = ..., plugin: _Optional[str] = ...) -> None: ...
+    nodes_only: bool
+    def __init__(self, from_generation: _Optional[int] = ..., plugin: _Optional[str] = ..., nodes_only: _Optional[bool] = ...) -> None: ...
 
 class NodeUpsert(_message.Message):
     __slots__ = ("id", "node")
