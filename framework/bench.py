@@ -394,15 +394,18 @@ def _drain(stream: Any) -> None:
 
 def _call_metrics(mark: Sequence[float], final: Sequence[float], measured_pods: int) -> dict[str, float]:
     """Per measured pod: bytes each way, calls, and the time inside them (the adapter's view)."""
-    sent, received, calls, seconds = (a - b for a, b in zip(final, mark, strict=True))
+    sent, received, calls, seconds, *rest = (a - b for a, b in zip(final, mark, strict=True))
     n = max(measured_pods, 1)
-    return {
+    out = {
         "bytes_sent_per_pod": round(sent / n, 1),
         "bytes_received_per_pod": round(received / n, 1),
         "bytes_per_pod": round((sent + received) / n, 1),
         "calls_per_pod": round(calls / n, 2),
         "call_ms_per_pod": round(seconds * 1000 / n, 3),
     }
+    if rest:
+        out["answered_ahead_per_pod"] = round(rest[0] / n, 3)
+    return out
 
 
 class RemoteBenchTier(BenchTier):
@@ -424,7 +427,8 @@ class RemotePluginScenario(InProcessPlugin):
 
     name = "remote"
     description = (
-        "basic plus BenchTier as a remote Filter+Score plugin (filter_and_score) in a separate plugin host process"
+        "basic plus BenchTier as a remote Filter+Score plugin (filter_and_score, lookahead) in a separate plugin "
+        "host process"
     )
     TARGET = "framework.bench:RemoteBenchTier"
 
@@ -432,8 +436,8 @@ class RemotePluginScenario(InProcessPlugin):
         self._address = ""
         self._services: Any = None
         self._remote: Any = None
-        self._mark: tuple[float, ...] = (0, 0, 0, 0.0)
-        self._final: tuple[float, ...] = (0, 0, 0, 0.0)
+        self._mark: tuple[float, ...] = (0, 0, 0, 0.0, 0)
+        self._final: tuple[float, ...] = (0, 0, 0, 0.0, 0)
 
     @contextlib.asynccontextmanager
     async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
@@ -464,17 +468,22 @@ class RemotePluginScenario(InProcessPlugin):
         await self._remote.attach(scheduler)
 
     def _totals(self) -> tuple[float, ...]:
+        """Bytes each way, exchanges (Filter/Score answered from a Filter reply or a lookahead answer
+        are not exchanges), seconds inside them, and cycles answered from a lookahead answer."""
         if self._remote is None:
-            return (0, 0, 0, 0.0)
-        sent = received = calls = 0
+            return (0, 0, 0, 0.0, 0)
+        sent = received = calls = ahead = 0
         seconds = 0.0
         for points in self._remote.stats().values():
-            for st in points.values():
+            for point, st in points.items():
                 sent += st.bytes_sent
                 received += st.bytes_received
-                calls += st.calls
                 seconds += st.seconds
-        return sent, received, calls, seconds
+                if point == "Filter (lookahead)":
+                    ahead += st.calls
+                elif " (" not in point:
+                    calls += st.calls
+        return sent, received, calls, seconds, ahead
 
     def mark(self) -> None:
         self._mark = self._totals()
@@ -632,6 +641,14 @@ class TracedRemoteScenario(RemotePluginScenario):
         return out
 
 
+class RemoteStreamsScenario(RemotePluginScenario):
+    """``remote`` with the plugin not declaring lookahead: each cycle exchanges Filter (with scores)."""
+
+    name = "remote-streams"
+    description = "remote without lookahead: one Filter exchange (scores included) on a kept-open stream per cycle"
+    TARGET = "framework.bench:RemoteStreamsBenchTier"
+
+
 class HeavyScore(ScorePlugin):
     """A CPU-heavy Score plugin: a fixed amount of pure-Python work per node (``rounds`` multiply-xor
     steps on the node's name), the kind of plugin that is worth more replicas. Deterministic."""
@@ -737,8 +754,8 @@ def _post_json(address: str, path: str, body: Any) -> Any:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), ExtenderScenario(), ExtenderNamesScenario(),
-        TracedRemoteScenario(), ReplicasScenario(1), ReplicasScenario(2),
+        Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), RemoteStreamsScenario(), ExtenderScenario(),
+        ExtenderNamesScenario(), TracedRemoteScenario(), ReplicasScenario(1), ReplicasScenario(2),
     )
 }
 

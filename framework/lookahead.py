@@ -359,20 +359,22 @@ class Lookahead:
 
     # ---- taking ------------------------------------------------------------------------------------
 
-    async def take(self, pod: Pod, table: NodeTable) -> Verdict | None:
-        """The answer for ``pod`` on ``table`` if one was asked for (waiting for it if it is on its
-        way); None when there is none to use. Each answer is taken once."""
+    def take(self, pod: Pod, table: NodeTable) -> Verdict | asyncio.Future[Verdict | None] | None:
+        """The answer for ``pod`` on ``table`` if one was asked for: the answer itself once received,
+        the future that will hold it while it is on its way, None when there is none to use (see
+        :meth:`counted`). Each answer is taken once."""
         entry = self.entries.get(pod.uid)
         if entry is None or entry.pod is not pod or entry.table is not table:
             self.misses += 1
             return None
         del self.entries[pod.uid]
-        try:
-            verdict = await entry.future
-        except asyncio.CancelledError:
-            if not entry.future.cancelled():
-                raise
-            verdict = None
+        future = entry.future
+        if not future.done():
+            return future
+        return self.counted(None if future.cancelled() else future.result())
+
+    def counted(self, verdict: Verdict | None) -> Verdict | None:
+        """``verdict``, counted as a hit (or a miss when None)."""
         if verdict is None:
             self.misses += 1
         else:

@@ -1191,11 +1191,19 @@ class RemotePlugin(Plugin):
         if not data.looked:
             data.looked = True
             assert self.ahead is not None
-            try:
-                async with asyncio.timeout(self._deadline("filter")):
-                    data.verdict = await self.ahead.take(pod, batch.snapshot.table)
-            except TimeoutError:
-                data.verdict = None  # the host is slow or stalled: the cycle's own call decides
+            got = self.ahead.take(pod, batch.snapshot.table)
+            if isinstance(got, asyncio.Future):  # asked for, on its way
+                try:
+                    async with asyncio.timeout(self._deadline("filter")):
+                        got = self.ahead.counted(await asyncio.shield(got))
+                except TimeoutError:
+                    got = self.ahead.counted(None)  # slow or stalled: the cycle's own call decides
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        raise  # this cycle is being cancelled
+                    got = self.ahead.counted(None)  # the answer was dropped (stale, or the plugin closing)
+            data.verdict = got
         verdict = data.verdict
         return verdict if verdict is not None and batch.snapshot.table is self._table_of(state) else None
 
