@@ -157,13 +157,14 @@ def _by_row(column: Any, rows: npt.NDArray[np.int64]) -> Any:
 class _Entry:
     """The answer for one pod, asked for (``future`` pending) or received."""
 
-    __slots__ = ("asked_at", "future", "pod", "table")
+    __slots__ = ("asked_at", "future", "pod", "retry", "table")
 
     def __init__(self, pod: Pod, table: NodeTable, future: asyncio.Future[Verdict | None], asked_at: int) -> None:
         self.pod = pod
         self.table = table
         self.future = future
         self.asked_at = asked_at
+        self.retry = False  # no answer because the request failed (not the plugin): worth asking again
 
 
 class _Request:
@@ -210,20 +211,24 @@ class Lookahead:
 
     # ---- asking ------------------------------------------------------------------------------------
 
-    def wanted(self) -> bool:
-        """Called once per cycle of the plugin's profile: should the scheduler look at the queue?"""
+    def wanted(self, table: NodeTable) -> bool:
+        """Called once per cycle of the plugin's profile, with the cycle's node table: should the
+        scheduler look at the queue?"""
         self.cycles += 1
         if len(self.requests) >= MAX_REQUESTS:
             return False
-        if len(self.entries) >= REFILL:
-            oldest = next(iter(self.entries.values()))
-            if self.cycles - oldest.asked_at <= STALE_CYCLES:
-                return False
-            self._drop_stale()
-        return True
+        if len(self.entries) < REFILL:
+            return True
+        oldest = next(iter(self.entries.values()))
+        if oldest.table is table and self.cycles - oldest.asked_at <= STALE_CYCLES and not _retry(oldest):
+            return False
+        self._drop_unusable(table)
+        return len(self.entries) < REFILL
 
-    def _drop_stale(self) -> None:
-        for uid in [u for u, e in self.entries.items() if self.cycles - e.asked_at > STALE_CYCLES]:
+    def _drop_unusable(self, table: NodeTable) -> None:
+        """Forget answers no cycle will use (for another node set, or too old) and failed requests."""
+        for uid in [u for u, e in self.entries.items()
+                    if e.table is not table or _retry(e) or self.cycles - e.asked_at > STALE_CYCLES]:
             entry = self.entries.pop(uid)
             if not entry.future.done():
                 entry.future.cancel()
@@ -233,7 +238,7 @@ class Lookahead:
         fresh: list[Pod] = []
         for pod in pods:
             entry = self.entries.get(pod.uid)
-            if entry is not None and entry.pod is pod and entry.table is table:
+            if entry is not None and entry.pod is pod and entry.table is table and not _retry(entry):
                 continue
             fresh.append(pod)
             if len(fresh) >= MAX_PODS:
@@ -245,8 +250,10 @@ class Lookahead:
         if not ordered:
             return
         replica = ordered[self.seq % adapter.endpoint.spread(ordered)]
-        if not replica.serving or replica.suspect:
-            return  # the cycles' own calls bring it back (handshake, configure); ask again later
+        if replica.suspect and not adapter._informational:
+            adapter._recover_soon(replica)  # handshake and configure it again; ask again later
+        if replica.suspect or not replica.serving:
+            return
         stream = self.streams.get(replica)
         if stream is None or stream.broken:
             stream = self.streams[replica] = _Stream(replica.stub.Lookahead())
@@ -310,8 +317,10 @@ class Lookahead:
         stat.bytes_received += reply.ByteSize()
         stat.record(time.perf_counter() - request.sent, error=reply.HasField("error"))
         if reply.HasField("error") and reply.error.code != pb.types.CODE_SUCCESS:
+            # E.g. a restarted host that lost its configuration: handshake and configure it again.
             log.debug("lookahead of plugin %r failed: %s", self.adapter.name, status_from_proto(reply.error).message())
-            _settle(request.entries, None)
+            request.replica.suspect = True
+            _settle(request.entries, retry=True)
             return
         table = request.table
         n = len(table.nodes)
@@ -321,7 +330,7 @@ class Lookahead:
             rows = _rows_for(table, reply.node_ids)
         except LookaheadAnswerError as exc:
             self._bad(exc)
-            _settle(request.entries, None)
+            _settle(request.entries)
             return
         for entry, msg in zip(request.entries, reply.verdicts, strict=True):
             if entry.future.done():
@@ -353,7 +362,7 @@ class Lookahead:
         if self.streams.get(replica) is stream:
             del self.streams[replica]
         for seq in [s for s, r in self.requests.items() if r.replica is replica]:
-            _settle(self.requests.pop(seq).entries, None)
+            _settle(self.requests.pop(seq).entries, retry=True)
         if why != "closed":
             log.debug("lookahead stream of plugin %r to %s ended: %s", self.adapter.name, replica.address, why)
 
@@ -363,11 +372,12 @@ class Lookahead:
         """The answer for ``pod`` on ``table`` if one was asked for: the answer itself once received,
         the future that will hold it while it is on its way, None when there is none to use (see
         :meth:`counted`). Each answer is taken once."""
-        entry = self.entries.get(pod.uid)
+        entry = self.entries.pop(pod.uid, None)
         if entry is None or entry.pod is not pod or entry.table is not table:
+            if entry is not None and not entry.future.done():
+                entry.future.cancel()  # for another pod object or node set: no cycle will use it
             self.misses += 1
             return None
-        del self.entries[pod.uid]
         future = entry.future
         if not future.done():
             return future
@@ -395,7 +405,16 @@ class Lookahead:
         self.streams.clear()
 
 
-def _settle(entries: list[_Entry], value: Verdict | None) -> None:
+def _retry(entry: _Entry) -> bool:
+    """No answer came because the request failed (the stream broke, the host was not ready): ask
+    again. (A pod the plugin failed on, or an answer outside the contract, is not asked again: its
+    cycle calls Filter/Score, which decide.)"""
+    return entry.retry and entry.future.done()
+
+
+def _settle(entries: list[_Entry], *, retry: bool = False) -> None:
+    """No answer for ``entries``."""
     for entry in entries:
         if not entry.future.done():
-            entry.future.set_result(value)
+            entry.retry = retry
+            entry.future.set_result(None)

@@ -707,7 +707,7 @@ class Scheduler:
     async def _look_ahead(self, fwk: Framework, pod: Pod, snapshot: Snapshot) -> None:
         """Ask the lookahead plugins for the answers of this pod and the next ones in the queue, so
         hosts work on them while earlier pods are scheduled (framework.lookahead)."""
-        asking = [(pl, f, s) for pl, f, s in fwk.lookahead_plugins if pl.ahead.wanted()]
+        asking = [(pl, f, s) for pl, f, s in fwk.lookahead_plugins if pl.ahead.wanted(snapshot.table)]
         if not asking:
             return
         pods = [pod, *(i.pod for i in self.queue.peek(LOOKAHEAD_DEPTH) if i.pod.scheduler_name == pod.scheduler_name)]

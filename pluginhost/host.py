@@ -195,7 +195,7 @@ def manifest_of(cls: type) -> Any:
         raise PluginDefinitionError(f"{where} ({name!r}): filter_and_score needs both Filter and Score")
     lookahead = bool(getattr(cls, "lookahead", False))
     if lookahead:
-        if not {"filter", "score"} & set(points):
+        if E.EXTENSION_POINT_FILTER not in enums and E.EXTENSION_POINT_SCORE not in enums:
             raise PluginDefinitionError(f"{where} ({name!r}): lookahead needs Filter or Score")
         if state_keys or {"preFilter", "preScore"} & set(points):
             raise PluginDefinitionError(

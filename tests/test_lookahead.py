@@ -237,7 +237,7 @@ async def burst_run(address: str) -> dict[str, Any]:
         explained = []
         for probe in (s.pods["uid-p110"].pod, *pods(["probe"], cpu="0")):
             if a.ahead is not None:
-                await a.ahead.ask(snapshot.table, [probe], True, True)
+                a.ahead.ask(snapshot.table, [probe], True, True)
             explained.append(await explain_pod(fwk, snapshot, probe))
         out["explain"] = explained
         if a.ahead is not None:
@@ -314,7 +314,7 @@ def test_answers_asked_before_a_node_change_are_not_used(queued: int) -> None:
                            *pods(names)])
             before = s.cache.snapshot()
             queued_pods = [s.pods[f"uid-{n}"].pod for n in names]
-            await la.ask(before.table, queued_pods, True, True)
+            la.ask(before.table, queued_pods, True, True)
             await answers_ready(la)
             first = la.entries["uid-q00"].future.result()
             assert first is not None and first.codes is not None and first.scores is not None

@@ -257,6 +257,46 @@ _ops = st.lists(
 )
 
 
+def test_nodes_only_followers_get_deltas_without_pods_and_pod_readers_a_resync() -> None:
+    async def collect(agen: Any, n: int) -> list[Any]:
+        return [await asyncio.wait_for(anext(agen), 2) for _ in range(n)]
+
+    async def main() -> None:
+        table = ClusterTable()
+        table.upsert_node(make_node(0))
+        publisher = SnapshotPublisher(table, flush_delay=3600)
+        lean = publisher.follow(0, "lean", nodes_only=True)
+        (resync,) = await collect(lean, 1)
+        assert resync.full_resync and len(resync.nodes) == 1
+        table.place_pod(make_pod("a"), "n0000")
+        publisher.publish_all()
+        table.upsert_node(make_node(1))
+        table.place_pod(make_pod("b"), "n0001")
+        publisher.publish_all()
+        d1, d2 = await collect(lean, 2)
+        # Only the generation moves for pods; nodes still come.
+        assert (d1.generation, len(d1.pods_added), len(d1.nodes)) == (table.generation - 2, 0, 0)
+        assert (d2.generation, len(d2.pods_added), [u.node.metadata.name for u in d2.nodes]) == (
+            table.generation, 0, ["n0001"])
+        # A follower that reads pods and had applied d1's generation cannot catch up from that
+        # history: it gets a full resync with both pods.
+        full = publisher.follow(d1.generation, "full")
+        (fresh,) = await collect(full, 1)
+        assert fresh.full_resync
+        assert sorted(p.pod.metadata.name for p in fresh.pods_added) == ["a", "b"]
+        # With a pod reader following, deltas carry pods again (for both).
+        table.place_pod(make_pod("c"), "n0000")
+        publisher.publish_all()
+        (to_full,) = await collect(full, 1)
+        (to_lean,) = await collect(lean, 1)
+        assert [p.pod.metadata.name for p in to_full.pods_added] == ["c"]
+        assert to_lean.generation == to_full.generation == table.generation
+        for agen in (lean, full):
+            await agen.aclose()
+
+    asyncio.run(main())
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=_ops)
 # The sequences that need the contract's care, whatever the random search finds:
