@@ -46,9 +46,9 @@ __all__ = ["DEPTH", "Lookahead", "Verdict"]
 
 log = logging.getLogger("outrigger.lookahead")
 
-DEPTH = 64  # pods asked for ahead of their cycles, per plugin
-REFILL = 24  # ask for more once fewer answers than this wait for their cycles
-MAX_PODS = 40  # pods per request message
+DEPTH = 96  # pods asked for ahead of their cycles, per plugin
+REFILL = 32  # ask for more once fewer answers than this wait for their cycles
+MAX_PODS = 64  # pods per request message
 MAX_REQUESTS = 2  # requests in flight per plugin
 STALE_CYCLES = 4 * DEPTH  # an answer not taken within this many cycles is dropped (its pod went elsewhere)
 
@@ -70,7 +70,7 @@ class Verdict:
     __slots__ = ("codes", "reason_index", "reasons", "scores")
 
     def __init__(self, codes: npt.NDArray[np.int8] | None, reason_index: npt.NDArray[np.int32] | None,
-                 reasons: list[tuple[str, ...]], scores: npt.NDArray[np.int64] | None) -> None:
+                 reasons: list[tuple[str, ...]], scores: npt.NDArray[np.signedinteger[Any]] | None) -> None:
         self.codes = codes
         self.reason_index = reason_index
         self.reasons = reasons
@@ -119,11 +119,11 @@ def verdict_of(msg: Any, n: int, rows: npt.NDArray[np.int64] | None, want_filter
         if n and int(codes.view(np.uint8).max()) > _MAX_FILTER_CODE:  # negative codes wrap to >= 128
             raise LookaheadAnswerError("sent an unknown Filter status code")
         if msg.reason_index:
-            reason_index = np.frombuffer(msg.reason_index, dtype="<u4").astype(np.int32)
+            reason_index = np.frombuffer(msg.reason_index, dtype="<u4").view(np.int32)  # no copy
             if reason_index.shape[0] != n:
                 raise LookaheadAnswerError(f"sent {reason_index.shape[0]} reason indexes for {n} nodes")
-            failed = codes != 0
-            if failed.any() and int(reason_index[failed].max()) >= len(msg.reason_table):
+            used = reason_index[codes != 0]
+            if used.shape[0] and not 0 <= int(used.min()) <= int(used.max()) < len(msg.reason_table):
                 raise LookaheadAnswerError("sent a reason index past its reason table")
             reasons = [tuple(rs.reasons) for rs in msg.reason_table]
         elif (codes != 0).any():
@@ -135,7 +135,7 @@ def verdict_of(msg: Any, n: int, rows: npt.NDArray[np.int64] | None, want_filter
             raise LookaheadAnswerError(f"sent scores {width} bytes wide (1, 2, 4 or 8)")
         if len(msg.scores) % width:
             raise LookaheadAnswerError(f"sent {len(msg.scores)} bytes of {width}-byte scores")
-        scores = np.frombuffer(msg.scores, dtype=_SCORE_DTYPES[width]).astype(np.int64)
+        scores = np.frombuffer(msg.scores, dtype=_SCORE_DTYPES[width])  # the runtime widens what it takes
         if scores.shape[0] != n:
             raise LookaheadAnswerError(f"sent {scores.shape[0]} scores for {n} nodes")
     if rows is not None:  # the host's column order -> the table's rows
@@ -208,6 +208,7 @@ class Lookahead:
         self.misses = 0  # cycles of this plugin that found none usable (asked too late, stale, failed)
         self.asked = 0  # pods asked for
         self.bad_answers = 0  # answers that broke the contract (the cycle asked again)
+        self.waited = 0  # cycles that reached the plugin before their answer arrived (and waited for it)
 
     # ---- asking ------------------------------------------------------------------------------------
 
@@ -380,6 +381,7 @@ class Lookahead:
             return None
         future = entry.future
         if not future.done():
+            self.waited += 1
             return future
         return self.counted(None if future.cancelled() else future.result())
 

@@ -134,12 +134,15 @@ class SnapshotPublisher:
         refs: dict[str, Any] = {}
         gen = self.published
 
+        podless = False
+
         def cut() -> None:
-            if nodes or pods:
-                if not with_pods:
-                    pods.clear()  # nobody reads them: the delta only moves the generation (and nodes)
+            nonlocal podless
+            if nodes or pods or podless:
+                if not with_pods:  # nobody reads pods: the delta moves the generation (and nodes)
                     self._podless_until = gen
                 out.append(self._delta(gen, nodes, removed_ids, pods, refs))
+                podless = False
             nodes.clear()
             removed_ids.clear()
             pods.clear()
@@ -153,9 +156,11 @@ class SnapshotPublisher:
             elif kind == NODE_REMOVED:
                 nodes[subject] = None
                 removed_ids[subject] = int(where)
-                for uid, placed in list(pods.items()):
+                for uid, placed in list(pods.items()):  # (empty without pods)
                     if placed is not None and placed[1] == subject:
                         pods[uid] = None  # its pods went with it
+            elif not with_pods:
+                podless = True  # pod changes move the generation only
             elif kind == POD_PLACED:
                 pods[subject.uid] = (subject, where)
                 refs[subject.uid] = pb.types.PodRef(uid=subject.uid, namespace=subject.namespace, name=subject.name)

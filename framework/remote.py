@@ -621,16 +621,6 @@ class _CycleData:
 _VALID_CODES = max(int(c) for c in Code)
 
 
-def _passing(n: int) -> Awaitable[FilterResult]:
-    return _done(FilterResult.passing(n))
-
-
-def _done(result: FilterResult) -> Awaitable[FilterResult]:
-    future: asyncio.Future[FilterResult] = asyncio.get_running_loop().create_future()
-    future.set_result(result)
-    return future
-
-
 # ---------------------------------------------------------------------------------------------------
 # The adapter
 
@@ -1155,31 +1145,35 @@ class RemotePlugin(Plugin):
             data.with_scores = self.with_scores and self.scores_enabled and self.name not in state.skip_score
         return data
 
-    async def prefetch_filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> Awaitable[FilterResult]:
+    async def prefetch_filter(
+        self, state: CycleState, pod: Pod, batch: NodeBatch
+    ) -> Awaitable[FilterResult] | FilterResult:
         """Send ``batch`` now and return what collects the answers: the runtime sends a window to remote
         plugins first, runs the in-process plugins while the hosts work, then collects (Filter is pure,
-        so answering for nodes an earlier plugin rejects changes nothing)."""
-        data = self._filter_data(state)
-        stat = self._stat("Filter")
-        started = time.perf_counter()
+        so answering for nodes an earlier plugin rejects changes nothing). An answer already at hand
+        (a lookahead answer) is returned as it is."""
         if self.name in state.skip_filter:  # ignored after a failure earlier in this cycle
-            return _passing(len(batch))
+            return FilterResult.passing(len(batch))
         if self.ahead is not None:
             verdict = await self._verdict(state, pod, batch)
             if verdict is not None and verdict.codes is not None:
                 self._stat("Filter (lookahead)").record(0.0)
-                return _done(verdict.filter_result(batch.rows))
+                return verdict.filter_result(batch.rows)
+        data = self._filter_data(state)
+        stat = self._stat("Filter")
+        started = time.perf_counter()
         try:
             window = await self._send("Filter", state, pod, batch, data, stat)
         except BaseException as exc:
             stat.record(time.perf_counter() - started, error=True)
             if self._ignored("Filter", state, exc):
-                return _passing(len(batch))
+                return FilterResult.passing(len(batch))
             raise
         return self._finish_filter(state, pod, data, window, stat, started)
 
     async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
-        return await (await self.prefetch_filter(state, pod, batch))
+        early = await self.prefetch_filter(state, pod, batch)
+        return early if isinstance(early, FilterResult) else await early
 
     async def _verdict(self, state: CycleState, pod: Pod, batch: NodeBatch) -> Verdict | None:
         """The lookahead answer for this cycle's pod, when there is one to use on ``batch``'s snapshot

@@ -412,7 +412,7 @@ class Framework:
             alive = np.ones(window, dtype=np.bool_)
             rejected: list[tuple[Plugin, IntArray, FilterResult, npt.NDArray[np.bool_]]] = []
             # Its answers are read in configured order, so statuses name the first rejecting plugin.
-            ahead: dict[str, Awaitable[FilterResult]] = {}
+            ahead: dict[str, Awaitable[FilterResult] | FilterResult] = {}
             for pl in prefetchers:
                 try:
                     ahead[pl.name] = await pl.prefetch_filter(state, pod, NodeBatch(snapshot, rows))  # type: ignore[attr-defined]
@@ -427,7 +427,7 @@ class Framework:
                 try:
                     early = ahead.pop(pl.name, None)
                     if early is not None:
-                        whole = await early
+                        whole = early if isinstance(early, FilterResult) else await early
                         res = whole.take(idx) if len(whole) == window else whole
                     else:
                         res = await pl.filter(state, pod, batch)
@@ -734,7 +734,7 @@ class Framework:
 
 
 
-def _discard(ahead: dict[str, Awaitable[FilterResult]]) -> None:
+def _discard(ahead: dict[str, Awaitable[FilterResult] | FilterResult]) -> None:
     """Drop prefetched answers nobody will read (their streams recognise the late replies)."""
     for early in ahead.values():
         if inspect.iscoroutine(early):

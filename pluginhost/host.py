@@ -1000,7 +1000,9 @@ async def _verdict(inst: Any, state: CycleState, pod: Pod, batch: NodeBatch, ver
         verdict.codes = codes.tobytes()
         failed = codes != 0
         if bool(failed.any()):
-            if res.reason_index is not None and res.reasons:
+            if res.reason_index is not None and len(res.reasons) == 1:
+                verdict.reason_table.add(reasons=list(res.reasons[0]))
+            elif res.reason_index is not None and res.reasons:
                 used = np.unique(res.reason_index[failed])
                 verdict.reason_table.extend(pb.plugin.ReasonSet(reasons=list(res.reasons[i])) for i in used.tolist())
                 if used.shape[0] > 1:  # one reason set needs no index
@@ -1015,15 +1017,17 @@ async def _verdict(inst: Any, state: CycleState, pod: Pod, batch: NodeBatch, ver
         elif bool(passing.any()):
             scores[passing] = np.asarray(await inst.score(state, pod, batch.take(passing)), np.int64).reshape(-1)
         lo, hi = (int(scores.min()), int(scores.max())) if n else (0, 0)
-        for dtype in _SCORE_WIDTHS:
-            info = np.iinfo(dtype)
-            if info.min <= lo and hi <= info.max:
+        for dtype, smallest, largest, width in _SCORE_WIDTHS:
+            if smallest <= lo and hi <= largest:
                 verdict.scores = scores.astype(dtype).tobytes()
-                verdict.score_width = info.bits // 8
+                verdict.score_width = width
                 break
 
 
-_SCORE_WIDTHS = ("<i1", "<i2", "<i4", "<i8")
+# Lookahead scores go in the narrowest little-endian integer that holds them: (dtype, min, max, bytes).
+_SCORE_WIDTHS = tuple(
+    (d, int(np.iinfo(d).min), int(np.iinfo(d).max), np.dtype(d).itemsize) for d in ("<i1", "<i2", "<i4", "<i8")
+)
 _NODE_ONLY_POINTS = {
     E.EXTENSION_POINT_FILTER, E.EXTENSION_POINT_SCORE, E.EXTENSION_POINT_NORMALIZE_SCORE,
     E.EXTENSION_POINT_ENQUEUE_EXTENSIONS,
