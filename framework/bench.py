@@ -654,6 +654,7 @@ class HeavyScore(ScorePlugin):
     steps on the node's name), the kind of plugin that is worth more replicas. Deterministic."""
 
     name = "HeavyScore"
+    nodes_only = True  # a node's score depends on the node alone: its hosts follow the mirror nodes-only
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
         self.rounds = int((args or {}).get("rounds", HEAVY_ROUNDS))

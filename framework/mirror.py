@@ -67,6 +67,7 @@ class SnapshotPublisher:
         self._history_base: int | None = None  # deltas since this generation are all in _history
         self._followers: set[_Follower] = set()
         self._podless_until = 0  # deltas up to this generation may lack pods (sent to nodes-only followers)
+        self._node_generation = table.snapshot().table.generation  # of the last node change published
         self._timer: asyncio.TimerHandle | None = None
         self.deltas_sent = 0
         self.resyncs_sent = 0
@@ -149,6 +150,8 @@ class SnapshotPublisher:
             refs.clear()
 
         for g, kind, subject, where in events:
+            if kind in (NODE_UPSERTED, NODE_REMOVED):
+                self._node_generation = g
             if kind == NODE_UPSERTED:
                 if subject.name in nodes and nodes[subject.name] is None:
                     cut()  # removed then re-added: the re-add must follow the removal
@@ -179,7 +182,7 @@ class SnapshotPublisher:
         pods: dict[str, tuple[Pod, str] | None],
         refs: dict[str, Any],
     ) -> Any:
-        delta = pb.handle.SnapshotDelta(generation=generation)
+        delta = pb.handle.SnapshotDelta(generation=generation, node_generation=self._node_generation)
         ids: dict[str, int] = {}
         for name, up in nodes.items():
             if up is None:
@@ -215,7 +218,8 @@ class SnapshotPublisher:
     def full_resync(self) -> Any:
         """The whole table as one ``full_resync`` delta at the current generation."""
         snap = self.table.snapshot()
-        delta = pb.handle.SnapshotDelta(generation=snap.generation, full_resync=True)
+        delta = pb.handle.SnapshotDelta(generation=snap.generation, full_resync=True,
+                                        node_generation=snap.table.generation)
         names = snap.table.names
         ids = snap.table.ids.tolist()
         for row, node in enumerate(snap.table.nodes):

@@ -272,6 +272,7 @@ class Endpoint:
         # dns:/// targets are looked up at connect and every resolveInterval after; plain addresses stay.
         self.replicas = [_Replica(self, a) for a in config.addresses if not _is_dns(a)]
         self.manifests: dict[str, Any] = {}
+        self.nodes_only = False
         self.adapters: list[RemotePlugin] = []
         self._next = 0
         self._resolver: asyncio.Task[None] | None = None
@@ -385,6 +386,8 @@ class Endpoint:
         if not first:
             raise RemotePluginsError(f"{self.where(self.replicas[0])} serves no plugins")
         self.manifests = first
+        # Its snapshot-reading plugins all read node objects only: its hosts follow the mirror nodes-only.
+        self.nodes_only = all(m.nodes_only for m in first.values() if m.needs_snapshot)
 
     async def _handshake_with_retries(self, replica: _Replica) -> Any:
         loop = asyncio.get_running_loop()
@@ -691,14 +694,18 @@ class RemotePlugin(Plugin):
     def _ctx(self, state: CycleState, pod: Pod) -> Any:
         snapshot = state.snapshot
         generation = snapshot.generation if snapshot is not None else 0
+        node_generation = snapshot.table.generation if snapshot is not None else 0
         if self.needs_snapshot and self.publisher is not None:
-            self.publisher.publish_up_to(generation)
+            # A host that reads node objects only answers once it has the cycle's node set: the pod
+            # placements since can follow with the next timed delta instead of before this call.
+            self.publisher.publish_up_to(node_generation if self.endpoint.nodes_only else generation)
         join_cycle(state, self.name)  # this plugin may now use the cycle's CycleState
         ctx = pb.plugin.CycleContext(
             cycle_id=state.cycle_id,
             plugin=self.name,
             profile=self.profile,
             snapshot_generation=generation,
+            node_generation=node_generation,
             pod=self._pod_proto(state, pod),
             state=entries_for(state, self.state_keys, plugin=self.name) if self.state_keys else (),
             attempt=state.attempt,

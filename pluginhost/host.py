@@ -218,6 +218,7 @@ def manifest_of(cls: type) -> Any:
         filter_and_score=filter_and_score,
         needs_snapshot=bool(needs_snapshot),
         lookahead=lookahead,
+        nodes_only=lookahead or bool(getattr(cls, "nodes_only", False)),
     )
     msg.debug_paths.extend(_class_debug_paths(cls, where))
     if issubclass(cls, EnqueueExtensions):
@@ -433,7 +434,15 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         snapshot: Snapshot | None = None
         if hosted.manifest.needs_snapshot:
             mirror = self.host.mirror
-            if exact:
+            if exact and self.host.nodes_only and ctx.node_generation:
+                # Node objects are all this host's plugins read: any snapshot with the cycle's node
+                # set will do, so no waiting for the placements of the pods before this one.
+                try:
+                    snapshot = await mirror.with_nodes_of(ctx.node_generation, ctx.snapshot_generation,
+                                                          self.host.mirror_wait)
+                except MirrorError as exc:
+                    raise _CallError(grpc.StatusCode.UNAVAILABLE, str(exc)) from None
+            elif exact:
                 try:
                     snapshot = await mirror.wait_for(ctx.snapshot_generation, self.host.mirror_wait)
                 except MirrorError as exc:
@@ -857,7 +866,7 @@ class _Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         except MirrorError as exc:
             raise _CallError(grpc.StatusCode.UNAVAILABLE, str(exc)) from None
         reply = pb.plugin.LookaheadReply(
-            seq=req.seq, generation=snapshot.generation, node_ids=snapshot.table.ids.astype("<u4").tobytes()
+            seq=req.seq, generation=self.host.mirror.generation, node_ids=snapshot.table.ids.astype("<u4").tobytes()
         )
         everything = NodeBatch(snapshot, np.arange(len(snapshot), dtype=np.int64))
         self.host.lookahead_pods += len(req.pods)
@@ -1028,10 +1037,7 @@ async def _verdict(inst: Any, state: CycleState, pod: Pod, batch: NodeBatch, ver
 _SCORE_WIDTHS = tuple(
     (d, int(np.iinfo(d).min), int(np.iinfo(d).max), np.dtype(d).itemsize) for d in ("<i1", "<i2", "<i4", "<i8")
 )
-_NODE_ONLY_POINTS = {
-    E.EXTENSION_POINT_FILTER, E.EXTENSION_POINT_SCORE, E.EXTENSION_POINT_NORMALIZE_SCORE,
-    E.EXTENSION_POINT_ENQUEUE_EXTENSIONS,
-}  # lookahead scores go in the narrowest that holds them
+ # lookahead scores go in the narrowest that holds them
 
 
 def _fill_filter_reply(reply: Any, res: FilterResult) -> None:
@@ -1072,12 +1078,9 @@ class PluginHost:
             self.plugins[manifest.name] = _Hosted(cls, manifest)
         if not self.plugins:
             raise PluginDefinitionError("a plugin host needs at least one plugin class")
-        # Every plugin reading the snapshot declared lookahead and reads it only in Filter/Score: the
+        # Every plugin reading the snapshot reads node objects only (nodes_only, or lookahead): the
         # mirror needs nodes, not the pods placed on them.
-        self.nodes_only = all(
-            h.manifest.lookahead and set(h.manifest.points) <= _NODE_ONLY_POINTS
-            for h in self.plugins.values() if h.manifest.needs_snapshot
-        )
+        self.nodes_only = all(h.manifest.nodes_only for h in self.plugins.values() if h.manifest.needs_snapshot)
         self.listen = listen
         self.mirror_wait = mirror_wait
         self.mirror = SnapshotMirror()

@@ -90,6 +90,7 @@ class SnapshotMirror:
         self.retain = retain
         self.table = ClusterTable()
         self.generation = 0  # the framework generation applied last; 0: nothing yet
+        self.node_generation = 0  # the framework generation of the last delta that changed nodes
         self.resyncs = 0
         self.deltas = 0
         self._names: dict[int, str] = {}  # node id -> name
@@ -102,6 +103,7 @@ class SnapshotMirror:
         """Forget everything (a new framework, or a resync to come)."""
         self.table = ClusterTable()
         self.generation = 0
+        self.node_generation = 0
         self._names.clear()
         self._snapshots.clear()
 
@@ -134,6 +136,9 @@ class SnapshotMirror:
                 log.warning("snapshot delta %d places pod %s on unknown node %r",
                             delta.generation, pod.key, placement.node_name)
         self.generation = int(delta.generation)
+        if delta.full_resync or len(delta.nodes) or len(delta.removed_node_ids):
+            # (a framework that does not say when its nodes changed: the delta's own generation)
+            self.node_generation = int(delta.node_generation) or self.generation
         self.deltas += 1
         self._snapshots[self.generation] = table.snapshot()
         while len(self._snapshots) > self.retain:
@@ -170,6 +175,21 @@ class SnapshotMirror:
         to ``timeout`` seconds."""
         await self._reach(generation, timeout)
         return self.latest()
+
+    async def with_nodes_of(self, node_generation: int, generation: int, timeout: float) -> Snapshot:
+        """A snapshot whose node set is the one of framework generation ``node_generation`` (the last
+        node change at or before ``generation``): the snapshot of ``generation`` if held, else the
+        latest once the mirror has reached ``node_generation`` with no node change since."""
+        await self._reach(node_generation, timeout)
+        exact = self._snapshots.get(generation)
+        if exact is not None:
+            return exact
+        if self.node_generation <= node_generation:
+            return self.latest()
+        raise MirrorError(
+            f"the nodes changed since snapshot generation {generation} (the mirror is at generation "
+            f"{self.generation}, its last node change at {self.node_generation})"
+        )
 
     async def _reach(self, generation: int, timeout: float) -> None:
         loop = asyncio.get_running_loop()

@@ -666,3 +666,114 @@ def test_peek_returns_what_the_next_pops_return(case: str, steps: list[tuple[Any
     assert popped == want
     assert attempts == [0] * len(want)
     assert active == len({s[1] for s in steps if s[0] == "add"} - {s[1] for s in steps if s[0] == "delete"})
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hosts whose plugins read node objects only
+
+
+class NodesOnlyTier(BenchTier):
+    """The tier plugin answering in each cycle, declaring that it reads node objects only."""
+
+    name = "BenchTier"
+    nodes_only = True
+
+
+@pytest.mark.parametrize(
+    ("cls", "lookahead", "nodes_only"),
+    [(PlainTier, False, False), (NodesOnlyTier, False, True), (AheadTier, True, True)],
+    ids=["plain", "nodes only", "lookahead implies nodes only"],
+)
+def test_nodes_only_manifest(cls: type, lookahead: bool, nodes_only: bool) -> None:
+    manifest = manifest_of(cls)
+    assert (manifest.lookahead, manifest.nodes_only) == (lookahead, nodes_only)
+
+
+def test_a_nodes_only_host_follows_nodes_and_answers_without_waiting_for_placements() -> None:
+    names = [f"n{i:02d}" for i in range(12)]
+
+    async def main() -> dict[str, Any]:
+        host = await PluginHost([NodesOnlyTier], listen="127.0.0.1:0").start()
+        rig = await tier_rig(host.address, filter=30.0, score=30.0)
+        s = rig.scheduler
+        try:
+            assert host.nodes_only and rig.remote.endpoints[0].nodes_only
+            await s.apply([*nodes({"g0": ("gold", "4"), "s0": ("silver", "4"), "b0": ("bronze", "16"),
+                                   "u0": (None, "16")}), *pods(names)])
+            task = asyncio.create_task(s.run())
+            try:
+                uids = [f"uid-{n}" for n in names]
+                await until(lambda: settled(s, uids) and not s.leaks()["binding_cycles"], 30, "the pods to settle")
+            finally:
+                await s.stop()
+                await asyncio.wait_for(task, 10)
+            assert rig.remote.publisher is not None
+            rig.remote.publisher.publish_all()
+            await until(lambda: host.mirror.generation == s.cache.snapshot().generation, 10, "the mirror to catch up")
+            latest = host.mirror.latest()
+            stats = adapter(rig).stats
+            return {
+                "counts": counts(s),
+                # The host's mirror has the nodes (and their generation) but none of the pods placed.
+                "mirror": (sorted(latest.names), sum(len(p) for p in latest.pods)),
+                "framework pods placed": sum(len(p) for p in s.cache.snapshot().pods),
+                "filter calls": stats["Filter"].calls,
+                "errors": [ev for ev in s.recent_events() if ev.type == "Error"],
+                "leaks": s.leaks(),
+            }
+        finally:
+            await rig.close()
+            await host.stop(0.5)
+
+    got = asyncio.run(main())
+    assert got["counts"] == {"b0": 4, "g0": 4, "s0": 4}
+    assert got["mirror"] == (["b0", "g0", "s0", "u0"], 0)
+    assert got["framework pods placed"] == 12
+    assert got["filter calls"] == 12
+    assert got["errors"] == []
+    assert got["leaks"] == NO_LEAKS
+
+
+def test_mirror_with_nodes_of_a_generation() -> None:
+    from framework.mirror import SnapshotPublisher
+    from pluginhost.mirror import MirrorError, SnapshotMirror
+    from pluginhost.snapshot import ClusterTable
+
+    async def main() -> list[Any]:
+        table = ClusterTable()
+        for n in nodes({"a": ("gold", "4")}):
+            assert isinstance(n, Node)
+            table.upsert_node(n)
+        publisher = SnapshotPublisher(table, flush_delay=3600)
+        follower = publisher.follow(0, "t", nodes_only=True)
+        mirror = SnapshotMirror(retain=1)
+        mirror.apply(await anext(follower))
+        node_gen = table.generation
+        for p in pods(["x", "y"]):
+            table.place_pod(p, "a")
+        publisher.publish_all()
+        mirror.apply(await anext(follower))
+        out: list[Any] = []
+        # Generation node_gen + 1 was never sent on its own (one delta brought both pods): the latest
+        # snapshot has the same nodes, so it serves a cycle of that generation.
+        snap = await mirror.with_nodes_of(node_gen, node_gen + 1, 1.0)
+        out.append((mirror.generation, list(snap.names), mirror.node_generation, snap is mirror.latest()))
+        for n in nodes({"b": ("silver", "4")}):
+            assert isinstance(n, Node)
+            table.upsert_node(n)
+        publisher.publish_all()
+        mirror.apply(await anext(follower))
+        try:
+            await mirror.with_nodes_of(node_gen, node_gen + 1, 1.0)
+        except MirrorError as exc:
+            out.append(str(exc))
+        out.append(((await mirror.with_nodes_of(table.generation, table.generation, 1.0)).names, mirror.node_generation))
+        await follower.aclose()
+        return out
+
+    got = asyncio.run(main())
+    assert got == [
+        (3, ["a"], 1, True),
+        "the nodes changed since snapshot generation 2 (the mirror is at generation 4, its last node change at 4)",
+        (("a", "b"), 4),
+    ]

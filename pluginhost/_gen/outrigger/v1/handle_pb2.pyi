@@ -147,17 +147,19 @@ class NodeUpsert(_message.Message):
     def __init__(self, id: _Optional[int] = ..., node: _Optional[_Union[_types_pb2.Node, _Mapping]] = ...) -> None: ...
 
 class SnapshotDelta(_message.Message):
-    __slots__ = ("generation", "full_resync", "nodes", "removed_node_ids", "pods_added", "pods_removed")
+    __slots__ = ("generation", "full_resync", "nodes", "removed_node_ids", "pods_added", "pods_removed", "node_generation")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     FULL_RESYNC_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     REMOVED_NODE_IDS_FIELD_NUMBER: _ClassVar[int]
     PODS_ADDED_FIELD_NUMBER: _ClassVar[int]
     PODS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    NODE_GENERATION_FIELD_NUMBER: _ClassVar[int]
     generation: int
     full_resync: bool
     nodes: _containers.RepeatedCompositeFieldContainer[NodeUpsert]
     removed_node_ids: _containers.RepeatedScalarFieldContainer[int]
     pods_added: _containers.RepeatedCompositeFieldContainer[_types_pb2.PodPlacement]
     pods_removed: _containers.RepeatedCompositeFieldContainer[_types_pb2.PodRef]
-    def __init__(self, generation: _Optional[int] = ..., full_resync: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[NodeUpsert, _Mapping]]] = ..., removed_node_ids: _Optional[_Iterable[int]] = ..., pods_added: _Optional[_Iterable[_Union[_types_pb2.PodPlacement, _Mapping]]] = ..., pods_removed: _Optional[_Iterable[_Union[_types_pb2.PodRef, _Mapping]]] = ...) -> None: ...
+    node_generation: int
+    def __init__(self, generation: _Optional[int] = ..., full_resync: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[NodeUpsert, _Mapping]]] = ..., removed_node_ids: _Optional[_Iterable[int]] = ..., pods_added: _Optional[_Iterable[_Union[_types_pb2.PodPlacement, _Mapping]]] = ..., pods_removed: _Optional[_Iterable[_Union[_types_pb2.PodRef, _Mapping]]] = ..., node_generation: _Optional[int] = ...) -> None: ...

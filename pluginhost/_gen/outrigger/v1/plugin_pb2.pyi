@@ -71,7 +71,7 @@ class HandshakeRequest(_message.Message):
     def __init__(self, framework_version: _Optional[str] = ..., profile: _Optional[str] = ..., framework_address: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class PluginManifest(_message.Message):
-    __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events", "debug_paths", "lookahead")
+    __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events", "debug_paths", "lookahead", "nodes_only")
     NAME_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
     STATE_KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +81,7 @@ class PluginManifest(_message.Message):
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     DEBUG_PATHS_FIELD_NUMBER: _ClassVar[int]
     LOOKAHEAD_FIELD_NUMBER: _ClassVar[int]
+    NODES_ONLY_FIELD_NUMBER: _ClassVar[int]
     name: str
     points: _containers.RepeatedScalarFieldContainer[ExtensionPoint]
     state_keys: _containers.RepeatedScalarFieldContainer[str]
@@ -90,7 +91,8 @@ class PluginManifest(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[_types_pb2.ClusterEventWithHint]
     debug_paths: _containers.RepeatedScalarFieldContainer[str]
     lookahead: bool
-    def __init__(self, name: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ExtensionPoint, str]]] = ..., state_keys: _Optional[_Iterable[str]] = ..., preferred_batch_size: _Optional[int] = ..., filter_and_score: _Optional[bool] = ..., needs_snapshot: _Optional[bool] = ..., events: _Optional[_Iterable[_Union[_types_pb2.ClusterEventWithHint, _Mapping]]] = ..., debug_paths: _Optional[_Iterable[str]] = ..., lookahead: _Optional[bool] = ...) -> None: ...
+    nodes_only: bool
+    def __init__(self, name: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ExtensionPoint, str]]] = ..., state_keys: _Optional[_Iterable[str]] = ..., preferred_batch_size: _Optional[int] = ..., filter_and_score: _Optional[bool] = ..., needs_snapshot: _Optional[bool] = ..., events: _Optional[_Iterable[_Union[_types_pb2.ClusterEventWithHint, _Mapping]]] = ..., debug_paths: _Optional[_Iterable[str]] = ..., lookahead: _Optional[bool] = ..., nodes_only: _Optional[bool] = ...) -> None: ...
 
 class HandshakeResponse(_message.Message):
     __slots__ = ("plugins", "host_version", "features")
@@ -119,7 +121,7 @@ class ConfigureReply(_message.Message):
     def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class CycleContext(_message.Message):
-    __slots__ = ("cycle_id", "plugin", "profile", "snapshot_generation", "pod", "state", "attempt", "trace_context", "node_view")
+    __slots__ = ("cycle_id", "plugin", "profile", "snapshot_generation", "pod", "state", "attempt", "trace_context", "node_view", "node_generation")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +138,7 @@ class CycleContext(_message.Message):
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     NODE_VIEW_FIELD_NUMBER: _ClassVar[int]
+    NODE_GENERATION_FIELD_NUMBER: _ClassVar[int]
     cycle_id: str
     plugin: str
     profile: str
@@ -145,7 +148,8 @@ class CycleContext(_message.Message):
     attempt: int
     trace_context: _containers.ScalarMap[str, str]
     node_view: NodeView
-    def __init__(self, cycle_id: _Optional[str] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., snapshot_generation: _Optional[int] = ..., pod: _Optional[_Union[_types_pb2.Pod, _Mapping]] = ..., state: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., attempt: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., node_view: _Optional[_Union[NodeView, _Mapping]] = ...) -> None: ...
+    node_generation: int
+    def __init__(self, cycle_id: _Optional[str] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., snapshot_generation: _Optional[int] = ..., pod: _Optional[_Union[_types_pb2.Pod, _Mapping]] = ..., state: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., attempt: _Optional[int] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., node_view: _Optional[_Union[NodeView, _Mapping]] = ..., node_generation: _Optional[int] = ...) -> None: ...
 
 class CycleRequest(_message.Message):
     __slots__ = ("ctx",)
