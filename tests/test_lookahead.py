@@ -767,7 +767,8 @@ def test_mirror_with_nodes_of_a_generation() -> None:
             await mirror.with_nodes_of(node_gen, node_gen + 1, 1.0)
         except MirrorError as exc:
             out.append(str(exc))
-        out.append(((await mirror.with_nodes_of(table.generation, table.generation, 1.0)).names, mirror.node_generation))
+        now = await mirror.with_nodes_of(table.generation, table.generation, 1.0)
+        out.append((now.names, mirror.node_generation))
         await follower.aclose()
         return out
 
