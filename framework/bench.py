@@ -645,8 +645,16 @@ class RemoteStreamsScenario(RemotePluginScenario):
     """``remote`` with the plugin not declaring lookahead: each cycle exchanges Filter (with scores)."""
 
     name = "remote-streams"
-    description = "remote without lookahead: one Filter exchange (scores included) on a kept-open stream per cycle"
+    description = (
+        "remote without lookahead: one Filter exchange (scores included) on a kept-open stream per cycle; "
+        "5000 measured pods"
+    )
     TARGET = "framework.bench:RemoteStreamsBenchTier"
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        if quick:
+            return [RunSpec(self.name, nodes=200, init_pods=100, measure_pods=500)]
+        return [RunSpec(self.name, nodes=5000, init_pods=1000, measure_pods=5000)]  # bounds `make bench`
 
 
 class HeavyScore(ScorePlugin):
