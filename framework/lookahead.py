@@ -217,7 +217,16 @@ class Lookahead:
         scheduler look at the queue?"""
         self.cycles += 1
         if len(self.requests) >= MAX_REQUESTS:
-            return False
+            oldest_request = next(iter(self.requests.values()))
+            if time.perf_counter() - oldest_request.sent <= self.adapter._deadline("filter"):
+                return False
+            # No answer within the Filter deadline: the host is stalled (or the stream is): start over.
+            stream = self.streams.get(oldest_request.replica)
+            if stream is not None:
+                self._broken(oldest_request.replica, stream, "no answer within the Filter deadline")
+            else:
+                _settle(self.requests.pop(next(iter(self.requests))).entries, retry=True)
+            return len(self.requests) < MAX_REQUESTS
         if len(self.entries) < REFILL:
             return True
         oldest = next(iter(self.entries.values()))
@@ -358,8 +367,10 @@ class Lookahead:
         if stream.broken:
             return
         stream.broken = True
-        if stream.writer is not None and stream.writer is not asyncio.current_task():
-            stream.writer.cancel()
+        stream.call.cancel()
+        for task in (stream.writer, stream.reader):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
         if self.streams.get(replica) is stream:
             del self.streams[replica]
         for seq in [s for s, r in self.requests.items() if r.replica is replica]:

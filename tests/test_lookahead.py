@@ -778,3 +778,58 @@ def test_mirror_with_nodes_of_a_generation() -> None:
         "the nodes changed since snapshot generation 2 (the mirror is at generation 4, its last node change at 4)",
         (("a", "b"), 4),
     ]
+
+
+def test_a_host_that_stops_answering_lookahead_is_worked_around_and_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first Lookahead requests hang (a stalled stream): their pods' cycles wait at most the Filter
+    deadline and call Filter; once the oldest request is older than the deadline the stream is dropped
+    and asking starts over on a new one, which answers."""
+    stalled: list[int] = []
+    release = asyncio.Event()
+
+    class Stalling(host_module._Servicer):
+        async def _lookahead(self, req: Any) -> Any:
+            if req.seq < 2:  # the first stream's requests
+                stalled.append(req.seq)
+                await release.wait()  # until the test ends
+            return await super()._lookahead(req)
+
+    monkeypatch.setattr(host_module, "_Servicer", Stalling)
+    first, second = [f"s{i:02d}" for i in range(4)], [f"t{i:02d}" for i in range(20)]
+
+    async def main() -> dict[str, Any]:
+        host = await PluginHost([AheadTier], listen="127.0.0.1:0").start()
+        rig = await tier_rig(host.address, filter=0.5, score=30.0)
+        s = rig.scheduler
+        la = ahead(rig)
+        try:
+            await s.apply([*nodes({"g0": ("gold", "64"), "u0": (None, "64")}), *pods(first)])
+            task = asyncio.create_task(s.run())
+            try:
+                await until(lambda: settled(s, [f"uid-{n}" for n in first]), 30, "the first pods to settle")
+                stalled_phase = {"hits": la.hits, "filter_calls": adapter(rig).stats["Filter"].calls}
+                await asyncio.sleep(0.6)  # the stalled requests are now older than the Filter deadline
+                await s.apply(pods(second))
+                await until(lambda: settled(s, [f"uid-{n}" for n in second]) and not s.leaks()["binding_cycles"],
+                            30, "the second pods to settle")
+            finally:
+                await s.stop()
+                await asyncio.wait_for(task, 10)
+            return {"stalled": stalled_phase, "counts": counts(s), "stalled_requests": len(stalled),
+                    "hits_after": la.hits - stalled_phase["hits"], "leaks": s.leaks()}
+        finally:
+            release.set()
+            await rig.close()
+            await host.stop(0.5)
+
+    got = asyncio.run(main())
+    assert got["counts"] == {"g0": 24}
+    assert got["stalled_requests"] == 1  # the second request waited behind the first, unread
+    # While stalled: no answer used, every first pod filtered over its own stream.
+    assert got["stalled"] == {"hits": 0, "filter_calls": 4}
+    # After: a new stream answers; all but the first cycle of the burst (asked in its own cycle and
+    # possibly not answered in time) use an answer.
+    assert got["hits_after"] >= len(second) - 1
+    assert got["leaks"] == NO_LEAKS
