@@ -990,6 +990,12 @@ class RemotePlugin(Plugin):
 
     async def _send_part(self, method: str, replica: _Replica, state: CycleState, pod: Pod, data: _CycleData,
                          window: _Window, lo: int, hi: int, stat: PointStats) -> None:
+        stream, request = await self._part(method, replica, state, pod, data, window, lo, hi, stat)
+        await self._write(method, stream, request)
+
+    async def _part(self, method: str, replica: _Replica, state: CycleState, pod: Pod, data: _CycleData,
+                    window: _Window, lo: int, hi: int, stat: PointStats) -> tuple[_NodeStream, Any]:
+        """The message carrying nodes ``lo:hi`` of ``window`` to ``replica``, counted as pending there."""
         stream = await self._stream_for(method, replica, state, pod, data, stat)
         batch = window.batch
         if stream.start is not None:  # the cycle's first batch rides in its start message
@@ -1008,8 +1014,13 @@ class RemotePlugin(Plugin):
         stat.batches += 1
         window.pending.setdefault(stream, {})[stream.seq] = (lo, hi)
         stream.seq += 1
+        return stream, request
+
+    @staticmethod
+    async def _write(method: str, stream: _NodeStream, *requests: Any) -> None:
         try:
-            await stream.call.write(request)
+            for request in requests:
+                await stream.call.write(request)
         except (grpc.RpcError, asyncio.InvalidStateError) as exc:
             stream.broken = True
             raise _StreamBroken(f"cannot send a {method} batch: {_why(exc)}") from None
@@ -1020,6 +1031,7 @@ class RemotePlugin(Plugin):
         window = _Window(batch, want_scores=method == "Score" or bool(data.with_scores))
         ordered = self.endpoint.usable(state.cycle_id)
         replicas = ordered[: self.endpoint.spread(ordered)]
+        outgoing: dict[_NodeStream, list[Any]] = {}
         for i, (lo, hi) in enumerate(self._batches(batch, len(replicas))):
             replica = replicas[i % len(replicas)]
             if replica in window.tried:
@@ -1029,11 +1041,23 @@ class RemotePlugin(Plugin):
                                             grpc.StatusCode.UNAVAILABLE)
                 replica = others[0]
             try:
-                await self._send_part(method, replica, state, pod, data, window, lo, hi, stat)
-            except _StreamBroken as exc:
-                sent = any((lo, hi) in spans.values() for st, spans in window.pending.items() if st.replica is replica)
-                await self._failover(method, state, pod, data, window, replica, str(exc), stat,
-                                     [] if sent else [(lo, hi)])
+                stream, request = await self._part(method, replica, state, pod, data, window, lo, hi, stat)
+            except _StreamBroken as exc:  # no stream to it: nothing of this part was sent
+                await self._failover(method, state, pod, data, window, replica, str(exc), stat, [(lo, hi)])
+                continue
+            outgoing.setdefault(stream, []).append(request)
+        # The replicas' writes go out together: a write completes only after a trip through gRPC's
+        # poller, and the replica written second would otherwise start that much later.
+        streams = list(outgoing)
+        if len(streams) == 1:
+            failed: list[BaseException | None] = [await _caught(self._write(method, streams[0], *outgoing[streams[0]]))]
+        else:
+            failed = list(await asyncio.gather(
+                *(_caught(self._write(method, s, *outgoing[s])) for s in streams)
+            ))
+        for stream, broke in zip(streams, failed, strict=True):
+            if broke is not None and stream in window.pending:  # its batches are pending: send them elsewhere
+                await self._failover(method, state, pod, data, window, stream.replica, str(broke), stat, [])
         return window
 
     async def _failover(self, method: str, state: CycleState, pod: Pod, data: _CycleData, window: _Window,
@@ -1430,6 +1454,15 @@ class RemotePlugin(Plugin):
 
     async def before_post_filter(self, state: CycleState, pod: Pod, snapshot: Any) -> tuple[Any, Status]:
         return await self._transform_nodes("BeforePostFilter", "postFilter", state, pod, None)
+
+
+async def _caught(write: Awaitable[None]) -> BaseException | None:
+    """The :class:`_StreamBroken` a write raised, or None."""
+    try:
+        await write
+    except _StreamBroken as exc:
+        return exc
+    return None
 
 
 def _converted(state: CycleState, key: str, obj: Any, convert: Callable[[Any], Any]) -> Any:
