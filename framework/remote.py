@@ -606,12 +606,10 @@ class _CycleData:
     states) gets an empty one: a what-if never shares the original's streams.
     """
 
-    __slots__ = ("in_flight", "looked", "score_rows", "score_values", "streams", "verdict", "with_scores")
+    __slots__ = ("in_flight", "score_rows", "score_values", "streams", "with_scores")
 
     def __init__(self) -> None:
         self.streams: dict[tuple[str, _Replica], _NodeStream] = {}
-        self.looked = False  # the lookahead answer for the cycle's pod was taken (framework.lookahead)
-        self.verdict: Verdict | None = None
         self.score_rows: list[npt.NDArray[np.int64]] = []
         self.score_values: list[npt.NDArray[np.int64]] = []
         self.with_scores: bool | None = None
@@ -622,6 +620,7 @@ class _CycleData:
 
 
 _VALID_CODES = max(int(c) for c in Code)
+_NOT_TAKEN = object()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -651,6 +650,7 @@ class RemotePlugin(Plugin):
         self.publisher: SnapshotPublisher | None = None
         self.services: FrameworkServices | None = None
         self._data_key = _STATE_PREFIX + self.name
+        self._ahead_key = _STATE_PREFIX + "ahead/" + self.name  # the cycle's lookahead answer, once taken
         self._informational: set[asyncio.Task[None]] = set()
         # Answers asked for ahead of the pods' cycles, for plugins that declared lookahead (the host
         # checked that their Filter/Score read no CycleState).
@@ -1188,7 +1188,7 @@ class RemotePlugin(Plugin):
         if self.ahead is not None:
             verdict = await self._verdict(state, pod, batch)
             if verdict is not None and verdict.codes is not None:
-                self._stat("Filter (lookahead)").record(0.0)
+                self._stat("Filter (lookahead)").calls += 1  # no exchange: counted, not timed
                 return verdict.filter_result(batch.rows)
         data = self._filter_data(state)
         stat = self._stat("Filter")
@@ -1212,9 +1212,8 @@ class RemotePlugin(Plugin):
         view = state.get(VIEW_STATE_KEY)
         if isinstance(view, NodeView) and view:
             return None
-        data = self._data(state)
-        if not data.looked:
-            data.looked = True
+        taken = state.get(self._ahead_key, _NOT_TAKEN)
+        if taken is _NOT_TAKEN:
             assert self.ahead is not None
             got = self.ahead.take(pod, batch.snapshot.table)
             if isinstance(got, asyncio.Future):  # asked for, on its way
@@ -1228,9 +1227,11 @@ class RemotePlugin(Plugin):
                     if task is not None and task.cancelling():
                         raise  # this cycle is being cancelled
                     got = self.ahead.counted(None)  # the answer was dropped (stale, or the plugin closing)
-            data.verdict = got
-        verdict = data.verdict
-        return verdict if verdict is not None and batch.snapshot.table is self._table_of(state) else None
+            state.write(self._ahead_key, got)
+            taken = got
+        if taken is None or batch.snapshot.table is not self._table_of(state):
+            return None
+        return taken  # type: ignore[no-any-return]
 
     @staticmethod
     def _table_of(state: CycleState) -> Any:
@@ -1297,7 +1298,7 @@ class RemotePlugin(Plugin):
         if self.ahead is not None:
             verdict = await self._verdict(state, pod, batch)
             if verdict is not None and verdict.scores is not None:
-                self._stat("Score (lookahead)").record(0.0)
+                self._stat("Score (lookahead)").calls += 1
                 return verdict.scores[batch.rows]
         data = state.get(self._data_key)
         if isinstance(data, _CycleData) and data.score_rows:
