@@ -531,7 +531,11 @@ class PluginHost {
       this.framework = new FrameworkClient(this.proto, req.framework_address);
     }
     if (this.framework !== null) this.framework.credential = req.credential || '';
-    return { plugins: [...this.plugins.values()].map((h) => h.manifest), host_version: HOST_VERSION };
+    return {
+      plugins: [...this.plugins.values()].map((h) => h.manifest),
+      host_version: HOST_VERSION,
+      features: ['start-batch'],
+    };
   }
 
   _configure(req) {
@@ -659,11 +663,14 @@ class PluginHost {
       closed = true;
       rpc.emit('error', { code, details: message });
     };
-    const onMessage = async (msg) => {
+    const onMessage = async (received) => {
       if (closed || rpc.cancelled) return;
+      let msg = received;
       if (msg.msg === 'start') {
         cycle = this._openCycle(point, msg.start);
-        return;
+        // The "start-batch" feature: the cycle's first batch may ride in its start message.
+        if (!msg.start.batch) return;
+        msg = { msg: 'batch', batch: msg.start.batch };
       }
       if (msg.msg !== 'batch') {
         fail(grpc.status.INVALID_ARGUMENT, `a ${point} stream message must be a start or a batch`);
