@@ -358,6 +358,12 @@ class Scheduler:
                 action = "created" if uid is None else "configured"
                 if uid is not None:
                     obj.uid = uid
+                    old = self.pods[uid].pod
+                    if old.node_name and not obj.node_name:
+                        obj = dataclasses.replace(obj, node_name=old.node_name)  # the binding stays
+                    if obj.raw and obj.raw == old.raw:
+                        results.append(ApplyResult("Pod", obj.namespace, obj.name, obj.uid, "unchanged"))
+                        continue
                 if not dry_run:
                     await self._apply_pod(obj)
                 results.append(ApplyResult("Pod", obj.namespace, obj.name, obj.uid, action))
@@ -442,7 +448,9 @@ class Scheduler:
                     raise ApplyError(f"{ident}: uid {obj.uid!r} is already used by pod {other}")
                 if uid is not None:
                     rec = self.pods[uid]
-                    if rec.pod.node_name and obj.node_name != rec.pod.node_name:
+                    # A manifest without nodeName leaves the binding alone (as kubectl apply leaves a
+                    # field it never set); one naming another node would move a bound pod.
+                    if rec.pod.node_name and obj.node_name and obj.node_name != rec.pod.node_name:
                         raise ApplyError(
                             f"{ident}: spec.nodeName is immutable once bound (bound to {rec.pod.node_name!r})"
                         )

@@ -277,6 +277,36 @@ def test_pod_may_name_a_node_applied_in_the_same_request_or_keep_its_deleted_nod
     run(body)
 
 
+def test_reapplying_a_bound_pod_keeps_its_binding_and_reports_unchanged() -> None:
+    """Like kubectl apply: a manifest without nodeName leaves the binding alone, the same manifest
+    again is "unchanged", and naming another node is refused."""
+
+    async def body(server: Server, channel: Any) -> None:
+        stub = pb.scheduler_grpc.SchedulerStub(channel)
+
+        async def apply(*objs: dict[str, Any]) -> list[tuple[str, str]]:
+            reply = await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(*objs)]), timeout=10)
+            return [(a.ref.name, a.action) for a in reply.applied]
+
+        await apply(*_SEEDED, _node_obj("n2"))
+        labelled = _pod_obj("bound", "pod-1")
+        labelled["metadata"]["labels"] = {"tier": "web"}
+        assert await apply(labelled) == [("bound", "configured")]
+        assert await apply(labelled) == [("bound", "unchanged")]
+        assert await apply(_node_obj("n2")) == [("n2", "configured")]
+        rec = server.scheduler.get_pod("default", "bound")
+        assert rec is not None
+        assert (rec.pod.node_name, rec.pod.labels, rec.phase) == ("n1", {"tier": "web"}, "Bound")
+        before = _state(server)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await apply(_pod_obj("bound", "pod-1", "n2"))
+        assert (err.value.code(), err.value.details()) == (
+            grpc.StatusCode.INVALID_ARGUMENT, "Pod default/bound: spec.nodeName is immutable once bound (bound to 'n1')")
+        assert _state(server) == before
+
+    run(body)
+
+
 def test_watch_refuses_unknown_event_types() -> None:
     async def body(server: Server, channel: Any) -> None:
         stub = pb.scheduler_grpc.SchedulerStub(channel)
