@@ -300,8 +300,8 @@ def test_reapplying_a_bound_pod_keeps_its_binding_and_reports_unchanged() -> Non
         before = _state(server)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await apply(_pod_obj("bound", "pod-1", "n2"))
-        assert (err.value.code(), err.value.details()) == (
-            grpc.StatusCode.INVALID_ARGUMENT, "Pod default/bound: spec.nodeName is immutable once bound (bound to 'n1')")
+        message = "Pod default/bound: spec.nodeName is immutable once bound (bound to 'n1')"
+        assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
         assert _state(server) == before
 
     run(body)
