@@ -66,6 +66,7 @@ __all__ = [
     "ScorePlugin",
     "ScoreTransformer",
     "WaitingPod",
+    "check_args",
     "points_of",
     "runs_at",
 ]
@@ -607,3 +608,14 @@ def points_of(plugin: object | type) -> frozenset[str]:
     """The configuration names of the extension points a plugin (or plugin class) implements."""
     cls = plugin if isinstance(plugin, type) else type(plugin)
     return frozenset(point for point, base in POINT_CLASSES.items() if issubclass(cls, base))
+
+
+def check_args(args: Mapping[str, Any] | None, plugin: str, *known: str) -> dict[str, Any]:
+    """``args`` (pluginConfig), refusing keys the plugin does not know: a misspelled key would
+    otherwise be ignored silently. Raises ValueError naming the unknown keys and the known ones."""
+    got = dict(args or {})
+    unknown = sorted(k for k in got if k not in known)
+    if unknown:
+        expected = ", ".join(known) if known else "none"
+        raise ValueError(f"plugin {plugin} does not know args {', '.join(unknown)} (known: {expected})")
+    return got

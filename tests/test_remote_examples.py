@@ -274,3 +274,22 @@ def test_provisioner_failure_unreserves_across_processes(tmp_path: Path) -> None
     pb = stats["Provisioner"]
     assert pb["Unreserve"].calls >= 3 and pb["PreBind"].errors == 0  # failures are statuses, not RPC errors
     assert s.leaks() == NO_LEAKS
+
+
+@pytest.mark.parametrize(
+    ("cls", "args", "message"),
+    [
+        (Coscheduling, {"permitWaitingTimeSecond": 5},
+         "plugin Coscheduling does not know args permitWaitingTimeSecond (known: permitWaitingTimeSeconds, "
+         "groupTimeoutSeconds, controllerIntervalSeconds)"),
+        (Provisioner, {"root": "/tmp/x", "delay": 1, "Root": "/y"},
+         "plugin Provisioner does not know args Root, delay (known: root, delaySeconds)"),
+        (NodeLabels, {"label": "x"}, "plugin NodeLabels does not know args label (known: none)"),
+    ],
+    ids=["coscheduling-typo", "provisioner-two-unknown", "nodelabels-takes-none"],
+)  # fmt: skip
+def test_example_plugins_refuse_args_they_do_not_know(cls: type, args: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        cls(args, None)
+    assert str(err.value) == message
+    cls({}, None)  # no args: the defaults

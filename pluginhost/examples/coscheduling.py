@@ -54,6 +54,7 @@ from pluginhost.plugin import (
     PreFilterPlugin,
     PreFilterResult,
     ReservePlugin,
+    check_args,
 )
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Status
@@ -89,7 +90,9 @@ class Coscheduling(PreFilterPlugin, ReservePlugin, PermitPlugin, EnqueueExtensio
     name = "Coscheduling"
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
-        args = args or {}
+        args = check_args(
+            args, self.name, "permitWaitingTimeSeconds", "groupTimeoutSeconds", "controllerIntervalSeconds"
+        )
         self.handle = handle
         self.default_timeout = float(args.get("permitWaitingTimeSeconds", 10))
         if self.default_timeout <= 0:

@@ -32,6 +32,7 @@ from pluginhost.plugin import (
     PreFilterPlugin,
     PreFilterResult,
     ScorePlugin,
+    check_args,
 )
 from pluginhost.state import StateValue
 from pluginhost.status import SUCCESS, Code, Status
@@ -70,7 +71,7 @@ class NodeLabels(PreFilterPlugin, FilterPlugin, ScorePlugin):
     filter_and_score = True
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
-        self.args = args or {}
+        self.args = check_args(args, self.name)  # it takes none
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         require = parse_labels(pod.annotations.get(REQUIRE, ""))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pluginhost.model import Pod
-from pluginhost.plugin import CycleState, Handle, PreBindPlugin, ReservePlugin
+from pluginhost.plugin import CycleState, Handle, PreBindPlugin, ReservePlugin, check_args
 from pluginhost.status import SUCCESS, Status
 
 __all__ = ["FAIL", "PROVISION", "Provisioner"]
@@ -40,7 +40,7 @@ class Provisioner(ReservePlugin, PreBindPlugin):
     name = "Provisioner"
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
-        args = args or {}
+        args = check_args(args, self.name, "root", "delaySeconds")
         self.root = Path(args.get("root") or tempfile.mkdtemp(prefix="outrigger-provisioner-"))
         self.root.mkdir(parents=True, exist_ok=True)
         self.delay = float(args.get("delaySeconds", 0.05))
