@@ -3,11 +3,13 @@ and plugin calls, without a line of it in the runtime.
 
 :func:`instrument` wraps, on the instances of one :class:`~framework.scheduler.Scheduler` (never on the
 classes): ``schedule_one`` and ``_binding_cycle`` (the scheduling context: its root span, the result and
-duration metrics), each profile's ``Framework.run_*`` (a span and a duration per extension point), and
-the point methods of each plugin instance (a span per call; the plugin metric for a sample of contexts).
-The runtime stays a loop over plugins with no observability in it, and a scheduler that is not
-instrumented pays nothing. Wrappers are installed only for what is on: tracing or metrics wrap the
-points and plugins; debug scores wrap ``run_score`` and ``run_reserve`` alone.
+duration metrics) and each profile's ``Framework.run_*`` (a span and a duration per extension point).
+Plugin calls are not wrapped: the runtime tells each profile's ``Framework.observer`` (an
+:class:`_Observer` installed here) when a call starts and how it ended, and the observer records it on
+the extension point's span; the calls become child spans, built together when the point ends (the
+plugin metric is observed for a sample of contexts). A scheduler that is not instrumented pays one
+``is None`` test per plugin call. Wrappers are installed only for what is on: tracing or metrics wrap
+the points and install the observer; debug scores wrap ``run_score`` and ``run_reserve`` alone.
 
 Inside a scheduling context the wrappers find it in a contextvar (set by the ``schedule_one`` wrapper and
 copied into the binding cycle's task by asyncio), so explain and other callers outside a cycle run
@@ -26,14 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
-from pluginhost.plugin import ScoreExtensions
 from pluginhost.status import Code, Status
 
 from .debugscores import DebugScores
 from .metrics import SchedulerMetrics
-from .tracing import Span, Tracing, _current
+from .tracing import PluginCall, Span, Tracing, _current, _time_ns
 
 __all__ = ["Instrumentation", "instrument"]
 
@@ -64,6 +65,8 @@ class _Context:
         self.scores: dict[str, Any] | None = None
 
 
+_INTERNAL = SpanKind.INTERNAL  # an enum member read from its class costs a Python-level __getattr__
+_ERROR = Code.Error
 _CODE_NAMES = {c: c.name for c in Code}  # Enum.name is a property lookup; this is one dict lookup
 
 
@@ -119,28 +122,6 @@ _POINTS: list[tuple[str, str, Callable[[Any], Status | None]]] = [
 ]
 
 
-def _filter_status(out: Any) -> Status | None:
-    codes = out.codes
-    if codes.shape[0] and bool(np.any(codes != 0)):
-        return Status(Code.Unschedulable)
-    return None
-
-
-# Per point list of a Framework: (method of the plugin, point name, status reader, leaf span).
-_PLUGIN_METHODS: dict[str, list[tuple[str, str, Callable[[Any], Status | None], bool]]] = {
-    "pre_filter_plugins": [("pre_filter", "PreFilter", _second, False)],
-    "filter_plugins": [("filter", "Filter", _filter_status, False)],
-    "post_filter_plugins": [("post_filter", "PostFilter", _second, True)],
-    "pre_score_plugins": [("pre_score", "PreScore", _first, False)],
-    "score_plugins": [("score", "Score", _none, False), ("normalize_score", "NormalizeScore", _first, False)],
-    "reserve_plugins": [("reserve", "Reserve", _first, False), ("unreserve", "Unreserve", _none, False)],
-    "permit_plugins": [("permit", "Permit", lambda out: out[0], False)],
-    "pre_bind_plugins": [("pre_bind", "PreBind", _first, False)],
-    "bind_plugins": [("bind", "Bind", _first, False)],
-    "post_bind_plugins": [("post_bind", "PostBind", _none, False)],
-}
-
-
 @dataclass
 class Instrumentation:
     """What :func:`instrument` installed on a scheduler."""
@@ -168,7 +149,7 @@ def instrument(
         if tracing is not None or metrics is not None:
             for attr, point, status_of in _POINTS:
                 _wrap_point(inst, fwk, attr, point, status_of)
-            _wrap_plugins(inst, fwk)
+            fwk.observer = _Observer(metrics)
         elif scores is not None:
             _wrap_point(inst, fwk, "run_score", "Score", _error_field)
             _wrap_point(inst, fwk, "run_reserve", "Reserve", _first)
@@ -318,21 +299,26 @@ def _wrap_point(inst: Instrumentation, fwk: Any, attr: str, point: str,
         parent = _current.get()
         span: Span | None = None
         if parent is not None and not parent.leaf:
-            if not is_wait:
-                span = Span(parent.tracing, point, parent.trace_id, parent._context, SpanKind.INTERNAL,
-                                 {"outrigger.extension_point": point})
-            else:
-                wp = fwk.waiting_pods.get(args[0].uid)
-                if wp is not None:  # otherwise nothing waits: no WaitOnPermit span
-                    span = Span(parent.tracing, point, parent.trace_id, parent._context, SpanKind.INTERNAL,
-                                     {"outrigger.extension_point": point,
-                                      "outrigger.permit.waiting_plugins": list(wp.pending_plugins())})
+            # Inside a plugin call (a point a plugin runs), the call is the parent: its span id is known.
+            call = parent.active
+            if call is None or not call.leaf:
+                context = parent._context if call is None else _child_context(parent, call.span_id)
+                if not is_wait:
+                    span = Span(parent.tracing, point, parent.trace_id, context, _INTERNAL,
+                                {"outrigger.extension_point": point})
+                else:
+                    wp = fwk.waiting_pods.get(args[0].uid)
+                    if wp is not None:  # otherwise nothing waits: no WaitOnPermit span
+                        span = Span(parent.tracing, point, parent.trace_id, context, _INTERNAL,
+                                    {"outrigger.extension_point": point,
+                                     "outrigger.permit.waiting_plugins": list(wp.pending_plugins())})
         token = _current.set(span) if span is not None else None
         started = time.perf_counter()
         try:
             out = await orig(*args, **kwargs)
         except BaseException as exc:
             if span is not None:
+                _end_calls(span)
                 span.error(f"{type(exc).__name__}: {exc}")
                 span.end()
             raise
@@ -359,6 +345,7 @@ def _wrap_point(inst: Instrumentation, fwk: Any, attr: str, point: str,
         if record_scores and scores is not None and out.error is None:
             ctx.scores = scores.observe(args[1], args[2], out, ctx.profile, ctx.attempt)
         if span is not None:
+            _end_calls(span)
             _status_attrs(span, status)
             span.end()
         return out
@@ -366,124 +353,150 @@ def _wrap_point(inst: Instrumentation, fwk: Any, attr: str, point: str,
     setattr(fwk, attr, wrapper)
 
 
+def _child_context(span: Span, span_id: int) -> SpanContext:
+    return SpanContext(span.trace_id, span_id, False, TraceFlags(TraceFlags.SAMPLED))
+
+
 # ---- plugin calls -------------------------------------------------------------------------------
 
 
-def _wrap_plugins(inst: Instrumentation, fwk: Any) -> None:
-    from .remote import RemotePlugin
+class _Info:
+    """What every span of one plugin at one point shares, computed once."""
 
-    done: set[tuple[int, str]] = set()
-    for list_attr, methods in _PLUGIN_METHODS.items():
-        for pl in getattr(fwk, list_attr):
-            for method, point, status_of, leaf in methods:
-                if method == "normalize_score" and not isinstance(pl, ScoreExtensions):
-                    continue
-                if (id(pl), method) in done:
-                    continue
-                done.add((id(pl), method))
-                remote = isinstance(pl, RemotePlugin)
-                _wrap_plugin_method(inst, pl, method, point, status_of, leaf, remote)
-                if method == "filter" and callable(getattr(pl, "prefetch_filter", None)):
-                    _wrap_prefetch(pl, remote)
+    __slots__ = ("attrs", "filter", "kind", "leaf", "name", "point", "span_name")
 
+    def __init__(self, key: str, pl: Any) -> None:
+        from .remote import RemotePlugin
 
-def _wrap_prefetch(pl: Any, remote: bool) -> None:
-    """A remote Filter plugin the runtime sends a window ahead of its turn (``prefetch_filter``): its
-    span covers sending the window (the host's span is its child); the answer is collected later, when
-    the plugin's turn comes, outside it. Called from the plugin's own ``filter``, it adds no span."""
-    orig = pl.prefetch_filter
-    span_name = f"Filter/{pl.name}"
-    attrs = {"outrigger.plugin": pl.name, "outrigger.extension_point": "Filter", "outrigger.filter.prefetch": True}
-    if remote:
-        attrs["outrigger.remote.endpoint"] = pl.endpoint.name
-
-    @functools.wraps(orig)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        parent = _current.get()
-        if parent is None or parent.leaf or parent.name == span_name or _cycle.get() is None:
-            return await orig(*args, **kwargs)
-        span = parent.child(span_name, {**attrs, "outrigger.filter.nodes_in": len(args[2])},
-                            SpanKind.CLIENT if remote else SpanKind.INTERNAL)
-        token = _current.set(span)
-        try:
-            return await orig(*args, **kwargs)
-        except BaseException as exc:
-            span.error(f"{type(exc).__name__}: {exc}")
-            raise
-        finally:
-            _current.reset(token)
-            span.end()
-
-    pl.prefetch_filter = wrapper
+        point = "Filter" if key == "FilterPrefetch" else key
+        remote = isinstance(pl, RemotePlugin)
+        self.name = pl.name
+        self.point = point
+        self.span_name = f"{point}/{pl.name}"
+        self.kind = SpanKind.CLIENT if remote else SpanKind.INTERNAL
+        self.attrs: dict[str, Any] = {"outrigger.plugin": pl.name, "outrigger.extension_point": point}
+        if key == "FilterPrefetch":
+            self.attrs["outrigger.filter.prefetch"] = True
+        if remote:
+            self.attrs["outrigger.remote.endpoint"] = pl.endpoint.name
+        self.filter = key == "Filter"
+        self.leaf = key == "PostFilter"  # preemption's what-ifs below it get no spans
 
 
-def _wrap_plugin_method(inst: Instrumentation, pl: Any, method: str, point: str,
-                        status_of: Callable[[Any], Status | None], leaf: bool, remote: bool) -> None:
-    # The most frequent wrapper (a pod meets 30 to 50 plugin calls): one contextvar read when nothing
-    # is recorded; otherwise one span, built in one go, and the plugin's status read once.
-    orig = getattr(pl, method)
-    metrics = inst.metrics
-    name = pl.name
-    span_name = f"{point}/{name}"
-    kind = SpanKind.CLIENT if remote else SpanKind.INTERNAL
-    base_attrs = {"outrigger.plugin": name, "outrigger.extension_point": point}
-    if remote:
-        base_attrs["outrigger.remote.endpoint"] = pl.endpoint.name
-    is_filter = method == "filter"
+class _Observer:
+    """The runtime's plugin-call observer (``Framework.observer``): it records each call on the current
+    extension point's span (made child spans when the point ends, :func:`_end_calls`) and times the calls
+    of contexts in the plugin metric's sample. Nothing wraps the plugins: the runtime calls it."""
 
-    async def timed_only(args: Any, kwargs: Any) -> Any:
-        # A context in the plugin metric's sample that is not traced: the duration alone.
-        assert metrics is not None
-        started = time.perf_counter()
-        try:
-            out = await orig(*args, **kwargs)
-        except BaseException:
-            metrics.observe_plugin(name, point, "Error", time.perf_counter() - started)
-            raise
-        metrics.observe_plugin(name, point, _code(status_of(out)), time.perf_counter() - started)
-        return out
+    def __init__(self, metrics: SchedulerMetrics | None) -> None:
+        self.metrics = metrics
+        self.infos: dict[str, dict[str, _Info]] = {}
 
-    @functools.wraps(orig)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        parent = _current.get()
+    def start(self, point: str, plugin: Any, nodes: int = -1) -> PluginCall | None:
+        owner = _current.get()
+        if owner is not None and (owner.leaf or (owner.active is not None and owner.active.leaf)):
+            owner = None
         timed = False
-        if metrics is not None:
+        if self.metrics is not None and point != "FilterPrefetch":
             ctx = _cycle.get()
             timed = ctx is not None and ctx.plugin_metrics
-        if parent is None or parent.leaf:
-            if timed:
-                return await timed_only(args, kwargs)
-            return await orig(*args, **kwargs)
-        span = Span(parent.tracing, span_name, parent.trace_id, parent._context, kind, base_attrs.copy())
-        if leaf:
-            span.leaf = True
-        token = _current.set(span)
-        started = time.perf_counter() if timed else 0.0
-        try:
-            out = await orig(*args, **kwargs)
-        except BaseException as exc:
-            span.error(f"{type(exc).__name__}: {exc}")
-            span.end()
-            if timed and metrics is not None:
-                metrics.observe_plugin(name, point, "Error", time.perf_counter() - started)
-            raise
-        finally:
-            _current.reset(token)
-        a = span.attrs
-        if is_filter:
-            # Filter answers carry no Status: Unschedulable when any node was rejected.
-            n = len(args[2])
-            rejected = int(np.count_nonzero(out.codes))
-            a["outrigger.filter.nodes_in"] = n
-            a["outrigger.filter.nodes_out"] = n - rejected
-            code = a["outrigger.status.code"] = "Unschedulable" if rejected else "Success"
-        else:
-            status = status_of(out)
-            _status_attrs(span, status)
-            code = a["outrigger.status.code"]
-        if timed and metrics is not None:
-            metrics.observe_plugin(name, point, code, time.perf_counter() - started)
-        span.end()
-        return out
+        if owner is None and not timed:
+            return None
+        by_name = self.infos.get(point)
+        if by_name is None:
+            by_name = self.infos[point] = {}
+        info = by_name.get(plugin.name)
+        if info is None:
+            info = by_name[plugin.name] = _Info(point, plugin)
+        call = PluginCall(self, info, owner, nodes, info.leaf)
+        if owner is not None:
+            owner.active = call
+            calls = owner.calls
+            if calls is None:
+                owner.calls = [call]
+            else:
+                calls.append(call)
+        if timed:
+            call.started = time.perf_counter()
+        return call
 
-    setattr(pl, method, wrapper)
+    def done(self, call: PluginCall, result: Any) -> None:
+        call.end = _time_ns()
+        call.result = result
+        owner = call.owner
+        if owner is not None and owner.active is call:
+            owner.active = None
+        if call.started:
+            info = call.info
+            assert self.metrics is not None
+            self.metrics.observe_plugin(info.name, info.point, _call_code(call), time.perf_counter() - call.started)
+
+    def failed(self, call: PluginCall, exc: BaseException) -> None:
+        call.end = _time_ns()
+        call.error = f"{type(exc).__name__}: {exc}"
+        owner = call.owner
+        if owner is not None and owner.active is call:
+            owner.active = None
+        if call.started:
+            info = call.info
+            assert self.metrics is not None
+            self.metrics.observe_plugin(info.name, info.point, "Error", time.perf_counter() - call.started)
+
+
+def _call_code(call: PluginCall) -> str:
+    result = call.result
+    if call.info.filter:
+        codes = getattr(result, "codes", None)
+        return "Unschedulable" if codes is not None and np.count_nonzero(codes) else "Success"
+    return "Success" if result is None else _CODE_NAMES[result.code]
+
+
+def _end_calls(span: Span) -> None:
+    """The child spans of the plugin calls recorded on the point's ``span`` (ended or not)."""
+    calls = span.calls
+    if not calls:
+        return
+    span.calls = None
+    span.active = None
+    tracing, trace_id, parent = span.tracing, span.trace_id, span._context
+    ended = tracing.ended
+    now = 0
+    for call in calls:
+        info = call.info
+        attrs = info.attrs.copy()
+        error = call.error
+        end = call.end
+        if not end:  # never returned (the cycle was cancelled at the call)
+            end = now = now or _time_ns()
+            error = "the plugin call did not return"
+        elif error is None:
+            result = call.result
+            if info.filter:
+                # Filter answers carry no Status: Unschedulable when any node was rejected.
+                codes = getattr(result, "codes", None)
+                rejected = int(np.count_nonzero(codes)) if codes is not None else 0
+                attrs["outrigger.filter.nodes_in"] = call.nodes
+                attrs["outrigger.filter.nodes_out"] = call.nodes - rejected
+                attrs["outrigger.status.code"] = "Unschedulable" if rejected else "Success"
+            elif call.nodes >= 0:  # a Filter window sent ahead
+                attrs["outrigger.filter.nodes_in"] = call.nodes
+            elif result is None:
+                attrs["outrigger.status.code"] = "Success"
+            else:
+                code = result.code
+                attrs["outrigger.status.code"] = _CODE_NAMES[code]
+                if result.reasons:
+                    attrs["outrigger.status.reasons"] = list(result.reasons)
+                if result.plugin:
+                    attrs["outrigger.status.plugin"] = result.plugin
+                if code is _ERROR:
+                    error = result.message() or "Error"
+        if call.attrs:
+            attrs.update(call.attrs)
+        child = Span(tracing, info.span_name, trace_id, parent, info.kind, attrs, call.span_id, call.start)
+        if call.events:
+            child._events = call.events
+        if error is not None:
+            child.error(error)
+        child._end_time = end
+        ended(child)

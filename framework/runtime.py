@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +60,8 @@ __all__ = [
     "Diagnosis",
     "FilterOutcome",
     "Framework",
+    "ObservedCall",
+    "PluginObserver",
     "PluginScores",
     "ScoreOutcome",
     "WaitingPodHandle",
@@ -134,6 +136,21 @@ class ScoreOutcome:
     totals: IntArray
     by_plugin: dict[str, PluginScores] = field(default_factory=dict)
     error: Status | None = None
+
+
+class ObservedCall(Protocol):
+    """One plugin call an observer follows: told how it ended."""
+
+    def done(self, result: Any) -> None: ...  # the plugin's Status (FilterResult for Filter; None if it has none)
+
+    def failed(self, exc: BaseException) -> None: ...
+
+
+class PluginObserver(Protocol):
+    """Told about each plugin call of the per-point loops (framework.instrument: spans and metrics).
+    ``start`` returns None for a call it does not follow."""
+
+    def start(self, point: str, plugin: Plugin, nodes: int = -1) -> ObservedCall | None: ...
 
 
 def _failed(point: str, plugin: Plugin, status: Status) -> Status:
@@ -217,6 +234,7 @@ class Framework:
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self.handle = handle
         self._rng = rng or random.Random()
+        self.observer: PluginObserver | None = None  # set by framework.instrument when traced or measured
         self.plugins: dict[str, Plugin] = {}
         for point_plugins in plugins.values():
             for p in point_plugins:
@@ -320,11 +338,17 @@ class Framework:
         result: PreFilterResult | None = None
         narrowing: list[str] = []
         returned = SUCCESS
+        obs = self.observer
         for pl in self.pre_filter_plugins:
+            call = obs.start("PreFilter", pl) if obs is not None else None
             try:
                 r, status = await pl.pre_filter(state, pod)
             except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 return None, _raised("PreFilter", pl, exc)
+            if call is not None:
+                call.done(status)
             if status.is_skip:
                 state.skip_filter.add(pl.name)
                 continue
@@ -399,6 +423,7 @@ class Framework:
         pos = 0
         names = snapshot.table.names
         statuses = diagnosis.node_to_status.statuses
+        obs = self.observer
         # The first out-of-process plugin, when in-process plugins come before it, gets each window
         # ahead of its turn and works on it while they run (later ones see only surviving nodes).
         prefetchers: list[FilterPlugin] = []
@@ -414,26 +439,38 @@ class Framework:
             # Its answers are read in configured order, so statuses name the first rejecting plugin.
             ahead: dict[str, Awaitable[FilterResult] | FilterResult] = {}
             for pl in prefetchers:
+                # Sending the window is the observed call; its answer is read later, at the plugin's turn.
+                call = obs.start("FilterPrefetch", pl, window) if obs is not None else None
                 try:
                     ahead[pl.name] = await pl.prefetch_filter(state, pod, NodeBatch(snapshot, rows))  # type: ignore[attr-defined]
                 except Exception as exc:
+                    if call is not None:
+                        call.failed(exc)
                     _discard(ahead)
                     return FilterOutcome(np.empty(0, np.int64), pos, _raised("Filter", pl, exc))
+                if call is not None:
+                    call.done(None)
             for pl in plugins:
                 idx = np.flatnonzero(alive)
                 if idx.shape[0] == 0:
                     break
                 batch = NodeBatch(snapshot, rows[idx])
+                call = None
                 try:
                     early = ahead.pop(pl.name, None)
                     if early is not None:
                         whole = early if isinstance(early, FilterResult) else await early
                         res = whole.take(idx) if len(whole) == window else whole
                     else:
+                        call = obs.start("Filter", pl, len(batch)) if obs is not None else None
                         res = await pl.filter(state, pod, batch)
                 except Exception as exc:
+                    if call is not None:
+                        call.failed(exc)
                     _discard(ahead)
                     return FilterOutcome(np.empty(0, np.int64), pos, _raised("Filter", pl, exc))
+                if call is not None:
+                    call.done(res)
                 bad = _check_filter_result(pl, res, len(batch))
                 if bad is not None:
                     _discard(ahead)
@@ -542,11 +579,17 @@ class Framework:
         result: PostFilterResult | None = None
         reasons: list[str] = []
         rejector = ""
+        obs = self.observer
         for pl in self.post_filter_plugins:
+            call = obs.start("PostFilter", pl) if obs is not None else None
             try:
                 r, status = await pl.post_filter(state, pod, statuses)
             except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 return None, _raised("PostFilter", pl, exc)
+            if call is not None:
+                call.done(status)
             if status.ok:
                 return r, status
             if status.code is Code.UnschedulableAndUnresolvable:
@@ -562,11 +605,17 @@ class Framework:
     # ---- PreScore / Score ----------------------------------------------------------------------
 
     async def run_pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
+        obs = self.observer
         for pl in self.pre_score_plugins:
+            call = obs.start("PreScore", pl) if obs is not None else None
             try:
                 status = await pl.pre_score(state, pod, nodes)
             except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 return _raised("PreScore", pl, exc)
+            if call is not None:
+                call.done(status)
             if status.is_skip:
                 state.skip_score.add(pl.name)
                 continue
@@ -579,14 +628,20 @@ class Framework:
         n = len(nodes)
         totals = np.zeros(n, dtype=np.int64)
         out = ScoreOutcome(totals)
+        obs = self.observer
         for pl in self.score_plugins:
             if pl.name in state.skip_score:
                 continue
+            call = obs.start("Score", pl) if obs is not None else None
             try:
                 raw = await pl.score(state, pod, nodes)
             except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 out.error = _raised("Score", pl, exc)
                 return out
+            if call is not None:
+                call.done(None)
             raw = np.asarray(raw)
             if raw.shape != (n,) or not np.issubdtype(raw.dtype, np.integer):
                 out.error = Status.failure(
@@ -598,11 +653,16 @@ class Framework:
             # NormalizeScore rewrites in place: give it a copy so the raw scores stay for explain.
             scores = raw.astype(np.int64, copy=isinstance(pl, ScoreExtensions) or raw.dtype != np.int64)
             if isinstance(pl, ScoreExtensions):
+                call = obs.start("NormalizeScore", pl) if obs is not None else None
                 try:
                     status = await pl.normalize_score(state, pod, nodes, scores)
                 except Exception as exc:
+                    if call is not None:
+                        call.failed(exc)
                     out.error = _raised("NormalizeScore", pl, exc)
                     return out
+                if call is not None:
+                    call.done(status)
                 if not status.ok:
                     out.error = _failed("NormalizeScore", pl, status)
                     return out
@@ -629,11 +689,17 @@ class Framework:
     # ---- Reserve / Permit ----------------------------------------------------------------------
 
     async def run_reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
+        obs = self.observer
         for pl in self.reserve_plugins:
+            call = obs.start("Reserve", pl) if obs is not None else None
             try:
                 status = await pl.reserve(state, pod, node)
             except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 return _raised("Reserve", pl, exc)
+            if call is not None:
+                call.done(status)
             if not status.ok:
                 if status.is_rejected:
                     return status.with_plugin(pl.name)
@@ -642,21 +708,33 @@ class Framework:
 
     async def run_unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
         """Every Reserve plugin's Unreserve, in reverse order; failures are logged, never stop it."""
+        obs = self.observer
         for pl in reversed(self.reserve_plugins):
+            call = obs.start("Unreserve", pl) if obs is not None else None
             try:
                 await pl.unreserve(state, pod, node)
+                if call is not None:
+                    call.done(None)
             except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 # One line (a dead plugin host fails every Unreserve alike); the traceback at debug level.
                 log.error("Unreserve of plugin %r failed for pod %s: %s", pl.name, pod.key, exc)
                 log.debug("Unreserve of plugin %r failed", pl.name, exc_info=True)
 
     async def run_permit(self, state: CycleState, pod: Pod, node: str) -> Status:
         waits: dict[str, float] = {}
+        obs = self.observer
         for pl in self.permit_plugins:
+            call = obs.start("Permit", pl) if obs is not None else None
             try:
                 status, timeout = await pl.permit(state, pod, node)
             except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 return _raised("Permit", pl, exc)
+            if call is not None:
+                call.done(status)
             if status.ok:
                 continue
             if status.is_rejected:
@@ -700,11 +778,17 @@ class Framework:
         return result
 
     async def run_pre_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
+        obs = self.observer
         for pl in self.pre_bind_plugins:
+            call = obs.start("PreBind", pl) if obs is not None else None
             try:
                 status = await pl.pre_bind(state, pod, node)
             except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 return _raised("PreBind", pl, exc)
+            if call is not None:
+                call.done(status)
             if status.is_skip:
                 continue
             if not status.ok:
@@ -713,11 +797,17 @@ class Framework:
 
     async def run_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
         """The first Bind plugin that does not Skip decides."""
+        obs = self.observer
         for pl in self.bind_plugins:
+            call = obs.start("Bind", pl) if obs is not None else None
             try:
                 status = await pl.bind(state, pod, node)
             except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 return _raised("Bind", pl, exc)
+            if call is not None:
+                call.done(status)
             if status.is_skip:
                 continue
             if not status.ok:
@@ -726,10 +816,16 @@ class Framework:
         return Status.failure("bind status: Skip, every Bind plugin skipped the pod")
 
     async def run_post_bind(self, state: CycleState, pod: Pod, node: str) -> None:
+        obs = self.observer
         for pl in self.post_bind_plugins:
+            call = obs.start("PostBind", pl) if obs is not None else None
             try:
                 await pl.post_bind(state, pod, node)
-            except Exception:
+                if call is not None:
+                    call.done(None)
+            except Exception as exc:
+                if call is not None:
+                    call.failed(exc)
                 log.exception("PostBind of plugin %r failed for pod %s", pl.name, pod.key)
 
 

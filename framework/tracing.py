@@ -69,6 +69,7 @@ from opentelemetry.trace.status import StatusCode
 __all__ = [
     "DEFAULT_SERVICE_NAME",
     "SAMPLERS",
+    "PluginCall",
     "SinkExporter",
     "SpanStore",
     "Tracing",
@@ -93,9 +94,12 @@ SAMPLERS = (
     "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio",
 )
 
-# Seconds between the rounds of the thread that hands ended spans to the processors. The scheduling
-# loop never signals it (one deque append per span), and short rounds let spans die young.
-DRAIN_INTERVAL = 0.02
+# Seconds at least between the rounds of the thread that hands ended spans to the processors. A round
+# starts once a span waits (the loop signals the first span after an empty round, one Event.set per
+# round); short rounds let spans die young, before the garbage collector moves them to its oldest
+# generation (a span kept 20 ms is; that made full collections of the whole heap several times as
+# frequent as without tracing).
+DRAIN_INTERVAL = 0.002
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _rand = random.Random()
 _current: contextvars.ContextVar[Span | None] = contextvars.ContextVar("outrigger_span", default=None)
@@ -119,11 +123,12 @@ class Span(ReadableSpan):
     """
 
     def __init__(self, tracing: Tracing, name: str, trace_id: int, parent: SpanContext | None, kind: SpanKind,
-                 attrs: dict[str, Any]) -> None:
+                 attrs: dict[str, Any], span_id: int = 0, start_time: int = 0) -> None:
         # Not ReadableSpan.__init__ (keyword arguments, a default Resource built per call): the same
         # fields, set in the same order on every span so that CPython keeps them in a compact shared-key
         # layout (a third of the memory of a dict per span, and faster to allocate).
-        span_id = _getrandbits(64) or 1
+        if not span_id:
+            span_id = _getrandbits(64) or 1
         self._name = name
         # SpanContext(trace_id, span_id, False, SAMPLED), without re-checking ids made valid here.
         self._context = _tuple_new(SpanContext, (trace_id, span_id, False, _SAMPLED, _STATE, True))
@@ -131,7 +136,7 @@ class Span(ReadableSpan):
         self._instrumentation_info = None
         self._instrumentation_scope = SCOPE
         self._parent = parent
-        self._start_time = _time_ns()
+        self._start_time = start_time or _time_ns()
         self._end_time: int | None = None
         self._attributes = attrs
         self._events: Sequence[Event] = ()
@@ -143,6 +148,10 @@ class Span(ReadableSpan):
         self.trace_id = trace_id
         self.leaf = False  # no child spans below this one (preemption's per-node what-ifs)
         self.tracing = tracing
+        # An extension point's plugin calls (framework.instrument): the one running, and all of them, made
+        # child spans when the point ends.
+        self.active: PluginCall | None = None
+        self.calls: list[PluginCall] | None = None
 
     def child(self, name: str, attrs: dict[str, Any] | None = None, kind: SpanKind = SpanKind.INTERNAL) -> Span:
         return Span(self.tracing, name, self.trace_id, self._context, kind, {} if attrs is None else attrs)
@@ -165,7 +174,7 @@ class Span(ReadableSpan):
         if self._end_time is not None:
             return
         self._end_time = _time_ns()
-        self.tracing._ended.append(self)
+        self.tracing.ended(self)
 
     def traceparent(self) -> str:
         return f"00-{self.trace_id:032x}-{self.span_id:016x}-01"
@@ -184,16 +193,73 @@ READABLE_SPAN_FIELDS = frozenset({
 })
 
 
-def current_span() -> Span | None:
-    """The framework span the running code belongs to (None outside a sampled scheduling context)."""
-    return _current.get()
+class PluginCall:
+    """A plugin call under an extension point's span, recorded by the runtime's observer
+    (:mod:`framework.instrument`) and made a child span of the point's span when the point ends. Its span
+    id is chosen when the call starts, so that a remote plugin's request carries it as the parent of the
+    host's spans; code running in the call records on it as on a span (attributes, events)."""
+
+    __slots__ = ("attrs", "end", "error", "events", "info", "leaf", "nodes", "observer", "owner", "result",
+                 "span_id", "start", "started")
+
+    def __init__(self, observer: Any, info: Any, owner: Span | None, nodes: int, leaf: bool) -> None:
+        self.observer = observer  # what ends the call (framework.instrument)
+        self.info = info  # the observer's precomputed pieces of this plugin's spans at this point
+        self.owner = owner  # the extension point's span (None: timed for metrics only)
+        self.nodes = nodes
+        self.leaf = leaf
+        self.span_id = _getrandbits(64) or 1
+        self.attrs: dict[str, Any] | None = None  # set by the plugin's code
+        self.events: list[Event] | None = None
+        self.result: Any = None
+        self.error: str | None = None
+        self.end = 0
+        self.started = 0.0  # perf_counter, when timed for metrics
+        self.start = _time_ns()
+
+    def done(self, result: Any) -> None:
+        """The plugin returned ``result`` (its Status, FilterResult, or None)."""
+        self.observer.done(self, result)
+
+    def failed(self, exc: BaseException) -> None:
+        """The plugin raised ``exc``."""
+        self.observer.failed(self, exc)
+
+    @property
+    def trace_id(self) -> int:
+        return self.owner.trace_id if self.owner is not None else 0
+
+    def is_recording(self) -> bool:
+        return self.owner is not None
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        if self.attrs is None:
+            self.attrs = {}
+        self.attrs[key] = value
+
+    def add_event(self, name: str, attrs: Mapping[str, Any] | None = None) -> None:
+        if self.events is None:
+            self.events = []
+        self.events.append(Event(name, dict(attrs or {})))
+
+    def traceparent(self) -> str:
+        return f"00-{self.trace_id:032x}-{self.span_id:016x}-01"
+
+
+def current_span() -> Span | PluginCall | None:
+    """The framework span the running code belongs to (None outside a sampled scheduling context): the
+    plugin call in progress (a :class:`PluginCall`, a span once the extension point ends) or a span."""
+    span = _current.get()
+    if span is not None and span.active is not None:
+        return span.active
+    return span
 
 
 def get_current_span() -> Any:
     """The span code running in the framework describes itself on (``is_recording``, ``set_attribute``,
     ``add_event``, as OpenTelemetry's API has them): the framework's span inside a traced scheduling
     context, otherwise OpenTelemetry's current span (a no-op one without tracing)."""
-    span = _current.get()
+    span = current_span()
     return span if span is not None else otel_trace.get_current_span()
 
 
@@ -207,21 +273,21 @@ def deactivate(token: contextvars.Token[Span | None]) -> None:
 
 def add_event(name: str, attrs: Mapping[str, Any] | None = None) -> None:
     """Record an event (e.g. a remote plugin failure that was ignored) on the current span, if any."""
-    span = _current.get()
+    span = current_span()
     if span is not None:
         span.add_event(name, attrs)
 
 
 def inject(carrier: MutableMapping[str, str]) -> None:
     """Write the W3C ``traceparent`` of the current span into ``carrier`` (nothing outside a trace)."""
-    span = _current.get()
+    span = current_span()
     if span is not None:
         carrier["traceparent"] = span.traceparent()
 
 
 def grpc_metadata() -> tuple[tuple[str, str], ...] | None:
     """gRPC metadata carrying the current span's ``traceparent``; None outside a trace."""
-    span = _current.get()
+    span = current_span()
     if span is None:
         return None
     return (("traceparent", span.traceparent()),)
@@ -322,10 +388,19 @@ class Tracing:
             self.store.begin(trace_id, pod)
         return span
 
+    def ended(self, span: Span) -> None:
+        """Queue an ended span for the processors (the scheduling loop's whole share of exporting it)."""
+        ended = self._ended
+        ended.append(span)
+        if len(ended) == 1:
+            self._wake.set()
+
     def _run(self) -> None:
         while not self._closed:
-            self._wake.wait(DRAIN_INTERVAL)
+            self._wake.wait(0.1)  # the timeout only bounds a span's wait should two threads end spans at once
+            self._wake.clear()
             self._drain()
+            time.sleep(DRAIN_INTERVAL)
 
     def _drain(self) -> None:
         ended = self._ended
@@ -459,6 +534,13 @@ class TracingConfig:
                        store=store)
 
 
+# The benchmark's batch span processor exports every few milliseconds instead of the SDK's 5 s (its other
+# settings are the SDK's, but a queue large enough that no span is dropped): spans held longer outlive two
+# garbage collections and make full collections of the whole heap frequent, a cost that depends on the
+# heap and the export rate more than on tracing. docs/benchmarks.md says so.
+BENCH_SCHEDULE_DELAY_MS = 5.0
+
+
 def benchmark_tracing(store: int = 0) -> tuple[Tracing, SinkExporter]:
     """Tracing as a production setup pays for it, without a backend: every context sampled, spans
     through a batch span processor into a :class:`SinkExporter`. For the benchmark's tracing scenario::
@@ -469,5 +551,5 @@ def benchmark_tracing(store: int = 0) -> tuple[Tracing, SinkExporter]:
         tracing.shutdown(); print(sink.spans)
     """
     sink = SinkExporter()
-    processor = BatchSpanProcessor(sink, max_queue_size=65_536, max_export_batch_size=2048)
+    processor = BatchSpanProcessor(sink, max_queue_size=65_536, schedule_delay_millis=BENCH_SCHEDULE_DELAY_MS)
     return Tracing([processor], sampler=ALWAYS_ON, store=SpanStore(store) if store else None), sink

@@ -163,3 +163,77 @@ def test_the_span_tree_of_one_pod_is_exact() -> None:
     assert {(s.kind, s.status.status_code, s.resource, s.instrumentation_scope) for s in spans} == {
         (SpanKind.INTERNAL, StatusCode.UNSET, tracing.resource, SCOPE)}
     assert len({s.context.trace_id for s in spans if s.context}) == 1
+
+
+def test_plugin_calls_are_observed_by_the_runtime_not_wrapped() -> None:
+    """The runtime tells ``Framework.observer`` about each plugin call: code running in the call records on
+    the call's span (attributes, events, the traceparent a remote request would carry, whose span id is the
+    exported span's), a raising plugin's span is an error, and sampled calls are timed for the metric."""
+    import asyncio
+
+    from test_runtime import PROFILE, drive, fake, make_scheduler, manifest, raises
+
+    from framework import tracing as fw_tracing
+    from framework.instrument import instrument
+    from framework.metrics import SchedulerMetrics
+    from pluginhost.status import SUCCESS
+
+    seen: list[str] = []
+
+    def marks(pod: Any) -> Any:
+        span = fw_tracing.get_current_span()
+        span.set_attribute("marker.pod", pod.name)
+        span.add_event("marked", {"n": 1})
+        carrier: dict[str, str] = {}
+        fw_tracing.inject(carrier)
+        seen.append(carrier["traceparent"])
+        return None  # PreScore answers Success
+
+    async def run() -> tuple[list[ReadableSpan], Any]:
+        s, _ = make_scheduler([fake("Marker", "preScore", preScore=lambda pod: marks(pod) or SUCCESS),
+                               fake("Broken", "reserve", reserve=raises("boom"))], fit=False)
+        assert s.profiles[PROFILE].observer is None  # nothing observes an uninstrumented scheduler
+        exporter = InMemorySpanExporter()
+        tracing = Tracing([SimpleSpanProcessor(exporter)])
+        metrics = SchedulerMetrics(plugin_sample_percent=100)
+        instrument(s, tracing=tracing, metrics=metrics)
+        assert s.profiles[PROFILE].observer is not None
+
+        async def first_attempt(sched: Any) -> None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while not any(sp.name == "SchedulePod" for sp in exporter.get_finished_spans()):
+                assert loop.time() < deadline, "no scheduling context ended"
+                tracing.force_flush()
+                await asyncio.sleep(0.01)
+
+        # The pod fails at Reserve and settles in the backoff queue once a traced attempt has ended.
+        await asyncio.wait_for(drive(s, manifest(["n0", "n1"], ["web"]), first_attempt), 60)
+        tracing.shutdown()
+        return list(exporter.get_finished_spans()), metrics
+
+    spans, metrics = asyncio.run(run())
+    first = min((s for s in spans if s.name == "SchedulePod"), key=lambda s: s.start_time or 0)
+    assert first.context is not None
+    trace = [s for s in spans if s.context is not None and s.context.trace_id == first.context.trace_id]
+    marker = [s for s in trace if s.name == "PreScore/Marker"]
+    broken = [s for s in trace if s.name == "Reserve/Broken"]
+    assert len(marker) == 1 and len(broken) == 1
+    m, b = marker[0], broken[0]
+    points = {s.name: s for s in trace if s.name in ("PreScore", "Reserve")}
+    assert m.parent == points["PreScore"].context and b.parent == points["Reserve"].context
+    assert dict(m.attributes or {}) == {"outrigger.plugin": "Marker", "outrigger.extension_point": "PreScore",
+                                        "outrigger.status.code": "Success", "marker.pod": "web"}
+    assert [(e.name, dict(e.attributes or {})) for e in m.events] == [("marked", {"n": 1})]
+    assert m.context is not None
+    assert seen[0] == f"00-{m.context.trace_id:032x}-{m.context.span_id:016x}-01"
+    assert dict(b.attributes or {}) == {"outrigger.plugin": "Broken", "outrigger.extension_point": "Reserve"}
+    assert (b.status.status_code, b.status.description) == (StatusCode.ERROR, "RuntimeError: boom")
+    assert m.start_time is not None and m.end_time is not None and b.start_time is not None
+    assert points["PreScore"].start_time <= m.start_time <= m.end_time <= points["PreScore"].end_time  # type: ignore[operator]
+    reg = metrics.registry
+    attempts = len(seen)  # every attempt ran PreScore once, Reserve once (sampled at 100%)
+    for plugin, point, status in (("Marker", "PreScore", "Success"), ("Broken", "Reserve", "Error")):
+        got = reg.get_sample_value("scheduler_plugin_execution_duration_seconds_count",
+                                   {"plugin": plugin, "extension_point": point, "status": status})
+        assert got == attempts, (plugin, point, got, attempts)
