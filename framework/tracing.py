@@ -17,10 +17,11 @@ The trace of one pod attempt reads::
 Why not the SDK's ``Tracer``: a pod meets 30 to 50 plugin calls, and an SDK span costs ~20 us of CPU to
 start and end, more than the whole scheduling of a pod takes in-process. A span here is the SDK's
 :class:`ReadableSpan` from the start (:class:`Span` fills its fields in one go, without the SDK's
-per-span locks, validation and copies); once ended it is queued, and a thread hands it to ordinary span
-processors (batch OTLP export, console, the in-process :class:`SpanStore`), so exporters, resources and
-samplers are the standard ones. The sampler decides once per scheduling context; an unsampled context
-costs one contextvar check per extension point and plugin call.
+per-span locks, validation and copies); once ended it is queued, and when its trace's root span ends the
+queued spans go to ordinary span processors (batch OTLP export, console, the in-process
+:class:`SpanStore`) in one round, so exporters, resources and samplers are the standard ones. The sampler
+decides once per scheduling context; an unsampled context costs one contextvar check per extension point
+and plugin call.
 
 Configuration (:class:`TracingConfig`) follows the standard environment variables:
 ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, ``none``; a comma-separated list), ``OTEL_EXPORTER_OTLP_ENDPOINT``
@@ -94,12 +95,12 @@ SAMPLERS = (
     "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio",
 )
 
-# Seconds at least between the rounds of the thread that hands ended spans to the processors. A round
-# starts once a span waits (the loop signals the first span after an empty round, one Event.set per
-# round); short rounds let spans die young, before the garbage collector moves them to its oldest
-# generation (a span kept 20 ms is; that made full collections of the whole heap several times as
-# frequent as without tracing).
-DRAIN_INTERVAL = 0.002
+# Ended spans go to the processors when their trace's root span ends (a scheduling context's spans in
+# one round, on the thread that ends it), so they die young, before the garbage collector moves them to
+# its oldest generation: spans kept 20 ms were, and that made full collections of the whole heap several
+# times as frequent as without tracing. Spans that end without their root (a root ended first, spans of
+# other threads) are handed over by a thread this many seconds after the first of them waits.
+DRAIN_INTERVAL = 0.05
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _rand = random.Random()
 _current: contextvars.ContextVar[Span | None] = contextvars.ContextVar("outrigger_span", default=None)
@@ -175,6 +176,8 @@ class Span(ReadableSpan):
             return
         self._end_time = _time_ns()
         self.tracing.ended(self)
+        if self._parent is None:  # the trace is complete: its spans go to the processors now
+            self.tracing.drain()
 
     def traceparent(self) -> str:
         return f"00-{self.trace_id:032x}-{self.span_id:016x}-01"
@@ -369,8 +372,7 @@ class Tracing:
         self.resource = resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME})
         self.sampler = sampler or ParentBased(ALWAYS_ON)
         self._closed = False
-        # Ended spans wait here; a thread hands them to the processors (mostly while the scheduler waits
-        # on remote plugins), so the scheduling loop only appends to a deque.
+        # Ended spans wait here until their trace's root ends (see DRAIN_INTERVAL).
         self._ended: collections.deque[Span] = collections.deque()
         self._drain_lock = threading.Lock()
         self._wake = threading.Event()
@@ -389,27 +391,41 @@ class Tracing:
         return span
 
     def ended(self, span: Span) -> None:
-        """Queue an ended span for the processors (the scheduling loop's whole share of exporting it)."""
+        """Queue an ended span for the processors."""
         ended = self._ended
         ended.append(span)
         if len(ended) == 1:
-            self._wake.set()
+            self._wake.set()  # the fallback thread, should no root end come to take it
+
+    def drain(self) -> None:
+        """Hand the queued spans to the processors now, unless the fallback thread is at it."""
+        if self._drain_lock.acquire(blocking=False):
+            try:
+                self._hand_over()
+            finally:
+                self._drain_lock.release()
 
     def _run(self) -> None:
         while not self._closed:
-            self._wake.wait(0.1)  # the timeout only bounds a span's wait should two threads end spans at once
+            self._wake.wait()
             self._wake.clear()
+            time.sleep(DRAIN_INTERVAL)  # a root ending meanwhile takes them
             self._drain()
-            time.sleep(DRAIN_INTERVAL)
 
     def _drain(self) -> None:
+        with self._drain_lock:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
         ended = self._ended
         processors = self.processors
-        with self._drain_lock:
-            while ended:
-                span = ended.popleft()
-                for p in processors:
+        while ended:
+            span = ended.popleft()
+            for p in processors:
+                try:
                     p.on_end(span)
+                except Exception:  # a broken processor must not stop the scheduling loop
+                    log.exception("span processor %r failed", p)
 
     def force_flush(self, timeout_millis: int = 30_000) -> None:
         self._drain()

@@ -237,3 +237,27 @@ def test_plugin_calls_are_observed_by_the_runtime_not_wrapped() -> None:
         got = reg.get_sample_value("scheduler_plugin_execution_duration_seconds_count",
                                    {"plugin": plugin, "extension_point": point, "status": status})
         assert got == attempts, (plugin, point, got, attempts)
+
+
+def test_a_traces_spans_reach_the_processors_when_its_root_ends() -> None:
+    import time as _time
+
+    exporter = InMemorySpanExporter()
+    tracing = Tracing([SimpleSpanProcessor(exporter)])
+    try:
+        root = tracing.start_trace("SchedulePod", {})
+        assert root is not None
+        cycle = root.child("SchedulingCycle")
+        cycle.child("Filter").end()
+        cycle.end()
+        root.end()  # in the same call, no flush: the whole trace is handed over as the root ends
+        assert [s.name for s in exporter.get_finished_spans()] == ["Filter", "SchedulingCycle", "SchedulePod"]
+        late = root.child("Late")  # a span ending after its root: the fallback thread hands it over
+        late.end()
+        deadline = _time.monotonic() + 30
+        while len(exporter.get_finished_spans()) < 4:
+            assert _time.monotonic() < deadline, "the late span never reached the processor"
+            _time.sleep(0.01)
+        assert [s.name for s in exporter.get_finished_spans()][3:] == ["Late"]
+    finally:
+        tracing.shutdown()
