@@ -322,37 +322,67 @@ def _meta(
 
 
 def pod_to_proto(pod: m.Pod) -> types.Pod:
-    """A model ``Pod`` as ``types.Pod`` (``raw`` is not carried)."""
-    spec = types.PodSpec(
-        scheduler_name=pod.scheduler_name,
-        node_name=pod.node_name,
-        priority=pod.priority,
-        priority_class_name=pod.priority_class_name,
-        preemption_policy=pod.preemption_policy,
-        node_selector=pod.node_selector,
-        tolerations=[_toleration_to_proto(t) for t in pod.tolerations],
-        topology_spread_constraints=[_spread_to_proto(c) for c in pod.topology_spread_constraints],
-        scheduling_gates=pod.scheduling_gates,
-        containers=[_container_to_proto(c) for c in pod.containers],
-        init_containers=[_container_to_proto(c) for c in pod.init_containers],
-        overhead=pod.overhead,
-    )
+    """A model ``Pod`` as ``types.Pod`` (``raw`` is not carried).
+
+    Filled in place, empty fields left unset: a submessage handed to a constructor is copied, and an
+    empty map given as a keyword costs as much as a full one (this runs for every pod a remote plugin
+    sees, several times over for a pod asked ahead).
+    """
+    msg = types.Pod()
+    meta = msg.metadata
+    meta.name = pod.name
+    meta.namespace = pod.namespace
+    meta.uid = pod.uid
+    if pod.labels:
+        meta.labels.update(pod.labels)
+    if pod.annotations:
+        meta.annotations.update(pod.annotations)
+    meta.creation_timestamp = pod.creation_timestamp
+    if pod.deletion_timestamp is not None:
+        meta.deletion_timestamp = pod.deletion_timestamp
+    spec = msg.spec
+    spec.scheduler_name = pod.scheduler_name
+    spec.node_name = pod.node_name
+    spec.priority = pod.priority
+    spec.priority_class_name = pod.priority_class_name
+    spec.preemption_policy = pod.preemption_policy
+    if pod.node_selector:
+        spec.node_selector.update(pod.node_selector)
+    if pod.tolerations:
+        spec.tolerations.extend(_toleration_to_proto(t) for t in pod.tolerations)
+    if pod.topology_spread_constraints:
+        spec.topology_spread_constraints.extend(_spread_to_proto(c) for c in pod.topology_spread_constraints)
+    if pod.scheduling_gates:
+        spec.scheduling_gates.extend(pod.scheduling_gates)
+    for c in pod.containers:
+        _fill_container(spec.containers.add(), c)
+    for c in pod.init_containers:
+        _fill_container(spec.init_containers.add(), c)
+    if pod.overhead:
+        spec.overhead.update(pod.overhead)
     if pod.affinity is not None:
         spec.affinity.CopyFrom(_affinity_to_proto(pod.affinity))
-    return types.Pod(
-        metadata=_meta(
-            pod.name,
-            pod.namespace,
-            pod.uid,
-            pod.labels,
-            pod.annotations,
-            pod.creation_timestamp,
-            pod.deletion_timestamp,
-        ),
-        spec=spec,
-        status=types.PodStatus(nominated_node_name=pod.nominated_node_name),
-        requests=pod.requests,
-    )
+    msg.status.SetInParent()
+    msg.status.nominated_node_name = pod.nominated_node_name
+    if pod.requests:
+        msg.requests.update(pod.requests)
+    return msg
+
+
+def _fill_container(msg: types.Container, c: m.Container) -> None:
+    msg.name = c.name
+    msg.image = c.image
+    if c.requests:
+        msg.requests.update(c.requests)
+    if c.limits:
+        msg.limits.update(c.limits)
+    for p in c.ports:
+        port = msg.ports.add()
+        port.container_port = p.container_port
+        port.host_port = p.host_port
+        port.protocol = p.protocol
+        port.host_ip = p.host_ip
+    msg.restart_policy = c.restart_policy
 
 
 def pod_from_proto(msg: types.Pod) -> m.Pod:
