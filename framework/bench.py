@@ -1065,20 +1065,23 @@ def run_benchmarks(
 ) -> dict[str, Any]:
     started = time.time()
     results: dict[str, list[RunResult]] = {}
-    for name in names:
-        scenario = SCENARIOS[name]
-        for spec in scenario.runs(quick):
-            progress(f"{name}: {spec.nodes} nodes, {spec.init_pods} initial + {spec.measure_pods} measured pods ...")
-            runs: list[RunResult] = []
-            for _ in range(max(repeat, 1)):
-                runs.append(run_in_child(spec))
-                if runs[-1].error:
-                    break
-            result = median_run(runs)
-            results.setdefault(name, []).append(result)
-            samples = ", ".join(f"{x:.0f}" for x in result.pods_per_second_samples)
-            progress(f"  {result.pods_per_second:.0f} pods/s (runs: {samples}), peak RSS {result.peak_rss_mib:.0f} MiB"
-                     + (f", error: {result.error}" if result.error else ""))
+    specs = [(name, spec) for name in names for spec in SCENARIOS[name].runs(quick)]
+    runs: dict[int, list[RunResult]] = {i: [] for i in range(len(specs))}
+    # Rounds over every scenario rather than each scenario's repeats back to back: the machine's speed
+    # drifts (a VM's neighbours), and the ratio targets compare scenarios, so each round measures them
+    # all under the same conditions and the medians are taken over rounds.
+    for round_ in range(max(repeat, 1)):
+        for i, (name, spec) in enumerate(specs):
+            if runs[i] and runs[i][-1].error:
+                continue
+            progress(f"{name}: {spec.nodes} nodes, {spec.init_pods} initial + {spec.measure_pods} measured pods "
+                     f"(round {round_ + 1}) ...")
+            runs[i].append(run_in_child(spec))
+            last = runs[i][-1]
+            progress(f"  {last.pods_per_second:.0f} pods/s, peak RSS {last.peak_rss_mib:.0f} MiB"
+                     + (f", error: {last.error}" if last.error else ""))
+    for i, (name, _spec) in enumerate(specs):
+        results.setdefault(name, []).append(median_run(runs[i]))
     return {
         "version": 1,
         "quick": quick,
