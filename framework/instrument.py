@@ -421,26 +421,28 @@ class _Observer:
         return call
 
     def done(self, call: PluginCall, result: Any) -> None:
-        call.end = _time_ns()
         call.result = result
-        owner = call.owner
-        if owner is not None and owner.active is call:
-            owner.active = None
+        self._end(call)
         if call.started:
-            info = call.info
-            assert self.metrics is not None
-            self.metrics.observe_plugin(info.name, info.point, _call_code(call), time.perf_counter() - call.started)
+            self._observe(call, _call_code(call))
 
     def failed(self, call: PluginCall, exc: BaseException) -> None:
-        call.end = _time_ns()
         call.error = f"{type(exc).__name__}: {exc}"
+        self._end(call)
+        if call.started:
+            self._observe(call, "Error")
+
+    @staticmethod
+    def _end(call: PluginCall) -> None:
+        call.end = _time_ns()
         owner = call.owner
         if owner is not None and owner.active is call:
             owner.active = None
-        if call.started:
-            info = call.info
-            assert self.metrics is not None
-            self.metrics.observe_plugin(info.name, info.point, "Error", time.perf_counter() - call.started)
+
+    def _observe(self, call: PluginCall, code: str) -> None:
+        """The sampled call's duration in the plugin execution histogram."""
+        assert self.metrics is not None
+        self.metrics.observe_plugin(call.info.name, call.info.point, code, time.perf_counter() - call.started)
 
 
 def _call_code(call: PluginCall) -> str:

@@ -326,7 +326,7 @@ def pod_to_proto(pod: m.Pod) -> types.Pod:
 
     Filled in place, empty fields left unset: a submessage handed to a constructor is copied, and an
     empty map given as a keyword costs as much as a full one (this runs for every pod a remote plugin
-    sees, several times over for a pod asked ahead).
+    sees).
     """
     msg = types.Pod()
     meta = msg.metadata

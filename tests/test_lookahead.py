@@ -123,6 +123,17 @@ def settled(s: Scheduler, uids: list[str]) -> bool:
     return all(s.pods[u].phase == "Bound" or s.pods[u].last_status is not None for u in uids)
 
 
+async def schedule_until_settled(s: Scheduler, names: Sequence[str], what: str = "the pods to settle") -> None:
+    """Run the scheduler until the pods ``names`` are bound or reported, and their binding cycles done."""
+    task = asyncio.create_task(s.run())
+    try:
+        uids = [f"uid-{n}" for n in names]
+        await until(lambda: settled(s, uids) and not s.leaks()["binding_cycles"], 30, what)
+    finally:
+        await s.stop()
+        await asyncio.wait_for(task, 10)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Which plugin classes may declare lookahead
 
@@ -212,13 +223,7 @@ async def burst_run(address: str) -> dict[str, Any]:
     try:
         # Everything is queued before the scheduler starts: the first cycle sees the whole burst.
         await s.apply([*nodes(BURST_NODES), *pods(BURST)])
-        task = asyncio.create_task(s.run())
-        try:
-            uids = [f"uid-{p}" for p in BURST]
-            await until(lambda: settled(s, uids) and not s.leaks()["binding_cycles"], 30, "the burst to settle")
-        finally:
-            await s.stop()
-            await asyncio.wait_for(task, 10)
+        await schedule_until_settled(s, BURST, "the burst to settle")
         out: dict[str, Any] = {
             "counts": counts(s),
             "failed": {r.pod.name: r.last_status.message() for r in s.pods.values() if r.phase != "Bound"},
@@ -326,13 +331,7 @@ def test_answers_asked_before_a_node_change_are_not_used(queued: int) -> None:
             explained = await explain_pod(s.profiles["default-scheduler"], after, queued_pods[0])
             out["explained"] = {n: (e["filter"]["plugin"], e["total"]) for n, e in explained["nodes"].items()}
             out["after_explain"] = (la.hits, la.misses)
-            task = asyncio.create_task(s.run())
-            try:
-                uids = [f"uid-{n}" for n in names]
-                await until(lambda: settled(s, uids) and not s.leaks()["binding_cycles"], 30, "the pods to settle")
-            finally:
-                await s.stop()
-                await asyncio.wait_for(task, 10)
+            await schedule_until_settled(s, names)
             out.update(counts=counts(s), attempts=s.stats.attempts, hits=la.hits, misses=la.misses, asked=la.asked,
                        leaks=s.leaks())
             return out
@@ -469,13 +468,7 @@ def test_answers_breaking_the_contract_are_not_used_and_cycles_call_filter_and_s
             # Each tiered node holds two pods; u0 (no label) always has a rejection to explain.
             await s.apply([*nodes({"g0": ("gold", "2"), "s0": ("silver", "2"), "b0": ("bronze", "2"),
                                    "u0": (None, "16")}), *pods(BAD_PODS)])
-            task = asyncio.create_task(s.run())
-            try:
-                uids = [f"uid-{n}" for n in BAD_PODS]
-                await until(lambda: settled(s, uids) and not s.leaks()["binding_cycles"], 30, "the pods to settle")
-            finally:
-                await s.stop()
-                await asyncio.wait_for(task, 10)
+            await schedule_until_settled(s, BAD_PODS)
             stats = adapter(rig).stats
             return {"counts": counts(s), "attempts": s.stats.attempts, "hits": la.hits, "misses": la.misses,
                     "bad": la.bad_answers, "filter_calls": stats["Filter"].calls if "Filter" in stats else 0,
@@ -700,13 +693,7 @@ def test_a_nodes_only_host_follows_nodes_and_answers_without_waiting_for_placeme
             assert host.nodes_only and rig.remote.endpoints[0].nodes_only
             await s.apply([*nodes({"g0": ("gold", "4"), "s0": ("silver", "4"), "b0": ("bronze", "16"),
                                    "u0": (None, "16")}), *pods(names)])
-            task = asyncio.create_task(s.run())
-            try:
-                uids = [f"uid-{n}" for n in names]
-                await until(lambda: settled(s, uids) and not s.leaks()["binding_cycles"], 30, "the pods to settle")
-            finally:
-                await s.stop()
-                await asyncio.wait_for(task, 10)
+            await schedule_until_settled(s, names)
             assert rig.remote.publisher is not None
             rig.remote.publisher.publish_all()
             await until(lambda: host.mirror.generation == s.cache.snapshot().generation, 10, "the mirror to catch up")
