@@ -209,6 +209,7 @@ class Lookahead:
         self.asked = 0  # pods asked for
         self.bad_answers = 0  # answers that broke the contract (the cycle asked again)
         self.waited = 0  # cycles that reached the plugin before their answer arrived (and waited for it)
+        self._recovering: asyncio.Task[None] | None = None
 
     # ---- asking ------------------------------------------------------------------------------------
 
@@ -260,8 +261,9 @@ class Lookahead:
         if not ordered:
             return
         replica = ordered[self.seq % adapter.endpoint.spread(ordered)]
-        if replica.suspect and not adapter._informational:
-            adapter._recover_soon(replica)  # handshake and configure it again; ask again later
+        if replica.suspect and (self._recovering is None or self._recovering.done()):
+            # Handshake and configure it again (a restarted host): ask again once it is back.
+            self._recovering = asyncio.get_running_loop().create_task(adapter._recover(replica))
         if replica.suspect or not replica.serving:
             return
         stream = self.streams.get(replica)
@@ -405,6 +407,8 @@ class Lookahead:
         return verdict
 
     async def close(self) -> None:
+        if self._recovering is not None:
+            self._recovering.cancel()
         for stream in list(self.streams.values()):
             stream.call.cancel()
             for task in (stream.reader, stream.writer):
