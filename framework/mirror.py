@@ -150,13 +150,13 @@ class SnapshotPublisher:
             refs.clear()
 
         for g, kind, subject, where in events:
-            if kind in (NODE_UPSERTED, NODE_REMOVED):
-                self._node_generation = g
             if kind == NODE_UPSERTED:
                 if subject.name in nodes and nodes[subject.name] is None:
                     cut()  # removed then re-added: the re-add must follow the removal
                 nodes[subject.name] = (int(where), subject)
+                self._node_generation = g  # (after the cut: the delta before does not have this change)
             elif kind == NODE_REMOVED:
+                self._node_generation = g
                 nodes[subject] = None
                 removed_ids[subject] = int(where)
                 for uid, placed in list(pods.items()):  # (empty without pods)
