@@ -431,9 +431,12 @@ class RemotePluginScenario(InProcessPlugin):
         "host process"
     )
     TARGET = "framework.bench:RemoteBenchTier"
+    ENDPOINT = "bench"  # the RemotePlugins endpoint's name
+    DEADLINE = 10.0  # seconds, every point
+    replicas = 1  # plugin host processes behind the endpoint
 
     def __init__(self) -> None:
-        self._address = ""
+        self._addresses: list[str] = []
         self._services: Any = None
         self._remote: Any = None
         self._mark: tuple[float, ...] = (0, 0, 0, 0.0, 0)
@@ -442,8 +445,9 @@ class RemotePluginScenario(InProcessPlugin):
     @contextlib.asynccontextmanager
     async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
         argv = [sys.executable, "-m", "framework.cli", "plugin", "serve", self.TARGET, "--listen", "127.0.0.1:0"]
-        async with ServerProcess(argv, "plugin host") as host:
-            self._address = host.address
+        async with contextlib.AsyncExitStack() as stack:
+            hosts = [await stack.enter_async_context(ServerProcess(argv, "plugin host")) for _ in range(self.replicas)]
+            self._addresses = [h.address for h in hosts]
             try:
                 yield
             finally:
@@ -456,7 +460,7 @@ class RemotePluginScenario(InProcessPlugin):
 
         self._services = await start_plugin_services()
         endpoint = EndpointConfig(
-            "bench", (self._address,), {"default": 10.0}, connect_timeout=STARTUP_SECONDS
+            self.ENDPOINT, tuple(self._addresses), {"default": self.DEADLINE}, connect_timeout=STARTUP_SECONDS
         )
         registry, self._remote = await build_registry_with_remote(
             [endpoint], self._services.address, self._services.services
@@ -684,8 +688,9 @@ class ReplicasScenario(RemotePluginScenario):
     """``basic`` plus :class:`HeavyScore` served by ``replicas`` plugin host processes; the framework
     splits each pod's Score batch over the replicas (``replicas-1`` vs ``replicas-2``)."""
 
-    replicas = 1
     TARGET = "framework.bench:HeavyScore"
+    ENDPOINT = "heavy"
+    DEADLINE = 30.0
 
     def __init__(self, replicas: int) -> None:
         super().__init__()
@@ -695,7 +700,6 @@ class ReplicasScenario(RemotePluginScenario):
             f"basic plus a CPU-heavy remote Score plugin (fixed work per node) on {replicas} plugin host "
             f"replica(s); 1000 measured pods"
         )
-        self._addresses: list[str] = []
         self._used = 0
 
     def runs(self, quick: bool) -> list[RunSpec]:
@@ -705,32 +709,6 @@ class ReplicasScenario(RemotePluginScenario):
 
     def node_labels(self, i: int) -> dict[str, str]:
         return {}
-
-    @contextlib.asynccontextmanager
-    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
-        argv = [sys.executable, "-m", "framework.cli", "plugin", "serve", self.TARGET, "--listen", "127.0.0.1:0"]
-        async with contextlib.AsyncExitStack() as stack:
-            hosts = [await stack.enter_async_context(ServerProcess(argv, "plugin host")) for _ in range(self.replicas)]
-            self._addresses = [h.address for h in hosts]
-            self._address = self._addresses[0]
-            try:
-                yield
-            finally:
-                await self._close()
-
-    async def prepare(self, spec: RunSpec) -> tuple[Registry, SchedulerConfig]:
-        from .profiles import build_registry_with_remote
-        from .remote import EndpointConfig
-        from .service import start_plugin_services
-
-        self._services = await start_plugin_services()
-        endpoint = EndpointConfig(
-            "heavy", tuple(self._addresses), {"default": 30.0}, connect_timeout=STARTUP_SECONDS
-        )
-        registry, self._remote = await build_registry_with_remote(
-            [endpoint], self._services.address, self._services.services
-        )
-        return registry, self.config(registry)
 
     async def detach(self) -> None:
         if self._remote is not None:

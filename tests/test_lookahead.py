@@ -123,6 +123,10 @@ def settled(s: Scheduler, uids: list[str]) -> bool:
     return all(s.pods[u].phase == "Bound" or s.pods[u].last_status is not None for u in uids)
 
 
+def all_bound(s: Scheduler, names: Sequence[str]) -> bool:
+    return all(s.pods[f"uid-{n}"].phase == "Bound" for n in names)
+
+
 async def schedule_until_settled(s: Scheduler, names: Sequence[str], what: str = "the pods to settle") -> None:
     """Run the scheduler until the pods ``names`` are bound or reported, and their binding cycles done."""
     task = asyncio.create_task(s.run())
@@ -514,19 +518,16 @@ def test_a_replica_killed_mid_burst_loses_no_pod_and_lookahead_goes_on_with_the_
         killed = next(r for r in rig.remote.endpoints[0].replicas if r.address == addresses[0])
         out: dict[str, Any] = {}
 
-        def all_bound(names: list[str]) -> bool:
-            return all(s.pods[f"uid-{n}"].phase == "Bound" for n in names)
-
         task = asyncio.create_task(s.run())
         try:
             await s.apply([*nodes(KILL_NODES), *pods(phases[0])])
             await until(lambda: sum(s.pods[f"uid-{n}"].phase == "Bound" for n in phases[0]) >= 5, 30, "a few to bind")
             hosts[0].kill()  # SIGKILL mid-burst: its Filter/Score and Lookahead streams break
-            await until(lambda: all_bound(phases[0]), 60, "the first burst to bind on the other replica")
+            await until(lambda: all_bound(s, phases[0]), 60, "the first burst to bind on the other replica")
             await until(lambda: not killed.serving, 30, "the framework to see the kill")
             out["hits_before"] = la.hits
             await s.apply(pods(phases[1]))
-            await until(lambda: all_bound(phases[0] + phases[1]), 60, "the second burst to bind")
+            await until(lambda: all_bound(s, phases[0] + phases[1]), 60, "the second burst to bind")
             await s.drain(10)
         finally:
             await s.stop()
@@ -557,13 +558,10 @@ def test_lookahead_resumes_on_a_host_restarted_on_its_port() -> None:
         [replica] = rig.remote.endpoints[0].replicas
         out: dict[str, Any] = {}
 
-        def all_bound(names: list[str]) -> bool:
-            return all(s.pods[f"uid-{n}"].phase == "Bound" for n in names)
-
         task = asyncio.create_task(s.run())
         try:
             await s.apply([*nodes(KILL_NODES), *pods(phases[0])])
-            await until(lambda: all_bound(phases[0]), 60, "the first burst to bind")
+            await until(lambda: all_bound(s, phases[0]), 60, "the first burst to bind")
             out["first"] = (la.hits, la.misses)
             # Killed between bursts and back on the same port: it lost its configuration and mirror.
             host.kill()
@@ -571,7 +569,7 @@ def test_lookahead_resumes_on_a_host_restarted_on_its_port() -> None:
             await asyncio.to_thread(host.start)
             await until(lambda: replica.serving, 30, "the framework to see the host back")
             await s.apply(pods(phases[1]))
-            await until(lambda: all_bound(phases[0] + phases[1]), 60, "the second burst to bind")
+            await until(lambda: all_bound(s, phases[0] + phases[1]), 60, "the second burst to bind")
             await s.drain(10)
         finally:
             await s.stop()
