@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from pluginhost import pb
 from pluginhost.convert import pod_to_proto, status_from_proto
+from pluginhost.mirror import row_of_id
 from pluginhost.model import Pod
 from pluginhost.plugin import FilterResult
 from pluginhost.snapshot import NodeTable
@@ -82,13 +83,6 @@ class Verdict:
         return FilterResult(self.codes[rows], ri, self.reasons)
 
 
-def _row_of_id(table: NodeTable) -> npt.NDArray[np.int64]:
-    ids = table.ids.astype(np.int64)
-    lookup = np.full(int(ids.max()) + 1 if ids.shape[0] else 0, -1, dtype=np.int64)
-    lookup[ids] = np.arange(ids.shape[0], dtype=np.int64)
-    return lookup
-
-
 def _rows_for(table: NodeTable, raw_ids: bytes) -> npt.NDArray[np.int64] | None:
     """Rows of ``table`` for the host's column order (None: the same order as the table's rows)."""
     ids = np.frombuffer(raw_ids, dtype="<u4")
@@ -97,7 +91,7 @@ def _rows_for(table: NodeTable, raw_ids: bytes) -> npt.NDArray[np.int64] | None:
         raise LookaheadAnswerError(f"answered for {ids.shape[0]} nodes, the framework has {n}")
     if np.array_equal(ids, table.ids):
         return None
-    lookup: npt.NDArray[np.int64] = table.memo("outrigger.row_of_id", _row_of_id)
+    lookup = row_of_id(table)
     wide = ids.astype(np.int64)
     rows = np.full(n, -1, dtype=np.int64)
     inside = wide < lookup.shape[0]

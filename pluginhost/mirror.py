@@ -28,7 +28,7 @@ from pluginhost.convert import _affinity_from_proto, _port_from_proto, node_from
 from pluginhost.model import Container, Pod
 from pluginhost.snapshot import ClusterTable, NodeTable, Snapshot
 
-__all__ = ["MirrorError", "SnapshotMirror", "pod_of_placement", "rows_of_ids"]
+__all__ = ["MirrorError", "SnapshotMirror", "pod_of_placement", "row_of_id", "rows_of_ids"]
 
 log = logging.getLogger("outrigger.mirror")
 
@@ -64,6 +64,11 @@ def pod_of_placement(msg: Any) -> Pod:
     )
 
 
+def row_of_id(table: NodeTable) -> npt.NDArray[np.int64]:
+    """Node id -> row of ``table`` (-1 for ids it lacks), built once per node table."""
+    return table.memo("outrigger.row_of_id", _row_of_id)  # type: ignore[no-any-return]
+
+
 def _row_of_id(table: NodeTable) -> npt.NDArray[np.int64]:
     ids = table.ids.astype(np.int64)
     out = np.full(int(ids.max()) + 1 if ids.shape[0] else 1, -1, dtype=np.int64)
@@ -73,7 +78,7 @@ def _row_of_id(table: NodeTable) -> npt.NDArray[np.int64]:
 
 def rows_of_ids(snapshot: Snapshot, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The snapshot rows of node ``ids`` (vectorized); :class:`MirrorError` naming an unknown id."""
-    lookup: npt.NDArray[np.int64] = snapshot.table.memo("outrigger.row_of_id", _row_of_id)
+    lookup = row_of_id(snapshot.table)
     inside = (ids >= 0) & (ids < lookup.shape[0])
     rows = np.full(ids.shape[0], -1, dtype=np.int64)
     rows[inside] = lookup[ids[inside]]
