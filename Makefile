@@ -4,13 +4,34 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit proto bench fuzz faults clean
+.PHONY: install demo test test-latest lock lint typecheck unit proto bench fuzz faults clean
 
-$(STAMP): pyproject.toml
+# Every Python package at the version and hash in requirements.lock (docs/dependencies.md), then this
+# project itself, editable, built by the lock's setuptools.
+$(STAMP): requirements.lock pyproject.toml
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+install: $(STAMP)
+
+# The same suite on the newest versions pyproject.toml allows (not the lock), in its own virtualenv: an
+# upstream release that breaks Outrigger fails this job, while `make test` stays on what the lock pins.
+LATEST := .venv-latest
+test-latest:
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install --quiet --upgrade pip
+	$(LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(LATEST)/bin/python -m pip freeze --exclude-editable > $(LATEST)/versions.txt
+	OUTRIGGER_DEPS=latest $(LATEST)/bin/python -m pytest -q -p no:cacheprovider
+
+# Rewrite requirements.lock from pyproject.toml: the newest versions its ranges allow, with hashes.
+lock: $(STAMP)
+	$(BIN)/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+		--python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" -o requirements.lock
 
 demo: $(STAMP)
 	$(BIN)/outrigger demo
@@ -43,4 +64,4 @@ faults: $(STAMP)
 	$(BIN)/python tests/fault_harness.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -36,18 +36,30 @@ MAX_DEPTH = 100
 def too_deep(text: str, limit: int = MAX_DEPTH) -> str | None:
     """Where ``text`` first nests deeper than ``limit`` collections (``"line 3, column 7"``), or None
     (also when ``text`` is not valid YAML: the real load reports that)."""
-    depth = 0
     try:
-        for event in yaml.parse(text, Loader=_ScanLoader):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > limit:
-                    mark: Any = event.start_mark
-                    return f"line {mark.line + 1}, column {mark.column + 1}"
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
+        return _first_too_deep(text, limit, _ScanLoader)
+    except yaml.YAMLError as err:
+        # libyaml since 0.2.6 refuses flow collections nested past its own limit (1000) while scanning,
+        # tokens ahead of the parser's events; the pure-Python parser has no such limit and does not
+        # recurse either, so it finds the first collection past ours.
+        if "nesting depth" not in str(err) or _ScanLoader is yaml.SafeLoader:
+            return None
+    try:
+        return _first_too_deep(text, limit, yaml.SafeLoader)
     except yaml.YAMLError:
         return None
+
+
+def _first_too_deep(text: str, limit: int, loader: Any) -> str | None:
+    depth = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > limit:
+                mark: Any = event.start_mark
+                return f"line {mark.line + 1}, column {mark.column + 1}"
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
     return None
 
 
