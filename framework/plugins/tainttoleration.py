@@ -1,8 +1,10 @@
 """TaintToleration: keep pods off nodes with taints they do not tolerate, and prefer nodes with fewer
 untolerated ``PreferNoSchedule`` taints.
 
-Filter rejects a node whose first untolerated ``NoSchedule``/``NoExecute`` taint exists, with
-``node(s) had untolerated taint {key: value}`` (UnschedulableAndUnresolvable). Score counts the node's
+Filter rejects a node with a ``NoSchedule``/``NoExecute`` taint the pod does not tolerate, with
+``node(s) had untolerated taint(s)`` (UnschedulableAndUnresolvable: evicting pods cannot remove a
+taint, so preemption does not try the node). The reason names no taint, word for word
+kube-scheduler's (v1.35), so the fit error counts all such nodes under one entry. Score counts the node's
 ``PreferNoSchedule`` taints that the pod's tolerations with effect ``""`` or ``PreferNoSchedule`` do
 not tolerate; NormalizeScore maps the counts to [0, 100] reversed (fewest untolerated taints → 100).
 
@@ -48,14 +50,13 @@ from .helpers import (
     tolerations_tolerate_taint,
 )
 
-__all__ = ["TaintToleration", "untolerated_taint_reason"]
+__all__ = ["ERR_REASON_UNTOLERATED", "TaintToleration"]
 
 _PRE_SCORE_KEY = "PreScoreTaintToleration"
 _FILTER_CACHE_KEY = "TaintToleration/filter"
 
 
-def untolerated_taint_reason(key: str, value: str) -> str:
-    return f"node(s) had untolerated taint {{{key}: {value}}}"
+ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -63,8 +64,7 @@ class _FilterAnswers:
     """A pod's Filter answer per distinct taint list of one node table."""
 
     table: NodeTable
-    reason_of_set: npt.NDArray[np.int32]  # index into reasons, -1 when the pod tolerates the list
-    reasons: list[tuple[str, ...]]
+    untolerated: npt.NDArray[np.bool_]  # per taint list: has a NoSchedule/NoExecute taint the pod does not tolerate
 
     def clone(self) -> _FilterAnswers:
         return self
@@ -80,13 +80,13 @@ class _PreScoreState:
 
 def _filter_answers(table: NodeTable, pod: Pod) -> _FilterAnswers:
     index = taint_set_index(table)
-    reason_of_set = np.full(len(index.sets), -1, dtype=np.int32)
-    reasons: dict[str, int] = {}
-    for i, taints in enumerate(index.sets):
-        taint = find_matching_untolerated_taint(taints, pod.tolerations, do_not_schedule_taint)
-        if taint is not None:
-            reason_of_set[i] = reasons.setdefault(untolerated_taint_reason(taint.key, taint.value), len(reasons))
-    return _FilterAnswers(table, reason_of_set, [(r,) for r in reasons])
+    untolerated = np.fromiter(
+        (find_matching_untolerated_taint(taints, pod.tolerations, do_not_schedule_taint) is not None
+         for taints in index.sets),
+        dtype=np.bool_,
+        count=len(index.sets),
+    )
+    return _FilterAnswers(table, untolerated)
 
 
 def _prefer_no_schedule_tolerations(pod: Pod) -> tuple[Toleration, ...]:
@@ -110,12 +110,10 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
         if answers is None or answers.table is not table:
             answers = _filter_answers(table, pod)
             state.write(_FILTER_CACHE_KEY, answers)
-        if not answers.reasons:
+        if not answers.untolerated.any():
             return FilterResult.passing(len(batch))
-        per_row = answers.reason_of_set[index.ids[batch.rows]]
-        rejected = per_row >= 0
-        codes = np.where(rejected, np.int8(Code.UnschedulableAndUnresolvable), np.int8(0)).astype(np.int8)
-        return FilterResult(codes, np.maximum(per_row, 0).astype(np.int32), answers.reasons)
+        rejected = answers.untolerated[index.ids[batch.rows]]
+        return FilterResult.from_mask(rejected, Code.UnschedulableAndUnresolvable, ERR_REASON_UNTOLERATED)
 
     # ---- PreScore / Score / NormalizeScore -----------------------------------------------------
 
