@@ -371,9 +371,12 @@ class Framework:
                     diagnosis.unschedulable_plugins.update(narrowing)
                     if len(narrowing) == 1:
                         msg = f"node(s) didn't satisfy plugin {narrowing[0]}"
-                    else:
-                        msg = f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}] simultaneously"
+                    else:  # kube-scheduler lists the plugins sorted by name
+                        msg = f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(narrowing))}] simultaneously"
                     return result, Status(Code.UnschedulableAndUnresolvable, (msg,))
+        # As kube-scheduler: the plugins that narrowed the nodes count as rejectors (their events may
+        # requeue the pod), and the fit error names them for the nodes they left out.
+        diagnosis.unschedulable_plugins.update(narrowing)
         return result, returned
 
     async def run_filter(

@@ -87,7 +87,6 @@ EV_NOMINATED = "Nominated"
 NO_NODES_MSG = "no nodes available to schedule pods"
 # CycleState key of the pod as the cycle's transformers made it look (absent: no PreFilter transformer).
 POD_VIEW_KEY = "outrigger.io/pod-view"
-ABSENT_NODE_MSG = "node is filtered out by the prefilter result"
 IntArray = npt.NDArray[np.int64]
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent("*", ActionType.All))]
 
@@ -168,7 +167,8 @@ def fit_error_message(num_nodes: int, diagnosis: Diagnosis) -> str:
         if counts:
             msg += " " + ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items())) + "."
     if diagnosis.post_filter_msg:
-        msg += f" {diagnosis.post_filter_msg}."
+        # Appended as it is: preemption's own message already ends its sentence.
+        msg += f" {diagnosis.post_filter_msg}"
     return msg
 
 
@@ -1011,7 +1011,8 @@ class Scheduler:
 
 def filter_candidates(snapshot: Snapshot, pre: PreFilterResult | None, diagnosis: Diagnosis) -> IntArray:
     """The rows Filter walks, in node-tree order: all nodes, or those a PreFilter result kept (the
-    others take the "filtered out by the prefilter result" status)."""
+    others take kube-scheduler's "node(s) didn't satisfy plugin(s) [...]" status, naming the plugins
+    that narrowed the nodes)."""
     order = snapshot.table.order
     if pre is None or pre.node_names is None:
         return order
@@ -1022,7 +1023,10 @@ def filter_candidates(snapshot: Snapshot, pre: PreFilterResult | None, diagnosis
             keep[row] = True
     candidates = order[keep[order]]
     diagnosis.absent_nodes = len(snapshot) - int(candidates.shape[0])
-    diagnosis.node_to_status.absent = Status(Code.UnschedulableAndUnresolvable, (ABSENT_NODE_MSG,))
+    narrowed = " ".join(sorted(diagnosis.unschedulable_plugins))
+    diagnosis.node_to_status.absent = Status(
+        Code.UnschedulableAndUnresolvable, (f"node(s) didn't satisfy plugin(s) [{narrowed}]",)
+    )
     return candidates
 
 

@@ -179,7 +179,7 @@ metadata: {name: big, namespace: shop, uid: uid-big}
 spec: {containers: [{name: c, resources: {requests: {cpu: "3"}}}]}
 """
 BIG_REASON = ("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. preemption: "
-              "0/2 nodes are available: 2 Preemption is not helpful for scheduling..")
+              "0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
 
 
 @pytest.fixture(scope="module")

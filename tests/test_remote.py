@@ -227,9 +227,9 @@ def test_pre_enqueue_rejection_gates_pod(mode: str, tmp_path: Path, answer: Any,
         pytest.param(None, True, ("PF1", "PF2"), None, "", "", id="success"),
         pytest.param(st("Skip"), True, ("PF2",), None, "", "", id="skip-skips-own-filter"),
         pytest.param(st("Unschedulable", "pf1 says no"), True, (), Code.Unschedulable,
-                     f"0/3 nodes are available: pf1 says no. {NO_VICTIMS}.", "unschedulable", id="unschedulable"),
+                     f"0/3 nodes are available: pf1 says no. {NO_VICTIMS}", "unschedulable", id="unschedulable"),
         pytest.param(st("UnschedulableAndUnresolvable", "pf1 says never"), False, (),
-                     Code.UnschedulableAndUnresolvable, f"0/3 nodes are available: pf1 says never. {NO_VICTIMS}.",
+                     Code.UnschedulableAndUnresolvable, f"0/3 nodes are available: pf1 says never. {NO_VICTIMS}",
                      "unschedulable", id="unresolvable"),
         pytest.param(st("Error", "boom"), False, (), Code.Error, "running PreFilter plugin 'PF1': boom", "backoff",
                      id="error"),
@@ -307,7 +307,7 @@ def test_filter_reports_first_rejecting_plugin_and_skips_later_ones(mode: str, t
         "n3": ["Unschedulable", ["f3 no"], "F3"],
     }
     assert status_of(s, "p1") == Status(
-        Code.Unschedulable, (f"0/3 nodes are available: 1 f1 no, 1 f2 no, 1 f3 no. {NO_VICTIMS}.",)
+        Code.Unschedulable, (f"0/3 nodes are available: 1 f1 no, 1 f2 no, 1 f3 no. {NO_VICTIMS}",)
     )
     info = s.queue.info("uid-p1")
     assert info is not None and info.unschedulable_plugins == {"F1", "F2", "F3"}
@@ -341,10 +341,10 @@ def test_filter_error_aborts_cycle_without_post_filter(mode: str, tmp_path: Path
 @pytest.mark.parametrize(
     ("first", "second_called", "tail", "nominated"),
     [
-        pytest.param(st("Unschedulable", "pf1 found nothing"), True, " pf1 found nothing, second found nothing.", "",
+        pytest.param(st("Unschedulable", "pf1 found nothing"), True, " pf1 found nothing, second found nothing", "",
                      id="unschedulable-runs-next"),
         pytest.param(nominate("n2"), False, "", "n2", id="success-nominates-and-stops"),
-        pytest.param(st("Error", "preemption broke"), False, " running PostFilter plugin 'Post1': preemption broke.",
+        pytest.param(st("Error", "preemption broke"), False, " running PostFilter plugin 'Post1': preemption broke",
                      "", id="error-stops"),
     ],
 )  # fmt: skip

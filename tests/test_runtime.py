@@ -543,7 +543,7 @@ PRE_FILTER_CASES = [
             True,  # Unschedulable: the others still run (they prepare state for preemption)
             (),
             Code.Unschedulable,
-            f"0/3 nodes are available: pf1 says no. {NO_VICTIMS}.",
+            f"0/3 nodes are available: pf1 says no. {NO_VICTIMS}",
             "unschedulable",
             post_filter=True,
         ),
@@ -555,7 +555,7 @@ PRE_FILTER_CASES = [
             False,  # UnschedulableAndUnresolvable stops at once
             (),
             Code.UnschedulableAndUnresolvable,
-            f"0/3 nodes are available: pf1 says never. {NO_VICTIMS}.",
+            f"0/3 nodes are available: pf1 says never. {NO_VICTIMS}",
             "unschedulable",
             post_filter=True,
         ),
@@ -644,7 +644,8 @@ def test_pre_filter_result_narrows_the_nodes_filter_sees(
 @pytest.mark.parametrize(
     ("n1_result", "n2_result", "fragment"),
     [
-        pytest.param(_only("n1"), _only("n3"), "node(s) didn't satisfy plugin(s)", id="disjoint-results"),
+        pytest.param(_only("n1"), _only("n3"), "node(s) didn't satisfy plugin(s) [N1 N2] simultaneously",
+                     id="disjoint-results"),
         pytest.param(_only(), SUCCESS, "node(s) didn't satisfy plugin N1", id="one-empty-result"),
     ],
 )
@@ -701,8 +702,10 @@ def test_nodes_outside_pre_filter_result_count_in_fit_error() -> None:
     seen = plugin(s, "Post").post_filter_seen["p1"]
     assert seen["n1"].code is Code.UnschedulableAndUnresolvable
     assert seen["n2"] == seen["n3"] == Status(Code.Unschedulable, ("f says no",), "F")
-    absent_reason = seen["n1"].reasons[0]
-    assert status_of(s, "p1").message() == (f"0/3 nodes are available: 1 {absent_reason}, 2 f says no. {NO_VICTIMS}.")
+    assert seen["n1"].reasons == ("node(s) didn't satisfy plugin(s) [N1]",)
+    assert status_of(s, "p1").message() == (
+        f"0/3 nodes are available: 1 node(s) didn't satisfy plugin(s) [N1], 2 f says no. {NO_VICTIMS}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -749,7 +752,7 @@ def test_filter_reports_first_rejecting_plugin_and_skips_later_ones(
     assert plugin(s, "Post").post_filter_seen["p1"] == expected
     counts = collections.Counter(reason for _, _, reason in statuses.values())
     histogram = ", ".join(sorted(f"{k} {r}" for r, k in counts.items()))
-    assert status_of(s, "p1") == Status(Code.Unschedulable, (f"0/3 nodes are available: {histogram}. {NO_VICTIMS}.",))
+    assert status_of(s, "p1") == Status(Code.Unschedulable, (f"0/3 nodes are available: {histogram}. {NO_VICTIMS}",))
     assert points(calls, "postFilter") == [("postFilter", "Post", "p1")]
     assert (rec(s, "p1").phase, s.queue_of("uid-p1")) == ("Unschedulable", "unschedulable")
     info = s.queue.info("uid-p1")
@@ -811,7 +814,7 @@ REJECT_ALL = reject_nodes(Code.Unschedulable, "nope", "n1", "n2", "n3")
         pytest.param(
             Status(Code.Unschedulable, ("pf1 found nothing",)),
             True,
-            " pf1 found nothing, second found nothing.",
+            " pf1 found nothing, second found nothing",
             "",
             id="unschedulable-runs-next",
         ),
@@ -819,14 +822,14 @@ REJECT_ALL = reject_nodes(Code.Unschedulable, "nope", "n1", "n2", "n3")
         pytest.param(
             Status(Code.UnschedulableAndUnresolvable, ("pf1 gives up",)),
             False,
-            " pf1 gives up.",
+            " pf1 gives up",
             "",
             id="unresolvable-stops",
         ),
         pytest.param(
             Status.failure("preemption broke"),
             False,
-            " running PostFilter plugin 'Post1': preemption broke.",
+            " running PostFilter plugin 'Post1': preemption broke",
             "",
             id="error-stops",
         ),

@@ -240,7 +240,7 @@ def test_node_transformers_chain_in_profile_order_and_do_not_leak(mode: str, hos
             assert state(s, "second") == ("Bound", "n0", "")
             assert state(s, "backwards") == (
                 "Unschedulable", "", "0/2 nodes are available: 2 node(s) had the wrong stage. preemption: 0/2 nodes "
-                "are available: 2 No preemption victims found for incoming pod..")
+                "are available: 2 No preemption victims found for incoming pod.")
             snap = s.cache.snapshot()
             assert [n.labels for n in snap.nodes] == [{}, {STAGE: "x"}]
             assert s.nodes["n1"].labels == {STAGE: "x"}
@@ -275,7 +275,7 @@ def test_a_post_filter_transformer_changes_what_post_filter_plugins_see(mode: st
             await schedule(s, objects(node("n0"), pod("huge", "8", profile="post")), ["huge"])
             phase, where, reason = state(s, "huge")
             assert (phase, where) == ("Unschedulable", "")
-            assert reason.endswith("post-filter saw seen on n0.")
+            assert reason.endswith("post-filter saw seen on n0")
             assert [n.labels for n in s.cache.snapshot().nodes] == [{}]
 
     asyncio.run(go())

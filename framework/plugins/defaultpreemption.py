@@ -3,7 +3,8 @@
 As kube-scheduler's ``defaultpreemption`` (PostFilter):
 
 1. A pod with ``preemptionPolicy: Never`` does not preempt.
-2. Candidate nodes are those whose Filter status was not UnschedulableAndUnresolvable. From a random
+2. Candidate nodes are those whose Filter status was Unschedulable (UnschedulableAndUnresolvable
+   says evicting pods cannot help; nodes a PreFilter result left out take that code). From a random
    offset, up to ``max(minCandidateNodesAbsolute, nodes * minCandidateNodesPercentage / 100)`` of
    them are dry-run: remove every pod of lower priority than the preemptor; if the pod then passes
    every Filter plugin, add the victims back one by one, most important first, keeping each one
@@ -117,10 +118,8 @@ class DefaultPreemption(PostFilterPlugin):
         if fwk is None:
             return None, Status.failure(f"no profile for pod {pod.key}", plugin=self.name)
         names = snapshot.table.names
-        potential = [
-            row for row in snapshot.table.order.tolist()
-            if statuses.get(names[row]).code is not Code.UnschedulableAndUnresolvable
-        ]
+        order = snapshot.table.order.tolist()
+        potential = [row for row in order if statuses.get(names[row]).code is Code.Unschedulable]
         reasons: dict[str, int] = {}
         candidates: list[_Candidate] = []
         if potential:
@@ -143,8 +142,9 @@ class DefaultPreemption(PostFilterPlugin):
             absent = len(names) - len(potential)
             if absent:
                 reasons[MSG_NOT_HELPFUL] = absent
-            detail = ", ".join(sorted(f"{n} {r}" for r, n in reasons.items()))
-            msg = f"preemption: 0/{len(names)} nodes are available: {detail}."
+            msg = f"preemption: 0/{len(names)} nodes are available:"
+            if reasons:
+                msg += " " + ", ".join(sorted(f"{n} {r}" for r, n in reasons.items())) + "."
             return PostFilterResult(""), Status(Code.Unschedulable, (msg,), self.name)
         best = pick_one_node(candidates)
         for victim in best.victims:
