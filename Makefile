@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-latest lock lint typecheck unit proto bench fuzz faults clean
+.PHONY: install demo test test-latest lock lint typecheck unit k8s proto bench fuzz faults clean
 
 # Every Python package at the version and hash in requirements.lock (docs/dependencies.md), then this
 # project itself, editable, built by the lock's setuptools.
@@ -44,8 +44,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) k8s
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# etcd, kube-apiserver, kube-scheduler and kubectl at the pinned versions, for the live-cluster tests
+# (tests/k8s/build.sh): built from the Go module proxy into a cache outside the work tree, minutes the
+# first time, reused after.
+k8s:
+	bash tests/k8s/build.sh
 
 # Regenerate the Python stubs in pluginhost/_gen from proto/ (a test fails when they are stale).
 proto: $(STAMP)
