@@ -333,6 +333,12 @@ class Scheduler:
     def recent_events(self, since: int = 0) -> list[Event]:
         return [ev for ev in self._events if ev.sequence > since]
 
+    @property
+    def last_sequence(self) -> int:
+        """The sequence number of the newest event (0 before the first): a list taken now is
+        consistent with it, and a watch from it sees every later change."""
+        return self._events[-1].sequence if self._events else 0
+
     # ---- objects -------------------------------------------------------------------------------
 
     async def apply(

@@ -40,12 +40,14 @@ class Manifest(_message.Message):
     def __init__(self, source: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
 
 class ApplyRequest(_message.Message):
-    __slots__ = ("manifests", "dry_run")
+    __slots__ = ("manifests", "dry_run", "validate")
     MANIFESTS_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_FIELD_NUMBER: _ClassVar[int]
     manifests: _containers.RepeatedCompositeFieldContainer[Manifest]
     dry_run: bool
-    def __init__(self, manifests: _Optional[_Iterable[_Union[Manifest, _Mapping]]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    validate: str
+    def __init__(self, manifests: _Optional[_Iterable[_Union[Manifest, _Mapping]]] = ..., dry_run: _Optional[bool] = ..., validate: _Optional[str] = ...) -> None: ...
 
 class ObjectRef(_message.Message):
     __slots__ = ("kind", "namespace", "name", "uid")
@@ -68,10 +70,12 @@ class AppliedObject(_message.Message):
     def __init__(self, ref: _Optional[_Union[ObjectRef, _Mapping]] = ..., action: _Optional[str] = ...) -> None: ...
 
 class ApplyResponse(_message.Message):
-    __slots__ = ("applied",)
+    __slots__ = ("applied", "warnings")
     APPLIED_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     applied: _containers.RepeatedCompositeFieldContainer[AppliedObject]
-    def __init__(self, applied: _Optional[_Iterable[_Union[AppliedObject, _Mapping]]] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, applied: _Optional[_Iterable[_Union[AppliedObject, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
     __slots__ = ("objects",)
@@ -94,7 +98,7 @@ class GetPodRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class PodState(_message.Message):
-    __slots__ = ("ref", "phase", "node_name", "last_status", "attempts", "queue", "nominated_node_name", "profile", "priority")
+    __slots__ = ("ref", "phase", "node_name", "last_status", "attempts", "queue", "nominated_node_name", "profile", "priority", "object_json")
     REF_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +108,7 @@ class PodState(_message.Message):
     NOMINATED_NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
     ref: ObjectRef
     phase: str
     node_name: str
@@ -113,24 +118,33 @@ class PodState(_message.Message):
     nominated_node_name: str
     profile: str
     priority: int
-    def __init__(self, ref: _Optional[_Union[ObjectRef, _Mapping]] = ..., phase: _Optional[str] = ..., node_name: _Optional[str] = ..., last_status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., attempts: _Optional[int] = ..., queue: _Optional[str] = ..., nominated_node_name: _Optional[str] = ..., profile: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    object_json: str
+    def __init__(self, ref: _Optional[_Union[ObjectRef, _Mapping]] = ..., phase: _Optional[str] = ..., node_name: _Optional[str] = ..., last_status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., attempts: _Optional[int] = ..., queue: _Optional[str] = ..., nominated_node_name: _Optional[str] = ..., profile: _Optional[str] = ..., priority: _Optional[int] = ..., object_json: _Optional[str] = ...) -> None: ...
 
 class ListPodsRequest(_message.Message):
-    __slots__ = ("namespace", "phase")
+    __slots__ = ("namespace", "phase", "label_selector", "objects", "node_name")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     phase: str
-    def __init__(self, namespace: _Optional[str] = ..., phase: _Optional[str] = ...) -> None: ...
+    label_selector: str
+    objects: bool
+    node_name: str
+    def __init__(self, namespace: _Optional[str] = ..., phase: _Optional[str] = ..., label_selector: _Optional[str] = ..., objects: _Optional[bool] = ..., node_name: _Optional[str] = ...) -> None: ...
 
 class ListPodsResponse(_message.Message):
-    __slots__ = ("pods",)
+    __slots__ = ("pods", "sequence")
     PODS_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     pods: _containers.RepeatedCompositeFieldContainer[PodState]
-    def __init__(self, pods: _Optional[_Iterable[_Union[PodState, _Mapping]]] = ...) -> None: ...
+    sequence: int
+    def __init__(self, pods: _Optional[_Iterable[_Union[PodState, _Mapping]]] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class NodeSummary(_message.Message):
-    __slots__ = ("name", "allocatable", "requested", "pods", "unschedulable", "taints", "labels")
+    __slots__ = ("name", "allocatable", "requested", "pods", "unschedulable", "taints", "labels", "object_json")
     class AllocatableEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +173,7 @@ class NodeSummary(_message.Message):
     UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
     TAINTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
     name: str
     allocatable: _containers.ScalarMap[str, int]
     requested: _containers.ScalarMap[str, int]
@@ -166,22 +181,31 @@ class NodeSummary(_message.Message):
     unschedulable: bool
     taints: _containers.RepeatedScalarFieldContainer[str]
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., allocatable: _Optional[_Mapping[str, int]] = ..., requested: _Optional[_Mapping[str, int]] = ..., pods: _Optional[int] = ..., unschedulable: _Optional[bool] = ..., taints: _Optional[_Iterable[str]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    object_json: str
+    def __init__(self, name: _Optional[str] = ..., allocatable: _Optional[_Mapping[str, int]] = ..., requested: _Optional[_Mapping[str, int]] = ..., pods: _Optional[int] = ..., unschedulable: _Optional[bool] = ..., taints: _Optional[_Iterable[str]] = ..., labels: _Optional[_Mapping[str, str]] = ..., object_json: _Optional[str] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("label_selector", "objects", "name")
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    label_selector: str
+    objects: bool
+    name: str
+    def __init__(self, label_selector: _Optional[str] = ..., objects: _Optional[bool] = ..., name: _Optional[str] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
-    __slots__ = ("nodes", "generation")
+    __slots__ = ("nodes", "generation", "sequence")
     NODES_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[NodeSummary]
     generation: int
-    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeSummary, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
+    sequence: int
+    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeSummary, _Mapping]]] = ..., generation: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("sequence", "type", "object", "node_name", "status", "timestamp", "attempts", "run_id")
+    __slots__ = ("sequence", "type", "object", "node_name", "status", "timestamp", "attempts", "run_id", "object_json")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -190,6 +214,7 @@ class Event(_message.Message):
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     type: EventType
     object: ObjectRef
@@ -198,19 +223,22 @@ class Event(_message.Message):
     timestamp: float
     attempts: int
     run_id: str
-    def __init__(self, sequence: _Optional[int] = ..., type: _Optional[_Union[EventType, str]] = ..., object: _Optional[_Union[ObjectRef, _Mapping]] = ..., node_name: _Optional[str] = ..., status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., timestamp: _Optional[float] = ..., attempts: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
+    object_json: str
+    def __init__(self, sequence: _Optional[int] = ..., type: _Optional[_Union[EventType, str]] = ..., object: _Optional[_Union[ObjectRef, _Mapping]] = ..., node_name: _Optional[str] = ..., status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., timestamp: _Optional[float] = ..., attempts: _Optional[int] = ..., run_id: _Optional[str] = ..., object_json: _Optional[str] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("since_sequence", "types", "replay", "run_id")
+    __slots__ = ("since_sequence", "types", "replay", "run_id", "objects")
     SINCE_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     REPLAY_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
     since_sequence: int
     types: _containers.RepeatedScalarFieldContainer[EventType]
     replay: bool
     run_id: str
-    def __init__(self, since_sequence: _Optional[int] = ..., types: _Optional[_Iterable[_Union[EventType, str]]] = ..., replay: _Optional[bool] = ..., run_id: _Optional[str] = ...) -> None: ...
+    objects: bool
+    def __init__(self, since_sequence: _Optional[int] = ..., types: _Optional[_Iterable[_Union[EventType, str]]] = ..., replay: _Optional[bool] = ..., run_id: _Optional[str] = ..., objects: _Optional[bool] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
     __slots__ = ("pod", "profile", "what_if_nodes", "what_if_count", "ref")
@@ -329,3 +357,15 @@ class GetDebugScoresResponse(_message.Message):
     JSON_FIELD_NUMBER: _ClassVar[int]
     json: str
     def __init__(self, json: _Optional[str] = ...) -> None: ...
+
+class ListEventsRequest(_message.Message):
+    __slots__ = ("object",)
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    object: ObjectRef
+    def __init__(self, object: _Optional[_Union[ObjectRef, _Mapping]] = ...) -> None: ...
+
+class ListEventsResponse(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[Event]
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...

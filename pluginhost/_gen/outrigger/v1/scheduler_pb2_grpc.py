@@ -94,6 +94,11 @@ class SchedulerStub:
                 request_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresResponse.FromString,
                 _registered_method=True)
+        self.ListEvents = channel.unary_unary(
+                '/outrigger.v1.Scheduler/ListEvents',
+                request_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListEventsRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListEventsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -178,6 +183,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEvents(self, request, context):
+        """The retained events of one object, oldest first (what `outrigger describe` shows).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -235,6 +247,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.GetDebugScores,
                     request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresResponse.SerializeToString,
+            ),
+            'ListEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEvents,
+                    request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListEventsRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -535,6 +552,33 @@ class Scheduler:
             '/outrigger.v1.Scheduler/GetDebugScores',
             outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresRequest.SerializeToString,
             outrigger_dot_v1_dot_scheduler__pb2.GetDebugScoresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Scheduler/ListEvents',
+            outrigger_dot_v1_dot_scheduler__pb2.ListEventsRequest.SerializeToString,
+            outrigger_dot_v1_dot_scheduler__pb2.ListEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,
