@@ -548,3 +548,74 @@ def test_compose_topology_on_loopback_schedules_through_the_same_configuration(
         "reasons": ["node(s) didn't have the required label(s) disktype=ssd"]}
     assert result["nodes"]["ssd-b"]["scores"]["NodeLabels"]["raw"] == 100
     assert result["nodes"]["ssd-a"]["scores"]["NodeLabels"]["raw"] == 0
+
+
+# ---- deploy/kubernetes: the framework's identity on the cluster (rbac.yaml) -------------------------
+# The manifests' wiring is checked here; tests/test_kube_harness.py asks the real authorizer what the
+# account may do and compares the grants with kube-scheduler's own roles on the same apiserver.
+
+K8S_DEPLOY = ROOT / "deploy" / "kubernetes"
+SERVICE_ACCOUNT = {"kind": "ServiceAccount", "name": "outrigger", "namespace": "outrigger"}
+OUTRIGGER_GRANTS = {  # (apiGroup, resource, resourceName or "*") -> verbs, over rbac.yaml's two roles
+    ("", "events", "*"): {"create", "patch", "update"},
+    ("events.k8s.io", "events", "*"): {"create", "patch", "update"},
+    ("", "nodes", "*"): {"get", "list", "watch"},
+    ("", "pods", "*"): {"get", "list", "watch", "delete"},
+    ("", "pods/binding", "*"): {"create"},
+    ("", "pods/status", "*"): {"patch", "update"},
+    ("", "namespaces", "*"): {"get", "list", "watch"},
+    ("", "services", "*"): {"get", "list", "watch"},
+    ("", "replicationcontrollers", "*"): {"get", "list", "watch"},
+    ("apps", "replicasets", "*"): {"get", "list", "watch"},
+    ("apps", "statefulsets", "*"): {"get", "list", "watch"},
+    ("policy", "poddisruptionbudgets", "*"): {"get", "list", "watch"},
+    ("", "persistentvolumeclaims", "*"): {"get", "list", "watch", "update", "patch"},
+    ("", "persistentvolumes", "*"): {"get", "list", "watch", "update", "patch"},
+    ("storage.k8s.io", "storageclasses", "*"): {"get", "list", "watch"},
+    ("storage.k8s.io", "csinodes", "*"): {"get", "list", "watch"},
+    ("storage.k8s.io", "csidrivers", "*"): {"get", "list", "watch"},
+    ("storage.k8s.io", "csistoragecapacities", "*"): {"get", "list", "watch"},
+    ("storage.k8s.io", "volumeattachments", "*"): {"get", "list", "watch"},
+    ("coordination.k8s.io", "leases", "*"): {"create"},
+    ("coordination.k8s.io", "leases", "outrigger"): {"get", "update"},
+}
+
+
+def k8s_documents(name: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The documents of deploy/kubernetes/NAME by (kind, name)."""
+    docs = [d for d in yaml.safe_load_all((K8S_DEPLOY / name).read_text()) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def test_rbac_grants_the_scheduler_exactly_its_table_and_no_wildcard() -> None:
+    rbac = k8s_documents("rbac.yaml")
+    rules = rbac[("ClusterRole", "outrigger-scheduler")]["rules"] + rbac[("Role", "outrigger-leader-election")]["rules"]
+    grants: dict[tuple[str, str, str], set[str]] = {}
+    for rule in rules:
+        assert "*" not in [*rule["apiGroups"], *rule["resources"], *rule["verbs"]], rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for name in rule.get("resourceNames") or ["*"]:
+                    grants.setdefault((group, resource, name), set()).update(rule["verbs"])
+    assert grants == OUTRIGGER_GRANTS
+    assert rbac[("Role", "outrigger-leader-election")]["metadata"]["namespace"] == "outrigger"
+
+
+def test_rbac_bindings_give_both_roles_to_the_service_account_the_framework_runs_as() -> None:
+    rbac = k8s_documents("rbac.yaml")
+    assert rbac[("ServiceAccount", "outrigger")]["metadata"]["namespace"] == SERVICE_ACCOUNT["namespace"]
+    for binding, role, name in (("ClusterRoleBinding", "ClusterRole", "outrigger-scheduler"),
+                                ("RoleBinding", "Role", "outrigger-leader-election")):
+        assert (role, name) in rbac
+        doc = rbac[(binding, name)]
+        assert doc["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": name}
+        assert doc["subjects"] == [SERVICE_ACCOUNT]
+    framework = k8s_documents("framework.yaml")[("Deployment", "outrigger-framework")]["spec"]["template"]["spec"]
+    assert framework["serviceAccountName"] == SERVICE_ACCOUNT["name"]
+    assert framework.get("automountServiceAccountToken", True) is True
+    # The plugin hosts never call the API server: no token in their pods.
+    hosts = [d for d in k8s_documents("plugins.yaml").values() if d["kind"] == "Deployment"]
+    assert [(h["metadata"]["name"], h["spec"]["template"]["spec"].get("serviceAccountName"),
+             h["spec"]["template"]["spec"]["automountServiceAccountToken"]) for h in hosts] == [
+        ("outrigger-coscheduling", None, False), ("outrigger-nodelabels", None, False),
+        ("outrigger-provisioner", None, False), ("outrigger-tierzone", None, False)]

@@ -133,10 +133,30 @@ def test_the_admin_kubeconfig_verifies_tls_with_the_cluster_ca(kube_cluster: Loc
 
 
 @pytest.fixture(scope="module")
-def outrigger_kubeconfig(kube_cluster: LocalCluster) -> Path:
+def applied(kube_cluster: LocalCluster) -> list[str]:
+    """What ``kubectl apply -k deploy/kubernetes`` created (no controller runs, so no pod starts)."""
+    return kube_cluster.kubectl("apply", "-k", str(DEPLOY), "-o", "name").stdout.split()
+
+
+@pytest.fixture(scope="module")
+def outrigger_kubeconfig(kube_cluster: LocalCluster, applied: list[str]) -> Path:
     """The framework's service account, with exactly the RBAC of deploy/kubernetes/rbac.yaml."""
-    kube_cluster.kubectl("apply", "-f", str(DEPLOY / "namespace.yaml"), "-f", str(DEPLOY / "rbac.yaml"))
     return kube_cluster.service_account_kubeconfig("outrigger", "outrigger")
+
+
+def test_the_whole_kustomization_applies_to_the_real_api_server(kube_cluster: LocalCluster,
+                                                                 applied: list[str]) -> None:
+    assert sorted(applied) == sorted([
+        "namespace/outrigger", "serviceaccount/outrigger", "configmap/outrigger-config",
+        "role.rbac.authorization.k8s.io/outrigger-leader-election",
+        "clusterrole.rbac.authorization.k8s.io/outrigger-scheduler",
+        "rolebinding.rbac.authorization.k8s.io/outrigger-leader-election",
+        "clusterrolebinding.rbac.authorization.k8s.io/outrigger-scheduler",
+        *[f"{kind}/outrigger-{name}" for kind in ("service", "deployment.apps")
+          for name in ("framework", "coscheduling", "nodelabels", "provisioner", "tierzone")],
+    ])
+    deploy = get_json(kube_cluster, "deployment", "outrigger-framework", "-n", "outrigger")
+    assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == "outrigger"
 
 
 CAN_I = [  # kubectl auth can-i ..., the answer

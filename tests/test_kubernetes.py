@@ -120,13 +120,21 @@ def test_every_document_has_api_version_kind_name_and_the_namespace() -> None:
         ("Deployment", "outrigger-nodelabels"), ("Service", "outrigger-nodelabels"),
         ("Deployment", "outrigger-provisioner"), ("Service", "outrigger-provisioner"),
         ("Deployment", "outrigger-tierzone"), ("Service", "outrigger-tierzone"),
+        ("ServiceAccount", "outrigger"), ("ClusterRole", "outrigger-scheduler"),
+        ("ClusterRoleBinding", "outrigger-scheduler"), ("Role", "outrigger-leader-election"),
+        ("RoleBinding", "outrigger-leader-election"),
     ])
-    api = {"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1"}
+    rbac = "rbac.authorization.k8s.io/v1"
+    api = {"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1", "ServiceAccount": "v1",
+           "ClusterRole": rbac, "ClusterRoleBinding": rbac, "Role": rbac, "RoleBinding": rbac}
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
     for d in docs:
         assert d["apiVersion"] == api[d["kind"]], d["metadata"]["name"]
         assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", d["metadata"]["name"])
-        if d["kind"] != "Namespace":
+        if d["kind"] not in cluster_scoped:
             assert d["metadata"]["namespace"] == NAMESPACE, d["metadata"]["name"]
+        else:
+            assert "namespace" not in d["metadata"], d["metadata"]["name"]
 
 
 def test_kustomization_lists_every_manifest() -> None:
