@@ -1,30 +1,46 @@
 """The live-cluster fixtures: one real etcd + kube-apiserver per test session, a fresh namespace per test.
 
 ``kube_cluster`` starts a :class:`framework.kube.local.LocalCluster` the first time a test asks for it
-(the binaries ``make k8s`` builds; a few seconds) and stops it when the session ends. ``kube_namespace``
-creates a namespace for one test; afterwards its pods are deleted at once and the namespace is deleted,
-which leaves it Terminating with whatever else it held: no namespace controller runs to empty it. Nodes
-are cluster-wide: a test that creates nodes deletes them (or names them after its namespace).
+(a few seconds; the binaries are ``make k8s``'s, built first if missing) and stops it when the session
+ends. ``kube_namespace`` creates a namespace for one test; afterwards its pods are deleted at once and
+the namespace is deleted, which leaves it Terminating with whatever else it held: no namespace
+controller runs to empty it. Nodes are cluster-wide: a test that creates nodes deletes them (or names
+them after its namespace).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from framework.kube.local import LocalCluster
+from framework.kube.local import BIN_ENV, BUILD_SCRIPT, ClusterError, LocalCluster, find_bin_dir
 
 __all__ = ["kube_cluster", "kube_namespace"]
 
 _serial = itertools.count(1)
 
 
+def built_bin_dir() -> Path:
+    """``$OUTRIGGER_K8S_BIN``, or tests/k8s/build.sh's folder after building what is missing there (``make
+    test`` has done it already; a run of pytest on a fresh machine builds here, minutes once)."""
+    if os.environ.get(BIN_ENV):
+        return find_bin_dir()
+    out = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        tail = "\n".join(out.stderr.splitlines()[-20:])
+        raise ClusterError(f"{BUILD_SCRIPT} exited {out.returncode}:\n{tail}")
+    return Path(out.stdout.strip())
+
+
 @pytest.fixture(scope="session")
 def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster.start(tmp_path_factory.mktemp("kube-cluster"))
+    cluster = LocalCluster.start(tmp_path_factory.mktemp("kube-cluster"), bin_dir=built_bin_dir())
     try:
         yield cluster
     finally:

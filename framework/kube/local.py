@@ -61,7 +61,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["BIN_ENV", "ClusterError", "KubectlError", "LocalCluster", "find_bin_dir"]
+__all__ = ["BIN_ENV", "BUILD_SCRIPT", "ClusterError", "KubectlError", "LocalCluster", "find_bin_dir"]
 
 #: The folder of etcd, kube-apiserver and kubectl, when not the one tests/k8s/build.sh builds into.
 BIN_ENV = "OUTRIGGER_K8S_BIN"
