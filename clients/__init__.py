@@ -4,12 +4,16 @@
   pods and nodes, get and list them, list pods waiting in Permit, explain a placement, watch events
   with resume across broken streams and framework restarts.
 - :mod:`clients.types`: the frozen dataclasses they answer with.
+- :mod:`clients.selector`: kubectl's label selectors (``-l``), parsed and matched.
+- :mod:`clients.printers` and :mod:`clients.describe`: kubectl's table, ``describe`` and age layouts
+  (what the ``outrigger`` CLI prints).
 - :class:`ClientError`: the one exception, with a message meant for users (``code`` is the gRPC code).
 """
 
 from ._common import ClientError
-from .aio import AsyncEventStream, AsyncSchedulerClient
-from .client import EventStream, SchedulerClient
+from .aio import AsyncEventStream, AsyncObjectWatch, AsyncSchedulerClient
+from .client import EventStream, ObjectWatch, SchedulerClient
+from .selector import SelectorError, parse_selector
 from .types import (
     Applied,
     DebugScores,
@@ -19,6 +23,7 @@ from .types import (
     NodeScores,
     NodeSummary,
     NodeVerdict,
+    ObjectChange,
     ObjectRef,
     PluginScore,
     PodState,
@@ -32,6 +37,7 @@ from .types import (
 __all__ = [
     "Applied",
     "AsyncEventStream",
+    "AsyncObjectWatch",
     "AsyncSchedulerClient",
     "ClientError",
     "DebugScores",
@@ -42,13 +48,17 @@ __all__ = [
     "NodeScores",
     "NodeSummary",
     "NodeVerdict",
+    "ObjectChange",
     "ObjectRef",
+    "ObjectWatch",
     "PluginScore",
     "PodState",
     "ReservationState",
     "SchedulerClient",
+    "SelectorError",
     "Status",
     "TraceSpan",
     "WaitingPod",
     "WatchCursor",
+    "parse_selector",
 ]

@@ -16,7 +16,8 @@ from pluginhost.manifest import node_to_dict, pod_to_dict
 from pluginhost.model import Node, Pod
 from pluginhost.wire import CHANNEL_OPTIONS as WIRE_CHANNEL_OPTIONS
 
-from .types import Event, EventType, WatchCursor
+from .selector import Selector, parse_selector
+from .types import Event, EventType, NodeSummary, ObjectChange, PodState, WatchCursor
 
 __all__ = ["ClientError"]
 
@@ -114,17 +115,86 @@ def delete_request(kind: str, name: str, namespace: str) -> Any:
     return pb.scheduler.DeleteRequest(objects=[ref])
 
 
+# Field validation of Apply, as kubectl apply --validate names it -> the API's name.
+VALIDATION = {"strict": "Strict", "warn": "Warn", "ignore": "Ignore"}
+
+
+def apply_request(manifests: list[Any], dry_run: bool, validate: str) -> Any:
+    mode = VALIDATION.get(validate.lower())
+    if mode is None:
+        raise ClientError(f"validate must be strict, warn or ignore, got {validate!r}")
+    return pb.scheduler.ApplyRequest(manifests=manifests, dry_run=dry_run, validate=mode)
+
+
+def events_request(kind: str, name: str, namespace: str, uid: str) -> Any:
+    ref = pb.scheduler.ObjectRef(kind=kind, name=name, namespace=namespace if kind == "Pod" else "", uid=uid)
+    return pb.scheduler.ListEventsRequest(object=ref)
+
+
+class ObjectTracker:
+    """kubectl's list-then-watch: the pods (``kind`` "Pod") or nodes ("Node") a list found, kept up to
+    date from a watch's events (asked with objects), each change as an :class:`ObjectChange`."""
+
+    def __init__(self, kind: str, namespace: str = "", label_selector: str = "") -> None:
+        if kind not in ("Pod", "Node"):
+            raise ValueError(f"watch_objects watches Pod or Node, not {kind!r}")
+        self.kind = kind
+        self.namespace = namespace if kind == "Pod" else ""
+        try:
+            self.selector: Selector = parse_selector(label_selector)
+        except ValueError as exc:
+            raise ClientError(str(exc), grpc.StatusCode.INVALID_ARGUMENT) from None
+        self.known: dict[str, PodState | NodeSummary] = {}
+
+    def start(self, items: Iterable[PodState | NodeSummary]) -> None:
+        self.known = {_key(o): o for o in items}
+
+    def _matches(self, obj: PodState | NodeSummary) -> bool:
+        if isinstance(obj, NodeSummary):
+            return self.selector.matches(obj.labels)
+        labels = obj.manifest.get("metadata", {}).get("labels") or {}
+        return self.selector.matches(labels)
+
+    def change(self, ev: Event) -> ObjectChange | None:
+        """What ``ev`` changes among the tracked objects (None: nothing they show)."""
+        if ev.object.kind != self.kind or (self.namespace and ev.object.namespace != self.namespace):
+            return None
+        key = ev.object.key
+        now: PodState | NodeSummary | None = ev.pod if self.kind == "Pod" else ev.node
+        old = self.known.get(key)
+        if now is None or not self._matches(now):
+            if old is None or (now is None and _uid(old) not in ("", ev.object.uid)):
+                return None  # never shown, or an older incarnation's event
+            del self.known[key]
+            return ObjectChange("DELETED", old)
+        self.known[key] = now
+        return ObjectChange("ADDED" if old is None else "MODIFIED", now)
+
+
+def _key(obj: PodState | NodeSummary) -> str:
+    return obj.ref.key if isinstance(obj, PodState) else obj.name
+
+
+def _uid(obj: PodState | NodeSummary) -> str:
+    if isinstance(obj, PodState):
+        return obj.ref.uid
+    uid = obj.manifest.get("metadata", {}).get("uid", "")
+    return uid if isinstance(uid, str) else ""
+
+
 class WatchState:
     """The resume point of a watch and the request that continues from it."""
 
-    def __init__(self, cursor: WatchCursor, types: Iterable[EventType | int], replay: bool) -> None:
+    def __init__(self, cursor: WatchCursor, types: Iterable[EventType | int], replay: bool,
+                 objects: bool = False) -> None:
         self.cursor = cursor
         self.types: list[Any] = [int(EventType(t)) for t in types]
         self.replay = replay
+        self.objects = objects
 
     def request(self) -> Any:
         return pb.scheduler.WatchRequest(since_sequence=self.cursor.sequence, run_id=self.cursor.run_id,
-                                         types=self.types, replay=self.replay)
+                                         types=self.types, replay=self.replay, objects=self.objects)
 
     def accept(self, msg: Any) -> Event | None:
         """The event to hand out, or None for one already seen (or of a type this client does not know)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -26,8 +26,11 @@ from ._common import (
     CHANNEL_OPTIONS,
     RESUMABLE,
     ClientError,
+    ObjectTracker,
     WatchState,
+    apply_request,
     delete_request,
+    events_request,
     object_dict,
     objects_manifest,
     pod_manifest,
@@ -41,6 +44,7 @@ from .types import (
     EventType,
     Explanation,
     NodeSummary,
+    ObjectChange,
     PodState,
     ReservationState,
     TraceSpan,
@@ -48,7 +52,9 @@ from .types import (
     WatchCursor,
 )
 
-__all__ = ["AsyncEventStream", "AsyncSchedulerClient", "ClientError"]
+__all__ = ["AsyncEventStream", "AsyncObjectWatch", "AsyncSchedulerClient", "ClientError"]
+
+Warn = Callable[[str], None]
 
 
 class AsyncSchedulerClient:
@@ -105,24 +111,31 @@ class AsyncSchedulerClient:
     # ---- objects ---------------------------------------------------------------------------------
 
     async def apply(self, objects: Iterable[Mapping[str, Any] | Pod | Node], *, dry_run: bool = False,
-                    source: str = "<objects>") -> list[Applied]:
+                    source: str = "<objects>", validate: str = "strict", warn: Warn | None = None) -> list[Applied]:
         """Create or update objects (manifest dicts, or ``Pod``/``Node`` models), all or nothing."""
-        return await self._apply([objects_manifest(objects, source)], dry_run)
+        return await self._apply([objects_manifest(objects, source)], dry_run, validate, warn)
 
-    async def apply_text(self, content: str, source: str = "<input>", *, dry_run: bool = False) -> list[Applied]:
+    async def apply_text(self, content: str, source: str = "<input>", *, dry_run: bool = False,
+                         validate: str = "strict", warn: Warn | None = None) -> list[Applied]:
         """Apply manifest text (YAML or JSON, several documents or a List)."""
-        return await self._apply([pb.scheduler.Manifest(source=source, content=content)], dry_run)
+        return await self._apply([pb.scheduler.Manifest(source=source, content=content)], dry_run, validate, warn)
 
-    async def apply_manifests(self, manifests: Iterable[tuple[str, str]], *, dry_run: bool = False) -> list[Applied]:
+    async def apply_manifests(self, manifests: Iterable[tuple[str, str]], *, dry_run: bool = False,
+                              validate: str = "strict", warn: Warn | None = None) -> list[Applied]:
         """Apply ``(source, text)`` manifests in one request: all of them or nothing."""
-        return await self._apply([pb.scheduler.Manifest(source=s, content=t) for s, t in manifests], dry_run)
+        return await self._apply([pb.scheduler.Manifest(source=s, content=t) for s, t in manifests], dry_run,
+                                 validate, warn)
 
-    async def apply_files(self, paths: Iterable[str | os.PathLike[str]], *, dry_run: bool = False) -> list[Applied]:
+    async def apply_files(self, paths: Iterable[str | os.PathLike[str]], *, dry_run: bool = False,
+                          validate: str = "strict", warn: Warn | None = None) -> list[Applied]:
         """Apply manifest files in one request: all of them or nothing."""
-        return await self._apply([read_manifest(p) for p in paths], dry_run)
+        return await self._apply([read_manifest(p) for p in paths], dry_run, validate, warn)
 
-    async def _apply(self, manifests: list[Any], dry_run: bool) -> list[Applied]:
-        reply = await self._call("Apply", pb.scheduler.ApplyRequest(manifests=manifests, dry_run=dry_run))
+    async def _apply(self, manifests: list[Any], dry_run: bool, validate: str, warn: Warn | None) -> list[Applied]:
+        reply = await self._call("Apply", apply_request(manifests, dry_run, validate))
+        if warn is not None:
+            for w in reply.warnings:
+                warn(w)
         return [Applied.from_proto(a) for a in reply.applied]
 
     async def delete_pod(self, name: str, namespace: str = "default") -> bool:
@@ -143,19 +156,34 @@ class AsyncSchedulerClient:
         return [ReservationState.from_proto(r) for r in reply.reservations]
 
     async def get_pod(self, name: str, namespace: str = "default") -> PodState:
-        """One pod's state; :class:`ClientError` (NOT_FOUND) when there is no such pod."""
+        """One pod's state, its v1 object included; :class:`ClientError` (NOT_FOUND) when there is no
+        such pod."""
         request = pb.scheduler.GetPodRequest(namespace=namespace, name=name)
         return PodState.from_proto(await self._call("GetPod", request))
 
-    async def list_pods(self, namespace: str = "", phase: str = "") -> list[PodState]:
-        """Pods by namespace and name, optionally of one namespace and/or phase."""
-        reply = await self._call("ListPods", pb.scheduler.ListPodsRequest(namespace=namespace, phase=phase))
+    async def list_pods(self, namespace: str = "", phase: str = "", *, label_selector: str = "",
+                        node_name: str = "", objects: bool = False) -> list[PodState]:
+        """As :meth:`clients.client.SchedulerClient.list_pods`."""
+        reply = await self._list_pods(namespace, phase, label_selector, node_name, objects)
         return [PodState.from_proto(p) for p in reply.pods]
 
-    async def list_nodes(self) -> list[NodeSummary]:
-        """Nodes by name, with their accounted usage."""
-        reply = await self._call("ListNodes", pb.scheduler.ListNodesRequest())
-        return [NodeSummary.from_proto(n) for n in reply.nodes]
+    async def _list_pods(self, namespace: str, phase: str, label_selector: str, node_name: str,
+                         objects: bool) -> Any:
+        return await self._call("ListPods", pb.scheduler.ListPodsRequest(
+            namespace=namespace, phase=phase, label_selector=label_selector, node_name=node_name, objects=objects))
+
+    async def list_nodes(self, *, label_selector: str = "", name: str = "", objects: bool = False) -> list[NodeSummary]:
+        """As :meth:`clients.client.SchedulerClient.list_nodes`."""
+        return [NodeSummary.from_proto(n) for n in (await self._list_nodes(label_selector, name, objects)).nodes]
+
+    async def _list_nodes(self, label_selector: str, name: str, objects: bool) -> Any:
+        return await self._call("ListNodes", pb.scheduler.ListNodesRequest(label_selector=label_selector, name=name,
+                                                                            objects=objects))
+
+    async def list_events(self, kind: str, name: str, namespace: str = "default", *, uid: str = "") -> list[Event]:
+        """The retained events of a Pod or Node (``uid``: only that incarnation's), oldest first."""
+        reply = await self._call("ListEvents", events_request(kind, name, namespace, uid))
+        return [Event.from_proto(e) for e in reply.events]
 
     async def list_waiting_pods(self, profile: str = "") -> list[WaitingPod]:
         """Pods held in Permit, oldest first (only one profile's when ``profile`` is given)."""
@@ -204,10 +232,52 @@ class AsyncSchedulerClient:
 
     def watch(self, *, since: int = 0, types: Iterable[EventType | int] = (), replay: bool = True,
               resume: WatchCursor | None = None, timeout: float | None = None, reconnect: bool = True,
-              reconnect_timeout: float = 30.0) -> AsyncEventStream:
+              reconnect_timeout: float = 30.0, objects: bool = False) -> AsyncEventStream:
         """As :meth:`clients.client.SchedulerClient.watch`, iterated with ``async for``."""
-        state = WatchState(resume or WatchCursor("", since), types, replay or resume is not None)
+        state = WatchState(resume or WatchCursor("", since), types, replay or resume is not None, objects)
         return AsyncEventStream(self, state, timeout, reconnect, reconnect_timeout)
+
+    async def watch_objects(self, kind: str, *, namespace: str = "", label_selector: str = "",
+                            timeout: float | None = None) -> AsyncObjectWatch:
+        """As :meth:`clients.client.SchedulerClient.watch_objects`, iterated with ``async for``."""
+        tracker = ObjectTracker(kind, namespace, label_selector)
+        if kind == "Pod":
+            reply = await self._list_pods(tracker.namespace, "", label_selector, "", True)
+            items: list[PodState | NodeSummary] = [PodState.from_proto(p) for p in reply.pods]
+        else:
+            reply = await self._list_nodes(label_selector, "", True)
+            items = [NodeSummary.from_proto(n) for n in reply.nodes]
+        tracker.start(items)
+        return AsyncObjectWatch(items, tracker, self.watch(since=reply.sequence, timeout=timeout, objects=True))
+
+
+class AsyncObjectWatch(AsyncIterator[ObjectChange]):
+    """A list (``items``) and the changes after it (see :meth:`AsyncSchedulerClient.watch_objects`)."""
+
+    def __init__(self, items: list[PodState | NodeSummary], tracker: ObjectTracker,
+                 stream: AsyncEventStream) -> None:
+        self.items = items
+        self._tracker = tracker
+        self._stream = stream
+
+    def __aiter__(self) -> AsyncObjectWatch:
+        return self
+
+    async def __aenter__(self) -> AsyncObjectWatch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stream.close()
+
+    async def __anext__(self) -> ObjectChange:
+        async for ev in self._stream:
+            change = self._tracker.change(ev)
+            if change is not None:
+                return change
+        raise StopAsyncIteration
 
 
 class AsyncEventStream(AsyncIterator[Event]):

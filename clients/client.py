@@ -22,7 +22,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import grpc
@@ -35,8 +35,11 @@ from ._common import (
     CHANNEL_OPTIONS,
     RESUMABLE,
     ClientError,
+    ObjectTracker,
     WatchState,
+    apply_request,
     delete_request,
+    events_request,
     object_dict,
     objects_manifest,
     pod_manifest,
@@ -50,6 +53,7 @@ from .types import (
     EventType,
     Explanation,
     NodeSummary,
+    ObjectChange,
     PodState,
     ReservationState,
     TraceSpan,
@@ -57,7 +61,9 @@ from .types import (
     WatchCursor,
 )
 
-__all__ = ["ClientError", "EventStream", "SchedulerClient"]
+__all__ = ["ClientError", "EventStream", "ObjectWatch", "SchedulerClient"]
+
+Warn = Callable[[str], None]
 
 
 class SchedulerClient:
@@ -113,25 +119,35 @@ class SchedulerClient:
 
     # ---- objects ---------------------------------------------------------------------------------
 
+    # Every apply takes ``validate`` (kubectl apply's --validate: "strict", the default, refuses an
+    # unknown or duplicate field; "warn" reports it to ``warn``; "ignore") and ``dry_run``.
+
     def apply(self, objects: Iterable[Mapping[str, Any] | Pod | Node], *, dry_run: bool = False,
-              source: str = "<objects>") -> list[Applied]:
+              source: str = "<objects>", validate: str = "strict", warn: Warn | None = None) -> list[Applied]:
         """Create or update objects (manifest dicts, or ``Pod``/``Node`` models), all or nothing."""
-        return self._apply([objects_manifest(objects, source)], dry_run)
+        return self._apply([objects_manifest(objects, source)], dry_run, validate, warn)
 
-    def apply_text(self, content: str, source: str = "<input>", *, dry_run: bool = False) -> list[Applied]:
+    def apply_text(self, content: str, source: str = "<input>", *, dry_run: bool = False,
+                   validate: str = "strict", warn: Warn | None = None) -> list[Applied]:
         """Apply manifest text (YAML or JSON, several documents or a List)."""
-        return self._apply([pb.scheduler.Manifest(source=source, content=content)], dry_run)
+        return self._apply([pb.scheduler.Manifest(source=source, content=content)], dry_run, validate, warn)
 
-    def apply_manifests(self, manifests: Iterable[tuple[str, str]], *, dry_run: bool = False) -> list[Applied]:
+    def apply_manifests(self, manifests: Iterable[tuple[str, str]], *, dry_run: bool = False,
+                        validate: str = "strict", warn: Warn | None = None) -> list[Applied]:
         """Apply ``(source, text)`` manifests in one request: all of them or nothing."""
-        return self._apply([pb.scheduler.Manifest(source=s, content=t) for s, t in manifests], dry_run)
+        return self._apply([pb.scheduler.Manifest(source=s, content=t) for s, t in manifests], dry_run, validate,
+                           warn)
 
-    def apply_files(self, paths: Iterable[str | os.PathLike[str]], *, dry_run: bool = False) -> list[Applied]:
+    def apply_files(self, paths: Iterable[str | os.PathLike[str]], *, dry_run: bool = False,
+                    validate: str = "strict", warn: Warn | None = None) -> list[Applied]:
         """Apply manifest files (``-`` for stdin) in one request: all of them or nothing."""
-        return self._apply([read_manifest(p) for p in paths], dry_run)
+        return self._apply([read_manifest(p) for p in paths], dry_run, validate, warn)
 
-    def _apply(self, manifests: list[Any], dry_run: bool) -> list[Applied]:
-        reply = self._call("Apply", pb.scheduler.ApplyRequest(manifests=manifests, dry_run=dry_run))
+    def _apply(self, manifests: list[Any], dry_run: bool, validate: str, warn: Warn | None) -> list[Applied]:
+        reply = self._call("Apply", apply_request(manifests, dry_run, validate))
+        if warn is not None:
+            for w in reply.warnings:
+                warn(w)
         return [Applied.from_proto(a) for a in reply.applied]
 
     def delete_pod(self, name: str, namespace: str = "default") -> bool:
@@ -152,17 +168,34 @@ class SchedulerClient:
         return [ReservationState.from_proto(r) for r in reply.reservations]
 
     def get_pod(self, name: str, namespace: str = "default") -> PodState:
-        """One pod's state; :class:`ClientError` (NOT_FOUND) when there is no such pod."""
+        """One pod's state, its v1 object included; :class:`ClientError` (NOT_FOUND) when there is no
+        such pod."""
         return PodState.from_proto(self._call("GetPod", pb.scheduler.GetPodRequest(namespace=namespace, name=name)))
 
-    def list_pods(self, namespace: str = "", phase: str = "") -> list[PodState]:
-        """Pods by namespace and name, optionally of one namespace and/or phase."""
-        reply = self._call("ListPods", pb.scheduler.ListPodsRequest(namespace=namespace, phase=phase))
-        return [PodState.from_proto(p) for p in reply.pods]
+    def list_pods(self, namespace: str = "", phase: str = "", *, label_selector: str = "", node_name: str = "",
+                  objects: bool = False) -> list[PodState]:
+        """Pods by namespace and name: all, or those of one namespace, phase, node and/or whose labels
+        match ``label_selector`` (kubectl's ``-l`` syntax). ``objects``: with their v1 objects."""
+        return [PodState.from_proto(p) for p in self._list_pods(namespace, phase, label_selector, node_name,
+                                                                objects).pods]
 
-    def list_nodes(self) -> list[NodeSummary]:
-        """Nodes by name, with their accounted usage."""
-        return [NodeSummary.from_proto(n) for n in self._call("ListNodes", pb.scheduler.ListNodesRequest()).nodes]
+    def _list_pods(self, namespace: str, phase: str, label_selector: str, node_name: str, objects: bool) -> Any:
+        return self._call("ListPods", pb.scheduler.ListPodsRequest(
+            namespace=namespace, phase=phase, label_selector=label_selector, node_name=node_name, objects=objects))
+
+    def list_nodes(self, *, label_selector: str = "", name: str = "", objects: bool = False) -> list[NodeSummary]:
+        """Nodes by name, with their accounted usage: all, or the one named, or those whose labels
+        match ``label_selector``. ``objects``: with their v1 objects."""
+        return [NodeSummary.from_proto(n) for n in self._list_nodes(label_selector, name, objects).nodes]
+
+    def _list_nodes(self, label_selector: str, name: str, objects: bool) -> Any:
+        return self._call("ListNodes", pb.scheduler.ListNodesRequest(label_selector=label_selector, name=name,
+                                                                      objects=objects))
+
+    def list_events(self, kind: str, name: str, namespace: str = "default", *, uid: str = "") -> list[Event]:
+        """The retained events of a Pod or Node (``uid``: only that incarnation's), oldest first."""
+        reply = self._call("ListEvents", events_request(kind, name, namespace, uid))
+        return [Event.from_proto(e) for e in reply.events]
 
     def list_waiting_pods(self, profile: str = "") -> list[WaitingPod]:
         """Pods held in Permit, oldest first (only one profile's when ``profile`` is given)."""
@@ -212,15 +245,61 @@ class SchedulerClient:
 
     def watch(self, *, since: int = 0, types: Iterable[EventType | int] = (), replay: bool = True,
               resume: WatchCursor | None = None, timeout: float | None = None, reconnect: bool = True,
-              reconnect_timeout: float = 30.0) -> EventStream:
+              reconnect_timeout: float = 30.0, objects: bool = False) -> EventStream:
         """Events with a sequence above ``since`` (retained ones first when ``replay``), then live ones.
+        ``objects``: each Pod and Node event carries the pod or node as it is when sent.
 
         ``resume``: continue after a cursor from an earlier stream (``EventStream.cursor``). ``timeout``:
         stop quietly after this many seconds. A broken stream is reopened after the last event handed
         out (``reconnect``), waiting up to ``reconnect_timeout`` seconds for the framework to answer.
         """
-        state = WatchState(resume or WatchCursor("", since), types, replay or resume is not None)
+        state = WatchState(resume or WatchCursor("", since), types, replay or resume is not None, objects)
         return EventStream(self, state, timeout, reconnect, reconnect_timeout)
+
+    def watch_objects(self, kind: str, *, namespace: str = "", label_selector: str = "",
+                      timeout: float | None = None) -> ObjectWatch:
+        """kubectl's ``get -w``: list the pods (``kind`` "Pod", of ``namespace`` or all) or nodes ("Node")
+        whose labels match ``label_selector`` (``ObjectWatch.items``), then iterate over each change
+        after that list (ADDED, MODIFIED, DELETED) until ``timeout`` seconds have passed or the watch is
+        closed."""
+        tracker = ObjectTracker(kind, namespace, label_selector)
+        if kind == "Pod":
+            reply = self._list_pods(tracker.namespace, "", label_selector, "", True)
+            items: list[PodState | NodeSummary] = [PodState.from_proto(p) for p in reply.pods]
+        else:
+            reply = self._list_nodes(label_selector, "", True)
+            items = [NodeSummary.from_proto(n) for n in reply.nodes]
+        tracker.start(items)
+        stream = self.watch(since=reply.sequence, timeout=timeout, objects=True)
+        return ObjectWatch(items, tracker, stream)
+
+
+class ObjectWatch(Iterator[ObjectChange]):
+    """A list (``items``) and the changes after it (see :meth:`SchedulerClient.watch_objects`)."""
+
+    def __init__(self, items: list[PodState | NodeSummary], tracker: ObjectTracker, stream: EventStream) -> None:
+        self.items = items
+        self._tracker = tracker
+        self._stream = stream
+
+    def __iter__(self) -> ObjectWatch:
+        return self
+
+    def __enter__(self) -> ObjectWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __next__(self) -> ObjectChange:
+        for ev in self._stream:
+            change = self._tracker.change(ev)
+            if change is not None:
+                return change
+        raise StopIteration
 
 
 class EventStream(Iterator[Event]):

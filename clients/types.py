@@ -26,6 +26,7 @@ __all__ = [
     "NodeScores",
     "NodeSummary",
     "NodeVerdict",
+    "ObjectChange",
     "ObjectRef",
     "PluginScore",
     "PodState",
@@ -120,7 +121,9 @@ class Applied:
 
 @dataclass(frozen=True, slots=True)
 class PodState:
-    """A pod's scheduling state. ``phase``: Pending, Unschedulable, Waiting, Binding or Bound."""
+    """A pod's scheduling state. ``phase``: Pending, Unschedulable, Waiting, Binding or Bound.
+    ``manifest``: the pod as a v1 Pod object (what ``outrigger get pod -o yaml`` prints), when the
+    call asked for objects (``get_pod`` always does); empty otherwise."""
 
     ref: ObjectRef
     phase: str
@@ -131,6 +134,7 @@ class PodState:
     nominated_node_name: str = ""
     profile: str = ""
     priority: int = 0
+    manifest: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_proto(cls, msg: Any) -> PodState:
@@ -144,6 +148,7 @@ class PodState:
             nominated_node_name=msg.nominated_node_name,
             profile=msg.profile,
             priority=msg.priority,
+            manifest=_object(msg.object_json),
         )
 
     @property
@@ -162,7 +167,8 @@ class PodState:
 
 @dataclass(frozen=True, slots=True)
 class NodeSummary:
-    """A node with its accounted usage (canonical units: cpu in millicores, memory in bytes)."""
+    """A node with its accounted usage (canonical units: cpu in millicores, memory in bytes).
+    ``manifest``: the node as a v1 Node object, when the call asked for objects; empty otherwise."""
 
     name: str
     allocatable: dict[str, int]
@@ -171,13 +177,14 @@ class NodeSummary:
     unschedulable: bool
     taints: tuple[str, ...]
     labels: dict[str, str]
+    manifest: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_proto(cls, msg: Any) -> NodeSummary:
         return cls(
             name=msg.name, allocatable=dict(sorted(msg.allocatable.items())),
             requested=dict(sorted(msg.requested.items())), pods=msg.pods, unschedulable=msg.unschedulable,
-            taints=tuple(msg.taints), labels=dict(sorted(msg.labels.items())),
+            taints=tuple(msg.taints), labels=dict(sorted(msg.labels.items())), manifest=_object(msg.object_json),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -252,6 +259,16 @@ class WaitingPod:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectChange:
+    """One change a list-then-watch (``watch_objects``) sees, as kubectl's watch events name them:
+    ``type`` is "ADDED", "MODIFIED" or "DELETED"; ``object`` is the pod or node (its last state when
+    deleted)."""
+
+    type: str
+    object: PodState | NodeSummary
+
+
+@dataclass(frozen=True, slots=True)
 class WatchCursor:
     """Where a watch stands: the framework run and the last event sequence seen in it. Pass it back
     to ``watch(resume=...)`` to continue without duplicates, even after the framework restarted."""
@@ -262,7 +279,9 @@ class WatchCursor:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """A scheduling event. ``sequence`` counts up within one framework run (``run_id``)."""
+    """A scheduling event. ``sequence`` counts up within one framework run (``run_id``). A watch
+    asked for objects sets ``pod`` (Pod events) or ``node`` (Node events) to the object as it was when
+    the event was sent, unless it was deleted by then."""
 
     sequence: int
     type: EventType
@@ -272,6 +291,8 @@ class Event:
     timestamp: float = 0.0
     attempts: int = 0
     run_id: str = ""
+    pod: PodState | None = None
+    node: NodeSummary | None = None
 
     @classmethod
     def from_proto(cls, msg: Any) -> Event:
@@ -279,6 +300,8 @@ class Event:
             sequence=msg.sequence, type=EventType(msg.type), object=ObjectRef.from_proto(msg.object),
             node_name=msg.node_name, status=Status.from_proto(msg.status), timestamp=msg.timestamp,
             attempts=msg.attempts, run_id=msg.run_id,
+            pod=PodState.from_proto(msg.pod) if msg.HasField("pod") else None,
+            node=NodeSummary.from_proto(msg.node) if msg.HasField("node") else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -407,6 +430,13 @@ class TraceSpan:
             "attributes": dict(self.attributes), "statusCode": self.status_code,
             "statusMessage": self.status_message,
         }
+
+
+def _object(text: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    obj: dict[str, Any] = json.loads(text)
+    return obj
 
 
 def event_types_to_proto(types: Any) -> list[int]:

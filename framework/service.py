@@ -23,20 +23,24 @@ import dataclasses
 import json
 import logging
 import signal
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from clients.selector import Selector, SelectorError, parse_selector
 from pluginhost import pb
 from pluginhost.convert import status_to_proto
-from pluginhost.manifest import ManifestError, parse_objects
+from pluginhost.manifest import ManifestError, node_to_dict, parse_objects, pod_to_dict
 from pluginhost.model import Node, Pod, Reservation
 from pluginhost.security import ServerTLS, add_port
 from pluginhost.snapshot import Snapshot
+from pluginhost.status import Code
 from pluginhost.view import ViewError
 from pluginhost.wire import MAX_MESSAGE_BYTES, SERVER_OPTIONS, server_interceptors
 
@@ -45,9 +49,11 @@ from .handle_service import FrameworkServices, waiting_pod_to_proto
 from .observability import Observability, ObservabilityConfig
 from .plugins import Registry
 from .profiles import build_registry_with_remote
+from .queue import GATED
 from .remote import EndpointConfig, RemotePlugins
 from .reservations import is_reserve_pod
 from .scheduler import (
+    BOUND,
     EV_APPLIED,
     EV_BOUND,
     EV_DELETED,
@@ -56,6 +62,7 @@ from .scheduler import (
     EV_PREEMPTED,
     EV_UNSCHEDULABLE,
     ApplyError,
+    ApplyResult,
     Event,
     PodRecord,
     Scheduler,
@@ -69,6 +76,8 @@ __all__ = [
     "SchedulerService",
     "Server",
     "advertised_address",
+    "node_object",
+    "pod_object",
     "serve",
     "start_plugin_services",
     "start_server",
@@ -91,6 +100,12 @@ _EVENT_TYPES = {
 
 
 _KNOWN_EVENT_TYPES = frozenset(_EVENT_TYPES.values())
+# ApplyRequest.validate -> the manifest parser's field validation.
+_VALIDATION = {"Strict": "strict", "Warn": "warn", "Ignore": "ignore"}
+
+
+def _parse(text: str, source: str, validate: str, warn: Callable[[str], None]) -> list[Pod | Node | Reservation]:
+    return parse_objects(text, source)
 
 
 def _explicit_uid(obj: Pod | Node) -> str:
@@ -147,6 +162,87 @@ def object_ref(obj: Pod | Node) -> Any:
     return pb.scheduler.ObjectRef(kind="Node", name=obj.name, uid=obj.uid)
 
 
+# ---- v1 objects: what `outrigger get -o yaml` prints and `outrigger apply` takes back ----------------
+
+# Metadata the API server fills in: a manifest that differs from the applied one only here (and in
+# status, and in a bound pod's own spec.nodeName) is the same manifest, as `kubectl apply` sees it.
+_SERVER_METADATA = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields", "selfLink")
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
+
+def _timestamp(ts: float) -> str:
+    return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pod_scheduled(rec: PodRecord, queue: str) -> dict[str, str] | None:
+    """The PodScheduled condition kube-scheduler would have written (None before a first verdict)."""
+    if rec.phase == BOUND:
+        return {"type": "PodScheduled", "status": "True"}
+    if queue == GATED:
+        return {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "message": GATED_MESSAGE}
+    status = rec.last_status
+    if status is None or status.ok:
+        return None
+    reason = "SchedulerError" if status.code is Code.Error else "Unschedulable"
+    return {"type": "PodScheduled", "status": "False", "reason": reason, "message": status.message()}
+
+
+def _with_metadata(raw: Mapping[str, Any], kind: str, first: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` as a v1 object of ``kind`` (its fields copied one level deep): apiVersion and kind
+    first, then metadata led by ``first`` (values the manifest gives win)."""
+    meta = raw.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    head = {k: meta.get(k, v) for k, v in first.items()}
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": kind,
+                           "metadata": head | {k: v for k, v in meta.items() if k not in head}}
+    obj.update((k, v) for k, v in raw.items() if k not in ("apiVersion", "kind", "metadata"))
+    return obj
+
+
+def pod_object(rec: PodRecord, queue: str = "") -> dict[str, Any]:
+    """The pod as a v1 Pod: the manifest as applied (quantities as written), with what the server
+    fills in: metadata.namespace, uid and creationTimestamp, spec.nodeName once bound, and a status
+    (phase Pending, as no kubelet runs it; the PodScheduled condition; nominatedNodeName). ``queue``:
+    the scheduling queue holding the pod (``gated`` makes the condition SchedulingGated)."""
+    pod = rec.pod
+    obj = _with_metadata(pod_to_dict(pod), "Pod", {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid,
+                                                   "creationTimestamp": _timestamp(pod.creation_timestamp)})
+    if pod.node_name:
+        obj["spec"] = {**(obj.get("spec") or {}), "nodeName": pod.node_name}
+    # The server owns a pod's status: what the manifest said there is replaced.
+    status: dict[str, Any] = {"phase": "Pending"}
+    condition = _pod_scheduled(rec, queue)
+    if condition is not None:
+        status["conditions"] = [condition]
+    if pod.nominated_node_name:
+        status["nominatedNodeName"] = pod.nominated_node_name
+    obj["status"] = status
+    return obj
+
+
+def node_object(node: Node, created: float | None = None) -> dict[str, Any]:
+    """The node as a v1 Node: the manifest as applied (status included: it is what the scheduler
+    reads), with metadata.uid and, when known, creationTimestamp."""
+    first: dict[str, Any] = {"name": node.name, "uid": node.uid}
+    if created is not None:
+        first["creationTimestamp"] = _timestamp(created)
+    return _with_metadata(node_to_dict(node), "Node", first)
+
+
+def _as_applied(raw: Mapping[str, Any], kind: str, node_name: str) -> dict[str, Any]:
+    """``raw`` without what the server fills in: metadata it owns, a pod's status, and a pod's
+    spec.nodeName when it names ``node_name`` (the node the pod is bound to)."""
+    out = {k: v for k, v in raw.items() if not (kind == "Pod" and k == "status")}
+    meta = raw.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = {k: v for k, v in meta.items() if k not in _SERVER_METADATA
+                           and not (kind == "Pod" and k == "namespace" and v == "default")}
+    spec = raw.get("spec")
+    if kind == "Pod" and isinstance(spec, dict) and node_name and spec.get("nodeName") == node_name:
+        out["spec"] = {k: v for k, v in spec.items() if k != "nodeName"}
+    return out
+
+
 def event_to_proto(ev: Event) -> Any:
     out = pb.scheduler.Event(
         sequence=ev.sequence,
@@ -169,25 +265,73 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         # Event sequence numbers restart with the framework: a watch resumes only within one run.
         self.run_id = uuid.uuid4().hex
         self.obs = observability
+        # When each node was created through Apply (its creationTimestamp, unless its manifest has one).
+        self.node_created: dict[str, float] = {}
 
     async def Apply(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         objects: list[Pod | Node | Reservation] = []
+        warnings: list[str] = []
+        mode = request.validate or "Strict"
+        if mode not in _VALIDATION:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"validate must be Strict, Warn or Ignore, got {mode!r}")
         try:
             for m in request.manifests:
-                objects.extend(parse_objects(m.content, m.source or "<request>"))
+                objects.extend(_parse(m.content, m.source or "<request>", _VALIDATION[mode], warnings.append))
             _check_references(self.s, objects)
-            results = await self.s.apply(objects, dry_run=request.dry_run)
+            kept, unchanged = self._unchanged(objects)
+            results = await self.s.apply(kept, dry_run=request.dry_run)
         except (ManifestError, ApplyError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if not request.dry_run:
+            now = time.time()
+            for r in results:
+                if r.kind == "Node" and r.action == "created":
+                    self.node_created[r.name] = now
+        # The scheduler answers for nodes first: unchanged nodes (not sent to it) go back in their place.
+        node_results = iter([r for r in results if r.kind == "Node"])
+        ordered = [unchanged.get(id(o)) or next(node_results) for o in objects if isinstance(o, Node)]
+        ordered += [r for r in results if r.kind != "Node"]
         return pb.scheduler.ApplyResponse(
             applied=[
                 pb.scheduler.AppliedObject(
                     ref=pb.scheduler.ObjectRef(kind=r.kind, namespace=r.namespace, name=r.name, uid=r.uid),
                     action=r.action,
                 )
-                for r in results
-            ]
+                for r in ordered
+            ],
+            warnings=warnings,
         )
+
+    def _unchanged(
+        self, objects: list[Pod | Node | Reservation]
+    ) -> tuple[list[Pod | Node | Reservation], dict[int, ApplyResult]]:
+        """Recognise manifests that are the applied ones plus what the server fills in (what
+        ``get -o yaml`` prints): such a pod takes its applied manifest (the scheduler then reports it
+        unchanged), such a node is answered here and not re-applied. A pod re-applied with changes
+        keeps its creation time, as the API server keeps creationTimestamp."""
+        kept: list[Pod | Node | Reservation] = []
+        unchanged: dict[int, ApplyResult] = {}
+        for obj in objects:
+            if isinstance(obj, Pod):
+                rec = self.s.get_pod(obj.namespace, obj.name)
+                if rec is not None:
+                    old = rec.pod
+                    meta = obj.raw.get("metadata") if obj.raw else None
+                    if not (isinstance(meta, dict) and "creationTimestamp" in meta):
+                        obj.creation_timestamp = old.creation_timestamp
+                    bound = old.node_name
+                    if (obj.raw and old.raw and _explicit_uid(obj) in ("", old.uid)
+                            and _as_applied(obj.raw, "Pod", bound) == _as_applied(old.raw, "Pod", bound)):
+                        obj.raw = old.raw
+            elif isinstance(obj, Node):
+                node = self.s.nodes.get(obj.name)
+                if (node is not None and obj.raw and node.raw
+                        and _as_applied(obj.raw, "Node", "") == _as_applied(node.raw, "Node", "")):
+                    unchanged[id(obj)] = ApplyResult("Node", "", node.name, node.uid, "unchanged")
+                    continue
+            kept.append(obj)
+        return kept, unchanged
 
     async def Delete(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         for ref in request.objects:
@@ -213,21 +357,34 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
                     deleted.append(object_ref(node))
         return pb.scheduler.DeleteResponse(deleted=deleted)
 
-    def _pod_state(self, rec: PodRecord) -> Any:
+    def _pod_state(self, rec: PodRecord, with_object: bool = False) -> Any:
         pod = rec.pod
+        queue = self.s.queue_of(pod.uid)
         out = pb.scheduler.PodState(
             ref=object_ref(pod),
             phase=rec.phase,
             node_name=pod.node_name,
             attempts=rec.attempts,
-            queue=self.s.queue_of(pod.uid),
+            queue=queue,
             nominated_node_name=rec.nominated_node,
             profile=rec.profile,
             priority=pod.priority,
         )
         if rec.last_status is not None:
             out.last_status.CopyFrom(status_to_proto(rec.last_status))
+        if with_object:
+            out.object_json = json.dumps(pod_object(rec, queue))
         return out
+
+    def _node_object(self, node: Node) -> dict[str, Any]:
+        return node_object(node, self.node_created.get(node.name))
+
+    async def _selector(self, text: str, context: grpc.aio.ServicerContext) -> Selector:
+        try:
+            return parse_selector(text)
+        except SelectorError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise AssertionError("unreachable: abort raises") from exc
 
     async def GetPod(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         ns = request.namespace or "default"
@@ -235,36 +392,60 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         if rec is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"pod {ns}/{request.name} not found")
             raise AssertionError("unreachable: abort raises")
-        return self._pod_state(rec)
+        return self._pod_state(rec, with_object=True)
 
     async def ListPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        selector = await self._selector(request.label_selector, context)
+        sequence = self.s.last_sequence
         pods = [
-            self._pod_state(rec)
+            self._pod_state(rec, request.objects)
             for rec in self.s.pods.values()
             if not is_reserve_pod(rec.pod)
             and (not request.namespace or rec.pod.namespace == request.namespace)
             and (not request.phase or rec.phase == request.phase)
+            and (not request.node_name or rec.pod.node_name == request.node_name)
+            and selector.matches(rec.pod.labels)
         ]
         pods.sort(key=lambda p: (p.ref.namespace, p.ref.name))
-        return pb.scheduler.ListPodsResponse(pods=pods)
+        return pb.scheduler.ListPodsResponse(pods=pods, sequence=sequence)
+
+    def _node_summary(self, snap: Snapshot, row: int, with_object: bool) -> Any:
+        node = snap.nodes[row]
+        summary = pb.scheduler.NodeSummary(
+            name=node.name,
+            allocatable={r: int(snap.allocatable[row, c]) for r, c in snap.columns.items()},
+            requested={r: int(snap.requested[row, c]) for r, c in snap.columns.items()},
+            pods=len(snap.pods[row]),
+            unschedulable=node.unschedulable,
+            taints=[f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}" for t in node.taints],
+            labels=node.labels,
+        )
+        applied = self.s.nodes.get(node.name)
+        if with_object and applied is not None:
+            summary.object_json = json.dumps(self._node_object(applied))
+        return summary
 
     async def ListNodes(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        selector = await self._selector(request.label_selector, context)
+        sequence = self.s.last_sequence
         snap = self.s.cache.snapshot()
-        out = []
-        for row, node in enumerate(snap.nodes):
-            out.append(
-                pb.scheduler.NodeSummary(
-                    name=node.name,
-                    allocatable={r: int(snap.allocatable[row, c]) for r, c in snap.columns.items()},
-                    requested={r: int(snap.requested[row, c]) for r, c in snap.columns.items()},
-                    pods=len(snap.pods[row]),
-                    unschedulable=node.unschedulable,
-                    taints=[f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}" for t in node.taints],
-                    labels=node.labels,
-                )
-            )
+        out = [self._node_summary(snap, row, request.objects) for row, node in enumerate(snap.nodes)
+               if (not request.name or node.name == request.name) and selector.matches(node.labels)]
         out.sort(key=lambda n: n.name)
-        return pb.scheduler.ListNodesResponse(nodes=out, generation=snap.generation)
+        return pb.scheduler.ListNodesResponse(nodes=out, generation=snap.generation, sequence=sequence)
+
+    def _attach_object(self, ev: Event, msg: Any) -> None:
+        """Put the pod or node an event is about, as it is now, on its message (nothing once deleted)."""
+        if ev.kind == "Pod":
+            rec = self.s.pods.get(ev.uid)
+            if rec is not None:
+                msg.pod.CopyFrom(self._pod_state(rec, with_object=True))
+        elif ev.kind == "Node":
+            node = self.s.nodes.get(ev.name)
+            snap = self.s.cache.snapshot() if node is not None and node.uid == ev.uid else None
+            row = snap.row(ev.name) if snap is not None else None
+            if snap is not None and row is not None:
+                msg.node.CopyFrom(self._node_summary(snap, row, with_object=True))
 
     async def Watch(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         wanted = {int(t) for t in request.types}
@@ -277,7 +458,22 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
             if wanted and msg.type not in wanted:
                 continue
             msg.run_id = self.run_id
+            if request.objects:
+                self._attach_object(ev, msg)
             yield msg
+
+    async def ListEvents(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        ref = request.object
+        if ref.kind not in ("Pod", "Node"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"events of kind {ref.kind!r}: Pod or Node")
+        ns = (ref.namespace or "default") if ref.kind == "Pod" else ""
+        events = [
+            event_to_proto(ev) for ev in self.s.recent_events()
+            if ev.kind == ref.kind and ev.name == ref.name and ev.namespace == ns and ref.uid in ("", ev.uid)
+        ]
+        for msg in events:
+            msg.run_id = self.run_id
+        return pb.scheduler.ListEventsResponse(events=events)
 
     async def Explain(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request.what_if_nodes.content:
@@ -548,6 +744,16 @@ async def start_plugin_services(listen: str = "127.0.0.1:0", *, tls: ServerTLS |
     return PluginServices(server, services, port)
 
 
+def ready_line(listen: str, srv: Server) -> str:
+    """The line ``outrigger serve`` prints once it serves: where the Scheduler API (and the HTTP port)
+    can be reached."""
+    host = listen.rsplit(":", 1)[0] if ":" in listen else listen
+    line = f"outrigger: serving the Scheduler API on {host}:{srv.port}"
+    if srv.observability is not None and srv.observability.http is not None:
+        line += f", HTTP on {srv.observability.http.address}"
+    return line
+
+
 async def serve(
     config_for: Callable[[Registry], SchedulerConfig],
     listen: str,
@@ -565,8 +771,7 @@ async def serve(
     srv = await start_service(config_for, endpoints, listen, advertise=advertise, observability=observability,
                               tls=tls)
     log.info("outrigger framework serving on %s (profiles: %s)", listen, ", ".join(srv.scheduler.profiles))
-    if srv.observability is not None and srv.observability.http is not None:
-        print(f"outrigger framework HTTP (metrics, debug) on {srv.observability.http.address}", flush=True)
+    print(ready_line(listen, srv), flush=True)
     await stop.wait()
     log.info("shutting down")
     await srv.stop()

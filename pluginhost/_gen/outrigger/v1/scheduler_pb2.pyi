@@ -205,7 +205,7 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[NodeSummary, _Mapping]]] = ..., generation: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("sequence", "type", "object", "node_name", "status", "timestamp", "attempts", "run_id", "object_json")
+    __slots__ = ("sequence", "type", "object", "node_name", "status", "timestamp", "attempts", "run_id", "pod", "node")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -214,7 +214,8 @@ class Event(_message.Message):
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
-    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
+    POD_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     type: EventType
     object: ObjectRef
@@ -223,8 +224,9 @@ class Event(_message.Message):
     timestamp: float
     attempts: int
     run_id: str
-    object_json: str
-    def __init__(self, sequence: _Optional[int] = ..., type: _Optional[_Union[EventType, str]] = ..., object: _Optional[_Union[ObjectRef, _Mapping]] = ..., node_name: _Optional[str] = ..., status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., timestamp: _Optional[float] = ..., attempts: _Optional[int] = ..., run_id: _Optional[str] = ..., object_json: _Optional[str] = ...) -> None: ...
+    pod: PodState
+    node: NodeSummary
+    def __init__(self, sequence: _Optional[int] = ..., type: _Optional[_Union[EventType, str]] = ..., object: _Optional[_Union[ObjectRef, _Mapping]] = ..., node_name: _Optional[str] = ..., status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., timestamp: _Optional[float] = ..., attempts: _Optional[int] = ..., run_id: _Optional[str] = ..., pod: _Optional[_Union[PodState, _Mapping]] = ..., node: _Optional[_Union[NodeSummary, _Mapping]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("since_sequence", "types", "replay", "run_id", "objects")
