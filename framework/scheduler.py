@@ -5,9 +5,13 @@ cycle ends by starting the pod's binding cycle as its own task, so binding (Perm
 Bind) overlaps with the next pods' scheduling. Every path out of a cycle either binds the pod or
 returns it to the queue with the status that explains why, so a pod is never dropped.
 
-The scheduler is also the cluster's source of truth for pods and nodes (what an API server is to
-kube-scheduler): :meth:`apply` and :meth:`delete` change objects, and :meth:`events` streams what
-happened to them.
+Where the cluster comes from and where decisions go is the scheduler's :class:`ClusterSource`. The
+default, :class:`EmbeddedSource`, makes the scheduler itself the source of truth for pods and nodes
+(what an API server is to kube-scheduler): :meth:`Scheduler.apply` and :meth:`Scheduler.delete_pod`
+change objects, :meth:`Scheduler.bind` sets ``nodeName``, and :meth:`Scheduler.events` streams what
+happened to them. A live cluster's source (``framework.kube``) feeds the same cache and queue through
+the ``observe_*`` methods (kube-scheduler's informer handlers) and takes the bindings, failures,
+nominations and preemptions through the same interface; nothing above it knows which source runs.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -59,7 +63,9 @@ from .whatif import hypothetical_nodes
 __all__ = [
     "ApplyError",
     "ApplyResult",
+    "ClusterSource",
     "CycleStats",
+    "EmbeddedSource",
     "Event",
     "PodRecord",
     "Scheduler",
@@ -172,6 +178,76 @@ def fit_error_message(num_nodes: int, diagnosis: Diagnosis) -> str:
     return msg
 
 
+class ClusterSource(Protocol):
+    """Where the scheduler's decisions go: binding a pod, deleting a victim, and telling the cluster
+    why a pod failed, where it is nominated, that it was scheduled or preempted. The embedded store
+    and a live Kubernetes API server implement it; the scheduler, the runtime and plugins call only this."""
+
+    #: Whether the Scheduler API may create and change objects (False when a real API server owns them).
+    accepts_apply: bool
+
+    async def bind(self, pod: Pod, node_name: str) -> Status:
+        """Bind ``pod`` to ``node_name`` (what DefaultBinder asks for)."""
+        ...
+
+    async def delete_pod(self, pod: Pod, reason: str) -> Status:
+        """Delete ``pod`` (a preemption victim, or a plugin's request)."""
+        ...
+
+    def already_bound(self, pod: Pod) -> bool:
+        """True if ``pod`` is known to be bound already (by anyone): its failed attempt is not requeued."""
+        ...
+
+    def scheduled(self, pod: Pod, node_name: str) -> None:
+        """``pod``'s binding cycle bound it to ``node_name``."""
+        ...
+
+    def failed(self, pod: Pod, status: Status) -> None:
+        """An attempt for ``pod`` failed with ``status`` (its nomination, if any, is ``pod.nominated_node_name``)."""
+        ...
+
+    def nominated(self, pod: Pod, node_name: str) -> None:
+        """``pod`` is nominated to ``node_name`` (``""``: its nomination is cleared)."""
+        ...
+
+    def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
+        """``victim`` was preempted to make room for ``preemptor`` on ``node_name``."""
+        ...
+
+
+class EmbeddedSource:
+    """The scheduler's own in-memory store (the default): objects come from :meth:`Scheduler.apply`,
+    a binding sets ``nodeName`` at once, and what happened is told through :meth:`Scheduler.events`."""
+
+    accepts_apply = True
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._s = scheduler
+
+    async def bind(self, pod: Pod, node_name: str) -> Status:
+        return self._s.bind(pod, node_name)
+
+    async def delete_pod(self, pod: Pod, reason: str) -> Status:
+        if self._s.delete_pod(pod.namespace, pod.name, reason=reason) is None:
+            return Status.failure(f"pod {pod.key} not found")
+        return SUCCESS
+
+    def already_bound(self, pod: Pod) -> bool:
+        return False
+
+    def scheduled(self, pod: Pod, node_name: str) -> None:
+        pass  # Scheduler.bind recorded it
+
+    def failed(self, pod: Pod, status: Status) -> None:
+        pass
+
+    def nominated(self, pod: Pod, node_name: str) -> None:
+        pass
+
+    def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
+        pass
+
+
 class _Handle:
     """The framework handle given to plugins (kube-scheduler's ``framework.Handle``)."""
 
@@ -195,12 +271,10 @@ class _Handle:
         return True
 
     async def bind_pod(self, pod: Pod, node_name: str) -> Status:
-        return self._s.bind(pod, node_name)
+        return await self._s.source.bind(pod, node_name)
 
     async def delete_pod(self, pod: Pod, reason: str) -> Status:
-        if self._s.delete_pod(pod.namespace, pod.name, reason=reason) is None:
-            return Status.failure(f"pod {pod.key} not found")
-        return SUCCESS
+        return await self._s.source.delete_pod(pod, reason)
 
     def reservations(self) -> Reservations:
         return self._s.reservations
@@ -211,6 +285,7 @@ class _Handle:
     def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
         reason = Status(Code.Unschedulable, (f"preempted by {preemptor.key} on node {node_name}",))
         self._s._emit(EV_PREEMPTED, "Pod", victim, node=node_name, status=reason)
+        self._s.source.preempted(victim, preemptor, node_name)
 
 
 class Scheduler:
@@ -226,6 +301,8 @@ class Scheduler:
         self.reservation_check_seconds = 1.0
         self.waiting_pods = WaitingPods()
         self.handle = _Handle(self)
+        #: Where the cluster comes from and decisions go (the embedded store unless a source attaches).
+        self.source: ClusterSource = EmbeddedSource(self)
         self.current_snapshot: Snapshot | None = None
         self.pods: dict[str, PodRecord] = {}
         self._uid_by_key: dict[str, str] = {}
@@ -346,6 +423,11 @@ class Scheduler:
     ) -> list[ApplyResult]:
         """Create or update pods, nodes and reservations. Checked as a whole first: one bad object
         changes nothing. Reservations are applied after nodes and pods."""
+        if not self.source.accepts_apply:
+            raise ApplyError(
+                "this framework schedules a Kubernetes cluster: create and change pods and nodes through its "
+                "API server (kubectl apply)"
+            )
         everything = list(objects)
         reservations = [o for o in everything if isinstance(o, Reservation)]
         self._check_reservations(reservations)
@@ -565,6 +647,57 @@ class Scheduler:
             if rec is not None:
                 rec.phase = PENDING
 
+    # ---- a source's informers (kube-scheduler's eventhandlers.go) ---------------------------------
+
+    async def observe_pod(self, pod: Pod, *, spec_changed: bool = True) -> None:
+        """A pod as the cluster's API now has it (added or changed). A pending pod of one of the
+        profiles is queued, any bound pod is in the cache whoever bound it (confirming a pod this
+        scheduler assumed), a pending pod for another scheduler is only recorded. ``spec_changed``
+        False (only the status moved, e.g. this scheduler's own condition) keeps a queued pod where it is."""
+        rec = self.pods.get(pod.uid)
+        if rec is None:
+            if self._uid_by_key.get(pod.key) is not None:
+                self.delete_pod(pod.namespace, pod.name)  # the same name, a new pod: the old one is gone
+            await self._apply_pod(pod)
+            return
+        old = rec.pod
+        if pod.node_name and not old.node_name:
+            self._observe_bound(rec, pod)
+            return
+        if not pod.node_name and not spec_changed:
+            # Only the status moved: the nomination stays the scheduler's own (it may be ahead of the API).
+            rec.pod = dataclasses.replace(pod, nominated_node_name=self.nominated.get(pod.uid, ""))
+            info = self.queue.info(pod.uid)
+            if info is not None:
+                info.pod = rec.pod
+            return
+        await self._apply_pod(pod)
+
+    def _observe_bound(self, rec: PodRecord, pod: Pod) -> None:
+        uid = pod.uid
+        self.nominated.pop(uid, None)
+        self.queue.delete(uid)  # pending, or in flight: its cycle finds it bound
+        wp = self.waiting_pods.get(uid)
+        if wp is not None:
+            wp.reject("", f"pod {pod.key} was bound to {pod.node_name!r} meanwhile")
+        rec.pod = pod
+        rec.phase = BOUND
+        self.cache.add_pod(pod)  # confirms the pod this scheduler assumed, or places another's
+        self._emit(EV_BOUND, "Pod", pod, node=pod.node_name, attempts=rec.attempts)
+        self._cluster_event(ClusterEvent("Pod", ActionType.Add), None, pod)
+
+    def observe_pod_deleted(self, pod: Pod) -> None:
+        """A pod deleted from the cluster's API (nothing happens if another pod took its name)."""
+        if self._uid_by_key.get(pod.key) == pod.uid:
+            self.delete_pod(pod.namespace, pod.name)
+
+    def observe_node(self, node: Node) -> None:
+        """A node as the cluster's API now has it (added or changed)."""
+        self._apply_node(node)
+
+    def observe_node_deleted(self, name: str) -> None:
+        self.delete_node(name)
+
     def get_pod(self, namespace: str, name: str) -> PodRecord | None:
         uid = self._uid_by_key.get(f"{namespace}/{name}")
         return None if uid is None else self.pods[uid]
@@ -698,6 +831,11 @@ class Scheduler:
             self._free_state(cycle_id)
             self._fail(info, status, diagnosis.unschedulable_plugins | diagnosis.pending_plugins)
             self.stats.attempt_seconds.append(time.perf_counter() - started)
+            return
+        if self.cache.node_of(pod.uid) is not None:
+            # Bound by another scheduler while its cycle ran (a source's informer placed it).
+            self._free_state(cycle_id)
+            self.queue.done(pod.uid)
             return
         assumed = dataclasses.replace(pod, node_name=host)
         self.cache.assume_pod(assumed, host)
@@ -854,6 +992,8 @@ class Scheduler:
                 status = await fwk.run_bind(state, pod, host)
             if status.ok:
                 self.cache.finish_binding(pod.uid)
+                self.queue.done(pod.uid)
+                self.source.scheduled(pod, host)
                 await fwk.run_post_bind(state, pod, host)
                 return
             await fwk.run_unreserve(state, pod, host)
@@ -872,7 +1012,7 @@ class Scheduler:
     def _fail(self, info: QueuedPodInfo, status: Status, rejectors: set[str]) -> None:
         pod = info.pod
         rec = self.pods.get(pod.uid)
-        if rec is None:  # deleted meanwhile: nothing to requeue
+        if rec is None or self.source.already_bound(pod):  # deleted or bound meanwhile: nothing to requeue
             self.queue.done(pod.uid)
             return
         where = self.queue.requeue(info, status, rejectors)
@@ -884,6 +1024,7 @@ class Scheduler:
         else:
             self.stats.unschedulable += 1
             self._emit(EV_UNSCHEDULABLE, "Pod", pod, status=status, attempts=info.attempts)
+        self.source.failed(rec.pod, status)
 
     def _nominate(self, rec: PodRecord, node: str) -> Pod:
         """Record that ``rec``'s pod will go to ``node`` once its victims are gone; pods of lower
@@ -904,6 +1045,7 @@ class Scheduler:
             self.nominated[rec.pod.uid] = node
         else:
             self.nominated.pop(rec.pod.uid, None)
+        self.source.nominated(rec.pod, node)
         return rec.pod
 
     def _nominated_pods_by_row(self, snapshot: Snapshot, pod: Pod) -> dict[int, list[Pod]]:
