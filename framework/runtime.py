@@ -66,6 +66,7 @@ __all__ = [
     "ScoreOutcome",
     "WaitingPodHandle",
     "WaitingPods",
+    "go_duration",
     "num_feasible_nodes_to_find",
 ]
 
@@ -151,6 +152,36 @@ class PluginObserver(Protocol):
     ``start`` returns None for a call it does not follow."""
 
     def start(self, point: str, plugin: Plugin, nodes: int = -1) -> ObservedCall | None: ...
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go's ``time.Duration.String`` writes it (``500ms``, ``1.5s``, ``1m30s``,
+    ``1h0m0s``): kube-scheduler's Permit timeout message prints the plugin's timeout that way."""
+    ns = round(seconds * 1e9)
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+
+    def frac(value: int, unit: int) -> str:
+        whole, rest = divmod(value, unit)
+        if not rest:
+            return str(whole)
+        return f"{whole}." + f"{rest:0{len(str(unit)) - 1}d}".rstrip("0")
+
+    if ns == 0:
+        return "0s"
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return f"{sign}{frac(ns, 1_000)}µs"
+    if ns < 1_000_000_000:
+        return f"{sign}{frac(ns, 1_000_000)}ms"
+    hours, rest = divmod(ns, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    out = frac(rest, 10**9) + "s"
+    if hours or minutes:
+        out = f"{minutes}m{out}"
+    if hours:
+        out = f"{hours}h{out}"
+    return sign + out
 
 
 def _failed(point: str, plugin: Plugin, status: Status) -> Status:
@@ -748,7 +779,7 @@ class Framework:
             return _failed("Permit", pl, status)
         if waits:
             self.waiting_pods.add(pod, node, waits)
-            return Status(Code.Wait, (f"one or more plugins asked to wait and no plugin rejected pod {pod.name!r}",))
+            return Status(Code.Wait, (f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"',))
         return SUCCESS
 
     async def wait_on_permit(self, pod: Pod) -> Status:
@@ -891,7 +922,7 @@ class WaitingPodHandle:
         self._finish(Status(Code.Unschedulable, (message,), plugin))
 
     def _timeout(self, plugin: str, waited: float) -> None:
-        self.reject(plugin, f"rejected due to timeout after waiting {waited:g}s at plugin {plugin}")
+        self.reject(plugin, f"rejected due to timeout after waiting {go_duration(waited)} at plugin {plugin}")
 
     def _finish(self, status: Status) -> None:
         if self.result.done():

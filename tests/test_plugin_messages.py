@@ -25,6 +25,7 @@ import yaml
 
 from framework.plugins.basic import NodeName, SchedulingGates
 from framework.profiles import build_registry, default_scheduler_config
+from framework.runtime import go_duration
 from framework.scheduler import Scheduler
 from pluginhost.manifest import node_from_dict, pod_from_dict
 from pluginhost.model import Pod
@@ -257,3 +258,13 @@ def test_node_name_message() -> None:
         (Code.UnschedulableAndUnresolvable, ("node(s) didn't match the requested node name",)),
         (Code.Success, ()),
     ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "want"),
+    [(0, "0s"), (1e-9, "1ns"), (1.5e-6, "1.5µs"), (0.05, "50ms"), (0.2505, "250.5ms"), (1, "1s"), (1.5, "1.5s"),
+     (60, "1m0s"), (90, "1m30s"), (3600, "1h0m0s"), (3661.25, "1h1m1.25s"), (-2, "-2s")],
+)
+def test_permit_timeouts_are_written_as_go_durations(seconds: float, want: str) -> None:
+    """kube-scheduler's ``rejected due to timeout after waiting %v at plugin %v`` prints a time.Duration."""
+    assert go_duration(seconds) == want

@@ -509,7 +509,7 @@ def test_permit_wait_times_out_and_unreserves(mode: str, tmp_path: Path) -> None
     specs = [fake("R", "reserve"), fake("W", "permit", permit=wait(0.2)), fake("PB", "preBind")]
     s, calls = scenario(mode, tmp_path, specs, one_node)
     assert status_of(s, "p1") == Status(
-        Code.Unschedulable, ("rejected due to timeout after waiting 0.2s at plugin W",), "W"
+        Code.Unschedulable, ("rejected due to timeout after waiting 200ms at plugin W",), "W"
     )
     assert points(calls, "unreserve", "preBind") == [("unreserve", "R", "p1", "n1")]
     assert s.leaks() == NO_LEAKS

@@ -184,7 +184,7 @@ def test_gang_short_of_members_is_rejected_after_timeout_with_nothing_left_reser
         assert r.last_status is not None and r.last_status.plugin == "Coscheduling"
         statuses[r.pod.name] = r.last_status.message()
     # One member timed out; its Unreserve rejected the others at once (the group fails together).
-    timed_out = [m for m in statuses.values() if m.startswith("rejected due to timeout after waiting 0.3s")]
+    timed_out = [m for m in statuses.values() if m.startswith("rejected due to timeout after waiting 300ms")]
     assert len(timed_out) >= 1
     assert all(m in timed_out or "pod group 'short' was rejected" in m for m in statuses.values())
     assert phase(s, "web") == ("Bound", phase(s, "web")[1])

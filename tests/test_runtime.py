@@ -1129,7 +1129,7 @@ def test_permit_wait_timeout_rejects_and_unreserves() -> None:
     s, calls = scenario(specs, one_node_one_pod)
     st = status_of(s, "p1")
     assert (st.code, st.plugin) == (Code.Unschedulable, "W")
-    assert st.message().startswith("rejected due to timeout after waiting 0.05s at plugin W")
+    assert st.message().startswith("rejected due to timeout after waiting 50ms at plugin W")
     assert points(calls, "unreserve", "preBind", "bind") == [
         ("unreserve", "R2", "p1", "n1"),
         ("unreserve", "R1", "p1", "n1"),
