@@ -24,9 +24,11 @@ from framework.cli import main
 
 DATA = Path(__file__).parent / "data"
 OK = "Success"
-UNRESOLVABLE = "UnschedulableAndUnresolvable"
+# A rejected node's filter status as "code: reasons", kube-scheduler's words.
+PORTS_IN_USE = "Unschedulable: node(s) didn't have free ports for the requested pod ports"
+UNTOLERATED = "UnschedulableAndUnresolvable: node(s) had untolerated taint(s)"
 
-# (plugin, point or "*" for multiPoint, status code, non-Success filter codes, totals per node or None,
+# (plugin, point or "*" for multiPoint, status code, non-Success filter statuses, totals per node or None,
 #  a substring of the error)
 CASES: list[tuple[str, str, str, dict[str, str], dict[str, int] | None, str]] = [
     ("DefaultPreemption", "postFilter", OK, {}, {"a": 0, "b": 0, "c": 0}, ""),
@@ -43,7 +45,7 @@ CASES: list[tuple[str, str, str, dict[str, str], dict[str, int] | None, str]] = 
     ("NodeAffinity", "*", OK, {}, {"a": 100, "b": 0, "c": 100}, ""),
     ("NodeName", "filter", OK, {}, {"a": 0, "b": 0, "c": 0}, ""),
     ("NodePorts", "filter", "Error", {}, None, '"PreFilterNodePorts"'),
-    ("NodePorts", "*", OK, {"a": "Unschedulable"}, {"b": 0, "c": 0}, ""),
+    ("NodePorts", "*", OK, {"a": PORTS_IN_USE}, {"b": 0, "c": 0}, ""),
     # 100 * (1 - std of requested fractions): a (2/4, 2Gi/8Gi) -> 87, b (1/8, 1/16) -> 96, c (1/2, 1/4) -> 87
     ("NodeResourcesBalancedAllocation", "score", OK, {}, {"a": 87, "b": 96, "c": 87}, ""),
     ("NodeResourcesBalancedAllocation", "*", OK, {}, {"a": 87, "b": 96, "c": 87}, ""),
@@ -56,10 +58,10 @@ CASES: list[tuple[str, str, str, dict[str, str], dict[str, int] | None, str]] = 
     ("PodTopologySpread", "score", "Error", {}, None, '"PreScorePodTopologySpread"'),
     # z1 holds one app=web pod, z2 none: b scores best
     ("PodTopologySpread", "*", OK, {}, {"a": 0, "b": 100, "c": 0}, ""),
-    ("TaintToleration", "filter", OK, {"b": UNRESOLVABLE}, {"a": 0, "c": 0}, ""),
+    ("TaintToleration", "filter", OK, {"b": UNTOLERATED}, {"a": 0, "c": 0}, ""),
     ("TaintToleration", "score", "Error", {}, None, '"PreScoreTaintToleration"'),
     # c has one PreferNoSchedule taint: reverse-normalized to 0, a to 100
-    ("TaintToleration", "*", OK, {"b": UNRESOLVABLE}, {"a": 100, "c": 0}, ""),
+    ("TaintToleration", "*", OK, {"b": UNTOLERATED}, {"a": 100, "c": 0}, ""),
 ]
 
 
@@ -93,7 +95,11 @@ def test_plugin_alone_at_a_point(
         assert plugin in result["status"]["reasons"][0] and error in result["status"]["reasons"][0]
         assert result["selected"] is None
         return
-    filters = {n: v["filter"]["code"] for n, v in result["nodes"].items() if v["filter"]["code"] != OK}
+    filters = {
+        n: f"{v['filter']['code']}: {', '.join(v['filter']['reasons'])}"
+        for n, v in result["nodes"].items()
+        if v["filter"]["code"] != OK
+    }
     assert filters == rejected
     got = {n: v["total"] for n, v in result["nodes"].items() if v["total"] is not None}
     assert got == totals
