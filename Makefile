@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-latest lock lint typecheck unit k8s proto bench fuzz faults clean
+.PHONY: install demo test test-latest lock lint typecheck unit k8s proto bench fuzz faults clean go-proto go-test
 
 # Every Python package at the version and hash in requirements.lock (docs/dependencies.md), then this
 # project itself, editable, built by the lock's setuptools.
@@ -36,7 +36,7 @@ lock: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/outrigger demo
 
-test: $(STAMP) lint typecheck unit
+test: $(STAMP) lint typecheck go-test unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check pluginhost framework clients tests
@@ -56,6 +56,14 @@ k8s:
 # Regenerate the Python stubs in pluginhost/_gen from proto/ (a test fails when they are stale).
 proto: $(STAMP)
 	$(BIN)/python -m pluginhost._genproto
+
+# The Go SDK and kube-scheduler plugin adapter (clients/go, docs/plugin-go.md): regenerate its code from
+# proto/ with pinned protoc-gen-go/-grpc (a test fails when it is stale); vet and test it.
+go-proto: $(STAMP)
+	clients/go/genproto.sh
+
+go-test:
+	cd clients/go && go vet ./... && go test ./...
 
 # Every benchmark scenario (framework/bench.py): prints a table, writes bench-results.json (under 10 minutes).
 bench: $(STAMP)
