@@ -54,5 +54,6 @@ def kube_namespace(kube_cluster: LocalCluster, request: pytest.FixtureRequest) -
     name = f"t{next(_serial)}-{slug}"[:63].rstrip("-")
     kube_cluster.kubectl("create", "namespace", name)
     yield name
+    kube_cluster.start_apiserver()  # a test that stopped it and failed leaves it running again for the next
     kube_cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force")
     kube_cluster.kubectl("delete", "namespace", name, "--wait=false")

@@ -221,19 +221,20 @@ def test_every_grant_is_one_kube_schedulers_own_roles_hold_except_the_lease_name
 # ---- lifecycle ------------------------------------------------------------------------------------------
 
 
-def test_restarting_the_api_server_keeps_every_object(kube_cluster: LocalCluster, kube_namespace: str) -> None:
+@pytest.mark.parametrize("graceful", [True, False], ids=["sigterm", "sigkill"])
+def test_restarting_the_api_server_keeps_every_object(kube_cluster: LocalCluster, kube_namespace: str,
+                                                      graceful: bool) -> None:
     kube_cluster.kubectl("create", "configmap", "kept", "-n", kube_namespace, "--from-literal=answer=42")
     before = get_json(kube_cluster, "configmap", "kept", "-n", kube_namespace)
-    port = kube_cluster.server
-    kube_cluster.restart_apiserver()
-    after = get_json(kube_cluster, "configmap", "kept", "-n", kube_namespace)
-    assert kube_cluster.server == port
-    assert (after["data"], after["metadata"]["uid"], after["metadata"]["resourceVersion"]) == (
-        {"answer": "42"}, before["metadata"]["uid"], before["metadata"]["resourceVersion"])
-    # Tokens issued before the restart still authenticate (same signing key, same etcd).
     kubeconfig = kube_cluster.service_account_kubeconfig(kube_namespace, "reader",
                                                          cluster_roles=["system:kube-scheduler"])
-    kube_cluster.restart_apiserver()
+    server = kube_cluster.server
+    kube_cluster.restart_apiserver(graceful=graceful)
+    after = get_json(kube_cluster, "configmap", "kept", "-n", kube_namespace)
+    assert kube_cluster.server == server
+    assert (after["data"], after["metadata"]["uid"], after["metadata"]["resourceVersion"]) == (
+        {"answer": "42"}, before["metadata"]["uid"], before["metadata"]["resourceVersion"])
+    # A token issued before the restart still authenticates (same signing key, same etcd).
     out = kube_cluster.kubectl("get", "pods", "-n", kube_namespace, "-o", "name", kubeconfig=kubeconfig)
     assert (out.stdout, out.stderr) == ("", "")  # not "Unauthorized"
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import atexit
 import base64
 import datetime
+import http.client
 import ipaddress
 import os
 import queue
@@ -242,16 +243,19 @@ class _Component:
     def failure(self, what: str) -> ClusterError:
         return ClusterError(f"{self.name} {what}; the last lines of {self.log}:\n{log_tail(self.log)}")
 
-    def stop(self) -> None:
+    def stop(self, *, graceful: bool = True) -> None:
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
-        proc.terminate()
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(STOP_TIMEOUT)
+        if graceful:
+            proc.terminate()
+            try:
+                proc.wait(STOP_TIMEOUT)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        proc.kill()
+        proc.wait(STOP_TIMEOUT)
 
 
 def _wait_until(check: Callable[[], bool], component: _Component, what: str, timeout: float) -> None:
@@ -273,7 +277,7 @@ def _http_ok(url: str, *, context: ssl.SSLContext | None = None, token: str | No
     try:
         with urllib.request.urlopen(request, timeout=2, context=context) as response:
             return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):  # not listening yet, or answering 500 while starting
+    except (urllib.error.URLError, http.client.HTTPException, OSError):  # not listening yet, or 500 while starting
         return False
 
 
@@ -378,15 +382,16 @@ class LocalCluster:
                 return
             self._start_apiserver(timeout)
 
-    def stop_apiserver(self) -> None:
-        """Stops the API server (SIGTERM, then SIGKILL after 15 s); etcd and its data stay."""
+    def stop_apiserver(self, *, graceful: bool = True) -> None:
+        """Stops the API server; etcd and its data stay. ``graceful``: SIGTERM (it closes watches and
+        finishes requests in flight), SIGKILL after 15 s; otherwise SIGKILL at once, as a crash."""
         with self._lock:
-            self.apiserver.stop()
+            self.apiserver.stop(graceful=graceful)
 
-    def restart_apiserver(self, timeout: float = READY_TIMEOUT) -> None:
+    def restart_apiserver(self, timeout: float = READY_TIMEOUT, *, graceful: bool = True) -> None:
         """Stops the API server and starts it again on the same port and etcd; objects persist."""
         with self._lock:
-            self.stop_apiserver()
+            self.stop_apiserver(graceful=graceful)
             self.start_apiserver(timeout)
 
     def stop(self) -> None:
