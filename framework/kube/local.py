@@ -312,7 +312,7 @@ class LocalCluster:
             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
             "--initial-cluster", f"local=http://127.0.0.1:{peer_port}",
             "--log-level", "warn",
-            # A test cluster's data is thrown away: no fsync per write (etcd's own tests do the same).
+            # The cluster's data is thrown away with workdir: no fsync per write (the disk is shared).
             "--unsafe-no-fsync",
         ], workdir / "etcd.log")
         self.apiserver = _Component("kube-apiserver", [
