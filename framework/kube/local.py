@@ -4,7 +4,7 @@
 
     cluster = LocalCluster.start(Path("/tmp/kube"))
     cluster.kubectl("apply", "-f", "nodes.yaml")
-    kubeconfig = cluster.service_account_kubeconfig("outrigger", "outrigger", cluster_roles=["view"])
+    kubeconfig = cluster.service_account_kubeconfig("ns", "sa", cluster_roles=["system:kube-scheduler"])
     ...
     cluster.stop()
 
@@ -19,8 +19,9 @@ certificate.
 
 No controller manager and no kubelet run: nodes are objects created with kubectl (with
 ``status.capacity`` and ``status.allocatable``), a bound pod stays Pending, a namespace being deleted stays
-Terminating, and a bound pod is deleted at once only with ``--grace-period=0 --force`` (a graceful delete
-waits for a kubelet that never comes). That is all a scheduler needs.
+Terminating, a bound pod is deleted at once only with ``--grace-period=0 --force`` (a graceful delete
+waits for a kubelet that never comes), and the aggregated ClusterRoles (``admin``, ``edit``, ``view``) are
+empty (their aggregation controller does not run). That is all a scheduler needs.
 
 Every process started here is stopped by :meth:`LocalCluster.stop`, at interpreter exit (``atexit``), and by
 the kernel if this process dies first (a parent-death signal).
