@@ -207,6 +207,11 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace-sampler-arg", help="the ratio of *traceidratio samplers ($OTEL_TRACES_SAMPLER_ARG)")
     p.add_argument("--trace-store", type=int, metavar="N",
                    help="keep the last N traces in process for `outrigger trace` (turns tracing on)")
+    p.add_argument("--kubeconfig", metavar="PATH",
+                   help="schedule the Kubernetes cluster of this kubeconfig (default: the configuration's "
+                        "clientConnection.kubeconfig; without either, the embedded store)")
+    p.add_argument("--in-cluster", action="store_true",
+                   help="schedule the cluster this pod runs in, with its service account")
     add_server_flags(p, "clients and plugin hosts")
 
 
@@ -215,6 +220,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
   outrigger serve --config scheduler.yaml --listen 0.0.0.0:50051
   outrigger serve --config scheduler.yaml --plugins remote-plugins.yaml
   outrigger serve --http 127.0.0.1:10251 --trace-store 1000 --debug-scores 5
+  outrigger serve --config scheduler.yaml --kubeconfig ~/.kube/config   # a live cluster (docs/kubernetes.md)
   OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 outrigger serve""")
 def cmd_serve(args: argparse.Namespace) -> int:
     from .observability import ObservabilityConfig
@@ -233,10 +239,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(f"--debug-scores must be >= 0, got {args.debug_scores}")
     obs = ObservabilityConfig(tracing=tracing if tracing.enabled else None, http=args.http,
                               debug_scores=args.debug_scores)
+    from .kube import source as kube
+
+    kubeconfig = args.kubeconfig or kube.configured_kubeconfig(args.config)
     try:
-        _run(serve(lambda registry: _config(args.config, registry), args.listen, endpoints, args.advertise, obs,
-                   tls=server_tls(args)))
-    except OSError as exc:
+        if kubeconfig or args.in_cluster:
+            _run(kube.serve_cluster(lambda registry: _config(args.config, registry), args.listen, endpoints,
+                                    args.advertise, obs, tls=server_tls(args), kubeconfig=kubeconfig,
+                                    in_cluster=args.in_cluster))
+        else:
+            _run(serve(lambda registry: _config(args.config, registry), args.listen, endpoints, args.advertise, obs,
+                       tls=server_tls(args)))
+    except (OSError, kube.KubeConfigError) as exc:
         raise UserError(str(exc)) from None
     return 0
 

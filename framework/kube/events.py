@@ -1,0 +1,365 @@
+"""What the scheduler tells the cluster, written in the background: ``events.k8s.io/v1`` Events and pod
+status patches (the ``PodScheduled`` condition, ``status.nominatedNodeName``).
+
+Neither is on a pod's path to its node, so neither is awaited by a scheduling or binding cycle: they
+are handed to a :class:`Writer`, whose few workers send them (bounded concurrency, the client's rate
+limit applies). Field values are kube-scheduler's, so ``kubectl describe pod`` reads the same:
+
+- an Event is named ``<pod>.<unix nanoseconds in hex>``, with ``reportingController`` the profile's
+  ``schedulerName`` and ``reportingInstance`` ``<schedulerName>-<hostname>`` (client-go's events
+  broadcaster); its note is cut to 1024 bytes with `` ...`` (schedule_one.go's truncateMessage);
+- the same event again (same pod, reason, action, note, reporter) within 6 minutes becomes a series:
+  its count and last time are patched onto the first one, at most every ``series_seconds``, instead of
+  a new Event per attempt;
+- a status patch is sent only when it changes something (podutil.UpdatePodCondition: the condition's
+  status, reason or message; ``lastTransitionTime`` moves only when its status does). Several changes
+  to one pod before its patch is sent make one patch.
+
+Writes that fail are retried a few times with backoff when the server could not be reached; a pod
+that is gone (404) is dropped; any other refusal is logged in one line naming the verb and resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pluginhost.model import Pod
+
+from .client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiClient, ApiError, ApiUnreachable
+
+__all__ = ["EventRecorder", "StatusWriter", "Writer", "micro_time", "truncate_note"]
+
+log = logging.getLogger("outrigger.kube")
+
+NOTE_LIMIT = 1024  # validation.NoteLengthLimit
+SERIES_WINDOW = 360.0  # seconds an event stays isomorphic (client-go's finishTime)
+RETRIES = 5
+
+
+def truncate_note(message: str) -> str:
+    """kube-scheduler's truncateMessage: at most 1024 bytes, ending with `` ...`` when cut."""
+    if len(message.encode()) <= NOTE_LIMIT:
+        return message
+    suffix = " ..."
+    cut = message.encode()[: NOTE_LIMIT - len(suffix)].decode("utf-8", "ignore")
+    return cut + suffix
+
+
+def micro_time(ts: float) -> str:
+    """A MicroTime: RFC 3339 with microseconds, UTC."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+Job = Callable[[], Awaitable[None]]
+
+
+class Writer:
+    """A queue of API writes and ``workers`` tasks sending them."""
+
+    def __init__(self, workers: int = 8) -> None:
+        self._jobs: collections.deque[Job] = collections.deque()
+        self._ready = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._workers = workers
+        self._tasks: list[asyncio.Task[None]] = []
+        self._busy = 0
+        self._logged: set[str] = set()
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._work()) for _ in range(self._workers)]
+
+    def submit(self, job: Job) -> None:
+        self._jobs.append(job)
+        self._idle.clear()
+        self._ready.set()
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait until every submitted write was sent (or dropped); False if ``timeout`` passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Send what is queued (within ``timeout``), then stop the workers."""
+        await self.flush(timeout)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def _work(self) -> None:
+        for _ in itertools.count():  # until stopped (cancelled)
+            while not self._jobs:
+                self._ready.clear()
+                if not self._busy:
+                    self._idle.set()
+                await self._ready.wait()
+            job = self._jobs.popleft()
+            self._busy += 1
+            try:
+                await self._run(job)
+            finally:
+                self._busy -= 1
+                if not self._jobs and not self._busy:
+                    self._idle.set()
+
+    async def _run(self, job: Job) -> None:
+        delay = 0.5
+        for attempt in range(RETRIES):
+            try:
+                await job()
+                return
+            except ApiUnreachable as exc:
+                if attempt == RETRIES - 1:
+                    log.warning("%s; giving up after %d attempts", exc, RETRIES)
+                    return
+                await asyncio.sleep(delay)
+                delay *= 2
+            except ApiError as exc:
+                if exc.code == 404:
+                    return  # the object is gone: nothing to tell it any more
+                line = f"{exc.verb} {exc.resource}: {exc.code} {exc.reason}"
+                if line not in self._logged:  # one line per kind of refusal, not one per pod
+                    self._logged.add(line)
+                    log.warning("%s (further refusals like this one are not logged)", exc)
+                return
+            except Exception:
+                log.exception("an API write failed")
+                return
+
+
+@dataclass(slots=True)
+class _Series:
+    name: str
+    namespace: str
+    count: int
+    last: float
+    dirty: bool = False
+
+
+class EventRecorder:
+    """``events.k8s.io/v1`` Events about pods, as kube-scheduler's recorder writes them."""
+
+    def __init__(self, client: ApiClient, writer: Writer, *, hostname: str | None = None,
+                 series_seconds: float = 30.0) -> None:
+        self.client = client
+        self.writer = writer
+        self.hostname = hostname or socket.gethostname()
+        self.series_seconds = series_seconds
+        self._series: dict[tuple[str, ...], _Series] = {}
+        self._flusher: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._flusher = asyncio.get_running_loop().create_task(self._flush_series_loop())
+
+    async def stop(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+            self._flusher = None
+        self._flush_series()
+
+    def record(self, pod: Pod, *, type_: str, reason: str, action: str, note: str, controller: str,
+               related: Pod | None = None) -> None:
+        """An event about ``pod`` reported by ``controller`` (the profile's schedulerName)."""
+        note = truncate_note(note)
+        key = (pod.uid, type_, reason, action, note, controller, related.uid if related else "")
+        now = time.time()
+        series = self._series.get(key)
+        if series is not None and now - series.last < SERIES_WINDOW:
+            series.count += 1
+            series.last = now
+            series.dirty = True
+            return
+        name = f"{pod.name}.{time.time_ns():x}"
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": pod.namespace},
+            "eventTime": micro_time(now),
+            "reportingController": controller,
+            "reportingInstance": f"{controller}-{self.hostname}",
+            "action": action,
+            "reason": reason,
+            "type": type_,
+            "note": note,
+            "regarding": _reference(pod),
+        }
+        if related is not None:
+            body["related"] = _reference(related)
+        self._series[key] = _Series(name, pod.namespace, 1, now)
+        if len(self._series) > 10_000:
+            self._expire(now)
+        path = f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events"
+
+        async def create() -> None:
+            await self.client.request("POST", path, verb="create", resource="events", body=body)
+
+        self.writer.submit(create)
+
+    def _expire(self, now: float) -> None:
+        for key in [k for k, s in self._series.items() if now - s.last >= SERIES_WINDOW and not s.dirty]:
+            del self._series[key]
+
+    async def _flush_series_loop(self) -> None:
+        for _ in itertools.count():  # until stopped
+            await asyncio.sleep(self.series_seconds)
+            self._flush_series()
+            self._expire(time.time())
+
+    def _flush_series(self) -> None:
+        for series in self._series.values():
+            if not series.dirty:
+                continue
+            series.dirty = False
+            path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}"
+            patch = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last)}}
+
+            async def send(path: str = path, patch: dict[str, Any] = patch) -> None:
+                await self.client.request("PATCH", path, verb="patch", resource="events", body=patch,
+                                          content_type=MERGE_PATCH)
+
+            self.writer.submit(send)
+
+
+def _reference(pod: Pod) -> dict[str, Any]:
+    ref = {"kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid, "apiVersion": "v1"}
+    rv = (pod.raw.get("metadata") or {}).get("resourceVersion") if pod.raw else None
+    if rv:
+        ref["resourceVersion"] = rv
+    return ref
+
+
+# ---- pod status -----------------------------------------------------------------------------------
+
+PodStatusLookup = Callable[[str, str], "dict[str, Any] | None"]
+
+
+@dataclass(slots=True)
+class _Wanted:
+    uid: str
+    name: str
+    namespace: str
+    generation: int | None
+    #: (reason, message) of a PodScheduled=False condition; None leaves the condition alone.
+    condition: tuple[str, str] | None = None
+    #: The nominated node ("" clears it); None leaves it alone.
+    nominated: str | None = None
+    queued: bool = False
+
+
+class StatusWriter:
+    """Pod status patches: ``PodScheduled`` False with a reason and message, ``nominatedNodeName``.
+
+    ``current(key, uid)`` gives the pod's status as last seen by the informer, to patch only what
+    differs. One patch per pod at a time; changes arriving meanwhile are merged into the next one."""
+
+    def __init__(self, client: ApiClient, writer: Writer, current: PodStatusLookup) -> None:
+        self.client = client
+        self.writer = writer
+        self.current = current
+        self._wanted: dict[str, _Wanted] = {}
+        #: What was last sent per pod uid, so a write the informer has not shown yet is not sent twice.
+        self._sent: dict[str, tuple[tuple[str, str] | None, str | None]] = {}
+
+    def unschedulable(self, pod: Pod, reason: str, message: str) -> None:
+        self._want(pod).condition = (reason, message)
+        self._submit(pod.key)
+
+    def nominate(self, pod: Pod, node_name: str) -> None:
+        self._want(pod).nominated = node_name
+        self._submit(pod.key)
+
+    def forget(self, uid: str) -> None:
+        self._sent.pop(uid, None)
+
+    def _want(self, pod: Pod) -> _Wanted:
+        wanted = self._wanted.get(pod.key)
+        if wanted is None or wanted.uid != pod.uid:
+            meta = pod.raw.get("metadata") if pod.raw else None
+            generation = meta.get("generation") if isinstance(meta, dict) else None
+            wanted = self._wanted[pod.key] = _Wanted(pod.uid, pod.name, pod.namespace,
+                                                     generation if isinstance(generation, int) else None)
+        return wanted
+
+    def _submit(self, key: str) -> None:
+        wanted = self._wanted[key]
+        if wanted.queued:
+            return
+        wanted.queued = True
+
+        async def send() -> None:
+            await self._send(key)
+
+        self.writer.submit(send)
+
+    async def _send(self, key: str) -> None:
+        wanted = self._wanted.pop(key, None)
+        if wanted is None:
+            return
+        status = self.current(key, wanted.uid)
+        if status is None:
+            return  # the pod is gone (or was replaced by another of the same name)
+        patch: dict[str, Any] = {}
+        sent_condition, sent_nominated = self._sent.get(wanted.uid, (None, None))
+        if wanted.condition is not None and wanted.condition != sent_condition:
+            cond = _changed_condition(status, wanted.condition, wanted.generation)
+            if cond is not None:
+                patch["conditions"] = [cond]
+        nominated, on_pod = wanted.nominated, status.get("nominatedNodeName") or ""
+        if nominated is not None and nominated != sent_nominated and on_pod != nominated:
+            patch["nominatedNodeName"] = nominated or None
+        if not patch:
+            return
+        self._sent[wanted.uid] = (
+            wanted.condition if wanted.condition is not None else sent_condition,
+            wanted.nominated if wanted.nominated is not None else sent_nominated,
+        )
+        path = f"/api/v1/namespaces/{wanted.namespace}/pods/{wanted.name}/status"
+        try:
+            await self.client.request("PATCH", path, verb="patch", resource="pods/status", body={"status": patch},
+                                      content_type=STRATEGIC_MERGE_PATCH)
+        except Exception:
+            self._sent.pop(wanted.uid, None)
+            raise
+
+
+def _changed_condition(
+    status: dict[str, Any], wanted: tuple[str, str], generation: int | None
+) -> dict[str, Any] | None:
+    """The PodScheduled=False condition to write, or None when the pod already has it."""
+    reason, message = wanted
+    old = next((c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"), None)
+    if old is not None and old.get("status") == "False" and old.get("reason") == reason and (
+        old.get("message") == message
+    ):
+        return None
+    transition = old.get("lastTransitionTime") if old is not None and old.get("status") == "False" else None
+    cond: dict[str, Any] = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": transition or rfc3339(time.time()),
+    }
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    return cond

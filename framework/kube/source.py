@@ -1,0 +1,513 @@
+"""The Kubernetes API as the scheduler's cluster source: informers feed the cache and the queue, and
+bindings, failures, nominations and preemptions are written back, as kube-scheduler does.
+
+::
+
+    source = KubeSource(scheduler, ApiClient(KubeConfig.from_file(path), qps=50, burst=100))
+    await source.start()               # the scheduler now binds through the API server
+    await source.wait_synced(30)       # nodes, namespaces and pods listed
+    ...
+    await source.stop()
+
+What comes in (kube-scheduler's eventhandlers.go):
+
+- **Nodes** and **Namespaces** are listed and watched first; **Pods** once the nodes are in, bound pods
+  of a list before pending ones, so a pending pod is never scheduled against a node whose pods are not
+  counted yet.
+- A pending pod whose ``schedulerName`` names a profile is queued; every bound pod is in the cache,
+  whoever bound it (a pod this scheduler assumed is confirmed when its binding is seen on the watch);
+  a pending pod for another scheduler is recorded and left alone; a pending pod being deleted is not
+  scheduled.
+- A change to a pending pod's status only (the scheduler's own condition, say) does not requeue it.
+- A pod of a profile that Outrigger cannot model (it does not convert, or it needs volume scheduling or
+  dynamic resources, which Outrigger does not implement) is not queued: it gets a ``FailedScheduling``
+  event and ``PodScheduled=False`` (``SchedulerError``) naming the reason, once per reason.
+
+What goes out (schedule_one.go, the preemption executor):
+
+- **Binding** through ``pods/binding`` (with the pod's uid, so a replaced pod is not bound), from the
+  binding cycle; the scheduler's binding cycles run concurrently. A refusal because the pod is already
+  bound (409) is handled: the pod is not requeued, the watch brings its binding. A binding to a node
+  the informer no longer has fails before any request.
+- **Events** (``Scheduled``, ``FailedScheduling``, ``Preempted``) and **pod status** (``PodScheduled``,
+  ``nominatedNodeName``) in the background (:mod:`framework.kube.events`): one binding and one event
+  per scheduled pod.
+- **Victims** get the ``DisruptionTarget`` condition (``PreemptionByScheduler``), then are deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+import signal
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from pluginhost.manifest import ManifestError, node_from_dict, pod_from_dict
+from pluginhost.model import Node, Pod
+from pluginhost.status import SUCCESS, Status
+
+from .client import STRATEGIC_MERGE_PATCH, ApiClient, ApiError, ApiUnreachable, KubeConfig, KubeConfigError
+from .events import EventRecorder, StatusWriter, Writer, rfc3339
+from .informer import Informer
+
+if TYPE_CHECKING:
+    from pluginhost.security import ServerTLS
+
+    from ..config import SchedulerConfig
+    from ..observability import ObservabilityConfig
+    from ..plugins import Registry
+    from ..remoteconfig import EndpointConfig
+    from ..scheduler import Scheduler
+    from ..service import Server
+
+__all__ = [
+    "ClientConnection",
+    "KubeConfigError",
+    "KubeSource",
+    "PodItem",
+    "client_connection",
+    "configured_kubeconfig",
+    "connect",
+    "convert_node",
+    "convert_pod",
+    "serve_cluster",
+    "unsupported",
+]
+
+log = logging.getLogger("outrigger.kube")
+
+# Volume types that put no constraint on where a pod runs; any other needs volume scheduling.
+_PLAIN_VOLUMES = frozenset(
+    {"emptyDir", "configMap", "secret", "downwardAPI", "projected", "hostPath", "image", "nfs", "gitRepo"}
+)
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+
+
+def _lenient(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # Objects from the API server were validated by it: the manifest decoder's strictness about
+    # unknown fields (meant for hand-written files) is turned off where the decoder offers it.
+    if "validate" in inspect.signature(fn).parameters:
+        return functools.partial(fn, validate="ignore")
+    return fn
+
+
+_pod_from_api = _lenient(pod_from_dict)
+_node_from_api = _lenient(node_from_dict)
+
+
+# ---- converting API objects -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PodItem:
+    """A pod as the informer keeps it: converted once, with what keeps Outrigger from scheduling it."""
+
+    key: str
+    uid: str
+    scheduler_name: str
+    node_name: str
+    #: None when the object could not be converted (``problem`` says why).
+    pod: Pod | None
+    #: Why Outrigger cannot schedule this pod ("" when it can).
+    problem: str
+    raw: dict[str, Any] = field(repr=False)
+
+
+def unsupported(obj: dict[str, Any]) -> str:
+    """What in a pod's spec no Outrigger plugin handles, in a user's words ("" when nothing)."""
+    spec = obj.get("spec") or {}
+    for i, volume in enumerate(spec.get("volumes") or ()):
+        if not isinstance(volume, dict):
+            continue
+        kinds = [k for k in volume if k != "name"]
+        odd = [k for k in kinds if k not in _PLAIN_VOLUMES]
+        if odd:
+            return (f"spec.volumes[{i}] ({volume.get('name')!r}): {odd[0]} volumes need volume scheduling "
+                    "(VolumeBinding, VolumeRestrictions, NodeVolumeLimits), which Outrigger does not implement")
+    if spec.get("resourceClaims"):
+        return "spec.resourceClaims: dynamic resource allocation (DynamicResources) is not implemented by Outrigger"
+    return ""
+
+
+def convert_pod(obj: dict[str, Any]) -> PodItem:
+    """An API Pod as a :class:`PodItem` (``managedFields`` dropped: nothing reads them)."""
+    meta = obj.get("metadata") or {}
+    meta.pop("managedFields", None)
+    spec = obj.get("spec") or {}
+    key = f"{meta.get('namespace')}/{meta.get('name')}"
+    uid = str(meta.get("uid") or "")
+    sched_name = str(spec.get("schedulerName") or "default-scheduler")
+    node_name = str(spec.get("nodeName") or "")
+    try:
+        pod: Pod | None = _pod_from_api(obj)
+        problem = unsupported(obj)
+    except ManifestError as exc:
+        pod, problem = None, exc.reason or str(exc)
+        if exc.path:
+            problem = f"{exc.path}: {problem}"
+    return PodItem(key, uid, sched_name, node_name, pod, problem, obj)
+
+
+def convert_node(obj: dict[str, Any]) -> Node:
+    """An API Node as a :class:`Node`. One that cannot be converted is kept as an unschedulable node
+    with nothing allocatable (its bound pods are still counted, nothing new goes there), and logged."""
+    meta = obj.get("metadata") or {}
+    meta.pop("managedFields", None)
+    try:
+        node: Node = _node_from_api(obj)
+        return node
+    except ManifestError as exc:
+        name = str(meta.get("name") or "")
+        log.warning("node %s cannot be modelled, no pod will be scheduled to it: %s", name, exc)
+        return Node(name=name, uid=str(meta.get("uid") or ""), unschedulable=True, raw=obj)
+
+
+def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether more than the status changed (kube-scheduler's isPodUpdated)."""
+    if old.get("spec") != new.get("spec"):
+        return True
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    return any(om.get(k) != nm.get(k) for k in ("labels", "annotations", "deletionTimestamp", "ownerReferences"))
+
+
+# ---- the client connection ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection:
+    """KubeSchedulerConfiguration's ``clientConnection``: kubeconfig, qps (50), burst (100)."""
+
+    kubeconfig: str = ""
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+
+
+def client_connection(config: SchedulerConfig) -> ClientConnection:
+    """The configuration's ``clientConnection`` with kube-scheduler's v1 defaults (0 or unset: 50 and
+    100; a negative qps turns rate limiting off, as in client-go). A wrong type is a KubeConfigError."""
+    raw = config.extra.get("clientConnection") or {}
+    kubeconfig = raw.get("kubeconfig") or ""
+    qps = raw.get("qps") or DEFAULT_QPS
+    burst = raw.get("burst") or DEFAULT_BURST
+    if not isinstance(kubeconfig, str):
+        raise KubeConfigError(f"clientConnection.kubeconfig: must be a string, got {kubeconfig!r}")
+    if not isinstance(qps, int | float) or isinstance(qps, bool):
+        raise KubeConfigError(f"clientConnection.qps: must be a number, got {qps!r}")
+    if not isinstance(burst, int) or isinstance(burst, bool) or burst < 0:
+        raise KubeConfigError(f"clientConnection.burst: must be a non-negative integer, got {burst!r}")
+    return ClientConnection(kubeconfig, float(qps), burst)
+
+
+# ---- the source -----------------------------------------------------------------------------------
+
+
+class _Nodes:
+    def __init__(self, source: KubeSource) -> None:
+        self.s = source
+
+    async def on_add(self, node: Node) -> None:
+        self.s.scheduler.observe_node(node)
+
+    async def on_update(self, old: Node, new: Node) -> None:
+        self.s.scheduler.observe_node(new)
+
+    async def on_delete(self, node: Node) -> None:
+        self.s.scheduler.observe_node_deleted(node.name)
+
+
+class _Namespaces:
+    def __init__(self, source: KubeSource) -> None:
+        self.s = source
+
+    async def on_add(self, ns: tuple[str, dict[str, str]]) -> None:
+        self.s.namespace_labels[ns[0]] = ns[1]
+
+    async def on_update(self, old: tuple[str, dict[str, str]], new: tuple[str, dict[str, str]]) -> None:
+        self.s.namespace_labels[new[0]] = new[1]
+
+    async def on_delete(self, ns: tuple[str, dict[str, str]]) -> None:
+        self.s.namespace_labels.pop(ns[0], None)
+
+
+def _namespace(obj: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("name")), dict(meta.get("labels") or {})
+
+
+class _Pods:
+    def __init__(self, source: KubeSource) -> None:
+        self.s = source
+
+    async def on_add(self, item: PodItem) -> None:
+        await self.s._pod_changed(None, item)
+
+    async def on_update(self, old: PodItem, new: PodItem) -> None:
+        await self.s._pod_changed(old, new)
+
+    async def on_delete(self, item: PodItem) -> None:
+        self.s._pod_deleted(item)
+
+
+class KubeSource:
+    """A live cluster behind ``scheduler`` (a :class:`framework.scheduler.ClusterSource`)."""
+
+    accepts_apply = False
+
+    def __init__(self, scheduler: Scheduler, client: ApiClient, *, hostname: str | None = None,
+                 writers: int = 8) -> None:
+        self.scheduler = scheduler
+        self.client = client
+        self.writer = Writer(writers)
+        self.events = EventRecorder(client, self.writer, hostname=hostname or socket.gethostname())
+        self.status = StatusWriter(client, self.writer, self._pod_status)
+        self.nodes: Informer[Node] = Informer(client, "/api/v1/nodes", "nodes", convert_node, _Nodes(self))
+        self.namespaces: Informer[tuple[str, dict[str, str]]] = Informer(
+            client, "/api/v1/namespaces", "namespaces", _namespace, _Namespaces(self)
+        )
+        self.pods: Informer[PodItem] = Informer(
+            client, "/api/v1/pods", "pods", convert_pod, _Pods(self), order=lambda i: 0 if i.node_name else 1
+        )
+        #: Namespace name -> labels, as the API has them.
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        # Pods whose binding the API refused as already bound (the watch brings where).
+        self._bound_elsewhere: set[str] = set()
+        # uid -> the reason already reported for a pod Outrigger cannot model.
+        self._reported: dict[str, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Take over the scheduler's source and start the informers (pods once nodes are listed)."""
+        self.scheduler.source = self
+        self.writer.start()
+        self.events.start()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self.nodes.run()), loop.create_task(self.namespaces.run()),
+                       loop.create_task(self._start_pods())]
+
+    async def _start_pods(self) -> None:
+        await self.nodes.synced.wait()
+        await self.pods.run()
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        """Wait until nodes, namespaces and pods have been listed once."""
+        waits = (self.nodes.synced.wait(), self.namespaces.synced.wait(), self.pods.synced.wait())
+        await asyncio.wait_for(asyncio.gather(*waits), timeout)
+
+    async def stop(self, flush: float = 5.0) -> None:
+        """Stop the informers, send the pending events and status writes (within ``flush`` s), close."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        await self.events.stop()
+        await self.writer.stop(flush)
+        await self.client.close()
+
+    # ---- informer events -----------------------------------------------------------------------
+
+    async def _pod_changed(self, old: PodItem | None, new: PodItem) -> None:
+        sched = self.scheduler
+        pod = new.pod
+        if pod is None or (new.problem and not new.node_name):
+            if old is not None and old.pod is not None:
+                sched.observe_pod_deleted(old.pod)
+            if not new.node_name and new.scheduler_name in sched.profiles:
+                self._report_unmodelled(new)
+            elif pod is None and self._reported.get(new.uid) != new.problem:
+                self._reported[new.uid] = new.problem
+                log.warning("pod %s cannot be modelled, its resources are not counted: %s", new.key, new.problem)
+            return
+        if not pod.node_name and pod.deletion_timestamp is not None:
+            sched.observe_pod_deleted(pod)  # a pending pod being deleted is not scheduled
+            return
+        spec_changed = old is None or old.pod is None or _spec_changed(old.raw, new.raw)
+        await sched.observe_pod(pod, spec_changed=spec_changed)
+
+    def _pod_deleted(self, item: PodItem) -> None:
+        self._bound_elsewhere.discard(item.uid)
+        self._reported.pop(item.uid, None)
+        self.status.forget(item.uid)
+        if item.pod is not None:
+            self.scheduler.observe_pod_deleted(item.pod)
+
+    def _report_unmodelled(self, item: PodItem) -> None:
+        if self._reported.get(item.uid) == item.problem:
+            return
+        self._reported[item.uid] = item.problem
+        name, namespace = item.key.split("/", 1)[1], item.key.split("/", 1)[0]
+        pod = item.pod or Pod(name=name, namespace=namespace, uid=item.uid, scheduler_name=item.scheduler_name,
+                              raw=item.raw)
+        message = f"Outrigger cannot schedule this pod: {item.problem}"
+        log.warning("pod %s: %s", item.key, message)
+        self.events.record(pod, type_="Warning", reason="FailedScheduling", action="Scheduling", note=message,
+                           controller=item.scheduler_name)
+        self.status.unschedulable(pod, "SchedulerError", message)
+
+    def _pod_status(self, key: str, uid: str) -> dict[str, Any] | None:
+        item = self.pods.store.get(key)
+        if item is None or item.uid != uid:
+            return None
+        status = item.raw.get("status")
+        return status if isinstance(status, dict) else {}
+
+    # ---- ClusterSource -------------------------------------------------------------------------
+
+    async def bind(self, pod: Pod, node_name: str) -> Status:
+        if node_name not in self.nodes.store:
+            return Status.failure(f'node "{node_name}" not found (deleted while binding)')
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
+        try:
+            await self.client.request("POST", path, verb="create", resource="pods/binding", body=body)
+        except ApiError as exc:
+            if exc.code == 409 and "already assigned" in exc.message:
+                # Bound before (by this scheduler before a restart, or by another): handled, not retried.
+                self._bound_elsewhere.add(pod.uid)
+                log.info("pod %s: %s", pod.key, exc.message)
+            return Status.failure(str(exc))
+        except ApiUnreachable as exc:
+            return Status.failure(str(exc))
+        self.scheduler.stats.bound += 1
+        return SUCCESS
+
+    async def delete_pod(self, pod: Pod, reason: str) -> Status:
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        try:
+            if reason.startswith("preempted by "):
+                await self._mark_disruption(pod, reason)
+            await self.client.request("DELETE", path, verb="delete", resource="pods",
+                                      body={"preconditions": {"uid": pod.uid}})
+        except ApiError as exc:
+            if exc.code == 404:
+                return Status.failure(f"pod {pod.key} not found")
+            return Status.failure(str(exc))
+        except ApiUnreachable as exc:
+            return Status.failure(str(exc))
+        return SUCCESS
+
+    async def _mark_disruption(self, victim: Pod, reason: str) -> None:
+        # kube-scheduler's preemption: DisruptionTarget=True (PreemptionByScheduler) before the delete.
+        preemptor_key = reason.removeprefix("preempted by ").split(" on node ", 1)[0]
+        ns, _, name = preemptor_key.partition("/")
+        rec = self.scheduler.get_pod(ns, name)
+        sched_name = rec.pod.scheduler_name if rec is not None else victim.scheduler_name
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                "message": f"{sched_name}: preempting to accommodate a higher priority pod",
+                "lastTransitionTime": rfc3339(time.time())}
+        path = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}/status"
+        await self.client.request("PATCH", path, verb="patch", resource="pods/status",
+                                  body={"status": {"conditions": [cond]}}, content_type=STRATEGIC_MERGE_PATCH)
+
+    def already_bound(self, pod: Pod) -> bool:
+        if pod.uid in self._bound_elsewhere:
+            return True
+        item = self.pods.store.get(pod.key)
+        return item is not None and item.uid == pod.uid and bool(item.node_name)
+
+    def scheduled(self, pod: Pod, node_name: str) -> None:
+        self.events.record(pod, type_="Normal", reason="Scheduled", action="Binding",
+                           note=f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}",
+                           controller=pod.scheduler_name)
+
+    def failed(self, pod: Pod, status: Status) -> None:
+        reason = "Unschedulable" if status.is_rejected else "SchedulerError"
+        message = status.message()
+        self.events.record(pod, type_="Warning", reason="FailedScheduling", action="Scheduling", note=message,
+                           controller=pod.scheduler_name)
+        self.status.unschedulable(pod, reason, message)
+
+    def nominated(self, pod: Pod, node_name: str) -> None:
+        self.status.nominate(pod, node_name)
+
+    def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
+        self.events.record(victim, type_="Normal", reason="Preempted", action="Preempting",
+                           note=f"Preempted by pod {preemptor.uid} on node {node_name}",
+                           controller=preemptor.scheduler_name, related=preemptor)
+
+
+def configured_kubeconfig(config_file: str | None) -> str:
+    """``clientConnection.kubeconfig`` of a KubeSchedulerConfiguration file ("" when unset or unreadable:
+    the configuration's own loading reports a bad file)."""
+    if not config_file:
+        return ""
+    try:
+        with open(config_file, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ""
+    conn = doc.get("clientConnection") if isinstance(doc, dict) else None
+    value = conn.get("kubeconfig") if isinstance(conn, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+# ---- serving --------------------------------------------------------------------------------------
+
+
+def connect(scheduler: Scheduler, *, kubeconfig: str = "", in_cluster: bool = False) -> KubeSource:
+    """A source for ``scheduler``: the kubeconfig given, else the configuration's
+    ``clientConnection.kubeconfig``, else (``in_cluster``) the pod's service account."""
+    conn = client_connection(scheduler.config)
+    path = kubeconfig or conn.kubeconfig
+    if path:
+        config = KubeConfig.from_file(path)
+    elif in_cluster:
+        config = KubeConfig.in_cluster()
+    else:
+        raise KubeConfigError("no kubeconfig: give --kubeconfig, clientConnection.kubeconfig or --in-cluster")
+    return KubeSource(scheduler, ApiClient(config, qps=conn.qps, burst=conn.burst))
+
+
+async def serve_cluster(
+    config_for: Callable[[Registry], SchedulerConfig],
+    listen: str,
+    endpoints: Sequence[EndpointConfig] = (),
+    advertise: str | None = None,
+    observability: ObservabilityConfig | None = None,
+    *,
+    tls: ServerTLS | None = None,
+    kubeconfig: str = "",
+    in_cluster: bool = False,
+) -> None:
+    """Run the framework service on a live cluster until SIGTERM or SIGINT (``outrigger serve
+    --kubeconfig``): as :func:`framework.service.serve`, with the API server as the cluster's source."""
+    from ..service import start_service
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    srv: Server = await start_service(config_for, endpoints, listen, advertise=advertise,
+                                      observability=observability, tls=tls)
+    try:
+        source = connect(srv.scheduler, kubeconfig=kubeconfig, in_cluster=in_cluster)
+    except BaseException:
+        await srv.stop()
+        raise
+    await source.start()
+    log.info("outrigger framework serving on %s (profiles: %s), scheduling the cluster at %s", listen,
+             ", ".join(srv.scheduler.profiles), source.client.config.server)
+    if srv.observability is not None and srv.observability.http is not None:
+        print(f"outrigger framework HTTP (metrics, debug) on {srv.observability.http.address}", flush=True)
+    with contextlib.suppress(asyncio.CancelledError):
+        await stop.wait()
+    log.info("shutting down")
+    await srv.scheduler.stop()  # binding cycles in flight finish, then their events are sent
+    await source.stop()
+    await srv.stop()
