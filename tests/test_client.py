@@ -29,6 +29,7 @@ from clients import (
     Status,
     WaitingPod,
 )
+from clients.selector import SelectorError, parse_selector
 from clients.types import PROTO_EVENT_TYPES
 from framework.config import SchedulerConfig, load_config
 from framework.observability import ObservabilityConfig
@@ -105,11 +106,16 @@ def test_apply_get_list_delete_answer_typed_values(client: SchedulerClient, tmp_
     assert sorted(states) == ["big", "fits"]  # the dry run created nothing
     fits = client.get_pod("fits")
     assert fits == PodState(ref=ObjectRef("Pod", "fits", "default", fits.ref.uid), phase="Bound", node_name="n0",
-                            attempts=1, profile="default-scheduler")
+                            attempts=1, profile="default-scheduler", manifest=fits.manifest)
     big = client.get_pod("big", "shop")
     assert big == PodState(ref=ObjectRef("Pod", "big", "shop", big.ref.uid), phase="Unschedulable",
                            last_status=Status("Unschedulable", (FULL,)), attempts=1, queue="unschedulable",
-                           profile="default-scheduler")
+                           profile="default-scheduler", manifest=big.manifest)
+    # The v1 objects: the manifest as applied, with what the server fills in.
+    assert (fits.manifest["spec"]["nodeName"], fits.manifest["status"]) == (
+        "n0", {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]})
+    assert big.manifest["status"] == {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": FULL}]}
     assert big.reason == FULL and fits.reason == ""
     assert [p.ref.name for p in client.list_pods(namespace="shop")] == ["big"]
     assert [p.ref.name for p in client.list_pods(phase="Bound")] == ["fits"]
@@ -408,6 +414,9 @@ def test_sync_and_async_clients_answer_alike(framework: FrameworkThread, client:
         ("list_pods(phase)", lambda c: c.list_pods(phase="Unschedulable")),
         ("get_pod", lambda c: c.get_pod("big")),
         ("list_nodes", lambda c: c.list_nodes()),
+        ("list_pods(selector, objects)", lambda c: c.list_pods(label_selector="!app", objects=True)),
+        ("list_nodes(objects)", lambda c: c.list_nodes(name="n0", objects=True)),
+        ("list_events", lambda c: c.list_events("Pod", "big")),
         ("list_waiting_pods", lambda c: c.list_waiting_pods()),
         ("list_reservations", lambda c: c.list_reservations()),
         ("explain", lambda c: c.explain(pod("q"))),
@@ -456,3 +465,177 @@ def test_debug_scores_and_traces_through_both_clients() -> None:
         with pytest.raises(ClientError) as err:
             c.get_trace("a")
         assert str(err.value) == no_store
+
+
+# ---- kubectl's habits: label selectors, v1 objects, events, list-then-watch ------------------------
+
+CREATED = "2024-05-01T12:00:00Z"
+
+
+def labelled(name: str, labels: dict[str, str], cpu: str = "100m", **spec: Any) -> dict[str, Any]:
+    out = pod(name, cpu)
+    out["metadata"] = {"name": name, "labels": labels, "creationTimestamp": CREATED}
+    out["spec"] = {**out["spec"], **spec}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "want"),
+    [
+        ("", {}, True),
+        ("app=web", {"app": "web"}, True),
+        ("app==web", {"app": "db"}, False),
+        ("app!=web", {}, True),  # != also matches objects without the label, as the API server's
+        ("app!=web", {"app": "web"}, False),
+        ("app in (web, db)", {"app": "db"}, True),
+        ("app notin (web,db)", {"app": "db"}, False),
+        ("app notin (web,db)", {"tier": "x"}, True),
+        ("app", {"app": ""}, True),
+        ("!app", {"app": "web"}, False),
+        ("a=b,c!=d,e in (x,y),!f,g", {"a": "b", "e": "y", "g": "1"}, True),
+        ("a=b,c!=d,e in (x,y),!f,g", {"a": "b", "e": "y", "g": "1", "f": "2"}, False),
+        ("example.com/tier=gold", {"example.com/tier": "gold"}, True),
+        ("a=", {"a": ""}, True),
+        ("size>3", {"size": "4"}, True),
+        ("size<3", {"size": "x"}, False),
+    ],
+)
+def test_label_selectors_match_as_the_api_server_does(selector: str, labels: dict[str, str], want: bool) -> None:
+    assert parse_selector(selector).matches(labels) is want
+
+
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        ("app in web", "invalid label selector 'app in web': expected '(' after 'in', found 'web'"),
+        ("=web", "invalid label selector '=web': expected a label key, found '='"),
+        ("app web", "invalid label selector 'app web': expected an operator (=, ==, !=, in, notin, <, >) or ',' "
+                    "after 'app', found 'web'"),
+        ("a=b c", "invalid label selector 'a=b c': expected ',' or the end, found 'c'"),
+        ("app in (a", "invalid label selector 'app in (a': expected ',' or ')' in the values of 'in', "
+                      "found the end"),
+        ("app in ()", "invalid label selector 'app in ()': 'in' needs at least one value"),
+        ("-app=x", "invalid label selector '-app=x': label key '-app': the name must be 63 characters or less, of "
+                   "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"),
+        ("a=-x", "invalid label selector 'a=-x': label value '-x' must be 63 characters or less, of letters, "
+                 "digits, '-', '_' or '.', starting and ending with a letter or digit"),
+        ("size>big", "invalid label selector 'size>big': size>big: '>' compares with an integer, got 'big'"),
+    ],
+)
+def test_a_selector_that_does_not_parse_names_the_problem(selector: str, message: str) -> None:
+    with pytest.raises(SelectorError) as err:
+        parse_selector(selector)
+    assert str(err.value) == message
+
+
+def test_lists_filter_by_selector_node_and_name_and_carry_v1_objects(client: SchedulerClient) -> None:
+    other = {**NODE, "metadata": {"name": "n1", "labels": {"zone": "b"}, "creationTimestamp": CREATED}}
+    client.apply([NODE, other, labelled("web", {"app": "web"}, nodeName="n1"), labelled("db", {"app": "db"}),
+                  labelled("job", {"app": "job", "tier": "batch"}, "64")])
+    settle(client, ["web", "db", "job"])
+    cases: list[tuple[str, Callable[[], list[Any]], list[str]]] = [
+        ("pods by selector", lambda: client.list_pods(label_selector="app in (web,db)"), ["db", "web"]),
+        ("pods without a label", lambda: client.list_pods(label_selector="!tier"), ["db", "web"]),
+        ("pods on a node", lambda: client.list_pods(node_name="n1"), ["web"]),
+        ("pods by selector and phase", lambda: client.list_pods(phase="Bound", label_selector="app!=web"), ["db"]),
+        ("nodes by selector", lambda: client.list_nodes(label_selector="zone=b"), ["n1"]),
+        ("a node by name", lambda: client.list_nodes(name="n0"), ["n0"]),
+        ("no such node", lambda: client.list_nodes(name="n9"), []),
+    ]
+    for case, call, want in cases:
+        assert [o.ref.name if isinstance(o, PodState) else o.name for o in call()] == want, case
+    assert [p.manifest for p in client.list_pods()] == [{}, {}, {}]  # objects only when asked
+    web = client.list_pods(label_selector="app=web", objects=True)[0]
+    assert web.manifest == {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default", "uid": web.ref.uid, "creationTimestamp": CREATED,
+                     "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}}],
+                 "nodeName": "n1"},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]},
+    }
+    (n1,) = client.list_nodes(name="n1", objects=True)
+    assert n1.manifest == {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "uid": n1.manifest["metadata"]["uid"], "creationTimestamp": CREATED,
+                     "labels": {"zone": "b"}},
+        "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}},
+    }
+    with pytest.raises(ClientError) as err:
+        client.list_pods(label_selector="app in web")
+    assert (err.value.code, str(err.value)) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "invalid label selector 'app in web': expected '(' after 'in', found 'web'")
+
+
+def test_objects_from_get_apply_back_unchanged(client: SchedulerClient) -> None:
+    client.apply([NODE, labelled("web", {"app": "web"}), labelled("big", {"app": "big"}, "64")])
+    settle(client, ["web", "big"])
+    pods = [p.manifest for p in client.list_pods(objects=True)]
+    nodes = [n.manifest for n in client.list_nodes(objects=True)]
+    relabelled = {**pods[1], "metadata": {**pods[1]["metadata"], "labels": {"app": "web", "v": "2"}}}
+    wrong_uid = {**pods[1], "metadata": {**pods[1]["metadata"], "uid": "not-its-uid"}}
+    cases: list[tuple[str, list[dict[str, Any]], list[tuple[str, str]]]] = [
+        ("pods as listed", pods, [("pod/default/big", "unchanged"), ("pod/default/web", "unchanged")]),
+        ("nodes as listed", nodes, [("node/n0", "unchanged")]),
+        ("a label changed", [relabelled], [("pod/default/web", "configured")]),
+    ]
+    for case, objects, want in cases:
+        assert [(str(a.ref), a.action) for a in client.apply(objects, dry_run=True)] == want, case
+    with pytest.raises(ClientError) as err:
+        client.apply([wrong_uid])
+    assert str(err.value).endswith("uid 'not-its-uid' does not match the existing pod's uid "
+                                   f"{pods[1]['metadata']['uid']!r}")
+    # A real change keeps the pod's creation time, as the API server keeps creationTimestamp.
+    without_time = {**relabelled, "metadata": {k: v for k, v in relabelled["metadata"].items()
+                                               if k != "creationTimestamp"}}
+    assert [a.action for a in client.apply([without_time])] == ["configured"]
+    assert client.get_pod("web").manifest["metadata"]["creationTimestamp"] == CREATED
+
+
+def test_list_events_answers_one_objects_events(client: SchedulerClient) -> None:
+    client.apply([NODE, labelled("web", {}), labelled("big", {}, "64")])
+    settle(client, ["web", "big"])
+    web = client.get_pod("web")
+
+    def kinds(events: list[Event]) -> list[tuple[str, str, str]]:
+        return [(e.type.label, str(e.object), e.node_name) for e in events]
+
+    assert kinds(client.list_events("Pod", "web")) == [("Applied", "pod/default/web", ""),
+                                                       ("Bound", "pod/default/web", "n0")]
+    assert kinds(client.list_events("Pod", "web", uid="another-uid")) == []
+    assert kinds(client.list_events("Pod", "web", "default", uid=web.ref.uid))[-1] == ("Bound", "pod/default/web", "n0")
+    assert kinds(client.list_events("Node", "n0")) == [("Applied", "node/n0", "")]
+    (_, failed) = client.list_events("Pod", "big")
+    assert (failed.type, failed.status.reasons) == (EventType.UNSCHEDULABLE, (FULL,))
+    with pytest.raises(ClientError) as err:
+        client.list_events("Reservation", "r")
+    assert str(err.value) == "events of kind 'Reservation': Pod or Node"
+
+
+def test_watch_objects_lists_then_follows_changes_like_kubectl_get_w(framework: FrameworkThread,
+                                                                     client: SchedulerClient) -> None:
+    client.apply([NODE, labelled("web", {"app": "web"}), labelled("api", {"app": "web"}),
+                  labelled("db", {"app": "db"})])
+    settle(client, ["web", "api", "db"])
+    with client.watch_objects("Pod", namespace="default", label_selector="app=web", timeout=30) as watch:
+        assert sorted(p.ref.name for p in watch.items) == ["api", "web"]
+        # After the list: a gated pod appears, api leaves the selection, web is deleted.
+        client.apply([labelled("gated", {"app": "web"}, schedulingGates=[{"name": "wait"}]),
+                      labelled("api", {"app": "api"})])
+        client.delete_pod("web")
+        changes = [next(watch) for _ in range(3)]
+    assert [(c.type, c.object.ref.name, c.object.phase) for c in changes] == [
+        ("ADDED", "gated", "Pending"), ("DELETED", "api", "Bound"), ("DELETED", "web", "Bound")]
+    assert changes[0].object.manifest["status"]["conditions"] == [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+         "message": "Scheduling is blocked due to non-empty scheduling gates"}]
+
+    async def nodes() -> tuple[list[str], list[tuple[str, str]]]:
+        async with AsyncSchedulerClient(framework.address) as c:
+            watch = await c.watch_objects("Node", timeout=30)
+            async with watch:
+                await c.apply([{**NODE, "metadata": {"name": "n0", "labels": {"zone": "b"}}}])
+                change = await watch.__anext__()
+                return [n.name for n in watch.items], [(change.type, change.object.labels["zone"])]
+
+    assert asyncio.run(asyncio.wait_for(nodes(), 60)) == (["n0"], [("MODIFIED", "b")])
