@@ -45,6 +45,7 @@ from pluginhost.quantity import format_quantity
 from pluginhost.security import TLSConfigError
 
 from .config import ConfigError, SchedulerConfig
+from .observe.serving import add_serving_flags
 from .plugins import PluginArgsError, Registry
 from .profiles import build_registry, default_scheduler_config, load_scheduler_config
 from .progress import ProgressBar
@@ -193,7 +194,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--advertise", metavar="ADDR",
                    help="address plugin hosts use to reach this framework (default: the bound address)")
     p.add_argument("--http", metavar="ADDR",
-                   help="serve metrics (/metrics) and debug endpoints (/apis/v1/...) over HTTP on ADDR")
+                   help="also serve the secure port's endpoints over plain HTTP on ADDR, without TLS or "
+                        "authentication: for local use (a loopback address)")
     p.add_argument("--debug-scores", type=int, default=0, metavar="N",
                    help="log (and keep) the top N nodes' per-plugin scores of each pod (0: off; switchable "
                         "over HTTP)")
@@ -213,6 +215,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--in-cluster", action="store_true",
                    help="schedule the cluster this pod runs in, with its service account")
     add_server_flags(p, "clients and plugin hosts")
+    add_serving_flags(p)
 
 
 @command("serve", "run the framework service", _serve_args, examples="""\
@@ -220,10 +223,12 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
   outrigger serve --config scheduler.yaml --listen 0.0.0.0:50051
   outrigger serve --config scheduler.yaml --plugins remote-plugins.yaml
   outrigger serve --http 127.0.0.1:10251 --trace-store 1000 --debug-scores 5
+  outrigger serve --bind-address 0.0.0.0 --token-auth-file tokens.csv   # HTTPS on 10259 (docs/security.md)
   outrigger serve --config scheduler.yaml --kubeconfig ~/.kube/config   # a live cluster (docs/kubernetes.md)
   OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 outrigger serve""")
 def cmd_serve(args: argparse.Namespace) -> int:
     from .observability import ObservabilityConfig
+    from .observe.serving import ServingConfigError, serving_config
     from .service import serve
     from .tracing import TracingConfig, TracingConfigError
 
@@ -237,11 +242,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     if args.debug_scores < 0:
         raise UserError(f"--debug-scores must be >= 0, got {args.debug_scores}")
-    obs = ObservabilityConfig(tracing=tracing if tracing.enabled else None, http=args.http,
-                              debug_scores=args.debug_scores)
     from .kube import source as kube
 
     kubeconfig = args.kubeconfig or kube.configured_kubeconfig(args.config)
+    try:
+        secure = serving_config(args, kubeconfig)  # delegates to the cluster it schedules
+    except ServingConfigError as exc:
+        raise UserError(str(exc)) from None
+    obs = ObservabilityConfig(tracing=tracing if tracing.enabled else None, http=args.http,
+                              debug_scores=args.debug_scores, secure=secure)
     try:
         if kubeconfig or args.in_cluster:
             _run(kube.serve_cluster(lambda registry: _config(args.config, registry), args.listen, endpoints,
@@ -250,7 +259,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             _run(serve(lambda registry: _config(args.config, registry), args.listen, endpoints, args.advertise, obs,
                        tls=server_tls(args)))
-    except (OSError, kube.KubeConfigError) as exc:
+    except (OSError, kube.KubeConfigError, ServingConfigError) as exc:
         raise UserError(str(exc)) from None
     return 0
 
