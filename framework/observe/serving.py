@@ -44,13 +44,14 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from framework.kube.client import ApiClient, KubeConfig, KubeConfigError
+from typing import TYPE_CHECKING, Any
 
 from .auth import ALWAYS_ALLOW_PATHS, Gate, PathMatcher, StaticAuthorizer, TokenFile, TokenFileError
-from .certs import CertificateError, ServingTLS, server_context
-from .delegated import AccessReviewer, TokenReviewer, review_client
+
+if TYPE_CHECKING:  # imported when the port is built: every `outrigger` command reads the flags below
+    from framework.kube.client import ApiClient, KubeConfig
+
+    from .certs import ServingTLS
 
 __all__ = [
     "DEFAULT_BIND_ADDRESS",
@@ -155,6 +156,9 @@ class SecureServing:
 
     def build(self) -> Built:
         """Read the files and make the TLS context, the gate and its clients (ServingConfigError)."""
+        from .certs import CertificateError, server_context
+        from .delegated import AccessReviewer, TokenReviewer, review_client
+
         self.check()
         try:
             tls = server_context(self.cert_file, self.key_file, self.client_ca_file, [self.bind_address])
@@ -189,6 +193,8 @@ class SecureServing:
         return Built(tls, gate, clients, self._mode(tokens, authn, authz))
 
     def _cluster(self, kubeconfig: str, flag: str) -> KubeConfig | None:
+        from framework.kube.client import KubeConfig, KubeConfigError
+
         try:
             if kubeconfig:
                 return KubeConfig.from_file(kubeconfig)
@@ -283,12 +289,12 @@ def in_a_pod() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
-def serving_config(args: argparse.Namespace) -> SecureServing | None:
+def serving_config(args: argparse.Namespace, kubeconfig: str = "") -> SecureServing | None:
     """The :class:`SecureServing` of :func:`add_serving_flags`' flags (None for ``--secure-port 0``);
+    ``kubeconfig``: the live cluster the framework schedules, if any (the reviews' default).
     ServingConfigError naming a bad flag."""
     if args.secure_port == 0:
         return None
-    kubeconfig = getattr(args, "kubeconfig", None) or ""  # serve --kubeconfig: a live cluster
     paths: Sequence[str] = [p.strip() for p in args.authorization_always_allow_paths.split(",") if p.strip()]
     cfg = SecureServing(
         bind_address=args.bind_address,
@@ -299,7 +305,7 @@ def serving_config(args: argparse.Namespace) -> SecureServing | None:
         token_auth_file=args.token_auth_file or "",
         authentication_kubeconfig=args.authentication_kubeconfig or kubeconfig,
         authorization_kubeconfig=args.authorization_kubeconfig or kubeconfig,
-        in_cluster=in_a_pod(),
+        in_cluster=bool(getattr(args, "in_cluster", False)) or in_a_pod(),
         always_allow_paths=tuple(paths),
         token_cache_ttl=parse_duration(args.authentication_token_webhook_cache_ttl,
                                        "--authentication-token-webhook-cache-ttl"),
