@@ -165,7 +165,7 @@ func manifestOf(reg Registration) (*pb.PluginManifest, error) {
 	points := reg.Points
 	events := reg.Events
 	if len(points) == 0 {
-		probe, err := callFactory(reg.Factory, json.RawMessage("{}"), nil)
+		probe, err := callFactory(reg.Factory, json.RawMessage("{}"), &Env{Framework: func() *Framework { return nil }, Mirror: NewMirror(1)})
 		if err != nil {
 			return nil, fmt.Errorf("plugin %s: building an instance with no args to learn its extension points: %w "+
 				"(or list them in Registration.Points)", reg.Name, err)
@@ -276,6 +276,9 @@ func (h *Host) stopInstances(profile, reason string) {
 	}
 }
 
+// Framework is the current client of the framework's services (nil before a handshake named one).
+func (h *Host) Framework() *Framework { return h.framework() }
+
 func (h *Host) framework() *Framework {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -350,13 +353,13 @@ func (h *Host) follow(ctx context.Context, fw *Framework) {
 	}
 }
 
-func callFactory(f Factory, args json.RawMessage, fw *Framework) (p Plugin, err error) {
+func callFactory(f Factory, args json.RawMessage, env *Env) (p Plugin, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
-	return f(args, fw)
+	return f(args, env)
 }
 
 // Configure builds the plugin's instance for a profile from its pluginConfig args.
@@ -373,7 +376,7 @@ func (h *Host) Configure(_ context.Context, req *pb.ConfigureRequest) (*pb.Confi
 	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
 		return &pb.ConfigureReply{Status: errorStatus(fmt.Sprintf("invalid args for plugin %s: not a JSON object: %s", hp.reg.Name, args))}, nil
 	}
-	inst, err := callFactory(hp.reg.Factory, args, h.framework())
+	inst, err := callFactory(hp.reg.Factory, args, &Env{Profile: req.GetProfile(), Framework: h.framework, Mirror: h.mirror})
 	if err != nil {
 		h.log.Printf("configuring plugin %s for profile %q failed: %v", hp.reg.Name, req.GetProfile(), err)
 		return &pb.ConfigureReply{Status: errorStatus(err.Error())}, nil

@@ -17,8 +17,9 @@ const StopGrace = 5 * time.Second
 // Main is a plugin host's main: flags (--listen, --framework), tracing from the OTEL_* variables, a
 // first line on stdout saying where it listens ("... listening on ADDR ..."), then serving until
 // SIGTERM or SIGINT (health NOT_SERVING, calls in flight finish, spans are flushed). It returns the
-// process exit code. fs may carry the program's own flags (nil: a new set).
-func Main(what string, regs []Registration, fs *flag.FlagSet, args []string) int {
+// process exit code. fs may carry the program's own flags (nil: a new set); plugins is called once
+// the flags are parsed.
+func Main(what string, fs *flag.FlagSet, args []string, plugins func() ([]Registration, error)) int {
 	if fs == nil {
 		fs = flag.NewFlagSet(what, flag.ContinueOnError)
 	}
@@ -30,6 +31,11 @@ func Main(what string, regs []Registration, fs *flag.FlagSet, args []string) int
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "%s: unexpected arguments: %s\n", what, strings.Join(fs.Args(), " "))
 		return 2
+	}
+	regs, err := plugins()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
+		return 1
 	}
 	ctx := context.Background()
 	shutdownTracing, err := SetupTracing(ctx)

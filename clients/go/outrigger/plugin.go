@@ -136,7 +136,19 @@ type PreFilterExtensionsPlugin interface {
 
 // Factory builds a plugin instance for one profile from its pluginConfig args (a JSON object, "{}"
 // when none were given). An error rejects the configuration with its message.
-type Factory func(args json.RawMessage, fw *Framework) (Plugin, error)
+type Factory func(args json.RawMessage, env *Env) (Plugin, error)
+
+// Env is what a plugin instance is built with besides its args.
+type Env struct {
+	// Profile is the profile (schedulerName) the instance serves; empty for the instance the host
+	// builds at start-up to learn the plugin's extension points.
+	Profile string
+	// Framework is the current client of the framework's Handle and CycleState services (nil before
+	// a handshake named the framework; it changes when a new framework handshakes).
+	Framework func() *Framework
+	// Mirror is the host's snapshot mirror.
+	Mirror *Mirror
+}
 
 // Registration is a hosted plugin: its name, its factory and how it wants to be called.
 type Registration struct {

@@ -26,7 +26,7 @@ type BenchTier struct {
 }
 
 // New builds BenchTier from its args ({"label": "..."}; anything else is refused).
-func New(args json.RawMessage, _ *outrigger.Framework) (outrigger.Plugin, error) {
+func New(args json.RawMessage, _ *outrigger.Env) (outrigger.Plugin, error) {
 	var a struct {
 		Label *string `json:"label"`
 	}
@@ -70,7 +70,9 @@ func (t *BenchTier) Score(_ *outrigger.Call, _ *pb.Pod, nodes []outrigger.Node) 
 }
 
 func main() {
-	os.Exit(outrigger.Main("outrigger go plugin host", []outrigger.Registration{{
-		Name: "BenchTier", Factory: New, FilterAndScore: true, NeedsSnapshot: true, NodesOnly: true,
-	}}, nil, os.Args[1:]))
+	os.Exit(outrigger.Main("outrigger go plugin host", nil, os.Args[1:], func() ([]outrigger.Registration, error) {
+		return []outrigger.Registration{{
+			Name: "BenchTier", Factory: New, FilterAndScore: true, NeedsSnapshot: true, NodesOnly: true,
+		}}, nil
+	}))
 }

@@ -1,0 +1,195 @@
+package kube
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+
+	"outrigger.dev/clients/go/outrigger"
+)
+
+// Handle is kube-scheduler's framework.Handle for plugins served out of process: the snapshot lister
+// reads the mirror, waiting pods are the framework's (Handle service), ClientSet and
+// SharedInformerFactory reach the live apiserver when a kubeconfig is given (an informer factory
+// that was never started, so its listers are empty, otherwise). What only an in-process framework
+// can do (running other plugins, nominating pods) answers with nothing or an Error status; the
+// methods this type does not define are the embedded interface's, which is nil: a plugin calling one
+// fails that call with an Error status naming the panic, and the host keeps serving.
+type Handle struct {
+	fwk.Handle
+	lister      *Lister
+	profile     string
+	client      clientset.Interface
+	kubeconfig  *restclient.Config
+	informers   informers.SharedInformerFactory
+	parallelism int
+	framework   func() *outrigger.Framework
+}
+
+// SnapshotSharedLister lists the mirror's NodeInfos as the current scheduling cycle sees them.
+func (h *Handle) SnapshotSharedLister() fwk.SharedLister { return h.lister }
+
+// ClientSet is the live apiserver's client (nil without a kubeconfig).
+func (h *Handle) ClientSet() clientset.Interface { return h.client }
+
+// KubeConfig is the kubeconfig's rest config (nil without one).
+func (h *Handle) KubeConfig() *restclient.Config { return h.kubeconfig }
+
+// SharedInformerFactory is the informer factory of the live apiserver (never started, so its listers
+// are empty, without a kubeconfig).
+func (h *Handle) SharedInformerFactory() informers.SharedInformerFactory { return h.informers }
+
+// Parallelizer runs work pieces in parallel, as kube-scheduler's does.
+func (h *Handle) Parallelizer() fwk.Parallelizer { return parallelize.NewParallelizer(h.parallelism) }
+
+// ProfileName is the profile the plugin instance was configured for.
+func (h *Handle) ProfileName() string { return h.profile }
+
+// SharedDRAManager is nil: the contract carries no DRA objects.
+func (h *Handle) SharedDRAManager() fwk.SharedDRAManager { return nil }
+
+// SharedCSIManager is nil: the contract carries no CSINode objects.
+func (h *Handle) SharedCSIManager() fwk.CSIManager { return nil }
+
+// APIDispatcher is nil (kube-scheduler's is nil without the SchedulerAsyncAPICalls feature).
+func (h *Handle) APIDispatcher() fwk.APIDispatcher { return nil }
+
+// APICacher is nil, like APIDispatcher.
+func (h *Handle) APICacher() fwk.APICacher { return nil }
+
+// Extenders are none.
+func (h *Handle) Extenders() []fwk.Extender { return nil }
+
+// NominatedPodsForNode is empty: nominations live in the framework.
+func (h *Handle) NominatedPodsForNode(string) []fwk.PodInfo { return nil }
+
+// AddNominatedPod does nothing (nominations live in the framework).
+func (h *Handle) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
+
+// DeleteNominatedPodIfExists does nothing.
+func (h *Handle) DeleteNominatedPodIfExists(*v1.Pod) {}
+
+// UpdateNominatedPod does nothing.
+func (h *Handle) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo) {}
+
+// Activate does nothing: the framework requeues pods on cluster events.
+func (h *Handle) Activate(klog.Logger, map[string]*v1.Pod) {}
+
+func notHere(what string) *fwk.Status {
+	return fwk.NewStatus(fwk.Error, what+" is not available to a plugin served out of process")
+}
+
+// RunFilterPluginsWithNominatedPods is not available out of process.
+func (h *Handle) RunFilterPluginsWithNominatedPods(context.Context, fwk.CycleState, *v1.Pod, fwk.NodeInfo) *fwk.Status {
+	return notHere("RunFilterPluginsWithNominatedPods")
+}
+
+// RunFilterPlugins is not available out of process.
+func (h *Handle) RunFilterPlugins(context.Context, fwk.CycleState, *v1.Pod, fwk.NodeInfo) *fwk.Status {
+	return notHere("RunFilterPlugins")
+}
+
+// RunPreScorePlugins is not available out of process.
+func (h *Handle) RunPreScorePlugins(context.Context, fwk.CycleState, *v1.Pod, []fwk.NodeInfo) *fwk.Status {
+	return notHere("RunPreScorePlugins")
+}
+
+// RunScorePlugins is not available out of process.
+func (h *Handle) RunScorePlugins(context.Context, fwk.CycleState, *v1.Pod, []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
+	return nil, notHere("RunScorePlugins")
+}
+
+// RunPreFilterExtensionAddPod is not available out of process.
+func (h *Handle) RunPreFilterExtensionAddPod(context.Context, fwk.CycleState, *v1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status {
+	return notHere("RunPreFilterExtensionAddPod")
+}
+
+// RunPreFilterExtensionRemovePod is not available out of process.
+func (h *Handle) RunPreFilterExtensionRemovePod(context.Context, fwk.CycleState, *v1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status {
+	return notHere("RunPreFilterExtensionRemovePod")
+}
+
+// ---- waiting pods: the framework's, through its Handle service ---------------------------------------
+
+const waitingPodsTimeout = 5 * time.Second
+
+type waitingPod struct {
+	fw  *outrigger.Framework
+	pod *v1.Pod
+	wp  []string
+}
+
+func (w *waitingPod) GetPod() *v1.Pod              { return w.pod }
+func (w *waitingPod) GetPendingPlugins() []string { return w.wp }
+
+func (w *waitingPod) Allow(plugin string) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitingPodsTimeout)
+	defer cancel()
+	if _, err := w.fw.AllowWaitingPod(ctx, string(w.pod.UID), plugin); err != nil {
+		klog.ErrorS(err, "allowing a waiting pod", "pod", klog.KObj(w.pod), "plugin", plugin)
+	}
+}
+
+func (w *waitingPod) Reject(plugin, msg string) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitingPodsTimeout)
+	defer cancel()
+	if _, err := w.fw.RejectWaitingPod(ctx, string(w.pod.UID), plugin, msg); err != nil {
+		klog.ErrorS(err, "rejecting a waiting pod", "pod", klog.KObj(w.pod), "plugin", plugin)
+	}
+}
+
+func (h *Handle) waitingPods() []fwk.WaitingPod {
+	fw := h.framework()
+	if fw == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitingPodsTimeout)
+	defer cancel()
+	pods, err := fw.ListWaitingPods(ctx, h.profile)
+	if err != nil {
+		klog.ErrorS(err, "listing the waiting pods")
+		return nil
+	}
+	out := make([]fwk.WaitingPod, len(pods))
+	for i, p := range pods {
+		out[i] = &waitingPod{fw: fw, pod: Pod(p.GetPod()), wp: p.GetPendingPlugins()}
+	}
+	return out
+}
+
+// IterateOverWaitingPods calls fn with every pod waiting in Permit (the framework's list).
+func (h *Handle) IterateOverWaitingPods(fn func(fwk.WaitingPod)) {
+	for _, w := range h.waitingPods() {
+		fn(w)
+	}
+}
+
+// GetWaitingPod is the waiting pod with uid, or nil.
+func (h *Handle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
+	for _, w := range h.waitingPods() {
+		if w.GetPod().UID == uid {
+			return w
+		}
+	}
+	return nil
+}
+
+// RejectWaitingPod rejects the waiting pod with uid; false when it was not waiting.
+func (h *Handle) RejectWaitingPod(uid types.UID) bool {
+	fw := h.framework()
+	if fw == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitingPodsTimeout)
+	defer cancel()
+	found, err := fw.RejectWaitingPod(ctx, string(uid), "", "rejected by a plugin")
+	return err == nil && found
+}
