@@ -152,6 +152,9 @@ def test_the_whole_kustomization_applies_to_the_real_api_server(kube_cluster: Lo
         "clusterrole.rbac.authorization.k8s.io/outrigger-scheduler",
         "rolebinding.rbac.authorization.k8s.io/outrigger-leader-election",
         "clusterrolebinding.rbac.authorization.k8s.io/outrigger-scheduler",
+        "clusterrole.rbac.authorization.k8s.io/outrigger-metrics-reader",
+        "clusterrolebinding.rbac.authorization.k8s.io/outrigger-auth-delegator",
+        "clusterrolebinding.rbac.authorization.k8s.io/outrigger-metrics-reader",
         *[f"{kind}/outrigger-{name}" for kind in ("service", "deployment.apps")
           for name in ("framework", "coscheduling", "nodelabels", "provisioner", "tierzone")],
     ])
@@ -185,7 +188,9 @@ CAN_I = [  # kubectl auth can-i ..., the answer
     ("create pods -n default", "no"),
     ("update pods -n default", "no"),
     ("update nodes --subresource=status", "no"),
-    ("create tokenreviews.authentication.k8s.io", "no"),
+    # The secure port's delegated authentication and authorization (serving.yaml: system:auth-delegator).
+    ("create tokenreviews.authentication.k8s.io", "yes"),
+    ("create subjectaccessreviews.authorization.k8s.io", "yes"),
 ]
 
 

@@ -123,6 +123,8 @@ def test_every_document_has_api_version_kind_name_and_the_namespace() -> None:
         ("ServiceAccount", "outrigger"), ("ClusterRole", "outrigger-scheduler"),
         ("ClusterRoleBinding", "outrigger-scheduler"), ("Role", "outrigger-leader-election"),
         ("RoleBinding", "outrigger-leader-election"),
+        ("ClusterRoleBinding", "outrigger-auth-delegator"), ("ClusterRole", "outrigger-metrics-reader"),
+        ("ClusterRoleBinding", "outrigger-metrics-reader"),
     ])
     rbac = "rbac.authorization.k8s.io/v1"
     api = {"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1", "ServiceAccount": "v1",
@@ -163,7 +165,8 @@ def test_deployment_selects_its_own_pods_and_points_probes_and_mounts_at_what_ex
     for c in containers(deploy):
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             if probe in c:
-                assert str(c[probe]["grpc"]["port"]) in ports, f"{c['name']}.{probe}: no such port"
+                port = (c[probe].get("grpc") or c[probe]["httpGet"])["port"]
+                assert str(port) in ports, f"{c['name']}.{probe}: no such port"
         assert "readinessProbe" in c and "livenessProbe" in c
         for mount in c.get("volumeMounts", []):
             assert mount["name"] in volumes, f"{c['name']}: volume {mount['name']} is not defined"
@@ -183,7 +186,7 @@ def test_service_selects_one_deployment_and_targets_ports_it_exposes(service: di
 
 
 def test_framework_runs_one_instance_with_a_command_line_the_cli_accepts() -> None:
-    deploy, _, argv = framework()
+    deploy, container, argv = framework()
     assert deploy["spec"]["replicas"] == 1 and deploy["spec"]["strategy"]["type"] == "Recreate"
     assert argv[0] == "outrigger"
     args = outrigger_parser().parse_args(argv[1:])
@@ -193,10 +196,15 @@ def test_framework_runs_one_instance_with_a_command_line_the_cli_accepts() -> No
     service = by_name("Service", "outrigger-framework")
     port = int(args.listen.rsplit(":", 1)[1])
     assert args.advertise == f"outrigger-framework.{NAMESPACE}.{CLUSTER_DOMAIN}:{port}"
-    http = int(args.http.rsplit(":", 1)[1])
-    assert [p["port"] for p in service["spec"]["ports"]] == [port, http]
-    assert container_ports(deploy)["http"] == http
-    assert deploy["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == str(http)
+    # The secure port on every interface, its callers authenticated by the cluster; no plain HTTP port.
+    assert args.http is None and args.bind_address == "0.0.0.0"
+    secure = args.secure_port
+    assert [p["port"] for p in service["spec"]["ports"]] == [port, secure]
+    assert container_ports(deploy)["https"] == secure
+    annotations = deploy["spec"]["template"]["metadata"]["annotations"]
+    assert (annotations["prometheus.io/port"], annotations["prometheus.io/scheme"]) == (str(secure), "https")
+    for probe, path in (("startupProbe", "/livez"), ("readinessProbe", "/readyz"), ("livenessProbe", "/livez")):
+        assert container[probe]["httpGet"] == {"path": path, "port": secure, "scheme": "HTTPS"}, probe
 
 
 def test_configmap_scheduler_config_loads_with_the_plugins_the_hosts_serve(tmp_path: Path) -> None:
