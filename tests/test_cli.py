@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from framework_thread import FrameworkThread
 
 from clients import SchedulerClient
+from clients.describe import qos_class
+from clients.printers import TabWriter, human_duration
 from framework import cli
 from framework.cli import main
 from framework.progress import ProgressBar
@@ -154,15 +159,17 @@ def test_demo_runs_end_to_end_and_exits_zero() -> None:
 
 # ---- against a running framework service ----------------------------------------------------------
 
+CREATED = "2024-01-01T00:00:00Z"
+FIVE_MINUTES_LATER = 1704067500.0  # 2024-01-01T00:05:00Z: what the served objects' AGE is computed against
 SERVED = """\
 apiVersion: v1
 kind: Node
-metadata: {name: n0, uid: uid-n0, labels: {zone: a}}
+metadata: {name: n0, uid: uid-n0, labels: {zone: a}, creationTimestamp: "2024-01-01T00:00:00Z"}
 status: {allocatable: {cpu: "2", memory: 4Gi, pods: "10"}}
 ---
 apiVersion: v1
 kind: Node
-metadata: {name: n1, uid: uid-n1}
+metadata: {name: n1, uid: uid-n1, creationTimestamp: "2024-01-01T00:00:00Z"}
 spec:
   unschedulable: true
   taints: [{key: dedicated, value: gpu, effect: NoSchedule}]
@@ -170,13 +177,13 @@ status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: web, uid: uid-web}
+metadata: {name: web, uid: uid-web, labels: {app: web}, creationTimestamp: "2024-01-01T00:00:00Z"}
 spec: {containers: [{name: c, resources: {requests: {cpu: 500m, memory: 256Mi}}}]}
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: big, namespace: shop, uid: uid-big}
-spec: {containers: [{name: c, resources: {requests: {cpu: "3"}}}]}
+metadata: {name: big, namespace: shop, uid: uid-big, labels: {app: batch}, creationTimestamp: "2024-01-01T00:00:00Z"}
+spec: {containers: [{name: c, resources: {requests: {cpu: "3"}, limits: {cpu: "3"}}}]}
 """
 BIG_REASON = ("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. preemption: "
               "0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
@@ -203,20 +210,30 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
-WEB = {"namespace": "default", "name": "web", "uid": "uid-web", "phase": "Bound", "node": "n0", "attempts": 1,
-       "queue": "", "nominatedNode": "", "profile": "default-scheduler", "priority": 0,
-       "lastStatus": {"code": "Success", "reasons": [], "plugin": ""}}
-BIG = {"namespace": "shop", "name": "big", "uid": "uid-big", "phase": "Unschedulable", "node": "", "attempts": 1,
-       "queue": "unschedulable", "nominatedNode": "", "profile": "default-scheduler", "priority": 0,
-       "lastStatus": {"code": "Unschedulable", "reasons": [BIG_REASON], "plugin": ""}}
-N0 = {"name": "n0", "unschedulable": False, "pods": 1,
-      "allocatable": {"cpu": 2000, "ephemeral-storage": 0, "memory": 4 << 30, "pods": 10},
-      "requested": {"cpu": 500, "ephemeral-storage": 0, "memory": 256 << 20, "pods": 1},
-      "taints": [], "labels": {"zone": "a"}}
-N1 = {"name": "n1", "unschedulable": True, "pods": 0,
-      "allocatable": {"cpu": 4000, "ephemeral-storage": 0, "memory": 8 << 30, "pods": 10},
-      "requested": {"cpu": 0, "ephemeral-storage": 0, "memory": 0, "pods": 0},
-      "taints": ["dedicated=gpu:NoSchedule"], "labels": {}}
+WEB = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "web", "namespace": "default", "uid": "uid-web", "creationTimestamp": CREATED,
+                    "labels": {"app": "web"}},
+       "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}],
+                "nodeName": "n0"},
+       "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}}
+BIG = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "big", "namespace": "shop", "uid": "uid-big", "creationTimestamp": CREATED,
+                    "labels": {"app": "batch"}},
+       "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}, "limits": {"cpu": "3"}}}]},
+       "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                      "reason": "Unschedulable", "message": BIG_REASON}]}}
+N0 = {"apiVersion": "v1", "kind": "Node",
+      "metadata": {"name": "n0", "uid": "uid-n0", "creationTimestamp": CREATED, "labels": {"zone": "a"}},
+      "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}}
+N1 = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "uid-n1", "creationTimestamp": CREATED},
+      "spec": {"unschedulable": True, "taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]},
+      "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}}
+
+
+def v1_list(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "items": list(items)}
+
+
 # web on an empty n0 (its own requests not counted): cpu (2000-500)*100//2000 = 75, memory
 # (4096-256)*100//4096 = 93 -> NodeResourcesFit (75+93)//2 = 84; balanced 100 - |25-6|*... = 90.
 WEB_EXPLAINED = {
@@ -238,26 +255,54 @@ WEB_EXPLAINED = {
 @pytest.mark.parametrize(
     ("argv", "want"),
     [
+        # kubectl get's columns and short names; namespace default unless -n or -A; ages against a fixed clock.
         (["get", "pods"], """\
-NAMESPACE   NAME   PHASE           NODE     ATTEMPTS   REASON
-default     web    Bound           n0       1
-shop        big    Unschedulable   <none>   1          """ + BIG_REASON + "\n"),
-        (["get", "pods", "-o", "json"], json.dumps([WEB, BIG], indent=2) + "\n"),
-        (["get", "pods", "-n", "shop", "-o", "yaml"], yaml.safe_dump([BIG], sort_keys=False)),
-        (["get", "pods", "--phase", "Bound"], """\
-NAMESPACE   NAME   PHASE   NODE   ATTEMPTS   REASON
-default     web    Bound   n0     1
+NAME   READY   STATUS   RESTARTS   AGE
+web    0/1     Bound    0          5m
 """),
-        (["get", "pod", "web", "-o", "json"], json.dumps(WEB, indent=2) + "\n"),
-        (["get", "pod", "big", "-n", "shop", "-o", "yaml"], yaml.safe_dump(BIG, sort_keys=False)),
+        (["get", "po", "-A"], """\
+NAMESPACE   NAME   READY   STATUS          RESTARTS   AGE
+default     web    0/1     Bound           0          5m
+shop        big    0/1     Unschedulable   0          5m
+"""),
+        (["get", "pods", "--all-namespaces", "-o", "wide"], """\
+NAMESPACE   NAME   READY   STATUS          RESTARTS   AGE   IP       NODE     NOMINATED NODE   READINESS GATES
+default     web    0/1     Bound           0          5m    <none>   n0       <none>           <none>
+shop        big    0/1     Unschedulable   0          5m    <none>   <none>   <none>           <none>
+"""),
+        (["get", "pods", "-A", "--phase", "Unschedulable", "-o", "name"], "pod/big\n"),
+        (["get", "pods", "-A", "-l", "app in (web, batch),!canary", "-o", "name"], "pod/web\npod/big\n"),
+        (["get", "pods", "-A", "--selector", "app!=web", "-o", "name"], "pod/big\n"),
+        (["get", "pods", "-A", "-o", "json"], json.dumps(v1_list(WEB, BIG), indent=4) + "\n"),
+        (["get", "pods", "-n", "shop", "-o", "yaml"], yaml.safe_dump(v1_list(BIG), sort_keys=False)),
+        (["get", "pod", "web", "-o", "json"], json.dumps(WEB, indent=4) + "\n"),
+        (["get", "pods/big", "-n", "shop", "-o", "yaml"], yaml.safe_dump(BIG, sort_keys=False)),
+        (["get", "po/web", "no/n1", "-o", "name"], "pod/web\nnode/n1\n"),
+        (["get", "pods/web", "nodes/n0"], """\
+NAME   READY   STATUS   RESTARTS   AGE
+web    0/1     Bound    0          5m
+
+NAME   STATUS   ROLES    AGE   VERSION
+n0     Ready    <none>   5m
+"""),
         (["get", "nodes"], """\
-NAME   STATUS               PODS   CPU      MEMORY      TAINTS
-n0     Ready                1      500m/2   256Mi/4Gi
-n1     SchedulingDisabled   0      0/4      0/8Gi       dedicated=gpu:NoSchedule
+NAME   STATUS                     ROLES    AGE   VERSION
+n0     Ready                      <none>   5m
+n1     Ready,SchedulingDisabled   <none>   5m
 """),
-        (["get", "nodes", "-o", "json"], json.dumps([N0, N1], indent=2) + "\n"),
+        (["get", "no", "-o", "wide"], """\
+NAME   STATUS                     ROLES    AGE   VERSION   INTERNAL-IP   EXTERNAL-IP   OS-IMAGE    KERNEL-VERSION   \
+CONTAINER-RUNTIME
+n0     Ready                      <none>   5m              <none>        <none>        <unknown>   <unknown>        \
+<unknown>
+n1     Ready,SchedulingDisabled   <none>   5m              <none>        <none>        <unknown>   <unknown>        \
+<unknown>
+"""),
+        (["get", "nodes", "-l", "zone=a", "-o", "name"], "node/n0\n"),
+        (["get", "nodes", "-o", "json"], json.dumps(v1_list(N0, N1), indent=4) + "\n"),
         (["get", "node", "n1", "-o", "yaml"], yaml.safe_dump(N1, sort_keys=False)),
-        (["get", "waiting"], "NAMESPACE   NAME   NODE   WAITING FOR   PROFILE   DEADLINE\n"),
+        (["get", "waiting"], ("", "No resources found.\n")),
+        (["get", "pods", "-n", "empty"], ("", "No resources found in empty namespace.\n")),
         (["get", "waiting", "-o", "json"], "[]\n"),
         (["explain", "web", "-o", "json"], json.dumps(WEB_EXPLAINED, indent=2) + "\n"),
         (["explain", "web", "-o", "yaml"], yaml.safe_dump(WEB_EXPLAINED, sort_keys=False)),
@@ -277,23 +322,28 @@ n1     UnschedulableAndUnresolvable   NodeUnschedulable   node(s) were unschedul
       6  Unschedulable  pod/shop/big  {BIG_REASON}
 """),
         (["watch", "--type", "bound", "--timeout", "1"], "      5  Bound          pod/default/web  n0\n"),
+        # The nodes are as applied: unchanged, as kubectl apply reports them.
         (["apply", "-f", "{tmp}/dry.yaml", "--dry-run"], """\
-node/n0 configured (dry run)
-node/n1 configured (dry run)
+node/n0 unchanged (dry run)
+node/n1 unchanged (dry run)
 pod/default/api created (dry run)
 """),
         (["apply", "-f", "{tmp}/dry.yaml", "--dry-run", "-o", "json"], json.dumps([
-            {"object": {"kind": "Node", "namespace": "", "name": n, "uid": f"uid-{n}"}, "action": "configured"}
+            {"object": {"kind": "Node", "namespace": "", "name": n, "uid": f"uid-{n}"}, "action": "unchanged"}
             for n in ("n0", "n1")] + [{"object": {"kind": "Pod", "namespace": "default", "name": "api",
                                                   "uid": "uid-api"}, "action": "created"}], indent=2) + "\n"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else "",
 )
 def test_commands_print_exact_output(served: tuple[str, Path], capsys: pytest.CaptureFixture[str],
-                                     argv: list[str], want: str) -> None:
+                                     monkeypatch: pytest.MonkeyPatch, argv: list[str],
+                                     want: str | tuple[str, str]) -> None:
+    """``want``: what is printed (or what is printed and what goes to stderr)."""
     address, tmp = served
+    monkeypatch.setattr(cli, "clock", lambda: FIVE_MINUTES_LATER)
     argv = [a.replace("{tmp}", str(tmp)) for a in argv]
-    assert run_cli(capsys, *argv, "--server", address) == (0, want, "")
+    out, err = want if isinstance(want, tuple) else (want, "")
+    assert run_cli(capsys, *argv, "--server", address) == (0, out, err)
 
 
 def test_explain_a_manifest_against_the_server_counts_the_pods_it_holds(
@@ -310,8 +360,8 @@ def test_explain_a_manifest_against_the_server_counts_the_pods_it_holds(
 def test_server_defaults_to_the_environment(served: tuple[str, Path], capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OUTRIGGER_SERVER", served[0])
-    code, out, _ = run_cli(capsys, "get", "pods", "--phase", "Bound", "-o", "json")
-    assert (code, json.loads(out)) == (0, [WEB])
+    code, out, _ = run_cli(capsys, "get", "pods", "-A", "--phase", "Bound", "-o", "json")
+    assert (code, json.loads(out)) == (0, v1_list(WEB))
 
 
 def free_port() -> int:
@@ -339,10 +389,31 @@ def free_port() -> int:
         (["delete", "pod", "ghost"], "error: not found: pod default/ghost"),
         (["delete"], "error: delete needs KIND NAME... (e.g. `delete pod web`) or -f FILE"),
         (["get", "waiting", "web"], "error: get waiting lists every waiting pod; it takes no NAME (see --profile)"),
+        (["get", "deployments"],
+         "error: unknown resource type 'deployments' (one of: pods (po), nodes (no), reservations, waiting)"),
+        (["describe", "reservation", "r1"],
+         "error: unknown resource type 'reservation' (one of: pods (po), nodes (no))"),
+        (["get", "pods/web", "nodes"], "error: 'nodes': give every object as TYPE/NAME (e.g. `outrigger get "
+         "pods/web`), or TYPE then names"),
+        (["get", "pods", "nodes/n0"], "error: 'nodes/n0': give either TYPE NAME... or TYPE/NAME..., not both "
+         "(e.g. `outrigger get pods/web`)"),
+        (["get", "pods", "-l", "app in web"],
+         "error: invalid label selector 'app in web': expected '(' after 'in', found 'web'"),
+        (["get", "reservations", "-l", "app=web"], "error: -l/--selector selects pods and nodes only"),
+        (["get", "pods/web", "nodes/n0", "-w"], "error: get --watch watches one type: pods or nodes"),
+        (["get", "pods", "--output-watch-events"], "error: --output-watch-events goes with --watch"),
+        (["get", "pods", "--request-timeout", "soon"],
+         "error: invalid --request-timeout 'soon': give a duration like 30s, 2m or 1h (0: no limit)"),
+        (["get", "pods", "web", "ghost"], "error: pod default/ghost not found"),
+        (["describe", "pod", "ghost", "-n", "shop"], "error: pod shop/ghost not found"),
+        (["describe", "no", "ghost"], "error: node 'ghost' not found"),
     ],
     ids=["missing-file", "bad-yaml", "bad-quantity", "unreachable", "unreachable-apply", "unreachable-watch",
-         "unknown-pod",
-         "unknown-node", "explain-unknown-pod", "delete-unknown-pod", "delete-nothing", "waiting-name"],
+         "unknown-pod", "unknown-node", "explain-unknown-pod", "delete-unknown-pod", "delete-nothing",
+         "waiting-name", "unknown-type", "describe-unknown-type", "type-slash-name-then-type",
+         "type-then-type-slash-name", "bad-selector", "selector-on-reservations", "watch-two-types",
+         "watch-events-without-watch", "bad-request-timeout", "one-of-two-missing", "describe-unknown-pod",
+         "describe-unknown-node"],
 )
 def test_user_mistakes_print_one_line_and_exit_1(served: tuple[str, Path], capsys: pytest.CaptureFixture[str],
                                                  argv: list[str], message: str) -> None:
@@ -356,6 +427,217 @@ def test_user_mistakes_print_one_line_and_exit_1(served: tuple[str, Path], capsy
         argv += ["--server", address]
     code, _, err = run_cli(capsys, *argv)
     assert (code, err) == (1, message.replace("{tmp}", str(tmp)).replace("{dead}", dead) + "\n")
+
+
+def test_get_then_apply_says_unchanged_and_an_edit_says_configured(served: tuple[str, Path],
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``get -o yaml > f; apply -f f``: the objects print as v1 objects that apply takes back as they are."""
+    address, tmp = served
+    cases = [
+        (["get", "pod", "web", "-o", "yaml"], None, "pod/default/web unchanged\n"),
+        (["get", "pods", "-A", "-o", "json"], None, "pod/default/web unchanged\npod/shop/big unchanged\n"),
+        (["get", "nodes", "-o", "yaml"], None, "node/n0 unchanged\nnode/n1 unchanged\n"),
+        (["get", "pod", "web", "-o", "yaml"], ("app: web", "app: api"), "pod/default/web configured (dry run)\n"),
+        (["get", "node", "n0", "-o", "yaml"], ("cpu: '2'", "cpu: '3'"), "node/n0 configured (dry run)\n"),
+    ]
+    for i, (get, edit, want) in enumerate(cases):
+        code, out, _ = run_cli(capsys, *get, "--server", address)
+        path = tmp / f"roundtrip-{i}.yaml"
+        path.write_text(out.replace(*edit) if edit else out)
+        apply = ["apply", "-f", str(path), "--server", address, *(["--dry-run"] if edit else [])]
+        assert (code, run_cli(capsys, *apply)) == (0, (0, want, "")), get
+
+
+def _last_event_time(address: str, name: str, namespace: str = "default") -> float:
+    with SchedulerClient(address) as c:
+        return c.list_events("Pod", name, namespace)[-1].timestamp
+
+
+def test_describe_pod_and_node_print_kubectls_layout_with_the_scheduling_events(
+        served: tuple[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    address, _ = served
+    cases = [
+        (["describe", "pod", "web"], _last_event_time(address, "web") + 42.5, """\
+Name:         web
+Namespace:    default
+Priority:     0
+Node:         n0
+Labels:       app=web
+Annotations:  <none>
+Status:       Pending
+IP:
+IPs:          <none>
+Containers:
+  c:
+    Image:
+    Port:       <none>
+    Host Port:  <none>
+    Requests:
+      cpu:        500m
+      memory:     256Mi
+    Environment:  <none>
+    Mounts:       <none>
+Conditions:
+  Type           Status  Reason
+  PodScheduled   True
+Volumes:         <none>
+QoS Class:       Burstable
+Node-Selectors:  <none>
+Tolerations:     <none>
+Events:
+  Type    Reason     Age   From               Message
+  ----    ------     ----  ----               -------
+  Normal  Scheduled  42s   default-scheduler  Successfully assigned default/web to n0
+"""),
+        (["describe", "pods/big", "-n", "shop"], _last_event_time(address, "big", "shop") + 42.5, f"""\
+Name:         big
+Namespace:    shop
+Priority:     0
+Node:         <none>
+Labels:       app=batch
+Annotations:  <none>
+Status:       Pending
+IP:
+IPs:          <none>
+Containers:
+  c:
+    Image:
+    Port:       <none>
+    Host Port:  <none>
+    Limits:
+      cpu:  3
+    Requests:
+      cpu:        3
+    Environment:  <none>
+    Mounts:       <none>
+Conditions:
+  Type           Status  Reason
+  PodScheduled   False   Unschedulable
+Volumes:         <none>
+QoS Class:       Burstable
+Node-Selectors:  <none>
+Tolerations:     <none>
+Events:
+  Type     Reason            Age   From               Message
+  ----     ------            ----  ----               -------
+  Warning  FailedScheduling  42s   default-scheduler  {BIG_REASON}
+"""),
+        (["describe", "node", "n0"], FIVE_MINUTES_LATER, """\
+Name:               n0
+Roles:              <none>
+Labels:             zone=a
+Annotations:        <none>
+CreationTimestamp:  Mon, 01 Jan 2024 00:00:00 +0000
+Taints:             <none>
+Unschedulable:      false
+Addresses:
+Allocatable:
+  cpu:                2
+  memory:             4Gi
+  pods:               10
+Non-terminated Pods:  (1 in total)
+  Namespace           Name    CPU Requests  CPU Limits  Memory Requests  Memory Limits  Age
+  ---------           ----    ------------  ----------  ---------------  -------------  ---
+  default             web     500m (25%)    0 (0%)      256Mi (6%)       0 (0%)         5m
+Allocated resources:
+  (Total limits may be over 100 percent, i.e., overcommitted.)
+  Resource           Requests    Limits
+  --------           --------    ------
+  cpu                500m (25%)  0 (0%)
+  memory             256Mi (6%)  0 (0%)
+  ephemeral-storage  0 (0%)      0 (0%)
+Events:              <none>
+"""),
+        (["describe", "no", "n1"], FIVE_MINUTES_LATER, """\
+Name:               n1
+Roles:              <none>
+Labels:             <none>
+Annotations:        <none>
+CreationTimestamp:  Mon, 01 Jan 2024 00:00:00 +0000
+Taints:             dedicated=gpu:NoSchedule
+Unschedulable:      true
+Addresses:
+Allocatable:
+  cpu:                4
+  memory:             8Gi
+  pods:               10
+Non-terminated Pods:  (0 in total)
+  Namespace           Name    CPU Requests  CPU Limits  Memory Requests  Memory Limits  Age
+  ---------           ----    ------------  ----------  ---------------  -------------  ---
+Allocated resources:
+  (Total limits may be over 100 percent, i.e., overcommitted.)
+  Resource           Requests  Limits
+  --------           --------  ------
+  cpu                0 (0%)    0 (0%)
+  memory             0 (0%)    0 (0%)
+  ephemeral-storage  0 (0%)    0 (0%)
+Events:              <none>
+"""),
+    ]
+    for argv, now, want in cases:
+        monkeypatch.setattr(cli, "clock", lambda now=now: now)
+        assert run_cli(capsys, *argv, "--server", address) == (0, want, ""), argv
+
+
+def test_describe_several_objects_separates_them_by_two_blank_lines(
+        served: tuple[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "describe", "pods", "-A", "-l", "app", "--server", served[0])
+    assert (code, [block.split("\n")[:2] for block in out.split("\n\n\n")]) == (
+        0, [["Name:         web", "Namespace:    default"], ["Name:         big", "Namespace:    shop"]])
+
+
+def test_get_watch_prints_the_list_then_each_change_until_the_request_timeout(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``get pods -w``: kubectl's rows for the list, then one per change (widths remembered, as kubectl's
+    printer does, so a wider cell shifts its row), until --request-timeout ends the watch."""
+    monkeypatch.setattr(cli, "clock", lambda: FIVE_MINUTES_LATER)
+    gated = {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": "gated", "labels": {"app": "web"}, "creationTimestamp": CREATED},
+             "spec": {"schedulingGates": [{"name": "wait"}], "containers": [{"name": "c"}, {"name": "d"}]}}
+    cases = [
+        (["get", "pods", "-w"], """\
+NAME   READY   STATUS   RESTARTS   AGE
+web    0/1     Bound    0          5m
+gated   0/2     SchedulingGated   0          5m
+web     0/1     Bound             0          5m
+"""),
+        (["get", "pods", "-w", "--output-watch-events", "-l", "app=web"], """\
+EVENT   NAME   READY   STATUS   RESTARTS   AGE
+ADDED   web    0/1     Bound    0          5m
+ADDED   gated   0/2     SchedulingGated   0          5m
+DELETED   web     0/1     Bound             0          5m
+"""),
+        (["get", "pods", "-w", "-o", "name"], "pod/web\npod/gated\npod/web\n"),
+    ]
+    for argv, want in cases:
+        with FrameworkThread() as fw, SchedulerClient(fw.address) as c:
+            c.apply_text("---\n".join(SERVED.split("---\n")[:3]))
+            for _ in range(500):
+                if c.get_pod("web").phase == "Bound":
+                    break
+                time.sleep(0.02)
+            scheduler = fw.server.scheduler if fw.server is not None else None
+            assert scheduler is not None
+
+            def change(fw: FrameworkThread = fw, c: SchedulerClient = c, scheduler: Any = scheduler) -> None:
+                # Once the watch is open (bounded): a gated pod appears and web is deleted.
+                for _ in range(500):
+                    if fw.call(_watching(scheduler)):
+                        break
+                    time.sleep(0.02)
+                c.apply([gated])
+                c.delete_pod("web")
+
+            changer = threading.Thread(target=change)
+            changer.start()
+            result = run_cli(capsys, *argv, "--request-timeout", "3s", "--server", fw.address)
+            changer.join(30)
+        assert result == (0, want, ""), argv
+
+
+async def _watching(scheduler: Any) -> bool:
+    return bool(scheduler._watchers)
+
 
 
 def test_apply_wait_and_delete_with_progress_on_a_terminal(capsys: pytest.CaptureFixture[str],
@@ -444,3 +726,109 @@ def test_top_level_help_lists_every_command_and_examples(capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert all(f"    {name} " in out for name in cli.COMMANDS)
     assert "Examples:\n  outrigger serve --config scheduler.yaml --listen 127.0.0.1:50051\n" in out
+
+
+# ---- version, serve's ready line and warnings, kubectl's layouts ------------------------------------
+
+
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert (exit_.value.code, capsys.readouterr().out) == (0, f"outrigger {version('outrigger')}\n")
+
+
+UNMODELLED = ("warning: not modelled: VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, "
+              "DynamicResources (ignored: their Filter passes every node)")
+
+
+@pytest.mark.parametrize(
+    ("warnings", "want"),
+    [
+        ([], []),
+        (['plugin "VolumeZone" is not modelled by Outrigger and is ignored',
+          'plugin "VolumeBinding" is not modelled by Outrigger and is ignored'],
+         ["warning: not modelled: VolumeZone, VolumeBinding (ignored: their Filter passes every node)"]),
+        # One the user's own file names keeps its line (it says where).
+        (['s.yaml: profiles[0].plugins.filter.enabled[0]: plugin "VolumeZone" is not modelled by Outrigger and is '
+          'ignored', 'plugin "VolumeBinding" is not modelled by Outrigger and is ignored'],
+         ['warning: s.yaml: profiles[0].plugins.filter.enabled[0]: plugin "VolumeZone" is not modelled by Outrigger '
+          'and is ignored', "warning: not modelled: VolumeBinding (ignored: their Filter passes every node)"]),
+    ],
+    ids=["none", "defaults", "named-in-a-file"],
+)
+def test_unmodelled_plugins_are_one_warning_line(warnings: list[str], want: list[str]) -> None:
+    assert cli.config_warnings(warnings) == want
+
+
+def test_explain_with_the_default_profile_warns_once(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["explain", "--cluster", files["cluster.yaml"], "-f", files["pod.yaml"], "-o", "json"])
+    assert (code, capsys.readouterr().err) == (0, UNMODELLED + "\n")
+
+
+def test_serve_prints_one_ready_line_with_its_addresses_and_one_warning() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "framework.cli", "serve", "--listen", "127.0.0.1:0", "--http",
+                             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()  # bounded by the wait below: serve exits or prints within seconds
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert re.fullmatch(r"outrigger: serving the Scheduler API on 127\.0\.0\.1:\d+, HTTP on 127\.0\.0\.1:\d+\n",
+                        ready), (ready, err)
+    assert err.splitlines() == [UNMODELLED]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "want"),
+    [(-3, "<invalid>"), (-1.5, "0s"), (0, "0s"), (59.9, "59s"), (119, "119s"), (120, "2m"), (125, "2m5s"),
+     (600, "10m"), (3 * 3600 - 1, "179m"), (3 * 3600, "3h"), (7 * 3600 + 60, "7h1m"), (8 * 3600, "8h"),
+     (47 * 3600, "47h"), (50 * 3600, "2d2h"), (8 * 86400, "8d"), (400 * 86400, "400d"), (731 * 86400, "2y1d"),
+     (9 * 365 * 86400, "9y")],
+)
+def test_ages_read_as_kubectl_prints_them(seconds: float, want: str) -> None:
+    assert human_duration(seconds) == want
+
+
+@pytest.mark.parametrize(
+    ("writer", "text", "want"),
+    [
+        # kubectl get: columns at least 6 wide, 3 apart; the last cell is not padded.
+        (TabWriter(minwidth=6, padding=3), "A\tBB\tC\nlonger\tx\ty\n", "A        BB    C\nlonger   x     y\n"),
+        # describe: a line without a tab ends the column block, so each block aligns on its own.
+        (TabWriter(padding=2), "Name:\tweb\nNamespace:\tdefault\nContainers:\n  c:\tx\n",
+         "Name:       web\nNamespace:  default\nContainers:\n  c:  x\n"),
+        # A shorter line inside a block: its last cell is left as it is.
+        (TabWriter(padding=2), "a\tb\tc\nd\te\n", "a  b  c\nd  e\n"),
+    ],
+    ids=["get", "describe-blocks", "ragged"],
+)
+def test_columns_align_as_gos_tabwriter_aligns_them(writer: TabWriter, text: str, want: str) -> None:
+    assert writer.format(text) == want
+
+
+def test_a_remembering_writer_keeps_column_widths_between_writes() -> None:
+    writer = TabWriter(minwidth=6, padding=3, remember=True)
+    assert [writer.format(t) for t in ("NAME\tAGE\nweb\t1s\n", "a-longer-name\t2s\n", "web\t3s\n")] == [
+        "NAME   AGE\nweb    1s\n", "a-longer-name   2s\n", "web             3s\n"]
+
+
+@pytest.mark.parametrize(
+    ("containers", "want"),
+    [
+        ([{"name": "c"}], "BestEffort"),
+        ([{"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}], "Guaranteed"),
+        ([{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1",
+                                                                                         "memory": "1Gi"}}}],
+         "Guaranteed"),
+        ([{"name": "c", "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi"}}}],
+         "Burstable"),
+        ([{"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}, {"name": "d"}], "Burstable"),
+        ([{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}], "BestEffort"),
+    ],
+    ids=["nothing", "limits-only", "equal", "less-cpu", "one-without", "extended-only"],
+)
+def test_qos_class_is_kubernetes(containers: list[dict[str, Any]], want: str) -> None:
+    assert qos_class({"containers": containers}) == want
