@@ -29,6 +29,7 @@ import asyncio
 import inspect
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -145,7 +146,8 @@ class HttpServer:
             await site.start()
         except OSError as exc:
             await runner.cleanup()
-            raise OSError(f"cannot serve {what} on {listen!r}: {exc.strerror or exc}") from None
+            why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            raise OSError(f"cannot serve {what} on {listen!r}: {why}") from None
         self._runner = runner
         self.host = host
         self.port = int(runner.addresses[0][1])

@@ -61,23 +61,23 @@ class Observability:
     http: HttpServer | None = None
     secure: HttpServer | None = None
     checks: HealthChecks = field(default_factory=HealthChecks)
-    _serving: Built | None = None
+    serving: Built | None = None
 
     @classmethod
     async def start(cls, config: ObservabilityConfig, scheduler: Any, remote: Any = None) -> Observability:
         built = config.secure.build() if config.secure is not None else None  # ServingConfigError
         tracing = config.tracing.build() if isinstance(config.tracing, TracingConfig) else config.tracing
-        serving = bool(config.http or config.secure)
+        ports = bool(config.http or config.secure)
         metrics: SchedulerMetrics | None = None
         scores: DebugScores | None = None
-        if serving:
+        if ports:
             metrics = SchedulerMetrics(config.plugin_sample_percent)
             metrics.attach(scheduler, remote)
-        if serving or config.debug_scores:
+        if ports or config.debug_scores:
             scores = DebugScores(config.debug_scores)
         checks = config.checks if config.checks is not None else HealthChecks()
         inst = instrument(scheduler, tracing=tracing, metrics=metrics, scores=scores)
-        obs = cls(inst, tracing, metrics, scores, checks=checks, _serving=built)
+        obs = cls(inst, tracing, metrics, scores, checks=checks, serving=built)
         try:
             if config.secure is not None and built is not None:
                 obs.secure = await HttpServer(scheduler, metrics=metrics, scores=scores, checks=checks,
@@ -101,9 +101,9 @@ class Observability:
         for server in (self.http, self.secure):
             if server is not None:
                 await server.stop()
-        if self._serving is not None:
-            await self._serving.close()
-            self._serving = None
+        if self.serving is not None:
+            await self.serving.close()
+            self.serving = None
 
     def shutdown(self) -> None:
         """Flush the spans (call after the last binding cycle)."""

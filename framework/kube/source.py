@@ -500,6 +500,14 @@ async def serve_cluster(
     except BaseException:
         await srv.stop()
         raise
+    if srv.observability is not None:  # /readyz fails until the informers have listed everything once
+        informers = {"nodes": source.nodes, "namespaces": source.namespaces, "pods": source.pods}
+
+        def informers_synced() -> str | None:
+            waiting = [name for name, informer in informers.items() if not informer.synced.is_set()]
+            return f"waiting for the first list of {', '.join(waiting)}" if waiting else None
+
+        srv.observability.checks.add("informer-sync", informers_synced, readyz=True)
     await source.start()
     log.info("outrigger framework serving on %s (profiles: %s), scheduling the cluster at %s", listen,
              ", ".join(srv.scheduler.profiles), source.client.config.server)
