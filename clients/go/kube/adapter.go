@@ -25,6 +25,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	pb "outrigger.dev/clients/go/gen/outrigger/v1"
 	"outrigger.dev/clients/go/outrigger"
@@ -83,6 +84,8 @@ type cycle struct {
 }
 
 func newShared(cfg Config) (*shared, error) {
+	// kube-scheduler registers its metrics at start-up; plugins and the Parallelizer record to them.
+	metrics.Register()
 	s := &shared{lister: &Lister{}, parallelism: cfg.Parallelism, cycles: map[string]*cycle{}}
 	if s.parallelism <= 0 {
 		s.parallelism = 16
@@ -102,8 +105,8 @@ func newShared(cfg Config) (*shared, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.client = nil
 		s.informers = informers.NewSharedInformerFactory(client, 0)
+		seedNamespaces(s.informers)
 		return s, nil
 	}
 	s.informers = informers.NewSharedInformerFactory(s.client, 0)

@@ -163,7 +163,74 @@ func container(c *pb.Container) v1.Container {
 	return out
 }
 
-// Pod is a proto Pod as a v1.Pod.
+// mergeLabelKeys adds to a term's label selector a requirement for each of its matchLabelKeys (In
+// the pod's value) and mismatchLabelKeys (NotIn) that the pod has a label for: what kube-apiserver does
+// when it admits a pod (MatchLabelKeysInPodAffinity, GA and locked on since 1.33; kube-scheduler
+// relies on it). Pods here do not pass an apiserver, so the conversion does it.
+func mergeLabelKeys(term *v1.PodAffinityTerm, labels map[string]string) {
+	if term.LabelSelector == nil || len(term.MatchLabelKeys)+len(term.MismatchLabelKeys) == 0 {
+		return // a nil selector matches nothing either way
+	}
+	sel := term.LabelSelector.DeepCopy()
+	for _, keys := range []struct {
+		keys []string
+		op   metav1.LabelSelectorOperator
+	}{{term.MatchLabelKeys, metav1.LabelSelectorOpIn}, {term.MismatchLabelKeys, metav1.LabelSelectorOpNotIn}} {
+		for _, k := range keys.keys {
+			if v, ok := labels[k]; ok {
+				sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: k, Operator: keys.op, Values: []string{v}})
+			}
+		}
+	}
+	term.LabelSelector = sel
+}
+
+func mergePodAffinityLabelKeys(a *v1.Affinity, labels map[string]string) {
+	if a == nil {
+		return
+	}
+	for _, terms := range [][]v1.PodAffinityTerm{podAffinityRequired(a.PodAffinity), antiAffinityRequired(a.PodAntiAffinity)} {
+		for i := range terms {
+			mergeLabelKeys(&terms[i], labels)
+		}
+	}
+	for _, terms := range [][]v1.WeightedPodAffinityTerm{podAffinityPreferred(a.PodAffinity), antiAffinityPreferred(a.PodAntiAffinity)} {
+		for i := range terms {
+			mergeLabelKeys(&terms[i].PodAffinityTerm, labels)
+		}
+	}
+}
+
+func podAffinityRequired(a *v1.PodAffinity) []v1.PodAffinityTerm {
+	if a == nil {
+		return nil
+	}
+	return a.RequiredDuringSchedulingIgnoredDuringExecution
+}
+
+func podAffinityPreferred(a *v1.PodAffinity) []v1.WeightedPodAffinityTerm {
+	if a == nil {
+		return nil
+	}
+	return a.PreferredDuringSchedulingIgnoredDuringExecution
+}
+
+func antiAffinityRequired(a *v1.PodAntiAffinity) []v1.PodAffinityTerm {
+	if a == nil {
+		return nil
+	}
+	return a.RequiredDuringSchedulingIgnoredDuringExecution
+}
+
+func antiAffinityPreferred(a *v1.PodAntiAffinity) []v1.WeightedPodAffinityTerm {
+	if a == nil {
+		return nil
+	}
+	return a.PreferredDuringSchedulingIgnoredDuringExecution
+}
+
+// Pod is a proto Pod as a v1.Pod, as kube-apiserver would have admitted it (pod affinity terms with
+// their matchLabelKeys/mismatchLabelKeys merged into the label selector).
 func Pod(p *pb.Pod) *v1.Pod {
 	spec := p.GetSpec()
 	out := &v1.Pod{
@@ -175,6 +242,8 @@ func Pod(p *pb.Pod) *v1.Pod {
 		},
 		Status: v1.PodStatus{NominatedNodeName: p.GetStatus().GetNominatedNodeName()},
 	}
+	mergePodAffinityLabelKeys(out.Spec.Affinity, out.Labels)
+	seeNamespace(out.Namespace)
 	priority := int32(spec.GetPriority())
 	out.Spec.Priority = &priority
 	if pp := spec.GetPreemptionPolicy(); pp != "" {
@@ -227,10 +296,13 @@ func PodOfPlacement(p *pb.PodPlacement) *v1.Pod {
 	}
 	c := &pb.Container{Name: "placement", Requests: p.GetRequests(), Ports: p.GetHostPorts()}
 	priority := int32(p.GetPriority())
+	seeNamespace(p.GetRef().GetNamespace())
+	affinity := Affinity(p.GetAffinity())
+	mergePodAffinityLabelKeys(affinity, p.GetLabels())
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.GetRef().GetName(), Namespace: p.GetRef().GetNamespace(),
 			UID: types.UID(p.GetRef().GetUid()), Labels: p.GetLabels()},
-		Spec: v1.PodSpec{NodeName: p.GetNodeName(), Priority: &priority, Affinity: Affinity(p.GetAffinity()),
+		Spec: v1.PodSpec{NodeName: p.GetNodeName(), Priority: &priority, Affinity: affinity,
 			Containers: []v1.Container{container(c)}},
 	}
 }

@@ -2,9 +2,12 @@ package kube
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
@@ -115,6 +118,33 @@ func (h *Handle) RunPreFilterExtensionAddPod(context.Context, fwk.CycleState, *v
 // RunPreFilterExtensionRemovePod is not available out of process.
 func (h *Handle) RunPreFilterExtensionRemovePod(context.Context, fwk.CycleState, *v1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status {
 	return notHere("RunPreFilterExtensionRemovePod")
+}
+
+// ---- namespaces: without an apiserver, every namespace a pod names exists -------------------------
+
+type namespaceSeeder struct {
+	seen sync.Map
+	add  func(string)
+}
+
+var seeder atomic.Pointer[namespaceSeeder]
+
+// seedNamespaces makes the (never started) informer factory's Namespace lister hold every namespace a
+// converted pod names, labelled kubernetes.io/metadata.name as kube-apiserver labels every namespace,
+// so namespaceSelectors on that label work without an apiserver.
+func seedNamespaces(f informers.SharedInformerFactory) {
+	indexer := f.Core().V1().Namespaces().Informer().GetIndexer()
+	seeder.Store(&namespaceSeeder{add: func(ns string) {
+		_ = indexer.Add(&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{v1.LabelMetadataName: ns}}})
+	}})
+}
+
+func seeNamespace(ns string) {
+	if s := seeder.Load(); s != nil && ns != "" {
+		if _, seen := s.seen.LoadOrStore(ns, true); !seen {
+			s.add(ns)
+		}
+	}
 }
 
 // ---- waiting pods: the framework's, through its Handle service ---------------------------------------
