@@ -157,7 +157,7 @@ type waitingPod struct {
 	wp  []string
 }
 
-func (w *waitingPod) GetPod() *v1.Pod              { return w.pod }
+func (w *waitingPod) GetPod() *v1.Pod             { return w.pod }
 func (w *waitingPod) GetPendingPlugins() []string { return w.wp }
 
 func (w *waitingPod) Allow(plugin string) {

@@ -159,7 +159,11 @@ type ApplyRequest struct {
 	// The manifests, applied in order.
 	Manifests []*Manifest `protobuf:"bytes,1,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	// True: validate and report what would change without changing anything.
-	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Field validation, as the API server's fieldValidation: "Strict" (the default when empty: an
+	// unknown or duplicate field fails the request), "Warn" (it is reported in ApplyResponse.warnings)
+	// or "Ignore".
+	Validate      string `protobuf:"bytes,3,opt,name=validate,proto3" json:"validate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -206,6 +210,13 @@ func (x *ApplyRequest) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *ApplyRequest) GetValidate() string {
+	if x != nil {
+		return x.Validate
+	}
+	return ""
 }
 
 // Identifies an object.
@@ -340,7 +351,9 @@ func (x *AppliedObject) GetAction() string {
 type ApplyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every object in the manifests, in manifest order.
-	Applied       []*AppliedObject `protobuf:"bytes,1,rep,name=applied,proto3" json:"applied,omitempty"`
+	Applied []*AppliedObject `protobuf:"bytes,1,rep,name=applied,proto3" json:"applied,omitempty"`
+	// What field validation "Warn" found (unknown fields, by path), one line each.
+	Warnings      []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -378,6 +391,13 @@ func (*ApplyResponse) Descriptor() ([]byte, []int) {
 func (x *ApplyResponse) GetApplied() []*AppliedObject {
 	if x != nil {
 		return x.Applied
+	}
+	return nil
+}
+
+func (x *ApplyResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -549,7 +569,11 @@ type PodState struct {
 	// The profile (schedulerName) scheduling the pod.
 	Profile string `protobuf:"bytes,8,opt,name=profile,proto3" json:"profile,omitempty"`
 	// The pod's priority.
-	Priority      int64 `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	Priority int64 `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	// The pod as a v1 Pod object (JSON): the manifest as applied, with what the server fills in
+	// (metadata.uid and creationTimestamp, spec.nodeName once bound, status: phase, the PodScheduled
+	// condition, nominatedNodeName). Set by GetPod, and by ListPods when asked for objects.
+	ObjectJson    string `protobuf:"bytes,10,opt,name=object_json,json=objectJson,proto3" json:"object_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -647,13 +671,27 @@ func (x *PodState) GetPriority() int64 {
 	return 0
 }
 
+func (x *PodState) GetObjectJson() string {
+	if x != nil {
+		return x.ObjectJson
+	}
+	return ""
+}
+
 // List pods.
 type ListPodsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this namespace; empty for all.
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// Only this phase (see PodState.phase); empty for all.
-	Phase         string `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Phase string `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	// Only pods whose labels match this selector (kubectl's syntax: "a=b,c!=d,e in (x,y),!f,g");
+	// INVALID_ARGUMENT when it does not parse.
+	LabelSelector string `protobuf:"bytes,3,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// True: fill PodState.object_json.
+	Objects bool `protobuf:"varint,4,opt,name=objects,proto3" json:"objects,omitempty"`
+	// Only pods bound (or being bound) to this node.
+	NodeName      string `protobuf:"bytes,5,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -702,11 +740,35 @@ func (x *ListPodsRequest) GetPhase() string {
 	return ""
 }
 
+func (x *ListPodsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListPodsRequest) GetObjects() bool {
+	if x != nil {
+		return x.Objects
+	}
+	return false
+}
+
+func (x *ListPodsRequest) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
 // The pods.
 type ListPodsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pods' states.
-	Pods          []*PodState `protobuf:"bytes,1,rep,name=pods,proto3" json:"pods,omitempty"`
+	Pods []*PodState `protobuf:"bytes,1,rep,name=pods,proto3" json:"pods,omitempty"`
+	// The sequence number of the last event before the list was taken: a Watch from it (replay true)
+	// sees every change after the list.
+	Sequence      uint64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -748,6 +810,13 @@ func (x *ListPodsResponse) GetPods() []*PodState {
 	return nil
 }
 
+func (x *ListPodsResponse) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 // A node with its accounted usage.
 type NodeSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -764,7 +833,10 @@ type NodeSummary struct {
 	// Taints as "key=value:Effect" (or "key:Effect" when the value is empty).
 	Taints []string `protobuf:"bytes,6,rep,name=taints,proto3" json:"taints,omitempty"`
 	// Node labels.
-	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The node as a v1 Node object (JSON): the manifest as applied, with metadata.uid and
+	// creationTimestamp. Set when ListNodes is asked for objects.
+	ObjectJson    string `protobuf:"bytes,8,opt,name=object_json,json=objectJson,proto3" json:"object_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -848,9 +920,22 @@ func (x *NodeSummary) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *NodeSummary) GetObjectJson() string {
+	if x != nil {
+		return x.ObjectJson
+	}
+	return ""
+}
+
 // List nodes.
 type ListNodesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only nodes whose labels match this selector (as ListPodsRequest.label_selector).
+	LabelSelector string `protobuf:"bytes,1,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// True: fill NodeSummary.object_json.
+	Objects bool `protobuf:"varint,2,opt,name=objects,proto3" json:"objects,omitempty"`
+	// Only the node of this name.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -885,13 +970,36 @@ func (*ListNodesRequest) Descriptor() ([]byte, []int) {
 	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{12}
 }
 
+func (x *ListNodesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListNodesRequest) GetObjects() bool {
+	if x != nil {
+		return x.Objects
+	}
+	return false
+}
+
+func (x *ListNodesRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // The nodes.
 type ListNodesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The nodes, by name.
 	Nodes []*NodeSummary `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// The cache generation read.
-	Generation    uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Generation uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The sequence number of the last event before the list was taken (see ListPodsResponse).
+	Sequence      uint64 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -940,6 +1048,13 @@ func (x *ListNodesResponse) GetGeneration() uint64 {
 	return 0
 }
 
+func (x *ListNodesResponse) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
 // A scheduling event.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -958,7 +1073,13 @@ type Event struct {
 	// The pod's scheduling attempts at the time of the event.
 	Attempts uint32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// The framework run the sequence number belongs to (new each time the framework starts).
-	RunId         string `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// With WatchRequest.objects, for a Pod event: the pod as it is when the event is sent, its object
+	// included (unset once the pod is deleted).
+	Pod *PodState `protobuf:"bytes,9,opt,name=pod,proto3" json:"pod,omitempty"`
+	// With WatchRequest.objects, for a Node event: the node as it is when the event is sent, its object
+	// included (unset once the node is deleted).
+	Node          *NodeSummary `protobuf:"bytes,10,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1049,6 +1170,20 @@ func (x *Event) GetRunId() string {
 	return ""
 }
 
+func (x *Event) GetPod() *PodState {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *Event) GetNode() *NodeSummary {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
 // Watch events.
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1061,7 +1196,9 @@ type WatchRequest struct {
 	// The run since_sequence was read in (Event.run_id), to resume a watch: when it names another run
 	// (the framework restarted), since_sequence means nothing here and every retained event is replayed.
 	// Empty: since_sequence is taken as this run's.
-	RunId         string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// True: each Pod and Node event carries the pod or node as it is when sent (Event.pod, Event.node).
+	Objects       bool `protobuf:"varint,5,opt,name=objects,proto3" json:"objects,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1122,6 +1259,13 @@ func (x *WatchRequest) GetRunId() string {
 		return x.RunId
 	}
 	return ""
+}
+
+func (x *WatchRequest) GetObjects() bool {
+	if x != nil {
+		return x.Objects
+	}
+	return false
 }
 
 // Explain a pod.
@@ -1789,6 +1933,99 @@ func (x *GetDebugScoresResponse) GetJson() string {
 	return ""
 }
 
+// List the events of one object.
+type ListEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The object: kind "Pod" (namespace "default" when empty) or "Node", name, and optionally uid (only
+	// that incarnation's events).
+	Object        *ObjectRef `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsRequest) Reset() {
+	*x = ListEventsRequest{}
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsRequest) ProtoMessage() {}
+
+func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListEventsRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListEventsRequest) GetObject() *ObjectRef {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+// The events.
+type ListEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	Events        []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsResponse) Reset() {
+	*x = ListEventsResponse{}
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsResponse) ProtoMessage() {}
+
+func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListEventsResponse) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListEventsResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_outrigger_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_outrigger_v1_scheduler_proto_rawDesc = "" +
@@ -1796,10 +2033,11 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x1coutrigger/v1/scheduler.proto\x12\foutrigger.v1\x1a\x19outrigger/v1/handle.proto\x1a\x18outrigger/v1/types.proto\"<\n" +
 	"\bManifest\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"]\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"y\n" +
 	"\fApplyRequest\x124\n" +
 	"\tmanifests\x18\x01 \x03(\v2\x16.outrigger.v1.ManifestR\tmanifests\x12\x17\n" +
-	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"c\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x1a\n" +
+	"\bvalidate\x18\x03 \x01(\tR\bvalidate\"c\n" +
 	"\tObjectRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1807,16 +2045,17 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x03uid\x18\x04 \x01(\tR\x03uid\"R\n" +
 	"\rAppliedObject\x12)\n" +
 	"\x03ref\x18\x01 \x01(\v2\x17.outrigger.v1.ObjectRefR\x03ref\x12\x16\n" +
-	"\x06action\x18\x02 \x01(\tR\x06action\"F\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\"b\n" +
 	"\rApplyResponse\x125\n" +
-	"\aapplied\x18\x01 \x03(\v2\x1b.outrigger.v1.AppliedObjectR\aapplied\"B\n" +
+	"\aapplied\x18\x01 \x03(\v2\x1b.outrigger.v1.AppliedObjectR\aapplied\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"B\n" +
 	"\rDeleteRequest\x121\n" +
 	"\aobjects\x18\x01 \x03(\v2\x17.outrigger.v1.ObjectRefR\aobjects\"C\n" +
 	"\x0eDeleteResponse\x121\n" +
 	"\adeleted\x18\x01 \x03(\v2\x17.outrigger.v1.ObjectRefR\adeleted\"A\n" +
 	"\rGetPodRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xb7\x02\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xd8\x02\n" +
 	"\bPodState\x12)\n" +
 	"\x03ref\x18\x01 \x01(\v2\x17.outrigger.v1.ObjectRefR\x03ref\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x1b\n" +
@@ -1827,12 +2066,19 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x05queue\x18\x06 \x01(\tR\x05queue\x12.\n" +
 	"\x13nominated_node_name\x18\a \x01(\tR\x11nominatedNodeName\x12\x18\n" +
 	"\aprofile\x18\b \x01(\tR\aprofile\x12\x1a\n" +
-	"\bpriority\x18\t \x01(\x03R\bpriority\"E\n" +
+	"\bpriority\x18\t \x01(\x03R\bpriority\x12\x1f\n" +
+	"\vobject_json\x18\n" +
+	" \x01(\tR\n" +
+	"objectJson\"\xa3\x01\n" +
 	"\x0fListPodsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05phase\x18\x02 \x01(\tR\x05phase\">\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12%\n" +
+	"\x0elabel_selector\x18\x03 \x01(\tR\rlabelSelector\x12\x18\n" +
+	"\aobjects\x18\x04 \x01(\bR\aobjects\x12\x1b\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName\"Z\n" +
 	"\x10ListPodsResponse\x12*\n" +
-	"\x04pods\x18\x01 \x03(\v2\x16.outrigger.v1.PodStateR\x04pods\"\x81\x04\n" +
+	"\x04pods\x18\x01 \x03(\v2\x16.outrigger.v1.PodStateR\x04pods\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x04R\bsequence\"\xa2\x04\n" +
 	"\vNodeSummary\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12L\n" +
 	"\vallocatable\x18\x02 \x03(\v2*.outrigger.v1.NodeSummary.AllocatableEntryR\vallocatable\x12F\n" +
@@ -1840,7 +2086,9 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x04pods\x18\x04 \x01(\rR\x04pods\x12$\n" +
 	"\runschedulable\x18\x05 \x01(\bR\runschedulable\x12\x16\n" +
 	"\x06taints\x18\x06 \x03(\tR\x06taints\x12=\n" +
-	"\x06labels\x18\a \x03(\v2%.outrigger.v1.NodeSummary.LabelsEntryR\x06labels\x1a>\n" +
+	"\x06labels\x18\a \x03(\v2%.outrigger.v1.NodeSummary.LabelsEntryR\x06labels\x12\x1f\n" +
+	"\vobject_json\x18\b \x01(\tR\n" +
+	"objectJson\x1a>\n" +
 	"\x10AllocatableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a<\n" +
@@ -1849,13 +2097,17 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
-	"\x10ListNodesRequest\"d\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
+	"\x10ListNodesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x01 \x01(\tR\rlabelSelector\x12\x18\n" +
+	"\aobjects\x18\x02 \x01(\bR\aobjects\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\x80\x01\n" +
 	"\x11ListNodesResponse\x12/\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x19.outrigger.v1.NodeSummaryR\x05nodes\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\x9d\x02\n" +
+	"generation\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\x04R\bsequence\"\xf6\x02\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12+\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x17.outrigger.v1.EventTypeR\x04type\x12/\n" +
@@ -1864,12 +2116,16 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12\x1c\n" +
 	"\ttimestamp\x18\x06 \x01(\x01R\ttimestamp\x12\x1a\n" +
 	"\battempts\x18\a \x01(\rR\battempts\x12\x15\n" +
-	"\x06run_id\x18\b \x01(\tR\x05runId\"\x93\x01\n" +
+	"\x06run_id\x18\b \x01(\tR\x05runId\x12(\n" +
+	"\x03pod\x18\t \x01(\v2\x16.outrigger.v1.PodStateR\x03pod\x12-\n" +
+	"\x04node\x18\n" +
+	" \x01(\v2\x19.outrigger.v1.NodeSummaryR\x04node\"\xad\x01\n" +
 	"\fWatchRequest\x12%\n" +
 	"\x0esince_sequence\x18\x01 \x01(\x04R\rsinceSequence\x12-\n" +
 	"\x05types\x18\x02 \x03(\x0e2\x17.outrigger.v1.EventTypeR\x05types\x12\x16\n" +
 	"\x06replay\x18\x03 \x01(\bR\x06replay\x12\x15\n" +
-	"\x06run_id\x18\x04 \x01(\tR\x05runId\"\xdf\x01\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\x12\x18\n" +
+	"\aobjects\x18\x05 \x01(\bR\aobjects\"\xdf\x01\n" +
 	"\x0eExplainRequest\x12(\n" +
 	"\x03pod\x18\x01 \x01(\v2\x16.outrigger.v1.ManifestR\x03pod\x12\x18\n" +
 	"\aprofile\x18\x02 \x01(\tR\aprofile\x12:\n" +
@@ -1921,7 +2177,11 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\",\n" +
 	"\x16GetDebugScoresResponse\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\tR\x04json*\xd5\x01\n" +
+	"\x04json\x18\x01 \x01(\tR\x04json\"D\n" +
+	"\x11ListEventsRequest\x12/\n" +
+	"\x06object\x18\x01 \x01(\v2\x17.outrigger.v1.ObjectRefR\x06object\"A\n" +
+	"\x12ListEventsResponse\x12+\n" +
+	"\x06events\x18\x01 \x03(\v2\x13.outrigger.v1.EventR\x06events*\xd5\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_BOUND\x10\x01\x12\x1c\n" +
@@ -1930,7 +2190,7 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x12EVENT_TYPE_APPLIED\x10\x04\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x05\x12\x14\n" +
 	"\x10EVENT_TYPE_ERROR\x10\x06\x12\x18\n" +
-	"\x14EVENT_TYPE_NOMINATED\x10\a2\xd9\x06\n" +
+	"\x14EVENT_TYPE_NOMINATED\x10\a2\xaa\a\n" +
 	"\tScheduler\x12@\n" +
 	"\x05Apply\x12\x1a.outrigger.v1.ApplyRequest\x1a\x1b.outrigger.v1.ApplyResponse\x12C\n" +
 	"\x06Delete\x12\x1b.outrigger.v1.DeleteRequest\x1a\x1c.outrigger.v1.DeleteResponse\x12=\n" +
@@ -1942,7 +2202,9 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x0fListWaitingPods\x12$.outrigger.v1.ListWaitingPodsRequest\x1a%.outrigger.v1.ListWaitingPodsResponse\x12a\n" +
 	"\x10ListReservations\x12%.outrigger.v1.ListReservationsRequest\x1a&.outrigger.v1.ListReservationsResponse\x12I\n" +
 	"\bGetTrace\x12\x1d.outrigger.v1.GetTraceRequest\x1a\x1e.outrigger.v1.GetTraceResponse\x12[\n" +
-	"\x0eGetDebugScores\x12#.outrigger.v1.GetDebugScoresRequest\x1a$.outrigger.v1.GetDebugScoresResponseb\x06proto3"
+	"\x0eGetDebugScores\x12#.outrigger.v1.GetDebugScoresRequest\x1a$.outrigger.v1.GetDebugScoresResponse\x12O\n" +
+	"\n" +
+	"ListEvents\x12\x1f.outrigger.v1.ListEventsRequest\x1a .outrigger.v1.ListEventsResponseb\x06proto3"
 
 var (
 	file_outrigger_v1_scheduler_proto_rawDescOnce sync.Once
@@ -1957,7 +2219,7 @@ func file_outrigger_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_outrigger_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_outrigger_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_outrigger_v1_scheduler_proto_goTypes = []any{
 	(EventType)(0),                   // 0: outrigger.v1.EventType
 	(*Manifest)(nil),                 // 1: outrigger.v1.Manifest
@@ -1986,14 +2248,16 @@ var file_outrigger_v1_scheduler_proto_goTypes = []any{
 	(*GetTraceResponse)(nil),         // 24: outrigger.v1.GetTraceResponse
 	(*GetDebugScoresRequest)(nil),    // 25: outrigger.v1.GetDebugScoresRequest
 	(*GetDebugScoresResponse)(nil),   // 26: outrigger.v1.GetDebugScoresResponse
-	nil,                              // 27: outrigger.v1.NodeSummary.AllocatableEntry
-	nil,                              // 28: outrigger.v1.NodeSummary.RequestedEntry
-	nil,                              // 29: outrigger.v1.NodeSummary.LabelsEntry
-	nil,                              // 30: outrigger.v1.ReservationState.ReservedEntry
-	nil,                              // 31: outrigger.v1.ReservationState.AllocatedEntry
-	(*Status)(nil),                   // 32: outrigger.v1.Status
-	(*ListWaitingPodsRequest)(nil),   // 33: outrigger.v1.ListWaitingPodsRequest
-	(*ListWaitingPodsResponse)(nil),  // 34: outrigger.v1.ListWaitingPodsResponse
+	(*ListEventsRequest)(nil),        // 27: outrigger.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),       // 28: outrigger.v1.ListEventsResponse
+	nil,                              // 29: outrigger.v1.NodeSummary.AllocatableEntry
+	nil,                              // 30: outrigger.v1.NodeSummary.RequestedEntry
+	nil,                              // 31: outrigger.v1.NodeSummary.LabelsEntry
+	nil,                              // 32: outrigger.v1.ReservationState.ReservedEntry
+	nil,                              // 33: outrigger.v1.ReservationState.AllocatedEntry
+	(*Status)(nil),                   // 34: outrigger.v1.Status
+	(*ListWaitingPodsRequest)(nil),   // 35: outrigger.v1.ListWaitingPodsRequest
+	(*ListWaitingPodsResponse)(nil),  // 36: outrigger.v1.ListWaitingPodsResponse
 }
 var file_outrigger_v1_scheduler_proto_depIdxs = []int32{
 	1,  // 0: outrigger.v1.ApplyRequest.manifests:type_name -> outrigger.v1.Manifest
@@ -2002,51 +2266,57 @@ var file_outrigger_v1_scheduler_proto_depIdxs = []int32{
 	3,  // 3: outrigger.v1.DeleteRequest.objects:type_name -> outrigger.v1.ObjectRef
 	3,  // 4: outrigger.v1.DeleteResponse.deleted:type_name -> outrigger.v1.ObjectRef
 	3,  // 5: outrigger.v1.PodState.ref:type_name -> outrigger.v1.ObjectRef
-	32, // 6: outrigger.v1.PodState.last_status:type_name -> outrigger.v1.Status
+	34, // 6: outrigger.v1.PodState.last_status:type_name -> outrigger.v1.Status
 	9,  // 7: outrigger.v1.ListPodsResponse.pods:type_name -> outrigger.v1.PodState
-	27, // 8: outrigger.v1.NodeSummary.allocatable:type_name -> outrigger.v1.NodeSummary.AllocatableEntry
-	28, // 9: outrigger.v1.NodeSummary.requested:type_name -> outrigger.v1.NodeSummary.RequestedEntry
-	29, // 10: outrigger.v1.NodeSummary.labels:type_name -> outrigger.v1.NodeSummary.LabelsEntry
+	29, // 8: outrigger.v1.NodeSummary.allocatable:type_name -> outrigger.v1.NodeSummary.AllocatableEntry
+	30, // 9: outrigger.v1.NodeSummary.requested:type_name -> outrigger.v1.NodeSummary.RequestedEntry
+	31, // 10: outrigger.v1.NodeSummary.labels:type_name -> outrigger.v1.NodeSummary.LabelsEntry
 	12, // 11: outrigger.v1.ListNodesResponse.nodes:type_name -> outrigger.v1.NodeSummary
 	0,  // 12: outrigger.v1.Event.type:type_name -> outrigger.v1.EventType
 	3,  // 13: outrigger.v1.Event.object:type_name -> outrigger.v1.ObjectRef
-	32, // 14: outrigger.v1.Event.status:type_name -> outrigger.v1.Status
-	0,  // 15: outrigger.v1.WatchRequest.types:type_name -> outrigger.v1.EventType
-	1,  // 16: outrigger.v1.ExplainRequest.pod:type_name -> outrigger.v1.Manifest
-	1,  // 17: outrigger.v1.ExplainRequest.what_if_nodes:type_name -> outrigger.v1.Manifest
-	3,  // 18: outrigger.v1.ExplainRequest.ref:type_name -> outrigger.v1.ObjectRef
-	30, // 19: outrigger.v1.ReservationState.reserved:type_name -> outrigger.v1.ReservationState.ReservedEntry
-	31, // 20: outrigger.v1.ReservationState.allocated:type_name -> outrigger.v1.ReservationState.AllocatedEntry
-	32, // 21: outrigger.v1.ReservationState.last_status:type_name -> outrigger.v1.Status
-	20, // 22: outrigger.v1.ListReservationsResponse.reservations:type_name -> outrigger.v1.ReservationState
-	23, // 23: outrigger.v1.GetTraceResponse.spans:type_name -> outrigger.v1.TraceSpan
-	2,  // 24: outrigger.v1.Scheduler.Apply:input_type -> outrigger.v1.ApplyRequest
-	6,  // 25: outrigger.v1.Scheduler.Delete:input_type -> outrigger.v1.DeleteRequest
-	8,  // 26: outrigger.v1.Scheduler.GetPod:input_type -> outrigger.v1.GetPodRequest
-	10, // 27: outrigger.v1.Scheduler.ListPods:input_type -> outrigger.v1.ListPodsRequest
-	13, // 28: outrigger.v1.Scheduler.ListNodes:input_type -> outrigger.v1.ListNodesRequest
-	16, // 29: outrigger.v1.Scheduler.Watch:input_type -> outrigger.v1.WatchRequest
-	17, // 30: outrigger.v1.Scheduler.Explain:input_type -> outrigger.v1.ExplainRequest
-	33, // 31: outrigger.v1.Scheduler.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
-	19, // 32: outrigger.v1.Scheduler.ListReservations:input_type -> outrigger.v1.ListReservationsRequest
-	22, // 33: outrigger.v1.Scheduler.GetTrace:input_type -> outrigger.v1.GetTraceRequest
-	25, // 34: outrigger.v1.Scheduler.GetDebugScores:input_type -> outrigger.v1.GetDebugScoresRequest
-	5,  // 35: outrigger.v1.Scheduler.Apply:output_type -> outrigger.v1.ApplyResponse
-	7,  // 36: outrigger.v1.Scheduler.Delete:output_type -> outrigger.v1.DeleteResponse
-	9,  // 37: outrigger.v1.Scheduler.GetPod:output_type -> outrigger.v1.PodState
-	11, // 38: outrigger.v1.Scheduler.ListPods:output_type -> outrigger.v1.ListPodsResponse
-	14, // 39: outrigger.v1.Scheduler.ListNodes:output_type -> outrigger.v1.ListNodesResponse
-	15, // 40: outrigger.v1.Scheduler.Watch:output_type -> outrigger.v1.Event
-	18, // 41: outrigger.v1.Scheduler.Explain:output_type -> outrigger.v1.ExplainResponse
-	34, // 42: outrigger.v1.Scheduler.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
-	21, // 43: outrigger.v1.Scheduler.ListReservations:output_type -> outrigger.v1.ListReservationsResponse
-	24, // 44: outrigger.v1.Scheduler.GetTrace:output_type -> outrigger.v1.GetTraceResponse
-	26, // 45: outrigger.v1.Scheduler.GetDebugScores:output_type -> outrigger.v1.GetDebugScoresResponse
-	35, // [35:46] is the sub-list for method output_type
-	24, // [24:35] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	34, // 14: outrigger.v1.Event.status:type_name -> outrigger.v1.Status
+	9,  // 15: outrigger.v1.Event.pod:type_name -> outrigger.v1.PodState
+	12, // 16: outrigger.v1.Event.node:type_name -> outrigger.v1.NodeSummary
+	0,  // 17: outrigger.v1.WatchRequest.types:type_name -> outrigger.v1.EventType
+	1,  // 18: outrigger.v1.ExplainRequest.pod:type_name -> outrigger.v1.Manifest
+	1,  // 19: outrigger.v1.ExplainRequest.what_if_nodes:type_name -> outrigger.v1.Manifest
+	3,  // 20: outrigger.v1.ExplainRequest.ref:type_name -> outrigger.v1.ObjectRef
+	32, // 21: outrigger.v1.ReservationState.reserved:type_name -> outrigger.v1.ReservationState.ReservedEntry
+	33, // 22: outrigger.v1.ReservationState.allocated:type_name -> outrigger.v1.ReservationState.AllocatedEntry
+	34, // 23: outrigger.v1.ReservationState.last_status:type_name -> outrigger.v1.Status
+	20, // 24: outrigger.v1.ListReservationsResponse.reservations:type_name -> outrigger.v1.ReservationState
+	23, // 25: outrigger.v1.GetTraceResponse.spans:type_name -> outrigger.v1.TraceSpan
+	3,  // 26: outrigger.v1.ListEventsRequest.object:type_name -> outrigger.v1.ObjectRef
+	15, // 27: outrigger.v1.ListEventsResponse.events:type_name -> outrigger.v1.Event
+	2,  // 28: outrigger.v1.Scheduler.Apply:input_type -> outrigger.v1.ApplyRequest
+	6,  // 29: outrigger.v1.Scheduler.Delete:input_type -> outrigger.v1.DeleteRequest
+	8,  // 30: outrigger.v1.Scheduler.GetPod:input_type -> outrigger.v1.GetPodRequest
+	10, // 31: outrigger.v1.Scheduler.ListPods:input_type -> outrigger.v1.ListPodsRequest
+	13, // 32: outrigger.v1.Scheduler.ListNodes:input_type -> outrigger.v1.ListNodesRequest
+	16, // 33: outrigger.v1.Scheduler.Watch:input_type -> outrigger.v1.WatchRequest
+	17, // 34: outrigger.v1.Scheduler.Explain:input_type -> outrigger.v1.ExplainRequest
+	35, // 35: outrigger.v1.Scheduler.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
+	19, // 36: outrigger.v1.Scheduler.ListReservations:input_type -> outrigger.v1.ListReservationsRequest
+	22, // 37: outrigger.v1.Scheduler.GetTrace:input_type -> outrigger.v1.GetTraceRequest
+	25, // 38: outrigger.v1.Scheduler.GetDebugScores:input_type -> outrigger.v1.GetDebugScoresRequest
+	27, // 39: outrigger.v1.Scheduler.ListEvents:input_type -> outrigger.v1.ListEventsRequest
+	5,  // 40: outrigger.v1.Scheduler.Apply:output_type -> outrigger.v1.ApplyResponse
+	7,  // 41: outrigger.v1.Scheduler.Delete:output_type -> outrigger.v1.DeleteResponse
+	9,  // 42: outrigger.v1.Scheduler.GetPod:output_type -> outrigger.v1.PodState
+	11, // 43: outrigger.v1.Scheduler.ListPods:output_type -> outrigger.v1.ListPodsResponse
+	14, // 44: outrigger.v1.Scheduler.ListNodes:output_type -> outrigger.v1.ListNodesResponse
+	15, // 45: outrigger.v1.Scheduler.Watch:output_type -> outrigger.v1.Event
+	18, // 46: outrigger.v1.Scheduler.Explain:output_type -> outrigger.v1.ExplainResponse
+	36, // 47: outrigger.v1.Scheduler.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
+	21, // 48: outrigger.v1.Scheduler.ListReservations:output_type -> outrigger.v1.ListReservationsResponse
+	24, // 49: outrigger.v1.Scheduler.GetTrace:output_type -> outrigger.v1.GetTraceResponse
+	26, // 50: outrigger.v1.Scheduler.GetDebugScores:output_type -> outrigger.v1.GetDebugScoresResponse
+	28, // 51: outrigger.v1.Scheduler.ListEvents:output_type -> outrigger.v1.ListEventsResponse
+	40, // [40:52] is the sub-list for method output_type
+	28, // [28:40] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_scheduler_proto_init() }
@@ -2062,7 +2332,7 @@ func file_outrigger_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_scheduler_proto_rawDesc), len(file_outrigger_v1_scheduler_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	Scheduler_ListReservations_FullMethodName = "/outrigger.v1.Scheduler/ListReservations"
 	Scheduler_GetTrace_FullMethodName         = "/outrigger.v1.Scheduler/GetTrace"
 	Scheduler_GetDebugScores_FullMethodName   = "/outrigger.v1.Scheduler/GetDebugScores"
+	Scheduler_ListEvents_FullMethodName       = "/outrigger.v1.Scheduler/ListEvents"
 )
 
 // SchedulerClient is the client API for Scheduler service.
@@ -65,6 +66,8 @@ type SchedulerClient interface {
 	GetTrace(ctx context.Context, in *GetTraceRequest, opts ...grpc.CallOption) (*GetTraceResponse, error)
 	// The debug score table of a pod's last scored attempt (NOT_FOUND when there is none).
 	GetDebugScores(ctx context.Context, in *GetDebugScoresRequest, opts ...grpc.CallOption) (*GetDebugScoresResponse, error)
+	// The retained events of one object, oldest first (what `outrigger describe` shows).
+	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 }
 
 type schedulerClient struct {
@@ -194,6 +197,16 @@ func (c *schedulerClient) GetDebugScores(ctx context.Context, in *GetDebugScores
 	return out, nil
 }
 
+func (c *schedulerClient) ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEventsResponse)
+	err := c.cc.Invoke(ctx, Scheduler_ListEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SchedulerServer is the server API for Scheduler service.
 // All implementations must embed UnimplementedSchedulerServer
 // for forward compatibility.
@@ -223,6 +236,8 @@ type SchedulerServer interface {
 	GetTrace(context.Context, *GetTraceRequest) (*GetTraceResponse, error)
 	// The debug score table of a pod's last scored attempt (NOT_FOUND when there is none).
 	GetDebugScores(context.Context, *GetDebugScoresRequest) (*GetDebugScoresResponse, error)
+	// The retained events of one object, oldest first (what `outrigger describe` shows).
+	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	mustEmbedUnimplementedSchedulerServer()
 }
 
@@ -265,6 +280,9 @@ func (UnimplementedSchedulerServer) GetTrace(context.Context, *GetTraceRequest) 
 }
 func (UnimplementedSchedulerServer) GetDebugScores(context.Context, *GetDebugScoresRequest) (*GetDebugScoresResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetDebugScores not implemented")
+}
+func (UnimplementedSchedulerServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListEvents not implemented")
 }
 func (UnimplementedSchedulerServer) mustEmbedUnimplementedSchedulerServer() {}
 func (UnimplementedSchedulerServer) testEmbeddedByValue()                   {}
@@ -478,6 +496,24 @@ func _Scheduler_GetDebugScores_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Scheduler_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServer).ListEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Scheduler_ListEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServer).ListEvents(ctx, req.(*ListEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Scheduler_ServiceDesc is the grpc.ServiceDesc for Scheduler service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -524,6 +560,10 @@ var Scheduler_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetDebugScores",
 			Handler:    _Scheduler_GetDebugScores_Handler,
+		},
+		{
+			MethodName: "ListEvents",
+			Handler:    _Scheduler_ListEvents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
