@@ -225,6 +225,24 @@ def table(text: str) -> list[list[str]]:
     return [line.split() for line in text.strip().splitlines()[1:]]
 
 
+def wide(row: list[str]) -> list[str]:
+    """Namespace, name, status and node of a ``get pods -A -o wide`` row."""
+    return [row[0], row[1], row[3], row[7]]
+
+
+def usage(addr: list[str]) -> list[list[str]]:
+    """Each node's status, pods and requested/allocatable cpu and memory, from the Scheduler API."""
+    from clients import SchedulerClient
+    from pluginhost.quantity import format_quantity
+
+    def share(n: Any, r: str) -> str:
+        return f"{format_quantity(r, n.requested[r])}/{format_quantity(r, n.allocatable[r])}"
+
+    with SchedulerClient(addr[1]) as c:
+        return [[n.name, "SchedulingDisabled" if n.unschedulable else "Ready", str(n.pods), share(n, "cpu"),
+                 share(n, "memory")] for n in c.list_nodes()]
+
+
 def wait_cli(capsys: pytest.CaptureFixture[str], args: list[str], cond: Callable[[str], bool], what: str) -> str:
     deadline = time.monotonic() + 30
     while True:
@@ -253,25 +271,27 @@ def test_reservation_holds_is_consumed_by_its_owner_and_expires_through_the_cli(
     # Scheduled like a pod: placed on n0, holding 3 CPUs there.
     out = wait_cli(capsys, ["get", "reservations", *addr], lambda o: "Available" in o, "r1 available")
     assert table(out) == [["r1", "Available", "n0", "cpu=3,memory=1Gi", "-", "-", _expiry(server, "r1")]]
-    assert table(cli(capsys, "get", "nodes", *addr)) == [["n0", "Ready", "1", "3/4", "1Gi/8Gi"],
+    assert usage(addr) == [["n0", "Ready", "1", "3/4", "1Gi/8Gi"],
                                                          ["n1", "Ready", "0", "0/4", "0/8Gi"]]
     # Reserve pods are not pods to the user.
-    header = "NAMESPACE   NAME   PHASE   NODE   ATTEMPTS   REASON"
-    assert cli(capsys, "get", "pods", *addr).strip().splitlines() == [header]
+    assert cli(capsys, "get", "pods", "-A", *addr) == ""  # (stderr: No resources found.)
     # Another pod that must go to n0 does not fit: the reservation holds 3 of its 4 CPUs.
     cli(capsys, "apply", "-f", write("other.yaml", pod("other", "2", pool="a")), *addr)
-    out = wait_cli(capsys, ["get", "pods", *addr], lambda o: "Unschedulable" in o, "other unschedulable")
+    wait_cli(capsys, ["get", "pods", *addr], lambda o: "Unschedulable" in o, "other unschedulable")
+    out = cli(capsys, "describe", "pod", "other", *addr)
     assert "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector." in out
     # The owner (app=web, no nodeSelector) prefers its reservation's node and fits there because the
     # reserved CPUs are free to it; it takes the reservation, whose unused CPU goes back to everyone,
     # so the other pod now fits next to it.
     cli(capsys, "apply", "-f", write("web.yaml", pod("web-0", "2", labels={"app": "web"})), *addr)
-    out = wait_cli(capsys, ["get", "pods", *addr], lambda o: o.count("Bound") == 2, "web-0 and other bound")
-    assert [row[:4] for row in table(out)] == [["default", "other", "Bound", "n0"], ["default", "web-0", "Bound", "n0"]]
+    out = wait_cli(capsys, ["get", "pods", "-A", "-o", "wide", *addr], lambda o: o.count("Bound") == 2,
+                   "web-0 and other bound")
+    assert [wide(row) for row in table(out)] == [["default", "other", "Bound", "n0"],
+                                                 ["default", "web-0", "Bound", "n0"]]
     out = cli(capsys, "get", "reservations", *addr)
     assert table(out) == [["r1", "Succeeded", "n0", "cpu=3,memory=1Gi", "cpu=3,memory=1Gi", "default/web-0",
                            _expiry(server, "r1")]]
-    assert table(cli(capsys, "get", "nodes", *addr))[0] == ["n0", "Ready", "2", "4/4", "2Gi/8Gi"]
+    assert usage(addr)[0] == ["n0", "Ready", "2", "4/4", "2Gi/8Gi"]
     # A second reservation on n1 blocks a 3-CPU pod there until it expires (its TTL is shortened by
     # applying it again: owners, TTL and allocateOnce may change, the template may not).
     cli(capsys, "apply", "-f", write("r2.yaml", reservation("r2", "b")), *addr)
@@ -287,8 +307,8 @@ def test_reservation_holds_is_consumed_by_its_owner_and_expires_through_the_cli(
     assert table(out)[1][:3] == ["r2", "Expired", "n1"]
     assert out.rstrip().endswith("reservation r2 expired")
     # Released: the pending pod got the cluster event and binds where the reservation was.
-    out = wait_cli(capsys, ["get", "pods", *addr], lambda o: o.count("Bound") == 3, "big bound")
-    assert table(out)[0][:4] == ["default", "big", "Bound", "n1"]
+    out = wait_cli(capsys, ["get", "pods", "-A", "-o", "wide", *addr], lambda o: o.count("Bound") == 3, "big bound")
+    assert wide(table(out)[0]) == ["default", "big", "Bound", "n1"]
     # The asyncio client lists the same; deleting a reservation removes it.
     from clients.aio import AsyncSchedulerClient
 
