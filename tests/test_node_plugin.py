@@ -654,17 +654,21 @@ def test_the_guide_runs_the_worked_example(node: str, tmp_path: Path) -> None:
         assert proc.returncode == 0, output
         lines = output.splitlines()
         assert lines[0].startswith(f"outrigger node plugin host listening on {plugin_host} (plugins: TierZone;")
+        assert lines[1] == f"outrigger: serving the Scheduler API on {framework}"  # serve's ready line
+        del lines[1]
         assert lines[1:5] == ["node/gold-a created", "node/gold-b created", "node/silver-b created",
                               "pod/default/web created"]
-        assert lines[5].split() == ["NAMESPACE", "NAME", "PHASE", "NODE", "ATTEMPTS", "REASON"]
+        assert lines[5].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE",
+                                    "READINESS", "GATES"]
         with SchedulerClient(framework) as client:
             deadline = time.monotonic() + SETTLE_SECONDS
             while (pod := client.get_pod("web")).phase != "Bound" and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert (pod.phase, pod.node_name) == ("Bound", "gold-b")
-        listed = subprocess.run(["outrigger", "get", "pods", "--server", framework], env=env, capture_output=True,
-                                text=True, timeout=30)
-        assert listed.stdout.splitlines()[1].split()[:4] == ["default", "web", "Bound", "gold-b"]
+        listed = subprocess.run(["outrigger", "get", "pods", "-o", "wide", "--server", framework], env=env,
+                                capture_output=True, text=True, timeout=30)
+        row = listed.stdout.splitlines()[1].split()
+        assert [row[0], row[2], row[6]] == ["web", "Bound", "gold-b"]
     finally:
         if proc.poll() is None:
             proc.kill()
