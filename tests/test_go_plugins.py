@@ -26,16 +26,19 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from test_remote_harness import ROOT, HostProcess, endpoint, remote_rig
 
 from framework.config import SchedulerConfig, load_config
 from framework.plugins import Registry, in_tree_registry
 from framework.scheduler import explain_pod
+from pluginhost import pb
 from pluginhost.model import Pod
 from pluginhost.plugin import CycleState
 from pluginhost.snapshot import Snapshot
@@ -350,3 +353,172 @@ def test_upstream_plugins_served_remotely_agree_with_the_python_plugins(
     assert outcome.compared == len(inputs) - refused_inputs
     assert outcome.compared >= 15
     assert outcome.differ == KNOWN_DISAGREEMENTS.get(plugin, {})
+
+
+# ---------------------------------------------------------------------------------------------------
+# End to end: `outrigger serve` with the upstream plugins remote, traced into one collector
+
+GO_SERVICE = "go-kube-plugins"
+E2E_NODES = [  # (name, cpu, taint)
+    ("small", "1", None),
+    ("tainted", "8", {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}),
+    ("roomy", "8", None),
+    ("snug", "6", None),  # fits too, with less room left: scored lower than roomy
+]
+
+
+def _node_doc(name: str, cpu: str, taint: dict[str, str] | None) -> dict[str, Any]:
+    spec = {"taints": [taint]} if taint else {}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec,
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+
+
+def test_upstream_plugins_schedule_through_the_framework_and_their_spans_join_its_trace(
+    kube_plugins: Path, tmp_path: Path
+) -> None:
+    from otlp_sink import CollectedSpan, OtlpSink
+    from test_node_plugin import FRAMEWORK_SERVICE, Framework, _chain
+
+    with OtlpSink() as sink:
+        otel = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint,
+                "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        with GoHost(kube_plugins, "--prefix", PREFIX, env={**otel, "OTEL_SERVICE_NAME": GO_SERVICE}) as host:
+            config = tmp_path / "scheduler.yaml"
+            config.write_text(json.dumps({
+                "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {
+                    "enabled": [{"name": n} for n in ("PrioritySort", "DefaultBinder", "UpstreamNodeResourcesFit",
+                                                      "UpstreamTaintToleration")],
+                    "disabled": [{"name": "*"}]}}}]}))
+            plugins = tmp_path / "remote-plugins.yaml"
+            plugins.write_text("apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n"
+                               f"- name: upstream\n  address: {host.address}\n  deadlines: {{default: 10s}}\n")
+            framework = Framework(config, plugins, env={**otel, "OTEL_SERVICE_NAME": FRAMEWORK_SERVICE})
+            with framework as client:
+                docs = [_node_doc(*n) for n in E2E_NODES]
+                docs.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "uid": "uid-web"},
+                             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}})
+                client.apply_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}), "e2e.json")
+                deadline = time.monotonic() + 30
+                while (pod := client.get_pod("web")).phase != "Bound" and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert (pod.phase, pod.node_name) == ("Bound", "roomy")
+
+        def complete(spans: list[CollectedSpan]) -> bool:
+            return any(s.service == GO_SERVICE and s.name == "outrigger.v1.Plugin/Score" for s in spans) and any(
+                s.name == "SchedulePod" for s in spans)
+
+        spans = sink.wait_for(complete, 30)
+    assert framework.proc is not None and framework.proc.returncode == 0
+    root = next(s for s in spans if s.name == "SchedulePod" and s.attributes.get("outrigger.pod") == "default/web")
+    trace = [s for s in spans if s.trace_id == root.trace_id]
+    ids = {s.span_id: s for s in trace}
+    hosted = sorted((s for s in trace if s.service == GO_SERVICE),
+                    key=lambda s: (s.name, s.attributes["outrigger.plugin"]))
+    # Each point the framework called on the Go host is a SERVER span there, a child of the framework's
+    # span for that plugin call, in the pod's one trace.
+    assert [(s.name, s.attributes["outrigger.plugin"]) for s in hosted] == [
+        ("outrigger.v1.Plugin/Filter", "UpstreamNodeResourcesFit"),
+        ("outrigger.v1.Plugin/Filter", "UpstreamTaintToleration"),
+        ("outrigger.v1.Plugin/NormalizeScore", "UpstreamTaintToleration"),
+        ("outrigger.v1.Plugin/PreFilter", "UpstreamNodeResourcesFit"),
+        ("outrigger.v1.Plugin/PreScore", "UpstreamNodeResourcesFit"),
+        ("outrigger.v1.Plugin/PreScore", "UpstreamTaintToleration"),
+        ("outrigger.v1.Plugin/Score", "UpstreamNodeResourcesFit"),
+        ("outrigger.v1.Plugin/Score", "UpstreamTaintToleration"),
+    ]
+    for s in hosted:
+        point, plugin = s.name.rsplit("/", 1)[1], s.attributes["outrigger.plugin"]
+        assert (s.kind, s.attributes["outrigger.pod"], s.attributes["outrigger.cycle_id"]) == (
+            "SERVER", "default/web", root.attributes["outrigger.cycle_id"])
+        assert _chain(s, ids)[:2] == [f"{GO_SERVICE}:{s.name}", f"{point}/{plugin}"]
+        assert _chain(s, ids)[-1] == "SchedulePod"
+
+
+# ---------------------------------------------------------------------------------------------------
+# BenchTier written with the Go SDK
+
+
+def test_benchtier_in_go_filters_and_scores_through_the_framework(benchtier: Path) -> None:
+    from framework.bench import TIER_LABEL
+    from pluginhost.manifest import node_from_dict, pod_from_dict
+
+    text = json.dumps({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                       "profiles": [{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {
+                           "enabled": [{"name": "PrioritySort"}, {"name": "DefaultBinder"}, {"name": "BenchTier"}],
+                           "disabled": [{"name": "*"}]}}}]})
+    tiers = {"g": "gold", "s": "silver", "b": "bronze", "u": None}
+
+    async def main(address: str) -> dict[str, Any]:
+        rig = await remote_rig([endpoint("go", address)], lambda reg: load_config(text, reg.points()))
+        try:
+            s = rig.scheduler
+            for name, tier in tiers.items():
+                labels = {TIER_LABEL: tier} if tier else {}
+                s.cache.add_node(node_from_dict({"metadata": {"name": name, "labels": labels},
+                                                 "status": {"allocatable": {"cpu": "4", "pods": "110"}}}))
+            pod = pod_from_dict({"metadata": {"name": "p", "uid": "uid-p"}, "spec": {"containers": [{"name": "c"}]}})
+            explained: dict[str, Any] = await explain_pod(s.profiles["default-scheduler"], s.cache.snapshot(), pod)
+            return explained
+        finally:
+            await rig.close()
+
+    with GoHost(benchtier) as host:
+        explained = asyncio.run(main(host.address))
+    got = {n: (e["filter"]["code"], e["filter"]["reasons"], e["scores"].get("BenchTier", {}).get("normalized"))
+           for n, e in explained["nodes"].items()}
+    assert got == {
+        "g": ("Success", [], 100),
+        "s": ("Success", [], 50),
+        "b": ("Success", [], 0),
+        "u": ("UnschedulableAndUnresolvable", [f"node(s) didn't have label {TIER_LABEL}"], None),
+    }
+    assert explained["selected"] == "g"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad requests: one clear line, nothing changed, the host keeps serving
+
+
+@pytest.fixture(scope="module")
+def plugin_stub(upstream: str) -> Iterator[Any]:
+    with grpc.insecure_channel(upstream) as channel:
+        yield pb.plugin_grpc.PluginStub(channel)  # type: ignore[no-untyped-call]
+
+
+CONFIGURE_CASES = [  # (plugin, args_json, reason)
+    ("Nope", "{}", 'this host serves no plugin named "Nope" (it serves UpstreamInterPodAffinity, UpstreamNodeAffinity, '
+     "UpstreamNodeResourcesBalancedAllocation, UpstreamNodeResourcesFit, UpstreamPodTopologySpread, "
+     "UpstreamTaintToleration)"),
+    ("UpstreamNodeResourcesFit", "[1]", "invalid args for plugin UpstreamNodeResourcesFit: not a JSON object: [1]"),
+    ("UpstreamNodeResourcesFit", '{"bogus": 1}', 'decoding NodeResourcesFitArgs: json: unknown field "bogus"'),
+    ("UpstreamNodeResourcesFit", '{"scoringStrategy": {"type": "Bogus"}}',
+     'scoringStrategy.type: Unsupported value: "Bogus": supported values: "LeastAllocated", "MostAllocated", '
+     '"RequestedToCapacityRatio"'),
+]
+
+
+@pytest.mark.parametrize(("plugin", "args_json", "reason"), CONFIGURE_CASES, ids=["unknown-plugin", "not-an-object",
+                                                                                   "unknown-field", "invalid-value"])
+def test_configure_refuses_bad_args_with_one_clear_reason(plugin_stub: Any, plugin: str, args_json: str,
+                                                          reason: str) -> None:
+    reply = plugin_stub.Configure(pb.plugin.ConfigureRequest(plugin=plugin, profile="bad", args_json=args_json),
+                                  timeout=10)
+    assert (reply.status.code, list(reply.status.reasons)) == (pb.types.CODE_ERROR, [reason])
+    # Nothing was configured: a call for that profile still needs a configuration.
+    ctx = pb.plugin.CycleContext(cycle_id="c1", plugin="UpstreamNodeResourcesFit", profile="bad")
+    with pytest.raises(grpc.RpcError) as err:
+        plugin_stub.PreFilter(pb.plugin.CycleRequest(ctx=ctx), timeout=10)
+    assert (err.value.code(), err.value.details()) == (
+        grpc.StatusCode.FAILED_PRECONDITION, 'plugin UpstreamNodeResourcesFit is not configured for profile "bad"')
+
+
+def test_a_stream_not_started_is_refused_and_the_host_keeps_serving(plugin_stub: Any) -> None:
+    batch = pb.plugin.FilterRequest(batch=pb.types.NodeBatch(batch_seq=0, node_ids=[1]))
+    with pytest.raises(grpc.RpcError) as err:
+        list(plugin_stub.Filter(iter([batch]), timeout=10))
+    assert (err.value.code(), err.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "a Filter stream must start with FilterStart")
+    reply = plugin_stub.Handshake(pb.plugin.HandshakeRequest(), timeout=10)
+    assert [m.name for m in reply.plugins][:2] == ["UpstreamInterPodAffinity", "UpstreamNodeAffinity"]
+    assert list(reply.features) == ["start-batch"]
