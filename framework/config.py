@@ -4,8 +4,9 @@ Outrigger reads the same ``kubescheduler.config.k8s.io/v1`` ``KubeSchedulerConfi
 kube-scheduler, so an existing file loads unchanged, and resolves every profile into the ordered list
 of plugins that runs at each extension point, exactly as kube-scheduler does:
 
-1. decoding is strict, like kube-scheduler's: unknown or duplicated fields and wrongly typed values
-   are errors;
+1. decoding is strict, like kube-scheduler's (:mod:`pluginhost.decode`): every unknown or duplicated
+   field, at any depth, is an error naming its path (``unknown field "profiles[0].plugin"``), and so
+   is a wrongly typed value;
 2. defaulting merges each profile's ``plugins`` into kube-scheduler's default ``multiPoint`` set
    (``mergePlugins``/``mergePluginSet`` in ``pkg/scheduler/apis/config/v1``);
 3. validation follows ``pkg/scheduler/apis/config/validation/validation.go``;
@@ -25,15 +26,12 @@ e.g. ``scheduler.yaml: profiles[1].plugins.score.enabled[0]: score plugin "Foo" 
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-import yaml
-from yaml.constructor import ConstructorError
-
-from pluginhost.manifest import one_line
-from pluginhost.safeyaml import MAX_DEPTH, harden, reader_error, too_deep
+from pluginhost import decode
+from pluginhost.decode import Document, FieldError, TextError, one_line
 
 __all__ = [
     "API_VERSION",
@@ -94,8 +92,8 @@ _FRAMEWORK_ORDER: tuple[str, ...] = (
 
 MAX_NODE_SCORE = 100
 MAX_TOTAL_SCORE = 2**63 - 1
-_INT32 = (-(2**31), 2**31 - 1)
-_INT64 = (-(2**63), 2**63 - 1)
+#: The weights a score plugin may be given (0 or unset means 1).
+SCORE_WEIGHT_RANGE = (1, 100)
 
 
 @dataclass(frozen=True)
@@ -168,31 +166,42 @@ _EXTRA_FIELDS = (
     "healthzBindAddress",
     "metricsBindAddress",
 )
-_TOP_LEVEL_FIELDS = frozenset(
+
+# The v1 types for strict decoding (k8s.io/kube-scheduler config/v1 and component-base config/v1alpha1),
+# written as pluginhost.decode.schemas reads them. Plugin args are free-form here: each plugin decodes
+# its own.
+_SCHEMAS = decode.schemas(
     {
-        "apiVersion",
-        "kind",
-        "percentageOfNodesToScore",
-        "podInitialBackoffSeconds",
-        "podMaxBackoffSeconds",
-        "profiles",
+        "KubeSchedulerConfiguration": (
+            "apiVersion kind parallelism leaderElection:LeaderElectionConfiguration "
+            "clientConnection:ClientConnectionConfiguration enableProfiling enableContentionProfiling "
+            "percentageOfNodesToScore podInitialBackoffSeconds podMaxBackoffSeconds "
+            "profiles:[KubeSchedulerProfile] extenders:[Extender] delayCacheUntilActive "
+            "healthzBindAddress metricsBindAddress"
+        ),
+        "LeaderElectionConfiguration": (
+            "leaderElect leaseDuration renewDeadline retryPeriod resourceLock resourceName resourceNamespace"
+        ),
+        "ClientConnectionConfiguration": "kubeconfig acceptContentTypes contentType qps burst",
+        "KubeSchedulerProfile": "schedulerName percentageOfNodesToScore plugins:Plugins pluginConfig:[PluginConfig]",
+        "Plugins": " ".join(f"{point}:PluginSet" for point in (MULTI_POINT, *EXTENSION_POINTS)),
+        "PluginSet": "enabled:[Plugin] disabled:[Plugin]",
+        "Plugin": "name weight",
+        "PluginConfig": "name args",
+        "Extender": (
+            "urlPrefix filterVerb preemptVerb prioritizeVerb weight bindVerb enableHTTPS "
+            "tlsConfig:ExtenderTLSConfig httpTimeout nodeCacheCapable managedResources:[ExtenderManagedResource] "
+            "ignorable"
+        ),
+        "ExtenderTLSConfig": "insecure serverName certFile keyFile caFile certData keyData caData",
+        "ExtenderManagedResource": "name ignoredByScheduler",
     }
-    | set(_EXTRA_FIELDS)
 )
-_LEADER_ELECTION_FIELDS = frozenset(
-    {
-        "leaderElect",
-        "leaseDuration",
-        "renewDeadline",
-        "retryPeriod",
-        "resourceLock",
-        "resourceName",
-        "resourceNamespace",
-    }
-)
-_CLIENT_CONNECTION_FIELDS = frozenset({"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"})
-_PROFILE_FIELDS = frozenset({"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"})
-_PLUGINS_FIELDS = frozenset((MULTI_POINT, *EXTENSION_POINTS))
+_CONFIG_SCHEMA = _SCHEMAS["KubeSchedulerConfiguration"]
+_TOP_LEVEL_FIELDS = _CONFIG_SCHEMA.fields
+_LEADER_ELECTION_FIELDS = _SCHEMAS["LeaderElectionConfiguration"].fields
+_CLIENT_CONNECTION_FIELDS = _SCHEMAS["ClientConnectionConfiguration"].fields
+_PROFILE_FIELDS = _SCHEMAS["KubeSchedulerProfile"].fields
 
 
 class ConfigError(ValueError):
@@ -227,10 +236,24 @@ class ProfileConfig:
     plugin_args: dict[str, dict[str, Any]]
     #: The profile's own ``percentageOfNodesToScore``; None when unset (the global value applies).
     percentage_of_nodes_to_score: int | None = None
+    #: Where the profile was written, for messages (not part of its meaning: equal profiles from two
+    #: files are equal): the file (``source``), the profile's field path (``profiles[0]``) and each
+    #: configured plugin's ``pluginConfig`` entry (``pluginConfig[2]``).
+    source: str = field(default="", compare=False)
+    path: str = field(default="", compare=False)
+    plugin_config_paths: dict[str, str] = field(default_factory=dict, compare=False)
 
     def names(self, point: str) -> list[str]:
         """The names of the plugins at ``point``, in order."""
         return [ref.name for ref in self.plugins[point]]
+
+    def args_location(self, plugin: str) -> str:
+        """Where ``plugin``'s args come from, to begin a message about them:
+        ``sched.yaml: profiles[0] (default-scheduler): pluginConfig[2] (NodeResourcesFit)``."""
+        entry = self.plugin_config_paths.get(plugin)
+        parts = [p for p in (self.source, f"{self.path} ({self.scheduler_name})" if self.path else "") if p]
+        parts.append(f"{entry} ({plugin})" if entry else f"plugin {plugin}")
+        return ": ".join(parts)
 
 
 @dataclass
@@ -300,75 +323,31 @@ class _RawConfig:
 
 
 # ---------------------------------------------------------------------------------------------------
-# YAML parsing
+# Text
 
 
-@harden
-class _StrictLoader(yaml.SafeLoader):
-    """A safe loader that rejects duplicated mapping keys, as kube-scheduler's strict decoder does
-    (PyYAML would silently keep the last value)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *anchor` may legitimately be overridden by explicit keys
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-            except TypeError:  # unhashable key; SafeLoader reports it below
-                continue
-            if duplicate:
-                raise ConstructorError(None, None, f"duplicate field {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _parse_yaml(text: str, source: str) -> Any:
+def _document(text: str, source: str) -> Document:
+    """The one YAML or JSON document of ``text`` (shared with the RemotePlugins loader)."""
     try:
-        where = too_deep(text)
-        if where is not None:
-            raise ConfigError(source, [(where, f"invalid YAML: collections nested deeper than {MAX_DEPTH} levels")])
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
-    except UnicodeError as exc:  # lone surrogates: only Python callers can pass such a str
-        raise ConfigError(source, [("", f"not valid Unicode text: {getattr(exc, 'reason', exc)}")]) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        detail = exc.problem or exc.context or str(exc)
-        raise ConfigError(source, [(where, f"invalid YAML: {detail}")]) from None
-    except yaml.YAMLError as exc:
-        refused = reader_error(exc, text)
-        if refused is not None:
-            raise ConfigError(source, [(refused[0], f"invalid YAML: {refused[1]}")]) from None
-        first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(source, [("", f"invalid YAML: {first}")]) from None
+        return decode.load_document(text)
+    except TextError as exc:
+        raise ConfigError(source, [(exc.where, exc.reason)]) from None
+
+
+def _strict(document: Document, schema: decode.Schema, source: str) -> None:
+    """Strict decoding: every duplicated and unknown field is a problem, all reported together."""
+    try:
+        unknown = decode.unknown_fields(document.value, schema)
+    except FieldError as exc:
+        raise ConfigError(source, [(exc.path, exc.reason)]) from None
+    problems = [(where, f'duplicate field "{path}"') for path, where in document.duplicates]
+    problems += [("", f'unknown field "{path}"') for path in unknown]
+    if problems:
+        raise ConfigError(source, problems)
 
 
 # ---------------------------------------------------------------------------------------------------
-# Strict decoding: shape and types, like kube-scheduler's strict decoder. The first problem aborts.
-
-
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "mapping"
-    return type(value).__name__
-
-
-def _child(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
+# Reading the decoded document: types and shapes. The first problem aborts.
 
 
 class _Decoder:
@@ -379,48 +358,14 @@ class _Decoder:
     def fail(self, path: str, msg: str) -> NoReturn:
         raise ConfigError(self.source, [(path, msg)])
 
-    def mapping(self, value: Any, path: str, allowed: frozenset[str]) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.fail(path, f"must be a mapping, got {_kind_of(value)}")
-        for key in value:
-            if not isinstance(key, str) or key not in allowed:
-                self.fail(path, f'unknown field "{key}"')
-        return value
+    def config(self, document: Document) -> _RawConfig:
+        try:
+            return self._config(document)
+        except FieldError as exc:
+            raise ConfigError(self.source, [(exc.path, exc.reason)]) from None
 
-    def seq(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.fail(path, f"must be a list, got {_kind_of(value)}")
-        return value
-
-    def string(self, value: Any, path: str) -> str:
-        if not isinstance(value, str):
-            self.fail(path, f"must be a string, got {_kind_of(value)}")
-        return value
-
-    def boolean(self, value: Any, path: str) -> bool:
-        if not isinstance(value, bool):
-            self.fail(path, f"must be a boolean, got {_kind_of(value)}")
-        return value
-
-    def integer(self, value: Any, path: str, bounds: tuple[int, int]) -> int:
-        # Go decodes into int32/int64: booleans and non-integral numbers are type errors.
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(path, f"must be an integer, got {_kind_of(value)}")
-        lo, hi = bounds
-        if not lo <= value <= hi:
-            self.fail(path, f"Invalid value: {value}: must fit in a {hi.bit_length() + 1}-bit integer")
-        return value
-
-    def opt_integer(self, value: Any, path: str, bounds: tuple[int, int]) -> int | None:
-        return None if value is None else self.integer(value, path, bounds)
-
-    # -- the document ------------------------------------------------------------------------------
-
-    def config(self, doc: Any) -> _RawConfig:
-        if not isinstance(doc, dict):
-            self.fail("", f"must be a mapping, got {_kind_of(doc)}")
+    def _config(self, document: Document) -> _RawConfig:
+        doc = decode.as_map(document.value, "")
         # apiVersion/kind first: a different kind of file deserves that message, not "unknown field".
         api_version = doc.get("apiVersion")
         if api_version is None:
@@ -432,17 +377,13 @@ class _Decoder:
             self.fail("kind", f'Required value: must be "{KIND}"')
         if kind != KIND:
             self.fail("kind", f'Unsupported value: "{kind}": supported values: "{KIND}"')
-        self.mapping(doc, "", _TOP_LEVEL_FIELDS)
+        _strict(document, _CONFIG_SCHEMA, self.source)
 
         raw = _RawConfig()
-        raw.percentage = self.opt_integer(
-            doc.get("percentageOfNodesToScore"), "percentageOfNodesToScore", _INT32
-        )
-        raw.initial_backoff = self.opt_integer(
-            doc.get("podInitialBackoffSeconds"), "podInitialBackoffSeconds", _INT64
-        )
-        raw.max_backoff = self.opt_integer(doc.get("podMaxBackoffSeconds"), "podMaxBackoffSeconds", _INT64)
-        for i, prof in enumerate(self.seq(doc.get("profiles"), "profiles")):
+        raw.percentage = _opt_int(doc.get("percentageOfNodesToScore"), "percentageOfNodesToScore", 32)
+        raw.initial_backoff = _opt_int(doc.get("podInitialBackoffSeconds"), "podInitialBackoffSeconds", 64)
+        raw.max_backoff = _opt_int(doc.get("podMaxBackoffSeconds"), "podMaxBackoffSeconds", 64)
+        for i, prof in enumerate(decode.as_list(doc.get("profiles"), "profiles")):
             raw.profiles.append(self.profile(prof, f"profiles[{i}]"))
         for name in _EXTRA_FIELDS:
             if name in doc:
@@ -453,15 +394,13 @@ class _Decoder:
         if value is None:
             return None
         if name == "parallelism":
-            self.integer(value, name, _INT32)
+            decode.as_int(value, name, 32)
         elif name in ("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"):
-            self.boolean(value, name)
-        elif name == "leaderElection":
-            self.mapping(value, name, _LEADER_ELECTION_FIELDS)
-        elif name == "clientConnection":
-            self.mapping(value, name, _CLIENT_CONNECTION_FIELDS)
+            decode.as_bool(value, name)
+        elif name in ("leaderElection", "clientConnection"):
+            decode.as_map(value, name)
         elif name == "extenders":
-            if self.seq(value, name):
+            if decode.as_list(value, name):
                 self.warnings.append(
                     _located(
                         self.source,
@@ -470,7 +409,7 @@ class _Decoder:
                     )
                 )
         elif name in ("healthzBindAddress", "metricsBindAddress"):
-            self.string(value, name)
+            decode.as_str(value, name)
             self.warnings.append(
                 _located(
                     self.source,
@@ -482,53 +421,59 @@ class _Decoder:
         return value
 
     def profile(self, value: Any, path: str) -> _RawProfile:
-        m = self.mapping(value, path, _PROFILE_FIELDS)
+        m = decode.as_map(value, path)
         name = m.get("schedulerName")
         if name is not None:
-            self.string(name, _child(path, "schedulerName"))
-        percentage = self.opt_integer(
-            m.get("percentageOfNodesToScore"), _child(path, "percentageOfNodesToScore"), _INT32
-        )
+            decode.as_str(name, _child(path, "schedulerName"))
+        percentage = _opt_int(m.get("percentageOfNodesToScore"), _child(path, "percentageOfNodesToScore"), 32)
         plugins: dict[str, _PluginSet] | None = None
         if m.get("plugins") is not None:
             ppath = _child(path, "plugins")
-            pm = self.mapping(m["plugins"], ppath, _PLUGINS_FIELDS)
-            plugins = {
-                point: self.plugin_set(pm.get(point), _child(ppath, point)) for point in _PLUGINS_FIELDS
-            }
+            pm = decode.as_map(m["plugins"], ppath)
+            points = (MULTI_POINT, *EXTENSION_POINTS)
+            plugins = {point: self.plugin_set(pm.get(point), _child(ppath, point)) for point in points}
         configs = []
-        for i, item in enumerate(self.seq(m.get("pluginConfig"), _child(path, "pluginConfig"))):
+        for i, item in enumerate(decode.as_list(m.get("pluginConfig"), _child(path, "pluginConfig"))):
             configs.append(self.plugin_config(item, f"{_child(path, 'pluginConfig')}[{i}]"))
         return _RawProfile(path, name, percentage, plugins, configs)
 
     def plugin_set(self, value: Any, path: str) -> _PluginSet:
         if value is None:
             return _PluginSet()
-        m = self.mapping(value, path, frozenset({"enabled", "disabled"}))
+        m = decode.as_map(value, path)
         out = _PluginSet()
-        for i, item in enumerate(self.seq(m.get("enabled"), _child(path, "enabled"))):
+        for i, item in enumerate(decode.as_list(m.get("enabled"), _child(path, "enabled"))):
             out.enabled.append(self.plugin(item, f"{_child(path, 'enabled')}[{i}]"))
-        for i, item in enumerate(self.seq(m.get("disabled"), _child(path, "disabled"))):
+        for i, item in enumerate(decode.as_list(m.get("disabled"), _child(path, "disabled"))):
             out.disabled.append(self.plugin(item, f"{_child(path, 'disabled')}[{i}]").name)
         return out
 
     def plugin(self, value: Any, path: str) -> _Entry:
-        m = self.mapping(value, path, frozenset({"name", "weight"}))
+        m = decode.as_map(value, path)
         if m.get("name") is None or m.get("name") == "":
             self.fail(_child(path, "name"), "Required value")
-        name = self.string(m["name"], _child(path, "name"))
-        weight = self.opt_integer(m.get("weight"), _child(path, "weight"), _INT32)
+        name = decode.as_str(m["name"], _child(path, "name"))
+        weight = _opt_int(m.get("weight"), _child(path, "weight"), 32)
         return _Entry(name, weight or 0, path)
 
     def plugin_config(self, value: Any, path: str) -> _PluginConfigEntry:
-        m = self.mapping(value, path, frozenset({"name", "args"}))
+        m = decode.as_map(value, path)
         if m.get("name") is None or m.get("name") == "":
             self.fail(_child(path, "name"), "Required value")
-        name = self.string(m["name"], _child(path, "name"))
+        name = decode.as_str(m["name"], _child(path, "name"))
         args = m.get("args")
-        if args is not None and not isinstance(args, dict):
-            self.fail(_child(path, "args"), f"must be a mapping, got {_kind_of(args)}")
+        if args is not None:
+            decode.as_map(args, _child(path, "args"))
         return _PluginConfigEntry(name, args, path)
+
+
+def _opt_int(value: Any, path: str, bits: int) -> int | None:
+    """An optional Go ``int32``/``int64`` field: booleans and non-integral numbers are type errors."""
+    return None if value is None else decode.as_int(value, path, bits)
+
+
+def _child(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -612,9 +557,9 @@ class _Loader:
             msg = f'plugin "{name}" is not modelled by Outrigger and is ignored'
         self.warnings.append(_located(self.source, path, msg) if path else msg)
 
-    def load(self, doc: Any | None) -> SchedulerConfig:
+    def load(self, document: Document | None) -> SchedulerConfig:
         decoder = _Decoder(self.source, self.warnings)
-        raw = _RawConfig() if doc is None else decoder.config(doc)
+        raw = _RawConfig() if document is None else decoder.config(document)
 
         # Defaulting (SetDefaults_KubeSchedulerConfiguration).
         if not raw.profiles:
@@ -630,8 +575,6 @@ class _Loader:
 
         profiles = [self.resolve(prof, plugins) for prof, plugins in zip(raw.profiles, merged, strict=True)]
         self.check_common_queue_sort(raw, profiles)
-        for prof in raw.profiles:
-            self.warn_negative_weights(prof)
         return SchedulerConfig(
             profiles=profiles,
             percentage_of_nodes_to_score=raw.percentage,
@@ -653,20 +596,6 @@ class _Loader:
             for pc in prof.plugin_config:
                 if pc.name in self.unmodelled and pc.name not in _INVALID_IN_V1:
                     self.warn_unmodelled(pc.name, pc.path)
-
-    def warn_negative_weights(self, prof: _RawProfile) -> None:
-        # kube-scheduler accepts negative score weights; they are almost always a mistake.
-        if prof.plugins is None:
-            return
-        for entry in (*prof.plugins[MULTI_POINT].enabled, *prof.plugins["score"].enabled):
-            if entry.weight < 0 and entry.name not in self.unmodelled:
-                self.warnings.append(
-                    _located(
-                        self.source,
-                        f"{entry.path}.weight",
-                        f'negative weight {entry.weight} inverts the preference of plugin "{entry.name}"',
-                    )
-                )
 
     # -- validation.go -----------------------------------------------------------------------------
 
@@ -735,6 +664,13 @@ class _Loader:
                 for entry in prof.plugins[point].enabled:
                     if entry.name in _INVALID_IN_V1 and entry.name not in self.known:
                         problems.append((entry.path or "", f'Invalid value: "{entry.name}": {invalid_msg}'))
+            # A score weight (multiPoint's are score weights too) out of range; 0 means unset.
+            lo, hi = SCORE_WEIGHT_RANGE
+            for entry in (*prof.plugins[MULTI_POINT].enabled, *prof.plugins["score"].enabled):
+                if entry.weight and not lo <= entry.weight <= hi:
+                    problems.append(
+                        (f"{entry.path}.weight", f"Invalid value: {entry.weight}: not in valid range [{lo}-{hi}]")
+                    )
         seen: set[str] = set()
         for pc in prof.plugin_config:
             if pc.name in seen:
@@ -886,6 +822,9 @@ class _Loader:
             score_weights={n: weights[n] for n in lists["score"]},
             plugin_args=plugin_args,
             percentage_of_nodes_to_score=prof.percentage,
+            source=self.source,
+            path=prof.path,
+            plugin_config_paths={pc.name: pc.path[len(prof.path) + 1 :] for pc in prof.plugin_config},
         )
 
     def check_common_queue_sort(self, raw: _RawConfig, profiles: list[ProfileConfig]) -> None:
@@ -929,13 +868,13 @@ def load_config(
     neither in ``known`` nor in :data:`UNMODELLED_PLUGINS`.
     """
     known_points = _normalize_known(known)
-    doc = None if text is None else _parse_yaml(text, source)
-    if text is not None and doc is None:
+    document = None if text is None else _document(text, source)
+    if document is not None and document.value is None:
         # An empty or comment-only file: kube-scheduler fails on it too (no apiVersion/kind).
         raise ConfigError(
             source, [("", f'the file is empty: expected apiVersion "{API_VERSION}" and kind "{KIND}"')]
         )
-    return _Loader(source, known_points, unavailable).load(doc)
+    return _Loader(source, known_points, unavailable).load(document)
 
 
 def load_config_file(

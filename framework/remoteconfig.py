@@ -36,9 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pluginhost import decode
+from pluginhost.decode import FieldError
 from pluginhost.security import ClientTLS
 
-from .config import EXTENSION_POINTS, ConfigError
+from .config import EXTENSION_POINTS, ConfigError, _document
 from .security import parse_tls_block
 
 __all__ = [
@@ -63,6 +65,16 @@ FAILURE_POLICIES = ("Fail", "Ignore")
 MAX_DURATION = 24 * 3600.0
 # Deadline keys besides the extension points' configuration names.
 _EXTRA_DEADLINES = ("default", "normalizeScore", "configure")
+# The document's fields for strict decoding (pluginhost.decode); `tls` and `deadlines` are checked
+# by their own readers, which name the allowed keys.
+_SCHEMAS = decode.schemas(
+    {
+        KIND: "apiVersion kind plugins:[Endpoint]",
+        "Endpoint": (
+            "name address addresses deadlines failurePolicy batchSize connectTimeout resolveInterval tls tokenFile"
+        ),
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,39 +138,37 @@ def _optional_duration(entry: Mapping[str, Any], key: str, default: float, path:
 
 def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[EndpointConfig]:
     """A RemotePlugins YAML document; :class:`ConfigError` naming the field otherwise."""
-    from .config import _parse_yaml  # the strict loader (duplicate keys are errors)
-
-    doc = _parse_yaml(text, source)
+    document = _document(text, source)
+    doc = document.value
     problems: list[tuple[str, str]] = []
 
     def fail(path: str, msg: str) -> None:
         problems.append((path, msg))
 
     if not isinstance(doc, dict):
-        raise ConfigError(source, [("", f"expected a {KIND} document, got {type(doc).__name__}")])
-    for key in doc:
-        if key not in ("apiVersion", "kind", "plugins"):
-            fail(str(key), "unknown field")
+        raise ConfigError(source, [("", f"expected a {KIND} document, got {decode.type_name(doc)}")])
+    # Strict decoding: duplicated and unknown fields, each named with the fields allowed there.
+    problems.extend((where, f'duplicate field "{path}"') for path, where in document.duplicates)
+    try:
+        unknown = decode.unknown_fields(doc, _SCHEMAS[KIND])
+    except FieldError as exc:
+        raise ConfigError(source, [*problems, (exc.path, exc.reason)]) from None
+    for path in unknown:
+        allowed = _SCHEMAS["Endpoint" if path.startswith("plugins[") else KIND].names
+        fail(path, f"unknown field (allowed: {', '.join(allowed)})")
     if doc.get("apiVersion") != API_VERSION:
         fail("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
     if doc.get("kind") != KIND:
         fail("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
-    entries = doc.get("plugins") or []
-    if not isinstance(entries, list):
-        raise ConfigError(source, [*problems, ("plugins", "must be a list")])
+    entries = doc.get("plugins") or []  # a list: strict decoding said so
     out: list[EndpointConfig] = []
     seen: set[str] = set()
     valid_deadlines = (*EXTENSION_POINTS, *_EXTRA_DEADLINES)
     for i, entry in enumerate(entries):
         path = f"plugins[{i}]"
         if not isinstance(entry, dict):
-            fail(path, "must be a mapping")
+            fail(path, "expected a mapping, got null")
             continue
-        allowed = ("name", "address", "addresses", "deadlines", "failurePolicy", "batchSize", "connectTimeout",
-                   "resolveInterval", "tls", "tokenFile")
-        for key in entry:
-            if key not in allowed:
-                fail(f"{path}.{key}", f"unknown field (allowed: {', '.join(allowed)})")
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             fail(f"{path}.name", "required")

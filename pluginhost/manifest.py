@@ -25,11 +25,9 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime
-from typing import Any, NoReturn
-
-import yaml
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from pluginhost.model import (
     DEFAULT_RESERVATION_TTL,
@@ -59,20 +57,34 @@ from pluginhost.model import (
     WeightedPodAffinityTerm,
 )
 from pluginhost.quantity import MAX_CANONICAL, QuantityError, canonical, format_quantity
-from pluginhost.safeyaml import MAX_DEPTH, harden, reader_error, too_deep
 
-try:  # The libyaml loader is several times faster; fall back to pure Python where it is missing.
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
-
-
-@harden
-class _HardenedLoader(_Loader):
-    """Scalar values YAML recognises but Python cannot build (``2024-13-45``) are YAML errors."""
+from . import decode
+from .decode import (
+    VALIDATE_MODES,
+    FieldError,
+    Schema,
+    TextError,
+    get_bool,
+    get_int,
+    get_list,
+    get_map,
+    get_str,
+    item_map,
+    join,
+    one_line,
+    one_of,
+    required_str,
+    str_map,
+    str_tuple,
+    timestamp,
+    type_name,
+    wrong_type,
+)
+from .kubefields import TYPES
 
 __all__ = [
     "SUPPORTED_KINDS",
+    "VALIDATE_MODES",
     "ManifestError",
     "compute_requests",
     "finish_pod",
@@ -96,33 +108,34 @@ _WHEN_UNSATISFIABLE = frozenset({"DoNotSchedule", "ScheduleAnyway"})
 _INCLUSION_POLICIES = frozenset({"Honor", "Ignore"})
 _PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-
-# k8s.io/apimachinery/pkg/util/validation: IsDNS1123Subdomain (names) and IsDNS1123Label (namespaces).
-_DNS1123_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-_SUBDOMAIN_RE = re.compile(rf"{_DNS1123_LABEL}(?:\.{_DNS1123_LABEL})*")
-_LABEL_RE = re.compile(_DNS1123_LABEL)
-_RFC3339_RE = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
-)
-# Keys that can follow a '.' in a field path unambiguously; others ("nvidia.com/gpu") get brackets.
-_PLAIN_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _INTEGER_RE = re.compile(r"[+-]?\d+")
+_T = TypeVar("_T", Pod, Node, Reservation)
 
-_EMPTY: Mapping[str, Any] = {}
-
-
-# Characters that would break a message over several lines (str.splitlines' set) or hide in a
-# terminal, shown escaped instead: values from the input are quoted in messages.
-_LINE_BREAKING = {
-    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-    for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
-}
-_LINE_BREAKING.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
-
-
-def one_line(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped (``\\n``, ``\\x1f``)."""
-    return text.translate(_LINE_BREAKING)
+# The objects parsed here, as strict decoding knows them: core/v1's Pod and Node, koordinator's
+# Reservation (scheduling.koordinator.sh/v1alpha1) and the List wrapping any of them.
+_SCHEMAS = decode.schemas(
+    TYPES,
+    {
+        "Reservation": "apiVersion kind metadata:ObjectMeta spec:ReservationSpec status:ReservationStatus",
+        "ReservationSpec": (
+            "template:PodTemplateSpec owners:[ReservationOwner] ttl expires preAllocation allocateOnce "
+            "allocatePolicy unschedulable taints:[Taint]"
+        ),
+        "ReservationOwner": (
+            "object:ObjectReference controller:ReservationControllerReference labelSelector:LabelSelector"
+        ),
+        "ReservationControllerReference": "apiVersion kind name uid controller blockOwnerDeletion namespace",
+        "ReservationStatus": (
+            "phase conditions:[ReservationCondition] currentOwners:[ObjectReference] nodeName allocatable allocated"
+        ),
+        "ReservationCondition": "type status reason message lastProbeTime lastTransitionTime",
+        "List": "apiVersion kind metadata:ListMeta items",
+    },
+)
+_POD: Schema = _SCHEMAS["Pod"]
+_NODE: Schema = _SCHEMAS["Node"]
+_RESERVATION: Schema = _SCHEMAS["Reservation"]
+_LIST: Schema = _SCHEMAS["List"]
 
 
 class ManifestError(ValueError):
@@ -140,256 +153,259 @@ class ManifestError(ValueError):
         self.reason = one_line(reason)
 
 
-class _Invalid(Exception):
-    """Raised inside the builders with the field path; turned into ManifestError at the top."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(path, reason)
-        self.path = path
-        self.reason = reason
-
-
 # --------------------------------------------------------------------------------------------
-# Field access. Paths are built only when an error is raised, so the happy path stays cheap.
+# The API server's validation of names, labels and annotations (k8s.io/apimachinery's
+# util/validation and api/validation), with its messages.
+
+_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
+_LABEL_KEY_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_VALUE_FMT = "(" + _LABEL_KEY_NAME_FMT + ")?"
+_DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL_FMT)
+_DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_LABEL_KEY_NAME_RE = re.compile(_LABEL_KEY_NAME_FMT)
+_LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
+#: The most bytes all annotations of an object may hold, keys and values together (256 KiB).
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 
 
-def _join(parent: str, key: str) -> str:
-    if _PLAIN_KEY_RE.fullmatch(key) is None:
-        return f"{parent}[{key}]"
-    return f"{parent}.{key}" if parent else key
+def _regex_error(message: str, fmt: str, *examples: str) -> str:
+    # RegexError's wording, its double space before "or" included.
+    shown = "".join(f"{' or ' if i else ''}'{example}', " for i, example in enumerate(examples))
+    return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
 
 
-def _type_name(v: object) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, dict):
-        return "mapping"
-    if isinstance(v, list):
-        return "list"
-    if isinstance(v, datetime):
-        return "timestamp"
-    if isinstance(v, date):
-        return "date"
-    return type(v).__name__
+_SUBDOMAIN_MESSAGE = _regex_error(
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character",
+    _DNS1123_SUBDOMAIN_FMT,
+    "example.com",
+)
+_DNS_LABEL_MESSAGE = _regex_error(
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+    "end with an alphanumeric character",
+    _DNS1123_LABEL_FMT,
+    "my-name",
+    "123-abc",
+)
+_LABEL_KEY_NAME_MESSAGE = "name part " + _regex_error(
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+    "character",
+    _LABEL_KEY_NAME_FMT,
+    "MyName",
+    "my.name",
+    "123-abc",
+)
+_LABEL_VALUE_MESSAGE = _regex_error(
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character",
+    _LABEL_VALUE_FMT,
+    "MyValue",
+    "my_value",
+    "12345",
+)
 
 
-def _wrong_type(path: str, expected: str, v: object) -> NoReturn:
-    raise _Invalid(path, f"expected {expected}, got {_type_name(v)}")
+def _subdomain_problem(value: str) -> str | None:
+    """IsDNS1123Subdomain: the first of its messages that applies, or None."""
+    if len(value) > 253:
+        return "must be no more than 253 characters"
+    if _DNS1123_SUBDOMAIN_RE.fullmatch(value) is None:
+        return _SUBDOMAIN_MESSAGE
+    return None
 
 
-def _map(m: Mapping[str, Any], key: str, parent: str) -> Mapping[str, Any]:
-    v = m.get(key)
-    if v is None:
-        return _EMPTY
-    if isinstance(v, dict):
-        return v
-    _wrong_type(_join(parent, key), "a mapping", v)
+def _dns_label_problem(value: str) -> str | None:
+    """IsDNS1123Label: the first of its messages that applies, or None."""
+    if len(value) > 63:
+        return "must be no more than 63 characters"
+    if _DNS1123_LABEL_RE.fullmatch(value) is None:
+        return "must not contain dots" if _DNS1123_SUBDOMAIN_RE.fullmatch(value) else _DNS_LABEL_MESSAGE
+    return None
 
 
-def _list(m: Mapping[str, Any], key: str, parent: str) -> list[Any]:
-    v = m.get(key)
-    if v is None:
-        return []
-    if isinstance(v, list):
-        return v
-    _wrong_type(_join(parent, key), "a list", v)
+def _label_key_problem(key: str) -> str | None:
+    """IsQualifiedName (label keys, annotation keys): ``[prefix/]name``."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return "a valid label key " + _LABEL_KEY_NAME_MESSAGE[len("name part ") :] + (
+            " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        )
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            return "prefix part must be non-empty"
+        problem = _subdomain_problem(prefix)
+        if problem is not None:
+            return "prefix part " + problem
+    if not name:
+        return "name part must be non-empty"
+    if len(name) > 63:
+        return "name part must be no more than 63 characters"
+    if _LABEL_KEY_NAME_RE.fullmatch(name) is None:
+        return _LABEL_KEY_NAME_MESSAGE
+    return None
 
 
-def _str(m: Mapping[str, Any], key: str, parent: str, default: str = "") -> str:
-    v = m.get(key)
-    if v is None:
-        return default
-    if isinstance(v, str):
-        return v
-    _wrong_type(_join(parent, key), "a string", v)
+def _label_value_problem(value: str) -> str | None:
+    """IsValidLabelValue: at most 63 characters of the label alphabet, or empty."""
+    if len(value) > 63:
+        return "must be no more than 63 characters"
+    if _LABEL_VALUE_RE.fullmatch(value) is None:
+        return _LABEL_VALUE_MESSAGE
+    return None
 
 
-def _required_str(m: Mapping[str, Any], key: str, parent: str) -> str:
-    v = _str(m, key, parent)
-    if not v:
-        raise _Invalid(_join(parent, key), "required field is missing")
-    return v
+def _quoted(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
-def _int(m: Mapping[str, Any], key: str, parent: str, default: int) -> int:
-    v = m.get(key)
-    if v is None:
-        return default
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    _wrong_type(_join(parent, key), "an integer", v)
+# Keys and values seen valid already: labels repeat across the objects of a manifest, so most are
+# checked once. Bounded: cleared when full.
+_VALID_KEYS: set[str] = set()
+_VALID_VALUES: set[str] = set()
+_VALID_CACHE_SIZE = 4096
 
 
-def _bool(m: Mapping[str, Any], key: str, parent: str) -> bool:
-    v = m.get(key)
-    if v is None:
-        return False
-    if isinstance(v, bool):
-        return v
-    _wrong_type(_join(parent, key), "a boolean", v)
+def _check_labels(labels: Mapping[str, str], path: str) -> None:
+    """ValidateLabels: every key a qualified name, every value a label value."""
+    for key, value in labels.items():
+        if key not in _VALID_KEYS:
+            problem = _label_key_problem(key)
+            if problem is not None:
+                raise FieldError(path, f"Invalid value: {_quoted(key)}: {problem}")
+            if len(_VALID_KEYS) >= _VALID_CACHE_SIZE:
+                _VALID_KEYS.clear()
+            _VALID_KEYS.add(key)
+        if value not in _VALID_VALUES:
+            problem = _label_value_problem(value)
+            if problem is not None:
+                raise FieldError(path, f"Invalid value: {_quoted(value)}: {problem}")
+            if len(_VALID_VALUES) >= _VALID_CACHE_SIZE:
+                _VALID_VALUES.clear()
+            _VALID_VALUES.add(value)
 
 
-def _item_map(v: object, path: str) -> Mapping[str, Any]:
-    if isinstance(v, dict):
-        return v
-    _wrong_type(path, "a mapping", v)
+def _check_annotations(annotations: Mapping[str, str], path: str) -> None:
+    """ValidateAnnotations: keys are qualified names (in any case); keys and values together hold at
+    most TOTAL_ANNOTATION_SIZE_LIMIT bytes."""
+    chars = 0
+    for key, value in annotations.items():
+        chars += len(key) + len(value)
+        if key not in _VALID_KEYS:
+            problem = _label_key_problem(key.lower())
+            if problem is not None:
+                raise FieldError(path, f"Invalid value: {_quoted(key)}: {problem}")
+    # UTF-8 takes at most 4 bytes a character: count bytes only when characters alone do not decide.
+    if chars * 4 > TOTAL_ANNOTATION_SIZE_LIMIT and (
+        chars > TOTAL_ANNOTATION_SIZE_LIMIT
+        or sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items()) > TOTAL_ANNOTATION_SIZE_LIMIT
+    ):
+        raise FieldError(path, f"Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")
 
 
-def _str_map(m: Mapping[str, Any], key: str, parent: str) -> dict[str, str]:
-    v = _map(m, key, parent)
-    for k, val in v.items():
-        if not isinstance(k, str):
-            raise _Invalid(_join(parent, key), f"keys must be strings, got {_type_name(k)} {k!r}")
-        if not isinstance(val, str):
-            _wrong_type(_join(_join(parent, key), k), "a string", val)
-    return dict(v)
-
-
-def _str_tuple(m: Mapping[str, Any], key: str, parent: str) -> tuple[str, ...]:
-    v = _list(m, key, parent)
-    for i, s in enumerate(v):
-        if not isinstance(s, str):
-            _wrong_type(f"{_join(parent, key)}[{i}]", "a string", s)
-    return tuple(v)
-
-
-def _one_of(value: str, allowed: Iterable[str], path: str, what: str) -> str:
-    if value not in allowed:
-        choices = ", ".join(sorted(allowed))
-        raise _Invalid(path, f'unsupported {what} "{value}" (supported: {choices})')
-    return value
+def _metadata(meta: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, str]]:
+    """The object's name, labels and annotations, checked as the API server checks them."""
+    name = get_str(meta, "name", "metadata")
+    if not name:
+        raise FieldError("metadata.name", "Required value: name or generateName is required")
+    problem = _subdomain_problem(name)
+    if problem is not None:
+        raise FieldError("metadata.name", f"Invalid value: {_quoted(name)}: {problem}")
+    labels = str_map(meta, "labels", "metadata")
+    _check_labels(labels, "metadata.labels")
+    annotations = str_map(meta, "annotations", "metadata")
+    if annotations:
+        _check_annotations(annotations, "metadata.annotations")
+    return name, labels, annotations
 
 
 def _resource_list(m: Mapping[str, Any], key: str, parent: str) -> ResourceList:
-    v = _map(m, key, parent)
+    v = get_map(m, key, parent)
     out: ResourceList = {}
     for name, raw in v.items():
         if not isinstance(name, str) or not name:
-            raise _Invalid(_join(parent, key), f"invalid resource name {name!r}")
+            raise FieldError(join(parent, key), f"invalid resource name {name!r}")
         try:
             out[name] = canonical(name, raw)
         except QuantityError as e:
-            raise _Invalid(_join(_join(parent, key), name), str(e)) from None
+            raise FieldError(join(join(parent, key), name), str(e)) from None
     return out
-
-
-def _timestamp(m: Mapping[str, Any], key: str, parent: str) -> float | None:
-    v = m.get(key)
-    if v is None:
-        return None
-    # PyYAML already turns unquoted timestamps into datetimes; YAML says a zone-less one is UTC.
-    if isinstance(v, datetime):
-        return (v if v.tzinfo is not None else v.replace(tzinfo=UTC)).timestamp()
-    if not isinstance(v, str):
-        _wrong_type(_join(parent, key), "an RFC3339 timestamp string", v)
-    match = _RFC3339_RE.fullmatch(v)
-    if match is not None:
-        y, mo, d, h, mi, s, frac, zulu, sign, oh, om = match.groups()
-        try:
-            ts = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=UTC).timestamp()
-        except ValueError:
-            pass  # out-of-range field, e.g. month 13: reported below
-        else:
-            if not zulu:
-                offset = int(oh) * 3600 + int(om) * 60
-                ts -= offset if sign == "+" else -offset
-            return ts + float(frac) if frac else ts
-    raise _Invalid(
-        _join(parent, key), f'invalid timestamp "{v}" (expected RFC3339, e.g. 2024-01-02T03:04:05Z)'
-    )
 
 
 # --------------------------------------------------------------------------------------------
 # Shared pieces.
 
 
-def _metadata_name(meta: Mapping[str, Any]) -> str:
-    name = _required_str(meta, "name", "metadata")
-    if len(name) > 253 or _SUBDOMAIN_RE.fullmatch(name) is None:
-        raise _Invalid(
-            "metadata.name",
-            f'invalid name "{name}": must be a lowercase RFC 1123 subdomain (lowercase letters, digits, '
-            "'-' and '.', starting and ending with a letter or digit, at most 253 characters)",
-        )
-    return name
-
-
 def _label_selector(m: Mapping[str, Any], key: str, parent: str) -> LabelSelector | None:
     v = m.get(key)
     if v is None:
         return None
-    path = _join(parent, key)
-    sel = _item_map(v, path)
+    path = join(parent, key)
+    sel = item_map(v, path)
     exprs = []
-    for i, e in enumerate(_list(sel, "matchExpressions", path)):
+    for i, e in enumerate(get_list(sel, "matchExpressions", path)):
         epath = f"{path}.matchExpressions[{i}]"
-        req = _item_map(e, epath)
-        k = _required_str(req, "key", epath)
-        op = _one_of(
-            _required_str(req, "operator", epath), _LABEL_SELECTOR_OPERATORS, f"{epath}.operator", "operator"
+        req = item_map(e, epath)
+        k = required_str(req, "key", epath)
+        op = one_of(
+            required_str(req, "operator", epath), _LABEL_SELECTOR_OPERATORS, f"{epath}.operator", "operator"
         )
-        values = _str_tuple(req, "values", epath)
+        values = str_tuple(req, "values", epath)
         _check_values(op, values, epath)
         exprs.append(LabelSelectorRequirement(key=k, operator=op, values=values))
-    return LabelSelector(match_labels=_str_map(sel, "matchLabels", path), match_expressions=exprs)
+    return LabelSelector(match_labels=str_map(sel, "matchLabels", path), match_expressions=exprs)
 
 
 def _check_values(op: str, values: tuple[str, ...], path: str) -> None:
     """metav1/core validation of a requirement's values for its operator."""
     if op in ("In", "NotIn"):
         if not values:
-            raise _Invalid(f"{path}.values", f"must be non-empty when operator is {op}")
+            raise FieldError(f"{path}.values", f"must be non-empty when operator is {op}")
     elif op in ("Exists", "DoesNotExist"):
         if values:
-            raise _Invalid(f"{path}.values", f"must be empty when operator is {op}")
+            raise FieldError(f"{path}.values", f"must be empty when operator is {op}")
     elif len(values) != 1 or _INTEGER_RE.fullmatch(values[0]) is None:
         # Gt/Lt: the node's label value is compared as an integer with this single value.
-        raise _Invalid(f"{path}.values", f"must be a single integer when operator is {op}")
+        raise FieldError(f"{path}.values", f"must be a single integer when operator is {op}")
 
 
 def _node_selector_term(v: object, path: str) -> NodeSelectorTerm:
-    term = _item_map(v, path)
+    term = item_map(v, path)
     exprs = []
-    for i, e in enumerate(_list(term, "matchExpressions", path)):
+    for i, e in enumerate(get_list(term, "matchExpressions", path)):
         epath = f"{path}.matchExpressions[{i}]"
-        req = _item_map(e, epath)
-        k = _required_str(req, "key", epath)
-        op = _one_of(
-            _required_str(req, "operator", epath), _NODE_SELECTOR_OPERATORS, f"{epath}.operator", "operator"
+        req = item_map(e, epath)
+        k = required_str(req, "key", epath)
+        op = one_of(
+            required_str(req, "operator", epath), _NODE_SELECTOR_OPERATORS, f"{epath}.operator", "operator"
         )
-        values = _str_tuple(req, "values", epath)
+        values = str_tuple(req, "values", epath)
         _check_values(op, values, epath)
         exprs.append(NodeSelectorRequirement(key=k, operator=op, values=values))
     fields = []
-    for i, e in enumerate(_list(term, "matchFields", path)):
+    for i, e in enumerate(get_list(term, "matchFields", path)):
         epath = f"{path}.matchFields[{i}]"
-        req = _item_map(e, epath)
+        req = item_map(e, epath)
         # The API server accepts only metadata.name here, with In/NotIn and exactly one value.
-        k = _required_str(req, "key", epath)
+        k = required_str(req, "key", epath)
         if k != "metadata.name":
-            raise _Invalid(f"{epath}.key", f'unsupported field "{k}" (supported: metadata.name)')
-        op = _one_of(_required_str(req, "operator", epath), ("In", "NotIn"), f"{epath}.operator", "operator")
-        values = _str_tuple(req, "values", epath)
+            raise FieldError(f"{epath}.key", f'unsupported field "{k}" (supported: metadata.name)')
+        op = one_of(required_str(req, "operator", epath), ("In", "NotIn"), f"{epath}.operator", "operator")
+        values = str_tuple(req, "values", epath)
         if len(values) != 1:
-            raise _Invalid(f"{epath}.values", f"must have exactly one value when operator is {op}")
+            raise FieldError(f"{epath}.values", f"must have exactly one value when operator is {op}")
         fields.append(NodeSelectorRequirement(key=k, operator=op, values=values))
     return NodeSelectorTerm(match_expressions=exprs, match_fields=fields)
 
 
 def _weight(m: Mapping[str, Any], path: str) -> int:
     if m.get("weight") is None:
-        raise _Invalid(f"{path}.weight", "required field is missing")
-    w = _int(m, "weight", path, 0)
+        raise FieldError(f"{path}.weight", "required field is missing")
+    w = get_int(m, "weight", path, 0)
     if not 1 <= w <= 100:
-        raise _Invalid(f"{path}.weight", f"must be in the range 1-100, got {w}")
+        raise FieldError(f"{path}.weight", f"must be in the range 1-100, got {w}")
     return w
 
 
@@ -398,18 +414,18 @@ def _node_affinity(v: Mapping[str, Any], path: str) -> NodeAffinity:
     req = v.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req is not None:
         rpath = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
-        sel = _item_map(req, rpath)
-        terms = _list(sel, "nodeSelectorTerms", rpath)
+        sel = item_map(req, rpath)
+        terms = get_list(sel, "nodeSelectorTerms", rpath)
         if not terms:
-            raise _Invalid(f"{rpath}.nodeSelectorTerms", "must have at least one node selector term")
+            raise FieldError(f"{rpath}.nodeSelectorTerms", "must have at least one node selector term")
         required = [_node_selector_term(t, f"{rpath}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms)]
     preferred = []
-    for i, p in enumerate(_list(v, "preferredDuringSchedulingIgnoredDuringExecution", path)):
+    for i, p in enumerate(get_list(v, "preferredDuringSchedulingIgnoredDuringExecution", path)):
         ppath = f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-        pm = _item_map(p, ppath)
+        pm = item_map(p, ppath)
         weight = _weight(pm, ppath)
         if pm.get("preference") is None:
-            raise _Invalid(f"{ppath}.preference", "required field is missing")
+            raise FieldError(f"{ppath}.preference", "required field is missing")
         preferred.append(
             PreferredSchedulingTerm(weight, _node_selector_term(pm["preference"], f"{ppath}.preference"))
         )
@@ -417,20 +433,20 @@ def _node_affinity(v: Mapping[str, Any], path: str) -> NodeAffinity:
 
 
 def _pod_affinity_term(v: object, path: str) -> PodAffinityTerm:
-    t = _item_map(v, path)
+    t = item_map(v, path)
     selector = _label_selector(t, "labelSelector", path)
-    match_keys = _str_tuple(t, "matchLabelKeys", path)
-    mismatch_keys = _str_tuple(t, "mismatchLabelKeys", path)
+    match_keys = str_tuple(t, "matchLabelKeys", path)
+    mismatch_keys = str_tuple(t, "mismatchLabelKeys", path)
     if (match_keys or mismatch_keys) and selector is None:
         which = "matchLabelKeys" if match_keys else "mismatchLabelKeys"
-        raise _Invalid(f"{path}.{which}", "must not be set when labelSelector is not set")
+        raise FieldError(f"{path}.{which}", "must not be set when labelSelector is not set")
     both = set(match_keys) & set(mismatch_keys)
     if both:
-        raise _Invalid(f"{path}.mismatchLabelKeys", f'key "{min(both)}" is also in matchLabelKeys')
+        raise FieldError(f"{path}.mismatchLabelKeys", f'key "{min(both)}" is also in matchLabelKeys')
     return PodAffinityTerm(
-        topology_key=_required_str(t, "topologyKey", path),
+        topology_key=required_str(t, "topologyKey", path),
         label_selector=selector,
-        namespaces=_str_tuple(t, "namespaces", path),
+        namespaces=str_tuple(t, "namespaces", path),
         namespace_selector=_label_selector(t, "namespaceSelector", path),
         match_label_keys=match_keys,
         mismatch_label_keys=mismatch_keys,
@@ -440,15 +456,15 @@ def _pod_affinity_term(v: object, path: str) -> PodAffinityTerm:
 def _pod_affinity(v: Mapping[str, Any], path: str) -> PodAffinity:
     required = [
         _pod_affinity_term(t, f"{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
-        for i, t in enumerate(_list(v, "requiredDuringSchedulingIgnoredDuringExecution", path))
+        for i, t in enumerate(get_list(v, "requiredDuringSchedulingIgnoredDuringExecution", path))
     ]
     preferred = []
-    for i, p in enumerate(_list(v, "preferredDuringSchedulingIgnoredDuringExecution", path)):
+    for i, p in enumerate(get_list(v, "preferredDuringSchedulingIgnoredDuringExecution", path)):
         ppath = f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-        pm = _item_map(p, ppath)
+        pm = item_map(p, ppath)
         weight = _weight(pm, ppath)
         if pm.get("podAffinityTerm") is None:
-            raise _Invalid(f"{ppath}.podAffinityTerm", "required field is missing")
+            raise FieldError(f"{ppath}.podAffinityTerm", "required field is missing")
         preferred.append(
             WeightedPodAffinityTerm(
                 weight, _pod_affinity_term(pm["podAffinityTerm"], f"{ppath}.podAffinityTerm")
@@ -458,7 +474,7 @@ def _pod_affinity(v: Mapping[str, Any], path: str) -> PodAffinity:
 
 
 def _affinity(spec: Mapping[str, Any]) -> Affinity | None:
-    a = _map(spec, "affinity", "spec")
+    a = get_map(spec, "affinity", "spec")
     if not a:
         return None
     node = a.get("nodeAffinity")
@@ -467,13 +483,13 @@ def _affinity(spec: Mapping[str, Any]) -> Affinity | None:
     affinity = Affinity(
         node_affinity=None
         if node is None
-        else _node_affinity(_item_map(node, "spec.affinity.nodeAffinity"), "spec.affinity.nodeAffinity"),
+        else _node_affinity(item_map(node, "spec.affinity.nodeAffinity"), "spec.affinity.nodeAffinity"),
         pod_affinity=None
         if pod is None
-        else _pod_affinity(_item_map(pod, "spec.affinity.podAffinity"), "spec.affinity.podAffinity"),
+        else _pod_affinity(item_map(pod, "spec.affinity.podAffinity"), "spec.affinity.podAffinity"),
         pod_anti_affinity=None
         if anti is None
-        else _pod_affinity(_item_map(anti, "spec.affinity.podAntiAffinity"), "spec.affinity.podAntiAffinity"),
+        else _pod_affinity(item_map(anti, "spec.affinity.podAntiAffinity"), "spec.affinity.podAntiAffinity"),
     )
     # Callers test "pod.affinity is None" to skip work; an affinity with nothing in it is None.
     if (
@@ -486,64 +502,64 @@ def _affinity(spec: Mapping[str, Any]) -> Affinity | None:
 
 
 def _toleration(v: object, path: str) -> Toleration:
-    t = _item_map(v, path)
-    key = _str(t, "key", path)
+    t = item_map(v, path)
+    key = get_str(t, "key", path)
     # "" is a valid operator meaning Equal; store the explicit form.
-    operator = _str(t, "operator", path) or "Equal"
-    _one_of(operator, ("Equal", "Exists"), f"{path}.operator", "operator")
-    value = _str(t, "value", path)
+    operator = get_str(t, "operator", path) or "Equal"
+    one_of(operator, ("Equal", "Exists"), f"{path}.operator", "operator")
+    value = get_str(t, "value", path)
     if operator == "Exists" and value:
-        raise _Invalid(f"{path}.value", "must be empty when operator is Exists")
+        raise FieldError(f"{path}.value", "must be empty when operator is Exists")
     if not key and operator != "Exists":
-        raise _Invalid(f"{path}.operator", "must be Exists when key is empty")
-    effect = _str(t, "effect", path)
+        raise FieldError(f"{path}.operator", "must be Exists when key is empty")
+    effect = get_str(t, "effect", path)
     if effect:
-        _one_of(effect, _TAINT_EFFECTS, f"{path}.effect", "effect")
+        one_of(effect, _TAINT_EFFECTS, f"{path}.effect", "effect")
     seconds = t.get("tolerationSeconds")
     if seconds is not None:
-        seconds = _int(t, "tolerationSeconds", path, 0)
+        seconds = get_int(t, "tolerationSeconds", path, 0)
     return Toleration(key=key, operator=operator, value=value, effect=effect, toleration_seconds=seconds)
 
 
 def _spread_constraint(v: object, path: str) -> TopologySpreadConstraint:
-    c = _item_map(v, path)
+    c = item_map(v, path)
     if c.get("maxSkew") is None:
-        raise _Invalid(f"{path}.maxSkew", "required field is missing")
-    max_skew = _int(c, "maxSkew", path, 0)
+        raise FieldError(f"{path}.maxSkew", "required field is missing")
+    max_skew = get_int(c, "maxSkew", path, 0)
     if max_skew < 1:
-        raise _Invalid(f"{path}.maxSkew", f"must be greater than zero, got {max_skew}")
-    topology_key = _required_str(c, "topologyKey", path)
-    when = _one_of(
-        _required_str(c, "whenUnsatisfiable", path),
+        raise FieldError(f"{path}.maxSkew", f"must be greater than zero, got {max_skew}")
+    topology_key = required_str(c, "topologyKey", path)
+    when = one_of(
+        required_str(c, "whenUnsatisfiable", path),
         _WHEN_UNSATISFIABLE,
         f"{path}.whenUnsatisfiable",
         "whenUnsatisfiable",
     )
     min_domains: int | None = None
     if c.get("minDomains") is not None:
-        min_domains = _int(c, "minDomains", path, 0)
+        min_domains = get_int(c, "minDomains", path, 0)
         if min_domains < 1:
-            raise _Invalid(f"{path}.minDomains", f"must be greater than zero, got {min_domains}")
+            raise FieldError(f"{path}.minDomains", f"must be greater than zero, got {min_domains}")
         if when != "DoNotSchedule":
-            raise _Invalid(f"{path}.minDomains", "can only be set when whenUnsatisfiable is DoNotSchedule")
+            raise FieldError(f"{path}.minDomains", "can only be set when whenUnsatisfiable is DoNotSchedule")
     selector = _label_selector(c, "labelSelector", path)
-    match_keys = _str_tuple(c, "matchLabelKeys", path)
+    match_keys = str_tuple(c, "matchLabelKeys", path)
     if match_keys and selector is None:
-        raise _Invalid(f"{path}.matchLabelKeys", "must not be set when labelSelector is not set")
+        raise FieldError(f"{path}.matchLabelKeys", "must not be set when labelSelector is not set")
     return TopologySpreadConstraint(
         max_skew=max_skew,
         topology_key=topology_key,
         when_unsatisfiable=when,
         label_selector=selector,
         min_domains=min_domains,
-        node_affinity_policy=_one_of(
-            _str(c, "nodeAffinityPolicy", path, "Honor") or "Honor",
+        node_affinity_policy=one_of(
+            get_str(c, "nodeAffinityPolicy", path, "Honor") or "Honor",
             _INCLUSION_POLICIES,
             f"{path}.nodeAffinityPolicy",
             "policy",
         ),
-        node_taints_policy=_one_of(
-            _str(c, "nodeTaintsPolicy", path, "Ignore") or "Ignore",
+        node_taints_policy=one_of(
+            get_str(c, "nodeTaintsPolicy", path, "Ignore") or "Ignore",
             _INCLUSION_POLICIES,
             f"{path}.nodeTaintsPolicy",
             "policy",
@@ -553,29 +569,29 @@ def _spread_constraint(v: object, path: str) -> TopologySpreadConstraint:
 
 
 def _port(v: object, path: str, host_network: bool) -> ContainerPort:
-    p = _item_map(v, path)
+    p = item_map(v, path)
     if p.get("containerPort") is None:
-        raise _Invalid(f"{path}.containerPort", "required field is missing")
-    container_port = _int(p, "containerPort", path, 0)
+        raise FieldError(f"{path}.containerPort", "required field is missing")
+    container_port = get_int(p, "containerPort", path, 0)
     if not 1 <= container_port <= 65535:
-        raise _Invalid(f"{path}.containerPort", f"must be between 1 and 65535, got {container_port}")
-    host_port = _int(p, "hostPort", path, 0)
+        raise FieldError(f"{path}.containerPort", f"must be between 1 and 65535, got {container_port}")
+    host_port = get_int(p, "hostPort", path, 0)
     if not 0 <= host_port <= 65535:
-        raise _Invalid(f"{path}.hostPort", f"must be between 1 and 65535 (or 0 for none), got {host_port}")
+        raise FieldError(f"{path}.hostPort", f"must be between 1 and 65535 (or 0 for none), got {host_port}")
     if host_network and host_port == 0:
         # API server defaulting: with hostNetwork the container port *is* a host port.
         host_port = container_port
-    protocol = _str(p, "protocol", path) or "TCP"
-    _one_of(protocol, _PROTOCOLS, f"{path}.protocol", "protocol")
+    protocol = get_str(p, "protocol", path) or "TCP"
+    one_of(protocol, _PROTOCOLS, f"{path}.protocol", "protocol")
     return ContainerPort(
-        container_port=container_port, host_port=host_port, protocol=protocol, host_ip=_str(p, "hostIP", path)
+        container_port=container_port, host_port=host_port, protocol=protocol, host_ip=get_str(p, "hostIP", path)
     )
 
 
 def _container(v: object, path: str, host_network: bool) -> Container:
-    c = _item_map(v, path)
-    name = _required_str(c, "name", path)
-    resources = _map(c, "resources", path)
+    c = item_map(v, path)
+    name = required_str(c, "name", path)
+    resources = get_map(c, "resources", path)
     rpath = f"{path}.resources"
     requests = _resource_list(resources, "requests", rpath)
     limits = _resource_list(resources, "limits", rpath)
@@ -585,17 +601,17 @@ def _container(v: object, path: str, host_network: bool) -> Container:
             # API server defaulting: a limit without a request is also the request.
             requests[resource] = limit
         elif request > limit:
-            raise _Invalid(
-                _join(f"{rpath}.requests", resource),
+            raise FieldError(
+                join(f"{rpath}.requests", resource),
                 f"must be less than or equal to {resource} limit of {format_quantity(resource, limit)}",
             )
     return Container(
         name=name,
-        image=_str(c, "image", path),
+        image=get_str(c, "image", path),
         requests=requests,
         limits=limits,
-        ports=[_port(p, f"{path}.ports[{i}]", host_network) for i, p in enumerate(_list(c, "ports", path))],
-        restart_policy=_str(c, "restartPolicy", path),
+        ports=[_port(p, f"{path}.ports[{i}]", host_network) for i, p in enumerate(get_list(c, "ports", path))],
+        restart_policy=get_str(c, "restartPolicy", path),
     )
 
 
@@ -604,48 +620,49 @@ def _container(v: object, path: str, host_network: bool) -> Container:
 
 
 def _build_pod(obj: dict[str, Any]) -> Pod:
-    meta = _map(obj, "metadata", "")
-    name = _metadata_name(meta)
-    namespace = _str(meta, "namespace", "metadata") or "default"
-    if len(namespace) > 63 or _LABEL_RE.fullmatch(namespace) is None:
-        raise _Invalid(
-            "metadata.namespace", f'invalid namespace "{namespace}": must be a lowercase RFC 1123 label'
-        )
-    created = _timestamp(meta, "creationTimestamp", "metadata")
-    spec = _map(obj, "spec", "")
-    status = _map(obj, "status", "")
+    meta = get_map(obj, "metadata", "")
+    name, labels, annotations = _metadata(meta)
+    namespace = get_str(meta, "namespace", "metadata") or "default"
+    problem = _dns_label_problem(namespace)
+    if problem is not None:
+        raise FieldError("metadata.namespace", f"Invalid value: {_quoted(namespace)}: {problem}")
+    created = timestamp(meta, "creationTimestamp", "metadata")
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
 
-    host_network = _bool(spec, "hostNetwork", "spec")
-    raw_containers = _list(spec, "containers", "spec")
+    host_network = get_bool(spec, "hostNetwork", "spec")
+    raw_containers = get_list(spec, "containers", "spec")
     if not raw_containers:
-        raise _Invalid("spec.containers", "a pod must have at least one container")
+        raise FieldError("spec.containers", "a pod must have at least one container")
     containers = [_container(c, f"spec.containers[{i}]", host_network) for i, c in enumerate(raw_containers)]
     init_containers = [
         _container(c, f"spec.initContainers[{i}]", host_network)
-        for i, c in enumerate(_list(spec, "initContainers", "spec"))
+        for i, c in enumerate(get_list(spec, "initContainers", "spec"))
     ]
     seen: set[str] = set()
     for field_name, group in (("containers", containers), ("initContainers", init_containers)):
         for i, c in enumerate(group):
             if c.name in seen:
-                raise _Invalid(f"spec.{field_name}[{i}].name", f'duplicate container name "{c.name}"')
+                raise FieldError(f"spec.{field_name}[{i}].name", f'duplicate container name "{c.name}"')
             seen.add(c.name)
 
-    priority = _int(spec, "priority", "spec", 0)
+    node_selector = str_map(spec, "nodeSelector", "spec")
+    _check_labels(node_selector, "spec.nodeSelector")
+    priority = get_int(spec, "priority", "spec", 0)
     if not _INT32_MIN <= priority <= _INT32_MAX:
-        raise _Invalid("spec.priority", f"must fit in a 32-bit integer, got {priority}")
-    preemption_policy = _str(spec, "preemptionPolicy", "spec") or "PreemptLowerPriority"
-    _one_of(preemption_policy, _PREEMPTION_POLICIES, "spec.preemptionPolicy", "preemptionPolicy")
+        raise FieldError("spec.priority", f"must fit in a 32-bit integer, got {priority}")
+    preemption_policy = get_str(spec, "preemptionPolicy", "spec") or "PreemptLowerPriority"
+    one_of(preemption_policy, _PREEMPTION_POLICIES, "spec.preemptionPolicy", "preemptionPolicy")
 
     constraints = [
         _spread_constraint(c, f"spec.topologySpreadConstraints[{i}]")
-        for i, c in enumerate(_list(spec, "topologySpreadConstraints", "spec"))
+        for i, c in enumerate(get_list(spec, "topologySpreadConstraints", "spec"))
     ]
     pairs: set[tuple[str, str]] = set()
     for i, tsc in enumerate(constraints):
         pair = (tsc.topology_key, tsc.when_unsatisfiable)
         if pair in pairs:
-            raise _Invalid(
+            raise FieldError(
                 f"spec.topologySpreadConstraints[{i}]",
                 f'duplicate constraint for topologyKey "{tsc.topology_key}" '
                 f"and whenUnsatisfiable {tsc.when_unsatisfiable}",
@@ -653,26 +670,26 @@ def _build_pod(obj: dict[str, Any]) -> Pod:
         pairs.add(pair)
 
     gates = []
-    for i, g in enumerate(_list(spec, "schedulingGates", "spec")):
+    for i, g in enumerate(get_list(spec, "schedulingGates", "spec")):
         gates.append(
-            _required_str(_item_map(g, f"spec.schedulingGates[{i}]"), "name", f"spec.schedulingGates[{i}]")
+            required_str(item_map(g, f"spec.schedulingGates[{i}]"), "name", f"spec.schedulingGates[{i}]")
         )
 
     pod = Pod(
         name=name,
         namespace=namespace,
-        uid=_str(meta, "uid", "metadata") or str(uuid.uuid4()),
-        labels=_str_map(meta, "labels", "metadata"),
-        annotations=_str_map(meta, "annotations", "metadata"),
-        scheduler_name=_str(spec, "schedulerName", "spec") or "default-scheduler",
-        node_name=_str(spec, "nodeName", "spec"),
+        uid=get_str(meta, "uid", "metadata") or str(uuid.uuid4()),
+        labels=labels,
+        annotations=annotations,
+        scheduler_name=get_str(spec, "schedulerName", "spec") or "default-scheduler",
+        node_name=get_str(spec, "nodeName", "spec"),
         priority=priority,
-        priority_class_name=_str(spec, "priorityClassName", "spec"),
+        priority_class_name=get_str(spec, "priorityClassName", "spec"),
         preemption_policy=preemption_policy,
-        node_selector=_str_map(spec, "nodeSelector", "spec"),
+        node_selector=node_selector,
         affinity=_affinity(spec),
         tolerations=[
-            _toleration(t, f"spec.tolerations[{i}]") for i, t in enumerate(_list(spec, "tolerations", "spec"))
+            _toleration(t, f"spec.tolerations[{i}]") for i, t in enumerate(get_list(spec, "tolerations", "spec"))
         ],
         topology_spread_constraints=constraints,
         scheduling_gates=tuple(gates),
@@ -680,32 +697,32 @@ def _build_pod(obj: dict[str, Any]) -> Pod:
         init_containers=init_containers,
         overhead=_resource_list(spec, "overhead", "spec"),
         creation_timestamp=time.time() if created is None else created,
-        nominated_node_name=_str(status, "nominatedNodeName", "status"),
-        deletion_timestamp=_timestamp(meta, "deletionTimestamp", "metadata"),
+        nominated_node_name=get_str(status, "nominatedNodeName", "status"),
+        deletion_timestamp=timestamp(meta, "deletionTimestamp", "metadata"),
         raw=obj,
     )
     pod.requests = compute_requests(pod)
     for resource, amount in pod.requests.items():
         if amount > MAX_CANONICAL:
             # Each quantity fits an int64; their sum must too (the snapshot's columns are int64).
-            raise _Invalid(
+            raise FieldError(
                 "spec.containers", f"the pod's {resource} requests add up to more than the largest quantity"
             )
     return pod
 
 
 def _build_node(obj: dict[str, Any]) -> Node:
-    meta = _map(obj, "metadata", "")
-    name = _metadata_name(meta)
-    spec = _map(obj, "spec", "")
-    status = _map(obj, "status", "")
+    meta = get_map(obj, "metadata", "")
+    name, labels, annotations = _metadata(meta)
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
     taints = []
-    for i, t in enumerate(_list(spec, "taints", "spec")):
+    for i, t in enumerate(get_list(spec, "taints", "spec")):
         path = f"spec.taints[{i}]"
-        tm = _item_map(t, path)
-        key = _required_str(tm, "key", path)
-        effect = _one_of(_required_str(tm, "effect", path), _TAINT_EFFECTS, f"{path}.effect", "effect")
-        taints.append(Taint(key=key, effect=effect, value=_str(tm, "value", path)))
+        tm = item_map(t, path)
+        key = required_str(tm, "key", path)
+        effect = one_of(required_str(tm, "effect", path), _TAINT_EFFECTS, f"{path}.effect", "effect")
+        taints.append(Taint(key=key, effect=effect, value=get_str(tm, "value", path)))
     capacity = _resource_list(status, "capacity", "status")
     # The kubelet always reports both; hand-written nodes often give only capacity.
     allocatable = (
@@ -714,20 +731,20 @@ def _build_node(obj: dict[str, Any]) -> Node:
         else dict(capacity)
     )
     images = []
-    for i, img in enumerate(_list(status, "images", "status")):
+    for i, img in enumerate(get_list(status, "images", "status")):
         path = f"status.images[{i}]"
-        im = _item_map(img, path)
-        size = _int(im, "sizeBytes", path, 0)
+        im = item_map(img, path)
+        size = get_int(im, "sizeBytes", path, 0)
         if size < 0:
-            raise _Invalid(f"{path}.sizeBytes", f"must not be negative, got {size}")
-        images.append(ContainerImage(names=_str_tuple(im, "names", path), size_bytes=size))
+            raise FieldError(f"{path}.sizeBytes", f"must not be negative, got {size}")
+        images.append(ContainerImage(names=str_tuple(im, "names", path), size_bytes=size))
     return Node(
         name=name,
-        uid=_str(meta, "uid", "metadata") or str(uuid.uuid4()),
-        labels=_str_map(meta, "labels", "metadata"),
-        annotations=_str_map(meta, "annotations", "metadata"),
+        uid=get_str(meta, "uid", "metadata") or str(uuid.uuid4()),
+        labels=labels,
+        annotations=annotations,
         taints=taints,
-        unschedulable=_bool(spec, "unschedulable", "spec"),
+        unschedulable=get_bool(spec, "unschedulable", "spec"),
         capacity=capacity,
         allocatable=allocatable,
         images=images,
@@ -754,24 +771,58 @@ def _error(where: str, kind: str, obj: Mapping[str, Any], path: str, reason: str
     return ManifestError(message, location=location, path=path, reason=reason)
 
 
-def pod_from_dict(obj: dict[str, Any], where: str = "") -> Pod:
-    """Build a :class:`Pod` from a ``v1`` Pod manifest; ``where`` prefixes error messages."""
-    if not isinstance(obj, dict):
-        raise ManifestError(f"{where or 'Pod'}: expected a mapping, got {_type_name(obj)}", location=where)
-    try:
-        return _build_pod(obj)
-    except _Invalid as e:
-        raise _error(where, "Pod", obj, e.path, e.reason) from None
+def _strict(
+    obj: Mapping[str, Any],
+    schema: Schema,
+    validate: str,
+    warn: Callable[[str], None] | None,
+    duplicates: Iterable[str] = (),
+) -> str | None:
+    """Strict decoding of ``obj``: the one-line error in ``strict`` mode (None when there is nothing to
+    say), warnings in ``warn`` mode, nothing at all in ``ignore`` mode."""
+    if validate == "ignore":
+        return None
+    return decode.report(decode.strict_problems(duplicates, decode.unknown_fields(obj, schema)), validate, warn)
 
 
-def node_from_dict(obj: dict[str, Any], where: str = "") -> Node:
-    """Build a :class:`Node` from a ``v1`` Node manifest; ``where`` prefixes error messages."""
+def _from_dict(
+    kind: str,
+    build: Callable[[dict[str, Any]], _T],
+    schema: Schema,
+    obj: dict[str, Any],
+    where: str,
+    validate: str,
+    warn: Callable[[str], None] | None,
+    duplicates: Iterable[str] = (),
+) -> _T:
     if not isinstance(obj, dict):
-        raise ManifestError(f"{where or 'Node'}: expected a mapping, got {_type_name(obj)}", location=where)
+        raise ManifestError(f"{where or kind}: expected a mapping, got {type_name(obj)}", location=where)
+    decode.check_validate(validate)
     try:
-        return _build_node(obj)
-    except _Invalid as e:
-        raise _error(where, "Node", obj, e.path, e.reason) from None
+        # Decoding comes first, as in the API server: an unknown field is named before the checks of
+        # the fields it was meant to be (a misspelt "containres" is not "at least one container").
+        problems = _strict(obj, schema, validate, warn, duplicates)
+        if problems is not None:
+            raise FieldError("", problems)
+        return build(obj)
+    except FieldError as e:
+        raise _error(where, kind, obj, e.path, e.reason) from None
+
+
+def pod_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> Pod:
+    """Build a :class:`Pod` from a ``v1`` Pod manifest; ``where`` prefixes error messages.
+    ``validate`` and ``warn`` are :func:`parse_objects`'."""
+    return _from_dict("Pod", _build_pod, _POD, obj, where, validate, warn)
+
+
+def node_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> Node:
+    """Build a :class:`Node` from a ``v1`` Node manifest; ``where`` prefixes error messages.
+    ``validate`` and ``warn`` are :func:`parse_objects`'."""
+    return _from_dict("Node", _build_node, _NODE, obj, where, validate, warn)
 
 
 # --------------------------------------------------------------------------------------------
@@ -786,11 +837,11 @@ def _duration(m: Mapping[str, Any], key: str, parent: str) -> float | None:
     v = m.get(key)
     if v is None:
         return None
-    path = _join(parent, key)
+    path = join(parent, key)
     if isinstance(v, int | float) and not isinstance(v, bool):
-        raise _Invalid(path, f'invalid duration {v!r}: give a unit, e.g. "{v}s"')
+        raise FieldError(path, f'invalid duration {v!r}: give a unit, e.g. "{v}s"')
     if not isinstance(v, str):
-        _wrong_type(path, 'a duration string such as "1h" or "30m"', v)
+        wrong_type(path, 'a duration string such as "1h" or "30m"', v)
     text = v.strip()
     if text == "0":
         return 0.0
@@ -801,69 +852,69 @@ def _duration(m: Mapping[str, Any], key: str, parent: str) -> float | None:
         total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
         pos = match.end()
     if pos != len(text) or not text:
-        raise _Invalid(path, f'invalid duration "{v}" (e.g. "1h", "30m", "1h30m", "90s", "0" for never)')
+        raise FieldError(path, f'invalid duration "{v}" (e.g. "1h", "30m", "1h30m", "90s", "0" for never)')
     return total
 
 
 def _reservation_owner(v: object, path: str) -> ReservationOwner:
-    m = _item_map(v, path)
+    m = item_map(v, path)
     obj = m.get("object")
     owner = ReservationOwner(label_selector=_label_selector(m, "labelSelector", path))
     if obj is not None:
         opath = f"{path}.object"
-        ref = _item_map(obj, opath)
-        kind = _str(ref, "kind", opath, "Pod")
+        ref = item_map(obj, opath)
+        kind = get_str(ref, "kind", opath, "Pod")
         if kind != "Pod":
-            raise _Invalid(f"{opath}.kind", f'unsupported owner kind "{kind}" (Pod)')
-        owner.name = _required_str(ref, "name", opath)
-        owner.namespace = _str(ref, "namespace", opath) or "default"
-        owner.uid = _str(ref, "uid", opath)
+            raise FieldError(f"{opath}.kind", f'unsupported owner kind "{kind}" (Pod)')
+        owner.name = required_str(ref, "name", opath)
+        owner.namespace = get_str(ref, "namespace", opath) or "default"
+        owner.uid = get_str(ref, "uid", opath)
     if obj is None and owner.label_selector is None:
-        raise _Invalid(path, "an owner needs an object (a pod) or a labelSelector")
+        raise FieldError(path, "an owner needs an object (a pod) or a labelSelector")
     return owner
 
 
-def _build_reservation(obj: dict[str, Any], where: str) -> Reservation:
+def _build_reservation(obj: dict[str, Any]) -> Reservation:
     api_version = obj.get("apiVersion")
     if api_version not in RESERVATION_API_VERSIONS:
         allowed = " or ".join(f'"{a}"' for a in RESERVATION_API_VERSIONS)
         shown = json.dumps(api_version)
-        raise _Invalid("apiVersion", f"unsupported apiVersion {shown} for Reservation (expected {allowed})")
-    meta = _map(obj, "metadata", "")
-    name = _metadata_name(meta)
-    spec = _map(obj, "spec", "")
+        raise FieldError("apiVersion", f"unsupported apiVersion {shown} for Reservation (expected {allowed})")
+    meta = get_map(obj, "metadata", "")
+    name, _, _ = _metadata(meta)
+    spec = get_map(obj, "spec", "")
     if "template" not in spec:
-        raise _Invalid("spec.template", "required field is missing (the reserve pod: resources, nodeSelector, ...)")
-    template = _map(spec, "template", "spec")
-    tmeta = _map(template, "metadata", "spec.template")
+        raise FieldError("spec.template", "required field is missing (the reserve pod: resources, nodeSelector, ...)")
+    template = get_map(spec, "template", "spec")
+    tmeta = get_map(template, "metadata", "spec.template")
     pod_doc = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "labels": dict(_str_map(tmeta, "labels", "spec.template.metadata")),
-            "annotations": dict(_str_map(tmeta, "annotations", "spec.template.metadata")),
+            "labels": dict(str_map(tmeta, "labels", "spec.template.metadata")),
+            "annotations": dict(str_map(tmeta, "annotations", "spec.template.metadata")),
         },
-        "spec": dict(_map(template, "spec", "spec.template")),
+        "spec": dict(get_map(template, "spec", "spec.template")),
     }
     try:
         pod = _build_pod(pod_doc)
-    except _Invalid as e:
-        raise _Invalid(_join("spec.template", e.path), e.reason) from None
+    except FieldError as e:
+        raise FieldError(join("spec.template", e.path), e.reason) from None
     if pod.node_name:
-        raise _Invalid(
+        raise FieldError(
             "spec.template.spec.nodeName", "a reservation is placed by the scheduler; nodeName is not allowed"
         )
-    owners = [_reservation_owner(v, f"spec.owners[{i}]") for i, v in enumerate(_list(spec, "owners", "spec"))]
+    owners = [_reservation_owner(v, f"spec.owners[{i}]") for i, v in enumerate(get_list(spec, "owners", "spec"))]
     if not owners:
-        raise _Invalid("spec.owners", "required: at least one owner (an object or a labelSelector)")
+        raise FieldError("spec.owners", "required: at least one owner (an object or a labelSelector)")
     ttl = _duration(spec, "ttl", "spec")
-    expires = _timestamp(spec, "expires", "spec")
+    expires = timestamp(spec, "expires", "spec")
     allocate_once = spec.get("allocateOnce", True)
     if not isinstance(allocate_once, bool):
-        _wrong_type("spec.allocateOnce", "a boolean", allocate_once)
-    created = _timestamp(meta, "creationTimestamp", "metadata")
-    uid = _str(meta, "uid", "metadata") or str(uuid.uuid4())
+        wrong_type("spec.allocateOnce", "a boolean", allocate_once)
+    created = timestamp(meta, "creationTimestamp", "metadata")
+    uid = get_str(meta, "uid", "metadata") or str(uuid.uuid4())
     pod.uid = uid
     pod.namespace = RESERVATION_NAMESPACE
     pod.annotations = {**pod.annotations, RESERVATION_ANNOTATION: name}
@@ -880,14 +931,12 @@ def _build_reservation(obj: dict[str, Any], where: str) -> Reservation:
     )
 
 
-def reservation_from_dict(obj: dict[str, Any], where: str = "") -> Reservation:
-    """Build a :class:`Reservation` from its manifest; ``where`` prefixes error messages."""
-    if not isinstance(obj, dict):
-        raise ManifestError(f"{where or 'Reservation'}: expected a mapping, got {_type_name(obj)}", location=where)
-    try:
-        return _build_reservation(obj, where)
-    except _Invalid as e:
-        raise _error(where, "Reservation", obj, e.path, e.reason) from None
+def reservation_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> Reservation:
+    """Build a :class:`Reservation` from its manifest; ``where`` prefixes error messages.
+    ``validate`` and ``warn`` are :func:`parse_objects`'."""
+    return _from_dict("Reservation", _build_reservation, _RESERVATION, obj, where, validate, warn)
 
 
 # --------------------------------------------------------------------------------------------
@@ -946,80 +995,60 @@ def finish_pod(pod: Pod) -> Pod:
 # Documents.
 
 
-def _yaml_error(source: str, index: int, err: yaml.YAMLError, text: str) -> ManifestError:
-    location = f"{source}: document {index}"
-    refused = reader_error(err, text)
-    if refused is not None:
-        where, problem = refused
-        reason = f"invalid YAML: {problem}"
-        return ManifestError(f"{location}: {where}: {reason}", location=location, path="", reason=reason)
-    mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    context = getattr(err, "context", None)
-    reason = f"invalid YAML: {context}, {problem}" if context else f"invalid YAML: {problem}"
-    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else f"document {index}"
-    return ManifestError(f"{location}: {where}: {reason}", location=location, path="", reason=reason)
-
-
-def _raw_documents(text: str, source: str) -> list[tuple[int, Any]]:
-    if text.lstrip().startswith("{"):
-        # JSON is valid YAML, but the json module is faster and accepts tab indentation.
-        try:
-            return [(1, json.loads(text))]
-        except json.JSONDecodeError:
-            pass  # maybe YAML flow style; let the YAML parser have it and report its errors
-        except RecursionError:
-            raise _text_error(source, "invalid JSON: nested too deeply") from None
-        except ValueError:  # not a JSONDecodeError: an integer beyond Python's limit on digits
-            raise _text_error(source, "invalid JSON: a number has too many digits") from None
-    docs: list[tuple[int, Any]] = []
-    index = 0
+def _documents(text: str, source: str) -> list[decode.Document]:
     try:
-        where = too_deep(text)
-        if where is not None:
-            raise _text_error(source, f"{where}: invalid YAML: collections nested deeper than {MAX_DEPTH} levels")
-        for doc in yaml.load_all(text, Loader=_HardenedLoader):
-            index += 1
-            docs.append((index, doc))
-    except yaml.YAMLError as e:
-        raise _yaml_error(source, index + 1, e, text) from None
-    except UnicodeError as e:  # lone surrogates: only Python callers can pass such a str
-        raise _text_error(source, f"not valid Unicode text: {getattr(e, 'reason', e)}") from None
-    return docs
+        return decode.load_documents(text)
+    except TextError as e:
+        location = f"{source}: document {e.document}" if e.document else source
+        message = f"{location}: {e.where}: {e.reason}" if e.where else f"{location}: {e.reason}"
+        raise ManifestError(message, location=location, reason=e.reason) from None
 
 
-def _text_error(source: str, reason: str) -> ManifestError:
-    return ManifestError(f"{source}: {reason}", location=source, path="", reason=reason)
+_ITEM_PATH_RE = re.compile(r"items\[(\d+)\]\.(.+)")
 
 
-def load_documents(text: str, source: str = "<input>") -> list[tuple[str, dict[str, Any]]]:
-    """Split ``text`` into object dicts, each with a location label for error messages.
-
-    Labels look like ``pods.yaml: document 3`` or ``pods.yaml: document 2, items[4]`` (documents
-    count from 1, including empty ones, so the number matches the file). Items of a ``PodList``,
-    ``NodeList``, ... without their own ``kind``/``apiVersion`` inherit them from the list, as the
-    API server's list responses omit them.
-    """
-    out: list[tuple[str, dict[str, Any]]] = []
-    for index, doc in _raw_documents(text, source):
+def _objects(
+    text: str, source: str, validate: str, warn: Callable[[str], None] | None
+) -> list[tuple[str, dict[str, Any], list[str]]]:
+    """The objects of ``text``: (location label, object, paths of its duplicated keys) each; a
+    ``kind: List`` document's own fields are decoded here, by ``validate``."""
+    out: list[tuple[str, dict[str, Any], list[str]]] = []
+    for document in _documents(text, source):
+        doc = document.value
         if doc is None:
             continue
-        label = f"{source}: document {index}"
+        label = f"{source}: document {document.index}"
         if not isinstance(doc, dict):
             raise ManifestError(
-                f"{label}: expected a mapping (a Kubernetes object), got {_type_name(doc)}",
+                f"{label}: expected a mapping (a Kubernetes object), got {type_name(doc)}",
                 location=label,
                 reason="expected a mapping",
             )
+        duplicates = [path for path, _ in document.duplicates]
         kind = doc.get("kind")
         if not (isinstance(kind, str) and kind.endswith("List")):
-            out.append((label, doc))
+            out.append((label, doc, duplicates))
             continue
+        # A list's duplicates are its items' (relative to each item) or its own.
+        by_item: dict[int, list[str]] = {}
+        own: list[str] = []
+        for path in duplicates:
+            m = _ITEM_PATH_RE.fullmatch(path)
+            if m is None:
+                own.append(path)
+            else:
+                by_item.setdefault(int(m.group(1)), []).append(m.group(2))
+        try:
+            problems = _strict(doc, _LIST, validate, warn, own)
+        except FieldError as e:
+            raise _error(label, kind, doc, e.path, e.reason) from None
+        if problems is not None:
+            raise _error(label, kind, doc, "", problems)
         items = doc.get("items")
         if items is None:
             continue
         if not isinstance(items, list):
-            reason = f"expected a list, got {_type_name(items)}"
+            reason = f"expected a list, got {type_name(items)}"
             raise ManifestError(
                 f"{label} ({kind}): items: {reason}",
                 location=f"{label} ({kind})",
@@ -1032,7 +1061,7 @@ def load_documents(text: str, source: str = "<input>") -> list[tuple[str, dict[s
             item_label = f"{label}, items[{i}]"
             if not isinstance(item, dict):
                 raise ManifestError(
-                    f"{item_label}: expected a mapping (a Kubernetes object), got {_type_name(item)}",
+                    f"{item_label}: expected a mapping (a Kubernetes object), got {type_name(item)}",
                     location=item_label,
                     reason="expected a mapping",
                 )
@@ -1042,21 +1071,60 @@ def load_documents(text: str, source: str = "<input>") -> list[tuple[str, dict[s
                     **({"apiVersion": api_version} if api_version is not None else {}),
                     **item,
                 }
-            out.append((item_label, item))
+            out.append((item_label, item, by_item.get(i, [])))
     return out
 
 
-def parse_objects(text: str, source: str = "<input>") -> list[Pod | Node | Reservation]:
-    """Parse every Pod, Node and Reservation in ``text`` (YAML or JSON), in document order."""
+def load_documents(text: str, source: str = "<input>") -> list[tuple[str, dict[str, Any]]]:
+    """Split ``text`` into object dicts, each with a location label for error messages.
+
+    Labels look like ``pods.yaml: document 3`` or ``pods.yaml: document 2, items[4]`` (documents
+    count from 1, including empty ones, so the number matches the file). Items of a ``PodList``,
+    ``NodeList``, ... without their own ``kind``/``apiVersion`` inherit them from the list, as the
+    API server's list responses omit them. Fields are not decoded here (see :func:`parse_objects`).
+    """
+    return [(label, obj) for label, obj, _ in _objects(text, source, "ignore", None)]
+
+
+def parse_objects(
+    text: str,
+    source: str = "<input>",
+    *,
+    validate: str = "strict",
+    warn: Callable[[str], None] | None = None,
+) -> list[Pod | Node | Reservation]:
+    """Parse every Pod, Node and Reservation in ``text`` (YAML or JSON), in document order.
+
+    ``validate`` is ``kubectl apply --validate``'s (:data:`VALIDATE_MODES`): with ``strict``, a field
+    the object's type does not have (at any depth) or a key given twice is an error naming them all,
+    ``in.yaml: document 1 (Pod default/p): unknown field "spec.nodeSelectr"``; with ``warn``, each is
+    passed to ``warn`` as one line, ``Warning: unknown field "spec.nodeSelectr"``, and otherwise
+    ignored; with ``ignore``, they are ignored. A text without objects (empty, only ``---`` or
+    comments, an empty List) is an error: ``in.yaml: no objects passed to apply``, kubectl's words.
+    """
+    decode.check_validate(validate)
+    with decode.paused_gc():
+        objects = _parse(text, source, validate, warn)
+    if not objects:
+        reason = "no objects passed to apply"
+        raise ManifestError(f"{source}: {reason}", location=source, reason=reason)
+    return objects
+
+
+def _parse(
+    text: str, source: str, validate: str, warn: Callable[[str], None] | None
+) -> list[Pod | Node | Reservation]:
     objects: list[Pod | Node | Reservation] = []
-    for label, obj in load_documents(text, source):
+    for label, obj, duplicates in _objects(text, source, validate, warn):
         kind = obj.get("kind")
         if kind == "Reservation":
-            objects.append(reservation_from_dict(obj, label))
+            objects.append(
+                _from_dict("Reservation", _build_reservation, _RESERVATION, obj, label, validate, warn, duplicates)
+            )
         elif kind == "Pod" or kind == "Node":
             api_version = obj.get("apiVersion")
             if api_version is not None and api_version != "v1":
-                shown = f'"{api_version}"' if isinstance(api_version, str) else _type_name(api_version)
+                shown = f'"{api_version}"' if isinstance(api_version, str) else type_name(api_version)
                 raise _error(
                     label,
                     kind,
@@ -1064,7 +1132,10 @@ def parse_objects(text: str, source: str = "<input>") -> list[Pod | Node | Reser
                     "apiVersion",
                     f'unsupported apiVersion {shown} for {kind} (expected "v1")',
                 )
-            objects.append(pod_from_dict(obj, label) if kind == "Pod" else node_from_dict(obj, label))
+            if kind == "Pod":
+                objects.append(_from_dict("Pod", _build_pod, _POD, obj, label, validate, warn, duplicates))
+            else:
+                objects.append(_from_dict("Node", _build_node, _NODE, obj, label, validate, warn, duplicates))
         elif kind is None:
             raise ManifestError(
                 f"{label}: kind: required field is missing (supported: Pod, Node, Reservation)",
@@ -1075,7 +1146,7 @@ def parse_objects(text: str, source: str = "<input>") -> list[Pod | Node | Reser
             raise _error(label, kind, obj, "", f'unsupported kind "{kind}" (supported: Pod, Node, Reservation)')
         else:
             raise ManifestError(
-                f"{label}: kind: expected a string, got {_type_name(kind)}", location=label, path="kind"
+                f"{label}: kind: expected a string, got {type_name(kind)}", location=label, path="kind"
             )
     return objects
 

@@ -582,7 +582,7 @@ ERRORS: list[Any] = [
     ),
     pytest.param(
         "profiles:\n- plugins:\n    score:\n      enabled:\n      - name: Custom\n        weight: high\n",
-        "scheduler.yaml: profiles[0].plugins.score.enabled[0].weight: must be an integer, got string",
+        "scheduler.yaml: profiles[0].plugins.score.enabled[0].weight: expected an integer, got string",
         id="weight-type",
     ),
     pytest.param(
@@ -597,7 +597,7 @@ ERRORS: list[Any] = [
     ),
     pytest.param(
         "profiles:\n- pluginConfig:\n  - name: Gang\n    args: [1, 2]\n",
-        "scheduler.yaml: profiles[0].pluginConfig[0].args: must be a mapping, got list",
+        "scheduler.yaml: profiles[0].pluginConfig[0].args: expected a mapping, got list",
         id="plugin-config-args-type",
     ),
     pytest.param(
@@ -614,17 +614,17 @@ ERRORS: list[Any] = [
     ),
     pytest.param(
         "profiles:\n- schedulerName: a\n  plugin: {}\n",
-        'scheduler.yaml: profiles[0]: unknown field "plugin"',
+        'scheduler.yaml: unknown field "profiles[0].plugin"',
         id="unknown-profile-field",
     ),
     pytest.param(
         "profiles:\n- plugins:\n    Filter: {}\n",
-        'scheduler.yaml: profiles[0].plugins: unknown field "Filter"',
+        'scheduler.yaml: unknown field "profiles[0].plugins.Filter"',
         id="field-names-are-case-sensitive",
     ),
     pytest.param(
         "leaderElection:\n  leaderElection: true\n",
-        'scheduler.yaml: leaderElection: unknown field "leaderElection"',
+        'scheduler.yaml: unknown field "leaderElection.leaderElection"',
         id="unknown-leader-election-field",
     ),
     pytest.param(
@@ -634,12 +634,12 @@ ERRORS: list[Any] = [
     ),
     pytest.param(
         "percentageOfNodesToScore: '50'\n",
-        "scheduler.yaml: percentageOfNodesToScore: must be an integer, got string",
+        "scheduler.yaml: percentageOfNodesToScore: expected an integer, got string",
         id="wrong-type",
     ),
     pytest.param(
         "profiles: {schedulerName: a}\n",
-        "scheduler.yaml: profiles: must be a list, got mapping",
+        "scheduler.yaml: profiles: expected a list, got mapping",
         id="profiles-not-a-list",
     ),
     pytest.param(
@@ -685,21 +685,22 @@ def test_validation_errors(body: str, message: str) -> None:
             'and kind "KubeSchedulerConfiguration"',
             id="empty",
         ),
-        pytest.param("- 1\n- 2\n", "scheduler.yaml: must be a mapping, got list", id="not-a-mapping"),
+        pytest.param("- 1\n- 2\n", "scheduler.yaml: expected a mapping, got list", id="not-a-mapping"),
         pytest.param(
             HEADER + "profiles:\n  - schedulerName: a\n   plugins: {}\n",
             "scheduler.yaml: line 5, column 4: invalid YAML: "
-            "expected <block end>, but found '<block mapping start>'",
+            "while parsing a block collection, did not find expected '-' indicator",
             id="yaml-syntax",
         ),
         pytest.param(
             HEADER + "percentageOfNodesToScore: 10\npercentageOfNodesToScore: 20\n",
-            "scheduler.yaml: line 4, column 1: invalid YAML: duplicate field 'percentageOfNodesToScore'",
+            'scheduler.yaml: line 4, column 1: duplicate field "percentageOfNodesToScore"',
             id="duplicate-field",
         ),
         pytest.param(
             HEADER + "---\n" + HEADER,
-            "scheduler.yaml: line 3, column 1: invalid YAML: but found another document",
+            "scheduler.yaml: line 3, column 1: invalid YAML: expected a single document in the stream, "
+            "but found another document",
             id="two-documents",
         ),
     ],
@@ -847,7 +848,7 @@ extenders:
 profiles:
 - plugins:
     multiPoint:
-      enabled: [{name: Custom, weight: -2}]
+      enabled: [{name: Custom, weight: 100}]
 """
     )
     assert cfg.extra == {
@@ -862,10 +863,8 @@ profiles:
         "scheduler.yaml: healthzBindAddress: this field was removed from KubeSchedulerConfiguration in "
         "v1beta3 (kube-scheduler rejects it in v1); Outrigger ignores it",
         *DEFAULT_WARNINGS,
-        "scheduler.yaml: profiles[0].plugins.multiPoint.enabled[0].weight: negative weight -2 inverts the "
-        'preference of plugin "Custom"',
     ]
-    assert cfg.profiles[0].score_weights["Custom"] == -2
+    assert cfg.profiles[0].score_weights["Custom"] == 100
 
 
 def test_plugin_args_by_plugin() -> None:

@@ -130,9 +130,18 @@ def test_leading_separator_and_trailing_separator() -> None:
     assert load_documents(text) == [("<input>: document 1", {"kind": "Node", "metadata": {"name": "n1"}})]
 
 
-def test_empty_input_has_no_objects() -> None:
-    assert parse_objects("") == []
-    assert parse_objects("# nothing\n") == []
+@pytest.mark.parametrize(
+    "text",
+    ["", "---\n", "---\n---\n", "# nothing\n", "\n\n  \n", "apiVersion: v1\nkind: List\nitems: []\n",
+     "kind: PodList\n"],
+    ids=["empty", "separator", "separators", "comment", "blank", "empty-list", "list-without-items"],
+)
+def test_input_without_objects_is_an_error_as_in_kubectl_apply(text: str) -> None:
+    with pytest.raises(ManifestError) as err:
+        parse_objects(text, "in.yaml")
+    assert (str(err.value), err.value.location, err.value.reason) == (
+        "in.yaml: no objects passed to apply", "in.yaml", "no objects passed to apply")
+    assert load_documents(text, "in.yaml") == []  # splitting alone finds nothing, without complaint
 
 
 def test_json_object() -> None:
@@ -852,8 +861,9 @@ def test_node_to_dict_round_trips_when_built_from_the_model() -> None:
 
 P = "pods.yaml: document 1 (Pod default/web-1): "
 NAME_RULE = (
-    "must be a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.', "
-    "starting and ending with a letter or digit, at most 253 characters)"
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 )
 RFC3339_HINT = "(expected RFC3339, e.g. 2024-01-02T03:04:05Z)"
 EFFECTS = "(supported: NoExecute, NoSchedule, PreferNoSchedule)"
@@ -927,30 +937,30 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     (
         "missing name",
         pod_manifest(meta={"name": None}),
-        "pods.yaml: document 1 (Pod): metadata.name: required field is missing",
+        "pods.yaml: document 1 (Pod): metadata.name: Required value: name or generateName is required",
     ),
     (
         "missing metadata",
         {"apiVersion": "v1", "kind": "Node"},
-        "pods.yaml: document 1 (Node): metadata.name: required field is missing",
+        "pods.yaml: document 1 (Node): metadata.name: Required value: name or generateName is required",
     ),
     (
         "invalid name",
         pod_manifest(meta={"name": "Web_1"}),
-        'pods.yaml: document 1 (Pod default/Web_1): metadata.name: invalid name "Web_1": ' + NAME_RULE,
+        'pods.yaml: document 1 (Pod default/Web_1): metadata.name: Invalid value: "Web_1": ' + NAME_RULE,
     ),
     (
         "name too long",
         pod_manifest(meta={"name": "a" * 254}),
-        f'pods.yaml: document 1 (Pod default/{"a" * 254}): metadata.name: invalid name "{"a" * 254}": '
-        + NAME_RULE,
+        f'pods.yaml: document 1 (Pod default/{"a" * 254}): metadata.name: Invalid value: "{"a" * 254}": '
+        "must be no more than 253 characters",
     ),
     (
         "invalid namespace",
         pod_manifest(meta={"namespace": "a.b"}),
         (
-            'pods.yaml: document 1 (Pod a.b/web-1): metadata.namespace: invalid namespace "a.b": '
-            "must be a lowercase RFC 1123 label"
+            'pods.yaml: document 1 (Pod a.b/web-1): metadata.namespace: Invalid value: "a.b": '
+            "must not contain dots"
         ),
     ),
     (

@@ -43,6 +43,18 @@ class Registry:
     def factory(self, name: str) -> Factory:
         return self._factories[name]
 
+    def build(self, name: str, args: dict[str, Any], handle: Handle | None, where: str = "") -> Plugin:
+        """Plugin ``name`` made from its ``args``. A :class:`PluginArgsError` begins with ``where``, where
+        the args were written (``ProfileConfig.args_location``: ``sched.yaml: profiles[0]
+        (default-scheduler): pluginConfig[2] (NodeResourcesFit)``), in place of the plugin's own name."""
+        try:
+            return self._factories[name](args, handle)
+        except PluginArgsError as exc:
+            if not where:
+                raise
+            detail = str(exc).removeprefix(f"{name}: ")
+            raise PluginArgsError(f"{where}: {detail}") from None
+
     def points(self) -> Mapping[str, frozenset[str]]:
         """Name → extension points, the shape the configuration loader validates against."""
         return dict(self._points)
