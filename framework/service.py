@@ -745,10 +745,12 @@ async def start_plugin_services(listen: str = "127.0.0.1:0", *, tls: ServerTLS |
 
 
 def ready_line(listen: str, srv: Server) -> str:
-    """The line ``outrigger serve`` prints once it serves: where the Scheduler API (and the HTTP port)
-    can be reached."""
+    """The line ``outrigger serve`` prints once it serves: where the Scheduler API (and the secure and
+    plain HTTP ports) can be reached."""
     host = listen.rsplit(":", 1)[0] if ":" in listen else listen
     line = f"outrigger: serving the Scheduler API on {host}:{srv.port}"
+    if srv.observability is not None and srv.observability.secure is not None:
+        line += f", HTTPS on {srv.observability.secure.address}"
     if srv.observability is not None and srv.observability.http is not None:
         line += f", HTTP on {srv.observability.http.address}"
     return line

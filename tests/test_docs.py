@@ -367,12 +367,23 @@ class Session:
         server_like = args.command == "serve" or (args.command == "plugin" and args.plugin_command == "serve")
         if server_like:
             assert "--listen" in cmd.words, f"{cmd.where}: give --listen so that the test can move the port"
+            if args.command == "serve":
+                argv = self.secure_port(argv)
             self.start(cmd, argv, args.listen)
             return
         assert not cmd.background, f"{cmd.where}: only servers run in the background"
         # A client may ask before the server has acted on what it was just given (a pod applied a moment
         # ago is being scheduled): a few bounded retries, as a person would retry.
         self.outputs[cmd.text] = self.until_ok(cmd, argv, attempts=3 if "--server" in cmd.words else 1)
+
+    def secure_port(self, argv: list[str]) -> list[str]:
+        """``--secure-port N`` of ``outrigger serve`` moves with the document's ``127.0.0.1:N`` (to the same
+        free port), or to a free port of its own; without the flag the port stays off (tests/conftest.py)."""
+        at = argv.index("--secure-port") + 1 if "--secure-port" in argv else 0
+        if not at or argv[at] == "0":
+            return argv
+        moved = self.ports.setdefault(f"127.0.0.1:{argv[at]}", f"127.0.0.1:{free_port()}")
+        return [*argv[:at], moved.rpartition(":")[2], *argv[at + 1:]]
 
     def script(self, cmd: Command) -> None:
         """``python FILE.py``: one of docs/examples' scripts, run with this interpreter."""

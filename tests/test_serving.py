@@ -49,7 +49,13 @@ from framework.observe.auth import (
 from framework.observe.certs import fingerprint
 from framework.observe.configz import componentconfig
 from framework.observe.health import HealthChecks
-from framework.observe.serving import SecureServing, ServingConfigError, parse_duration, serving_config
+from framework.observe.serving import (
+    SECURE_PORT_ENV,
+    SecureServing,
+    ServingConfigError,
+    parse_duration,
+    serving_config,
+)
 from framework.profiles import build_registry, default_scheduler_config
 from framework.service import Server, start_server
 
@@ -472,7 +478,14 @@ def args_of(*argv: str) -> Any:
     return cli.parser().parse_args(["serve", *argv])
 
 
-def test_serving_flags_default_to_kube_schedulers_port_on_loopback() -> None:
+@pytest.fixture
+def default_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--secure-port``'s own default (tests/conftest.py turns it off for the frameworks tests start)."""
+    monkeypatch.delenv(SECURE_PORT_ENV, raising=False)
+
+
+def test_serving_flags_default_to_kube_schedulers_port_on_loopback(default_port: None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     assert serving_config(args_of()) == SecureServing(
         bind_address="127.0.0.1", port=10259, always_allow_paths=("/healthz", "/readyz", "/livez"))
     assert serving_config(args_of("--secure-port", "0")) is None
@@ -484,6 +497,8 @@ def test_serving_flags_default_to_kube_schedulers_port_on_loopback() -> None:
     assert got == SecureServing(bind_address="0.0.0.0", token_auth_file="t.csv", authentication_kubeconfig="kc.yaml",
                                 authorization_kubeconfig="kc.yaml", always_allow_paths=("/healthz", "/debug/*"),
                                 token_cache_ttl=2.0, allow_cache_ttl=90.0, deny_cache_ttl=0.5)
+    monkeypatch.setenv(SECURE_PORT_ENV, "20259")  # a machine with several frameworks moves the default
+    assert serving_config(args_of()) == SecureServing(port=20259)
 
 
 @pytest.mark.parametrize(
@@ -503,7 +518,7 @@ def test_serving_flags_default_to_kube_schedulers_port_on_loopback() -> None:
          "--authorization-webhook-cache-authorized-ttl: 'ten' is not a duration (like 10s, 1m30s or 500ms)"),
     ],
 )
-def test_bad_serving_flags_are_one_line_errors(argv: list[str], message: str,
+def test_bad_serving_flags_are_one_line_errors(argv: list[str], message: str, default_port: None,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ServingConfigError) as err:
         serving_config(args_of(*argv))
@@ -815,3 +830,29 @@ def test_outrigger_serve_on_a_live_cluster_is_ready_only_once_its_informers_sync
             proc.stderr.close()
         kube_cluster.kubectl("delete", "clusterrolebinding", f"outrigger-scheduler:{kube_namespace}",
                              "--ignore-not-found")
+
+
+def test_serve_announces_the_secure_port_and_serves_it() -> None:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "framework.cli", "serve", "--listen", "127.0.0.1:0",
+                             "--secure-port", str(port), "--http", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()  # serve prints within seconds, or exits (and the line is empty)
+
+        async def healthz() -> tuple[int, str]:
+            client = Client(f"https://127.0.0.1:{port}", await fetched_context(port))
+            try:
+                return await client("/healthz")
+            finally:
+                await client.close()
+
+        answer = asyncio.run(healthz()) if ready else None
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    head, _, rest = ready.partition(f", HTTPS on 127.0.0.1:{port}, HTTP on 127.0.0.1:")
+    assert head.startswith("outrigger: serving the Scheduler API on 127.0.0.1:") and rest.strip().isdigit(), (
+        ready, err)
+    assert answer == (200, "ok")

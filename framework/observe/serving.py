@@ -10,7 +10,8 @@
 ``outrigger serve`` flags (:func:`add_serving_flags`, :func:`serving_config`):
 
 ================================================  ================================================
-``--secure-port N``                               HTTPS port (default 10259; 0: no secure port)
+``--secure-port N``                               HTTPS port (default ``$OUTRIGGER_SECURE_PORT``, else
+                                                  10259; 0: no secure port)
 ``--bind-address IP``                             its address (default 127.0.0.1)
 ``--tls-cert-file``, ``--tls-private-key-file``   its certificate (default: self-signed, in memory)
 ``--client-ca-file``                              authenticate client certificates signed by this CA
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # imported when the port is built: every `outrigger` command 
 __all__ = [
     "DEFAULT_BIND_ADDRESS",
     "DEFAULT_SECURE_PORT",
+    "SECURE_PORT_ENV",
     "Built",
     "SecureServing",
     "ServingConfigError",
@@ -69,6 +71,9 @@ log = logging.getLogger("outrigger.serving")
 
 DEFAULT_SECURE_PORT = 10259
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
+#: The environment variable ``--secure-port`` defaults to (like ``--server``'s ``OUTRIGGER_SERVER``): a
+#: machine running several frameworks, or a test suite, sets it once.
+SECURE_PORT_ENV = "OUTRIGGER_SECURE_PORT"
 
 
 class ServingConfigError(ValueError):
@@ -253,8 +258,10 @@ def add_serving_flags(parser: argparse.ArgumentParser) -> None:
     """kube-scheduler's serving, authentication and authorization flags (``outrigger serve``)."""
     g = parser.add_argument_group("secure serving (kube-scheduler's /healthz, /livez, /readyz, /metrics, "
                                   "/configz and debug paths over HTTPS)")
-    g.add_argument("--secure-port", type=int, default=DEFAULT_SECURE_PORT, metavar="N",
-                   help=f"serve HTTPS on this port (default {DEFAULT_SECURE_PORT}; 0: no secure port)")
+    default = os.environ.get(SECURE_PORT_ENV) or str(DEFAULT_SECURE_PORT)
+    g.add_argument("--secure-port", type=int, default=default, metavar="N",
+                   help=f"serve HTTPS on this port (default ${SECURE_PORT_ENV}, else {DEFAULT_SECURE_PORT}; now "
+                        f"{default}; 0: no secure port)")
     g.add_argument("--bind-address", default=DEFAULT_BIND_ADDRESS, metavar="IP",
                    help=f"address of the secure port (default {DEFAULT_BIND_ADDRESS}; 0.0.0.0 for every "
                         "interface, which needs authentication)")
