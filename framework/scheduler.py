@@ -347,7 +347,8 @@ class Scheduler:
             for ref in refs:
                 if ref.name not in instances:
                     args = dict(profile.plugin_args.get(ref.name, {}))
-                    instances[ref.name] = self.registry.factory(ref.name)(args, self.handle)
+                    where = profile.args_location(ref.name)  # a PluginArgsError names file, profile and plugin
+                    instances[ref.name] = self.registry.build(ref.name, args, self.handle, where)
                 lists.setdefault(point, []).append(instances[ref.name])
         return Framework(
             profile.scheduler_name,
