@@ -30,6 +30,9 @@ Scenarios:
   v1 Node objects / in ``nodeCacheCapable`` mode with node names; 1000 measured pods.
 - ``remote-traced``: ``remote`` with tracing on (always-on sampler, a batch span processor into an
   in-process sink); reports spans per pod.
+- ``remote-go``: ``remote-streams`` with BenchTier written with the Go SDK (clients/go, built with
+  ``go build`` on first use); ``remote-go-fit``: ``basic`` with kube-scheduler's own NodeResourcesFit
+  served remotely by the Go adapter in place of the in-process one.
 - ``replicas-1`` / ``replicas-2``: ``basic`` plus :class:`HeavyScore`, a remote Score plugin with a
   fixed amount of CPU work per node, on one and on two plugin host processes (each pod's Score batch
   is split over the replicas); 1000 measured pods.
@@ -63,6 +66,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -738,11 +742,90 @@ def _post_json(address: str, path: str, body: Any) -> Any:
         conn.close()
 
 
+# ---- scenarios with a Go plugin host (clients/go) ---------------------------------------------------
+
+GO_MODULE = Path(__file__).resolve().parent.parent / "clients" / "go"
+GO_BUILD_SECONDS = 900
+
+
+def go_binary(cmd: str) -> str:
+    """``clients/go/.bin/<cmd>``, built from ``clients/go/cmd/<cmd>`` (the Go build cache makes a
+    rebuild of unchanged code a link only)."""
+    out = GO_MODULE / ".bin" / cmd
+    try:
+        subprocess.run(
+            ["go", "build", "-trimpath", "-o", str(out), f"./cmd/{cmd}"], cwd=GO_MODULE, check=True,
+            capture_output=True, text=True, timeout=GO_BUILD_SECONDS, env={**os.environ, "CGO_ENABLED": "0"},
+        )
+    except FileNotFoundError:
+        raise RuntimeError(f"building {cmd} needs `go` on PATH (clients/go, docs/plugin-go.md)") from None
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"go build ./cmd/{cmd} failed: {exc.stderr.strip()[-2000:]}") from None
+    return str(out)
+
+
+class RemoteGoScenario(RemoteStreamsScenario):
+    """``remote-streams`` with BenchTier written with the Go SDK (``outrigger-benchtier``): the same
+    logic, the same exchanges (Filter with scores in one exchange per cycle), a Go host."""
+
+    name = "remote-go"
+    description = (
+        "remote-streams with BenchTier written with the Go SDK (clients/go/cmd/outrigger-benchtier): one Filter "
+        "exchange (scores included) per cycle to a Go plugin host; 5000 measured pods"
+    )
+
+    def host_argv(self) -> list[str]:
+        return [go_binary("outrigger-benchtier"), "--listen", "127.0.0.1:0"]
+
+    @contextlib.asynccontextmanager
+    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
+        argv = await asyncio.get_running_loop().run_in_executor(None, self.host_argv)
+        async with contextlib.AsyncExitStack() as stack:
+            hosts = [await stack.enter_async_context(ServerProcess(argv, "Go plugin host"))
+                     for _ in range(self.replicas)]
+            self._addresses = [h.address for h in hosts]
+            try:
+                yield
+            finally:
+                await self._close()
+
+
+UPSTREAM_FIT = "UpstreamNodeResourcesFit"
+
+
+class RemoteUpstreamFitScenario(RemoteGoScenario):
+    """``basic`` with kube-scheduler's own NodeResourcesFit (k8s.io/kubernetes at the pinned release,
+    unmodified) served out of process by the Go adapter in place of Outrigger's in-process one."""
+
+    name = "remote-go-fit"
+    description = (
+        "basic with kube-scheduler's own NodeResourcesFit served remotely by the Go adapter "
+        "(outrigger-kube-plugins) in place of the in-process one; 5000 measured pods"
+    )
+
+    def node_labels(self, i: int) -> dict[str, str]:
+        return {}
+
+    def host_argv(self) -> list[str]:
+        return [go_binary("outrigger-kube-plugins"), "--listen", "127.0.0.1:0", "--prefix", "Upstream"]
+
+    def config(self, registry: Registry) -> SchedulerConfig:
+        profile = {
+            "schedulerName": "default-scheduler",
+            "plugins": {"multiPoint": {"enabled": [{"name": UPSTREAM_FIT, "weight": 1}],
+                                       "disabled": [{"name": "NodeResourcesFit"}]}},
+        }
+        text = json.dumps({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                           "profiles": [profile]})
+        return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), RemoteStreamsScenario(), ExtenderScenario(),
         ExtenderNamesScenario(), TracedRemoteScenario(), ReplicasScenario(1), ReplicasScenario(2),
+        RemoteGoScenario(), RemoteUpstreamFitScenario(),
     )
 }
 
@@ -973,6 +1056,7 @@ RATIO_TARGETS = (
     ("extender-names", "remote", 1 / 3, "remote >= 3 x extender (nodeCacheCapable, node names)"),
     ("replicas-2", "replicas-1", 1.6, "2 replicas >= 1.6 x 1 replica (CPU-heavy remote Score)"),
     ("remote-traced", "remote", 0.85, "tracing on >= 0.85 x tracing off (remote)"),
+    ("remote-go", "remote-streams", 1.0, "Go plugin host >= Python plugin host (the same logic)"),
 )
 
 
