@@ -501,10 +501,10 @@ async def serve_cluster(
         await srv.stop()
         raise
     if srv.observability is not None:  # /readyz fails until the informers have listed everything once
-        informers = {"nodes": source.nodes, "namespaces": source.namespaces, "pods": source.pods}
+        synced = {"nodes": source.nodes.synced, "namespaces": source.namespaces.synced, "pods": source.pods.synced}
 
         def informers_synced() -> str | None:
-            waiting = [name for name, informer in informers.items() if not informer.synced.is_set()]
+            waiting = [name for name, listed in synced.items() if not listed.is_set()]
             return f"waiting for the first list of {', '.join(waiting)}" if waiting else None
 
         srv.observability.checks.add("informer-sync", informers_synced, readyz=True)

@@ -133,7 +133,7 @@ def server_context(cert_file: str = "", key_file: str = "", client_ca_file: str 
             ctx.load_cert_chain(cert_path, key_path)
         source = "self-signed"
     try:
-        print_ = fingerprint(cert_pem)
+        digest = fingerprint(cert_pem)
     except ValueError:
         raise CertificateError(f"--tls-cert-file {cert_file}: not a PEM certificate") from None
     if client_ca_file:
@@ -145,4 +145,4 @@ def server_context(cert_file: str = "", key_file: str = "", client_ca_file: str 
                                    "(not a PEM certificate?)") from None
         # Ask for a certificate, verify one when given; callers without one authenticate otherwise.
         ctx.verify_mode = ssl.CERT_OPTIONAL
-    return ServingTLS(ctx, source, print_, cert_pem, client_ca_file)
+    return ServingTLS(ctx, source, digest, cert_pem, client_ca_file)

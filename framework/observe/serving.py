@@ -9,20 +9,19 @@
 
 ``outrigger serve`` flags (:func:`add_serving_flags`, :func:`serving_config`):
 
-================================================  ================================================
-``--secure-port N``                               HTTPS port (default ``$OUTRIGGER_SECURE_PORT``, else
-                                                  10259; 0: no secure port)
-``--bind-address IP``                             its address (default 127.0.0.1)
-``--tls-cert-file``, ``--tls-private-key-file``   its certificate (default: self-signed, in memory)
-``--client-ca-file``                              authenticate client certificates signed by this CA
-``--token-auth-file``                             static bearer tokens (embedded mode)
-``--authentication-kubeconfig``                   the cluster that reviews tokens (TokenReview)
-``--authorization-kubeconfig``                    the cluster that authorizes (SubjectAccessReview)
-``--authorization-always-allow-paths``            open paths (default /healthz,/readyz,/livez)
-``--authentication-token-webhook-cache-ttl``      10s
-``--authorization-webhook-cache-authorized-ttl``  10s
+==================================================  ===================================================================
+``--secure-port N``                                 HTTPS port (default ``$OUTRIGGER_SECURE_PORT``, else 10259; 0: off)
+``--bind-address IP``                               its address (default 127.0.0.1)
+``--tls-cert-file``, ``--tls-private-key-file``     its certificate (default: self-signed, in memory)
+``--client-ca-file``                                authenticate client certificates signed by this CA
+``--token-auth-file``                               static bearer tokens (embedded mode)
+``--authentication-kubeconfig``                     the cluster that reviews tokens (TokenReview)
+``--authorization-kubeconfig``                      the cluster that authorizes (SubjectAccessReview)
+``--authorization-always-allow-paths``              open paths (default /healthz,/readyz,/livez)
+``--authentication-token-webhook-cache-ttl``        10s
+``--authorization-webhook-cache-authorized-ttl``    10s
 ``--authorization-webhook-cache-unauthorized-ttl``  10s
-================================================  ================================================
+==================================================  ===================================================================
 
 Both kubeconfigs default to ``serve --kubeconfig`` (a live cluster), else, inside a pod, to its service
 account (the in-cluster configuration), else there is no cluster: embedded mode, where callers are
