@@ -4,7 +4,7 @@
 
 Pure functions of their arguments (``now`` included). The sections follow kubectl's describers
 (``k8s.io/kubectl/pkg/describe``) as far as the model has the data; what differs is listed in
-docs/configuration.md ("kubectl habits").
+docs/kubectl.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
     print(table_writer().format(rows_text(rows)), end="")
 
 Everything here is a pure function of its arguments (``now`` included), so output can be tested
-exactly. What differs from kubectl, and why, is listed in docs/configuration.md ("kubectl habits").
+exactly. What differs from kubectl, and why, is listed in docs/kubectl.md.
 """
 
 from __future__ import annotations

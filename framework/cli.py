@@ -358,7 +358,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
     validate = _VALIDATE[args.validate]
 
     def warn(message: str) -> None:
-        print(f"warning: {message}", file=sys.stderr)
+        # The server's lines read as kubectl's: `Warning: unknown field "spec.nodeSelectr"`.
+        print(message if message.startswith("Warning:") else f"warning: {message}", file=sys.stderr)
 
     with _client(args) as c:
         if args.dry_run or len(objects) <= APPLY_CHUNK:

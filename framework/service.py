@@ -105,7 +105,7 @@ _VALIDATION = {"Strict": "strict", "Warn": "warn", "Ignore": "ignore"}
 
 
 def _parse(text: str, source: str, validate: str, warn: Callable[[str], None]) -> list[Pod | Node | Reservation]:
-    return parse_objects(text, source)
+    return parse_objects(text, source, validate=validate, warn=warn)
 
 
 def _explicit_uid(obj: Pod | Node) -> str:

@@ -448,6 +448,31 @@ def test_get_then_apply_says_unchanged_and_an_edit_says_configured(served: tuple
         assert (code, run_cli(capsys, *apply)) == (0, (0, want, "")), get
 
 
+@pytest.mark.parametrize(
+    ("flags", "code", "out", "err"),
+    [
+        ([], 1, "", 'error: {path}: document 1 (Pod default/legacy): unknown field "metadata.labls", unknown field '
+                    '"spec.nodeSelectr"\n'),
+        (["--validate=strict"], 1, "", 'error: {path}: document 1 (Pod default/legacy): unknown field '
+                                       '"metadata.labls", unknown field "spec.nodeSelectr"\n'),
+        (["--validate=warn"], 0, "pod/default/legacy created (dry run)\n",
+         'Warning: unknown field "metadata.labls"\nWarning: unknown field "spec.nodeSelectr"\n'),
+        (["--validate", "ignore"], 0, "pod/default/legacy created (dry run)\n", ""),
+        (["--validate=false"], 0, "pod/default/legacy created (dry run)\n", ""),
+    ],
+    ids=["default", "strict", "warn", "ignore", "false"],
+)
+def test_apply_validate_refuses_warns_about_or_ignores_unknown_fields(
+        served: tuple[str, Path], capsys: pytest.CaptureFixture[str], flags: list[str], code: int, out: str,
+        err: str) -> None:
+    address, tmp = served
+    path = tmp / "legacy.yaml"
+    path.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: legacy, labls: {a: b}}\n"
+                    "spec: {nodeSelectr: {x: y}, containers: [{name: c}]}\n")
+    got = run_cli(capsys, "apply", "-f", str(path), "--dry-run", *flags, "--server", address)
+    assert got == (code, out, err.replace("{path}", str(path)))
+
+
 def _last_event_time(address: str, name: str, namespace: str = "default") -> float:
     with SchedulerClient(address) as c:
         return c.list_events("Pod", name, namespace)[-1].timestamp

@@ -4,11 +4,12 @@ Each fenced ``sh`` block of README.md and docs/*.md is split into commands, run 
 document, in a temporary stand-in for the repository (its entries linked in, ``docs/examples``
 copied; ``cd docs/examples`` enters the copy; ``/tmp/...`` paths go to the temporary directory):
 
-- ``outrigger ...``, ``python FILE.py`` and ``curl ...`` (pipelines allowed) are **run**: the console
-  script, this interpreter, the shell. ``outrigger serve`` and ``outrigger plugin serve`` start in the
-  background and are waited for; every ``127.0.0.1:PORT`` of a document (in its commands and in the
-  example files) moves to a free port, so runs never collide. A client command talking to a server
-  gets three tries a second apart; a command that still fails fails the test.
+- ``outrigger ...`` (``> FILE`` allowed), ``python FILE.py`` and ``curl ...`` (pipelines allowed) are
+  **run**: the console script, this interpreter, the shell (curl with ``--fail-with-body``: an HTTP error
+  fails the command). ``outrigger serve`` and ``outrigger plugin serve`` start in the background and are
+  waited for; every ``127.0.0.1:PORT`` of a document (in its commands and in the example files) moves to
+  a free port, so runs never collide. A client command talking to a server gets three tries a second
+  apart; a command that still fails fails the test.
 - ``cat > FILE <<'TAG'`` heredocs write the file; ``export NAME=value`` sets a variable for the
   commands after it; ``. .venv/bin/activate`` is the environment the test already runs in.
 - Anything else must match one of :data:`CHECKS`: a pattern and a function that checks what the
@@ -17,7 +18,10 @@ copied; ``cd docs/examples`` enters the copy; ``/tmp/...`` paths go to the tempo
   neither run nor checked fails the test, naming the file and line.
 
 A ``json`` or ``text`` block right after a command block shows what the block's last command prints:
-it is compared with what the command printed here. The configuration reference names every field the
+it is compared with what the command printed here (a table's AGE column, which depends on the clock, is
+left out of the comparison). A plain block after ``outrigger trace`` shows a span tree: every span it
+names must be printed, in that place in the tree, with the attributes it shows (durations, ids and
+values vary). The configuration reference names every field the
 loaders accept and every ``outrigger`` flag, and relative links between the documents resolve.
 """
 
@@ -204,6 +208,9 @@ MAKE_TARGETS = {
     "install": "tests/test_dependencies.py::test_every_installed_package_is_the_locked_version",
     "lock": "tests/test_dependencies.py::test_lock_pins_every_declared_dependency_within_its_range_with_hashes",
     "test-latest": "CI's newest-versions job (.ci/run), checked by tests/test_dependencies.py",
+    "go-proto": "tests/test_go_plugins.py::test_generated_go_code_is_current",
+    "go-build": "tests/test_go_plugins.py (builds clients/go/cmd/* the same way); Session.go_host here",
+    "go-test": "the test suite itself (make test runs it)",
 }
 
 
@@ -347,6 +354,8 @@ class Session:
             self.curl(cmd)
         elif words[0] == "node" and len(words) > 1 and words[1].endswith(".js"):
             self.node(cmd)
+        elif words[0].startswith("clients/go/.bin/"):
+            self.go_host(cmd)
         else:
             found = _check_for(cmd)
             if found is None:
@@ -359,12 +368,21 @@ class Session:
                 pytest.fail(f"{cmd.where}: `{cmd.text}`: {exc}")
 
     def outrigger(self, cmd: Command) -> None:
-        argv = [OUTRIGGER, *(self.word(w) for w in cmd.words[1:])]
+        words, target = cmd.words, None
+        if ">" in words:  # `outrigger ... > FILE`: what it prints is written to FILE too
+            at = words.index(">")
+            assert at == len(words) - 2, f"{cmd.where}: `> FILE` ends the command"
+            words, target = words[:at], (self.cwd / self.word(words[-1])).resolve()
+            assert target.is_relative_to(self.root.resolve()), f"{cmd.where}: writes outside the test's directory"
+        argv = [OUTRIGGER, *(self.word(w) for w in words[1:])]
         try:
             args = outrigger_parser().parse_args(argv[1:])
-        except SystemExit:
-            pytest.fail(f"{cmd.where}: `{cmd.text}` is not a valid outrigger command line")
-        server_like = args.command == "serve" or (args.command == "plugin" and args.plugin_command == "serve")
+        except SystemExit as exc:
+            if exc.code != 0:  # 0: --version or --help, which print and exit
+                pytest.fail(f"{cmd.where}: `{cmd.text}` is not a valid outrigger command line")
+            args = None
+        server_like = args is not None and (
+            args.command == "serve" or (args.command == "plugin" and args.plugin_command == "serve"))
         if server_like:
             assert "--listen" in cmd.words, f"{cmd.where}: give --listen so that the test can move the port"
             if args.command == "serve":
@@ -375,6 +393,8 @@ class Session:
         # A client may ask before the server has acted on what it was just given (a pod applied a moment
         # ago is being scheduled): a few bounded retries, as a person would retry.
         self.outputs[cmd.text] = self.until_ok(cmd, argv, attempts=3 if "--server" in cmd.words else 1)
+        if target is not None:
+            target.write_text(self.outputs[cmd.text])
 
     def secure_port(self, argv: list[str]) -> list[str]:
         """``--secure-port N`` of ``outrigger serve`` moves with the document's ``127.0.0.1:N`` (to the same
@@ -391,10 +411,12 @@ class Session:
         self.outputs[cmd.text] = self.until_ok(cmd, [sys.executable, cmd.words[1]])
 
     def curl(self, cmd: Command) -> None:
-        """``curl ...`` (a pipeline allowed): run by the shell, which must exit 0."""
+        """``curl ...`` (a pipeline allowed): run by the shell, which must exit 0; an HTTP error status
+        fails curl (``--fail-with-body``), so a documented path that answers 404 fails the test."""
         if shutil.which("curl") is None:
             pytest.skip(f"{cmd.where}: curl is not installed (Debian: apt-get install curl)")
-        line = " ".join(w if w == "|" else shlex.quote(self.word(w)) for w in cmd.words)
+        words = [w for word in cmd.words for w in ([word, "--fail-with-body"] if word == "curl" else [word])]
+        line = " ".join(w if w == "|" else shlex.quote(self.word(w)) for w in words)
         self.outputs[cmd.text] = self.until_ok(cmd, ["bash", "-o", "pipefail", "-c", line], attempts=3)
 
     def node(self, cmd: Command) -> None:
@@ -411,6 +433,16 @@ class Session:
                 pytest.skip(f"{cmd.where}: {why}")
         assert cmd.background and "--listen" in cmd.words, f"{cmd.where}: node servers run in the background"
         argv = ["node", *(self.word(w) for w in cmd.words[1:])]
+        self.start(cmd, argv, argv[argv.index("--listen") + 1])
+
+    def go_host(self, cmd: Command) -> None:
+        """``clients/go/.bin/CMD --listen ADDR &``: a Go plugin host, built as ``make go-build`` builds it."""
+        if shutil.which("go") is None:
+            pytest.skip(f"{cmd.where}: go is not installed")
+        from framework.bench import go_binary
+
+        assert cmd.background and "--listen" in cmd.words, f"{cmd.where}: Go plugin hosts run in the background"
+        argv = [go_binary(Path(cmd.words[0]).name), *(self.word(w) for w in cmd.words[1:])]
         self.start(cmd, argv, argv[argv.index("--listen") + 1])
 
     def until_ok(self, cmd: Command, argv: list[str], attempts: int = 1) -> str:
@@ -520,14 +552,66 @@ def test_every_documented_command_runs_or_is_checked(doc: Path, session: Callabl
         for cmd in cmds:
             s.run(cmd)
         following = doc_blocks[i + 1] if i + 1 < len(doc_blocks) else None
-        if following is not None and following.lang in ("json", "text") and _adjacent(doc, block, following):
-            printed = s.outputs.get(cmds[-1].text)
-            assert printed is not None, f"{following.where}: shows output of `{cmds[-1].text}`, which printed nothing"
-            why = f"{following.where}: not what `{cmds[-1].text}` prints"
-            if following.lang == "json":
+        if following is None or not _adjacent(doc, block, following):
+            continue
+        last = cmds[-1]
+        traced = last.words[:2] == ["outrigger", "trace"] and following.lang == ""
+        if following.lang in ("json", "text") or traced:
+            printed = s.outputs.get(last.text)
+            assert printed is not None, f"{following.where}: shows output of `{last.text}`, which printed nothing"
+            why = f"{following.where}: not what `{last.text}` prints"
+            if traced:
+                missing = _trace_not_printed(following.text, printed)
+                assert not missing, f"{why}: {missing}\nprinted:\n{printed}"
+            elif following.lang == "json":
                 assert json.loads(printed) == json.loads(following.text), why
             else:
-                assert printed.strip() == following.text.strip(), why
+                assert _without_age(printed.strip()) == _without_age(following.text.strip()), f"{why}:\n{printed}"
+
+
+def _without_age(text: str) -> list[list[str]]:
+    """A text's lines as cells (split at runs of 2+ spaces), with the cells under an ``AGE`` or ``Age``
+    header (kubectl's tables and describe's: a duration from the clock) replaced by ``AGE``."""
+    rows = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
+    column: int | None = None
+    for row in rows:
+        header = next((i for i, cell in enumerate(row) if cell in ("AGE", "Age")), None)
+        if header is not None:
+            column = header
+        elif column is not None and len(row) > column:
+            row[column] = "AGE"
+    return rows
+
+
+_SPAN = re.compile(r"^([│ ]*(?:[├└]── )?)(\S+)(.*)$")
+
+
+def _spans(tree: str) -> list[tuple[int, str, set[str]]]:
+    """The span lines of ``outrigger trace``'s tree: (depth, span name, attribute keys shown)."""
+    out = []
+    for line in tree.splitlines():
+        m = _SPAN.match(line)
+        if m is None or line.startswith("trace ") or line.startswith("("):
+            continue
+        depth = len(m.group(1)) // 4
+        out.append((depth, m.group(2), set(re.findall(r"\b([\w.]+)=", m.group(3)))))
+    return out
+
+
+def _trace_not_printed(documented: str, printed: str) -> list[str]:
+    """The documented span lines that the printed tree lacks, in order (a documented tree may leave
+    lines out, not add or move them)."""
+    actual = _spans(printed)
+    missing = []
+    at = 0
+    for depth, name, keys in _spans(documented):
+        found = next((j for j in range(at, len(actual)) if actual[j][:2] == (depth, name) and keys <= actual[j][2]),
+                     None)
+        if found is None:
+            missing.append(f"{'    ' * depth}{name} {' '.join(sorted(keys))}".rstrip())
+        else:
+            at = found + 1
+    return missing
 
 
 def _adjacent(doc: Path, first: Block, second: Block) -> bool:
@@ -682,3 +766,53 @@ def test_relative_links_resolve(doc: Path) -> None:
         if re.match(r"[a-z]+://", target):
             continue
         assert (doc.parent / target).exists(), f"{doc.relative_to(ROOT)} links to {target}, which does not exist"
+
+
+# ---- how printed output is compared ------------------------------------------------------------------
+
+TREE = """\
+trace 0123
+SchedulePod 1.000 ms pod=default/web result=bound
+├── SchedulingCycle 0.900 ms result=scheduled
+│   ├── PreFilter 0.100 ms status.code=Success
+│   │   └── PreFilter/NodeResourcesFit 0.050 ms status.code=Success
+│   └── Filter 0.200 ms filter.nodes_in=3 status.code=Success
+└── BindingCycle 0.100 ms result=bound
+    └── Bind 0.050 ms status.code=Success
+"""
+
+
+@pytest.mark.parametrize(
+    ("documented", "missing"),
+    [
+        (TREE, []),
+        # Lines left out (and other durations and values) are fine...
+        ("SchedulePod 9 ms pod=default/x\n└── BindingCycle 1 ms\n    └── Bind 2 ms\n", []),
+        # ...a span not printed, one in another place, or an attribute not printed are not.
+        ("SchedulePod 1 ms\n├── SchedulingCycle 1 ms\n│   ├── PreScore 1 ms\n", ["        PreScore"]),
+        ("SchedulePod 1 ms\n└── Bind 1 ms\n", ["    Bind"]),
+        ("SchedulePod 1 ms\n├── SchedulingCycle 1 ms\n│   ├── Filter 1 ms filter.to_find=3\n",
+         ["        Filter filter.to_find"]),
+        # In the printed order only.
+        ("SchedulePod 1 ms\n└── BindingCycle 1 ms\n├── SchedulingCycle 1 ms\n", ["    SchedulingCycle"]),
+    ],
+    ids=["same", "shortened", "not-emitted", "moved", "attribute", "reordered"],
+)
+def test_a_documented_trace_names_only_spans_that_are_printed(documented: str, missing: list[str]) -> None:
+    assert _trace_not_printed(documented, TREE) == missing
+
+
+@pytest.mark.parametrize(
+    ("documented", "printed", "same"),
+    [
+        ("NAME   AGE\nweb    3s\n", "NAME   AGE\nweb    12m\n", True),
+        ("NAME   AGE   IP\nweb    3s    <none>\n", "NAME   AGE   IP\nweb    1h2m   <none>\n", True),
+        ("NAME   AGE\nweb    3s\n", "NAME   AGE\napi    3s\n", False),
+        ("Events:\n  Type    Reason     Age   From\n  Normal  Scheduled  3s    x\n",
+         "Events:\n  Type    Reason     Age           From\n  Normal  Scheduled  2m (x2 over 5m)   x\n", True),
+        ("cpu:  500m\n", "cpu:  400m\n", False),  # quantities are not ages
+    ],
+    ids=["age", "age-mid-table", "other-name", "describe-events", "no-age-column"],
+)
+def test_printed_tables_are_compared_without_their_ages(documented: str, printed: str, same: bool) -> None:
+    assert (_without_age(documented) == _without_age(printed)) is same
