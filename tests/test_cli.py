@@ -20,8 +20,8 @@ import pytest
 import yaml
 from framework_thread import FrameworkThread
 
-from clients import SchedulerClient
-from clients.describe import qos_class
+from clients import Event, EventType, ObjectRef, SchedulerClient, Status
+from clients.describe import event_rows, qos_class
 from clients.printers import TabWriter, human_duration
 from framework import cli
 from framework.cli import main
@@ -858,3 +858,28 @@ def test_a_remembering_writer_keeps_column_widths_between_writes() -> None:
 )
 def test_qos_class_is_kubernetes(containers: list[dict[str, Any]], want: str) -> None:
     assert qos_class({"containers": containers}) == want
+
+
+def _event(seq: int, kind: str, at: float, node: str = "", reasons: tuple[str, ...] = ()) -> Event:
+    return Event(seq, EventType[kind], ObjectRef("Pod", "web", "default", "uid-web"), node, Status("", reasons), at)
+
+
+def test_describe_shows_kube_schedulers_events_counted_as_its_recorder_counts_them() -> None:
+    fit = "0/2 nodes are available: 2 Insufficient cpu."
+    events = [
+        _event(1, "APPLIED", 100.0),
+        _event(2, "UNSCHEDULABLE", 101.0, reasons=(fit,)),
+        _event(3, "NOMINATED", 102.0, node="n1"),
+        _event(4, "UNSCHEDULABLE", 160.0, reasons=(fit,)),
+        _event(5, "ERROR", 170.0, reasons=("running PreBind plugin 'X': boom",)),
+        _event(6, "BOUND", 200.0, node="n1"),
+        _event(7, "PREEMPTED", 250.0, node="n1", reasons=("preempted by default/vip on node n1",)),
+        _event(8, "DELETED", 251.0),
+    ]
+    rows = [(r.type, r.reason, r.age(now=300.0), r.source, r.message) for r in event_rows(events, "packer")]
+    assert rows == [
+        ("Warning", "FailedScheduling", "2m20s (x2 over 3m19s)", "packer", fit),
+        ("Warning", "FailedScheduling", "2m10s", "packer", "running PreBind plugin 'X': boom"),
+        ("Normal", "Scheduled", "100s", "packer", "Successfully assigned default/web to n1"),
+        ("Normal", "Preempted", "50s", "packer", "Preempted by default/vip on node n1"),
+    ]
