@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-latest lock lint typecheck unit k8s proto bench fuzz faults clean go-proto go-test
+.PHONY: install demo test test-latest lock lint typecheck unit k8s proto bench fuzz faults clean go-proto go-build go-test
 
 # Every Python package at the version and hash in requirements.lock (docs/dependencies.md), then this
 # project itself, editable, built by the lock's setuptools. An existing .venv is brought to the lock in
@@ -62,7 +62,11 @@ proto: $(STAMP)
 go-proto: $(STAMP)
 	clients/go/genproto.sh
 
-# CGO_ENABLED=0 -trimpath as tests/k8s/build.sh builds kube-scheduler, so the build cache is shared.
+# The Go plugin hosts (clients/go/cmd/*) into clients/go/.bin (ignored by git). CGO_ENABLED=0 -trimpath
+# as tests/k8s/build.sh builds kube-scheduler, so the build cache is shared.
+go-build:
+	cd clients/go && CGO_ENABLED=0 go build -trimpath -o .bin/ ./cmd/...
+
 go-test:
 	cd clients/go && CGO_ENABLED=0 go vet -trimpath ./... && CGO_ENABLED=0 go test -trimpath ./...
 
