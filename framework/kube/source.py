@@ -509,13 +509,20 @@ async def serve_cluster(
 
         srv.observability.checks.add("informer-sync", informers_synced, readyz=True)
     await source.start()
-    log.info("outrigger framework serving on %s (profiles: %s), scheduling the cluster at %s", listen,
-             ", ".join(srv.scheduler.profiles), source.client.config.server)
+    print(f"outrigger framework serving on {srv.address} (profiles: {', '.join(srv.scheduler.profiles)}), "
+          f"scheduling the cluster at {source.client.config.server}", flush=True)
     if srv.observability is not None and srv.observability.http is not None:
         print(f"outrigger framework HTTP (metrics, debug) on {srv.observability.http.address}", flush=True)
+    announce = loop.create_task(_announce_sync(source))
     with contextlib.suppress(asyncio.CancelledError):
         await stop.wait()
     log.info("shutting down")
+    announce.cancel()
     await srv.scheduler.stop()  # binding cycles in flight finish, then their events are sent
     await source.stop()
     await srv.stop()
+
+
+async def _announce_sync(source: KubeSource) -> None:
+    await source.wait_synced()
+    print(f"in sync with the cluster: {len(source.nodes.store)} nodes, {len(source.pods.store)} pods", flush=True)
