@@ -38,7 +38,8 @@ from typing import Any
 
 import aiohttp
 import orjson
-import yaml
+
+from pluginhost.decode import TextError, load_document
 
 __all__ = [
     "ApiClient",
@@ -145,11 +146,13 @@ class KubeConfig:
         where = str(path)
         file = Path(path).expanduser()
         try:
-            doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+            doc = load_document(file.read_text(encoding="utf-8")).value
         except OSError as exc:
             raise KubeConfigError(f"kubeconfig {where}: cannot read it: {exc.strerror or exc}") from None
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
             raise KubeConfigError(f"kubeconfig {where}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        except TextError as exc:  # invalid YAML, or nesting or aliases that would not end
+            raise KubeConfigError(f"kubeconfig {where}: {exc}") from None
         if not isinstance(doc, dict):
             raise KubeConfigError(f"kubeconfig {where}: expected a mapping (kind: Config)")
         name = context or doc.get("current-context") or ""

@@ -49,8 +49,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from pluginhost.decode import TextError, load_document
 from pluginhost.manifest import ManifestError, node_from_dict, pod_from_dict
 from pluginhost.model import Node, Pod
 from pluginhost.status import SUCCESS, Status
@@ -449,8 +448,8 @@ def configured_kubeconfig(config_file: str | None) -> str:
         return ""
     try:
         with open(config_file, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            doc = load_document(fh.read()).value  # the hardened front end: no input recurses without end
+    except (OSError, UnicodeDecodeError, TextError):
         return ""
     conn = doc.get("clientConnection") if isinstance(doc, dict) else None
     value = conn.get("kubeconfig") if isinstance(conn, dict) else None
