@@ -522,3 +522,64 @@ def test_a_stream_not_started_is_refused_and_the_host_keeps_serving(plugin_stub:
     reply = plugin_stub.Handshake(pb.plugin.HandshakeRequest(), timeout=10)
     assert [m.name for m in reply.plugins][:2] == ["UpstreamInterPodAffinity", "UpstreamNodeAffinity"]
     assert list(reply.features) == ["start-batch"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Speed: one 5000-node Filter+Score batch, the Go host against the Python host (the same logic)
+
+BATCH_NODES = 5000
+BATCH_ROUNDS = 15
+
+
+async def batch_seconds(address: str) -> list[float]:
+    """Seconds for BenchTier at ``address`` to answer one Filter (with scores) exchange over a 5000-node
+    batch, each of BATCH_ROUNDS cycles on its own stream, once the host's mirror holds the nodes."""
+    from framework.bench import InProcessPlugin, node_manifest
+    from pluginhost.convert import pod_to_proto
+    from pluginhost.manifest import node_from_dict, pod_from_dict
+
+    text = json.dumps({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                       "profiles": [{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {
+                           "enabled": [{"name": "PrioritySort"}, {"name": "DefaultBinder"}, {"name": "BenchTier"}],
+                           "disabled": [{"name": "*"}]}}}]})
+    rig = await remote_rig([endpoint("tier", address)], lambda reg: load_config(text, reg.points()))
+    try:
+        s = rig.scheduler
+        labels = InProcessPlugin().node_labels
+        for i in range(BATCH_NODES):
+            s.cache.add_node(node_from_dict(node_manifest(i, labels(i))))
+        pod = pod_from_dict({"metadata": {"name": "p", "uid": "uid-p"}, "spec": {"containers": [{"name": "c"}]}})
+        snap = s.cache.snapshot()
+        await explain_pod(s.profiles["default-scheduler"], snap, pod)  # the host's mirror reaches this snapshot
+        ids = [int(i) for i in snap.table.ids]
+        stub = pb.plugin_grpc.PluginStub(grpc.aio.insecure_channel(address))  # type: ignore[no-untyped-call]
+        out = []
+        for r in range(BATCH_ROUNDS):
+            ctx = pb.plugin.CycleContext(cycle_id=f"speed-{r}", plugin="BenchTier", profile="default-scheduler",
+                                         snapshot_generation=snap.generation, node_generation=snap.table.generation,
+                                         pod=pod_to_proto(pod), attempt=1)
+            start = pb.plugin.FilterRequest(start=pb.plugin.FilterStart(ctx=ctx, with_scores=True))
+            batch = pb.plugin.FilterRequest(batch=pb.types.NodeBatch(
+                snapshot_generation=snap.generation, batch_seq=0, node_ids=ids))
+            began = time.perf_counter()
+            call = stub.Filter(iter([start, batch]), timeout=30)
+            replies = [reply async for reply in call]
+            out.append(time.perf_counter() - began)
+            (reply,) = replies
+            assert not reply.HasField("error"), reply.error
+            assert (len(reply.codes), sum(c != 0 for c in reply.codes)) == (BATCH_NODES, BATCH_NODES // 10)
+            assert sorted(set(reply.scores)) == [0, 50, 100]
+        return out
+    finally:
+        await rig.close()
+
+
+def test_the_go_host_answers_a_5000_node_batch_at_least_as_fast_as_the_python_host(benchtier: Path) -> None:
+    with GoHost(benchtier) as go:
+        go_s = sorted(asyncio.run(batch_seconds(go.address)))
+    with HostProcess("framework.bench:RemoteStreamsBenchTier") as py:
+        py_s = sorted(asyncio.run(batch_seconds(py.address)))
+    median = BATCH_ROUNDS // 2
+    print(f"5000-node Filter+Score exchange: Go {go_s[median] * 1000:.2f} ms, Python {py_s[median] * 1000:.2f} ms "
+          f"(medians of {BATCH_ROUNDS})")
+    assert go_s[median] <= py_s[median]
