@@ -44,6 +44,13 @@ PLUGIN_SERVICES = {  # compose service -> the plugin class it serves
     "provisioner": "pluginhost.examples.provisioner:Provisioner",
 }
 NODE_SERVICE = "tierzone"  # the Node.js plugin host (clients/node)
+GO_SERVICE = "upstream"  # kube-scheduler's in-tree plugins served by the Go adapter (clients/go)
+GO_DOCKERFILE = "clients/go/Dockerfile"
+GO_FLAGS = {"--listen", "--framework", "--prefix", "--kubeconfig"}  # kube.Main's
+GO_PLUGINS = {  # what outrigger-kube-plugins --prefix Upstream serves that the compose profiles use
+    "UpstreamNodeResourcesFit": frozenset({"preFilter", "filter", "preScore", "score"}),
+    "UpstreamTaintToleration": frozenset({"filter", "preScore", "score"}),
+}
 NODE_SERVER = "clients/node/server.js"
 NODE_PLUGIN = ROOT / "clients" / "node" / "plugins" / "tierzone.js"
 PYTHON_DOCKERFILES = ("Dockerfile", "Dockerfile.pluginhost")
@@ -245,9 +252,10 @@ def test_node_image_installs_the_locked_dependencies_and_runs_the_server_unprivi
 
 def test_compose_services_are_the_framework_its_plugins_and_the_backends() -> None:
     services = compose()["services"]
-    assert set(services) == {"framework", *PLUGIN_SERVICES, NODE_SERVICE, "jaeger", "prometheus"}
-    replicas = {name: services[name].get("deploy", {}).get("replicas") for name in (*PLUGIN_SERVICES, NODE_SERVICE)}
-    assert replicas == {"coscheduling": 2, "nodelabels": 3, "provisioner": 1, "tierzone": 2}
+    assert set(services) == {"framework", *PLUGIN_SERVICES, NODE_SERVICE, GO_SERVICE, "jaeger", "prometheus"}
+    replicas = {name: services[name].get("deploy", {}).get("replicas")
+                for name in (*PLUGIN_SERVICES, NODE_SERVICE, GO_SERVICE)}
+    assert replicas == {"coscheduling": 2, "nodelabels": 3, "provisioner": 1, "tierzone": 2, "upstream": 1}
     assert services["framework"].get("deploy", {}).get("replicas", 1) == 1  # one active framework
 
 
@@ -272,6 +280,28 @@ def test_every_outrigger_service_command_parses_with_the_cli() -> None:
     assert {a for a in argv[2:] if a.startswith("--")} <= node_flags(), argv
     assert flag(argv, "--listen").startswith("0.0.0.0:")
     assert flag(argv, "--framework") == flag(service_argv("framework", services["framework"]), "--advertise")
+    argv = service_argv(GO_SERVICE, services[GO_SERVICE])
+    assert argv[0] == "/outrigger-kube-plugins" and {a for a in argv[1:] if a.startswith("--")} <= GO_FLAGS, argv
+    assert flag(argv, "--listen").startswith("0.0.0.0:") and flag(argv, "--prefix") == "Upstream"
+    assert flag(argv, "--framework") == flag(service_argv("framework", services["framework"]), "--advertise")
+
+
+def test_go_image_builds_the_kube_plugins_host_and_runs_it_unprivileged() -> None:
+    ins = dockerfile(GO_DOCKERFILE)
+    assert ins[0].args == "golang:1.25 AS build"
+    assert any("go build -trimpath -o /out/outrigger-kube-plugins ./cmd/outrigger-kube-plugins" in i.args
+               for i in ins if i.op == "RUN")
+    assert last(ins, "USER").args == "nonroot"
+    argv = [*argv_of(last(ins, "ENTRYPOINT").args), *argv_of(last(ins, "CMD").args)]
+    assert argv == ["/outrigger-kube-plugins", "--listen", "0.0.0.0:50081", "--prefix", "Upstream"]
+    assert last(ins, "EXPOSE").args == "50081"
+    patterns = dockerignore()
+    for i in ins:
+        if i.op == "COPY" and not i.args.startswith("--from"):
+            *srcs, _ = argv_of(i.args)
+            for src in srcs:
+                assert (ROOT / src).exists() and not ignored(src, patterns), src
+    assert ignored("clients/go/.bin", patterns)  # the binaries built here stay out of the build context
 
 
 def _framework_files() -> tuple[Path, Path]:
@@ -290,11 +320,11 @@ def test_remote_plugins_file_names_each_plugin_service_by_dns_name_and_port() ->
         m = re.fullmatch(r"dns:///([a-z0-9-]+):(\d+)", ep.addresses[0])
         assert m is not None, f"endpoint {ep.name}: {ep.addresses[0]} is not dns:///service:port"
         service, port = m.group(1), int(m.group(2))
-        assert service in (*PLUGIN_SERVICES, NODE_SERVICE), f"endpoint {ep.name} names no plugin service: {service}"
+        assert service in (*PLUGIN_SERVICES, NODE_SERVICE, GO_SERVICE), f"endpoint {ep.name} names no plugin service"
         argv = service_argv(service, services[service])
         assert port_of(flag(argv, "--listen")) == port, f"{service} does not listen on {port}"
         by_target[service] = ep.name
-    assert set(by_target) == {*PLUGIN_SERVICES, NODE_SERVICE}
+    assert set(by_target) == {*PLUGIN_SERVICES, NODE_SERVICE, GO_SERVICE}
     # The framework starts once the plugin hosts are healthy (it handshakes them at startup).
     depends = services["framework"]["depends_on"]
     assert {s: depends[s]["condition"] for s in PLUGIN_SERVICES} == dict.fromkeys(PLUGIN_SERVICES, "service_healthy")
@@ -306,6 +336,8 @@ def _registry_with_example_plugins() -> Registry:
         for cls in load_plugins(target):
             registry.register_class(cls)
     registry.register("TierZone", lambda args, handle: None, node_points())  # type: ignore[arg-type,return-value]
+    for name, points in GO_PLUGINS.items():
+        registry.register(name, lambda args, handle: None, points)  # type: ignore[arg-type,return-value]
     return registry
 
 
@@ -323,12 +355,16 @@ def test_scheduler_config_loads_with_the_plugins_the_services_serve() -> None:
     assert gang.plugin_args["Coscheduling"] == {"permitWaitingTimeSeconds": 30}
     tier = cfg.profile("tier-scheduler")
     assert tier is not None and "TierZone" in tier.names("filter") and tier.score_weights["TierZone"] == 1
+    upstream = cfg.profile("upstream-scheduler")
+    assert upstream is not None
+    assert [n for n in upstream.names("filter") if "Resources" in n or "Taint" in n] == [
+        "UpstreamNodeResourcesFit", "UpstreamTaintToleration"]
 
 
 def test_every_outrigger_service_exports_traces_to_jaeger_under_its_own_name() -> None:
     services = compose()["services"]
     names = []
-    for name in ("framework", *PLUGIN_SERVICES, NODE_SERVICE):
+    for name in ("framework", *PLUGIN_SERVICES, NODE_SERVICE, GO_SERVICE):
         env = services[name]["environment"]
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4317", name
         assert env["OTEL_TRACES_EXPORTER"] == "otlp", name
@@ -382,10 +418,12 @@ def test_docker_compose_config_accepts_the_compose_file() -> None:
     assert proc.returncode == 0, proc.stderr
     resolved = yaml.safe_load(proc.stdout)
     services = resolved["services"]
-    assert set(services) == {"framework", *PLUGIN_SERVICES, NODE_SERVICE, "jaeger", "prometheus"}
-    assert {n: services[n]["deploy"]["replicas"] for n in (*PLUGIN_SERVICES, NODE_SERVICE)} == {
-        "coscheduling": 2, "nodelabels": 3, "provisioner": 1, "tierzone": 2}
+    assert set(services) == {"framework", *PLUGIN_SERVICES, NODE_SERVICE, GO_SERVICE, "jaeger", "prometheus"}
+    assert {n: services[n]["deploy"]["replicas"] for n in (*PLUGIN_SERVICES, NODE_SERVICE, GO_SERVICE)} == {
+        "coscheduling": 2, "nodelabels": 3, "provisioner": 1, "tierzone": 2, "upstream": 1}
     assert services[NODE_SERVICE]["build"]["dockerfile"] == "Dockerfile.node"
+    assert services[GO_SERVICE]["build"]["dockerfile"] == GO_DOCKERFILE
+    assert services[GO_SERVICE]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4317"
     # The x- anchors were merged the way this file's own reading assumes.
     for name in PLUGIN_SERVICES:
         assert services[name]["build"]["dockerfile"] == "Dockerfile.pluginhost"
@@ -466,6 +504,16 @@ spec:
   containers: [{name: app, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
 """
 
+POD_FOR_UPSTREAM_PROFILE = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: big
+spec:
+  schedulerName: upstream-scheduler
+  containers: [{name: app, resources: {requests: {cpu: "5", memory: 128Mi}}}]
+"""
+
 POD_FOR_TIER_PROFILE = """\
 apiVersion: v1
 kind: Pod
@@ -526,16 +574,31 @@ def test_compose_topology_on_loopback_schedules_through_the_same_configuration(
     assert node_argv[:2] == ["node", NODE_SERVER] and set(node_argv[2:]) == {
         "--listen", flag(node_argv, "--listen"), "--framework", flag(node_argv, "--framework")}
     hosts.append(NodeHost(node))
+    go_argv = service_argv(GO_SERVICE, services[GO_SERVICE])
+    assert set(go_argv[1:]) == {"--listen", flag(go_argv, "--listen"), "--framework", flag(go_argv, "--framework"),
+                                "--prefix", "Upstream"}
+    from test_go_plugins import GoHost
+
+    from framework.bench import go_binary
+
+    hosts.append(GoHost(Path(go_binary("outrigger-kube-plugins")), "--prefix", "Upstream"))
     with Hosts(*hosts) as addresses:
         remote = tmp_path / "remote-plugins.yaml"
-        where = dict(zip([*PLUGIN_SERVICES, NODE_SERVICE], addresses, strict=True))
+        where = dict(zip([*PLUGIN_SERVICES, NODE_SERVICE, GO_SERVICE], addresses, strict=True))
         remote.write_text(_loopback(load_remote_plugins(plugins_file), where))
         cluster = tmp_path / "cluster.yaml"
         cluster.write_text(CLUSTER)
         (tmp_path / "pod.yaml").write_text(POD_FOR_GANG_PROFILE)
         (tmp_path / "tiered.yaml").write_text(POD_FOR_TIER_PROFILE)
+        (tmp_path / "big.yaml").write_text(POD_FOR_UPSTREAM_PROFILE)
         result = _explain(config_file, remote, cluster, tmp_path / "pod.yaml", capsys)
         tiered = _explain(config_file, remote, cluster, tmp_path / "tiered.yaml", capsys)
+        big = _explain(config_file, remote, cluster, tmp_path / "big.yaml", capsys)
+    # kube-scheduler's NodeResourcesFit (Go, out of process): 5 CPUs fit on no 4-CPU node, and preemption
+    # cannot help (more than the node's allocatable).
+    too_big = {"code": "UnschedulableAndUnresolvable", "plugin": "UpstreamNodeResourcesFit",
+               "reasons": ["Insufficient cpu"]}
+    assert {n: e["filter"] for n, e in big["nodes"].items()} == {n: too_big for n in ("hdd-a", "ssd-a", "ssd-b")}
     # TierZone (Node.js): the silver node is filtered out, the preferred zone wins.
     assert tiered["selected"] == "hdd-a"
     assert tiered["nodes"]["ssd-a"]["filter"] == {
