@@ -421,16 +421,23 @@ def unknown_fields(obj: Mapping[Any, Any], schema: Schema, path: str = "") -> li
 
 
 def _walk(obj: Mapping[Any, Any], schema: Schema, trail: _Trail, out: list[str]) -> None:
-    # The hot path of strict decoding (every object of every manifest): one set operation per object,
-    # and a call only for objects that hold nested objects themselves.
-    if not schema.fields.issuperset(obj):
-        _unknown(obj, schema, trail, out)
+    # The hot path of strict decoding (every object of every manifest): a set operation or two per
+    # object, and a call only for objects that hold nested objects themselves. Unknown fields are
+    # reported in document order, as the API server's decoder meets them.
+    fields = schema.fields
+    known = fields.issuperset(obj)
     if schema.nested.isdisjoint(obj):
+        if not known:
+            _unknown(obj, schema, trail, out)
         return
     children = schema.children
     for key, value in obj.items():
         child = children.get(key)
-        if child is None or value is None:
+        if child is None:
+            if not known and key not in fields:
+                out.append(_render((trail, str(key))))
+            continue
+        if value is None:
             continue
         kind, sub = child
         if kind == OBJECT:

@@ -23,11 +23,13 @@ from test_remote_harness import endpoint, remote_rig, until
 
 from framework.config import ConfigError, load_config
 from framework.handle_service import join_cycle
+from framework.kube.client import KubeConfig, KubeConfigError
 from framework.plugins import in_tree_registry
 from framework.remoteconfig import parse_remote_plugins
 from framework.service import Server, start_server
 from pluginhost import pb
-from pluginhost.manifest import ManifestError, parse_objects
+from pluginhost.manifest import VALIDATE_MODES, ManifestError, parse_objects
+from pluginhost.model import Pod
 from pluginhost.plugin import CycleState
 from pluginhost.security import bearer_metadata, with_metadata
 from pluginhost.state import StateValue
@@ -47,6 +49,10 @@ def _pod(requests: str) -> str:
 
 def _node(allocatable: str) -> str:
     return f"apiVersion: v1\nkind: Node\nmetadata: {{name: n}}\nstatus: {{allocatable: {allocatable}}}\n"
+
+
+def _pod_meta(extra: str) -> str:
+    return f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p, {extra}}}\nspec: {{containers: [{{name: c}}]}}\n"
 
 
 P = "in.yaml: document 1 (Pod default/p): "
@@ -111,6 +117,82 @@ SUBDOMAIN = ("a lowercase RFC 1123 subdomain must consist of lower case alphanum
                      id="json-huge-integer"),
         pytest.param("kind: Node\n\x1f", "in.yaml: document 1: line 2, column 1: invalid YAML: unacceptable "
                      "character #x001f: control characters are not allowed", id="control-character"),
+        pytest.param('{"kind": "Pod", "x": ' + "[" * 150 + "]" * 150 + "}", "in.yaml: invalid JSON: collections "
+                     "nested deeper than 100 levels", id="json-nesting-within-recursion-limit"),
+        # Aliases: a value that contains itself, nesting through aliases, an alias bomb (go-yaml's words)
+        pytest.param("kind: Pod\nmetadata: &m {name: p, labels: *m}\n", "in.yaml: line 2, column 32: invalid YAML: "
+                     "anchor 'm' value contains itself", id="recursive-anchor"),
+        pytest.param("a0: &a0 [x]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 120)),
+                     "in.yaml: line 100, column 12: invalid YAML: collections nested deeper than 100 levels",
+                     id="nesting-through-aliases"),
+        pytest.param("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)),
+                     "in.yaml: line 4, column 8: invalid YAML: document contains excessive aliasing", id="alias-bomb"),
+        # Strict decoding: unknown fields at any depth, in the API server's words, and keys given twice
+        pytest.param("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labls: {app: web}}\nspec:\n"
+                     "  nodeSelectr: {disk: ssd}\n  tolerashuns: [{operator: Exists}]\n"
+                     "  containers: [{name: c, resourcs: {requests: {cpu: '1'}}}]\n",
+                     P + 'unknown field "metadata.labls", unknown field "spec.nodeSelectr", unknown field '
+                     '"spec.tolerashuns", unknown field "spec.containers[0].resourcs"', id="unknown-pod-fields"),
+        pytest.param("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containres: [{name: c}]}\n",
+                     P + 'unknown field "spec.containres"', id="misspelt-containers"),
+        pytest.param("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, livenessProbe: "
+                     "{httpGet: {port: 80, pth: /}}}]\n  volumes: [{name: v, confgMap: {name: x}}]\n",
+                     P + 'unknown field "spec.containers[0].livenessProbe.httpGet.pth", unknown field '
+                     '"spec.volumes[0].confgMap"', id="unknown-fields-in-unmodelled-parts"),
+        pytest.param("apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec: {unschedulabel: true}\n"
+                     "status: {capacty: {cpu: '4'}}\n",
+                     N + 'unknown field "spec.unschedulabel", unknown field "status.capacty"',
+                     id="unknown-node-fields"),
+        pytest.param("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n"
+                     "spec: {containers: [{name: c, image: x, image: y}]}\n",
+                     P + 'duplicate field "spec", duplicate field "spec.containers[0].image"', id="duplicate-yaml"),
+        pytest.param('{"kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", '
+                     '"name": "q"}, "spec": {"containers": [{"name": "c"}], "nodeSelectr": {}}}]}',
+                     'in.yaml: document 1, items[0] (Pod default/q): duplicate field "metadata.name", unknown field '
+                     '"spec.nodeSelectr"', id="duplicate-json"),
+        pytest.param("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}], "
+                     "securityContext: 1000}\n", P + "spec.securityContext: expected a mapping, got integer",
+                     id="unmodelled-object-of-the-wrong-type"),
+        # No objects at all: kubectl's error
+        pytest.param("", "in.yaml: no objects passed to apply", id="empty"),
+        pytest.param("---\n---\n", "in.yaml: no objects passed to apply", id="only-separators"),
+        pytest.param("# a comment\n\n", "in.yaml: no objects passed to apply", id="only-comments"),
+        pytest.param('{"apiVersion": "v1", "kind": "PodList", "items": []}', "in.yaml: no objects passed to apply",
+                     id="empty-list"),
+        # The API server's limits and name rules
+        pytest.param(_pod_meta("annotations: {a: " + "x" * 262_144 + "}"),
+                     P + "metadata.annotations: Too long: may not be more than 262144 bytes",
+                     id="annotations-too-long"),
+        pytest.param(_pod_meta("annotations: {a: " + "\u20ac" * 87_382 + "}"),  # 3 bytes each: 262147 bytes
+                     P + "metadata.annotations: Too long: may not be more than 262144 bytes",
+                     id="annotations-too-long-in-bytes"),
+        pytest.param(_pod_meta("labels: {tier: " + "x" * 64 + "}"),
+                     P + f'metadata.labels: Invalid value: "{"x" * 64}": must be no more than 63 characters',
+                     id="label-value-too-long"),
+        pytest.param(_pod_meta("labels: {tier: -web}"),
+                     P + "metadata.labels: Invalid value: \"-web\": a valid label must be an empty string or consist "
+                     "of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                     "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+                     "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')", id="label-value-invalid"),
+        pytest.param(_pod_meta("labels: {'example.com/a b': x}"),
+                     P + "metadata.labels: Invalid value: \"example.com/a b\": name part must consist of "
+                     "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                     "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+                     "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')", id="label-key-invalid"),
+        pytest.param(_pod_meta("annotations: {'Example_.com/x': y}"),
+                     P + "metadata.annotations: Invalid value: \"Example_.com/x\": prefix part " + SUBDOMAIN,
+                     id="annotation-key-invalid"),
+        pytest.param("apiVersion: v1\nkind: Node\nmetadata: {name: " + "n" * 254 + "}\n",
+                     f"in.yaml: document 1 (Node {'n' * 254}): metadata.name: Invalid value: \"{'n' * 254}\": "
+                     "must be no more than 253 characters", id="name-too-long"),
+        pytest.param("apiVersion: v1\nkind: Node\nmetadata: {name: Node_1}\n",
+                     'in.yaml: document 1 (Node Node_1): metadata.name: Invalid value: "Node_1": ' + SUBDOMAIN,
+                     id="name-invalid"),
+        pytest.param("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: " + "a" * 64 + "}\n"
+                     "spec: {containers: [{name: c}]}\n",
+                     f"in.yaml: document 1 (Pod {'a' * 64}/p): metadata.namespace: Invalid value: \"{'a' * 64}\": "
+                     "must be no more than 63 characters", id="namespace-too-long"),
     ],
 )  # fmt: skip
 def test_bad_manifest_is_one_clear_line(text: str, message: str) -> None:
@@ -119,8 +201,36 @@ def test_bad_manifest_is_one_clear_line(text: str, message: str) -> None:
     assert str(err.value) == message
 
 
+_TYPOS = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labls: {app: web}}\n"
+          "spec: {containers: [{name: c, resources: {requests: {cpu: 250m}}, image: a, image: b}]}\n")
+
+
+@pytest.mark.parametrize(
+    ("validate", "warnings"),
+    [
+        ("warn", ['Warning: duplicate field "spec.containers[0].image"', 'Warning: unknown field "metadata.labls"']),
+        ("ignore", []),
+    ],
+)
+def test_warn_and_ignore_keep_the_object_and_drop_unknown_fields(validate: str, warnings: list[str]) -> None:
+    said: list[str] = []
+    [pod] = parse_objects(_TYPOS, "in.yaml", validate=validate, warn=said.append)
+    assert said == warnings
+    assert isinstance(pod, Pod)
+    # The last of the duplicated values is kept, the unknown field is not read: no labels.
+    assert (pod.name, pod.labels, pod.containers[0].image, pod.requests) == ("p", {}, "b", {"cpu": 250})
+
+
+def test_validate_must_be_one_of_the_modes() -> None:
+    assert VALIDATE_MODES == ("strict", "warn", "ignore")
+    with pytest.raises(ValueError, match=r"^validate must be one of strict, warn, ignore, got 'Strict'$"):
+        parse_objects(_TYPOS, "in.yaml", validate="Strict")
+
+
 # ---------------------------------------------------------------------------------------------------
 # KubeSchedulerConfiguration and RemotePlugins
+
+_KSC = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 
 
 @pytest.mark.parametrize(
@@ -138,6 +248,29 @@ def test_bad_manifest_is_one_clear_line(text: str, message: str) -> None:
                      "profiles: [{schedulerName: \"a\\nb\", plugins: {score: {enabled: [{name: \"X\\nY\"}]}}}]\n",
                      'c.yaml: profiles[0].plugins.score.enabled[0]: score plugin "X\\nY" does not exist',
                      id="newline-in-value"),
+        pytest.param('{"profiles": [' * 5000 + "]" * 5000 + "}", "c.yaml: invalid JSON: collections nested deeper than "
+                     "100 levels", id="json-nesting"),
+        pytest.param("profiles: " + "[" * 5000 + "]" * 5000, "c.yaml: line 1, column 110: invalid YAML: collections "
+                     "nested deeper than 100 levels", id="flow-nesting-past-libyaml-limit"),
+        pytest.param(_KSC + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: &a {x: *a}\n",
+                     "c.yaml: line 6, column 18: invalid YAML: anchor 'a' value contains itself",
+                     id="recursive-anchor"),
+        # Strict decoding, as kube-scheduler's: every unknown field by its path, keys given twice
+        pytest.param(_KSC + "percentageOfNodesToScor: 50\nprofiles:\n- schedulerName: a\n  plugin: {}\n"
+                     "  plugins: {score: {enabled: [{name: ImageLocality, wieght: 2}]}}\nleaderElection: {leaderElet: "
+                     "false}\n",
+                     'c.yaml: unknown field "percentageOfNodesToScor"\nc.yaml: unknown field "profiles[0].plugin"\n'
+                     'c.yaml: unknown field "profiles[0].plugins.score.enabled[0].wieght"\n'
+                     'c.yaml: unknown field "leaderElection.leaderElet"', id="unknown-fields"),
+        pytest.param(_KSC + "profiles:\n- schedulerName: a\n  schedulerName: b\n",
+                     'c.yaml: line 5, column 3: duplicate field "profiles[0].schedulerName"', id="duplicate-field"),
+        pytest.param(_KSC + "profiles:\n- plugins: {score: {enabled: [{name: ImageLocality, weight: 1}, "
+                     "{name: NodeAffinity, weight: 101}]}}\n",
+                     "c.yaml: profiles[0].plugins.score.enabled[1].weight: Invalid value: 101: not in valid range "
+                     "[1-100]", id="weight-above-100"),
+        pytest.param(_KSC + "profiles:\n- plugins: {multiPoint: {enabled: [{name: ImageLocality, weight: -5}]}}\n",
+                     "c.yaml: profiles[0].plugins.multiPoint.enabled[0].weight: Invalid value: -5: not in valid range "
+                     "[1-100]", id="negative-weight"),
     ],
 )  # fmt: skip
 def test_bad_config_is_one_clear_line(text: str, message: str) -> None:
@@ -147,6 +280,8 @@ def test_bad_config_is_one_clear_line(text: str, message: str) -> None:
 
 
 _REMOTE = "apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n- name: a\n  address: 127.0.0.1:1\n"
+_ENDPOINT_FIELDS = ("name, address, addresses, deadlines, failurePolicy, batchSize, connectTimeout, resolveInterval, "
+                    "tls, tokenFile")
 
 
 @pytest.mark.parametrize(
@@ -163,8 +298,14 @@ _REMOTE = "apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n- n
          "(use e.g. 250ms, 2s, 1m)"),
         ("  batchSize: 2024-13-01\n", "r.yaml: line 6, column 14: invalid YAML: invalid timestamp '2024-13-01': "
          "month must be in 1..12"),
+        ("  adress: 127.0.0.1:2\n", f"r.yaml: plugins[0].adress: unknown field (allowed: {_ENDPOINT_FIELDS})"),
+        ("  address: 127.0.0.1:2\n", 'r.yaml: line 6, column 3: duplicate field "plugins[0].address"'),
+        ("  tls: &t {caFile: *t}\n", "r.yaml: line 6, column 20: invalid YAML: anchor 't' value contains itself"),
+        ("  deadlines: " + "{a: " * 200 + "1" + "}" * 200 + "\n", "r.yaml: line 6, column 402: invalid YAML: "
+         "collections nested deeper than 100 levels"),
     ],
-    ids=["nan", "inf", "negative", "too-long", "absurd", "not-a-duration", "impossible-date"],
+    ids=["nan", "inf", "negative", "too-long", "absurd", "not-a-duration", "impossible-date", "unknown-field",
+         "duplicate-field", "recursive-anchor", "nesting"],
 )  # fmt: skip
 def test_bad_remote_plugins_document_is_one_clear_line(extra: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -320,6 +461,66 @@ def test_watch_refuses_unknown_event_types() -> None:
                                                            "unknown event type(s) [99] in types")
 
     run(body)
+
+
+_HOSTILE_MANIFESTS = [
+    ("[" * 50_000 + "]" * 50_000,
+     "m.yaml: line 1, column 101: invalid YAML: collections nested deeper than 100 levels"),
+    ('{"kind": "Pod", "x": ' + "[" * 150 + "]" * 150 + "}",
+     "m.yaml: invalid JSON: collections nested deeper than 100 levels"),
+    ("kind: Pod\nmetadata: &m {name: p, labels: *m}\n",
+     "m.yaml: line 2, column 32: invalid YAML: anchor 'm' value contains itself"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeSelectr: {a: b}, containers: [{name: c}]}\n",
+     'm.yaml: document 1 (Pod default/p): unknown field "spec.nodeSelectr"'),
+    ("---\n# nothing\n", "m.yaml: no objects passed to apply"),
+]
+
+
+def test_apply_refuses_hostile_text_unknown_fields_and_no_objects_and_keeps_serving() -> None:
+    async def body(server: Server, channel: Any) -> None:
+        stub = pb.scheduler_grpc.SchedulerStub(channel)
+        await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(*_SEEDED)]), timeout=10)
+        before = _state(server)
+        for content, message in _HOSTILE_MANIFESTS:
+            for dry_run in (True, False):
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await stub.Apply(pb.scheduler.ApplyRequest(manifests=[
+                        pb.scheduler.Manifest(source="m.yaml", content=content)], dry_run=dry_run), timeout=10)
+                assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+                assert _state(server) == before
+        reply = await stub.Apply(pb.scheduler.ApplyRequest(manifests=[_manifest(_node_obj("n3"))]), timeout=10)
+        assert [(a.ref.name, a.action) for a in reply.applied] == [("n3", "created")]
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("deep.yaml", _KSC + "profiles: " + "[" * 5000 + "]" * 5000 + "\n",
+         "error: deep.yaml: line 3, column 110: invalid YAML: collections nested deeper than 100 levels"),
+        ("deep.json", '{"profiles": ' + "[" * 5000 + "]" * 5000 + "}",
+         "error: deep.json: invalid JSON: collections nested deeper than 100 levels"),
+        ("alias.yaml", _KSC + "profiles: &p [{pluginConfig: *p}]\n",
+         "error: alias.yaml: line 3, column 30: invalid YAML: anchor 'p' value contains itself"),
+    ],
+    ids=["yaml", "json", "alias"],
+)
+def test_serve_with_a_hostile_config_exits_with_one_line(tmp_path: Path, name: str, text: str, message: str) -> None:
+    (tmp_path / name).write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "framework.cli", "serve", "--config", name, "--listen", "127.0.0.1:0"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert (proc.returncode, proc.stderr, proc.stdout) == (1, message + "\n", "")
+
+
+def test_a_hostile_kubeconfig_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text("clusters: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(KubeConfigError) as err:
+        KubeConfig.from_file(path)
+    assert str(err.value) == (f"kubeconfig {path}: line 1, column 110: invalid YAML: collections nested deeper than "
+                              "100 levels")
 
 
 def test_oversized_apply_is_resource_exhausted_and_the_service_keeps_running() -> None:

@@ -643,6 +643,41 @@ ERRORS: list[Any] = [
         id="profiles-not-a-list",
     ),
     pytest.param(
+        "profiles:\n- plugins:\n    score:\n      enabled:\n      - {name: Custom, weight: 100}\n"
+        "      - {name: ImageLocality, weight: 101}\n",
+        "scheduler.yaml: profiles[0].plugins.score.enabled[1].weight: Invalid value: 101: not in valid range [1-100]",
+        id="score-weight-above-100",
+    ),
+    pytest.param(
+        "profiles:\n- plugins:\n    score:\n      enabled:\n      - {name: Custom, weight: -5}\n",
+        "scheduler.yaml: profiles[0].plugins.score.enabled[0].weight: Invalid value: -5: not in valid range [1-100]",
+        id="negative-score-weight",
+    ),
+    pytest.param(
+        "profiles:\n- schedulerName: a\n- schedulerName: b\n  plugins:\n    multiPoint:\n      enabled:\n"
+        "      - {name: Custom, weight: 1000}\n      - {name: Gang, weight: -1}\n",
+        "scheduler.yaml: profiles[1].plugins.multiPoint.enabled[0].weight: Invalid value: 1000: not in valid range "
+        "[1-100]\n"
+        "scheduler.yaml: profiles[1].plugins.multiPoint.enabled[1].weight: Invalid value: -1: not in valid range "
+        "[1-100]",
+        id="multipoint-weights-are-score-weights",
+    ),
+    pytest.param(
+        "profiles:\n- schedulerName: a\n  pluginconfig: []\n  plugins:\n    preFilter:\n      enable: []\n"
+        "extenders:\n- urlPrefix: http://x\n  managedResources: [{name: a/b, ignoredByScheduler: true, "
+        "ignored: true}]\nclientConnection: {kubeconfig: k, QPS: 5}\n",
+        'scheduler.yaml: unknown field "profiles[0].pluginconfig"\n'
+        'scheduler.yaml: unknown field "profiles[0].plugins.preFilter.enable"\n'
+        'scheduler.yaml: unknown field "extenders[0].managedResources[0].ignored"\n'
+        'scheduler.yaml: unknown field "clientConnection.QPS"',
+        id="unknown-fields-everywhere-all-named",
+    ),
+    pytest.param(
+        "profiles:\n- plugins: {score: []}\n",
+        "scheduler.yaml: profiles[0].plugins.score: expected a mapping, got list",
+        id="plugin-set-not-a-mapping",
+    ),
+    pytest.param(
         "percentageOfNodesToScore: 101\npodInitialBackoffSeconds: -1\n",
         "scheduler.yaml: percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100]\n"
         "scheduler.yaml: podInitialBackoffSeconds: Invalid value: -1: must be greater than 0",
@@ -865,6 +900,59 @@ profiles:
         *DEFAULT_WARNINGS,
     ]
     assert cfg.profiles[0].score_weights["Custom"] == 100
+
+
+def test_score_weights_within_range_and_zero_as_unset_load() -> None:
+    prof = load(
+        "profiles:\n- plugins:\n    score:\n      enabled:\n      - {name: Custom, weight: 1}\n"
+        "      - {name: ImageLocality, weight: 100}\n      - {name: NodeAffinity, weight: 0}\n"
+    ).profiles[0]
+    assert (prof.score_weights["Custom"], prof.score_weights["ImageLocality"], prof.score_weights["NodeAffinity"]) == (
+        1, 100, 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param(
+            "profiles:\n- pluginConfig:\n  - name: InterPodAffinity\n  - name: DefaultPreemption\n"
+            "  - name: NodeResourcesFit\n    args: {scoringStrategyy: {}}\n",
+            "scheduler.yaml: profiles[0] (default-scheduler): pluginConfig[2] (NodeResourcesFit): unknown field "
+            "'scoringStrategyy' (known fields: ignoredResources, ignoredResourceGroups, scoringStrategy)",
+            id="unknown-args-field",
+        ),
+        pytest.param(
+            "profiles:\n- schedulerName: a\n- schedulerName: b\n  pluginConfig:\n  - name: InterPodAffinity\n"
+            "    args: {hardPodAffinityWeight: 500}\n",
+            "scheduler.yaml: profiles[1] (b): pluginConfig[0] (InterPodAffinity): hardPodAffinityWeight: Invalid "
+            "value: 500: not in valid range [0-100]",
+            id="second-profile",
+        ),
+        pytest.param(
+            "profiles:\n- pluginConfig:\n  - name: DefaultPreemption\n    args: {minCandidateNodesPercentage: 200}\n",
+            "scheduler.yaml: profiles[0] (default-scheduler): pluginConfig[0] (DefaultPreemption): "
+            "minCandidateNodesPercentage: Invalid value: 200: not in valid range [0, 100]",
+            id="out-of-range",
+        ),
+    ],
+)
+def test_plugin_args_errors_name_the_file_profile_and_plugin(body: str, message: str) -> None:
+    from framework.plugins import PluginArgsError, in_tree_registry
+    from framework.scheduler import Scheduler
+
+    registry = in_tree_registry()
+    cfg = load_config(HEADER + body, registry.points(), "scheduler.yaml")
+    with pytest.raises(PluginArgsError) as err:
+        Scheduler(cfg, registry, seed=1)
+    assert str(err.value) == message
+
+
+def test_plugin_args_location_without_a_plugin_config_entry() -> None:
+    prof = load("profiles:\n- schedulerName: a\n  pluginConfig:\n  - name: Gang\n").profiles[0]
+    assert prof.args_location("Gang") == "scheduler.yaml: profiles[0] (a): pluginConfig[0] (Gang)"
+    assert prof.args_location("NodeName") == "scheduler.yaml: profiles[0] (a): plugin NodeName"
+    assert default_config(KNOWN).profiles[0].args_location("NodeName") == (
+        "<defaults>: profiles[0] (default-scheduler): plugin NodeName")
 
 
 def test_plugin_args_by_plugin() -> None:

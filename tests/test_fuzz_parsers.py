@@ -3,7 +3,8 @@ and the RemotePlugins document. Whatever the input, the only exception is the pa
 type, with a message naming the source and the field; anything accepted is a well-formed model.
 
 Inputs are structurally plausible but wrong (a valid object with one field replaced by a random
-value, or removed) or plain random text shaped like YAML/JSON. Budgets: ``tests/fuzzing.py``.
+value, or removed, or fields no Kubernetes type has inserted at any depth) or plain random text shaped
+like YAML/JSON. Budgets: ``tests/fuzzing.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import copy
 import json
 from typing import Any
 
+import pytest
 import yaml
 from fuzzing import fuzz_settings
 from hypothesis import example, given
@@ -21,7 +23,14 @@ from framework.config import ConfigError, load_config
 from framework.plugins import PluginArgsError, in_tree_registry
 from framework.remoteconfig import parse_remote_plugins
 from framework.scheduler import Scheduler
-from pluginhost.manifest import ManifestError, node_from_dict, parse_objects, pod_from_dict, reservation_from_dict
+from pluginhost.manifest import (
+    VALIDATE_MODES,
+    ManifestError,
+    node_from_dict,
+    parse_objects,
+    pod_from_dict,
+    reservation_from_dict,
+)
 from pluginhost.model import Node, Pod, Reservation
 from pluginhost.quantity import MAX_CANONICAL, QuantityError, canonical, format_quantity, parse_quantity
 
@@ -142,6 +151,137 @@ REMOTE: dict[str, Any] = {
     ],
 }
 
+# A pod and a node as `kubectl get -o yaml` prints them: every part Outrigger does not model too
+# (volumes, probes, security contexts, env, status, managedFields, ...), so that an unknown field can be
+# put at every depth of the real types.
+FULL_POD: dict[str, Any] = copy.deepcopy(POD)
+FULL_POD["metadata"].update({
+    "generateName": "web-", "resourceVersion": "42", "generation": 1, "finalizers": ["x/y"],
+    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-1",
+                         "controller": True, "blockOwnerDeletion": True}],
+    "managedFields": [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+                       "time": "2024-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+                       "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}}],
+})
+FULL_POD["spec"].update({
+    "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+    "serviceAccountName": "default", "enableServiceLinks": True,
+    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
+                        "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]},
+    "imagePullSecrets": [{"name": "regcred"}],
+    "dnsConfig": {"nameservers": ["1.1.1.1"], "options": [{"name": "ndots", "value": "2"}]},
+    "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["db"]}],
+    "readinessGates": [{"conditionType": "x/ready"}],
+    "os": {"name": "linux"},
+    "volumes": [
+        {"name": "cfg", "configMap": {"name": "web", "items": [{"key": "a", "path": "a"}], "defaultMode": 420}},
+        {"name": "token", "projected": {"sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"apiVersion": "v1",
+                                                                   "fieldPath": "metadata.namespace"}}]}}]}},
+        {"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}},
+    ],
+})
+FULL_POD["spec"]["containers"][0].update({
+    "command": ["nginx"], "args": ["-g", "daemon off;"], "imagePullPolicy": "IfNotPresent",
+    "env": [{"name": "A", "value": "1"},
+            {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k", "optional": True}}}],
+    "envFrom": [{"configMapRef": {"name": "web"}}],
+    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/web", "readOnly": True}],
+    "livenessProbe": {"httpGet": {"path": "/healthz", "port": 80,
+                                  "httpHeaders": [{"name": "X-Probe", "value": "1"}]},
+                      "periodSeconds": 10},
+    "readinessProbe": {"exec": {"command": ["true"]}},
+    "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
+    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    "terminationMessagePath": "/dev/termination-log",
+})
+FULL_POD["status"].update({
+    "phase": "Running", "qosClass": "Burstable", "podIP": "10.1.2.3", "podIPs": [{"ip": "10.1.2.3"}],
+    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-02T03:04:05Z"}],
+    "containerStatuses": [{"name": "app", "ready": True, "restartCount": 0, "image": "nginx:1",
+                           "imageID": "sha256:1", "state": {"running": {"startedAt": "2024-01-02T03:04:05Z"}},
+                           "lastState": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+})
+FULL_NODE: dict[str, Any] = copy.deepcopy(NODE)
+FULL_NODE["spec"].update({"podCIDR": "10.1.0.0/24", "podCIDRs": ["10.1.0.0/24"], "providerID": "kind://n1"})
+FULL_NODE["status"].update({
+    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+    "addresses": [{"type": "InternalIP", "address": "172.18.0.2"}],
+    "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+    "nodeInfo": {"machineID": "m", "kernelVersion": "6.1", "osImage": "Debian", "kubeletVersion": "v1.35.4",
+                 "operatingSystem": "linux", "architecture": "amd64", "swap": {"capacity": 0}},
+    "runtimeHandlers": [{"name": "runc", "features": {"recursiveReadOnlyMounts": True}}],
+    "features": {"supplementalGroupsPolicy": True},
+    "volumesAttached": [{"name": "v", "devicePath": "/dev/x"}],
+})
+
+# Fields whose values are maps with keys of the user's choosing (or free-form JSON), not objects of a
+# type: no key is unknown there.
+FREE_FORM = frozenset({"labels", "annotations", "nodeSelector", "requests", "limits", "overhead", "capacity",
+                       "allocatable", "matchLabels", "fieldsV1", "args", "deadlines"})
+
+
+def object_paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The paths of the objects (mappings of a type's fields) in ``value``, in document order."""
+    out: list[tuple[Any, ...]] = []
+    if isinstance(value, dict):
+        out.append(prefix)
+        for k, v in value.items():
+            if k not in FREE_FORM:
+                out.extend(object_paths(v, (*prefix, k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(object_paths(v, (*prefix, i)))
+    return out
+
+
+def field_path(path: tuple[Any, ...]) -> str:
+    """``("spec", "containers", 0, "x")`` as the API server writes it: ``spec.containers[0].x``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def document_order(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path in ``value``, each before the paths below it, keys in their order."""
+    out = [prefix] if prefix else []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        out.extend(document_order(v, (*prefix, k)))
+    return out
+
+
+# Field names no Kubernetes type has ('-' is in none of them), and misspellings people make.
+UNKNOWN_NAMES = st.one_of(
+    st.from_regex(r"[a-z][a-zA-Z0-9]{0,7}-[a-z0-9]{1,5}", fullmatch=True),
+    st.sampled_from(["labls", "nodeSelectr", "tolerashuns", "resourcs", "containres", "imagePolicy", "Name",
+                     "enabeld", "wieght", "schedulername", "pluginconfig", "x_y"]),
+)
+
+
+def with_unknown_fields(base: dict[str, Any]) -> st.SearchStrategy[tuple[dict[str, Any], list[str]]]:
+    """(``base`` with 1-3 unknown fields put into objects at any depth, their paths in document order)."""
+    def insert(places: list[tuple[tuple[Any, ...], str]]) -> tuple[dict[str, Any], list[str]]:
+        doc = copy.deepcopy(base)
+        inserted: set[tuple[Any, ...]] = set()
+        for path, name in places:
+            parent: Any = doc
+            for key in path:
+                parent = parent[key]
+            if name in parent:
+                continue  # a name this object has (say "Name" in a sampled misspelling list): not unknown here
+            parent[name] = {"any": ["value"]}
+            inserted.add((*path, name))
+        order = [p for p in document_order(doc) if p in inserted]
+        return doc, [field_path(p) for p in order]
+
+    places = st.tuples(st.sampled_from(object_paths(base)), UNKNOWN_NAMES)
+    return st.lists(places, min_size=1, max_size=3).map(insert).filter(lambda case: bool(case[1]))
+
+
 # ---------------------------------------------------------------------------------------------------
 # Strategies
 
@@ -233,6 +373,13 @@ def _check_manifest_error(err: ManifestError, mutated: tuple[Any, ...]) -> None:
 def test_the_objects_being_broken_are_valid() -> None:
     assert isinstance(pod_from_dict(copy.deepcopy(POD), "fuzz.yaml"), Pod)
     assert isinstance(node_from_dict(copy.deepcopy(NODE), "fuzz.yaml"), Node)
+    assert isinstance(pod_from_dict(copy.deepcopy(FULL_POD), "fuzz.yaml"), Pod)
+    assert isinstance(node_from_dict(copy.deepcopy(FULL_NODE), "fuzz.yaml"), Node)
+    # Unknown fields go as deep as the objects do: spec.volumes[1].projected.sources[1].downwardAPI.items[0]
+    # .fieldRef is ten steps down, status.runtimeHandlers[0].features four.
+    assert max(len(p) for p in object_paths(FULL_POD)) == 10
+    assert max(len(p) for p in object_paths(FULL_NODE)) == 4
+    assert max(len(p) for p in object_paths(CONFIG)) == 6
     assert isinstance(reservation_from_dict(copy.deepcopy(RESERVATION), "fuzz.yaml"), Reservation)
     load_config(yaml.safe_dump(CONFIG), in_tree_registry().points(), "fuzz.yaml")
     assert len(parse_remote_plugins(yaml.safe_dump(REMOTE), "fuzz.yaml")) == 2
@@ -262,6 +409,46 @@ def test_broken_node_is_a_manifest_error_naming_the_field(case: tuple[tuple[Any,
     else:
         assert isinstance(node, Node)
         assert all(0 <= q <= MAX_CANONICAL for q in node.allocatable.values())
+
+
+def _unknown_message(paths: list[str]) -> str:
+    return ", ".join(f'unknown field "{p}"' for p in paths)
+
+
+@fuzz_settings(200)
+@given(st.sampled_from([("Pod", FULL_POD, "Pod shop/web-1"), ("Node", FULL_NODE, "Node n1")]).flatmap(
+    lambda kind: st.tuples(st.just(kind), with_unknown_fields(kind[1]))), st.sampled_from(VALIDATE_MODES))
+def test_unknown_fields_at_any_depth_are_named_by_path(
+    case: tuple[tuple[str, dict[str, Any], str], tuple[dict[str, Any], list[str]]], validate: str
+) -> None:
+    (kind, _, ident), (doc, paths) = case
+    build = pod_from_dict if kind == "Pod" else node_from_dict
+    text = json.dumps(doc) if len(paths) % 2 else yaml.safe_dump(doc, sort_keys=False)
+    warnings: list[str] = []
+    if validate == "strict":
+        with pytest.raises(ManifestError) as err:
+            build(doc, "fuzz.yaml", validate=validate)
+        assert str(err.value) == f"fuzz.yaml ({ident}): {_unknown_message(paths)}"
+        with pytest.raises(ManifestError) as err:
+            parse_objects(text, "fuzz.yaml", validate=validate, warn=warnings.append)
+        assert str(err.value) == f"fuzz.yaml: document 1 ({ident}): {_unknown_message(paths)}"
+        assert warnings == []
+    else:
+        obj = build(doc, "fuzz.yaml", validate=validate, warn=warnings.append)
+        [parsed] = parse_objects(text, "fuzz.yaml", validate=validate, warn=warnings.append)
+        assert type(obj) is type(parsed) and obj.name == parsed.name
+        expected = [f'Warning: unknown field "{p}"' for p in paths] if validate == "warn" else []
+        assert warnings == expected * 2
+
+
+@fuzz_settings(150)
+@given(with_unknown_fields(CONFIG))
+def test_unknown_config_fields_at_any_depth_are_named_by_path(case: tuple[dict[str, Any], list[str]]) -> None:
+    doc, paths = case
+    text = json.dumps(doc) if len(paths) % 2 else yaml.safe_dump(doc, sort_keys=False)
+    with pytest.raises(ConfigError) as err:
+        load_config(text, _KNOWN, "fuzz.yaml")
+    assert str(err.value) == "\n".join(f'fuzz.yaml: unknown field "{p}"' for p in paths)
 
 
 @fuzz_settings(150)

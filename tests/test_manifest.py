@@ -1500,3 +1500,232 @@ def test_error_without_location_names_the_object() -> None:
 def test_manifest_error_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         node_from_dict({"metadata": {"name": "N"}}, "x")
+
+
+# ---------------------------------------------------------------------------------------------
+# Strict decoding and the API server's limits
+
+# A pod as `kubectl get pod -o yaml` prints it from a v1.35 cluster: every field is a real one.
+KUBECTL_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  annotations:
+    kubectl.kubernetes.io/last-applied-configuration: |
+      {"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-0","namespace":"shop"}}
+  creationTimestamp: "2024-05-01T10:00:00Z"
+  generateName: web-
+  labels: {app: web, controller-revision-hash: web-7d4b9c, statefulset.kubernetes.io/pod-name: web-0}
+  managedFields:
+  - apiVersion: v1
+    fieldsType: FieldsV1
+    fieldsV1: {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}, "f:spec": {"f:containers": {}}}
+    manager: kube-controller-manager
+    operation: Update
+    time: "2024-05-01T10:00:00Z"
+  name: web-0
+  namespace: shop
+  ownerReferences:
+  - {apiVersion: apps/v1, blockOwnerDeletion: true, controller: true, kind: StatefulSet, name: web, uid: 9f1c}
+  resourceVersion: "1234"
+  uid: 3a5e7f0e-0000-4000-8000-000000000001
+spec:
+  containers:
+  - args: [--port=8080]
+    command: [/app]
+    env:
+    - {name: POD_IP, valueFrom: {fieldRef: {apiVersion: v1, fieldPath: status.podIP}}}
+    - {name: MEM, valueFrom: {resourceFieldRef: {containerName: app, divisor: "0", resource: limits.memory}}}
+    envFrom: [{configMapRef: {name: web}}, {secretRef: {name: web, optional: true}}]
+    image: registry.example.com/web:1.2
+    imagePullPolicy: IfNotPresent
+    livenessProbe:
+      failureThreshold: 3
+      httpGet: {path: /healthz, port: 8080, scheme: HTTP}
+      periodSeconds: 10
+      successThreshold: 1
+      timeoutSeconds: 1
+    name: app
+    ports: [{containerPort: 8080, name: http, protocol: TCP}]
+    readinessProbe: {grpc: {port: 8081, service: ""}, periodSeconds: 5}
+    resources:
+      limits: {memory: 256Mi}
+      requests: {cpu: 250m, memory: 128Mi}
+    securityContext:
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL]}
+      readOnlyRootFilesystem: true
+      runAsNonRoot: true
+      seccompProfile: {type: RuntimeDefault}
+    startupProbe: {tcpSocket: {port: 8080}}
+    terminationMessagePath: /dev/termination-log
+    terminationMessagePolicy: File
+    volumeMounts:
+    - {mountPath: /data, name: data}
+    - {mountPath: /var/run/secrets/kubernetes.io/serviceaccount, name: kube-api-access-x, readOnly: true}
+  dnsPolicy: ClusterFirst
+  enableServiceLinks: true
+  hostname: web-0
+  nodeName: node-1
+  preemptionPolicy: PreemptLowerPriority
+  priority: 0
+  restartPolicy: Always
+  schedulerName: default-scheduler
+  securityContext: {fsGroup: 1000}
+  serviceAccount: default
+  serviceAccountName: default
+  subdomain: web
+  terminationGracePeriodSeconds: 30
+  tolerations:
+  - {effect: NoExecute, key: node.kubernetes.io/not-ready, operator: Exists, tolerationSeconds: 300}
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: data-web-0}
+  - name: kube-api-access-x
+    projected:
+      defaultMode: 420
+      sources:
+      - serviceAccountToken: {expirationSeconds: 3607, path: token}
+      - configMap:
+          items: [{key: ca.crt, path: ca.crt}]
+          name: kube-root-ca.crt
+      - downwardAPI:
+          items: [{fieldRef: {apiVersion: v1, fieldPath: metadata.namespace}, path: namespace}]
+status:
+  conditions:
+  - {lastProbeTime: null, lastTransitionTime: "2024-05-01T10:00:05Z", status: "True", type: Ready}
+  containerStatuses:
+  - containerID: containerd://abc
+    image: registry.example.com/web:1.2
+    imageID: registry.example.com/web@sha256:0
+    lastState: {}
+    name: app
+    ready: true
+    restartCount: 0
+    started: true
+    state: {running: {startedAt: "2024-05-01T10:00:03Z"}}
+    volumeMounts: [{mountPath: /data, name: data}]
+  hostIP: 172.18.0.2
+  hostIPs: [{ip: 172.18.0.2}]
+  phase: Running
+  podIP: 10.244.1.7
+  podIPs: [{ip: 10.244.1.7}]
+  qosClass: Burstable
+  startTime: "2024-05-01T10:00:00Z"
+"""
+
+KUBECTL_NODE = """\
+apiVersion: v1
+kind: Node
+metadata:
+  annotations: {node.alpha.kubernetes.io/ttl: "0", volumes.kubernetes.io/controller-managed-attach-detach: "true"}
+  labels: {kubernetes.io/arch: amd64, kubernetes.io/hostname: node-1, kubernetes.io/os: linux}
+  name: node-1
+  resourceVersion: "999"
+  uid: 5b1d0000-0000-4000-8000-000000000002
+spec:
+  podCIDR: 10.244.1.0/24
+  podCIDRs: [10.244.1.0/24]
+  providerID: kind://docker/kind/node-1
+  taints: [{effect: NoSchedule, key: dedicated, value: db}]
+status:
+  addresses: [{address: 172.18.0.2, type: InternalIP}, {address: node-1, type: Hostname}]
+  allocatable: {cpu: "8", ephemeral-storage: 100Gi, hugepages-2Mi: "0", memory: 16Gi, pods: "110"}
+  capacity: {cpu: "8", ephemeral-storage: 100Gi, hugepages-2Mi: "0", memory: 16Gi, pods: "110"}
+  conditions:
+  - {lastHeartbeatTime: "2024-05-01T10:00:00Z", lastTransitionTime: "2024-05-01T09:00:00Z",
+     message: kubelet is posting ready status, reason: KubeletReady, status: "True", type: Ready}
+  daemonEndpoints: {kubeletEndpoint: {Port: 10250}}
+  features: {supplementalGroupsPolicy: true}
+  images: [{names: ["registry.k8s.io/pause:3.10"], sizeBytes: 320368}]
+  nodeInfo: {architecture: amd64, bootID: b, containerRuntimeVersion: containerd://2.1.0, kernelVersion: 6.1.0,
+             kubeProxyVersion: "", kubeletVersion: v1.35.4, machineID: m, operatingSystem: linux,
+             osImage: Debian GNU/Linux 12 (bookworm), swap: {}, systemUUID: s}
+  runtimeHandlers: [{features: {recursiveReadOnlyMounts: true, userNamespaces: true}, name: runc}]
+"""
+
+
+def test_objects_printed_by_kubectl_decode_strictly() -> None:
+    pod, node = parse_objects(KUBECTL_POD + "---\n" + KUBECTL_NODE, "get.yaml")
+    assert isinstance(pod, Pod) and isinstance(node, Node)
+    assert (pod.namespace, pod.name, pod.node_name, pod.requests) == ("shop", "web-0", "node-1",
+                                                                        {"cpu": 250, "memory": 128 * 2**20})
+    assert (node.name, node.allocatable["pods"], [t.key for t in node.taints]) == ("node-1", 110, ["dedicated"])
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        pytest.param(pod_manifest(spec={"containres": []}), 'unknown field "spec.containres"', id="before-validation"),
+        pytest.param(pod_manifest(container={"resources": {"requets": {"cpu": "1"}}}),
+                     'unknown field "spec.containers[0].resources.requets"', id="in-a-container"),
+        pytest.param(pod_manifest(spec={"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuring"
+                                                                      "Execution": [{"weight": 1, "preference": {
+                                                                          "matchExpresions": []}}]}}}),
+                     'unknown field "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]'
+                     '.preference.matchExpresions"', id="deep-in-affinity"),
+        pytest.param(pod_manifest(meta={"ownerReferences": [{"kind": "ReplicaSet", "name": "x", "ui": "1"}]}),
+                     'unknown field "metadata.ownerReferences[0].ui"', id="in-metadata"),
+        pytest.param(pod_manifest(status={"containerStatuses": [{"name": "c", "state": {"runing": {}}}]}),
+                     'unknown field "status.containerStatuses[0].state.runing"', id="in-status"),
+        pytest.param(pod_manifest(spec={"nvidia.com/gpu": 1}), 'unknown field "spec[nvidia.com/gpu]"',
+                     id="unusual-name"),
+    ],
+)  # fmt: skip
+def test_unknown_fields_are_named_by_their_path(manifest: dict[str, Any], message: str) -> None:
+    with pytest.raises(ManifestError) as exc:
+        pod_from_dict(manifest, "pods.yaml")
+    assert str(exc.value) == f"pods.yaml (Pod default/web-1): {message}"
+    assert (exc.value.path, exc.value.reason) == ("", message)
+
+
+def test_unknown_fields_of_reservations_and_lists() -> None:
+    reservation = ("apiVersion: scheduling.koordinator.sh/v1alpha1\nkind: Reservation\nmetadata: {name: r}\n"
+                   "spec:\n  template: {spec: {nodeSelectr: {a: b}, containers: [{name: c}]}}\n"
+                   "  owners: [{labelSelecter: {}}]\n  ttl: 1h\n")
+    with pytest.raises(ManifestError) as exc:
+        parse_objects(reservation, "r.yaml")
+    assert str(exc.value) == ('r.yaml: document 1 (Reservation default/r): unknown field '
+                              '"spec.template.spec.nodeSelectr", unknown field "spec.owners[0].labelSelecter"')
+    with pytest.raises(ManifestError) as exc:
+        parse_objects("apiVersion: v1\nkind: List\nmetadata: {resourceVersion: '1', continu: x}\nitem: []\n", "l.yaml")
+    assert str(exc.value) == ('l.yaml: document 1 (List): unknown field "metadata.continu", unknown field "item"')
+
+
+@pytest.mark.parametrize(
+    ("manifest", "check", "expected"),
+    [
+        pytest.param(pod_manifest(meta={"annotations": {"a": "x" * (262_144 - 1)}}),
+                     lambda p: len(p.annotations["a"]), 262_143, id="annotations-at-the-limit"),
+        pytest.param(pod_manifest(meta={"annotations": {"a": "\u20ac" * 87_381}}),  # 262143 bytes + the key
+                     lambda p: len(p.annotations["a"]), 87_381, id="annotations-at-the-limit-in-bytes"),
+        pytest.param(pod_manifest(meta={"labels": {"example.com/" + "k" * 63: "v" * 63}}),
+                     lambda p: p.labels, {"example.com/" + "k" * 63: "v" * 63}, id="label-key-and-value-at-limits"),
+        pytest.param(pod_manifest(meta={"labels": {"tier": ""}}), lambda p: p.labels, {"tier": ""},
+                     id="empty-label-value"),
+        pytest.param(pod_manifest(meta={"name": "a" * 253}), lambda p: len(p.name), 253, id="name-at-the-limit"),
+        pytest.param(pod_manifest(meta={"namespace": "n" * 63}), lambda p: len(p.namespace), 63,
+                     id="namespace-at-the-limit"),
+        pytest.param(pod_manifest(meta={"annotations": {"Example.com/MixedCase": "x"}}), lambda p: p.annotations,
+                     {"Example.com/MixedCase": "x"}, id="annotation-keys-are-checked-in-lowercase"),
+    ],
+)  # fmt: skip
+def test_the_api_servers_limits_are_inclusive(manifest: dict[str, Any], check: Callable[[Pod], Any],
+                                              expected: Any) -> None:
+    assert check(pod_from_dict(manifest)) == expected
+
+
+def test_duplicate_keys_are_errors_with_their_paths() -> None:
+    text = ("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: a}\n"
+            "  metadata: {name: b, labels: {x: '1', x: '2'}}\nitems: []\n")
+    with pytest.raises(ManifestError) as exc:
+        parse_objects(text, "l.yaml")
+    assert str(exc.value) == 'l.yaml: document 1 (List): duplicate field "items"'
+    # What a merge key brings may be overridden: that is no duplicate.
+    text = ("apiVersion: v1\nkind: List\nitems:\n"
+            "- {apiVersion: v1, kind: Node, metadata: {name: n},\n"
+            "   spec: &s {unschedulable: true, podCIDR: 10.0.0.0/24}}\n"
+            "- {apiVersion: v1, kind: Node, metadata: {name: m}, spec: {<<: *s, unschedulable: false}}\n")
+    n, m = parse_objects(text, "m.yaml")
+    assert isinstance(n, Node) and isinstance(m, Node)
+    assert (n.unschedulable, m.unschedulable, m.raw["spec"]["podCIDR"]) == (True, False, "10.0.0.0/24")
