@@ -540,9 +540,15 @@ def session(tmp_path: Path) -> Iterator[Callable[[Path], Session]]:
         s.stop()
 
 
+def _example_files(examples: Path) -> set[str]:
+    return {str(p.relative_to(examples)) for p in examples.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_documented_command_runs_or_is_checked(doc: Path, session: Callable[[Path], Session]) -> None:
     s = session(doc)
+    examples = s.root / "docs" / "examples"
+    shipped = _example_files(examples)
     doc_blocks = blocks(doc)
     for i, block in enumerate(doc_blocks):
         if block.lang not in ("sh", "bash", "shell", "console"):
@@ -567,6 +573,9 @@ def test_every_documented_command_runs_or_is_checked(doc: Path, session: Callabl
                 assert json.loads(printed) == json.loads(following.text), why
             else:
                 assert _without_age(printed.strip()) == _without_age(following.text.strip()), f"{why}:\n{printed}"
+    # What a reader runs leaves docs/examples as it is (files of their own go under /tmp).
+    written = _example_files(examples) - shipped
+    assert written == set(), f"{doc.relative_to(ROOT)}: its commands write into docs/examples: {sorted(written)}"
 
 
 def _without_age(text: str) -> list[list[str]]:
