@@ -503,8 +503,15 @@ def _request_timeout(text: str) -> float | None:
     return seconds or None
 
 
-def _targets(words: Sequence[str], verb: str) -> list[tuple[str, str]]:
+def _targets(args: argparse.Namespace, verb: str) -> list[tuple[str, str]]:
     """``TYPE [NAME...]`` or ``TYPE/NAME...`` -> (kind, name) pairs (name "" for every object)."""
+    targets = _parse_targets(args.resources, verb)
+    if args.all_namespaces and any(kind == "Pod" and name for kind, name in targets):
+        raise UserError("a resource cannot be retrieved by name across all namespaces (drop -A, or give -n NS)")
+    return targets
+
+
+def _parse_targets(words: Sequence[str], verb: str) -> list[tuple[str, str]]:
 
     def kind(word: str) -> str:
         found = RESOURCE_TYPES.get(word.lower())
@@ -556,7 +563,7 @@ def _get_args(p: argparse.ArgumentParser) -> None:
   outrigger get reservations -o json
   outrigger get waiting --profile gang-scheduler""")
 def cmd_get(args: argparse.Namespace) -> int:
-    targets = _targets(args.resources, "get")
+    targets = _targets(args, "get")
     timeout = _request_timeout(args.request_timeout)
     kinds = list(dict.fromkeys(k for k, _ in targets))
     if args.selector and not set(kinds) <= {"Pod", "Node"}:
@@ -769,7 +776,7 @@ def _describe_args(p: argparse.ArgumentParser) -> None:
 def cmd_describe(args: argparse.Namespace) -> int:
     from clients.describe import describe_node, describe_pod
 
-    targets = _targets(args.resources, "describe")
+    targets = _targets(args, "describe")
     namespace = "" if args.all_namespaces else args.namespace
     texts: list[str] = []
     missing: list[str] = []

@@ -407,13 +407,15 @@ def free_port() -> int:
         (["get", "pods", "web", "ghost"], "error: pod default/ghost not found"),
         (["describe", "pod", "ghost", "-n", "shop"], "error: pod shop/ghost not found"),
         (["describe", "no", "ghost"], "error: node 'ghost' not found"),
+        (["get", "pod", "web", "-A"],
+         "error: a resource cannot be retrieved by name across all namespaces (drop -A, or give -n NS)"),
     ],
     ids=["missing-file", "bad-yaml", "bad-quantity", "unreachable", "unreachable-apply", "unreachable-watch",
          "unknown-pod", "unknown-node", "explain-unknown-pod", "delete-unknown-pod", "delete-nothing",
          "waiting-name", "unknown-type", "describe-unknown-type", "type-slash-name-then-type",
          "type-then-type-slash-name", "bad-selector", "selector-on-reservations", "watch-two-types",
          "watch-events-without-watch", "bad-request-timeout", "one-of-two-missing", "describe-unknown-pod",
-         "describe-unknown-node"],
+         "describe-unknown-node", "name-across-namespaces"],
 )
 def test_user_mistakes_print_one_line_and_exit_1(served: tuple[str, Path], capsys: pytest.CaptureFixture[str],
                                                  argv: list[str], message: str) -> None:
