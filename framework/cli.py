@@ -797,8 +797,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if missing:
         raise UserError("; ".join(missing))
     if not texts:
-        pods = namespace and "Pod" in (k for k, _ in targets)
-        print("No resources found" + (f" in {namespace} namespace." if pods else "."), file=sys.stderr)
+        in_namespace = bool(namespace) and any(k == "Pod" for k, _ in targets)
+        print("No resources found" + (f" in {namespace} namespace." if in_namespace else "."), file=sys.stderr)
     return 0
 
 
