@@ -53,6 +53,7 @@ from framework.observe.serving import (
     SECURE_PORT_ENV,
     SecureServing,
     ServingConfigError,
+    is_loopback,
     parse_duration,
     serving_config,
 )
@@ -627,6 +628,13 @@ def test_the_gate_in_embedded_mode() -> None:
         assert await StaticAuthorizer().authorize(User("x"), "get", "/metrics") == (Decision.NO_OPINION, "")
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True),
+                                               ("[::1]", True), ("localhost", True), ("0.0.0.0", False),
+                                               ("10.0.0.5", False), ("example.com", False)])
+def test_loopback_addresses_are_what_an_open_port_may_bind(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("10s", 10.0), ("1m30s", 90.0), ("500ms", 0.5), ("2", 2.0),
