@@ -407,16 +407,16 @@ def _render(trail: _Trail) -> str:
     return path
 
 
-def unknown_fields(obj: Mapping[Any, Any], schema: Schema, path: str = "") -> list[str]:
-    """The paths (below ``path``) of the fields of ``obj`` and of its nested objects, as deep as
-    ``schema`` describes them, that the schema does not know, in document order.
+def unknown_fields(obj: Mapping[Any, Any], schema: Schema) -> list[str]:
+    """The paths of the fields of ``obj`` and of its nested objects, as deep as ``schema`` describes
+    them, that the schema does not know, in document order: ``["spec.containers[0].resourcs"]``.
 
     A field that must hold an object (or a list or map of them) but holds another type raises
     :class:`FieldError`: the type decides before the names do, as in the API server's decoding.
     Other types are the readers' business.
     """
     out: list[str] = []
-    _walk(obj, schema, None if not path else (None, path), out)
+    _walk(obj, schema, None, out)
     return out
 
 

@@ -1,9 +1,13 @@
 """Kubernetes ``v1`` manifests (YAML or JSON) to the scheduling model, and back for display.
 
 A file may hold several YAML documents separated by ``---``, a single JSON object, and ``kind: List``
-(or ``PodList``, ``NodeList``, ...) documents whose ``items`` are expanded in place. Only ``Pod`` and
-``Node`` objects are understood; everything else is an error, as is anything the API server would
-reject that the scheduler depends on (operators, effects, weights, ports, quantities, names, types).
+(or ``PodList``, ``NodeList``, ...) documents whose ``items`` are expanded in place. Only ``Pod``,
+``Node`` and ``Reservation`` objects are understood; everything else is an error, as is anything the
+API server would reject that the scheduler depends on (operators, effects, weights, ports, quantities,
+names, labels, annotations, types). Decoding is the API server's strict decoding
+(:mod:`pluginhost.decode`, with the field names of :mod:`pluginhost.kubefields`): a field the type does
+not have, at any depth, or a key given twice is named by its path, or reported as a warning, or
+ignored, as ``kubectl apply --validate`` asks (:data:`VALIDATE_MODES`).
 
 Errors are :class:`ManifestError` and say where the problem is, e.g.::
 
