@@ -219,6 +219,8 @@ class HttpServer:
         ``multi`` all of them."""
         if path == "/debug/flags/scores":
             return self._scores_flag(method, query, body)
+        if method == "HEAD":  # a GET whose body aiohttp leaves out
+            method = "GET"
         if method != "GET":
             raise _HttpError(405, f"{path} is read-only (GET)")
         endpoint, _, check = path.strip("/").partition("/")

@@ -290,6 +290,8 @@ ACCESS = [  # method, path, token (None: no Authorization header), status, body 
     ("GET", "/configz", "admin-token", 200, "{\"componentconfig\": {"),
     ("GET", "/metrics", "admin-token", 200, "# HELP scheduler_schedule_attempts_total"),
     ("GET", "/apis/v1/nodes/nope", "admin-token", 404, {"error": "node 'nope' not found"}),
+    ("HEAD", "/healthz", None, 200, ""),  # HEAD is a GET without the body; its verb is head
+    ("HEAD", "/metrics", "prom-token", 403, ""),
 ]
 
 
@@ -626,6 +628,9 @@ def test_the_gate_in_embedded_mode() -> None:
             "prom", groups=("system:monitoring", "system:authenticated"))
         assert (await gate.check("GET", "/livez")).user == ANONYMOUS
         assert await StaticAuthorizer().authorize(User("x"), "get", "/metrics") == (Decision.NO_OPINION, "")
+        # An authorizer with nothing to authenticate with: only the open paths are served.
+        lonely = Gate(None, StaticAuthorizer())
+        assert [(await lonely.check("GET", p)).status for p in ("/metrics", "/readyz")] == [401, 200]
 
     asyncio.run(run())
 

@@ -285,7 +285,7 @@ class StaticAuthorizer:
 @dataclass
 class Gate:
     """Authentication then authorization of one request (see the module docstring). ``tokens`` and
-    ``authorizer`` None with no client CA: the open gate of a loopback-only port."""
+    ``authorizer`` None and no client certificates: the open gate of a loopback-only port."""
 
     tokens: TokenAuthenticator | None = None
     authorizer: Authorizer | None = None
@@ -295,7 +295,7 @@ class Gate:
 
     @property
     def open(self) -> bool:
-        return self.tokens is None and not self.client_certificates
+        return self.tokens is None and not self.client_certificates and self.authorizer is None
 
     async def authenticate(self, authorization: str, peercert: Mapping[str, Any] | None) -> User | None:
         """The caller (``ANONYMOUS`` without credentials), or None when its credentials are not valid."""
