@@ -176,17 +176,17 @@ class SecureServing:
             except TokenFileError as exc:
                 raise ServingConfigError(str(exc)) from None
         authn = self._cluster(self.authentication_kubeconfig, "--authentication-kubeconfig")
-        authz = self._cluster(self.authorization_kubeconfig, "--authorization-kubeconfig")
+        same = self.authorization_kubeconfig == self.authentication_kubeconfig  # one cluster, one client
+        authz = authn if same else self._cluster(self.authorization_kubeconfig, "--authorization-kubeconfig")
         if authn is not None:
-            client = review_client(authn)
-            clients.append(client)
-            reviewer = TokenReviewer(client, self.token_cache_ttl)
+            clients.append(review_client(authn))
+            reviewer = TokenReviewer(clients[-1], self.token_cache_ttl)
             tokens = reviewer if tokens is None else _Either(tokens, reviewer)
         authorizer: Any = None
         if authz is not None:
-            client = review_client(authz)
-            clients.append(client)
-            authorizer = AccessReviewer(client, self.allow_cache_ttl, self.deny_cache_ttl)
+            if not (same and clients):
+                clients.append(review_client(authz))
+            authorizer = AccessReviewer(clients[-1], self.allow_cache_ttl, self.deny_cache_ttl)
         elif tokens is not None or self.client_ca_file:
             authorizer = StaticAuthorizer()
         if tokens is None and not self.client_ca_file and not is_loopback(self.bind_address):
