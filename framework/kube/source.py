@@ -510,6 +510,9 @@ async def serve_cluster(
     await source.start()
     print(f"outrigger framework serving on {srv.address} (profiles: {', '.join(srv.scheduler.profiles)}), "
           f"scheduling the cluster at {source.client.config.server}", flush=True)
+    if srv.observability is not None and srv.observability.secure is not None:
+        print(f"outrigger framework HTTPS (health, metrics, configz, debug) on {srv.observability.secure.address}",
+              flush=True)
     if srv.observability is not None and srv.observability.http is not None:
         print(f"outrigger framework HTTP (metrics, debug) on {srv.observability.http.address}", flush=True)
     announce = loop.create_task(_announce_sync(source))
