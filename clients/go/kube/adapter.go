@@ -411,10 +411,33 @@ func sets[T interface{ UnsortedList() []string }](s T) []string {
 	return out
 }
 
+// whatIf says the call sees pods or nodes the cycle's snapshot does not have (preemption's victims
+// removed, nominated or hypothetical pods added, what-if nodes).
+func whatIf(view *pb.NodeView) bool {
+	return len(view.GetAddedPods())+len(view.GetRemovedPods())+len(view.GetAddedNodes()) > 0
+}
+
 // prepared is the cycle's CycleState with the plugin's PreFilter run, run here (from the request's
 // pod and snapshot) when this host did not see it: PreFilter is deterministic, so another replica
 // or a restarted host reaches the same state. A failing replay is the batch's status.
+//
+// A what-if call (preemption's "without these victims", nominated pods) gets a state of its own with
+// PreFilter run on the what-if cluster: the same state kube-scheduler reaches by cloning the cycle's
+// and applying PreFilterExtensions.AddPod/RemovePod (which exist to be equivalent to it). The
+// framework sends what-ifs with the cycle's id, so they never touch the cycle's own state.
 func (p *Plugin) prepared(c *outrigger.Call, pod *v1.Pod) (fwk.CycleState, *fwk.Status) {
+	if whatIf(c.View) {
+		if c.Snapshot != nil {
+			p.shared.lister.Set(c.Snapshot)
+		}
+		state := framework.NewCycleState()
+		if pf, ok := p.p.(fwk.PreFilterPlugin); ok {
+			if _, st := pf.PreFilter(c, state, pod, nodeInfos(c)); !st.IsSuccess() && !st.IsSkip() {
+				return nil, st
+			}
+		}
+		return state, nil
+	}
 	cyc := p.cycleOf(c)
 	cyc.mu.Lock()
 	defer cyc.mu.Unlock()
@@ -434,13 +457,22 @@ func (p *Plugin) PreFilterExtensions() outrigger.PreFilterExtensions {
 	return nil
 }
 
+// whatIfView marks a call as a what-if for prepared (a view whose content is never read).
+var whatIfView = &pb.NodeView{RemovedPods: []*pb.RemovedPod{{}}}
+
 type extensions struct {
 	p   *Plugin
 	ext fwk.PreFilterExtensions
 }
 
+// run answers AddPod/RemovePod. The framework follows them with the what-if's Filter calls, whose
+// node view holds the same pods added or removed, and prepared builds those calls' state from the
+// what-if cluster; so the cycle's own state is left alone and the plugin's extension runs on a state
+// of its own (its status is still the answer: a plugin may refuse the change).
 func (e extensions) run(c *outrigger.Call, pod, other *pb.Pod, node outrigger.Node, add bool) *outrigger.Status {
 	v1pod := Pod(pod)
+	c = &outrigger.Call{Context: c.Context, Point: c.Point, Plugin: c.Plugin, Profile: c.Profile, CycleID: c.CycleID,
+		Attempt: c.Attempt, State: c.State, Snapshot: c.Snapshot, Framework: c.Framework, View: whatIfView}
 	state, st := e.p.prepared(c, v1pod)
 	if st != nil {
 		return statusOf(st)

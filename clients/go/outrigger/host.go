@@ -461,7 +461,7 @@ func (h *Host) call(ctx context.Context, point string, c *pb.CycleContext) (*hos
 	fw := h.framework()
 	ctx, span := startSpan(ctx, point, c.GetTraceContext(), cycleAttrs(hp.reg.Name, c)...)
 	call := &Call{Context: ctx, Point: point, Plugin: hp.reg.Name, Profile: c.GetProfile(), CycleID: c.GetCycleId(),
-		Attempt: c.GetAttempt(), State: newCycleState(c, fw), Framework: fw}
+		Attempt: c.GetAttempt(), State: newCycleState(c, fw), Framework: fw, View: c.GetNodeView()}
 	snap, err := h.snapshotFor(ctx, hp, c, 0)
 	if err != nil {
 		span.End()
@@ -890,7 +890,7 @@ func (h *Host) batchCall(ctx context.Context, point string, cyc *streamCycle, b 
 		attribute.Int64("outrigger.batch_seq", int64(b.GetBatchSeq())), attribute.Int("outrigger.nodes", len(b.GetNodeIds())))
 	sctx, span := startSpan(ctx, point, cyc.ctx.GetTraceContext(), attrs...)
 	call := &Call{Context: sctx, Point: point, Plugin: cyc.hp.reg.Name, Profile: cyc.ctx.GetProfile(), CycleID: cyc.ctx.GetCycleId(),
-		Attempt: cyc.ctx.GetAttempt(), State: cyc.state, Framework: h.framework()}
+		Attempt: cyc.ctx.GetAttempt(), State: cyc.state, Framework: h.framework(), View: cyc.ctx.GetNodeView()}
 	gen := b.GetSnapshotGeneration()
 	if cyc.hp.reg.NeedsSnapshot && (cyc.snap == nil && cyc.snapErr == nil || cyc.snapAt != gen) {
 		cyc.snap, cyc.snapErr = h.snapshotFor(sctx, cyc.hp, cyc.ctx, gen)

@@ -191,6 +191,10 @@ type Call struct {
 	// Snapshot is the cycle's snapshot with its node view applied (nil unless the plugin follows
 	// the mirror).
 	Snapshot *Snapshot
+	// View is how this call's view of the cluster differs from the snapshot (CycleContext.node_view:
+	// a what-if's nodes and pods, preemption's victims removed, transformers' changes); nil: none.
+	// Snapshot already has it applied.
+	View *pb.NodeView
 	// Framework reaches the framework's Handle and CycleState services (nil before a handshake
 	// named the framework).
 	Framework *Framework

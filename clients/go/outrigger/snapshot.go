@@ -61,10 +61,15 @@ type Snapshot struct {
 	byName         map[string]uint32
 	ids            []uint32 // ascending
 	memo           sync.Map
+	nodes          *nodeTable // shared by consecutive snapshots whose node objects are the same
 }
 
+// nodeTable holds what plugins derive from the node objects alone, shared by every snapshot until a
+// node is added, changed or removed (pod placements do not change it).
+type nodeTable struct{ memo sync.Map }
+
 // EmptySnapshot is a snapshot with no nodes.
-func EmptySnapshot() *Snapshot { return &Snapshot{byName: map[string]uint32{}} }
+func EmptySnapshot() *Snapshot { return &Snapshot{byName: map[string]uint32{}, nodes: &nodeTable{}} }
 
 // Node is the node with id, or nil.
 func (s *Snapshot) Node(id uint32) *NodeState {
@@ -104,11 +109,26 @@ func (s *Snapshot) Memo(key any, build func() any) any {
 	return v
 }
 
+// NodesMemo is the value cached under key for this snapshot's node objects, built by build on first
+// use: it is shared with every other snapshot whose nodes are the same (only pods differ), so a plugin
+// that reads node objects only (a label, allocatable) derives its per-node arrays once per node change,
+// not once per generation. Index such arrays by NodeState.ID.
+func (s *Snapshot) NodesMemo(key any, build func() any) any {
+	if v, ok := s.nodes.memo.Load(key); ok {
+		return v
+	}
+	v, _ := s.nodes.memo.LoadOrStore(key, build())
+	return v
+}
+
+// MaxID is one more than the largest node id of the snapshot (the length of an array indexed by id).
+func (s *Snapshot) MaxID() int { return len(s.byID) }
+
 // derive starts a copy of s whose nodes can be replaced (copy on write: NodeStates are shared).
 func (s *Snapshot) derive() *Snapshot {
 	return &Snapshot{
 		Generation: s.Generation, NodeGeneration: s.NodeGeneration,
-		byID: append([]*NodeState(nil), s.byID...), byName: s.byName, ids: s.ids,
+		byID: append([]*NodeState(nil), s.byID...), byName: s.byName, ids: s.ids, nodes: s.nodes,
 	}
 }
 
@@ -160,6 +180,9 @@ func (s *Snapshot) WithView(view *pb.NodeView) *Snapshot {
 	}
 	for _, added := range view.GetAddedNodes() {
 		out.setNode(&NodeState{ID: added.GetId(), Node: added.GetNode()}, &changed)
+	}
+	if len(view.GetAddedNodes()) > 0 || len(view.GetChanges()) > 0 {
+		out.nodes = &nodeTable{} // node objects differ from the snapshot's
 	}
 	if changed {
 		out.reindex()
@@ -367,6 +390,9 @@ func (m *Mirror) Apply(d *pb.SnapshotDelta) {
 	}
 	if nodeSet {
 		next.reindex()
+	}
+	if len(d.GetNodes()) > 0 || len(d.GetRemovedNodeIds()) > 0 {
+		next.nodes = &nodeTable{}
 	}
 	unplace := func(uid string) {
 		id, ok := m.podNode[uid]

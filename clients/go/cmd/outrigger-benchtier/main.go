@@ -45,15 +45,34 @@ func New(args json.RawMessage, _ *outrigger.Env) (outrigger.Plugin, error) {
 // Name is the plugin's name.
 func (*BenchTier) Name() string { return "BenchTier" }
 
-// Filter rejects the nodes without the label (UnschedulableAndUnresolvable).
-func (t *BenchTier) Filter(_ *outrigger.Call, _ *pb.Pod, nodes []outrigger.Node) []*outrigger.Status {
-	out := make([]*outrigger.Status, len(nodes))
-	var rejected *outrigger.Status
-	for i, n := range nodes {
-		if _, ok := n.State.Node.GetMetadata().GetLabels()[t.label]; !ok {
-			if rejected == nil {
-				rejected = outrigger.NewStatus(outrigger.UnschedulableAndUnresolvable, t.reason)
+// noLabel marks a node without the tier label in a tiers table.
+const noLabel = -1
+
+type tiersKey string
+
+// tiers is each node's score by node id (noLabel: no tier label), built once per node change: BenchTier
+// reads node labels only, so the table is shared by every snapshot until a node changes.
+func (t *BenchTier) tiers(s *outrigger.Snapshot) []int8 {
+	return s.NodesMemo(tiersKey(t.label), func() any {
+		out := make([]int8, s.MaxID())
+		for _, n := range s.Nodes() {
+			value, ok := n.Node.GetMetadata().GetLabels()[t.label]
+			out[n.ID] = noLabel
+			if ok {
+				out[n.ID] = int8(tierScores[value])
 			}
+		}
+		return out
+	}).([]int8)
+}
+
+// Filter rejects the nodes without the label (UnschedulableAndUnresolvable).
+func (t *BenchTier) Filter(c *outrigger.Call, _ *pb.Pod, nodes []outrigger.Node) []*outrigger.Status {
+	tiers := t.tiers(c.Snapshot)
+	out := make([]*outrigger.Status, len(nodes))
+	rejected := outrigger.NewStatus(outrigger.UnschedulableAndUnresolvable, t.reason)
+	for i, n := range nodes {
+		if tiers[n.ID] == noLabel {
 			out[i] = rejected
 		}
 	}
@@ -61,10 +80,11 @@ func (t *BenchTier) Filter(_ *outrigger.Call, _ *pb.Pod, nodes []outrigger.Node)
 }
 
 // Score is 100 for gold, 50 for silver, 0 otherwise.
-func (t *BenchTier) Score(_ *outrigger.Call, _ *pb.Pod, nodes []outrigger.Node) ([]int64, error) {
+func (t *BenchTier) Score(c *outrigger.Call, _ *pb.Pod, nodes []outrigger.Node) ([]int64, error) {
+	tiers := t.tiers(c.Snapshot)
 	out := make([]int64, len(nodes))
 	for i, n := range nodes {
-		out[i] = tierScores[n.State.Node.GetMetadata().GetLabels()[t.label]]
+		out[i] = max(int64(tiers[n.ID]), 0)
 	}
 	return out, nil
 }
