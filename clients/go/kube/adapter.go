@@ -52,6 +52,37 @@ type Config struct {
 	Kubeconfig string
 	// Parallelism of the Handle's Parallelizer (default 16, kube-scheduler's).
 	Parallelism int
+	// Shared are the CycleState keys shared with the framework (and so with plugins in other
+	// processes and languages): declared in every plugin's manifest, so their entries come with each
+	// request and are written into the cycle's CycleState before the plugin runs; a value a plugin
+	// writes (or deletes) under one of them rides back on the reply.
+	Shared []SharedState
+}
+
+// SharedState is a CycleState key shared with the framework, with how its values cross the wire.
+type SharedState struct {
+	Key         string
+	ContentType string
+	Decode      func([]byte) (fwk.StateData, error)
+	Encode      func(fwk.StateData) ([]byte, error)
+}
+
+// JSONState shares key as JSON (application/json): values of type *T, which implements fwk.StateData.
+func JSONState[T any, PT interface {
+	*T
+	fwk.StateData
+}](key string) SharedState {
+	return SharedState{
+		Key: key, ContentType: outrigger.JSONContentType,
+		Decode: func(b []byte) (fwk.StateData, error) {
+			v := PT(new(T))
+			if err := json.Unmarshal(b, v); err != nil {
+				return nil, fmt.Errorf("cycle state %q: %w", key, err)
+			}
+			return v, nil
+		},
+		Encode: func(d fwk.StateData) ([]byte, error) { return json.Marshal(d) },
+	}
 }
 
 // MaxCycles bounds the cycles whose CycleState the adapter keeps; CycleTTL is how long an unused
@@ -71,6 +102,7 @@ type shared struct {
 	informers   informers.SharedInformerFactory
 	parallelism int
 	startOnce   sync.Once
+	keys        []SharedState
 
 	mu     sync.Mutex
 	cycles map[string]*cycle
@@ -81,12 +113,13 @@ type cycle struct {
 	state *framework.CycleState
 	ran   map[string]bool // "PreFilter/<plugin>", "PreScore/<plugin>": points run for this cycle here
 	used  time.Time
+	seen  map[string]fwk.StateData // shared keys: the value last exchanged with the framework
 }
 
 func newShared(cfg Config) (*shared, error) {
 	// kube-scheduler registers its metrics at start-up; plugins and the Parallelizer record to them.
 	metrics.Register()
-	s := &shared{lister: &Lister{}, parallelism: cfg.Parallelism, cycles: map[string]*cycle{}}
+	s := &shared{lister: &Lister{}, parallelism: cfg.Parallelism, cycles: map[string]*cycle{}, keys: cfg.Shared}
 	if s.parallelism <= 0 {
 		s.parallelism = 16
 	}
@@ -137,7 +170,7 @@ func (s *shared) cycle(cycleID string) *cycle {
 		if len(s.cycles) >= MaxCycles {
 			s.expire(now)
 		}
-		c = &cycle{state: framework.NewCycleState(), ran: map[string]bool{}}
+		c = &cycle{state: framework.NewCycleState(), ran: map[string]bool{}, seen: map[string]fwk.StateData{}}
 		s.cycles[cycleID] = c
 	}
 	c.used = now
@@ -192,8 +225,12 @@ func Registrations(cfg Config, opts ...Option) ([]outrigger.Registration, error)
 		if len(points) == 0 {
 			return nil, fmt.Errorf("plugin %s implements no extension point Outrigger can call (QueueSort's Less cannot be served out of process)", name)
 		}
+		keys := make([]string, len(cfg.Shared))
+		for i, k := range cfg.Shared {
+			keys[i] = k.Key
+		}
 		regs = append(regs, outrigger.Registration{
-			Name: a.served, Factory: a.build, Points: points, NeedsSnapshot: true, Events: p.events(),
+			Name: a.served, Factory: a.build, Points: points, NeedsSnapshot: true, Events: p.events(), StateKeys: keys,
 		})
 	}
 	return regs, nil
@@ -367,12 +404,57 @@ func (p *Plugin) QueueingHint(c *outrigger.Call, pod *pb.Pod, event *pb.ClusterE
 
 // ---- the scheduling cycle --------------------------------------------------------------------------
 
-// cycleOf is the call's CycleState; the call's snapshot becomes the lister's.
+// cycleOf is the call's CycleState, with the shared keys' entries the request brought written into
+// it; the call's snapshot becomes the lister's.
 func (p *Plugin) cycleOf(c *outrigger.Call) *cycle {
 	if c.Snapshot != nil {
 		p.shared.lister.Set(c.Snapshot)
 	}
-	return p.shared.cycle(c.CycleID)
+	cyc := p.shared.cycle(c.CycleID)
+	if len(p.shared.keys) > 0 && c.State != nil {
+		cyc.mu.Lock()
+		defer cyc.mu.Unlock()
+		for _, k := range p.shared.keys {
+			entry, ok := c.State.Get(k.Key)
+			if !ok {
+				continue
+			}
+			data, err := k.Decode(entry.GetValue())
+			if err != nil {
+				klog.ErrorS(err, "a shared CycleState entry the framework sent", "key", k.Key)
+				continue
+			}
+			cyc.state.Write(fwk.StateKey(k.Key), data)
+			cyc.seen[k.Key] = data
+		}
+	}
+	return cyc
+}
+
+// publish puts on the call's reply the shared keys the plugin wrote or deleted during the call.
+func (p *Plugin) publish(c *outrigger.Call) {
+	if len(p.shared.keys) == 0 || c.State == nil || whatIf(c.View) {
+		return
+	}
+	cyc := p.shared.cycle(c.CycleID)
+	cyc.mu.Lock()
+	defer cyc.mu.Unlock()
+	for _, k := range p.shared.keys {
+		data, err := cyc.state.Read(fwk.StateKey(k.Key))
+		switch {
+		case err != nil && cyc.seen[k.Key] != nil:
+			c.State.Delete(k.Key)
+			delete(cyc.seen, k.Key)
+		case err == nil && data != cyc.seen[k.Key]:
+			b, err := k.Encode(data)
+			if err != nil {
+				klog.ErrorS(err, "encoding a shared CycleState entry", "key", k.Key)
+				continue
+			}
+			c.State.Set(k.Key, k.ContentType, b)
+			cyc.seen[k.Key] = data
+		}
+	}
 }
 
 func nodeInfos(c *outrigger.Call) []fwk.NodeInfo {
@@ -395,6 +477,7 @@ func (p *Plugin) preFilter(c *outrigger.Call, cyc *cycle, pod *v1.Pod) (*fwk.Pre
 
 // PreFilter runs the plugin's PreFilter (its node list: the cycle's snapshot).
 func (p *Plugin) PreFilter(c *outrigger.Call, pod *pb.Pod) (*outrigger.PreFilterResult, *outrigger.Status) {
+	defer p.publish(c)
 	cyc := p.cycleOf(c)
 	cyc.mu.Lock()
 	defer cyc.mu.Unlock()
@@ -501,6 +584,7 @@ func (e extensions) RemovePod(c *outrigger.Call, pod, other *pb.Pod, node outrig
 
 // Filter runs the plugin's Filter on every node of the batch.
 func (p *Plugin) Filter(c *outrigger.Call, pod *pb.Pod, nodes []outrigger.Node) []*outrigger.Status {
+	defer p.publish(c)
 	out := make([]*outrigger.Status, len(nodes))
 	v1pod := Pod(pod)
 	state, st := p.prepared(c, v1pod)
@@ -517,6 +601,7 @@ func (p *Plugin) Filter(c *outrigger.Call, pod *pb.Pod, nodes []outrigger.Node) 
 
 // PostFilter runs the plugin's PostFilter with the nodes' rejections.
 func (p *Plugin) PostFilter(c *outrigger.Call, pod *pb.Pod, statuses map[string]*outrigger.Status) (string, *outrigger.Status) {
+	defer p.publish(c)
 	v1pod := Pod(pod)
 	state, st := p.prepared(c, v1pod)
 	if st != nil {
@@ -541,6 +626,7 @@ func (p *Plugin) PostFilter(c *outrigger.Call, pod *pb.Pod, statuses map[string]
 
 // PreScore runs the plugin's PreScore over the feasible nodes.
 func (p *Plugin) PreScore(c *outrigger.Call, pod *pb.Pod, nodes []outrigger.Node) *outrigger.Status {
+	defer p.publish(c)
 	v1pod := Pod(pod)
 	state, st := p.prepared(c, v1pod)
 	if st != nil {
@@ -560,6 +646,7 @@ func (p *Plugin) PreScore(c *outrigger.Call, pod *pb.Pod, nodes []outrigger.Node
 
 // Score runs the plugin's Score on every node of the batch; a failing node fails the batch.
 func (p *Plugin) Score(c *outrigger.Call, pod *pb.Pod, nodes []outrigger.Node) ([]int64, error) {
+	defer p.publish(c)
 	v1pod := Pod(pod)
 	state, st := p.prepared(c, v1pod)
 	if st != nil {
@@ -588,6 +675,7 @@ func (p *Plugin) Score(c *outrigger.Call, pod *pb.Pod, nodes []outrigger.Node) (
 
 // NormalizeScore runs the plugin's ScoreExtensions.NormalizeScore.
 func (p *Plugin) NormalizeScore(c *outrigger.Call, pod *pb.Pod, nodes []outrigger.Node, scores []int64) *outrigger.Status {
+	defer p.publish(c)
 	v1pod := Pod(pod)
 	state, st := p.prepared(c, v1pod)
 	if st != nil {
@@ -606,40 +694,47 @@ func (p *Plugin) NormalizeScore(c *outrigger.Call, pod *pb.Pod, nodes []outrigge
 
 // ---- reserve, permit and the binding cycle ---------------------------------------------------------
 
-func (p *Plugin) state(c *outrigger.Call) fwk.CycleState { return p.shared.cycle(c.CycleID).state }
+func (p *Plugin) state(c *outrigger.Call) fwk.CycleState { return p.cycleOf(c).state }
 
 // Reserve runs the plugin's Reserve.
 func (p *Plugin) Reserve(c *outrigger.Call, pod *pb.Pod, node string) *outrigger.Status {
+	defer p.publish(c)
 	return statusOf(p.p.(fwk.ReservePlugin).Reserve(c, p.state(c), Pod(pod), node))
 }
 
 // Unreserve runs the plugin's Unreserve.
 func (p *Plugin) Unreserve(c *outrigger.Call, pod *pb.Pod, node string) {
+	defer p.publish(c)
 	p.p.(fwk.ReservePlugin).Unreserve(c, p.state(c), Pod(pod), node)
 }
 
 // Permit runs the plugin's Permit.
 func (p *Plugin) Permit(c *outrigger.Call, pod *pb.Pod, node string) (*outrigger.Status, time.Duration) {
+	defer p.publish(c)
 	st, timeout := p.p.(fwk.PermitPlugin).Permit(c, p.state(c), Pod(pod), node)
 	return statusOf(st), timeout
 }
 
 // PreBindPreFlight runs the plugin's PreBindPreFlight.
 func (p *Plugin) PreBindPreFlight(c *outrigger.Call, pod *pb.Pod, node string) *outrigger.Status {
+	defer p.publish(c)
 	return statusOf(p.p.(fwk.PreBindPlugin).PreBindPreFlight(c, p.state(c), Pod(pod), node))
 }
 
 // PreBind runs the plugin's PreBind.
 func (p *Plugin) PreBind(c *outrigger.Call, pod *pb.Pod, node string) *outrigger.Status {
+	defer p.publish(c)
 	return statusOf(p.p.(fwk.PreBindPlugin).PreBind(c, p.state(c), Pod(pod), node))
 }
 
 // Bind runs the plugin's Bind.
 func (p *Plugin) Bind(c *outrigger.Call, pod *pb.Pod, node string) *outrigger.Status {
+	defer p.publish(c)
 	return statusOf(p.p.(fwk.BindPlugin).Bind(c, p.state(c), Pod(pod), node))
 }
 
 // PostBind runs the plugin's PostBind.
 func (p *Plugin) PostBind(c *outrigger.Call, pod *pb.Pod, node string) {
+	defer p.publish(c)
 	p.p.(fwk.PostBindPlugin).PostBind(c, p.state(c), Pod(pod), node)
 }

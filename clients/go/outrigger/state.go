@@ -22,6 +22,10 @@ type CycleState struct {
 	writes          []*pb.StateEntry
 }
 
+// NewCycleState is the CycleState a plugin sees in a call of the cycle ctx names (ctx.state: the
+// declared keys' entries). The host makes one per call; tests of plugins make their own.
+func NewCycleState(ctx *pb.CycleContext, fw *Framework) *CycleState { return newCycleState(ctx, fw) }
+
 func newCycleState(ctx *pb.CycleContext, fw *Framework) *CycleState {
 	s := &CycleState{cycleID: ctx.GetCycleId(), plugin: ctx.GetPlugin(), fw: fw, entries: map[string]*pb.StateEntry{}}
 	for _, e := range ctx.GetState() {
@@ -102,6 +106,9 @@ func (s *CycleState) Write(ctx context.Context, entries ...*pb.StateEntry) error
 	}
 	return nil
 }
+
+// Pending are the writes and deletes that will ride on the reply, in order.
+func (s *CycleState) Pending() []*pb.StateEntry { return s.writes }
 
 func (s *CycleState) drain() []*pb.StateEntry {
 	w := s.writes
