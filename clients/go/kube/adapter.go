@@ -240,11 +240,17 @@ func Registrations(cfg Config, opts ...Option) ([]outrigger.Registration, error)
 // plugin host: flags --listen, --framework (outrigger.Main), --prefix and --kubeconfig (Config). It
 // returns the process exit code.
 func Main(what string, args []string, opts ...Option) int {
+	return MainWith(what, Config{}, args, opts...)
+}
+
+// MainWith is Main with a Config (its Shared keys, Parallelism); the flags set Prefix and Kubeconfig.
+func MainWith(what string, cfg Config, args []string, opts ...Option) int {
 	fs := flag.NewFlagSet(what, flag.ContinueOnError)
-	prefix := fs.String("prefix", "", "put before every plugin's name as profiles reference it (e.g. Upstream)")
-	kubeconfig := fs.String("kubeconfig", "", "the live apiserver the Handle's ClientSet and SharedInformerFactory use")
+	prefix := fs.String("prefix", cfg.Prefix, "put before every plugin's name as profiles reference it (e.g. Upstream)")
+	kubeconfig := fs.String("kubeconfig", cfg.Kubeconfig, "the live apiserver the Handle's ClientSet and SharedInformerFactory use")
 	return outrigger.Main(what, fs, args, func() ([]outrigger.Registration, error) {
-		return Registrations(Config{Prefix: *prefix, Kubeconfig: *kubeconfig}, opts...)
+		cfg.Prefix, cfg.Kubeconfig = *prefix, *kubeconfig
+		return Registrations(cfg, opts...)
 	})
 }
 
