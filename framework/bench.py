@@ -800,11 +800,16 @@ class RemoteUpstreamFitScenario(RemoteGoScenario):
     name = "remote-go-fit"
     description = (
         "basic with kube-scheduler's own NodeResourcesFit served remotely by the Go adapter "
-        "(outrigger-kube-plugins) in place of the in-process one; 5000 measured pods"
+        "(outrigger-kube-plugins) in place of the in-process one; 2000 measured pods"
     )
 
     def node_labels(self, i: int) -> dict[str, str]:
         return {}
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        if quick:
+            return [RunSpec(self.name, nodes=200, init_pods=100, measure_pods=300)]
+        return [RunSpec(self.name, nodes=5000, init_pods=1000, measure_pods=2000)]  # four exchanges per pod
 
     def host_argv(self) -> list[str]:
         return [go_binary("outrigger-kube-plugins"), "--listen", "127.0.0.1:0", "--prefix", "Upstream"]
