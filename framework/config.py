@@ -104,10 +104,11 @@ class PluginRef:
     weight: int = 0
 
 
-#: kube-scheduler v1.34's default ``multiPoint`` set (``getDefaultPlugins``), in order, with weights
-#: (0 = unset). DynamicResources is there because its feature gate is on by default since v1.34 and
-#: ``applyFeatureGates`` puts it right before DefaultPreemption; Outrigger does not model it, so it
-#: is dropped with a warning and the resolved lists equal v1.33's.
+#: kube-scheduler v1.35's default ``multiPoint`` set (``getDefaultPlugins``), in order, with weights
+#: (0 = unset). DynamicResources is there because its feature gate is locked on since v1.35 and
+#: ``applyFeatureGates`` puts it right before DefaultPreemption with weight 2; the in-tree registry
+#: models it for pods without ResourceClaims (framework/plugins/dynamicresources.py). A registry
+#: without it drops it with a warning.
 DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     PluginRef("SchedulingGates"),
     PluginRef("PrioritySort"),
@@ -123,7 +124,7 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     PluginRef("VolumeZone"),
     PluginRef("PodTopologySpread", 2),
     PluginRef("InterPodAffinity", 2),
-    PluginRef("DynamicResources"),
+    PluginRef("DynamicResources", 2),
     PluginRef("DefaultPreemption"),
     PluginRef("NodeResourcesBalancedAllocation", 1),
     PluginRef("ImageLocality", 1),

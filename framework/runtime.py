@@ -629,7 +629,9 @@ class Framework:
             if status.code is Code.UnschedulableAndUnresolvable:
                 return r, status.with_plugin(pl.name)
             if not status.is_rejected:
-                return None, _failed("PostFilter", pl, status)
+                # kube-scheduler keeps a PostFilter plugin's error as it is (its message ends the fit
+                # error: "... pod affinity terms conflict. not found"), unlike the other points'.
+                return None, Status(Code.Error, (status.message() or status.code.name,), pl.name, status.error)
             if r is not None and r.nominated_node_name:
                 result = r
             reasons.extend(status.reasons)

@@ -1,10 +1,10 @@
 """The in-tree plugins' messages, word for word kube-scheduler v1.35's, as users read them in fit errors.
 
 Every expected message in FIT_ERRORS is what kube-scheduler v1.35.4 (built by tests/k8s/build.sh, default
-profile) wrote in the FailedScheduling event of the same pod on the same cluster, with one clause taken
-out: kube-scheduler's DynamicResources PostFilter says ``no new claims to deallocate, `` before
-``preemption: ...``, and Outrigger does not model resource claims (docs/configuration.md). The messages
-encode more than words: the order of the histogram (sorted as strings), the count of nodes per reason,
+profile) wrote in the FailedScheduling event of the same pod on the same cluster, verbatim: DynamicResources'
+PostFilter says ``no new claims to deallocate, `` before ``preemption: ...``, or, when a PreFilter plugin
+before it rejected the pod, ends the message with ``not found`` (framework/plugins/dynamicresources.py). The
+messages encode more than words: the order of the histogram (sorted as strings), the count of nodes per reason,
 and, through the preemption suffix, each reason's code (only Unschedulable nodes are dry-run, and report
 ``No preemption victims found for incoming pod``; UnschedulableAndUnresolvable ones are "not helpful").
 
@@ -92,9 +92,10 @@ def cpu(amount: str) -> dict[str, Any]:
     return {"resources": {"requests": {"cpu": amount}}}
 
 
-NOT_HELPFUL_6 = "preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling."
-ONE_DRY_RUN = ("preemption: 0/6 nodes are available: 1 No preemption victims found for incoming pod, "
-               "5 Preemption is not helpful for scheduling.")
+NOT_HELPFUL_6 = ("no new claims to deallocate, preemption: 0/6 nodes are available: 6 Preemption is not helpful "
+                 "for scheduling.")
+ONE_DRY_RUN = ("no new claims to deallocate, preemption: 0/6 nodes are available: 1 No preemption victims found "
+               "for incoming pod, 5 Preemption is not helpful for scheduling.")
 
 # (pod name, pod labels, pod spec without containers, the container's extra fields, the fit error)
 FIT_ERRORS: list[Any] = [
@@ -107,7 +108,8 @@ FIT_ERRORS: list[Any] = [
     pytest.param(
         "cpu6-never", {}, {"priority": 100, "preemptionPolicy": "Never"}, cpu("6"),
         "0/6 nodes are available: 1 Too many pods, 1 node(s) were unschedulable, 2 node(s) had untolerated "
-        "taint(s), 3 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.",
+        "taint(s), 3 Insufficient cpu. no new claims to deallocate, preemption: not eligible due to "
+        "preemptionPolicy=Never.",
         id="preemption-policy-never",
     ),
     pytest.param(
@@ -124,7 +126,7 @@ FIT_ERRORS: list[Any] = [
     ),
     pytest.param(
         "conflict", {}, {"affinity": ON_NO_NODE}, {},
-        f"0/6 nodes are available: pod affinity terms conflict. {NOT_HELPFUL_6}",
+        "0/6 nodes are available: pod affinity terms conflict. not found",
         id="pre-filter-rejects",
     ),
     pytest.param(

@@ -344,7 +344,7 @@ def test_filter_error_aborts_cycle_without_post_filter(mode: str, tmp_path: Path
         pytest.param(st("Unschedulable", "pf1 found nothing"), True, " pf1 found nothing, second found nothing", "",
                      id="unschedulable-runs-next"),
         pytest.param(nominate("n2"), False, "", "n2", id="success-nominates-and-stops"),
-        pytest.param(st("Error", "preemption broke"), False, " running PostFilter plugin 'Post1': preemption broke",
+        pytest.param(st("Error", "preemption broke"), False, " preemption broke",
                      "", id="error-stops"),
     ],
 )  # fmt: skip

@@ -829,7 +829,7 @@ REJECT_ALL = reject_nodes(Code.Unschedulable, "nope", "n1", "n2", "n3")
         pytest.param(
             Status.failure("preemption broke"),
             False,
-            " running PostFilter plugin 'Post1': preemption broke",
+            " preemption broke",
             "",
             id="error-stops",
         ),

@@ -10,6 +10,7 @@ from pluginhost.plugin import Handle, Plugin, points_of
 from .balancedallocation import NodeResourcesBalancedAllocation
 from .basic import DefaultBinder, NodeName, NodeUnschedulable, PrioritySort, SchedulingGates
 from .defaultpreemption import DefaultPreemption
+from .dynamicresources import DynamicResources
 from .imagelocality import ImageLocality
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
@@ -72,7 +73,7 @@ class Registry:
 def in_tree_registry() -> Registry:
     reg = Registry()
     for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
-                NodeResourcesFit, PodTopologySpread, InterPodAffinity, DefaultPreemption,
+                NodeResourcesFit, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption,
                 NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, Reservation):
         reg.register_class(cls)
     return reg
