@@ -786,7 +786,10 @@ def _strict(
     say), warnings in ``warn`` mode, nothing at all in ``ignore`` mode."""
     if validate == "ignore":
         return None
-    return decode.report(decode.strict_problems(duplicates, decode.unknown_fields(obj, schema)), validate, warn)
+    unknown = decode.unknown_fields(obj, schema)
+    if not unknown and not duplicates:
+        return None
+    return decode.report(decode.strict_problems(duplicates, unknown), validate, warn)
 
 
 def _from_dict(
