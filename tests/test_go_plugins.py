@@ -677,3 +677,78 @@ def test_preemption_with_an_upstream_plugin_evicts_what_the_python_one_does(upst
     want = {"vip": "n0", "preempted": ["low"], "left": ["high", "mid", "vip"],
             "leaks": {"cycle_states": 0, "waiting_pods": 0, "assumed_pods": 0, "binding_cycles": 0}}
     assert (python, go) == (want, want)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A live apiserver: real pods scheduled through the upstream plugins, whose Handle reaches the cluster
+
+LIVE_PROFILE = "go-upstream"
+LIVE_NODES = {  # name -> (cpu, taint)
+    "kg-small": ("1", None),
+    "kg-tainted": ("8", {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}),
+    "kg-a": ("8", None),
+    "kg-b": ("8", None),
+}
+
+
+def _live_pod(name: str, namespace: str, cpu: str, labels: dict[str, str] | None = None,
+              **spec: Any) -> dict[str, Any]:
+    container = {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
+    meta = {"name": name, "namespace": namespace, "labels": labels or {}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"schedulerName": LIVE_PROFILE, "containers": [container], **spec}}
+
+
+@pytest.mark.kube
+def test_upstream_plugins_schedule_real_pods_and_read_namespaces_from_the_live_apiserver(
+    kube_plugins: Path, kube_cluster: Any, kube_namespace: str, tmp_path: Path
+) -> None:
+    import yaml
+    from kube_framework import FrameworkProcess, node_manifest, outrigger_kubeconfig, wait_for
+
+    nodes = []
+    for name, (cpu, taint) in LIVE_NODES.items():
+        doc = node_manifest(name, cpu=cpu, labels={HOST_LABEL: name})
+        if taint:
+            doc["spec"] = {"taints": [taint]}
+        nodes.append(doc)
+    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(nodes))
+    # The db pod lives in another namespace, picked by its label: only the namespace object says so.
+    db_ns = f"{kube_namespace[:50].rstrip('-')}-db"
+    kube_cluster.kubectl("create", "namespace", db_ns)
+    kube_cluster.kubectl("label", "namespace", db_ns, "team=db-team")
+    config, plugins = tmp_path / "scheduler.yaml", tmp_path / "remote-plugins.yaml"
+    upstream = ["NodeResourcesFit", "TaintToleration", "InterPodAffinity"]
+    config.write_text(json.dumps({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": LIVE_PROFILE, "plugins": {"multiPoint": {
+            "enabled": [{"name": PREFIX + p} for p in upstream], "disabled": [{"name": p} for p in upstream]}}}]}))
+
+    def node_of(namespace: str, name: str) -> str:
+        row = kube_cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "wide", "--no-headers").stdout.split()
+        return "" if row[6] == "<none>" else row[6]
+
+    with GoHost(kube_plugins, "--prefix", PREFIX, "--kubeconfig", str(kube_cluster.admin_kubeconfig)) as host:
+        plugins.write_text(json.dumps({"apiVersion": "outrigger.io/v1alpha1", "kind": "RemotePlugins",
+                                       "plugins": [{"name": "upstream", "address": host.address}]}))
+        framework = FrameworkProcess(outrigger_kubeconfig(kube_cluster), config, plugins).start()
+        try:
+            db = _live_pod("db", db_ns, "1", {"app": "db"}, nodeSelector={HOST_LABEL: "kg-b"})
+            kube_cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(db))
+            assert wait_for(lambda: node_of(db_ns, "db"), 30, "db to be bound") == "kg-b"
+            affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "topologyKey": HOST_LABEL, "labelSelector": {"matchLabels": {"app": "db"}},
+                "namespaceSelector": {"matchLabels": {"team": "db-team"}}}]}}
+            pods = [_live_pod("web", kube_namespace, "2", affinity=affinity),  # next to db, found by namespace label
+                    _live_pod("big", kube_namespace, "7")]  # too big for kg-small, kg-tainted not tolerated
+            kube_cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(pods))
+            placed = wait_for(lambda: (lambda w, b: (w, b) if w and b else None)(
+                node_of(kube_namespace, "web"), node_of(kube_namespace, "big")), 30, "web and big to be bound")
+        finally:
+            framework.stop()
+            kube_cluster.kubectl("delete", "pods", "--all", "-n", db_ns, "--grace-period=0", "--force")
+            kube_cluster.kubectl("delete", "namespace", db_ns, "--wait=false")
+            kube_cluster.kubectl("delete", "node", *LIVE_NODES)
+    # web went where db is (its namespaceSelector matched db's namespace through the live lister); big
+    # needed 7 CPUs next to web's 2 on kg-b, so kg-a (kg-small too small, kg-tainted's taint not tolerated).
+    assert placed == ("kg-b", "kg-a")
