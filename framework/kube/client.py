@@ -50,6 +50,7 @@ __all__ = [
     "KubeConfigError",
     "KubeError",
     "TokenBucket",
+    "retry_after",
 ]
 
 JSON = "application/json"
@@ -60,6 +61,10 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_RELOAD_SECONDS = 60.0
 REQUEST_TIMEOUT = 30.0
 LIST_PAGE = 500
+# client-go's rest client: a throttled request is sent again at most 10 times; a Retry-After beyond
+# this many seconds is cut to it.
+MAX_RETRIES = 10
+MAX_RETRY_AFTER = 30
 
 
 class KubeError(Exception):
@@ -311,8 +316,24 @@ class TokenBucket:
 # ---- the client -----------------------------------------------------------------------------------
 
 
+def retry_after(status: int, header: str | None) -> float | None:
+    """Seconds to wait before sending a refused request again (client-go's checkWait): a 429 or a 5xx
+    answer with a ``Retry-After`` header of whole seconds; None when the answer is final."""
+    if status != 429 and status < 500:
+        return None
+    if header is None or not header.strip().isdigit():
+        return None
+    return float(min(int(header.strip()), MAX_RETRY_AFTER))
+
+
 class ApiClient:
-    """Requests to one API server over a pool of keep-alive connections (``max_connections``)."""
+    """Requests to one API server over a pool of keep-alive connections (``max_connections``).
+
+    A request answered 429 Too Many Requests (or a 5xx) with ``Retry-After`` is sent again after that
+    many seconds, up to :data:`MAX_RETRIES` times within its timeout, as client-go does: an API server
+    shedding load (``--max-requests-inflight``, API Priority and Fairness) slows the scheduler down
+    instead of failing its bindings. ``throttled`` counts those waits.
+    """
 
     def __init__(self, config: KubeConfig, *, qps: float = 50.0, burst: int = 100, max_connections: int = 32,
                  user_agent: str = "outrigger") -> None:
@@ -324,6 +345,8 @@ class ApiClient:
         self._session: aiohttp.ClientSession | None = None
         #: Requests made, by "verb resource" (what tests and the benchmark count writes with).
         self.counts: dict[str, int] = {}
+        #: Requests the server refused with Retry-After and that were sent again.
+        self.throttled = 0
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -353,23 +376,33 @@ class ApiClient:
         body: Any = None, content_type: str = JSON, timeout: float = REQUEST_TIMEOUT,
     ) -> Any:
         """One request; the decoded JSON answer (None when empty). Raises ApiError or ApiUnreachable."""
-        await self.limiter.acquire()
         key = f"{verb} {resource}"
-        self.counts[key] = self.counts.get(key, 0) + 1
         data = None if body is None else orjson.dumps(body)
         kwargs: dict[str, Any] = {}
         if self.config.tls_server_name:
             kwargs["server_hostname"] = self.config.tls_server_name
-        try:
-            async with self._client().request(
-                method, self.config.server + path, params=params, data=data,
-                headers=self._headers(content_type if data is not None else None),
-                timeout=aiohttp.ClientTimeout(total=timeout), **kwargs,
-            ) as resp:
-                payload = await resp.read()
-                status = resp.status
-        except (aiohttp.ClientError, OSError, TimeoutError, ssl.SSLError) as exc:
-            raise ApiUnreachable(verb, resource, self.config.server, exc) from exc
+        give_up = time.monotonic() + timeout
+        for attempt in range(MAX_RETRIES + 1):
+            await self.limiter.acquire()
+            self.counts[key] = self.counts.get(key, 0) + 1
+            try:
+                async with self._client().request(
+                    method, self.config.server + path, params=params, data=data,
+                    headers=self._headers(content_type if data is not None else None),
+                    timeout=aiohttp.ClientTimeout(total=max(give_up - time.monotonic(), 0.001)), **kwargs,
+                ) as resp:
+                    payload = await resp.read()
+                    status = resp.status
+                    wait = retry_after(status, resp.headers.get("Retry-After"))
+            except (aiohttp.ClientError, OSError, TimeoutError, ssl.SSLError) as exc:
+                raise ApiUnreachable(verb, resource, self.config.server, exc) from exc
+            if wait is not None and attempt < MAX_RETRIES and time.monotonic() + wait < give_up:
+                # Throttled (429, or a 5xx with Retry-After): the request was not served; client-go
+                # waits as told and sends it again, up to 10 times.
+                self.throttled += 1
+                await asyncio.sleep(wait)
+                continue
+            break
         if status >= 400:
             raise ApiError.from_status(verb, resource, status, payload)
         return orjson.loads(payload) if payload else None
