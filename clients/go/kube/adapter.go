@@ -410,10 +410,16 @@ func (p *Plugin) QueueingHint(c *outrigger.Call, pod *pb.Pod, event *pb.ClusterE
 
 // ---- the scheduling cycle --------------------------------------------------------------------------
 
+// bindingCycle are the points that run in the binding cycle, concurrently with the next scheduling
+// cycle: their calls leave the lister on the scheduling cycle's snapshot (kube-scheduler's snapshot
+// likewise holds until Permit).
+var bindingCycle = map[string]bool{"Unreserve": true, "PreBindPreFlight": true, "PreBind": true, "Bind": true,
+	"PostBind": true}
+
 // cycleOf is the call's CycleState, with the shared keys' entries the request brought written into
 // it; the call's snapshot becomes the lister's.
 func (p *Plugin) cycleOf(c *outrigger.Call) *cycle {
-	if c.Snapshot != nil {
+	if c.Snapshot != nil && !bindingCycle[c.Point] {
 		p.shared.lister.Set(c.Snapshot)
 	}
 	cyc := p.shared.cycle(c.CycleID)

@@ -452,6 +452,10 @@ func (h *Host) snapshotFor(ctx context.Context, hp *hosted, c *pb.CycleContext, 
 	return snap.WithView(c.GetNodeView()), nil
 }
 
+// bindingPoints run after the scheduling cycle (Reserve is its last point, then the binding cycle).
+var bindingPoints = map[string]bool{"Reserve": true, "Unreserve": true, "Permit": true, "PreBindPreFlight": true,
+	"PreBind": true, "Bind": true, "PostBind": true}
+
 // call prepares a cycle-scoped call: the instance, the CycleState, the snapshot, the span.
 func (h *Host) call(ctx context.Context, point string, c *pb.CycleContext) (*hosted, Plugin, *Call, trace.Span, error) {
 	hp, inst, err := h.instance(c.GetPlugin(), c.GetProfile())
@@ -463,6 +467,12 @@ func (h *Host) call(ctx context.Context, point string, c *pb.CycleContext) (*hos
 	call := &Call{Context: ctx, Point: point, Plugin: hp.reg.Name, Profile: c.GetProfile(), CycleID: c.GetCycleId(),
 		Attempt: c.GetAttempt(), State: newCycleState(c, fw), Framework: fw, View: c.GetNodeView()}
 	snap, err := h.snapshotFor(ctx, hp, c, 0)
+	if err != nil && bindingPoints[point] && h.mirror.Generation() >= c.GetSnapshotGeneration() {
+		// The binding cycle may run long after its scheduling cycle: a generation the mirror no longer
+		// holds falls back to the latest (as kube-scheduler's plugins read the cache then, not the
+		// cycle's snapshot).
+		snap, err = h.mirror.Latest().WithView(c.GetNodeView()), nil
+	}
 	if err != nil {
 		span.End()
 		return hp, inst, call, nil, err

@@ -2,6 +2,7 @@ package outrigger
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -169,5 +170,39 @@ func TestStatusRoundTripsAndNamesUnknownCodes(t *testing.T) {
 	var ok *Status
 	if !ok.IsSuccess() || ok.ToProto().GetCode() != Success {
 		t.Errorf("a nil status is not success")
+	}
+}
+
+type reserver struct{ got chan *Snapshot }
+
+func (reserver) Name() string { return "R" }
+func (r reserver) Reserve(c *Call, _ *pb.Pod, _ string) *Status {
+	r.got <- c.Snapshot
+	return nil
+}
+func (reserver) Unreserve(*Call, *pb.Pod, string) {}
+
+func TestBindingCyclePointsFallBackToTheLatestGeneration(t *testing.T) {
+	r := reserver{got: make(chan *Snapshot, 1)}
+	h, err := NewHost([]Registration{{Name: "R", NeedsSnapshot: true,
+		Factory: func(json.RawMessage, *Env) (Plugin, error) { return r, nil }}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Configure(context.Background(), &pb.ConfigureRequest{Plugin: "R", Profile: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	h.mirror = NewMirror(1)
+	for g := uint64(1); g <= 5; g++ {
+		h.mirror.Apply(&pb.SnapshotDelta{Generation: g, FullResync: g == 1})
+	}
+	// Generation 2 is long gone (one superseded generation is kept): Reserve reads generation 5.
+	reply, err := h.Reserve(context.Background(), &pb.NodeRequest{NodeName: "a",
+		Ctx: &pb.CycleContext{CycleId: "c", Plugin: "R", Profile: "p", SnapshotGeneration: 2}})
+	if err != nil || reply.GetStatus().GetCode() != Success {
+		t.Fatalf("Reserve: %v %v", reply, err)
+	}
+	if got := (<-r.got).Generation; got != 5 {
+		t.Errorf("Reserve read generation %d, want 5", got)
 	}
 }
