@@ -270,6 +270,10 @@ class Scenario:
     def config(self, registry: Registry) -> SchedulerConfig:
         return default_scheduler_config(registry)
 
+    async def measure(self, spec: RunSpec) -> RunResult | None:
+        """A run measured its own way (through an API server, say); None: :func:`run_one`'s in-process run."""
+        return None
+
 
 def profile_with(registry: Registry, name: str, args: dict[str, Any] | None = None) -> SchedulerConfig:
     """kube-scheduler's default profile plus plugin ``name`` (weight 1) at every point it implements,
@@ -825,12 +829,30 @@ class RemoteUpstreamFitScenario(RemoteGoScenario):
         return load_config(text, registry.points(), "<bench>", unavailable=unavailable_plugins(registry))
 
 
+class ApiServerScenario(Scenario):
+    """``basic`` through a real kube-apiserver and etcd, Outrigger as ``outrigger serve --kubeconfig``
+    (framework/kube/bench.py: how it is set up and measured)."""
+
+    name = "apiserver"
+    description = "scheduler_perf SchedulingBasic 5000Nodes_10000Pods through kube-apiserver + etcd on loopback"
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        if quick:
+            return [RunSpec(self.name, nodes=50, init_pods=20, measure_pods=200, timeout=120.0)]
+        return [RunSpec(self.name, nodes=5000, init_pods=1000, measure_pods=10000, timeout=600.0)]
+
+    async def measure(self, spec: RunSpec) -> RunResult | None:
+        from .kube.bench import measure
+
+        return await measure(spec)
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), RemoteStreamsScenario(), ExtenderScenario(),
         ExtenderNamesScenario(), TracedRemoteScenario(), ReplicasScenario(1), ReplicasScenario(2),
-        RemoteGoScenario(), RemoteUpstreamFitScenario(),
+        RemoteGoScenario(), RemoteUpstreamFitScenario(), ApiServerScenario(),
     )
 }
 
@@ -873,6 +895,9 @@ async def _settle(s: Scheduler, target: int, deadline: float) -> None:
 async def run_one(spec: RunSpec) -> RunResult:
     """Run ``spec`` in this process and measure it."""
     scenario = SCENARIOS[spec.scenario]
+    custom = await scenario.measure(spec)
+    if custom is not None:
+        return custom
     nodes: list[Node] = [node_from_dict(node_manifest(i, scenario.node_labels(i))) for i in range(spec.nodes)]
     init_pods: list[Pod] = [pod_from_dict(pod_manifest("init", i)) for i in range(spec.init_pods)]
     measured: list[Pod] = [pod_from_dict(pod_manifest("measured", i)) for i in range(spec.measure_pods)]

@@ -1,0 +1,610 @@
+"""The ``apiserver`` benchmark scenario: scheduler_perf's SchedulingBasic through a real kube-apiserver.
+
+``python -m framework.bench --scenarios apiserver`` runs it (framework/bench.py registers it); each run
+is one child process that drives everything below and reports a :class:`~framework.bench.RunResult`:
+
+1. a fresh :class:`~framework.kube.local.LocalCluster` (etcd and kube-apiserver on loopback, its own data);
+2. the nodes, scheduler_perf's ``templates/node-default.yaml`` (4 CPU, 32Gi, 110 pods, Ready), created
+   through the API;
+3. ``outrigger serve --kubeconfig`` in its own process: kube-scheduler's default profile, with
+   ``clientConnection`` qps and burst both :data:`SCHEDULER_QPS` (5000, what scheduler_perf gives the
+   scheduler's client; the comparison with kube-scheduler gives it the same: :func:`scheduler_config`);
+4. the initial pods (``templates/pod-default.yaml``: 100m CPU, 500Mi, port 80) in ``namespace-1``,
+   created and waited for (not measured);
+5. the measured pods in ``namespace-2``, created by a separate process (``python -m framework.kube.bench
+   create-pods``) over :data:`CREATE_CONNECTIONS` keep-alive connections, while a watch of the bound pods
+   (``fieldSelector=spec.nodeName!=``) in this process notes when each one's binding arrives.
+
+Throughput is measured pods / (the last binding seen on the watch - the first create request sent): the
+API server admitting the pods, the framework decoding them, scheduling, binding and writing its events,
+and the watch delivering the bindings are all inside the window; the scheduler's own counters are not
+used. Each process's CPU over the window is read from ``/proc`` (the API server, etcd, the framework,
+the pod creator, this watcher, and whatever else ran on the machine), as a share of all cores and in
+milliseconds per measured pod, and the framework's scheduling-attempt histogram is read from its
+``/metrics``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from ..bench import RunResult, RunSpec, pod_manifest
+from ..runtime import num_feasible_nodes_to_find
+from .client import ApiClient, ApiError, ApiUnreachable, KubeConfig
+from .local import LocalCluster
+
+__all__ = [
+    "CREATE_CONNECTIONS",
+    "SCHEDULER_BURST",
+    "SCHEDULER_QPS",
+    "CpuSample",
+    "create_objects",
+    "histogram_quantile",
+    "measure",
+    "node_object",
+    "pod_object",
+    "scheduler_config",
+]
+
+#: scheduler_perf's client for the scheduler (mustSetupCluster: "client rate limit is set to 5000").
+SCHEDULER_QPS = 5000
+SCHEDULER_BURST = 5000
+#: Concurrent create requests of the pod creator (and of the set-up's node and pod creation).
+CREATE_CONNECTIONS = 16
+INIT_NAMESPACE = "namespace-1"
+MEASURED_NAMESPACE = "namespace-2"
+STARTUP_SECONDS = 120.0
+STOP_SECONDS = 20.0
+ROOT = Path(__file__).resolve().parents[2]
+#: A folder: py-spy samples the framework during the measured window (see :func:`_profiler`).
+PYSPY_ENV = "OUTRIGGER_BENCH_PYSPY"
+_HTTP = re.compile(r"HTTP \(metrics, debug\) on (\S+)")
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def scheduler_config(scheduler_name: str = "default-scheduler") -> str:
+    """The KubeSchedulerConfiguration of the run: kube-scheduler's default profile under
+    ``scheduler_name``, the client at :data:`SCHEDULER_QPS` / :data:`SCHEDULER_BURST`."""
+    return (
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        f"clientConnection: {{qps: {SCHEDULER_QPS}, burst: {SCHEDULER_BURST}}}\n"
+        "profiles:\n"
+        f"- schedulerName: {scheduler_name}\n"
+    )
+
+
+def node_object(i: int) -> dict[str, Any]:
+    """scheduler_perf's ``templates/node-default.yaml``, named (the API server makes allocatable = capacity)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": f"scheduler-perf-{i:05d}"},
+        "spec": {},
+        "status": {
+            "capacity": {"pods": "110", "cpu": "4", "memory": "32Gi"},
+            "conditions": [{"status": "True", "type": "Ready"}],
+            "phase": "Running",
+        },
+    }
+
+
+def pod_object(namespace: str, i: int, scheduler_name: str = "") -> dict[str, Any]:
+    """scheduler_perf's ``templates/pod-default.yaml``, named ``pod-NNNNNN`` rather than generated."""
+    pod = pod_manifest(namespace, i)
+    if scheduler_name:
+        pod["spec"]["schedulerName"] = scheduler_name
+    return pod
+
+
+# ---- CPU accounting -----------------------------------------------------------------------------------
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, children it waited for excluded; 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14 and 15 of stat)
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, all cores (/proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    total = sum(values[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+    return (total - idle) / _CLK_TCK, total / _CLK_TCK
+
+
+def peak_rss_mib(pid: int) -> float:
+    """A process's peak resident set (VmHWM), MiB; 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+@dataclass(slots=True)
+class CpuSample:
+    """CPU seconds used so far by each named process, this one, and the whole machine."""
+
+    processes: dict[str, float]
+    machine_busy: float
+    machine_total: float
+    taken: float
+
+    @classmethod
+    def take(cls, pids: dict[str, int]) -> CpuSample:
+        busy, total = machine_cpu()
+        procs = {name: process_cpu(pid) for name, pid in pids.items()}
+        procs["watcher"] = time.process_time()
+        return cls(procs, busy, total, time.monotonic())
+
+    def shares(self, later: CpuSample, pods: int, extra: dict[str, float] | None = None) -> dict[str, float]:
+        """Each process's share of the machine's CPU capacity over the interval and its milliseconds per
+        pod; ``other`` is everything else that ran (other users of the machine)."""
+        used = {name: later.processes[name] - self.processes.get(name, 0.0) for name in later.processes}
+        used.update(extra or {})
+        capacity = later.machine_total - self.machine_total
+        busy = later.machine_busy - self.machine_busy
+        used["other"] = max(0.0, busy - sum(used.values()))
+        out: dict[str, float] = {}
+        for name, seconds in used.items():
+            out[f"cpu_share_{name}"] = round(seconds / capacity, 3) if capacity > 0 else 0.0
+            out[f"cpu_ms_per_pod_{name}"] = round(seconds * 1000 / max(pods, 1), 3)
+        out["cpu_share_idle"] = round(max(0.0, 1 - busy / capacity), 3) if capacity > 0 else 0.0
+        return out
+
+
+# ---- creating objects ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Created:
+    """What a batch of creates did: when the first request went out, when each object was created."""
+
+    first_sent: float = 0.0
+    last_done: float = 0.0
+    done_at: dict[str, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+async def create_objects(
+    client: ApiClient, path: str, resource: str, bodies: Sequence[dict[str, Any]], connections: int
+) -> Created:
+    """POST every body to ``path`` with ``connections`` requests in flight; each object's creation time
+    (``time.monotonic``, comparable across processes) by name. A refusal is recorded, not raised."""
+    out = Created()
+    todo: Iterator[dict[str, Any]] = iter(bodies)
+    now = time.monotonic
+
+    async def worker() -> None:
+        for body in todo:
+            if not out.first_sent:
+                out.first_sent = now()
+            name = body["metadata"]["name"]
+            try:
+                await client.request("POST", path, verb="create", resource=resource, body=body)
+            except (ApiError, ApiUnreachable) as exc:
+                out.errors.append(f"{name}: {exc}")
+                continue
+            out.done_at[name] = out.last_done = now()
+
+    await asyncio.gather(*(worker() for _ in range(max(1, connections))))
+    return out
+
+
+def _admin_client(kubeconfig: Path, connections: int) -> ApiClient:
+    return ApiClient(KubeConfig.from_file(kubeconfig), qps=-1, burst=0, max_connections=connections,
+                     user_agent="outrigger-bench")
+
+
+async def _create_pods_main(kubeconfig: Path, namespace: str, start: int, count: int, connections: int,
+                            scheduler_name: str) -> dict[str, Any]:
+    bodies = [pod_object(namespace, i, scheduler_name) for i in range(start, start + count)]
+    client = _admin_client(kubeconfig, connections)
+    # Started and ready before the clock: the benchmark says when to go (a line on stdin).
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    try:
+        cpu0 = time.process_time()
+        created = await create_objects(client, f"/api/v1/namespaces/{namespace}/pods", "pods", bodies, connections)
+        cpu = time.process_time() - cpu0
+    finally:
+        await client.close()
+    return {"first_sent": created.first_sent, "last_done": created.last_done, "done_at": created.done_at,
+            "errors": created.errors[:20], "error_count": len(created.errors), "cpu_seconds": cpu}
+
+
+# ---- watching bindings --------------------------------------------------------------------------------
+
+
+class BoundWatch:
+    """The pods of one namespace whose binding the watch has shown, with when it arrived."""
+
+    def __init__(self, client: ApiClient, namespace: str) -> None:
+        self.client = client
+        self.path = f"/api/v1/namespaces/{namespace}/pods?fieldSelector=spec.nodeName%21%3D"
+        self.bound_at: dict[str, float] = {}
+        self.nodes: dict[str, str] = {}
+        self.changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        items, rv = await self.client.list(self.path, resource="pods")
+        now = time.monotonic()
+        for obj in items:
+            self._seen(obj, now)
+        self._task = asyncio.get_running_loop().create_task(self._follow(rv))
+
+    def _seen(self, obj: dict[str, Any], now: float) -> None:
+        name = obj["metadata"]["name"]
+        if name not in self.bound_at:
+            self.bound_at[name] = now
+            self.nodes[name] = obj["spec"].get("nodeName") or ""
+            self.changed.set()
+
+    async def _follow(self, rv: str) -> None:
+        for _ in range(1000):  # a watch broken mid-run resumes from where it was
+            events = self.client.watch(self.path, rv, resource="pods", timeout_seconds=3600)
+            try:
+                async with contextlib.aclosing(events):
+                    async for kind, obj in events:
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        if kind == "ADDED" or kind == "MODIFIED":
+                            self._seen(obj, time.monotonic())
+            except ApiUnreachable:
+                await asyncio.sleep(0.2)
+
+    async def wait_for(self, count: int, deadline: float) -> bool:
+        """Until ``count`` pods were seen bound (True) or the monotonic ``deadline`` passed (False)."""
+        while len(self.bound_at) < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), min(remaining, 1.0))
+        return True
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+# ---- the framework process ----------------------------------------------------------------------------
+
+
+class Framework:
+    """``outrigger serve --kubeconfig`` in its own process; its output kept, drained by a thread."""
+
+    def __init__(self, kubeconfig: Path, config: Path) -> None:
+        self.argv = [sys.executable, "-m", "framework.cli", "serve", "--kubeconfig", str(kubeconfig),
+                     "--config", str(config), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"]
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self.http = ""
+        self._synced = threading.Event()
+
+    def start(self) -> None:
+        env = {**os.environ, "OUTRIGGER_SECURE_PORT": "0",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=env, cwd=ROOT, start_new_session=True)
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            found = _HTTP.search(line)
+            if found:
+                self.http = found.group(1)
+            if line.startswith("in sync with the cluster"):
+                self._synced.set()
+
+    async def wait_synced(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._synced.is_set():
+            if self.proc is None or self.proc.poll() is not None:
+                raise RuntimeError(f"outrigger serve exited before it was in sync: {self.tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"outrigger serve was not in sync after {timeout:.0f}s: {self.tail()}")
+            await asyncio.sleep(0.05)
+
+    def tail(self, lines: int = 8) -> str:
+        return " | ".join(self.lines[-lines:]) or "(no output)"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(STOP_SECONDS)
+
+
+async def scrape(address: str) -> dict[str, Any]:
+    """The framework's scheduling-attempt histogram (every profile and result summed): buckets, sum, count."""
+    buckets: dict[float, float] = {}
+    total = count = 0.0
+    if not address:
+        return {"buckets": buckets, "sum": total, "count": count}
+    async with aiohttp.ClientSession() as session, session.get(f"http://{address}/metrics",
+                                                               timeout=aiohttp.ClientTimeout(total=30)) as resp:
+        text = await resp.text()
+    name = "scheduler_scheduling_attempt_duration_seconds"
+    for line in text.splitlines():
+        if not line.startswith(name):
+            continue
+        metric, _, value = line.rpartition(" ")
+        if metric.startswith(name + "_bucket"):
+            le = re.search(r'le="([^"]+)"', metric)
+            if le:
+                bound = float(le.group(1))
+                buckets[bound] = buckets.get(bound, 0.0) + float(value)
+        elif metric.startswith(name + "_sum"):
+            total += float(value)
+        elif metric.startswith(name + "_count"):
+            count += float(value)
+    return {"buckets": buckets, "sum": total, "count": count}
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float:
+    """Prometheus' histogram_quantile over cumulative ``buckets`` (upper bound -> count): linear within
+    the bucket the quantile falls in; the highest finite bound when it falls in +Inf."""
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return 0.0
+    rank = q * buckets[bounds[-1]]
+    lower, below = 0.0, 0.0
+    for bound in bounds:
+        cumulative = buckets[bound]
+        if cumulative >= rank:
+            if bound == float("inf"):
+                return lower
+            inside = cumulative - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside > 0 else 1.0)
+        lower, below = bound, cumulative
+    return lower
+
+
+def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    return {"buckets": {b: c - before["buckets"].get(b, 0.0) for b, c in after["buckets"].items()},
+            "sum": after["sum"] - before["sum"], "count": after["count"] - before["count"]}
+
+
+# ---- one run --------------------------------------------------------------------------------------------
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+@contextlib.asynccontextmanager
+async def _cluster(workdir: Path) -> AsyncIterator[LocalCluster]:
+    cluster = await asyncio.to_thread(LocalCluster.start, workdir)
+    try:
+        yield cluster
+    finally:
+        await asyncio.to_thread(cluster.stop)
+
+
+async def measure(spec: RunSpec) -> RunResult:
+    """Run ``spec`` (nodes, initial and measured pods) through a fresh local API server and measure it."""
+    with tempfile.TemporaryDirectory(prefix="outrigger-bench-kube-") as tmp:
+        return await _measure(spec, Path(tmp))
+
+
+async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
+    load = os.getloadavg()[0]
+    setup_started = time.monotonic()
+    async with _cluster(tmp / "cluster") as cluster:
+        admin = _admin_client(cluster.admin_kubeconfig, CREATE_CONNECTIONS)
+        watch_client = _admin_client(cluster.admin_kubeconfig, 2)
+        config = tmp / "scheduler.yaml"
+        config.write_text(scheduler_config())
+        framework = Framework(cluster.admin_kubeconfig, config)
+        watches: list[BoundWatch] = []
+        try:
+            for ns in (INIT_NAMESPACE, MEASURED_NAMESPACE):
+                await admin.request("POST", "/api/v1/namespaces", verb="create", resource="namespaces",
+                                    body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            nodes = await create_objects(admin, "/api/v1/nodes", "nodes",
+                                         [node_object(i) for i in range(spec.nodes)], CREATE_CONNECTIONS)
+            if nodes.errors:
+                raise RuntimeError(f"creating nodes: {nodes.errors[0]}")
+            framework.start()
+            await framework.wait_synced(STARTUP_SECONDS)
+            init_watch = BoundWatch(watch_client, INIT_NAMESPACE)
+            watches.append(init_watch)
+            await init_watch.start()
+            init = await create_objects(admin, f"/api/v1/namespaces/{INIT_NAMESPACE}/pods", "pods",
+                                        [pod_object(INIT_NAMESPACE, i) for i in range(spec.init_pods)],
+                                        CREATE_CONNECTIONS)
+            if init.errors:
+                raise RuntimeError(f"creating the initial pods: {init.errors[0]}")
+            if not await init_watch.wait_for(spec.init_pods, time.monotonic() + spec.timeout):
+                raise RuntimeError(f"only {len(init_watch.bound_at)} of {spec.init_pods} initial pods were bound "
+                                   f"within {spec.timeout:.0f}s: {framework.tail()}")
+            await init_watch.stop()
+            watches.remove(init_watch)
+            setup = time.monotonic() - setup_started
+            setup_rss = peak_rss_mib(framework.pid)
+
+            watch = BoundWatch(watch_client, MEASURED_NAMESPACE)
+            watches.append(watch)
+            await watch.start()
+            before = await scrape(framework.http)
+            pids = {"apiserver": _pid(cluster.apiserver.proc), "etcd": _pid(cluster.etcd.proc),
+                    "framework": framework.pid}
+            creator = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "framework.kube.bench", "create-pods",
+                "--kubeconfig", str(cluster.admin_kubeconfig), "--namespace", MEASURED_NAMESPACE,
+                "--count", str(spec.measure_pods), "--connections", str(CREATE_CONNECTIONS),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                cwd=ROOT,
+            )
+            assert creator.stdin is not None and creator.stdout is not None
+            ready = await asyncio.wait_for(creator.stdout.readline(), STARTUP_SECONDS)
+            if ready.strip() != b"ready":
+                creator.kill()
+                raise RuntimeError(f"the pod creator did not start: {ready!r}")
+            profiler = _profiler(framework.pid)
+            cpu0 = CpuSample.take(pids)
+            creator.stdin.write(b"go\n")
+            await creator.stdin.drain()
+            deadline = time.monotonic() + spec.timeout
+            all_bound = await watch.wait_for(spec.measure_pods, deadline)
+            cpu1 = CpuSample.take(pids)
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)
+                await asyncio.to_thread(profiler.wait, 60)
+            after = await scrape(framework.http)
+            peak_rss = peak_rss_mib(framework.pid)
+            try:
+                out, err = await asyncio.wait_for(creator.communicate(), max(10.0, deadline - time.monotonic()))
+            except TimeoutError:
+                creator.kill()
+                out, err = await creator.communicate()
+            report = _creator_report(out, err, creator.returncode)
+            unschedulable = 0 if all_bound else await _unschedulable(admin, MEASURED_NAMESPACE)
+        finally:
+            for w in watches:
+                await w.stop()
+            await asyncio.to_thread(framework.stop)
+            await admin.close()
+            await watch_client.close()
+    measured = [t for name, t in watch.bound_at.items() if name in report["done_at"]]
+    first, last = report["first_sent"], max(measured, default=0.0)
+    window = last - first if measured and first else 0.0
+    bound = len(measured)
+    latencies = [watch.bound_at[n] - t for n, t in report["done_at"].items() if n in watch.bound_at]
+    attempts = _delta(before, after)
+    error = ""
+    if report["error_count"]:
+        error = f"{report['error_count']} pods not created: {report['errors'][0]}"
+    elif not all_bound:
+        error = f"{bound} of {spec.measure_pods} measured pods bound within {spec.timeout:.0f}s"
+    metrics: dict[str, float] = {
+        "create_pods_per_second": round(len(report["done_at"]) / (report["last_done"] - first), 1)
+        if report["last_done"] > first else 0.0,
+        "create_to_bound_p50_ms": round(_percentile(latencies, 0.5) * 1000, 1),
+        "create_to_bound_p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
+        "load_average_1m": round(load, 2),
+        "nproc": float(os.cpu_count() or 1),
+        "qps": float(SCHEDULER_QPS),
+        "burst": float(SCHEDULER_BURST),
+    }
+    metrics.update(cpu0.shares(cpu1, spec.measure_pods, {"creator": report["cpu_seconds"]}))
+    return RunResult(
+        scenario=spec.scenario, nodes=spec.nodes, init_pods=spec.init_pods, measure_pods=spec.measure_pods,
+        nodes_scored=num_feasible_nodes_to_find(0, spec.nodes), bound=bound, unschedulable=unschedulable,
+        errors=report["error_count"], all_scheduled=bound == spec.measure_pods and not error,
+        seconds=round(window, 3), pods_per_second=round(bound / window, 1) if window > 0 else 0.0,
+        cycle_pods_per_second=round(attempts["count"] / attempts["sum"], 1) if attempts["sum"] > 0 else 0.0,
+        attempt_p50_ms=round(histogram_quantile(0.5, attempts["buckets"]) * 1000, 3),
+        attempt_p99_ms=round(histogram_quantile(0.99, attempts["buckets"]) * 1000, 3),
+        attempt_max_ms=0.0, setup_seconds=round(setup, 3), peak_rss_mib=round(peak_rss, 1),
+        setup_rss_mib=round(setup_rss, 1), error=error, metrics=metrics,
+    )
+
+
+def _profiler(pid: int) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling the framework over the window, when ``$OUTRIGGER_BENCH_PYSPY`` names a folder
+    (collapsed stacks in ``framework-<pid>.txt``; py-spy is not a dependency: install it to profile)."""
+    folder = os.environ.get(PYSPY_ENV)
+    spy = Path(sys.executable).with_name("py-spy")
+    if not folder or not spy.exists():
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    out = Path(folder) / f"framework-{pid}.txt"
+    return subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "200", "--format", "raw",
+                             "--output", str(out), "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _pid(proc: subprocess.Popen[bytes] | None) -> int:
+    if proc is None:
+        raise RuntimeError("a cluster component is not running")
+    return proc.pid
+
+
+def _creator_report(out: bytes, err: bytes, code: int | None) -> dict[str, Any]:
+    for line in reversed(out.decode(errors="replace").splitlines()):
+        if line.startswith("{"):
+            report: dict[str, Any] = orjson.loads(line)
+            return report
+    tail = " | ".join(err.decode(errors="replace").strip().splitlines()[-5:])
+    return {"first_sent": 0.0, "last_done": 0.0, "done_at": {}, "errors": [f"pod creator exited {code}: {tail}"],
+            "error_count": 1, "cpu_seconds": 0.0}
+
+
+async def _unschedulable(client: ApiClient, namespace: str) -> int:
+    items, _ = await client.list(f"/api/v1/namespaces/{namespace}/pods", resource="pods")
+    return sum(
+        1 for pod in items
+        if any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+    )
+
+
+# ---- the pod creator's process --------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m framework.kube.bench",
+                                description="the apiserver benchmark's pod creator (run by the benchmark)")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("create-pods", help="create scheduler_perf's default pods; print a JSON report")
+    c.add_argument("--kubeconfig", required=True, type=Path)
+    c.add_argument("--namespace", required=True)
+    c.add_argument("--count", type=int, required=True)
+    c.add_argument("--start", type=int, default=0, help="index of the first pod (pod-NNNNNN)")
+    c.add_argument("--connections", type=int, default=CREATE_CONNECTIONS)
+    c.add_argument("--scheduler-name", default="")
+    args = p.parse_args(argv)
+    import uvloop  # the loop `outrigger serve` runs on
+
+    report = uvloop.run(_create_pods_main(args.kubeconfig, args.namespace, args.start, args.count, args.connections,
+                                   args.scheduler_name))
+    sys.stdout.write(orjson.dumps(report).decode() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
