@@ -284,7 +284,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if kubeconfig or args.in_cluster:
             _run(kube.serve_cluster(lambda registry: _config(args.config, registry), args.listen, endpoints,
                                     args.advertise, obs, tls=server_tls(args), kubeconfig=kubeconfig,
-                                    in_cluster=args.in_cluster))
+                                    in_cluster=args.in_cluster, config_file=args.config))
         else:
             _run(serve(lambda registry: _config(args.config, registry), args.listen, endpoints, args.advertise, obs,
                        tls=server_tls(args)))

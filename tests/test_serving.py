@@ -233,7 +233,7 @@ def test_readyz_is_500_until_a_registered_check_passes() -> None:
 @pytest.mark.parametrize(
     ("name", "endpoints", "message"),
     [
-        ("Informer_Sync", {"readyz": True}, "health check name 'Informer_Sync': use lowercase letters, digits and '-'"),
+        ("Informer_Sync", {"readyz": True}, "health check name 'Informer_Sync': use letters, digits and '-'"),
         ("ping", {"livez": True}, "health check 'ping' is already registered on /livez"),
         ("sync", {}, "health check 'sync': name at least one of healthz, livez, readyz"),
     ],

@@ -239,8 +239,14 @@ class LeaderElector:
             if ok:
                 log.info("successfully acquired lease %s", desc)
                 return
-            period = self.config.retry_period
-            await asyncio.sleep(period * (1.0 + random.random() * JITTER_FACTOR))
+            period = self.config.retry_period * (1.0 + random.random() * JITTER_FACTOR)
+            if self.observed.holder_identity and not self.is_leader():
+                # Try again right when the lease would expire, not up to 2.2 x retryPeriod after: the
+                # standby takes over within leaseDuration of the last renewal it saw.
+                expires_in = self._observed_at + self.observed.lease_duration_seconds - self._clock()
+                if 0 < expires_in < period:
+                    period = expires_in + 0.01
+            await asyncio.sleep(period)
 
     async def _renew(self) -> None:
         desc = self.lock.describe()

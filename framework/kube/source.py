@@ -39,24 +39,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import inspect
 import logging
+import os
 import signal
 import socket
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import orjson
 
 from pluginhost.decode import TextError, load_document
 from pluginhost.manifest import ManifestError, node_from_dict, pod_from_dict
 from pluginhost.model import Node, Pod
 from pluginhost.status import SUCCESS, Status
 
-from .client import STRATEGIC_MERGE_PATCH, ApiClient, ApiError, ApiUnreachable, KubeConfig, KubeConfigError
+from ..config import LeaderElectionConfig, format_duration, leader_election_config
+from ..httpserver import HttpServer
+from ..metrics import SchedulerMetrics
+from ..observe.health import ENDPOINTS as HEALTH_ENDPOINTS
+from ..observe.health import HealthChecks
+from .client import (
+    REQUEST_TIMEOUT,
+    STRATEGIC_MERGE_PATCH,
+    ApiClient,
+    ApiError,
+    ApiUnreachable,
+    KubeConfig,
+    KubeConfigError,
+)
 from .events import EventRecorder, StatusWriter, Writer, rfc3339
 from .informer import Informer
+from .leader import LeaderElector, LeaderMetrics, LeaseLock, new_identity
 
 if TYPE_CHECKING:
     from pluginhost.security import ServerTLS
@@ -78,6 +97,7 @@ __all__ = [
     "connect",
     "convert_node",
     "convert_pod",
+    "leader_election",
     "serve_cluster",
     "unsupported",
 ]
@@ -194,7 +214,10 @@ class ClientConnection:
 def client_connection(config: SchedulerConfig) -> ClientConnection:
     """The configuration's ``clientConnection`` with kube-scheduler's v1 defaults (0 or unset: 50 and
     100; a negative qps turns rate limiting off, as in client-go). A wrong type is a KubeConfigError."""
-    raw = config.extra.get("clientConnection") or {}
+    return _client_connection(config.extra.get("clientConnection") or {})
+
+
+def _client_connection(raw: dict[str, Any]) -> ClientConnection:
     kubeconfig = raw.get("kubeconfig") or ""
     qps = raw.get("qps") or DEFAULT_QPS
     burst = raw.get("burst") or DEFAULT_BURST
@@ -215,13 +238,16 @@ class _Nodes:
         self.s = source
 
     async def on_add(self, node: Node) -> None:
-        self.s.scheduler.observe_node(node)
+        if self.s.attached:
+            self.s.scheduler.observe_node(node)
 
     async def on_update(self, old: Node, new: Node) -> None:
-        self.s.scheduler.observe_node(new)
+        if self.s.attached:
+            self.s.scheduler.observe_node(new)
 
     async def on_delete(self, node: Node) -> None:
-        self.s.scheduler.observe_node_deleted(node.name)
+        if self.s.attached:
+            self.s.scheduler.observe_node_deleted(node.name)
 
 
 class _Namespaces:
@@ -248,23 +274,34 @@ class _Pods:
         self.s = source
 
     async def on_add(self, item: PodItem) -> None:
-        await self.s._pod_changed(None, item)
+        if self.s.attached:
+            await self.s._pod_changed(None, item)
 
     async def on_update(self, old: PodItem, new: PodItem) -> None:
-        await self.s._pod_changed(old, new)
+        if self.s.attached:
+            await self.s._pod_changed(old, new)
 
     async def on_delete(self, item: PodItem) -> None:
-        self.s._pod_deleted(item)
+        if self.s.attached:
+            self.s._pod_deleted(item)
 
 
 class KubeSource:
-    """A live cluster behind ``scheduler`` (a :class:`framework.scheduler.ClusterSource`)."""
+    """A live cluster behind ``scheduler`` (a :class:`framework.scheduler.ClusterSource`).
+
+    Built without a scheduler (a standby replica), its informers only keep their stores current;
+    :meth:`attach` hands everything they hold to a scheduler at once when the replica takes over.
+    ``fence``, when set, says how long a write sent now may take (0: this replica may not write; see
+    :meth:`framework.kube.leader.LeaderElector.bind_window`)."""
 
     accepts_apply = False
 
-    def __init__(self, scheduler: Scheduler, client: ApiClient, *, hostname: str | None = None,
+    def __init__(self, scheduler: Scheduler | None, client: ApiClient, *, hostname: str | None = None,
                  writers: int = 8) -> None:
-        self.scheduler = scheduler
+        self._scheduler = scheduler
+        #: Seconds a write sent now may take before another replica could hold the lease (None: no
+        #: leader election, no limit).
+        self.fence: Callable[[], float] | None = None
         self.client = client
         self.writer = Writer(writers)
         self.events = EventRecorder(client, self.writer, hostname=hostname or socket.gethostname())
@@ -284,11 +321,22 @@ class KubeSource:
         self._reported: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def scheduler(self) -> Scheduler:
+        if self._scheduler is None:
+            raise RuntimeError("no scheduler attached to this source (a standby)")
+        return self._scheduler
+
+    @property
+    def attached(self) -> bool:
+        return self._scheduler is not None
+
     # ---- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Take over the scheduler's source and start the informers (pods once nodes are listed)."""
-        self.scheduler.source = self
+        if self._scheduler is not None:
+            self._scheduler.source = self
         self.writer.start()
         self.events.start()
         loop = asyncio.get_running_loop()
@@ -298,6 +346,30 @@ class KubeSource:
     async def _start_pods(self) -> None:
         await self.nodes.synced.wait()
         await self.pods.run()
+
+    async def attach(self, scheduler: Scheduler) -> None:
+        """Become ``scheduler``'s source and hand it what the informers hold: nodes, namespaces, then
+        bound pods before pending ones (no relist: a standby's stores are current). Informer events from
+        now on go to the scheduler; one that overtakes the hand-over is applied twice, harmlessly, since
+        each object is read from the store as it is handed over."""
+        self._scheduler = scheduler
+        scheduler.source = self
+        nodes = self.nodes.store
+        for key in list(nodes):
+            node = nodes.get(key)
+            if node is not None:
+                scheduler.observe_node(node)
+        self.namespace_labels.update(dict(self.namespaces.store.values()))
+        pods = self.pods.store
+        keys = sorted(pods, key=lambda k: 0 if pods[k].node_name else 1)
+        for key in keys:
+            item = pods.get(key)
+            if item is not None:
+                await self._pod_changed(None, item)
+
+    def may_write(self) -> bool:
+        """Whether this replica may write to the cluster now (always, without leader election)."""
+        return self.fence is None or self.fence() > 0
 
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until nodes, namespaces and pods have been listed once."""
@@ -366,6 +438,12 @@ class KubeSource:
     async def bind(self, pod: Pod, node_name: str) -> Status:
         if node_name not in self.nodes.store:
             return Status.failure(f'node "{node_name}" not found (deleted while binding)')
+        timeout = REQUEST_TIMEOUT
+        if self.fence is not None:
+            window = self.fence()
+            if window <= 0:
+                return Status.failure("not bound: this replica no longer holds the leader lease")
+            timeout = min(timeout, window)  # given up before another replica could lead
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -374,7 +452,8 @@ class KubeSource:
         }
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
         try:
-            await self.client.request("POST", path, verb="create", resource="pods/binding", body=body)
+            await self.client.request("POST", path, verb="create", resource="pods/binding", body=body,
+                                      timeout=timeout)
         except ApiError as exc:
             if exc.code == 409 and "already assigned" in exc.message:
                 # Bound before (by this scheduler before a restart, or by another): handled, not retried.
@@ -387,6 +466,8 @@ class KubeSource:
         return SUCCESS
 
     async def delete_pod(self, pod: Pod, reason: str) -> Status:
+        if not self.may_write():
+            return Status.failure(f"pod {pod.key} not deleted: this replica no longer holds the leader lease")
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
         try:
             if reason.startswith("preempted by "):
@@ -426,6 +507,8 @@ class KubeSource:
                            controller=pod.scheduler_name)
 
     def failed(self, pod: Pod, status: Status) -> None:
+        if not self.may_write():
+            return  # a replica that lost its lease tells nothing (the new leader will)
         reason = "Unschedulable" if status.is_rejected else "SchedulerError"
         message = status.message()
         self.events.record(pod, type_="Warning", reason="FailedScheduling", action="Scheduling", note=message,
@@ -433,7 +516,8 @@ class KubeSource:
         self.status.unschedulable(pod, reason, message)
 
     def nominated(self, pod: Pod, node_name: str) -> None:
-        self.status.nominate(pod, node_name)
+        if self.may_write():
+            self.status.nominate(pod, node_name)
 
     def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
         self.events.record(victim, type_="Normal", reason="Preempted", action="Preempting",
@@ -441,35 +525,56 @@ class KubeSource:
                            controller=preemptor.scheduler_name, related=preemptor)
 
 
-def configured_kubeconfig(config_file: str | None) -> str:
-    """``clientConnection.kubeconfig`` of a KubeSchedulerConfiguration file ("" when unset or unreadable:
-    the configuration's own loading reports a bad file)."""
+def _config_document(config_file: str | None) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration file as a mapping ({} when none is given, or unreadable: the
+    configuration's own loading reports a bad file)."""
     if not config_file:
-        return ""
+        return {}
     try:
         with open(config_file, encoding="utf-8") as fh:
             doc = load_document(fh.read()).value  # the hardened front end: no input recurses without end
     except (OSError, UnicodeDecodeError, TextError):
-        return ""
-    conn = doc.get("clientConnection") if isinstance(doc, dict) else None
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def configured_kubeconfig(config_file: str | None) -> str:
+    """``clientConnection.kubeconfig`` of a KubeSchedulerConfiguration file ("" when unset or unreadable:
+    the configuration's own loading reports a bad file)."""
+    conn = _config_document(config_file).get("clientConnection")
     value = conn.get("kubeconfig") if isinstance(conn, dict) else None
     return value if isinstance(value, str) else ""
 
 
+def leader_election(config_file: str | None) -> LeaderElectionConfig:
+    """The file's ``leaderElection`` with kube-scheduler's defaults (on, ``kube-system/kube-scheduler``),
+    read before the plugins are known (a standby does not meet the plugin hosts until it leads). A
+    value kube-scheduler would refuse is a KubeConfigError naming the file and the field."""
+    raw = _config_document(config_file).get("leaderElection")
+    cfg, problems = leader_election_config(raw if isinstance(raw, dict) else None)
+    if problems:
+        path, message = problems[0]
+        raise KubeConfigError(f"{config_file}: {path}: {message}")
+    return cfg
+
+
 # ---- serving --------------------------------------------------------------------------------------
+
+
+def _kube_config(conn: ClientConnection, kubeconfig: str, in_cluster: bool) -> KubeConfig:
+    path = kubeconfig or conn.kubeconfig
+    if path:
+        return KubeConfig.from_file(path)
+    if in_cluster:
+        return KubeConfig.in_cluster()
+    raise KubeConfigError("no kubeconfig: give --kubeconfig, clientConnection.kubeconfig or --in-cluster")
 
 
 def connect(scheduler: Scheduler, *, kubeconfig: str = "", in_cluster: bool = False) -> KubeSource:
     """A source for ``scheduler``: the kubeconfig given, else the configuration's
     ``clientConnection.kubeconfig``, else (``in_cluster``) the pod's service account."""
     conn = client_connection(scheduler.config)
-    path = kubeconfig or conn.kubeconfig
-    if path:
-        config = KubeConfig.from_file(path)
-    elif in_cluster:
-        config = KubeConfig.in_cluster()
-    else:
-        raise KubeConfigError("no kubeconfig: give --kubeconfig, clientConnection.kubeconfig or --in-cluster")
+    config = _kube_config(conn, kubeconfig, in_cluster)
     return KubeSource(scheduler, ApiClient(config, qps=conn.qps, burst=conn.burst))
 
 
@@ -483,15 +588,25 @@ async def serve_cluster(
     tls: ServerTLS | None = None,
     kubeconfig: str = "",
     in_cluster: bool = False,
+    config_file: str | None = None,
 ) -> None:
     """Run the framework service on a live cluster until SIGTERM or SIGINT (``outrigger serve
-    --kubeconfig``): as :func:`framework.service.serve`, with the API server as the cluster's source."""
-    from ..service import start_service
+    --kubeconfig``): as :func:`framework.service.serve`, with the API server as the cluster's source.
 
+    With ``leaderElection.leaderElect`` (kube-scheduler's default) the replica first stands by: its
+    informers list and watch, its health and metrics are served, and it contends for the Lease; only
+    once it leads does it meet the plugin hosts and schedule (see :func:`_serve_elected`)."""
+    election = leader_election(config_file)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if election.leader_elect:
+        await _serve_elected(config_for, listen, endpoints, advertise, observability, tls=tls, kubeconfig=kubeconfig,
+                             in_cluster=in_cluster, config_file=config_file, election=election, stop=stop)
+        return
+    from ..service import start_service
+
     srv: Server = await start_service(config_for, endpoints, listen, advertise=advertise,
                                       observability=observability, tls=tls)
     try:
@@ -500,21 +615,9 @@ async def serve_cluster(
         await srv.stop()
         raise
     if srv.observability is not None:  # /readyz fails until the informers have listed everything once
-        synced = {"nodes": source.nodes.synced, "namespaces": source.namespaces.synced, "pods": source.pods.synced}
-
-        def informers_synced() -> str | None:
-            waiting = [name for name, listed in synced.items() if not listed.is_set()]
-            return f"waiting for the first list of {', '.join(waiting)}" if waiting else None
-
-        srv.observability.checks.add("informer-sync", informers_synced, readyz=True)
+        srv.observability.checks.add("informer-sync", _informers_synced(source), readyz=True)
     await source.start()
-    print(f"outrigger framework serving on {srv.address} (profiles: {', '.join(srv.scheduler.profiles)}), "
-          f"scheduling the cluster at {source.client.config.server}", flush=True)
-    if srv.observability is not None and srv.observability.secure is not None:
-        print(f"outrigger framework HTTPS (health, metrics, configz, debug) on {srv.observability.secure.address}",
-              flush=True)
-    if srv.observability is not None and srv.observability.http is not None:
-        print(f"outrigger framework HTTP (metrics, debug) on {srv.observability.http.address}", flush=True)
+    _print_serving(srv, source)
     announce = loop.create_task(_announce_sync(source))
     with contextlib.suppress(asyncio.CancelledError):
         await stop.wait()
@@ -525,6 +628,208 @@ async def serve_cluster(
     await srv.stop()
 
 
+def _informers_synced(source: KubeSource) -> Callable[[], str | None]:
+    synced = {"nodes": source.nodes.synced, "namespaces": source.namespaces.synced, "pods": source.pods.synced}
+
+    def check() -> str | None:
+        waiting = [name for name, listed in synced.items() if not listed.is_set()]
+        return f"waiting for the first list of {', '.join(waiting)}" if waiting else None
+
+    return check
+
+
+def _print_serving(srv: Server, source: KubeSource) -> None:
+    print(f"outrigger framework serving on {srv.address} (profiles: {', '.join(srv.scheduler.profiles)}), "
+          f"scheduling the cluster at {source.client.config.server}", flush=True)
+    if srv.observability is not None and srv.observability.secure is not None:
+        print(f"outrigger framework HTTPS (health, metrics, configz, debug) on {srv.observability.secure.address}",
+              flush=True)
+    if srv.observability is not None and srv.observability.http is not None:
+        print(f"outrigger framework HTTP (metrics, debug) on {srv.observability.http.address}", flush=True)
+
+
 async def _announce_sync(source: KubeSource) -> None:
     await source.wait_synced()
     print(f"in sync with the cluster: {len(source.nodes.store)} nodes, {len(source.pods.store)} pods", flush=True)
+
+
+# ---- leader election ------------------------------------------------------------------------------
+
+
+class _StandbyHttp(HttpServer):
+    """A standby's secure (or plain) port: the health endpoints and /metrics (``leader_election_master_status``
+    0); anything else is 503 naming the leader, since only the leader has a scheduler to show."""
+
+    def __init__(self, elector: LeaderElector, **kwargs: Any) -> None:
+        super().__init__(None, **kwargs)
+        self.elector = elector
+
+    async def route(self, method: str, path: str, query: Mapping[str, str], body: bytes,
+                    multi: Mapping[str, list[str]] | None = None) -> tuple[int, str, bytes]:
+        endpoint = path.strip("/").partition("/")[0]
+        if method in ("GET", "HEAD") and (endpoint in HEALTH_ENDPOINTS or path == "/metrics"):
+            return await super().route(method, path, query, body, multi)
+        leader = self.elector.leader or "not known yet"
+        message = f"{path}: this replica is a standby (the leader is {leader}); ask the leader"
+        return 503, "application/json", orjson.dumps({"error": message})
+
+
+@dataclass
+class _Standby:
+    """The ports a standby serves, closed when it takes over (the leader's service opens them again)."""
+
+    servers: list[HttpServer] = field(default_factory=list)
+    built: list[Any] = field(default_factory=list)
+
+    @classmethod
+    async def start(cls, obs: ObservabilityConfig | None, checks: HealthChecks, elector: LeaderElector,
+                    metrics: SchedulerMetrics | None) -> _Standby:
+        out = cls()
+        if obs is None:
+            return out
+        try:
+            if obs.secure is not None:
+                built = obs.secure.build()
+                out.built.append(built)
+                out.servers.append(await _StandbyHttp(elector, metrics=metrics, checks=checks, tls=built.tls,
+                                                      gate=built.gate).start(obs.secure.listen))
+            if obs.http:
+                out.servers.append(await _StandbyHttp(elector, metrics=metrics, checks=checks).start(obs.http))
+        except BaseException:
+            await out.stop()
+            raise
+        for server in out.servers:
+            print(f"outrigger framework standby {server.scheme.upper()} (health, metrics) on {server.address}",
+                  flush=True)
+        return out
+
+    async def stop(self) -> None:
+        for server in self.servers:
+            await server.stop()
+        for built in self.built:
+            await built.close()
+        self.servers, self.built = [], []
+
+
+async def _first(*events: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+
+
+def _exit_lost(elector: LeaderElector) -> NoReturn:
+    """kube-scheduler on a lost lease: say so and exit 1 at once, without any cleanup that would talk to
+    the cluster or the plugin hosts (the new leader already may); a supervisor starts the process again
+    and it comes back as a standby."""
+    message = (f"leader election lost: lease {elector.lock.describe()} not renewed within renewDeadline "
+               f"({format_duration(elector.config.renew_deadline)}); exiting")
+    log.error("%s", message)
+    print(message, flush=True)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(1)
+
+
+async def _serve_elected(
+    config_for: Callable[[Registry], SchedulerConfig],
+    listen: str,
+    endpoints: Sequence[EndpointConfig],
+    advertise: str | None,
+    observability: ObservabilityConfig | None,
+    *,
+    tls: ServerTLS | None,
+    kubeconfig: str,
+    in_cluster: bool,
+    config_file: str | None,
+    election: LeaderElectionConfig,
+    stop: asyncio.Event,
+) -> None:
+    """One replica among several: stand by, take over through the Lease, exit when the lease is lost.
+
+    - **Standing by**: informers list and watch into their stores (unless ``delayCacheUntilActive``),
+      nothing is written, no plugin host is contacted (a host follows one framework: the one that
+      handshook it last), the health and metrics ports answer.
+    - **Taking over** (OnStartedLeading): the standby ports close, the framework service starts
+      (handshaking every plugin host with this replica's address, so they follow it), the informers'
+      stores are handed to the new scheduler and the scheduling loop runs. Bindings and deletions are
+      fenced by the lease (:meth:`LeaderElector.bind_window`).
+    - **Losing the lease** (OnStoppedLeading): exit 1 at once, as kube-scheduler does; restarted, the
+      process is a standby again. Exiting, rather than stopping and standing by again, drops every
+      assumed pod, waiting pod and CycleState of the old term in one step, and nothing of it can bind.
+    - **SIGTERM**: the scheduler stops and its binding cycles finish, then the lease is released
+      (ReleaseOnCancel) so a standby takes over within retryPeriod.
+    """
+    from ..service import start_service
+
+    raw = _config_document(config_file)
+    conn_raw = raw.get("clientConnection")
+    conn = _client_connection(conn_raw if isinstance(conn_raw, dict) else {})
+    delay_cache = raw.get("delayCacheUntilActive") is True
+    config = _kube_config(conn, kubeconfig, in_cluster)
+    client = ApiClient(config, qps=conn.qps, burst=conn.burst)
+    # kube-scheduler's leader election has a client of its own: renewals never wait behind bindings
+    # for the rate limiter.
+    lease_client = ApiClient(config, qps=conn.qps, burst=conn.burst, max_connections=2,
+                             user_agent="outrigger/leader-election")
+    source = KubeSource(None, client)
+    leading, lost = asyncio.Event(), asyncio.Event()
+    lock = LeaseLock(lease_client, election.resource_namespace, election.resource_name, new_identity())
+    elector = LeaderElector(lock, election, on_started_leading=leading.set, on_stopped_leading=lost.set)
+    checks = (observability.checks if observability is not None else None) or HealthChecks()
+    checks.add("informer-sync", _informers_synced(source), readyz=True)
+    checks.add("leaderElection", elector.check, healthz=True, readyz=True)
+    standby_metrics = None
+    if observability is not None and (observability.secure is not None or observability.http):
+        standby_metrics = SchedulerMetrics(observability.plugin_sample_percent)
+        standby_metrics.registry.register(LeaderMetrics(elector))
+    obs = dataclasses.replace(observability, checks=checks) if observability is not None else None
+    standby = await _Standby.start(obs, checks, elector, standby_metrics)
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[None]] = []
+    srv: Server | None = None
+    try:
+        if not delay_cache:
+            await source.start()
+            tasks.append(loop.create_task(_announce_sync(source)))
+        print(f"outrigger framework standing by as {lock.identity}: contending for lease {lock.describe()} at "
+              f"{config.server}", flush=True)
+        tasks.append(loop.create_task(elector.run()))
+        await _first(stop, leading)
+        if stop.is_set():
+            log.info("shutting down (standby)")
+            return
+        await standby.stop()
+        srv = await start_service(config_for, endpoints, listen, advertise=advertise, observability=obs, tls=tls)
+        if lost.is_set():
+            _exit_lost(elector)
+        if srv.observability is not None and srv.observability.metrics is not None:
+            srv.observability.metrics.registry.register(LeaderMetrics(elector))
+        source.fence = elector.bind_window
+        if delay_cache:
+            await source.start()
+            tasks.append(loop.create_task(_announce_sync(source)))
+        await source.attach(srv.scheduler)
+        print(f"outrigger framework leading as {lock.identity} (lease {lock.describe()})", flush=True)
+        _print_serving(srv, source)
+        await _first(stop, lost)
+        if lost.is_set():
+            _exit_lost(elector)
+        log.info("shutting down")
+        await srv.scheduler.stop()  # binding cycles in flight finish (fenced), then their events are sent
+        await source.stop()
+        await srv.stop()
+        srv = None
+    finally:
+        for task in reversed(tasks):  # the elector last: cancelled while leading, it releases the lease
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if srv is not None:
+            await srv.stop()
+        await standby.stop()
+        await source.stop()
+        await lease_client.close()

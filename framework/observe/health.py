@@ -6,7 +6,7 @@ framework is stopping). Other parts of the framework register their own::
 
     checks = HealthChecks()
     checks.add("informer-sync", lambda: None if synced() else "waiting for informers to sync", readyz=True)
-    checks.add("leader-election", lease.check, healthz=True, readyz=True)
+    checks.add("leaderElection", elector.check, healthz=True, readyz=True)
 
 A check is a function of no arguments (or a coroutine function) that returns ``None`` when healthy and a
 reason otherwise; raising counts as failing with the exception as the reason, and so does taking longer
@@ -41,7 +41,8 @@ CHECK_TIMEOUT = 5.0
 
 Check = Callable[[], "str | Awaitable[str | None] | None"]
 
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# kube's own names: DNS labels (informer-sync) and camelCase (leaderElection, client-go's watchdog).
+_NAME = re.compile(r"[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class HealthChecks:
         if not wanted:
             raise ValueError(f"health check {name!r}: name at least one of healthz, livez, readyz")
         if not _NAME.fullmatch(name):
-            raise ValueError(f"health check name {name!r}: use lowercase letters, digits and '-'")
+            raise ValueError(f"health check name {name!r}: use letters, digits and '-'")
         for endpoint in wanted:
             if name in self.names(endpoint):
                 raise ValueError(f"health check {name!r} is already registered on /{endpoint}")
