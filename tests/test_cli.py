@@ -185,8 +185,8 @@ kind: Pod
 metadata: {name: big, namespace: shop, uid: uid-big, labels: {app: batch}, creationTimestamp: "2024-01-01T00:00:00Z"}
 spec: {containers: [{name: c, resources: {requests: {cpu: "3"}, limits: {cpu: "3"}}}]}
 """
-BIG_REASON = ("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. preemption: "
-              "0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+BIG_REASON = ("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. no new claims to "
+              "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +242,7 @@ WEB_EXPLAINED = {
         "n0": {"filter": {"code": "Success", "plugin": None, "reasons": []},
                "scores": {"TaintToleration": {"raw": 0, "normalized": 100, "weighted": 300},
                           "NodeResourcesFit": {"raw": 84, "normalized": 84, "weighted": 84},
+                          "DynamicResources": {"raw": 0, "normalized": 0, "weighted": 0},
                           "NodeResourcesBalancedAllocation": {"raw": 90, "normalized": 90, "weighted": 90},
                           "ImageLocality": {"raw": 0, "normalized": 0, "weighted": 0}},
                "total": 474},
@@ -767,8 +768,8 @@ def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[st
     assert (exit_.value.code, capsys.readouterr().out) == (0, f"outrigger {version('outrigger')}\n")
 
 
-UNMODELLED = ("warning: not modelled: VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, "
-              "DynamicResources (ignored: their Filter passes every node)")
+UNMODELLED = ("warning: not modelled: VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone "
+              "(ignored: their Filter passes every node)")
 
 
 @pytest.mark.parametrize(

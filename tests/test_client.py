@@ -40,8 +40,8 @@ from pluginhost.status import Status as PluginStatus
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0", "labels": {"zone": "a"}},
         "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}}
-FULL = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
-        "1 Preemption is not helpful for scheduling.")
+FULL = ("0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are "
+        "available: 1 Preemption is not helpful for scheduling.")
 
 
 def pod(name: str, cpu: str = "500m", namespace: str = "default") -> dict[str, Any]:

@@ -344,9 +344,9 @@ def _registry_with_example_plugins() -> Registry:
 def test_scheduler_config_loads_with_the_plugins_the_services_serve() -> None:
     config_file, _ = _framework_files()
     cfg = load_scheduler_config(config_file, _registry_with_example_plugins())
-    # Only kube-scheduler's volume and DRA defaults are dropped (Outrigger does not model them).
+    # Only kube-scheduler's volume defaults are dropped (Outrigger does not model them).
     assert cfg.warnings == [f'plugin "{p}" is not modelled by Outrigger and is ignored' for p in (
-        "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "DynamicResources")]
+        "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone")]
     gang = cfg.profile("gang-scheduler")
     assert gang is not None and cfg.profile("default-scheduler") is not None
     assert "Coscheduling" in gang.names("permit")
@@ -357,7 +357,7 @@ def test_scheduler_config_loads_with_the_plugins_the_services_serve() -> None:
     assert tier is not None and "TierZone" in tier.names("filter") and tier.score_weights["TierZone"] == 1
     upstream = cfg.profile("upstream-scheduler")
     assert upstream is not None
-    assert [n for n in upstream.names("filter") if "Resources" in n or "Taint" in n] == [
+    assert [n for n in upstream.names("filter") if n.endswith(("NodeResourcesFit", "TaintToleration"))] == [
         "UpstreamNodeResourcesFit", "UpstreamTaintToleration"]
 
 

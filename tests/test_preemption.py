@@ -114,16 +114,17 @@ def test_preemption_evicts_the_right_victims_and_the_preemptor_binds(
     ("nodes", "placed", "preemptor", "message"),
     [
         pytest.param([node("n1", "2")], [pod("a", "2", 100, "n1")], pod("p", "2", 100),
-                     "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
-                     "1 No preemption victims found for incoming pod.", id="no-lower-priority-pods"),
+                     "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 "
+                     "nodes are available: 1 No preemption victims found for incoming pod.",
+                     id="no-lower-priority-pods"),
         pytest.param([node("n1", "2")], [pod("a", "2", 0, "n1")], pod("p", "2", 100, preemptionPolicy="Never"),
-                     "0/1 nodes are available: 1 Insufficient cpu. "
+                     "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
                      "preemption: not eligible due to preemptionPolicy=Never.", id="policy-never"),
         pytest.param([node("n1", "2", unschedulable=True), node("n2", "2")], [pod("a", "1", 100, "n2")],
                      pod("p", "2", 100),
-                     "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. preemption: 0/2 "
-                     "nodes are available: 1 No preemption victims found for incoming pod, "
-                     "1 Preemption is not helpful for scheduling.",
+                     "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. no new claims "
+                     "to deallocate, preemption: 0/2 nodes are available: 1 No preemption victims found for "
+                     "incoming pod, 1 Preemption is not helpful for scheduling.",
                      id="unresolvable-nodes-are-not-candidates"),
     ],
 )
