@@ -153,6 +153,7 @@ class LeaderElector:
         on_stopped_leading: Callable[[], None] = lambda: None,
         on_new_leader: Callable[[str], None] | None = None,
         name: str | None = None,
+        release_on_cancel: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -163,6 +164,8 @@ class LeaderElector:
         self.on_new_leader = on_new_leader
         #: The ``name`` label of the metrics (client-go's LeaderElectionConfig.Name): the Lease's name.
         self.name = name or lock.name
+        #: client-go's ReleaseOnCancel (kube-scheduler sets it): a cancelled leader hands the lease back.
+        self.release_on_cancel = release_on_cancel
         self._clock = clock
         self._wall = wall
         self.observed = LeaseRecord()
@@ -191,6 +194,11 @@ class LeaderElector:
     def leader(self) -> str:
         """The identity of the last leader seen ("" before any, or after a release)."""
         return self.observed.holder_identity
+
+    @property
+    def last_renewal(self) -> float:
+        """When the last successful acquire or renewal was sent (the clock's time; -inf before any)."""
+        return self._renewed_at
 
     def bind_window(self) -> float:
         """Seconds a request sent now may take before another replica could hold the lease; 0 when
@@ -222,7 +230,7 @@ class LeaderElector:
             self.on_started_leading()
             await self._renew()
         except asyncio.CancelledError:
-            if self.leading:
+            if self.leading and self.release_on_cancel:
                 with contextlib.suppress(Exception):
                     await self.release()
             self.leading = False

@@ -711,13 +711,17 @@ class _Standby:
         self.servers, self.built = [], []
 
 
-async def _first(*events: asyncio.Event) -> None:
-    waits = [asyncio.ensure_future(e.wait()) for e in events]
+async def _first(*events: asyncio.Event, task: asyncio.Task[None] | None = None) -> None:
+    """Wait until one of ``events`` is set; re-raise what ended ``task`` if it ends first."""
+    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(e.wait()) for e in events]
     try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([*waits, *([task] if task is not None else [])], return_when=asyncio.FIRST_COMPLETED)
     finally:
         for w in waits:
             w.cancel()
+    if task is not None and task.done() and not any(e.is_set() for e in events):
+        task.result()  # the elector failed (a bug): say so rather than wait forever
+        raise RuntimeError("leader election ended without leading or losing")
 
 
 def _exit_lost(elector: LeaderElector) -> NoReturn:
@@ -797,8 +801,9 @@ async def _serve_elected(
             tasks.append(loop.create_task(_announce_sync(source)))
         print(f"outrigger framework standing by as {lock.identity}: contending for lease {lock.describe()} at "
               f"{config.server}", flush=True)
-        tasks.append(loop.create_task(elector.run()))
-        await _first(stop, leading)
+        election_task = loop.create_task(elector.run())
+        tasks.append(election_task)
+        await _first(stop, leading, task=election_task)
         if stop.is_set():
             log.info("shutting down (standby)")
             return
@@ -815,7 +820,7 @@ async def _serve_elected(
         await source.attach(srv.scheduler)
         print(f"outrigger framework leading as {lock.identity} (lease {lock.describe()})", flush=True)
         _print_serving(srv, source)
-        await _first(stop, lost)
+        await _first(stop, lost, task=election_task)
         if lost.is_set():
             _exit_lost(elector)
         log.info("shutting down")
