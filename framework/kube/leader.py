@@ -306,7 +306,13 @@ class LeaderElector:
                 return False
             try:
                 await self.lock.create(record, timeout)
-            except (ApiError, ApiUnreachable) as exc2:
+            except ApiError as exc2:
+                if exc2.code == 409:  # another candidate created it first: read it next time
+                    log.debug("lease %s was created by another candidate", self.lock.describe())
+                    return False
+                self._fail(f"error initially creating leader election record {self.lock.describe()}: {exc2}")
+                return False
+            except ApiUnreachable as exc2:
                 self._fail(f"error initially creating leader election record {self.lock.describe()}: {exc2}")
                 return False
             self._set_observed(record, sent)
@@ -385,7 +391,7 @@ class LeaderElector:
 
     def _ok(self) -> None:
         if self._failing:
-            log.warning("lease %s: the API server answers again", self.lock.describe())
+            log.warning("lease %s: read and written again", self.lock.describe())
             self._failing = ""
 
 
