@@ -35,11 +35,14 @@ from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import orjson
 
 from pluginhost.decode import TextError, load_document
+
+from .http1 import Pool
 
 __all__ = [
     "ApiClient",
@@ -342,7 +345,8 @@ class ApiClient:
         self._max_connections = max_connections
         self._user_agent = user_agent
         self._ssl = config.ssl_context()  # a CA that cannot be loaded fails at construction
-        self._session: aiohttp.ClientSession | None = None
+        self._session: aiohttp.ClientSession | None = None  # watches
+        self._pool: Pool | None = None  # every other request
         #: Requests made, by "verb resource" (what tests and the benchmark count writes with).
         self.counts: dict[str, int] = {}
         #: Requests the server refused with Retry-After and that were sent again.
@@ -357,6 +361,12 @@ class ApiClient:
             )
         return self._session
 
+    def _requests(self) -> Pool:
+        if self._pool is None:
+            self._pool = Pool(self.config.server, self._ssl, max_connections=self._max_connections,
+                              server_hostname=self.config.tls_server_name, user_agent=self._user_agent)
+        return self._pool
+
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {}
         token = self.config.current_token()
@@ -370,6 +380,9 @@ class ApiClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
     async def request(
         self, method: str, path: str, *, verb: str, resource: str, params: Mapping[str, str] | None = None,
@@ -378,24 +391,26 @@ class ApiClient:
         """One request; the decoded JSON answer (None when empty). Raises ApiError or ApiUnreachable."""
         key = f"{verb} {resource}"
         data = None if body is None else orjson.dumps(body)
-        kwargs: dict[str, Any] = {}
-        if self.config.tls_server_name:
-            kwargs["server_hostname"] = self.config.tls_server_name
+        target = path
+        if params:
+            target += ("&" if "?" in path else "?") + urlencode(params)
         give_up = time.monotonic() + timeout
         for attempt in range(MAX_RETRIES + 1):
             await self.limiter.acquire()
             self.counts[key] = self.counts.get(key, 0) + 1
+            headers = ""
+            token = self.config.current_token()
+            if token:
+                headers = f"Authorization: Bearer {token}\r\n"
+            if data is not None:
+                headers += f"Content-Type: {content_type}\r\n"
             try:
-                async with self._client().request(
-                    method, self.config.server + path, params=params, data=data,
-                    headers=self._headers(content_type if data is not None else None),
-                    timeout=aiohttp.ClientTimeout(total=max(give_up - time.monotonic(), 0.001)), **kwargs,
-                ) as resp:
-                    payload = await resp.read()
-                    status = resp.status
-                    wait = retry_after(status, resp.headers.get("Retry-After"))
-            except (aiohttp.ClientError, OSError, TimeoutError, ssl.SSLError) as exc:
+                answer = await self._requests().send(method, target, headers, data,
+                                                     max(give_up - time.monotonic(), 0.001))
+            except (OSError, TimeoutError, ssl.SSLError) as exc:
                 raise ApiUnreachable(verb, resource, self.config.server, exc) from exc
+            payload, status = answer.body, answer.status
+            wait = retry_after(status, answer.retry_after)
             if wait is not None and attempt < MAX_RETRIES and time.monotonic() + wait < give_up:
                 # Throttled (429, or a 5xx with Retry-After): the request was not served; client-go
                 # waits as told and sends it again, up to 10 times.
