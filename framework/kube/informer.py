@@ -15,7 +15,8 @@ and store in one small class).
   to 30 s, with jitter, reset once a watch works again. A failure is logged in one line naming the verb
   and the resource (``list pods: 403 Forbidden: ...``), once per streak, and the recovery too.
 - **Each object is converted once** (``convert``, e.g. to a :class:`pluginhost.model.Pod`), when its
-  event arrives; handlers get converted objects, in the order the server sent them.
+  event arrives; handlers get converted objects, in the order the server sent them. A change to an
+  object the store has goes to ``reconvert(old, obj)`` when given (it may reuse what did not change).
 - **Handlers never block the informer for long**: they update caches and queues and return; an
   exception in a handler is logged and the informer goes on.
 """
@@ -73,6 +74,7 @@ class Informer(Generic[T]):
         convert: Callable[[dict[str, Any]], T],
         handler: Handler[T],
         *,
+        reconvert: Callable[[T, dict[str, Any]], T] | None = None,
         order: Callable[[T], int] | None = None,
         min_backoff: float = MIN_BACKOFF,
         max_backoff: float = MAX_BACKOFF,
@@ -82,6 +84,7 @@ class Informer(Generic[T]):
         self.path = path
         self.resource = resource
         self.convert = convert
+        self.reconvert = reconvert
         self.handler = handler
         #: Sorts the objects of a list before they are handed over (e.g. bound pods before pending ones).
         self.order = order
@@ -176,8 +179,8 @@ class Informer(Generic[T]):
                     if old is not None:
                         await self._call(self.handler.on_delete, self.convert(obj))
                 else:
-                    new = self.convert(obj)
                     old = self.store.get(key)
+                    new = self.convert(obj) if old is None or self.reconvert is None else self.reconvert(old, obj)
                     self.store[key] = new
                     self._versions[key] = version
                     if old is None:

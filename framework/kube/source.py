@@ -98,6 +98,7 @@ __all__ = [
     "convert_node",
     "convert_pod",
     "leader_election",
+    "reconvert_pod",
     "serve_cluster",
     "unsupported",
 ]
@@ -175,6 +176,34 @@ def convert_pod(obj: dict[str, Any]) -> PodItem:
         if exc.path:
             problem = f"{exc.path}: {problem}"
     return PodItem(key, uid, sched_name, node_name, pod, problem, obj)
+
+
+def reconvert_pod(old: PodItem, obj: dict[str, Any]) -> PodItem:
+    """A changed API Pod as a :class:`PodItem`. When only its binding (``spec.nodeName``) or its status
+    (other than ``nominatedNodeName``) changed, the pod converted before is reused with the new node:
+    what the scheduler reads comes from the spec, the identity, labels and annotations. That is the
+    change every pod this scheduler binds goes through once, so it skips a second full conversion."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    pod = old.pod
+    if pod is None or old.problem or meta.get("uid") != old.uid:
+        return convert_pod(obj)
+    old_meta, old_spec = old.raw.get("metadata") or {}, old.raw.get("spec") or {}
+    node_name = spec.get("nodeName") or ""
+    if (
+        len(spec) - ("nodeName" in spec) != len(old_spec) - ("nodeName" in old_spec)
+        or any(v != old_spec.get(k) for k, v in spec.items() if k != "nodeName")
+        or any(meta.get(k) != old_meta.get(k) for k in _POD_META)
+        or ((obj.get("status") or {}).get("nominatedNodeName") or "") != pod.nominated_node_name
+    ):
+        return convert_pod(obj)
+    meta.pop("managedFields", None)
+    new = dataclasses.replace(pod, node_name=node_name, raw=obj)
+    return PodItem(old.key, old.uid, old.scheduler_name, node_name, new, "", obj)
+
+
+# What a Pod takes from its metadata besides its name and namespace (pluginhost.manifest).
+_POD_META = ("labels", "annotations", "creationTimestamp", "deletionTimestamp")
 
 
 def convert_node(obj: dict[str, Any]) -> Node:
@@ -311,7 +340,8 @@ class KubeSource:
             client, "/api/v1/namespaces", "namespaces", _namespace, _Namespaces(self)
         )
         self.pods: Informer[PodItem] = Informer(
-            client, "/api/v1/pods", "pods", convert_pod, _Pods(self), order=lambda i: 0 if i.node_name else 1
+            client, "/api/v1/pods", "pods", convert_pod, _Pods(self), reconvert=reconvert_pod,
+            order=lambda i: 0 if i.node_name else 1,
         )
         #: Namespace name -> labels, as the API has them.
         self.namespace_labels: dict[str, dict[str, str]] = {}
