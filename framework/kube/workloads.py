@@ -1,0 +1,436 @@
+"""scheduler_perf's workloads through a real API server: the shapes, creating them, and timing the
+scheduler that places them, observed from outside through a watch.
+
+::
+
+    client = Api.from_kubeconfig(cluster.admin_kubeconfig)
+    workload = WORKLOADS["SchedulingBasic"].sized(nodes=500, init_pods=100, measure_pods=1000)
+    await create_cluster(client, workload)              # namespaces and nodes
+    ...                                                 # start a scheduler on the cluster
+    await create_and_wait(client, workload.init, "default-scheduler", timeout=120)   # not measured
+    timing = await create_and_wait(client, workload.measure, "default-scheduler", timeout=300)
+    timing.pods_per_second
+
+The shapes are kubernetes ``test/integration/scheduler_perf`` v1.35's (``performance-config.yaml`` of
+``misc``, ``affinity`` and ``topology_spreading``, and ``templates/``): nodes are ``node-default.yaml``
+(4 CPU, 32 GiB, 110 pods, capacity = allocatable, the ``kubernetes.io/hostname`` label, and the workload's
+``labelNodePrepareStrategy`` label given round-robin); pods are ``pod-default.yaml`` (the pause image, one
+container port, 100m CPU and 500Mi requests = limits) or the workload's template built on it.
+
+**Throughput** is what the benchmark issue defines: measured pods divided by the time from just before
+the first of them is created to the moment the watch shows the last of them bound. Pods are created as
+fast as the API server takes them (``concurrency`` requests in flight, each body encoded once), and
+"bound" is seen on a watch of the namespace filtered on ``spec.nodeName!=``, so the harness decodes
+one event per bound pod and never the scheduler's own counters. The same code times kube-scheduler
+and Outrigger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncGenerator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from .client import ApiError, ApiUnreachable, KubeConfig
+
+__all__ = [
+    "PAUSE_IMAGE",
+    "WORKLOADS",
+    "Api",
+    "BoundWatch",
+    "PodSet",
+    "Timing",
+    "Workload",
+    "create_and_wait",
+    "create_cluster",
+    "create_pods",
+    "node_manifest",
+    "pod_manifest",
+]
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+NODE_PREFIX = "scheduler-perf-"
+#: Requests in flight while creating objects: enough to keep the API server busy on two cores.
+CONCURRENCY = 24
+
+
+# ---- the harness's own client -----------------------------------------------------------------------
+
+
+class Api:
+    """The harness's requests to the API server: create, list, watch (aiohttp, orjson).
+
+    Deliberately not :class:`framework.kube.client.ApiClient`, the client of the scheduler under test:
+    the instrument that times a scheduler does not share its HTTP path, its tuning or its faults.
+    Failures raise the same :class:`ApiError` and :class:`ApiUnreachable`.
+    """
+
+    def __init__(self, config: KubeConfig, max_connections: int = 32) -> None:
+        self.config = config
+        self._ssl = config.ssl_context()
+        self._max = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    def from_kubeconfig(cls, path: str, max_connections: int = 32) -> Api:
+        return cls(KubeConfig.from_file(path), max_connections)
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=self._max),
+                headers={"Authorization": f"Bearer {self.config.current_token()}", "Accept": "application/json",
+                         "User-Agent": "outrigger-compare"})
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(self, method: str, path: str, *, verb: str, resource: str, body: Any = None,
+                      params: dict[str, str] | None = None, timeout: float = 60) -> Any:
+        data = None if body is None else orjson.dumps(body)
+        headers = {"Content-Type": "application/json"} if data is not None else None
+        try:
+            async with self._client().request(method, self.config.server + path, data=data, params=params,
+                                              headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                payload = await resp.read()
+                status = resp.status
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise ApiUnreachable(verb, resource, self.config.server, exc) from exc
+        if status >= 400:
+            raise ApiError.from_status(verb, resource, status, payload)
+        return orjson.loads(payload) if payload else None
+
+    async def watch(self, path: str, rv: str, *, resource: str,
+                    timeout_seconds: int = 1800) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        """Watch events (type, object) after ``rv`` until the server ends the watch."""
+        params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": str(timeout_seconds)}
+        try:
+            async with self._client().get(self.config.server + path, params=params,
+                                          timeout=aiohttp.ClientTimeout(total=None, sock_connect=30)) as resp:
+                if resp.status >= 400:
+                    raise ApiError.from_status("watch", resource, resp.status, await resp.read())
+                async for line in resp.content:
+                    if line.strip():
+                        event = orjson.loads(line)
+                        if event.get("type") == "ERROR":
+                            obj = event.get("object") or {}
+                            raise ApiError.from_status("watch", resource, int(obj.get("code") or 500),
+                                                       orjson.dumps(obj))
+                        yield event.get("type"), event.get("object") or {}
+        except (aiohttp.ClientError, OSError) as exc:
+            raise ApiUnreachable("watch", resource, self.config.server, exc) from exc
+
+
+# ---- templates ------------------------------------------------------------------------------------
+
+
+def node_manifest(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """scheduler_perf's ``node-default.yaml`` as ``createNodes`` makes it: the hostname label, and
+    allocatable = capacity (no kubelet here to report it)."""
+    capacity = {"pods": "110", "cpu": "4", "memory": "32Gi"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {**(labels or {}), HOSTNAME_LABEL: name}},
+        "spec": {},
+        "status": {"capacity": capacity, "allocatable": dict(capacity),
+                   "conditions": [{"type": "Ready", "status": "True"}], "phase": "Running"},
+    }
+
+
+def _container() -> dict[str, Any]:
+    resources = {"cpu": "100m", "memory": "500Mi"}
+    return {"name": "pause", "image": PAUSE_IMAGE, "ports": [{"containerPort": 80}],
+            "resources": {"limits": dict(resources), "requests": dict(resources)}}
+
+
+def pod_manifest(name: str, namespace: str, scheduler: str, *, labels: dict[str, str] | None = None,
+                 **spec: Any) -> dict[str, Any]:
+    """scheduler_perf's ``pod-default.yaml`` with ``spec`` fields added (affinity, spread constraints)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = dict(labels)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"schedulerName": scheduler, "containers": [_container()], **spec}}
+
+
+def _term(color: str, key: str, namespaces: list[str]) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"color": color}}, "topologyKey": key, "namespaces": namespaces}
+
+
+def default_pod(name: str, ns: str, scheduler: str, namespaces: list[str]) -> dict[str, Any]:
+    return pod_manifest(name, ns, scheduler)
+
+
+def anti_affinity_pod(name: str, ns: str, scheduler: str, namespaces: list[str]) -> dict[str, Any]:
+    """``pod-with-pod-anti-affinity.yaml``: at most one green pod per node."""
+    return pod_manifest(name, ns, scheduler, labels={"color": "green"}, affinity={"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [_term("green", HOSTNAME_LABEL, namespaces)]}})
+
+
+def affinity_pod(name: str, ns: str, scheduler: str, namespaces: list[str]) -> dict[str, Any]:
+    """``pod-with-pod-affinity.yaml``: blue pods together in a zone."""
+    return pod_manifest(name, ns, scheduler, labels={"color": "blue"}, affinity={"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [_term("blue", ZONE_LABEL, namespaces)]}})
+
+
+def spreading_pod(name: str, ns: str, scheduler: str, namespaces: list[str]) -> dict[str, Any]:
+    """``pod-with-topology-spreading.yaml``: blue pods spread over zones, skew at most 5."""
+    return pod_manifest(name, ns, scheduler, labels={"color": "blue"}, topologySpreadConstraints=[{
+        "maxSkew": 5, "topologyKey": ZONE_LABEL, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"color": "blue"}}}])
+
+
+PodTemplate = Callable[[str, str, str, list[str]], dict[str, Any]]
+
+
+# ---- workloads ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """One ``createPods`` step: ``count`` pods named ``<prefix><i>`` in ``namespace`` from ``template``."""
+
+    count: int
+    namespace: str
+    prefix: str
+    template: PodTemplate
+    #: The namespaces the workload's affinity terms name (scheduler_perf's ``sched-0``, ``sched-1``).
+    namespaces: tuple[str, ...] = ()
+
+    def manifests(self, scheduler: str) -> list[dict[str, Any]]:
+        width = len(str(max(self.count - 1, 0)))
+        return [self.template(f"{self.prefix}{i:0{width}d}", self.namespace, scheduler, list(self.namespaces))
+                for i in range(self.count)]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A scheduler_perf test case: nodes (with a label given round-robin), initial pods, measured pods."""
+
+    name: str
+    nodes: int
+    init: PodSet
+    measure: PodSet
+    #: ``labelNodePrepareStrategy``: (label key, values given round-robin), or None.
+    node_label: tuple[str, tuple[str, ...]] | None = None
+    namespaces: tuple[str, ...] = ("default",)
+
+    def node_manifests(self) -> list[dict[str, Any]]:
+        width = max(5, len(str(self.nodes - 1)))
+        out = []
+        for i in range(self.nodes):
+            labels = {}
+            if self.node_label is not None:
+                key, values = self.node_label
+                labels[key] = values[i % len(values)]
+            out.append(node_manifest(f"{NODE_PREFIX}{i:0{width}d}", labels))
+        return out
+
+    def sized(self, *, nodes: int | None = None, init_pods: int | None = None,
+              measure_pods: int | None = None) -> Workload:
+        """The same shape at other sizes (scaled to a machine, or small for a test)."""
+        return dataclasses.replace(
+            self, nodes=self.nodes if nodes is None else nodes,
+            init=dataclasses.replace(self.init, count=self.init.count if init_pods is None else init_pods),
+            measure=dataclasses.replace(self.measure,
+                                        count=self.measure.count if measure_pods is None else measure_pods))
+
+    def describe(self) -> str:
+        return f"{self.nodes} nodes, {self.init.count} initial pods, {self.measure.count} measured pods"
+
+
+_SCHED = ("sched-0", "sched-1")
+
+#: The scheduler_perf workloads the comparison runs, at their ``performance`` sizes
+#: (SchedulingBasic 5000Nodes_10000Pods, the others 5000Nodes_<N>Pods).
+WORKLOADS: dict[str, Workload] = {
+    "SchedulingBasic": Workload(
+        "SchedulingBasic", 5000,
+        PodSet(1000, "default", "init-pod-", default_pod), PodSet(10000, "default", "pod-", default_pod)),
+    "SchedulingPodAntiAffinity": Workload(
+        "SchedulingPodAntiAffinity", 5000,
+        PodSet(1000, "sched-0", "init-pod-", anti_affinity_pod, _SCHED),
+        PodSet(2000, "sched-1", "anti-affinity-pod-", anti_affinity_pod, _SCHED), namespaces=_SCHED),
+    "SchedulingPodAffinity": Workload(
+        "SchedulingPodAffinity", 5000,
+        PodSet(5000, "sched-0", "init-pod-", affinity_pod, _SCHED),
+        PodSet(5000, "sched-1", "affinity-pod-", affinity_pod, _SCHED),
+        node_label=(ZONE_LABEL, ("zone1",)), namespaces=_SCHED),
+    "TopologySpreading": Workload(
+        "TopologySpreading", 5000,
+        PodSet(5000, "default", "init-pod-", default_pod), PodSet(5000, "default", "spreading-pod-", spreading_pod),
+        node_label=(ZONE_LABEL, ("moon-1", "moon-2", "moon-3"))),
+}
+
+
+# ---- creating -------------------------------------------------------------------------------------
+
+
+async def _post_all(client: Api, path_of: Callable[[dict[str, Any]], str], resource: str,
+                    objects: Iterable[dict[str, Any]], concurrency: int) -> float:
+    """POST every object, ``concurrency`` at a time, in order of start. The time just before the first
+    request went out."""
+    bodies = [(path_of(o), o) for o in objects]
+    it = iter(bodies)
+    first = time.monotonic()
+
+    async def worker() -> None:
+        for path, body in it:
+            for attempt in range(5):
+                try:
+                    await client.request("POST", path, verb="create", resource=resource, body=body)
+                    break
+                except ApiError as exc:
+                    if exc.code == 409:  # created by an earlier attempt whose answer was lost
+                        break
+                    if exc.code not in (429, 500, 503, 504) or attempt == 4:
+                        raise
+                except ApiUnreachable:
+                    if attempt == 4:
+                        raise
+                await asyncio.sleep(0.2 * (attempt + 1))
+
+    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+    return first
+
+
+async def create_cluster(client: Api, workload: Workload, concurrency: int = CONCURRENCY) -> None:
+    """The workload's namespaces (``default`` exists) and nodes."""
+    for ns in workload.namespaces:
+        if ns == "default":
+            continue
+        with contextlib.suppress(ApiError):  # already there
+            await client.request("POST", "/api/v1/namespaces", verb="create", resource="namespaces",
+                                 body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    await _post_all(client, lambda _: "/api/v1/nodes", "nodes", workload.node_manifests(), concurrency)
+
+
+async def create_pods(client: Api, manifests: list[dict[str, Any]], concurrency: int = CONCURRENCY) -> float:
+    """Create the pods; the time just before the first request went out."""
+    return await _post_all(client, lambda o: f"/api/v1/namespaces/{o['metadata']['namespace']}/pods", "pods",
+                           manifests, concurrency)
+
+
+# ---- watching ------------------------------------------------------------------------------------
+
+
+@dataclass
+class BoundWatch:
+    """Pods of ``namespace`` seen bound (``spec.nodeName`` set) on a watch, with when and where.
+
+    ``start()`` watches from the namespace's current resourceVersion (``fieldSelector=spec.nodeName!=``:
+    a pod enters the watch when it is bound), so only pods bound from then on are seen; ``wait(names,
+    timeout)`` returns once every named pod was seen bound.
+    """
+
+    client: Api
+    namespace: str
+    #: pod name -> (monotonic time first seen bound, node)
+    bound: dict[str, tuple[float, str]] = field(default_factory=dict)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+    _error: BaseException | None = None
+
+    @property
+    def _path(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/pods"
+
+    async def start(self) -> None:
+        # One item is enough: the list's resourceVersion is where the watch starts.
+        body = await self.client.request("GET", self._path, verb="list", resource="pods", params={"limit": "1"})
+        rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        self._task = asyncio.get_running_loop().create_task(self._run(rv))
+
+    def _seen(self, obj: dict[str, Any], now: float) -> None:
+        name = obj["metadata"]["name"]
+        node = (obj.get("spec") or {}).get("nodeName") or ""
+        if node and name not in self.bound:
+            self.bound[name] = (now, node)
+            self._changed.set()
+
+    async def _run(self, rv: str) -> None:
+        path = f"{self._path}?fieldSelector=spec.nodeName%21%3D"
+        try:
+            while True:
+                events = self.client.watch(path, rv, resource="pods")
+                async with contextlib.aclosing(events):
+                    async for kind, obj in events:
+                        rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                        if kind in ("ADDED", "MODIFIED"):
+                            self._seen(obj, time.monotonic())
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # reported by wait()
+            self._error = exc
+            self._changed.set()
+
+    async def wait(self, names: Iterable[str], timeout: float) -> None:
+        """Until every pod of ``names`` was seen bound; TimeoutError naming how many are not."""
+        wanted = set(names)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._error is not None:
+                raise RuntimeError(f"watching pods of {self.namespace}: {self._error}") from self._error
+            missing = wanted - self.bound.keys()
+            if not missing:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{len(missing)} of {len(wanted)} pods in {self.namespace} not bound "
+                                   f"after {timeout:.0f}s (e.g. {sorted(missing)[0]})")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One ``createPods`` step timed from outside."""
+
+    pods: int
+    #: Seconds from just before the first pod was created to the last one seen bound.
+    seconds: float
+    #: Seconds creating the pods took (the API server's pace, the floor of ``seconds``).
+    create_seconds: float
+    #: pod name -> node.
+    placements: dict[str, str]
+
+    @property
+    def pods_per_second(self) -> float:
+        return self.pods / self.seconds if self.seconds > 0 else 0.0
+
+
+async def create_and_wait(client: Api, pods: PodSet, scheduler: str, timeout: float,
+                          concurrency: int = CONCURRENCY) -> Timing:
+    """Create ``pods`` for ``scheduler`` and wait until the watch has seen every one bound."""
+    manifests = pods.manifests(scheduler)
+    names = [m["metadata"]["name"] for m in manifests]
+    watch = BoundWatch(client, pods.namespace)
+    await watch.start()
+    try:
+        first = await create_pods(client, manifests, concurrency)
+        created = time.monotonic()
+        await watch.wait(names, timeout)
+    finally:
+        await watch.stop()
+    last = max((watch.bound[n][0] for n in names), default=first)
+    return Timing(len(names), last - first, created - first, {n: watch.bound[n][1] for n in names})
