@@ -1,4 +1,6 @@
-"""The cluster model: Kubernetes-shaped Pods and Nodes, reduced to what scheduling reads.
+"""The cluster model: Kubernetes-shaped Pods and Nodes, reduced to what scheduling reads, and the
+storage objects the volume plugins read (PersistentVolumeClaims, PersistentVolumes, StorageClasses,
+CSINodes).
 
 Objects come from ordinary ``v1`` manifests (see :mod:`pluginhost.manifest`). Resource amounts are
 integers in canonical units: ``cpu`` in millicores, everything else (memory, ephemeral-storage,
@@ -11,17 +13,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "ANN_BETA_STORAGE_CLASS",
+    "ANN_BIND_COMPLETED",
+    "ANN_BOUND_BY_CONTROLLER",
+    "ANN_MIGRATED_PLUGINS",
+    "ANN_PROVISIONED_BY",
+    "ANN_SELECTED_NODE",
+    "BINDING_IMMEDIATE",
+    "BINDING_WAIT_FOR_FIRST_CONSUMER",
     "CPU",
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
     "DEFAULT_RESERVATION_TTL",
     "EPHEMERAL_STORAGE",
     "MEMORY",
+    "NO_PROVISIONER",
     "PODS",
+    "READ_WRITE_ONCE_POD",
     "RESERVATION_ANNOTATION",
     "RESERVATION_API_VERSIONS",
     "RESERVATION_NAMESPACE",
+    "VOLUME_CSI",
+    "VOLUME_EPHEMERAL",
+    "VOLUME_PVC",
     "Affinity",
+    "CSINode",
+    "CSINodeDriver",
+    "ClaimRef",
     "Container",
     "ContainerImage",
     "ContainerPort",
@@ -31,6 +49,8 @@ __all__ = [
     "NodeAffinity",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
     "Pod",
     "PodAffinity",
     "PodAffinityTerm",
@@ -38,9 +58,11 @@ __all__ = [
     "Reservation",
     "ReservationOwner",
     "ResourceList",
+    "StorageClass",
     "Taint",
     "Toleration",
     "TopologySpreadConstraint",
+    "Volume",
     "WeightedPodAffinityTerm",
 ]
 
@@ -204,6 +226,9 @@ class Pod:
     tolerations: list[Toleration] = field(default_factory=list)
     topology_spread_constraints: list[TopologySpreadConstraint] = field(default_factory=list)
     scheduling_gates: tuple[str, ...] = ()
+    #: The volumes a volume plugin looks at (claims, ephemeral claims, CSI and the in-tree disks);
+    #: configMaps, secrets, emptyDirs and the like are not kept, so most pods have none.
+    volumes: tuple[Volume, ...] = ()
     containers: list[Container] = field(default_factory=list)
     init_containers: list[Container] = field(default_factory=list)
     overhead: ResourceList = field(default_factory=dict)
@@ -222,6 +247,12 @@ class Pod:
 
     def host_ports(self) -> list[ContainerPort]:
         return [p for c in self.containers for p in c.ports if p.host_port > 0]
+
+    def claim_names(self) -> list[tuple[str, bool]]:
+        """The PersistentVolumeClaims the pod's volumes use, in order: (name, ephemeral) each. An
+        ephemeral volume's claim is named ``<pod>-<volume>`` and is made for the pod by the
+        ephemeral volume controller."""
+        return [(v.claim(self.name), v.source == VOLUME_EPHEMERAL) for v in self.volumes if v.source in _CLAIM_SOURCES]
 
 
 @dataclass(slots=True, frozen=True)
@@ -304,3 +335,205 @@ class Reservation:
         if self.ttl_seconds <= 0:
             return None
         return self.creation_timestamp + self.ttl_seconds
+
+
+# Volumes and the storage objects behind them, as kube-scheduler's volume plugins read them
+# (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits).
+
+#: PVC/PV annotations of the volume binder and the PV controller (k8s.io/component-helpers storage/volume).
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
+#: The storage class annotation that predates ``storageClassName`` (still read first, as upstream does).
+ANN_BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+#: The in-tree plugins a node's CSI drivers took over (CSINode annotation, comma-separated).
+ANN_MIGRATED_PLUGINS = "storage.alpha.kubernetes.io/migrated-plugins"
+#: A StorageClass provisioner meaning "no dynamic provisioning" (local volumes, say).
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+BINDING_IMMEDIATE = "Immediate"
+BINDING_WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+
+# Volume.source values (the pod's VolumeSource field that is set).
+VOLUME_PVC = "persistentVolumeClaim"
+VOLUME_EPHEMERAL = "ephemeral"
+VOLUME_CSI = "csi"
+_CLAIM_SOURCES = frozenset({VOLUME_PVC, VOLUME_EPHEMERAL})
+
+
+@dataclass(slots=True, frozen=True)
+class Volume:
+    """One of a pod's volumes, reduced to what the volume plugins compare.
+
+    ``source`` names the VolumeSource field that is set (``persistentVolumeClaim``, ``ephemeral``,
+    ``csi``, ``gcePersistentDisk``, ``awsElasticBlockStore``, ``iscsi``, ``rbd``, ``azureDisk``,
+    ``cinder``); ``disk`` is what identifies the disk among pods (GCE ``pdName``, EBS/Cinder
+    ``volumeID``, iSCSI ``iqn``, RBD ``image``, Azure ``diskURI``), with RBD's ``pool`` and ``monitors``.
+    """
+
+    name: str
+    source: str
+    claim_name: str = ""
+    read_only: bool = False
+    disk: str = ""
+    pool: str = ""
+    monitors: tuple[str, ...] = ()
+    driver: str = ""
+
+    def claim(self, pod_name: str) -> str:
+        """The claim this volume uses: its ``claimName``, or ``<pod>-<volume>`` for an ephemeral one."""
+        return f"{pod_name}-{self.name}" if self.source == VOLUME_EPHEMERAL else self.claim_name
+
+
+@dataclass(slots=True, frozen=True)
+class ClaimRef:
+    """A PersistentVolume's ``spec.claimRef``: the claim it is (pre-)bound to (``uid`` may be empty)."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+@dataclass(slots=True)
+class PersistentVolumeClaim:
+    """A PersistentVolumeClaim. ``storage_class_name`` None is an unset field (the API server's default
+    class may be filled in), "" asks for no class; ``storage`` is ``resources.requests.storage`` in
+    bytes (None when not requested). ``owner_uid`` is the uid of the controlling owner (an ephemeral
+    volume's pod)."""
+
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    resource_version: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    access_modes: tuple[str, ...] = ()
+    selector: LabelSelector | None = None
+    storage: int | None = None
+    volume_name: str = ""
+    storage_class_name: str | None = None
+    volume_mode: str = "Filesystem"
+    volume_attributes_class_name: str = ""
+    phase: str = "Pending"
+    owner_uid: str = ""
+    deletion_timestamp: float | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def storage_class(self) -> str:
+        """The class the claim asks for ("" for none), the beta annotation first (GetPersistentVolumeClaimClass)."""
+        beta = self.annotations.get(ANN_BETA_STORAGE_CLASS)
+        if beta is not None:
+            return beta
+        return self.storage_class_name or ""
+
+    @property
+    def fully_bound(self) -> bool:
+        """Bound to a volume and past the binder's setup (``volumeName`` and the bind-completed annotation)."""
+        return bool(self.volume_name) and ANN_BIND_COMPLETED in self.annotations
+
+
+@dataclass(slots=True)
+class PersistentVolume:
+    """A PersistentVolume. ``node_affinity`` is ``spec.nodeAffinity.required``'s terms (None: no
+    affinity); ``storage`` is ``capacity.storage`` in bytes; ``source`` names the volume source that is
+    set (``csi``, ``gcePersistentDisk``, ``local``, ...) with ``disk`` its identity (a CSI volume's
+    ``volumeHandle``) and ``driver`` a CSI volume's driver."""
+
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    storage: int = 0
+    access_modes: tuple[str, ...] = ()
+    storage_class_name: str = ""
+    claim_ref: ClaimRef | None = None
+    node_affinity: list[NodeSelectorTerm] | None = None
+    volume_mode: str = "Filesystem"
+    volume_attributes_class_name: str = ""
+    phase: str = "Available"
+    source: str = ""
+    disk: str = ""
+    driver: str = ""
+    deletion_timestamp: float | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    @property
+    def storage_class(self) -> str:
+        """The volume's class, the beta annotation first (GetPersistentVolumeClass)."""
+        beta = self.annotations.get(ANN_BETA_STORAGE_CLASS)
+        return beta if beta is not None else self.storage_class_name
+
+    def bound_to(self, claim: PersistentVolumeClaim) -> bool:
+        """Pre-bound or bound to ``claim`` (IsVolumeBoundToClaim: names match, and the uid when set)."""
+        ref = self.claim_ref
+        if ref is None or ref.name != claim.name or ref.namespace != claim.namespace:
+            return False
+        return not ref.uid or ref.uid == claim.uid
+
+
+@dataclass(slots=True)
+class StorageClass:
+    """A storage.k8s.io/v1 StorageClass. ``allowed_topologies``: each term's requirements are ``In``
+    requirements on node labels; the node must match one term (none: every node)."""
+
+    name: str
+    provisioner: str = ""
+    volume_binding_mode: str = BINDING_IMMEDIATE
+    allowed_topologies: list[NodeSelectorTerm] = field(default_factory=list)
+    parameters: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    uid: str = ""
+    resource_version: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+
+@dataclass(slots=True, frozen=True)
+class CSINodeDriver:
+    """A CSI driver registered on a node; ``allocatable`` is how many of its volumes the node can
+    attach (None: no limit)."""
+
+    name: str
+    node_id: str = ""
+    topology_keys: tuple[str, ...] = ()
+    allocatable: int | None = None
+
+
+@dataclass(slots=True)
+class CSINode:
+    """A storage.k8s.io/v1 CSINode: the CSI drivers of the node of the same name."""
+
+    name: str
+    drivers: tuple[CSINodeDriver, ...] = ()
+    annotations: dict[str, str] = field(default_factory=dict)
+    uid: str = ""
+    resource_version: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    def migrated(self, plugin: str) -> bool:
+        """Whether the in-tree ``plugin`` (``kubernetes.io/gce-pd``) is served by a CSI driver here."""
+        value = self.annotations.get(ANN_MIGRATED_PLUGINS, "")
+        return bool(value) and plugin in value.split(",")
+
+    def limits(self) -> dict[str, int]:
+        """Driver name -> the most volumes the node can attach (drivers without a limit are absent)."""
+        return {d.name: d.allocatable for d in self.drivers if d.allocatable is not None}
