@@ -54,6 +54,7 @@ __all__ = [
     "Pod",
     "PodAffinity",
     "PodAffinityTerm",
+    "PodDisruptionBudget",
     "PreferredSchedulingTerm",
     "Reservation",
     "ReservationOwner",
@@ -537,3 +538,32 @@ class CSINode:
     def limits(self) -> dict[str, int]:
         """Driver name -> the most volumes the node can attach (drivers without a limit are absent)."""
         return {d.name: d.allocatable for d in self.drivers if d.allocatable is not None}
+
+
+# PodDisruptionBudgets (policy/v1): what preemption reads to prefer victims whose eviction keeps an
+# application within its budget.
+
+
+@dataclass(slots=True)
+class PodDisruptionBudget:
+    """A policy/v1 PodDisruptionBudget.
+
+    ``selector`` picks the pods of its namespace it covers (``None``: the field is absent).
+    ``min_available`` / ``max_unavailable`` are the spec's int-or-percent (``"50%"``), at most one set.
+    ``disruptions_allowed`` and ``disrupted_pods`` (pod name -> when its eviction was admitted) are the
+    status a disruption controller keeps: kube-scheduler's preemption reads nothing else."""
+
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    selector: LabelSelector | None = None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    disruptions_allowed: int = 0
+    disrupted_pods: dict[str, float] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
