@@ -1,4 +1,5 @@
-"""The field names of Kubernetes' core/v1 Pod and Node, type by type, as of k8s.io/api v0.35.
+"""The field names of Kubernetes' core/v1 Pod, Node, PersistentVolumeClaim and PersistentVolume and
+storage/v1 StorageClass and CSINode, type by type, as of k8s.io/api v0.35.
 
 Strict decoding (:mod:`pluginhost.decode`) reports a field this table does not list as unknown, as the
 API server does under ``fieldValidation=Strict``. Fields Outrigger does not model (volumes, probes,
@@ -267,4 +268,64 @@ TYPES: dict[str, str] = {
     "TypedObjectReference": "apiGroup kind name namespace",
     "NodeSelectorRequirement": "key operator values",
     "ListMeta": "selfLink resourceVersion continue remainingItemCount",
+    # core/v1 PersistentVolumeClaim and PersistentVolume (PersistentVolumeSource inlined in the spec).
+    "PersistentVolumeClaim": (
+        "kind apiVersion metadata:ObjectMeta spec:PersistentVolumeClaimSpec status:PersistentVolumeClaimStatus"
+    ),
+    "PersistentVolumeClaimStatus": (
+        "phase accessModes capacity conditions:[PersistentVolumeClaimCondition] allocatedResources "
+        "allocatedResourceStatuses currentVolumeAttributesClassName modifyVolumeStatus:ModifyVolumeStatus"
+    ),
+    "PersistentVolumeClaimCondition": "type status lastProbeTime lastTransitionTime reason message",
+    "ModifyVolumeStatus": "targetVolumeAttributesClassName status",
+    "PersistentVolume": "kind apiVersion metadata:ObjectMeta spec:PersistentVolumeSpec status:PersistentVolumeStatus",
+    "PersistentVolumeSpec": (
+        "capacity gcePersistentDisk:GCEPersistentDiskVolumeSource "
+        "awsElasticBlockStore:AWSElasticBlockStoreVolumeSource hostPath:HostPathVolumeSource "
+        "glusterfs:GlusterfsPersistentVolumeSource nfs:NFSVolumeSource rbd:RBDPersistentVolumeSource "
+        "iscsi:ISCSIPersistentVolumeSource cinder:CinderPersistentVolumeSource cephfs:CephFSPersistentVolumeSource "
+        "fc:FCVolumeSource flocker:FlockerVolumeSource flexVolume:FlexPersistentVolumeSource "
+        "azureFile:AzureFilePersistentVolumeSource vsphereVolume:VsphereVirtualDiskVolumeSource "
+        "quobyte:QuobyteVolumeSource azureDisk:AzureDiskVolumeSource "
+        "photonPersistentDisk:PhotonPersistentDiskVolumeSource portworxVolume:PortworxVolumeSource "
+        "scaleIO:ScaleIOPersistentVolumeSource local:LocalVolumeSource "
+        "storageos:StorageOSPersistentVolumeSource csi:CSIPersistentVolumeSource accessModes "
+        "claimRef:ObjectReference persistentVolumeReclaimPolicy storageClassName mountOptions volumeMode "
+        "nodeAffinity:VolumeNodeAffinity volumeAttributesClassName"
+    ),
+    "PersistentVolumeStatus": "phase message reason lastPhaseTransitionTime",
+    "VolumeNodeAffinity": "required:NodeSelector",
+    "GlusterfsPersistentVolumeSource": "endpoints path readOnly endpointsNamespace",
+    "RBDPersistentVolumeSource": "monitors image fsType pool user keyring secretRef:SecretReference readOnly",
+    "ISCSIPersistentVolumeSource": (
+        "targetPortal iqn lun iscsiInterface fsType readOnly portals chapAuthDiscovery chapAuthSession "
+        "secretRef:SecretReference initiatorName"
+    ),
+    "CinderPersistentVolumeSource": "volumeID fsType readOnly secretRef:SecretReference",
+    "CephFSPersistentVolumeSource": "monitors path user secretFile secretRef:SecretReference readOnly",
+    "FlexPersistentVolumeSource": "driver fsType secretRef:SecretReference readOnly options",
+    "AzureFilePersistentVolumeSource": "secretName shareName readOnly secretNamespace",
+    "ScaleIOPersistentVolumeSource": (
+        "gateway system secretRef:SecretReference sslEnabled protectionDomain storagePool storageMode volumeName "
+        "fsType readOnly"
+    ),
+    "LocalVolumeSource": "path fsType",
+    "StorageOSPersistentVolumeSource": "volumeName volumeNamespace fsType readOnly secretRef:ObjectReference",
+    "CSIPersistentVolumeSource": (
+        "driver volumeHandle readOnly fsType volumeAttributes controllerPublishSecretRef:SecretReference "
+        "nodeStageSecretRef:SecretReference nodePublishSecretRef:SecretReference "
+        "controllerExpandSecretRef:SecretReference nodeExpandSecretRef:SecretReference"
+    ),
+    "SecretReference": "name namespace",
+    # storage.k8s.io/v1 StorageClass and CSINode.
+    "StorageClass": (
+        "kind apiVersion metadata:ObjectMeta provisioner parameters reclaimPolicy mountOptions allowVolumeExpansion "
+        "volumeBindingMode allowedTopologies:[TopologySelectorTerm]"
+    ),
+    "TopologySelectorTerm": "matchLabelExpressions:[TopologySelectorLabelRequirement]",
+    "TopologySelectorLabelRequirement": "key values",
+    "CSINode": "kind apiVersion metadata:ObjectMeta spec:CSINodeSpec",
+    "CSINodeSpec": "drivers:[CSINodeDriver]",
+    "CSINodeDriver": "name nodeID topologyKeys allocatable:VolumeNodeResources",
+    "VolumeNodeResources": "count",
 }

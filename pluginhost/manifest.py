@@ -34,20 +34,31 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pluginhost.model import (
+    BINDING_IMMEDIATE,
+    BINDING_WAIT_FOR_FIRST_CONSUMER,
     DEFAULT_RESERVATION_TTL,
+    READ_WRITE_ONCE_POD,
     RESERVATION_ANNOTATION,
     RESERVATION_API_VERSIONS,
     RESERVATION_NAMESPACE,
+    VOLUME_CSI,
+    VOLUME_EPHEMERAL,
+    VOLUME_PVC,
     Affinity,
+    ClaimRef,
     Container,
     ContainerImage,
     ContainerPort,
+    CSINode,
+    CSINodeDriver,
     LabelSelector,
     LabelSelectorRequirement,
     Node,
     NodeAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodAffinity,
     PodAffinityTerm,
@@ -55,9 +66,11 @@ from pluginhost.model import (
     Reservation,
     ReservationOwner,
     ResourceList,
+    StorageClass,
     Taint,
     Toleration,
     TopologySpreadConstraint,
+    Volume,
     WeightedPodAffinityTerm,
 )
 from pluginhost.quantity import MAX_CANONICAL, QuantityError, canonical, format_quantity
@@ -68,6 +81,7 @@ from .decode import (
     FieldError,
     Schema,
     TextError,
+    as_list,
     get_bool,
     get_int,
     get_list,
@@ -91,6 +105,7 @@ __all__ = [
     "VALIDATE_MODES",
     "ManifestError",
     "compute_requests",
+    "csinode_from_dict",
     "finish_pod",
     "load_documents",
     "node_from_dict",
@@ -99,7 +114,10 @@ __all__ = [
     "parse_objects",
     "pod_from_dict",
     "pod_to_dict",
+    "pv_from_dict",
+    "pvc_from_dict",
     "reservation_from_dict",
+    "storage_class_from_dict",
 ]
 
 SUPPORTED_KINDS = ("Pod", "Node", "Reservation")
@@ -113,7 +131,7 @@ _INCLUSION_POLICIES = frozenset({"Honor", "Ignore"})
 _PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INTEGER_RE = re.compile(r"[+-]?\d+")
-_T = TypeVar("_T", Pod, Node, Reservation)
+_T = TypeVar("_T", Pod, Node, Reservation, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode)
 
 # The objects parsed here, as strict decoding knows them: core/v1's Pod and Node, koordinator's
 # Reservation (scheduling.koordinator.sh/v1alpha1) and the List wrapping any of them.
@@ -139,6 +157,10 @@ _SCHEMAS = decode.schemas(
 _POD: Schema = _SCHEMAS["Pod"]
 _NODE: Schema = _SCHEMAS["Node"]
 _RESERVATION: Schema = _SCHEMAS["Reservation"]
+_PVC: Schema = _SCHEMAS["PersistentVolumeClaim"]
+_PV: Schema = _SCHEMAS["PersistentVolume"]
+_STORAGE_CLASS: Schema = _SCHEMAS["StorageClass"]
+_CSINODE: Schema = _SCHEMAS["CSINode"]
 _LIST: Schema = _SCHEMAS["List"]
 
 
@@ -673,6 +695,9 @@ def _build_pod(obj: dict[str, Any]) -> Pod:
             )
         pairs.add(pair)
 
+    raw_volumes = spec.get("volumes")
+    volumes = _pod_volumes(raw_volumes, name) if raw_volumes else ()
+
     gates = []
     for i, g in enumerate(get_list(spec, "schedulingGates", "spec")):
         gates.append(
@@ -697,6 +722,7 @@ def _build_pod(obj: dict[str, Any]) -> Pod:
         ],
         topology_spread_constraints=constraints,
         scheduling_gates=tuple(gates),
+        volumes=volumes,
         containers=containers,
         init_containers=init_containers,
         overhead=_resource_list(spec, "overhead", "spec"),
@@ -756,13 +782,16 @@ def _build_node(obj: dict[str, Any]) -> Node:
     )
 
 
+_CLUSTER_SCOPED = frozenset({"Node", "PersistentVolume", "StorageClass", "CSINode"})
+
+
 def _describe(kind: str, obj: Mapping[str, Any]) -> str:
     """``Pod default/web-1`` / ``Node n1`` / ``Pod``: as much identity as the object gives."""
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
     if not isinstance(name, str) or not name:
         return kind
-    if kind == "Node":
+    if kind in _CLUSTER_SCOPED:
         return f"{kind} {name}"
     ns = meta.get("namespace") if isinstance(meta, dict) else None
     return f"{kind} {ns if isinstance(ns, str) and ns else 'default'}/{name}"
@@ -944,6 +973,327 @@ def reservation_from_dict(
     """Build a :class:`Reservation` from its manifest; ``where`` prefixes error messages.
     ``validate`` and ``warn`` are :func:`parse_objects`'."""
     return _from_dict("Reservation", _build_reservation, _RESERVATION, obj, where, validate, warn)
+
+
+# --------------------------------------------------------------------------------------------
+# Volumes: a pod's volumes, and the storage objects the volume plugins read (PersistentVolumeClaim,
+# PersistentVolume, StorageClass, CSINode), with the API server's defaults and the checks the plugins
+# rely on.
+
+_ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", READ_WRITE_ONCE_POD)
+_VOLUME_MODES = ("Filesystem", "Block")
+_BINDING_MODES = (BINDING_IMMEDIATE, BINDING_WAIT_FOR_FIRST_CONSUMER)
+_CLAIM_PHASES = ("Pending", "Bound", "Lost")
+_VOLUME_PHASES = ("Pending", "Available", "Bound", "Released", "Failed")
+# Every source a pod's Volume may set (the API server wants exactly one) and a PersistentVolume's.
+_POD_VOLUME_SOURCES = tuple(f.partition(":")[0] for f in TYPES["Volume"].split()[1:])
+_PV_SOURCES = tuple(
+    f.partition(":")[0] for f in TYPES["PersistentVolumeSpec"].split()
+    if f.partition(":")[0] not in {"capacity", "accessModes", "claimRef", "persistentVolumeReclaimPolicy",
+                                   "storageClassName", "mountOptions", "volumeMode", "nodeAffinity",
+                                   "volumeAttributesClassName"}
+)
+# A pod volume source -> the field naming its disk: the sources the volume plugins compare among
+# pods (VolumeRestrictions' conflicts, NodeVolumeLimits' migrated in-tree disks).
+_DISK_FIELDS = {
+    "gcePersistentDisk": "pdName",
+    "awsElasticBlockStore": "volumeID",
+    "iscsi": "iqn",
+    "rbd": "image",
+    "azureDisk": "diskURI",
+    "cinder": "volumeID",
+}
+# The same for a PersistentVolume's source (and a CSI volume's handle).
+_PV_DISK_FIELDS = {**_DISK_FIELDS, "csi": "volumeHandle", "local": "path"}
+
+
+def _one_source(v: Mapping[str, Any], sources: tuple[str, ...], path: str) -> str:
+    """The one volume source ``v`` sets (validateVolumeSource / validatePersistentVolumeSpec)."""
+    found = [k for k in sources if v.get(k) is not None]
+    if not found:
+        raise FieldError(path, "must specify a volume type")
+    if len(found) > 1:
+        raise FieldError(join(path, found[1]), "may not specify more than 1 volume type")
+    return found[0]
+
+
+def _pod_volume(v: object, path: str, pod_name: str) -> tuple[str, Volume | None]:
+    m = item_map(v, path)
+    name = required_str(m, "name", path)
+    problem = _dns_label_problem(name)
+    if problem is not None:
+        raise FieldError(f"{path}.name", f"Invalid value: {_quoted(name)}: {problem}")
+    source = _one_source(m, _POD_VOLUME_SOURCES, path)
+    spath = f"{path}.{source}"
+    src = get_map(m, source, path)
+    read_only = get_bool(src, "readOnly", spath)
+    if source == VOLUME_PVC:
+        return name, Volume(name, source, claim_name=required_str(src, "claimName", spath), read_only=read_only)
+    if source == VOLUME_EPHEMERAL:
+        if src.get("volumeClaimTemplate") is None:
+            raise FieldError(f"{spath}.volumeClaimTemplate", "required field is missing")
+        template = get_map(src, "volumeClaimTemplate", spath)
+        _claim_spec(get_map(template, "spec", f"{spath}.volumeClaimTemplate"),
+                    f"{spath}.volumeClaimTemplate.spec", claim_name=f"{pod_name}-{name}")
+        return name, Volume(name, source)
+    if source == VOLUME_CSI:
+        return name, Volume(name, source, driver=required_str(src, "driver", spath), read_only=read_only)
+    disk_field = _DISK_FIELDS.get(source)
+    if disk_field is None:
+        return name, None  # configMap, secret, emptyDir, ...: no volume plugin looks at them
+    disk = required_str(src, disk_field, spath)
+    if source == "rbd":
+        monitors = str_tuple(src, "monitors", spath)
+        if not monitors:
+            raise FieldError(f"{spath}.monitors", "required field is missing")
+        pool = get_str(src, "pool", spath) or "rbd"  # the API server's default
+        return name, Volume(name, source, read_only=read_only, disk=disk, pool=pool, monitors=monitors)
+    return name, Volume(name, source, read_only=read_only, disk=disk)
+
+
+def _pod_volumes(raw: object, pod_name: str) -> tuple[Volume, ...]:
+    """``spec.volumes``: names unique DNS labels, one source each; only what a volume plugin reads is kept."""
+    out: list[Volume] = []
+    seen: set[str] = set()
+    claims: dict[str, int] = {}
+    for i, v in enumerate(as_list(raw, "spec.volumes")):
+        path = f"spec.volumes[{i}]"
+        name, volume = _pod_volume(v, path, pod_name)
+        if name in seen:
+            raise FieldError(f"{path}.name", f"Duplicate value: {_quoted(name)}")
+        seen.add(name)
+        if volume is not None:
+            out.append(volume)
+            if volume.source == VOLUME_PVC:
+                claims[volume.claim_name] = i
+    for volume in out:
+        if volume.source == VOLUME_EPHEMERAL and volume.claim(pod_name) in claims:
+            claim = volume.claim(pod_name)
+            raise FieldError(
+                f"spec.volumes[{claims[claim]}].persistentVolumeClaim.claimName",
+                f"Invalid value: {_quoted(claim)}: must not reference a PVC that gets created for an ephemeral volume",
+            )
+    return tuple(out)
+
+
+def _access_modes(m: Mapping[str, Any], parent: str) -> tuple[str, ...]:
+    modes = str_tuple(m, "accessModes", parent)
+    if not modes:
+        raise FieldError(f"{parent}.accessModes", "at least 1 access mode is required")
+    for i, mode in enumerate(modes):
+        one_of(mode, _ACCESS_MODES, f"{parent}.accessModes[{i}]", "access mode")
+    if READ_WRITE_ONCE_POD in modes and len(modes) > 1:
+        raise FieldError(f"{parent}.accessModes", "may not use ReadWriteOncePod with other access modes")
+    return modes
+
+
+def _storage(m: Mapping[str, Any], key: str, parent: str) -> int | None:
+    amounts = _resource_list(m, key, parent)
+    return amounts.get("storage")
+
+
+def _claim_spec(spec: Mapping[str, Any], path: str, claim_name: str) -> tuple[tuple[str, ...], int]:
+    """A PersistentVolumeClaimSpec's access modes and storage request, checked as the API server does."""
+    modes = _access_modes(spec, path)
+    requests = _storage(get_map(spec, "resources", path), "requests", f"{path}.resources")
+    if requests is None:
+        raise FieldError(f"{path}.resources.requests.storage", f"required for claim {_quoted(claim_name)}")
+    if requests <= 0:
+        raise FieldError(f"{path}.resources.requests.storage", "must be greater than zero")
+    one_of(get_str(spec, "volumeMode", path) or "Filesystem", _VOLUME_MODES, f"{path}.volumeMode", "volumeMode")
+    _label_selector(spec, "selector", path)
+    return modes, requests
+
+
+def _object_meta(obj: Mapping[str, Any], namespaced: bool) -> tuple[Mapping[str, Any], str, str, dict[str, str],
+                                                                    dict[str, str]]:
+    meta = get_map(obj, "metadata", "")
+    name, labels, annotations = _metadata(meta)
+    namespace = ""
+    if namespaced:
+        namespace = get_str(meta, "namespace", "metadata") or "default"
+        problem = _dns_label_problem(namespace)
+        if problem is not None:
+            raise FieldError("metadata.namespace", f"Invalid value: {_quoted(namespace)}: {problem}")
+    return meta, name, namespace, labels, annotations
+
+
+def _controller_uid(meta: Mapping[str, Any]) -> str:
+    """The uid of the owner reference marked ``controller: true`` ("" when there is none)."""
+    for i, ref in enumerate(get_list(meta, "ownerReferences", "metadata")):
+        rm = item_map(ref, f"metadata.ownerReferences[{i}]")
+        if get_bool(rm, "controller", f"metadata.ownerReferences[{i}]"):
+            return get_str(rm, "uid", f"metadata.ownerReferences[{i}]")
+    return ""
+
+
+def _build_pvc(obj: dict[str, Any]) -> PersistentVolumeClaim:
+    meta, name, namespace, labels, annotations = _object_meta(obj, namespaced=True)
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    modes, storage = _claim_spec(spec, "spec", name)
+    class_name = spec.get("storageClassName")
+    if class_name is not None and not isinstance(class_name, str):
+        wrong_type("spec.storageClassName", "a string", class_name)
+    return PersistentVolumeClaim(
+        name=name,
+        namespace=namespace,
+        uid=get_str(meta, "uid", "metadata") or str(uuid.uuid4()),
+        resource_version=get_str(meta, "resourceVersion", "metadata"),
+        labels=labels,
+        annotations=annotations,
+        access_modes=modes,
+        selector=_label_selector(spec, "selector", "spec"),
+        storage=storage,
+        volume_name=get_str(spec, "volumeName", "spec"),
+        storage_class_name=class_name,
+        volume_mode=get_str(spec, "volumeMode", "spec") or "Filesystem",
+        volume_attributes_class_name=get_str(spec, "volumeAttributesClassName", "spec"),
+        phase=one_of(get_str(status, "phase", "status") or "Pending", _CLAIM_PHASES, "status.phase", "phase"),
+        owner_uid=_controller_uid(meta),
+        deletion_timestamp=timestamp(meta, "deletionTimestamp", "metadata"),
+        raw=obj,
+    )
+
+
+def _build_pv(obj: dict[str, Any]) -> PersistentVolume:
+    meta, name, _, labels, annotations = _object_meta(obj, namespaced=False)
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    storage = _storage(spec, "capacity", "spec")
+    if storage is None:
+        raise FieldError("spec.capacity.storage", "required field is missing")
+    modes = _access_modes(spec, "spec")
+    source = _one_source(spec, _PV_SOURCES, "spec")
+    src = get_map(spec, source, "spec")
+    disk_field = _PV_DISK_FIELDS.get(source)
+    disk = required_str(src, disk_field, f"spec.{source}") if disk_field else ""
+    driver = required_str(src, "driver", "spec.csi") if source == VOLUME_CSI else ""
+    claim_ref = None
+    if spec.get("claimRef") is not None:
+        ref = get_map(spec, "claimRef", "spec")
+        claim_ref = ClaimRef(namespace=get_str(ref, "namespace", "spec.claimRef") or "default",
+                             name=required_str(ref, "name", "spec.claimRef"),
+                             uid=get_str(ref, "uid", "spec.claimRef"))
+    affinity = None
+    if spec.get("nodeAffinity") is not None:
+        apath = "spec.nodeAffinity"
+        na = get_map(spec, "nodeAffinity", "spec")
+        if na.get("required") is not None:
+            terms = get_list(get_map(na, "required", apath), "nodeSelectorTerms", f"{apath}.required")
+            if not terms:
+                raise FieldError(f"{apath}.required.nodeSelectorTerms", "must have at least one node selector term")
+            affinity = [_node_selector_term(t, f"{apath}.required.nodeSelectorTerms[{i}]")
+                        for i, t in enumerate(terms)]
+    if source == "local" and affinity is None:
+        raise FieldError("spec.nodeAffinity", "Local volumes require node affinity")
+    # The PV controller makes a new volume Available (Bound once claimed); with no controller here,
+    # a manifest without status starts where the controller would put it.
+    phase = get_str(status, "phase", "status") or ("Bound" if claim_ref is not None and claim_ref.uid else "Available")
+    return PersistentVolume(
+        name=name,
+        uid=get_str(meta, "uid", "metadata") or str(uuid.uuid4()),
+        resource_version=get_str(meta, "resourceVersion", "metadata"),
+        labels=labels,
+        annotations=annotations,
+        storage=storage,
+        access_modes=modes,
+        storage_class_name=get_str(spec, "storageClassName", "spec"),
+        claim_ref=claim_ref,
+        node_affinity=affinity,
+        volume_mode=one_of(get_str(spec, "volumeMode", "spec") or "Filesystem", _VOLUME_MODES, "spec.volumeMode",
+                           "volumeMode"),
+        volume_attributes_class_name=get_str(spec, "volumeAttributesClassName", "spec"),
+        phase=one_of(phase, _VOLUME_PHASES, "status.phase", "phase"),
+        source=source,
+        disk=disk,
+        driver=driver,
+        deletion_timestamp=timestamp(meta, "deletionTimestamp", "metadata"),
+        raw=obj,
+    )
+
+
+def _build_storage_class(obj: dict[str, Any]) -> StorageClass:
+    meta, name, _, labels, annotations = _object_meta(obj, namespaced=False)
+    mode = get_str(obj, "volumeBindingMode", "") or BINDING_IMMEDIATE  # the API server's default
+    one_of(mode, _BINDING_MODES, "volumeBindingMode", "volumeBindingMode")
+    terms = []
+    for i, t in enumerate(get_list(obj, "allowedTopologies", "")):
+        tpath = f"allowedTopologies[{i}]"
+        exprs = []
+        for j, e in enumerate(get_list(item_map(t, tpath), "matchLabelExpressions", tpath)):
+            epath = f"{tpath}.matchLabelExpressions[{j}]"
+            req = item_map(e, epath)
+            values = str_tuple(req, "values", epath)
+            if not values:
+                raise FieldError(f"{epath}.values", "must specify as least one value")
+            exprs.append(NodeSelectorRequirement(key=required_str(req, "key", epath), operator="In", values=values))
+        terms.append(NodeSelectorTerm(match_expressions=exprs))
+    return StorageClass(
+        name=name,
+        provisioner=required_str(obj, "provisioner", ""),
+        volume_binding_mode=mode,
+        allowed_topologies=terms,
+        parameters=str_map(obj, "parameters", ""),
+        labels=labels,
+        annotations=annotations,
+        uid=get_str(meta, "uid", "metadata") or str(uuid.uuid4()),
+        resource_version=get_str(meta, "resourceVersion", "metadata"),
+        raw=obj,
+    )
+
+
+def _build_csinode(obj: dict[str, Any]) -> CSINode:
+    meta, name, _, _, annotations = _object_meta(obj, namespaced=False)
+    spec = get_map(obj, "spec", "")
+    drivers = []
+    for i, d in enumerate(get_list(spec, "drivers", "spec")):
+        path = f"spec.drivers[{i}]"
+        dm = item_map(d, path)
+        count = None
+        allocatable = get_map(dm, "allocatable", path)
+        if allocatable.get("count") is not None:
+            count = get_int(allocatable, "count", f"{path}.allocatable", 0)
+            if count < 0:
+                raise FieldError(f"{path}.allocatable.count", f"must be greater than or equal to 0, got {count}")
+        drivers.append(CSINodeDriver(name=required_str(dm, "name", path), node_id=get_str(dm, "nodeID", path),
+                                     topology_keys=str_tuple(dm, "topologyKeys", path), allocatable=count))
+    return CSINode(
+        name=name,
+        drivers=tuple(drivers),
+        annotations=annotations,
+        uid=get_str(meta, "uid", "metadata") or str(uuid.uuid4()),
+        resource_version=get_str(meta, "resourceVersion", "metadata"),
+        raw=obj,
+    )
+
+
+def pvc_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> PersistentVolumeClaim:
+    """Build a :class:`PersistentVolumeClaim` from a ``v1`` manifest; as :func:`pod_from_dict`."""
+    return _from_dict("PersistentVolumeClaim", _build_pvc, _PVC, obj, where, validate, warn)
+
+
+def pv_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> PersistentVolume:
+    """Build a :class:`PersistentVolume` from a ``v1`` manifest; as :func:`pod_from_dict`."""
+    return _from_dict("PersistentVolume", _build_pv, _PV, obj, where, validate, warn)
+
+
+def storage_class_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> StorageClass:
+    """Build a :class:`StorageClass` from a ``storage.k8s.io/v1`` manifest; as :func:`pod_from_dict`."""
+    return _from_dict("StorageClass", _build_storage_class, _STORAGE_CLASS, obj, where, validate, warn)
+
+
+def csinode_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> CSINode:
+    """Build a :class:`CSINode` from a ``storage.k8s.io/v1`` manifest; as :func:`pod_from_dict`."""
+    return _from_dict("CSINode", _build_csinode, _CSINODE, obj, where, validate, warn)
 
 
 # --------------------------------------------------------------------------------------------
