@@ -93,7 +93,8 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self._waiter is not None and not self._waiter.done():
             if exc is None:
-                exc = ConnectionError("the server closed the connection before answering")
+                exc = ConnectionError("the server closed the connection before "
+                                      + ("the answer ended" if self.answered else "answering"))
             elif not isinstance(exc, OSError | ssl.SSLError):
                 exc = ConnectionError(str(exc) or type(exc).__name__)
             self._waiter.set_exception(exc)
@@ -154,7 +155,7 @@ class _Connection(asyncio.Protocol):
                 self._in_body = False
                 self._parse()
                 return
-            if self._framing == "" or self._head_only or self._status in (204, 304):
+            if self._framing == "":
                 self._finish()
                 return
         if self._framing == "length":
@@ -189,7 +190,9 @@ class _Connection(asyncio.Protocol):
                 self._retry_after = value.strip().decode("latin-1")
         self._keep_alive = connection != b"close" and (not http10 or connection == b"keep-alive")
         self._in_body = True
-        if chunked:
+        if self._head_only or self._status < 200 or self._status in (204, 304):
+            self._framing = ""  # no body, whatever the headers say
+        elif chunked:
             self._framing = "chunked"
         elif length is not None:
             self._framing = "length" if length > 0 else ""
