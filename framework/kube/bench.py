@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -514,6 +514,7 @@ async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
     window = last - first if measured and first else 0.0
     bound = len(measured)
     latencies = [watch.bound_at[n] - t for n, t in report["done_at"].items() if n in watch.bound_at]
+    backlog = _min_backlog(report["done_at"].values(), measured)
     attempts = _delta(before, after)
     error = ""
     if report["error_count"]:
@@ -525,6 +526,7 @@ async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
         if report["last_done"] > first else 0.0,
         "create_to_bound_p50_ms": round(_percentile(latencies, 0.5) * 1000, 1),
         "create_to_bound_p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
+        "min_backlog": float(backlog),
         "load_average_1m": round(load, 2),
         "nproc": float(os.cpu_count() or 1),
         "qps": float(SCHEDULER_QPS),
@@ -556,6 +558,23 @@ def _profiler(pid: int) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "200", "--format", "raw",
                              "--output", str(out), "--nonblocking"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _min_backlog(created: Iterable[float], bound: Iterable[float]) -> int:
+    """The fewest pods created but not yet bound at any binding seen before the last pod was created:
+    above 0, the scheduler never waited for the pod creator (creation was not the bound)."""
+    created_at, bound_at = sorted(created), sorted(bound)
+    if not created_at:
+        return 0
+    last = created_at[-1]
+    fewest, made = len(created_at), 0
+    for done, when in enumerate(bound_at, start=1):
+        if when > last:
+            break
+        while made < len(created_at) and created_at[made] <= when:
+            made += 1
+        fewest = min(fewest, made - done)
+    return fewest
 
 
 def _pid(proc: subprocess.Popen[bytes] | None) -> int:
