@@ -150,6 +150,10 @@ class AsyncSchedulerClient:
         """Delete a Reservation; False when there was no such reservation."""
         return bool((await self._call("Delete", delete_request("Reservation", name, ""))).deleted)
 
+    async def delete_pod_disruption_budget(self, name: str, namespace: str = "default") -> bool:
+        """Delete a PodDisruptionBudget; False when there was no such PDB."""
+        return bool((await self._call("Delete", delete_request("PodDisruptionBudget", name, namespace))).deleted)
+
     async def list_reservations(self) -> list[ReservationState]:
         """Reservations by name: phase, node, what they reserve and what owners took."""
         reply = await self._call("ListReservations", pb.scheduler.ListReservationsRequest())

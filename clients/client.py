@@ -162,6 +162,10 @@ class SchedulerClient:
         """Delete a Reservation (what it held is free again); False when there was no such reservation."""
         return bool(self._call("Delete", delete_request("Reservation", name, "")).deleted)
 
+    def delete_pod_disruption_budget(self, name: str, namespace: str = "default") -> bool:
+        """Delete a PodDisruptionBudget; False when there was no such PDB."""
+        return bool(self._call("Delete", delete_request("PodDisruptionBudget", name, namespace)).deleted)
+
     def list_reservations(self) -> list[ReservationState]:
         """Reservations by name: phase, node, what they reserve and what owners took."""
         reply = self._call("ListReservations", pb.scheduler.ListReservationsRequest())

@@ -54,7 +54,7 @@ from clients.printers import (
     table_writer,
 )
 from pluginhost.manifest import ManifestError, load_documents, parse_objects
-from pluginhost.model import Node, Pod, Reservation
+from pluginhost.model import Node, Pod, PodDisruptionBudget, Reservation
 from pluginhost.quantity import format_quantity
 from pluginhost.security import TLSConfigError
 
@@ -418,18 +418,20 @@ def _why(state: Any) -> str:
 
 
 _KINDS = {"pod": "Pod", "pods": "Pod", "node": "Node", "nodes": "Node", "reservation": "Reservation",
-          "reservations": "Reservation"}
+          "reservations": "Reservation", "pdb": "PodDisruptionBudget", "pdbs": "PodDisruptionBudget",
+          "poddisruptionbudget": "PodDisruptionBudget", "poddisruptionbudgets": "PodDisruptionBudget"}
+_NAMESPACED = ("Pod", "PodDisruptionBudget")
 
 
 def _delete_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", nargs="?", choices=sorted(_KINDS), help="pod, node or reservation")
+    p.add_argument("kind", nargs="?", choices=sorted(_KINDS), help="pod, node, reservation or pdb")
     p.add_argument("names", nargs="*", metavar="NAME")
     add_filename(p, "delete the objects in this manifest")
     add_namespace(p, "default")
     add_server(p)
 
 
-@command("delete", "delete pods, nodes or reservations", _delete_args, examples="""\
+@command("delete", "delete pods, nodes, reservations or PodDisruptionBudgets", _delete_args, examples="""\
   outrigger delete pod web
   outrigger delete reservation web-reserve
   outrigger delete pods web-0 web-1 -n shop
@@ -442,13 +444,13 @@ def cmd_delete(args: argparse.Namespace) -> int:
             raise UserError("delete takes either KIND NAME... or -f FILE, not both")
         for path in args.filename:
             for obj in parse_objects(_read(path), path):
-                if isinstance(obj, Pod):
-                    targets.append(("Pod", obj.namespace, obj.name))
+                if isinstance(obj, Pod | PodDisruptionBudget):
+                    targets.append(("Pod" if isinstance(obj, Pod) else "PodDisruptionBudget", obj.namespace, obj.name))
                 else:
                     targets.append(("Reservation" if isinstance(obj, Reservation) else "Node", "", obj.name))
     elif args.kind and args.names:
         kind = _KINDS[args.kind]
-        targets = [(kind, args.namespace if kind == "Pod" else "", n) for n in args.names]
+        targets = [(kind, args.namespace if kind in _NAMESPACED else "", n) for n in args.names]
     else:
         raise UserError("delete needs KIND NAME... (e.g. `delete pod web`) or -f FILE")
     missing = []
@@ -456,6 +458,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
         for kind, ns, name in targets:
             if kind == "Reservation":
                 found = c.delete_reservation(name)
+            elif kind == "PodDisruptionBudget":
+                found = c.delete_pod_disruption_budget(name, ns)
             else:
                 found = c.delete_pod(name, ns) if kind == "Pod" else c.delete_node(name)
             key = f"{ns}/{name}" if ns else name

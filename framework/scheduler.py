@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from pluginhost.model import RESERVATION_NAMESPACE, Node, Pod, Reservation
+from pluginhost.model import RESERVATION_NAMESPACE, Node, Pod, PodDisruptionBudget, Reservation
 from pluginhost.plugin import (
     ActionType,
     ClusterEvent,
@@ -53,6 +53,7 @@ from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 
 from .cache import Cache
 from .config import ProfileConfig, SchedulerConfig
+from .disruption import embedded_status
 from .lookahead import DEPTH as LOOKAHEAD_DEPTH
 from .plugins import Registry
 from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
@@ -214,6 +215,10 @@ class ClusterSource(Protocol):
         """``victim`` was preempted to make room for ``preemptor`` on ``node_name``."""
         ...
 
+    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
+        """The cluster's PodDisruptionBudgets, with the status preemption reads (``disruptionsAllowed``)."""
+        ...
+
 
 class EmbeddedSource:
     """The scheduler's own in-memory store (the default): objects come from :meth:`Scheduler.apply`,
@@ -246,6 +251,11 @@ class EmbeddedSource:
 
     def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
         pass
+
+    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
+        # No disruption controller keeps their status here: it is worked out from the store's pods.
+        pods = [rec.pod for rec in self._s.pods.values()]
+        return [embedded_status(pdb, pods) for pdb in self._s.pdbs.values()]
 
 
 class _Handle:
@@ -282,6 +292,9 @@ class _Handle:
     def framework_for(self, pod: Pod) -> Framework | None:
         return self._s.profiles.get(pod.scheduler_name)
 
+    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
+        return self._s.source.pod_disruption_budgets()
+
     def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
         reason = Status(Code.Unschedulable, (f"preempted by {preemptor.key} on node {node_name}",))
         self._s._emit(EV_PREEMPTED, "Pod", victim, node=node_name, status=reason)
@@ -307,6 +320,8 @@ class Scheduler:
         self.pods: dict[str, PodRecord] = {}
         self._uid_by_key: dict[str, str] = {}
         self.nodes: dict[str, Node] = {}
+        #: PodDisruptionBudgets applied to the embedded store, by namespace/name.
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
         self.cycle_states: dict[str, CycleState] = {}
         # The nominator: pending pods a preemption made room for, by uid -> node name.
         self.nominated: dict[str, str] = {}
@@ -420,10 +435,10 @@ class Scheduler:
     # ---- objects -------------------------------------------------------------------------------
 
     async def apply(
-        self, objects: Iterable[Pod | Node | Reservation], *, dry_run: bool = False
+        self, objects: Iterable[Pod | Node | Reservation | PodDisruptionBudget], *, dry_run: bool = False
     ) -> list[ApplyResult]:
-        """Create or update pods, nodes and reservations. Checked as a whole first: one bad object
-        changes nothing. Reservations are applied after nodes and pods."""
+        """Create or update pods, nodes, reservations and PodDisruptionBudgets. Checked as a whole first:
+        one bad object changes nothing. Reservations are applied after nodes and pods, PDBs last."""
         if not self.source.accepts_apply:
             raise ApplyError(
                 "this framework schedules a Kubernetes cluster: create and change pods and nodes through its "
@@ -432,7 +447,9 @@ class Scheduler:
         everything = list(objects)
         reservations = [o for o in everything if isinstance(o, Reservation)]
         self._check_reservations(reservations)
-        plain: list[Pod | Node] = [o for o in everything if not isinstance(o, Reservation)]
+        pdbs = [o for o in everything if isinstance(o, PodDisruptionBudget)]
+        self._check_pdbs(pdbs)
+        plain: list[Pod | Node] = [o for o in everything if isinstance(o, Pod | Node)]
         self._check_apply(plain)
         results: list[ApplyResult] = []
         for obj in plain:
@@ -461,7 +478,34 @@ class Scheduler:
             if not dry_run:
                 await self._apply_reservation(res)
             results.append(ApplyResult("Reservation", "", res.name, res.uid, action))
+        for pdb in pdbs:
+            results.append(self._apply_pdb(pdb, dry_run))
         return results
+
+    def _check_pdbs(self, pdbs: list[PodDisruptionBudget]) -> None:
+        seen: set[str] = set()
+        for pdb in pdbs:
+            if pdb.key in seen:
+                raise ApplyError(f"PodDisruptionBudget {pdb.key} appears twice in one request")
+            seen.add(pdb.key)
+
+    def _apply_pdb(self, pdb: PodDisruptionBudget, dry_run: bool) -> ApplyResult:
+        # Only the spec is the user's: the status is worked out when preemption reads it, as the API
+        # server ignores a status sent with the object.
+        old = self.pdbs.get(pdb.key)
+        action = "created"
+        if old is not None:
+            pdb.uid = old.uid
+            same = (old.selector, old.min_available, old.max_unavailable, old.labels) == (
+                pdb.selector, pdb.min_available, pdb.max_unavailable, pdb.labels)
+            action = "unchanged" if same else "configured"
+        if not dry_run and action != "unchanged":
+            self.pdbs[pdb.key] = pdb
+        return ApplyResult("PodDisruptionBudget", pdb.namespace, pdb.name, pdb.uid, action)
+
+    def delete_pdb(self, namespace: str, name: str) -> PodDisruptionBudget | None:
+        """Remove a PodDisruptionBudget from the embedded store (None when there is none)."""
+        return self.pdbs.pop(f"{namespace}/{name}", None)
 
     def _check_reservations(self, reservations: list[Reservation]) -> None:
         seen: set[str] = set()

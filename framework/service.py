@@ -37,7 +37,7 @@ from clients.selector import Selector, SelectorError, parse_selector
 from pluginhost import pb
 from pluginhost.convert import status_to_proto
 from pluginhost.manifest import ManifestError, node_to_dict, parse_objects, pod_to_dict
-from pluginhost.model import Node, Pod, Reservation
+from pluginhost.model import Node, Pod, PodDisruptionBudget, Reservation
 from pluginhost.security import ServerTLS, add_port
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import Code
@@ -100,11 +100,13 @@ _EVENT_TYPES = {
 
 
 _KNOWN_EVENT_TYPES = frozenset(_EVENT_TYPES.values())
+# What an Apply may hold.
+_Object = Pod | Node | Reservation | PodDisruptionBudget
 # ApplyRequest.validate -> the manifest parser's field validation.
 _VALIDATION = {"Strict": "strict", "Warn": "warn", "Ignore": "ignore"}
 
 
-def _parse(text: str, source: str, validate: str, warn: Callable[[str], None]) -> list[Pod | Node | Reservation]:
+def _parse(text: str, source: str, validate: str, warn: Callable[[str], None]) -> list[_Object]:
     return parse_objects(text, source, validate=validate, warn=warn)
 
 
@@ -115,7 +117,7 @@ def _explicit_uid(obj: Pod | Node) -> str:
     return uid if isinstance(uid, str) else ""
 
 
-def _check_references(s: Scheduler, objects: Sequence[Pod | Node | Reservation]) -> None:
+def _check_references(s: Scheduler, objects: Sequence[_Object]) -> None:
     """What an Apply of ``objects`` may not do besides what :meth:`Scheduler.apply` checks (it raises
     :class:`ApplyError` naming the object, before anything changes): reuse a uid that another object
     of either kind has (uids are unique across kinds, as in Kubernetes), and bind a pod to a node that
@@ -269,7 +271,7 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         self.node_created: dict[str, float] = {}
 
     async def Apply(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        objects: list[Pod | Node | Reservation] = []
+        objects: list[_Object] = []
         warnings: list[str] = []
         mode = request.validate or "Strict"
         if mode not in _VALIDATION:
@@ -304,13 +306,13 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         )
 
     def _unchanged(
-        self, objects: list[Pod | Node | Reservation]
-    ) -> tuple[list[Pod | Node | Reservation], dict[int, ApplyResult]]:
+        self, objects: list[_Object]
+    ) -> tuple[list[_Object], dict[int, ApplyResult]]:
         """Recognise manifests that are the applied ones plus what the server fills in (what
         ``get -o yaml`` prints): such a pod takes its applied manifest (the scheduler then reports it
         unchanged), such a node is answered here and not re-applied. A pod re-applied with changes
         keeps its creation time, as the API server keeps creationTimestamp."""
-        kept: list[Pod | Node | Reservation] = []
+        kept: list[_Object] = []
         unchanged: dict[int, ApplyResult] = {}
         for obj in objects:
             if isinstance(obj, Pod):
@@ -335,9 +337,10 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
 
     async def Delete(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         for ref in request.objects:
-            if ref.kind not in ("Pod", "Node", "Reservation"):
+            if ref.kind not in ("Pod", "Node", "Reservation", "PodDisruptionBudget"):
                 await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT, f"cannot delete kind {ref.kind!r} (Pod, Node or Reservation)"
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"cannot delete kind {ref.kind!r} (Pod, Node, Reservation or PodDisruptionBudget)",
                 )
             if not ref.name:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"delete of a {ref.kind} needs a name")
@@ -347,6 +350,11 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
                 rec = self.s.delete_reservation(ref.name)
                 if rec is not None:
                     deleted.append(pb.scheduler.ObjectRef(kind="Reservation", name=rec.name, uid=rec.uid))
+            elif ref.kind == "PodDisruptionBudget":
+                pdb = self.s.delete_pdb(ref.namespace or "default", ref.name)
+                if pdb is not None:
+                    deleted.append(pb.scheduler.ObjectRef(kind=ref.kind, namespace=pdb.namespace, name=pdb.name,
+                                                          uid=pdb.uid))
             elif ref.kind == "Pod":
                 pod = self.s.delete_pod(ref.namespace or "default", ref.name)
                 if pod is not None:

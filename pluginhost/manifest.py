@@ -2,7 +2,8 @@
 
 A file may hold several YAML documents separated by ``---``, a single JSON object, and ``kind: List``
 (or ``PodList``, ``NodeList``, ...) documents whose ``items`` are expanded in place. Only ``Pod``,
-``Node`` and ``Reservation`` objects are understood; everything else is an error, as is anything the
+``Node``, ``Reservation`` and ``PodDisruptionBudget`` (``policy/v1``) objects are understood (the kinds
+of :data:`SUPPORTED_KINDS`); everything else is an error, as is anything the
 API server would reject that the scheduler depends on (operators, effects, weights, ports, quantities,
 names, labels, annotations, types). Decoding is the API server's strict decoding
 (:mod:`pluginhost.decode`, with the field names of :mod:`pluginhost.kubefields`): a field the type does
@@ -62,6 +63,7 @@ from pluginhost.model import (
     Pod,
     PodAffinity,
     PodAffinityTerm,
+    PodDisruptionBudget,
     PreferredSchedulingTerm,
     Reservation,
     ReservationOwner,
@@ -112,6 +114,7 @@ __all__ = [
     "node_to_dict",
     "one_line",
     "parse_objects",
+    "pdb_from_dict",
     "pod_from_dict",
     "pod_to_dict",
     "pv_from_dict",
@@ -120,7 +123,7 @@ __all__ = [
     "storage_class_from_dict",
 ]
 
-SUPPORTED_KINDS = ("Pod", "Node", "Reservation")
+SUPPORTED_KINDS = ("Pod", "Node", "Reservation", "PodDisruptionBudget")
 
 _LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 _NODE_SELECTOR_OPERATORS = _LABEL_SELECTOR_OPERATORS | {"Gt", "Lt"}
@@ -131,7 +134,9 @@ _INCLUSION_POLICIES = frozenset({"Honor", "Ignore"})
 _PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INTEGER_RE = re.compile(r"[+-]?\d+")
-_T = TypeVar("_T", Pod, Node, Reservation, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode)
+_T = TypeVar(
+    "_T", Pod, Node, Reservation, PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode
+)
 
 # The objects parsed here, as strict decoding knows them: core/v1's Pod and Node, koordinator's
 # Reservation (scheduling.koordinator.sh/v1alpha1) and the List wrapping any of them.
@@ -152,6 +157,16 @@ _SCHEMAS = decode.schemas(
         ),
         "ReservationCondition": "type status reason message lastProbeTime lastTransitionTime",
         "List": "apiVersion kind metadata:ListMeta items",
+        # policy/v1's PodDisruptionBudget.
+        "PodDisruptionBudget": (
+            "apiVersion kind metadata:ObjectMeta spec:PodDisruptionBudgetSpec status:PodDisruptionBudgetStatus"
+        ),
+        "PodDisruptionBudgetSpec": "minAvailable selector:LabelSelector maxUnavailable unhealthyPodEvictionPolicy",
+        "PodDisruptionBudgetStatus": (
+            "observedGeneration disruptedPods disruptionsAllowed currentHealthy desiredHealthy expectedPods "
+            "conditions:[PodDisruptionBudgetCondition]"
+        ),
+        "PodDisruptionBudgetCondition": "type status observedGeneration lastTransitionTime reason message",
     },
 )
 _POD: Schema = _SCHEMAS["Pod"]
@@ -162,6 +177,7 @@ _PV: Schema = _SCHEMAS["PersistentVolume"]
 _STORAGE_CLASS: Schema = _SCHEMAS["StorageClass"]
 _CSINODE: Schema = _SCHEMAS["CSINode"]
 _LIST: Schema = _SCHEMAS["List"]
+_PDB: Schema = _SCHEMAS["PodDisruptionBudget"]
 
 
 class ManifestError(ValueError):
@@ -976,6 +992,92 @@ def reservation_from_dict(
 
 
 # --------------------------------------------------------------------------------------------
+# PodDisruptionBudgets (policy/v1), checked as the API server's validation checks them.
+
+PDB_API_VERSION = "policy/v1"
+_PERCENT_RE = re.compile(r"[0-9]+%")
+_UNHEALTHY_POD_EVICTION_POLICIES = ("AlwaysAllow", "IfHealthyBudget")
+
+
+def _int_or_percent(m: Mapping[str, Any], key: str, parent: str) -> int | str | None:
+    """An IntOrString that counts pods: a non-negative int32, or a percent string up to "100%"."""
+    v = m.get(key)
+    if v is None:
+        return None
+    path = join(parent, key)
+    if isinstance(v, int) and not isinstance(v, bool):
+        if v < 0:
+            raise FieldError(path, f"Invalid value: {v}: must be greater than or equal to 0")
+        if v > _INT32_MAX:
+            raise FieldError(path, f"must fit in a 32-bit integer, got {v}")
+        return v
+    if not isinstance(v, str):
+        wrong_type(path, 'an integer or a percent string such as "50%"', v)
+    if not _PERCENT_RE.fullmatch(v):
+        raise FieldError(
+            path,
+            f"Invalid value: {_quoted(v)}: a valid percent string must be a numeric string followed by an ending "
+            "'%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+        )
+    if int(v[:-1]) > 100:
+        raise FieldError(path, f"Invalid value: {_quoted(v)}: must not be greater than 100%")
+    return v
+
+
+def _build_pdb(obj: dict[str, Any]) -> PodDisruptionBudget:
+    api_version = obj.get("apiVersion")
+    if api_version != PDB_API_VERSION:
+        shown = f'"{api_version}"' if isinstance(api_version, str) else type_name(api_version)
+        raise FieldError(
+            "apiVersion", f'unsupported apiVersion {shown} for PodDisruptionBudget (expected "{PDB_API_VERSION}")'
+        )
+    meta = get_map(obj, "metadata", "")
+    name, labels, _ = _metadata(meta)
+    namespace = get_str(meta, "namespace", "metadata") or "default"
+    problem = _dns_label_problem(namespace)
+    if problem is not None:
+        raise FieldError("metadata.namespace", f"Invalid value: {_quoted(namespace)}: {problem}")
+    spec = get_map(obj, "spec", "")
+    min_available = _int_or_percent(spec, "minAvailable", "spec")
+    max_unavailable = _int_or_percent(spec, "maxUnavailable", "spec")
+    if min_available is not None and max_unavailable is not None:
+        raise FieldError("spec", "minAvailable and maxUnavailable cannot be both set")
+    policy = get_str(spec, "unhealthyPodEvictionPolicy", "spec")
+    if policy and policy not in _UNHEALTHY_POD_EVICTION_POLICIES:
+        supported = ", ".join(f'"{p}"' for p in _UNHEALTHY_POD_EVICTION_POLICIES)
+        raise FieldError(
+            "spec.unhealthyPodEvictionPolicy", f"Unsupported value: {_quoted(policy)}: supported values: {supported}"
+        )
+    status = get_map(obj, "status", "")
+    disrupted = get_map(status, "disruptedPods", "status")
+    disrupted_pods: dict[str, float] = {}
+    for pod_name in disrupted:
+        when = timestamp(disrupted, pod_name, "status.disruptedPods")
+        disrupted_pods[str(pod_name)] = 0.0 if when is None else when
+    allowed = get_int(status, "disruptionsAllowed", "status", 0)
+    return PodDisruptionBudget(
+        name=name,
+        namespace=namespace,
+        uid=get_str(meta, "uid", "metadata") or str(uuid.uuid4()),
+        labels=labels,
+        selector=_label_selector(spec, "selector", "spec"),
+        min_available=min_available,
+        max_unavailable=max_unavailable,
+        disruptions_allowed=allowed,
+        disrupted_pods=disrupted_pods,
+        raw=obj,
+    )
+
+
+def pdb_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> PodDisruptionBudget:
+    """Build a :class:`PodDisruptionBudget` from a ``policy/v1`` manifest; ``where`` prefixes error
+    messages. ``validate`` and ``warn`` are :func:`parse_objects`'."""
+    return _from_dict("PodDisruptionBudget", _build_pdb, _PDB, obj, where, validate, warn)
+
+
+# --------------------------------------------------------------------------------------------
 # Volumes: a pod's volumes, and the storage objects the volume plugins read (PersistentVolumeClaim,
 # PersistentVolume, StorageClass, CSINode), with the API server's defaults and the checks the plugins
 # rely on.
@@ -1449,8 +1551,8 @@ def parse_objects(
     *,
     validate: str = "strict",
     warn: Callable[[str], None] | None = None,
-) -> list[Pod | Node | Reservation]:
-    """Parse every Pod, Node and Reservation in ``text`` (YAML or JSON), in document order.
+) -> list[Pod | Node | Reservation | PodDisruptionBudget]:
+    """Parse every Pod, Node, Reservation and PodDisruptionBudget in ``text`` (YAML or JSON), in document order.
 
     ``validate`` is ``kubectl apply --validate``'s (:data:`VALIDATE_MODES`): with ``strict``, a field
     the object's type does not have (at any depth) or a key given twice is an error naming them all,
@@ -1470,14 +1572,16 @@ def parse_objects(
 
 def _parse(
     text: str, source: str, validate: str, warn: Callable[[str], None] | None
-) -> list[Pod | Node | Reservation]:
-    objects: list[Pod | Node | Reservation] = []
+) -> list[Pod | Node | Reservation | PodDisruptionBudget]:
+    objects: list[Pod | Node | Reservation | PodDisruptionBudget] = []
     for label, obj, duplicates in _objects(text, source, validate, warn):
         kind = obj.get("kind")
         if kind == "Reservation":
             objects.append(
                 _from_dict("Reservation", _build_reservation, _RESERVATION, obj, label, validate, warn, duplicates)
             )
+        elif kind == "PodDisruptionBudget":
+            objects.append(_from_dict(kind, _build_pdb, _PDB, obj, label, validate, warn, duplicates))
         elif kind == "Pod" or kind == "Node":
             api_version = obj.get("apiVersion")
             if api_version is not None and api_version != "v1":
@@ -1495,12 +1599,13 @@ def _parse(
                 objects.append(_from_dict("Node", _build_node, _NODE, obj, label, validate, warn, duplicates))
         elif kind is None:
             raise ManifestError(
-                f"{label}: kind: required field is missing (supported: Pod, Node, Reservation)",
+                f"{label}: kind: required field is missing (supported: {', '.join(SUPPORTED_KINDS)})",
                 location=label,
                 path="kind",
             )
         elif isinstance(kind, str):
-            raise _error(label, kind, obj, "", f'unsupported kind "{kind}" (supported: Pod, Node, Reservation)')
+            supported = ", ".join(SUPPORTED_KINDS)
+            raise _error(label, kind, obj, "", f'unsupported kind "{kind}" (supported: {supported})')
         else:
             raise ManifestError(
                 f"{label}: kind: expected a string, got {type_name(kind)}", location=label, path="kind"

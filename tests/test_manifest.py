@@ -1376,7 +1376,7 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}},
         (
             "pods.yaml: document 1 (Deployment default/web): "
-            'unsupported kind "Deployment" (supported: Pod, Node, Reservation)'
+            'unsupported kind "Deployment" (supported: Pod, Node, Reservation, PodDisruptionBudget)'
         ),
     ),
     (
@@ -1387,7 +1387,7 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     (
         "missing kind",
         {"metadata": {"name": "x"}},
-        "pods.yaml: document 1: kind: required field is missing (supported: Pod, Node, Reservation)",
+        "pods.yaml: document 1: kind: required field is missing (supported: Pod, Node, Reservation, PodDisruptionBudget)",
     ),
     ("kind not a string", {"kind": 3}, "pods.yaml: document 1: kind: expected a string, got integer"),
 ]

@@ -19,6 +19,8 @@ What comes in (kube-scheduler's eventhandlers.go):
   a pending pod for another scheduler is recorded and left alone; a pending pod being deleted is not
   scheduled.
 - A change to a pending pod's status only (the scheduler's own condition, say) does not requeue it.
+- **PodDisruptionBudgets** are listed and watched into a store that preemption reads when it runs, their
+  status as the cluster's disruption controller keeps it (``disruptionsAllowed``, ``disruptedPods``).
 - A pod of a profile that Outrigger cannot model (it does not convert, or it needs volume scheduling or
   dynamic resources, which Outrigger does not implement) is not queued: it gets a ``FailedScheduling``
   event and ``PodScheduled=False`` (``SchedulerError``) naming the reason, once per reason.
@@ -55,8 +57,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import orjson
 
 from pluginhost.decode import TextError, load_document
-from pluginhost.manifest import ManifestError, node_from_dict, pod_from_dict
-from pluginhost.model import Node, Pod
+from pluginhost.manifest import ManifestError, node_from_dict, pdb_from_dict, pod_from_dict
+from pluginhost.model import Node, Pod, PodDisruptionBudget
 from pluginhost.status import SUCCESS, Status
 
 from ..config import LeaderElectionConfig, format_duration, leader_election_config
@@ -96,6 +98,7 @@ __all__ = [
     "configured_kubeconfig",
     "connect",
     "convert_node",
+    "convert_pdb",
     "convert_pod",
     "leader_election",
     "reconvert_pod",
@@ -123,6 +126,7 @@ def _lenient(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 _pod_from_api = _lenient(pod_from_dict)
 _node_from_api = _lenient(node_from_dict)
+_pdb_from_api = _lenient(pdb_from_dict)
 
 
 # ---- converting API objects -----------------------------------------------------------------------
@@ -220,6 +224,20 @@ def convert_node(obj: dict[str, Any]) -> Node:
         return Node(name=name, uid=str(meta.get("uid") or ""), unschedulable=True, raw=obj)
 
 
+def convert_pdb(obj: dict[str, Any]) -> PodDisruptionBudget:
+    """An API PodDisruptionBudget as a :class:`PodDisruptionBudget`. One that cannot be converted is kept
+    as matching no pod (kube-scheduler's preemption treats a selector it cannot read so), and logged."""
+    meta = obj.get("metadata") or {}
+    meta.pop("managedFields", None)
+    try:
+        pdb: PodDisruptionBudget = _pdb_from_api(obj)
+        return pdb
+    except ManifestError as exc:
+        name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        log.warning("PodDisruptionBudget %s/%s cannot be modelled, preemption ignores it: %s", namespace, name, exc)
+        return PodDisruptionBudget(name=name, namespace=namespace, uid=str(meta.get("uid") or ""), raw=obj)
+
+
 def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether more than the status changed (kube-scheduler's isPodUpdated)."""
     if old.get("spec") != new.get("spec"):
@@ -315,6 +333,19 @@ class _Pods:
             self.s._pod_deleted(item)
 
 
+class _StoreOnly:
+    """Objects read from the informer's store when needed (PodDisruptionBudgets: by preemption)."""
+
+    async def on_add(self, obj: object) -> None:
+        pass
+
+    async def on_update(self, old: object, new: object) -> None:
+        pass
+
+    async def on_delete(self, obj: object) -> None:
+        pass
+
+
 class KubeSource:
     """A live cluster behind ``scheduler`` (a :class:`framework.scheduler.ClusterSource`).
 
@@ -342,6 +373,9 @@ class KubeSource:
         self.pods: Informer[PodItem] = Informer(
             client, "/api/v1/pods", "pods", convert_pod, _Pods(self), reconvert=reconvert_pod,
             order=lambda i: 0 if i.node_name else 1,
+        )
+        self.pdbs: Informer[PodDisruptionBudget] = Informer(
+            client, "/apis/policy/v1/poddisruptionbudgets", "poddisruptionbudgets", convert_pdb, _StoreOnly()
         )
         #: Namespace name -> labels, as the API has them.
         self.namespace_labels: dict[str, dict[str, str]] = {}
@@ -371,7 +405,7 @@ class KubeSource:
         self.events.start()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.nodes.run()), loop.create_task(self.namespaces.run()),
-                       loop.create_task(self._start_pods())]
+                       loop.create_task(self.pdbs.run()), loop.create_task(self._start_pods())]
 
     async def _start_pods(self) -> None:
         await self.nodes.synced.wait()
@@ -402,8 +436,9 @@ class KubeSource:
         return self.fence is None or self.fence() > 0
 
     async def wait_synced(self, timeout: float | None = None) -> None:
-        """Wait until nodes, namespaces and pods have been listed once."""
-        waits = (self.nodes.synced.wait(), self.namespaces.synced.wait(), self.pods.synced.wait())
+        """Wait until nodes, namespaces, PodDisruptionBudgets and pods have been listed once."""
+        waits = (self.nodes.synced.wait(), self.namespaces.synced.wait(), self.pdbs.synced.wait(),
+                 self.pods.synced.wait())
         await asyncio.wait_for(asyncio.gather(*waits), timeout)
 
     async def stop(self, flush: float = 5.0) -> None:
@@ -549,6 +584,10 @@ class KubeSource:
         if self.may_write():
             self.status.nominate(pod, node_name)
 
+    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
+        # As the disruption controller keeps them: kube-scheduler reads the status and nothing else.
+        return list(self.pdbs.store.values())
+
     def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
         self.events.record(victim, type_="Normal", reason="Preempted", action="Preempting",
                            note=f"Preempted by pod {preemptor.uid} on node {node_name}",
@@ -659,7 +698,8 @@ async def serve_cluster(
 
 
 def _informers_synced(source: KubeSource) -> Callable[[], str | None]:
-    synced = {"nodes": source.nodes.synced, "namespaces": source.namespaces.synced, "pods": source.pods.synced}
+    synced = {"nodes": source.nodes.synced, "namespaces": source.namespaces.synced,
+              "poddisruptionbudgets": source.pdbs.synced, "pods": source.pods.synced}
 
     def check() -> str | None:
         waiting = [name for name, listed in synced.items() if not listed.is_set()]
