@@ -8,7 +8,8 @@ is one child process that drives everything below and reports a :class:`~framewo
    through the API;
 3. ``outrigger serve --kubeconfig`` in its own process: kube-scheduler's default profile, with
    ``clientConnection`` qps and burst both :data:`SCHEDULER_QPS` (5000, what scheduler_perf gives the
-   scheduler's client; the comparison with kube-scheduler gives it the same: :func:`scheduler_config`);
+   scheduler's client; the comparison with kube-scheduler, framework/kube/compare.py, gives both the
+   same) and no leader election (:func:`scheduler_config`);
 4. the initial pods (``templates/pod-default.yaml``: 100m CPU, 500Mi, port 80) in ``namespace-1``,
    created and waited for (not measured);
 5. the measured pods in ``namespace-2``, created by a separate process (``python -m framework.kube.bench
@@ -81,11 +82,13 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def scheduler_config(scheduler_name: str = "default-scheduler") -> str:
     """The KubeSchedulerConfiguration of the run: kube-scheduler's default profile under
-    ``scheduler_name``, the client at :data:`SCHEDULER_QPS` / :data:`SCHEDULER_BURST`."""
+    ``scheduler_name``, the client at :data:`SCHEDULER_QPS` / :data:`SCHEDULER_BURST`, no leader
+    election (one scheduler; what the comparison with kube-scheduler runs both with)."""
     return (
         "apiVersion: kubescheduler.config.k8s.io/v1\n"
         "kind: KubeSchedulerConfiguration\n"
         f"clientConnection: {{qps: {SCHEDULER_QPS}, burst: {SCHEDULER_BURST}}}\n"
+        "leaderElection: {leaderElect: false}\n"
         "profiles:\n"
         f"- schedulerName: {scheduler_name}\n"
     )
