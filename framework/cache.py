@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pluginhost.model import Node, Pod
-from pluginhost.snapshot import ClusterTable, Snapshot
+from pluginhost.snapshot import ClusterTable, Snapshot, VolumeStore
 
 __all__ = ["Cache", "CacheError"]
 
@@ -53,6 +53,14 @@ class Cache:
 
     def node(self, name: str) -> Node | None:
         return self.table.node(name)
+
+    # ---- storage objects -----------------------------------------------------------------------
+
+    @property
+    def volumes(self) -> VolumeStore:
+        """The PVCs, PVs, StorageClasses and CSINodes the volume plugins read (with their assumed
+        bindings): filled by the cluster source, shared by every snapshot."""
+        return self.table.volumes
 
     # ---- pods ----------------------------------------------------------------------------------
 

@@ -58,6 +58,7 @@ def with_node_pods(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> Snapsho
         non_zero_requested=non_zero,
         pods=placed,
         row_versions=versions,
+        volumes=snapshot.volumes,
     )
 
 

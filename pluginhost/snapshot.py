@@ -12,13 +12,19 @@ round-robin across zones), the order in which Filter walks the cluster.
 
 A table tells its change listeners (:meth:`ClusterTable.add_listener`) about every mutation, after it
 is applied: that is how the framework turns its cache into the versioned deltas plugin hosts follow.
+
+The storage objects the volume plugins read (claims, volumes, classes, CSINodes) are not columns: a
+table's :class:`VolumeStore` is live, like kube-scheduler's listers, and every snapshot refers to it
+(:attr:`Snapshot.volumes`). A cluster without them has an empty store, and pods without volumes never
+look at it.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -31,8 +37,12 @@ from pluginhost.model import (
     MEMORY,
     PODS,
     Container,
+    CSINode,
     Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
+    StorageClass,
 )
 
 __all__ = [
@@ -43,9 +53,16 @@ __all__ = [
     "POD_UNPLACED",
     "ChangeListener",
     "ClusterTable",
+    "MemoryVolumeWriter",
     "NodeTable",
     "Snapshot",
+    "StorageListener",
+    "StorageObject",
+    "VolumeStore",
+    "VolumeStoreError",
+    "VolumeWriter",
     "non_zero_requests",
+    "storage_kind",
     "zone_key",
 ]
 
@@ -153,6 +170,8 @@ class Snapshot:
     # A version per row, changed whenever the row's pods (or the node itself) change: plugins that keep
     # per-row derived data between cycles find the rows to redo with one array comparison.
     row_versions: IntArray
+    #: The storage objects (live: the table's store; a view made without one has an empty store).
+    volumes: VolumeStore = field(default_factory=lambda: VolumeStore())
     _memo: dict[str, Any] = field(default_factory=dict)
 
     def memo(self, key: str, build: Callable[[Snapshot], Any]) -> Any:
@@ -225,6 +244,8 @@ class ClusterTable:
         self._table: NodeTable | None = None
         self._snapshot: Snapshot | None = None
         self._listeners: list[ChangeListener] = []
+        #: The storage objects every snapshot of this table refers to.
+        self.volumes = VolumeStore()
 
     # ---- change listeners ----------------------------------------------------------------------
 
@@ -273,6 +294,7 @@ class ClusterTable:
             non_zero_requested=self._nz[:n],
             pods=self._pods[:],
             row_versions=self._ver[:n],
+            volumes=self.volumes,
         )
         self._shared_usage = self._shared_alloc = True
         self._snapshot = snap
@@ -472,3 +494,232 @@ def _zone_order(nodes: Sequence[Node]) -> npt.NDArray[np.int64]:
             if k < len(rows):
                 out.append(rows[k])
     return np.asarray(out, dtype=np.int64)
+
+
+# ---- storage objects (the volume plugins' listers) --------------------------------------------
+
+StorageObject = PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode
+#: A change to the storage objects, as ``listener(kind, old, new)``: ``kind`` is the object's kind
+#: (``PersistentVolumeClaim``, ...), ``old`` None for an addition, ``new`` None for a deletion.
+StorageListener = Callable[[str, Any, Any], None]
+
+
+class VolumeStoreError(RuntimeError):
+    """An assume or write that contradicts the store (an object changed or went away meanwhile)."""
+
+
+class VolumeWriter(Protocol):
+    """Where the volume binder's writes go (PreBind): the embedded store itself, or a cluster's API
+    server. Each returns the object as stored (with its new ``resource_version``) and raises
+    :class:`VolumeStoreError` (or a source's own error) when the write is refused."""
+
+    async def update_volume(self, pv: PersistentVolume) -> PersistentVolume: ...
+
+    async def update_volume_status(self, pv: PersistentVolume) -> PersistentVolume: ...
+
+    async def update_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim: ...
+
+    async def update_claim_status(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim: ...
+
+
+def storage_kind(obj: StorageObject) -> str:
+    return type(obj).__name__
+
+
+class VolumeStore:
+    """The PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes of the cluster, as
+    kube-scheduler's volume plugins read them through their listers, with the volume binder's assume
+    cache on top: a PV or PVC changed by a scheduling cycle's Reserve (:meth:`assume_volume`,
+    :meth:`assume_claim`) reads as changed until the API's own newer version arrives (:meth:`upsert`)
+    or the change is rolled back (:meth:`restore_volume`, :meth:`restore_claim`).
+
+    Unlike the node columns, the store is live (as listers are): every snapshot of a table shares its
+    table's store. ``writer`` takes PreBind's writes; the embedded default applies them here (it
+    is the API server, and it plays the PV controller's part of a binding, see
+    :class:`MemoryVolumeWriter`); a live cluster's source replaces it.
+    """
+
+    def __init__(self) -> None:
+        self.claims: dict[str, PersistentVolumeClaim] = {}
+        self.volumes: dict[str, PersistentVolume] = {}
+        self.classes: dict[str, StorageClass] = {}
+        self.csinodes: dict[str, CSINode] = {}
+        self._by_class: dict[str, dict[str, PersistentVolume]] = {}
+        self._assumed_volumes: dict[str, PersistentVolume] = {}
+        self._assumed_claims: dict[str, PersistentVolumeClaim] = {}
+        self._listeners: list[StorageListener] = []
+        self.writer: VolumeWriter = MemoryVolumeWriter(self)
+
+    def __len__(self) -> int:
+        return len(self.claims) + len(self.volumes) + len(self.classes) + len(self.csinodes)
+
+    def add_listener(self, listener: StorageListener) -> None:
+        """Call ``listener(kind, old, new)`` after every change :meth:`upsert` and :meth:`remove` make."""
+        self._listeners.append(listener)
+
+    # ---- reading (assumed objects first, as the binder's assume cache) --------------------------
+
+    def claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        key = f"{namespace}/{name}"
+        api = self.claims.get(key)
+        if api is None:
+            return None
+        assumed = self._assumed_claims.get(key)
+        return assumed if assumed is not None and assumed.resource_version == api.resource_version else api
+
+    def volume(self, name: str) -> PersistentVolume | None:
+        api = self.volumes.get(name)
+        if api is None:
+            return None
+        assumed = self._assumed_volumes.get(name)
+        return assumed if assumed is not None and assumed.resource_version == api.resource_version else api
+
+    def volumes_of_class(self, class_name: str) -> list[PersistentVolume]:
+        """The PVs of a storage class (by the API's class; assumed versions in place), by name."""
+        out = []
+        for name in sorted(self._by_class.get(class_name, ())):
+            pv = self.volume(name)
+            if pv is not None:
+                out.append(pv)
+        return out
+
+    def storage_class(self, name: str) -> StorageClass | None:
+        return self.classes.get(name)
+
+    def csinode(self, name: str) -> CSINode | None:
+        return self.csinodes.get(name)
+
+    # ---- changes from the cluster (a source's informers, or the embedded store) ---------------
+
+    def upsert(self, obj: StorageObject) -> StorageObject | None:
+        """Add or replace an object as the cluster now has it; returns the one it replaced. An assumed
+        version of it that the new one supersedes (another resourceVersion) is dropped."""
+        old: StorageObject | None
+        if isinstance(obj, PersistentVolumeClaim):
+            old = self.claims.get(obj.key)
+            self.claims[obj.key] = obj
+            self._expire(self._assumed_claims, obj.key, obj.resource_version)
+        elif isinstance(obj, PersistentVolume):
+            old = self.volumes.get(obj.name)
+            if old is not None:
+                self._by_class.get(old.storage_class, {}).pop(old.name, None)
+            self.volumes[obj.name] = obj
+            self._by_class.setdefault(obj.storage_class, {})[obj.name] = obj
+            self._expire(self._assumed_volumes, obj.name, obj.resource_version)
+        elif isinstance(obj, StorageClass):
+            old = self.classes.get(obj.name)
+            self.classes[obj.name] = obj
+        else:
+            old = self.csinodes.get(obj.name)
+            self.csinodes[obj.name] = obj
+        self._notify(storage_kind(obj), old, obj)
+        return old
+
+    def remove(self, kind: str, key: str) -> StorageObject | None:
+        """Forget the object of ``kind`` (``PersistentVolume``, ...) named ``key`` (``namespace/name``
+        for a claim); returns it (None if it was not there)."""
+        old: StorageObject | None
+        if kind == "PersistentVolumeClaim":
+            old = self.claims.pop(key, None)
+            self._assumed_claims.pop(key, None)
+        elif kind == "PersistentVolume":
+            old = self.volumes.pop(key, None)
+            if old is not None:
+                self._by_class.get(old.storage_class, {}).pop(key, None)
+            self._assumed_volumes.pop(key, None)
+        elif kind == "StorageClass":
+            old = self.classes.pop(key, None)
+        elif kind == "CSINode":
+            old = self.csinodes.pop(key, None)
+        else:
+            raise ValueError(f"not a storage kind: {kind!r}")
+        if old is not None:
+            self._notify(kind, old, None)
+        return old
+
+    def _notify(self, kind: str, old: Any, new: Any) -> None:
+        for listener in self._listeners:
+            listener(kind, old, new)
+
+    @staticmethod
+    def _expire(assumed: dict[str, Any], key: str, version: str) -> None:
+        held = assumed.get(key)
+        if held is not None and held.resource_version != version:
+            del assumed[key]
+
+    # ---- the assume cache ----------------------------------------------------------------------
+
+    def assume_volume(self, pv: PersistentVolume) -> None:
+        """Read ``pv`` in place of the API's version until that changes (it must be the API's current
+        version, changed in memory only)."""
+        self._assume(self.volumes, self._assumed_volumes, pv.name, pv, "persistentvolumes")
+
+    def assume_claim(self, pvc: PersistentVolumeClaim) -> None:
+        self._assume(self.claims, self._assumed_claims, pvc.key, pvc, "persistentvolumeclaims")
+
+    @staticmethod
+    def _assume(api: dict[str, Any], assumed: dict[str, Any], key: str, obj: Any, resource: str) -> None:
+        stored = api.get(key)
+        if stored is None:
+            raise VolumeStoreError(f'{resource} "{key}" not found')
+        if stored.resource_version != obj.resource_version:
+            raise VolumeStoreError(
+                f'"{key}" is out of sync (stored: {stored.resource_version}, assume: {obj.resource_version})'
+            )
+        assumed[key] = obj
+
+    def restore_volume(self, pv: PersistentVolume) -> None:
+        """Drop the assumed version of ``pv`` (if it is still the one assumed)."""
+        held = self._assumed_volumes.get(pv.name)
+        if held is not None and held.resource_version == pv.resource_version:
+            del self._assumed_volumes[pv.name]
+
+    def restore_claim(self, pvc: PersistentVolumeClaim) -> None:
+        held = self._assumed_claims.get(pvc.key)
+        if held is not None and held.resource_version == pvc.resource_version:
+            del self._assumed_claims[pvc.key]
+
+    def assumed(self) -> list[str]:
+        """What is assumed now (``PersistentVolume/<name>``, ``PersistentVolumeClaim/<ns>/<name>``):
+        empty once every binding finished or was rolled back."""
+        return [*(f"PersistentVolume/{k}" for k in self._assumed_volumes),
+                *(f"PersistentVolumeClaim/{k}" for k in self._assumed_claims)]
+
+
+class MemoryVolumeWriter:
+    """PreBind's writes applied to the store itself (the embedded cluster, where the scheduler's store
+    is the API server): each write needs the stored ``resource_version`` (else a conflict, as the API
+    server's optimistic concurrency) and stores the object with the next one."""
+
+    def __init__(self, store: VolumeStore) -> None:
+        self.store = store
+        self._version = itertools.count(1)
+
+    def _next(self) -> str:
+        return f"m{next(self._version)}"
+
+    def _check(self, kind: str, key: str, stored: Any, obj: Any) -> None:
+        resource = "persistentvolumeclaims" if kind == "PersistentVolumeClaim" else "persistentvolumes"
+        if stored is None:
+            raise VolumeStoreError(f'{resource} "{key}" not found')
+        if stored.resource_version != obj.resource_version:
+            raise VolumeStoreError(
+                f'Operation cannot be fulfilled on {resource} "{key}": the object has been modified; please apply '
+                "your changes to the latest version and try again"
+            )
+
+    async def update_volume(self, pv: PersistentVolume) -> PersistentVolume:
+        self._check("PersistentVolume", pv.name, self.store.volumes.get(pv.name), pv)
+        new = replace(pv, resource_version=self._next())
+        self.store.upsert(new)
+        return new
+
+    update_volume_status = update_volume
+
+    async def update_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim:
+        self._check("PersistentVolumeClaim", pvc.key, self.store.claims.get(pvc.key), pvc)
+        new = replace(pvc, resource_version=self._next())
+        self.store.upsert(new)
+        return new
+
+    update_claim_status = update_claim

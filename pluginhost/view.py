@@ -279,6 +279,7 @@ def apply_view(snapshot: Snapshot, view: NodeView | None) -> Snapshot:
         non_zero_requested=non_zero,
         pods=pods,
         row_versions=versions,
+        volumes=snapshot.volumes,
     )
 
 
