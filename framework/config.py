@@ -97,8 +97,6 @@ _FRAMEWORK_ORDER: tuple[str, ...] = (
 
 MAX_NODE_SCORE = 100
 MAX_TOTAL_SCORE = 2**63 - 1
-#: The weights a score plugin may be given (0 or unset means 1).
-SCORE_WEIGHT_RANGE = (1, 100)
 
 
 @dataclass(frozen=True)
@@ -715,6 +713,8 @@ class _Loader:
 
         profiles = [self.resolve(prof, plugins) for prof, plugins in zip(raw.profiles, merged, strict=True)]
         self.check_common_queue_sort(raw, profiles)
+        for prof in raw.profiles:
+            self.warn_negative_weights(prof)
         return SchedulerConfig(
             profiles=profiles,
             percentage_of_nodes_to_score=raw.percentage,
@@ -736,6 +736,22 @@ class _Loader:
             for pc in prof.plugin_config:
                 if pc.name in self.unmodelled and pc.name not in _INVALID_IN_V1:
                     self.warn_unmodelled(pc.name, pc.path)
+
+    def warn_negative_weights(self, prof: _RawProfile) -> None:
+        # kube-scheduler v1.35 puts no range on score weights (validation.go has none; getScoreWeights
+        # only refuses a total that could overflow), so a weight of 101 or -5 loads as it does there.
+        # A negative weight is almost always a mistake, so it is named.
+        if prof.plugins is None:
+            return
+        for entry in (*prof.plugins[MULTI_POINT].enabled, *prof.plugins["score"].enabled):
+            if entry.weight < 0 and entry.name not in self.unmodelled:
+                self.warnings.append(
+                    _located(
+                        self.source,
+                        f"{entry.path}.weight",
+                        f'negative weight {entry.weight} inverts the preference of plugin "{entry.name}"',
+                    )
+                )
 
     # -- validation.go -----------------------------------------------------------------------------
 
@@ -795,13 +811,6 @@ class _Loader:
                 for entry in prof.plugins[point].enabled:
                     if entry.name in _INVALID_IN_V1 and entry.name not in self.known:
                         problems.append((entry.path or "", f'Invalid value: "{entry.name}": {invalid_msg}'))
-            # A score weight (multiPoint's are score weights too) out of range; 0 means unset.
-            lo, hi = SCORE_WEIGHT_RANGE
-            for entry in (*prof.plugins[MULTI_POINT].enabled, *prof.plugins["score"].enabled):
-                if entry.weight and not lo <= entry.weight <= hi:
-                    problems.append(
-                        (f"{entry.path}.weight", f"Invalid value: {entry.weight}: not in valid range [{lo}-{hi}]")
-                    )
         seen: set[str] = set()
         for pc in prof.plugin_config:
             if pc.name in seen:

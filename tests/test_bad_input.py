@@ -264,13 +264,6 @@ _KSC = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfigura
                      'c.yaml: unknown field "leaderElection.leaderElet"', id="unknown-fields"),
         pytest.param(_KSC + "profiles:\n- schedulerName: a\n  schedulerName: b\n",
                      'c.yaml: line 5, column 3: duplicate field "profiles[0].schedulerName"', id="duplicate-field"),
-        pytest.param(_KSC + "profiles:\n- plugins: {score: {enabled: [{name: ImageLocality, weight: 1}, "
-                     "{name: NodeAffinity, weight: 101}]}}\n",
-                     "c.yaml: profiles[0].plugins.score.enabled[1].weight: Invalid value: 101: not in valid range "
-                     "[1-100]", id="weight-above-100"),
-        pytest.param(_KSC + "profiles:\n- plugins: {multiPoint: {enabled: [{name: ImageLocality, weight: -5}]}}\n",
-                     "c.yaml: profiles[0].plugins.multiPoint.enabled[0].weight: Invalid value: -5: not in valid range "
-                     "[1-100]", id="negative-weight"),
     ],
 )  # fmt: skip
 def test_bad_config_is_one_clear_line(text: str, message: str) -> None:

@@ -645,26 +645,6 @@ ERRORS: list[Any] = [
         id="profiles-not-a-list",
     ),
     pytest.param(
-        "profiles:\n- plugins:\n    score:\n      enabled:\n      - {name: Custom, weight: 100}\n"
-        "      - {name: ImageLocality, weight: 101}\n",
-        "scheduler.yaml: profiles[0].plugins.score.enabled[1].weight: Invalid value: 101: not in valid range [1-100]",
-        id="score-weight-above-100",
-    ),
-    pytest.param(
-        "profiles:\n- plugins:\n    score:\n      enabled:\n      - {name: Custom, weight: -5}\n",
-        "scheduler.yaml: profiles[0].plugins.score.enabled[0].weight: Invalid value: -5: not in valid range [1-100]",
-        id="negative-score-weight",
-    ),
-    pytest.param(
-        "profiles:\n- schedulerName: a\n- schedulerName: b\n  plugins:\n    multiPoint:\n      enabled:\n"
-        "      - {name: Custom, weight: 1000}\n      - {name: Gang, weight: -1}\n",
-        "scheduler.yaml: profiles[1].plugins.multiPoint.enabled[0].weight: Invalid value: 1000: not in valid range "
-        "[1-100]\n"
-        "scheduler.yaml: profiles[1].plugins.multiPoint.enabled[1].weight: Invalid value: -1: not in valid range "
-        "[1-100]",
-        id="multipoint-weights-are-score-weights",
-    ),
-    pytest.param(
         "profiles:\n- schedulerName: a\n  pluginconfig: []\n  plugins:\n    preFilter:\n      enable: []\n"
         "extenders:\n- urlPrefix: http://x\n  managedResources: [{name: a/b, ignoredByScheduler: true, "
         "ignored: true}]\nclientConnection: {kubeconfig: k, QPS: 5}\n",
@@ -1108,3 +1088,24 @@ def test_load_config_file(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="cannot read the file"):
         load_config_file(tmp_path / "missing.yaml", KNOWN)
+
+
+@pytest.mark.parametrize(
+    ("plugins", "weights", "warnings"),
+    [
+        pytest.param("score: {enabled: [{name: Custom, weight: 101}]}", {"Custom": 101}, [], id="above-100"),
+        pytest.param("multiPoint: {enabled: [{name: Custom, weight: 1000}]}", {"Custom": 1000}, [],
+                     id="multipoint-1000"),
+        pytest.param("score: {enabled: [{name: Custom, weight: 0}]}", {"Custom": 1}, [], id="zero-means-one"),
+        pytest.param("score: {enabled: [{name: Custom, weight: -5}]}", {"Custom": -5},
+                     ['scheduler.yaml: profiles[0].plugins.score.enabled[0].weight: negative weight -5 inverts the '
+                      'preference of plugin "Custom"'], id="negative-warns"),
+    ],
+)  # fmt: skip
+def test_score_weights_load_as_kube_scheduler_loads_them(plugins: str, weights: dict[str, int],
+                                                        warnings: list[str]) -> None:
+    """kube-scheduler v1.35 puts no range on a score plugin's weight (only a total that could overflow
+    is refused, tested above), so a configuration it loads loads here unchanged."""
+    cfg = load_config(HEADER + f"profiles:\n- plugins:\n    {plugins}\n", KNOWN, "scheduler.yaml")
+    assert {name: cfg.profiles[0].score_weights[name] for name in weights} == weights
+    assert [w for w in cfg.warnings if "negative weight" in w] == warnings
