@@ -397,7 +397,11 @@ def _pod_json(data: bytes, kind: str) -> Any:
 
     try:
         doc = json.loads(data)
-        return pod_from_dict(doc) if kind == "Pod" else node_from_dict(doc)
+        # The framework already accepted the object (maybe with --validate=warn|ignore): fields it does
+        # not model must not cost the hint its object.
+        if kind == "Pod":
+            return pod_from_dict(doc, validate="ignore")
+        return node_from_dict(doc, validate="ignore")
     except Exception:  # a hint gets what could be read; the contract says old/new may be partial
         return None
 
