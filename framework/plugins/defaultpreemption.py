@@ -2,21 +2,33 @@
 
 As kube-scheduler's ``defaultpreemption`` (PostFilter):
 
-1. A pod with ``preemptionPolicy: Never`` does not preempt.
+1. A pod with ``preemptionPolicy: Never`` does not preempt, nor does one whose nominated node still
+   has a lower-priority pod terminating because a preemption deleted it (its room is coming).
 2. Candidate nodes are those whose Filter status was Unschedulable (UnschedulableAndUnresolvable
    says evicting pods cannot help; nodes a PreFilter result left out take that code). From a random
-   offset, up to ``max(minCandidateNodesAbsolute, nodes * minCandidateNodesPercentage / 100)`` of
-   them are dry-run: remove every pod of lower priority than the preemptor; if the pod then passes
-   every Filter plugin, add the victims back one by one, most important first, keeping each one
-   whose return still lets the pod fit ("reprieve"). What is left are the node's victims.
-3. The node is picked by kube-scheduler's order: lowest highest-victim priority, then the smallest
-   sum of victim priorities, the fewest victims, and the latest start of the most important victims.
-4. Victims waiting at Permit are rejected, the others deleted through the framework's API; the
-   preemptor is nominated to the node and retried once the victims are gone.
+   offset they are dry-run: remove every pod of lower priority than the preemptor; if the pod then
+   passes every Filter plugin, add the victims back one by one ("reprieve"), keeping each one whose
+   return still lets the pod fit: first the pods whose eviction would violate a PodDisruptionBudget,
+   then the others, most important first within each group. What is left are the node's victims,
+   with the number of them that violate a budget. The dry runs stop once
+   ``max(minCandidateNodesAbsolute, nodes * minCandidateNodesPercentage / 100)`` nodes have victims
+   and one of them violates no budget.
+3. The node is picked by kube-scheduler's order: the fewest PodDisruptionBudget violations, then the
+   lowest highest-victim priority, the smallest sum of victim priorities, the fewest victims, and the
+   latest start of the most important victims; candidates that violate no budget come first in a tie.
+4. Victims waiting at Permit are rejected, the others deleted through the framework's API (a victim
+   already being deleted is left to finish); the preemptor is nominated to the node and retried once
+   the victims are gone.
+
+A victim's eviction violates a PodDisruptionBudget (policy/v1) of its namespace whose selector matches
+it (an absent or empty selector matches nothing here, as in kube-scheduler) when the budget's
+``status.disruptionsAllowed`` is used up by the more important victims before it; a pod listed in the
+budget's ``disruptedPods`` is already counted and takes nothing. The budgets come from the cluster
+source: as the disruption controller keeps them on a live cluster, worked out by the embedded store
+otherwise (:mod:`framework.disruption`).
 
 What-ifs run the real Filter plugins on :func:`framework.whatif.with_node_pods` snapshots, with the
 PreFilter state of a cloned CycleState updated through the PreFilter extensions (AddPod/RemovePod).
-PodDisruptionBudgets are not modelled (no victim ever violates one).
 """
 
 from __future__ import annotations
@@ -25,22 +37,30 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pluginhost.model import Pod
+from pluginhost.model import Pod, PodDisruptionBudget
 from pluginhost.plugin import CycleState, NodeToStatus, PostFilterPlugin, PostFilterResult, WaitingPod
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
+from .helpers import LabelSelectorMatcher, compile_label_selector
 from .noderesources import PluginArgsError
 
 if TYPE_CHECKING:
     from ..runtime import Framework
 
-__all__ = ["DefaultPreemption", "PreemptionHandle"]
+__all__ = [
+    "DefaultPreemption",
+    "PreemptionHandle",
+    "filter_pods_with_pdb_violation",
+    "more_important",
+    "terminating_by_preemption",
+]
 
 NAME = "DefaultPreemption"
 MSG_NEVER = "not eligible due to preemptionPolicy=Never."
 MSG_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 MSG_NO_VICTIMS = "No preemption victims found for incoming pod"
+MSG_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 _MAX_INT32 = 2**31 - 1
 
 
@@ -57,12 +77,36 @@ class PreemptionHandle(Protocol):
 
     def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None: ...
 
+    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Candidate:
     row: int
     name: str
+    #: Most important first.
     victims: tuple[Pod, ...]
+    pdb_violations: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    """A PodDisruptionBudget as victim selection reads it (its selector compiled once per attempt)."""
+
+    namespace: str
+    matcher: LabelSelectorMatcher
+    allowed: int
+    disrupted: frozenset[str]
+
+    @classmethod
+    def of(cls, pdb: PodDisruptionBudget) -> _Budget:
+        return cls(pdb.namespace, compile_label_selector(pdb.selector), pdb.disruptions_allowed,
+                   frozenset(pdb.disrupted_pods))
+
+    def covers(self, pod: Pod) -> bool:
+        # An empty selector (or none) matches nothing here, unlike in the disruption controller.
+        m = self.matcher
+        return pod.namespace == self.namespace and not m.everything and m.matches(pod.labels)
 
 
 def _parse_args(args: dict[str, Any]) -> tuple[int, int]:
@@ -93,6 +137,47 @@ def more_important(a: Pod, b: Pod) -> bool:
     return a.creation_timestamp < b.creation_timestamp
 
 
+def _importance(p: Pod) -> tuple[int, float]:
+    """Sorts pods most important first (:func:`more_important`)."""
+    return -p.priority, p.creation_timestamp
+
+
+def filter_pods_with_pdb_violation(
+    pods: list[Pod], pdbs: list[PodDisruptionBudget] | list[_Budget]
+) -> tuple[list[Pod], list[Pod]]:
+    """kube-scheduler's ``filterPodsWithPDBViolation``: ``pods`` (in the order given) split into those
+    whose eviction, after the ones before them, would exceed a budget's ``disruptionsAllowed`` and
+    those whose would not. A pod without labels matches no budget; a pod a budget lists in
+    ``disruptedPods`` does not count against it again."""
+    budgets = [b if isinstance(b, _Budget) else _Budget.of(b) for b in pdbs]
+    allowed = [b.allowed for b in budgets]
+    violating: list[Pod] = []
+    non_violating: list[Pod] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:
+            for i, budget in enumerate(budgets):
+                if not budget.covers(pod) or pod.name in budget.disrupted:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else non_violating).append(pod)
+    return violating, non_violating
+
+
+def terminating_by_preemption(pod: Pod) -> bool:
+    """Whether ``pod`` is being deleted because a preemption chose it: it has a deletion timestamp and
+    its ``DisruptionTarget`` condition is True with reason ``PreemptionByScheduler``."""
+    if pod.deletion_timestamp is None:
+        return False
+    status = pod.raw.get("status") if pod.raw else None
+    for cond in (status.get("conditions") if isinstance(status, dict) else None) or ():
+        if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget":
+            return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
+    return False
+
+
 class DefaultPreemption(PostFilterPlugin):
     name = NAME
 
@@ -117,27 +202,41 @@ class DefaultPreemption(PostFilterPlugin):
         snapshot = state.snapshot or handle.snapshot()
         if fwk is None:
             return None, Status.failure(f"no profile for pod {pod.key}", plugin=self.name)
+        if self._waiting_for_victims(pod, snapshot, statuses):
+            # Nil result: the nomination stays, the room is coming.
+            return None, Status(Code.Unschedulable, (f"preemption: {MSG_TERMINATING}",), self.name)
         names = snapshot.table.names
         order = snapshot.table.order.tolist()
         potential = [row for row in order if statuses.get(names[row]).code is Code.Unschedulable]
         reasons: dict[str, int] = {}
+        error: Status | None = None
         candidates: list[_Candidate] = []
         if potential:
+            budgets = [_Budget.of(pdb) for pdb in handle.pod_disruption_budgets()]
             wanted = self.num_candidates(len(potential))
             offset = self._rng.randrange(len(potential))
+            clean: list[_Candidate] = []  # violating no budget
+            violating: list[_Candidate] = []
             for i in range(len(potential)):
                 row = potential[(offset + i) % len(potential)]
-                victims, status = await self._select_victims(fwk, state, pod, snapshot, row)
-                if status.code is Code.Error:
-                    return None, status.with_plugin(self.name)
+                victims, violations, status = await self._select_victims(fwk, state, pod, snapshot, row, budgets)
+                if status.ok and not victims:
+                    status = Status.failure(f"expected at least one victim pod on node {names[row]!r}")
                 if status.ok:
-                    candidates.append(_Candidate(row, names[row], victims))
-                    if len(candidates) >= wanted:
+                    group = clean if violations == 0 else violating
+                    if len(group) < wanted:
+                        group.append(_Candidate(row, names[row], victims, violations))
+                    if clean and len(clean) + len(violating) >= wanted:
                         break
+                elif status.code is Code.Error:
+                    error = error or status
                 else:
                     for reason in status.reasons:
                         reasons[reason] = reasons.get(reason, 0) + 1
+            candidates = clean + violating
         if not candidates:
+            if error is not None:
+                return None, error.with_plugin(self.name)
             # kube-scheduler's FitError over the dry runs; nodes not dry-run count as "not helpful".
             absent = len(names) - len(potential)
             if absent:
@@ -151,6 +250,8 @@ class DefaultPreemption(PostFilterPlugin):
             waiting = handle.waiting_pod(victim.uid)
             if waiting is not None:
                 waiting.reject(self.name, "preempted")
+            elif victim.deletion_timestamp is not None:
+                continue  # its deletion has begun already: nothing to send, nothing to tell
             else:
                 status = await handle.delete_pod(victim, f"preempted by {pod.key} on node {best.name}")
                 if not status.ok and not status.message().endswith("not found"):
@@ -158,46 +259,65 @@ class DefaultPreemption(PostFilterPlugin):
             handle.preempted(victim, pod, best.name)
         return PostFilterResult(best.name), SUCCESS
 
+    @staticmethod
+    def _waiting_for_victims(pod: Pod, snapshot: Snapshot, statuses: NodeToStatus) -> bool:
+        """kube-scheduler's PodEligibleToPreemptOthers: a pod nominated to a node where a lower-priority
+        pod is still terminating by preemption waits for it rather than preempting again (unless the
+        node can no longer take it at all)."""
+        node = pod.nominated_node_name
+        if not node or statuses.get(node).code is Code.UnschedulableAndUnresolvable:
+            return False
+        row = snapshot.row(node)
+        if row is None:
+            return False
+        return any(p.priority < pod.priority and terminating_by_preemption(p) for p in snapshot.pods[row])
+
     async def _select_victims(
-        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, row: int
-    ) -> tuple[tuple[Pod, ...], Status]:
-        """kube-scheduler's SelectVictimsOnNode on one node: the fewest, least important victims."""
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, row: int, budgets: list[_Budget]
+    ) -> tuple[tuple[Pod, ...], int, Status]:
+        """kube-scheduler's SelectVictimsOnNode on one node: the fewest, least important victims, those
+        whose eviction violates a PodDisruptionBudget reprieved first; and how many of them violate one."""
         on_node = snapshot.pods[row]
         potential = [p for p in on_node if p.priority < pod.priority]
         if not potential:
-            return (), Status(Code.UnschedulableAndUnresolvable, (MSG_NO_VICTIMS,))
+            return (), 0, Status(Code.UnschedulableAndUnresolvable, (MSG_NO_VICTIMS,))
         state = state.clone()
         remaining = [p for p in on_node if p.priority >= pod.priority]
         for victim in potential:
             status = await fwk.run_pre_filter_extension_remove_pod(state, pod, victim, row)
             if not status.ok:
-                return (), status
+                return (), 0, status
         status = await fwk.run_filter_with_node_pods(state, pod, snapshot, row, remaining)
         if not status.ok:
-            return (), status
-        potential.sort(key=lambda p: (-p.priority, p.creation_timestamp))
+            return (), 0, status
+        potential.sort(key=_importance)
+        violating, non_violating = filter_pods_with_pdb_violation(potential, budgets)
         victims: list[Pod] = []
-        for candidate in potential:  # most important first: try to keep it
-            remaining.append(candidate)
-            status = await fwk.run_pre_filter_extension_add_pod(state, pod, candidate, row)
-            if not status.ok:
-                return (), status
-            fits = await fwk.run_filter_with_node_pods(state, pod, snapshot, row, remaining)
-            if fits.code is Code.Error:
-                return (), fits
-            if not fits.ok:
-                remaining.pop()
-                status = await fwk.run_pre_filter_extension_remove_pod(state, pod, candidate, row)
+        violations = 0
+        for group, violates in ((violating, True), (non_violating, False)):
+            for candidate in group:  # most important first: try to keep it
+                remaining.append(candidate)
+                status = await fwk.run_pre_filter_extension_add_pod(state, pod, candidate, row)
                 if not status.ok:
-                    return (), status
-                victims.append(candidate)
-        if not victims:
-            return (), Status.failure(f"expected at least one victim pod on node {snapshot.table.names[row]!r}")
-        return tuple(victims), SUCCESS
+                    return (), 0, status
+                fits = await fwk.run_filter_with_node_pods(state, pod, snapshot, row, remaining)
+                if fits.code is Code.Error:
+                    return (), 0, fits
+                if not fits.ok:
+                    remaining.pop()
+                    status = await fwk.run_pre_filter_extension_remove_pod(state, pod, candidate, row)
+                    if not status.ok:
+                        return (), 0, status
+                    victims.append(candidate)
+                    violations += 1 if violates else 0
+        if violating and non_violating:
+            victims.sort(key=_importance)
+        return tuple(victims), violations, SUCCESS
 
 
 def pick_one_node(candidates: list[_Candidate]) -> _Candidate:
-    """kube-scheduler's pickOneNodeForPreemption (no PodDisruptionBudgets here)."""
+    """kube-scheduler's pickOneNodeForPreemption: each criterion keeps the candidates that score best on
+    it, the next one breaks their tie, and the first candidate left wins."""
 
     def highest(c: _Candidate) -> int:
         return max(v.priority for v in c.victims)
@@ -206,7 +326,8 @@ def pick_one_node(candidates: list[_Candidate]) -> _Candidate:
         target = best(score(c) for c in pool)
         return [c for c in pool if score(c) == target]
 
-    pool = keep(candidates, highest, min)
+    pool = keep(candidates, lambda c: c.pdb_violations, min)
+    pool = keep(pool, highest, min)
     # Priorities are shifted by MaxInt32+1 so negative priorities still add up as "more victims".
     pool = keep(pool, lambda c: sum(v.priority + _MAX_INT32 + 1 for v in c.victims), min)
     pool = keep(pool, lambda c: len(c.victims), min)
