@@ -354,7 +354,11 @@ def _apply_args(p: argparse.ArgumentParser) -> None:
 def cmd_apply(args: argparse.Namespace) -> int:
     manifests = [(path, _read(path)) for path in args.filename]
     # Parsed here too: a bad file is reported before anything is sent, and a large apply can be split.
-    objects = [(path, obj) for path, text in manifests for _, obj in load_documents(text, path)]
+    per_file = [(path, text, load_documents(text, path)) for path, text in manifests]
+    objects = [(path, obj) for path, _, docs in per_file for _, obj in docs]
+    if not objects:  # as kubectl: an error only when no file holds an object
+        raise UserError("no objects passed to apply")
+    manifests = [(path, text) for path, text, docs in per_file if docs]
     validate = _VALIDATE[args.validate]
 
     def warn(message: str) -> None:

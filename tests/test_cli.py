@@ -476,6 +476,28 @@ def test_apply_validate_refuses_warns_about_or_ignores_unknown_fields(
     assert got == (code, out, err.replace("{path}", str(path)))
 
 
+@pytest.mark.parametrize(
+    ("files", "code", "out", "err"),
+    [
+        (["empty.yaml"], 1, "", "error: no objects passed to apply\n"),
+        (["empty.yaml", "comments.yaml"], 1, "", "error: no objects passed to apply\n"),
+        (["empty.yaml", "node.yaml"], 0, "node/n9 created (dry run)\n", ""),
+    ],
+    ids=["one-empty-file", "every-file-empty", "an-empty-file-beside-objects"],
+)
+def test_apply_with_no_objects_is_an_error_only_when_no_file_holds_one(
+        served: tuple[str, Path], capsys: pytest.CaptureFixture[str], files: list[str], code: int, out: str,
+        err: str) -> None:
+    """As kubectl apply: `error: no objects passed to apply` when the files hold nothing at all (before any
+    request is sent), while an empty file beside real manifests is passed over."""
+    address, tmp = served
+    (tmp / "empty.yaml").write_text("---\n")
+    (tmp / "comments.yaml").write_text("# nothing here\n")
+    (tmp / "node.yaml").write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n9}\n")
+    flags = [arg for name in files for arg in ("-f", str(tmp / name))]
+    assert run_cli(capsys, "apply", *flags, "--dry-run", "--server", address) == (code, out, err)
+
+
 def _last_event_time(address: str, name: str, namespace: str = "default") -> float:
     with SchedulerClient(address) as c:
         return c.list_events("Pod", name, namespace)[-1].timestamp
