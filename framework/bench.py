@@ -31,8 +31,9 @@ Scenarios:
 - ``remote-traced``: ``remote`` with tracing on (always-on sampler, a batch span processor into an
   in-process sink); reports spans per pod.
 - ``remote-go``: ``remote-streams`` with BenchTier written with the Go SDK (clients/go, built with
-  ``go build`` on first use); ``remote-go-fit``: ``basic`` with kube-scheduler's own NodeResourcesFit
-  served remotely by the Go adapter in place of the in-process one.
+  ``go build`` on first use); ``remote-go-ahead``: ``remote`` (lookahead) with that Go host;
+  ``remote-go-fit``: ``basic`` with kube-scheduler's own NodeResourcesFit served remotely by the Go
+  adapter in place of the in-process one.
 - ``replicas-1`` / ``replicas-2``: ``basic`` plus :class:`HeavyScore`, a remote Score plugin with a
   fixed amount of CPU work per node, on one and on two plugin host processes (each pod's Score batch
   is split over the replicas); 1000 measured pods.
@@ -794,6 +795,23 @@ class RemoteGoScenario(RemoteStreamsScenario):
                 await self._close()
 
 
+class RemoteGoAheadScenario(RemoteGoScenario):
+    """``remote`` with BenchTier written with the Go SDK: the Go host declares lookahead too, so the
+    framework asks for its answers ahead of the pods' cycles, several pods per message."""
+
+    name = "remote-go-ahead"
+    description = (
+        "remote with BenchTier written with the Go SDK (outrigger-benchtier --lookahead): answers asked for "
+        "ahead of the pods' cycles from a Go plugin host"
+    )
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        return RemotePluginScenario.runs(self, quick)
+
+    def host_argv(self) -> list[str]:
+        return [*super().host_argv(), "--lookahead"]
+
+
 UPSTREAM_FIT = "UpstreamNodeResourcesFit"
 
 
@@ -852,7 +870,7 @@ SCENARIOS: dict[str, Scenario] = {
     for s in (
         Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), RemoteStreamsScenario(), ExtenderScenario(),
         ExtenderNamesScenario(), TracedRemoteScenario(), ReplicasScenario(1), ReplicasScenario(2),
-        RemoteGoScenario(), RemoteUpstreamFitScenario(), ApiServerScenario(),
+        RemoteGoScenario(), RemoteGoAheadScenario(), RemoteUpstreamFitScenario(), ApiServerScenario(),
     )
 }
 
@@ -1087,6 +1105,7 @@ RATIO_TARGETS = (
     ("replicas-2", "replicas-1", 1.6, "2 replicas >= 1.6 x 1 replica (CPU-heavy remote Score)"),
     ("remote-traced", "remote", 0.85, "tracing on >= 0.85 x tracing off (remote)"),
     ("remote-go", "remote-streams", 1.0, "Go plugin host >= Python plugin host (the same logic)"),
+    ("remote-go-ahead", "remote", 1.0, "Go plugin host >= Python plugin host, both answering ahead (lookahead)"),
 )
 
 

@@ -753,3 +753,20 @@ def test_upstream_plugins_schedule_real_pods_and_read_namespaces_from_the_live_a
     # web went where db is (its namespaceSelector matched db's namespace through the live lister); big
     # needed 7 CPUs next to web's 2 on kg-b, so kg-a (kg-small too small, kg-tainted's taint not tolerated).
     assert placed == ("kg-b", "kg-a")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lookahead: the Go host answers ahead of the pods' cycles like the Python host
+
+
+def test_lookahead_answers_from_the_go_host_place_and_explain_like_the_python_hosts(benchtier: Path) -> None:
+    from test_lookahead import burst_run
+
+    with GoHost(benchtier, "--lookahead") as go, HostProcess("test_lookahead:AheadTier") as py:
+        got = {"go": asyncio.run(burst_run(go.address)), "python": asyncio.run(burst_run(py.address))}
+    for run in got.values():  # the probe fits both gold nodes: the tie is broken at random
+        run["explain"][1]["selected"] = run["explain"][1]["selected"] in ("g0", "g1")
+    assert got["go"] == got["python"]
+    # Every cycle read its pod's answer asked for ahead: no Filter or Score exchange at all.
+    assert got["go"]["points"] == ["Filter (lookahead)", "Lookahead", "Score (lookahead)"]
+    assert got["go"]["ahead"]["hits"] == got["go"]["attempts"] and got["go"]["ahead"]["bad"] == 0

@@ -103,9 +103,9 @@ func NewHost(regs []Registration, opts Options) (*Host, error) {
 		hp := &hosted{reg: reg, manifest: m, instances: map[string]Plugin{}}
 		h.plugins = append(h.plugins, hp)
 		h.byName[reg.Name] = hp
-		if reg.NeedsSnapshot {
+		if reg.NeedsSnapshot || reg.Lookahead {
 			h.follows = true
-			h.nodes = h.nodes && reg.NodesOnly
+			h.nodes = h.nodes && (reg.NodesOnly || reg.Lookahead)
 		}
 	}
 	if opts.Framework != "" {
@@ -193,9 +193,20 @@ func manifestOf(reg Registration) (*pb.PluginManifest, error) {
 			return nil, fmt.Errorf("plugin %s: a state key is empty", reg.Name)
 		}
 	}
+	if reg.Lookahead {
+		switch {
+		case len(reg.StateKeys) > 0:
+			return nil, fmt.Errorf("plugin %s: Lookahead answers read no CycleState, so no StateKeys", reg.Name)
+		case has[pb.ExtensionPoint_EXTENSION_POINT_PRE_FILTER] || has[pb.ExtensionPoint_EXTENSION_POINT_PRE_SCORE]:
+			return nil, fmt.Errorf("plugin %s: Lookahead answers run without PreFilter and PreScore", reg.Name)
+		case !has[pb.ExtensionPoint_EXTENSION_POINT_FILTER] && !has[pb.ExtensionPoint_EXTENSION_POINT_SCORE]:
+			return nil, fmt.Errorf("plugin %s: Lookahead needs Filter or Score", reg.Name)
+		}
+	}
 	return &pb.PluginManifest{
 		Name: reg.Name, Points: points, StateKeys: reg.StateKeys, PreferredBatchSize: reg.BatchSize,
-		FilterAndScore: reg.FilterAndScore, NeedsSnapshot: reg.NeedsSnapshot, NodesOnly: reg.NodesOnly, Events: events,
+		FilterAndScore: reg.FilterAndScore, NeedsSnapshot: reg.NeedsSnapshot || reg.Lookahead,
+		NodesOnly: reg.NodesOnly || reg.Lookahead, Lookahead: reg.Lookahead, Events: events,
 	}, nil
 }
 

@@ -170,6 +170,10 @@ type Registration struct {
 	NeedsSnapshot bool
 	// NodesOnly says the plugin reads node objects only, never the pods placed on nodes.
 	NodesOnly bool
+	// Lookahead says the plugin's Filter and Score read only the pod and the nodes' own objects (no
+	// CycleState, no pods on nodes, no PreFilter/PreScore): the framework may then ask for its answers
+	// for pods ahead of their cycles, over every node (Plugin.Lookahead). Implies NodesOnly.
+	Lookahead bool
 	// Events overrides the events of EnqueueExtensions in the manifest.
 	Events []*pb.ClusterEventWithHint
 }

@@ -492,6 +492,15 @@ func (m *Mirror) WaitFor(ctx context.Context, generation uint64, timeout time.Du
 		generation, m.cur.Generation, m.retain)}
 }
 
+// WaitUntil is the latest snapshot once the mirror has applied generation (or a later one), waiting
+// up to timeout.
+func (m *Mirror) WaitUntil(ctx context.Context, generation uint64, timeout time.Duration) (*Snapshot, error) {
+	if err := m.reach(ctx, generation, timeout); err != nil {
+		return nil, err
+	}
+	return m.Latest(), nil
+}
+
 // WithNodesOf is a snapshot whose node set is the one of nodeGeneration: the snapshot of generation
 // if held, else the latest once the mirror reached nodeGeneration with no node change since.
 func (m *Mirror) WithNodesOf(ctx context.Context, nodeGeneration, generation uint64, timeout time.Duration) (*Snapshot, error) {

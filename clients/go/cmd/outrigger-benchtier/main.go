@@ -1,12 +1,13 @@
 // Command outrigger-benchtier serves BenchTier (framework/bench.py's Filter+Score plugin) from a Go
 // plugin host: the `remote-go` benchmark scenario compares it with the same logic in the Python host.
 //
-//	outrigger-benchtier --listen 127.0.0.1:0
+//	outrigger-benchtier --listen 127.0.0.1:0 [--lookahead]
 package main
 
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 
@@ -90,9 +91,11 @@ func (t *BenchTier) Score(c *outrigger.Call, _ *pb.Pod, nodes []outrigger.Node) 
 }
 
 func main() {
-	os.Exit(outrigger.Main("outrigger go plugin host", nil, os.Args[1:], func() ([]outrigger.Registration, error) {
+	fs := flag.NewFlagSet("outrigger-benchtier", flag.ContinueOnError)
+	ahead := fs.Bool("lookahead", false, "declare lookahead: the framework asks for answers ahead of the pods' cycles")
+	os.Exit(outrigger.Main("outrigger go plugin host", fs, os.Args[1:], func() ([]outrigger.Registration, error) {
 		return []outrigger.Registration{{
-			Name: "BenchTier", Factory: New, FilterAndScore: true, NeedsSnapshot: true, NodesOnly: true,
+			Name: "BenchTier", Factory: New, FilterAndScore: true, NeedsSnapshot: true, NodesOnly: true, Lookahead: *ahead,
 		}}, nil
 	}))
 }
