@@ -1,0 +1,369 @@
+"""``make demo-cluster`` (``python -m framework.kube.demo``): Outrigger scheduling a real Kubernetes API
+server on this machine, in one command, then everything stopped again.
+
+1. a :class:`~framework.kube.local.LocalCluster`: etcd and kube-apiserver (the pinned release) on
+   loopback, in a temporary folder; the binaries are ``make k8s``'s, built first when missing;
+2. the example plugins (``pluginhost/examples``: Coscheduling, NodeLabels, Provisioner) as sidecar
+   processes, as ``make demo`` runs them;
+3. ``outrigger serve --kubeconfig`` with the token of ``deploy/kubernetes/rbac.yaml``'s ServiceAccount
+   (the ``outrigger-scheduler`` ClusterRole, its own Lease for leader election) and two profiles:
+   kube-scheduler's default one and ``gang-scheduler``, which adds the example plugins;
+4. nodes and pods applied with ``kubectl apply``: the cluster ``make demo`` generates (three zones, a
+   tainted GPU pool, cordoned nodes) and its workload (web, batch and GPU pods, pods too big for any
+   node, and for ``gang-scheduler`` gangs, pods placed by node labels and pods whose PreBind provisions
+   a volume);
+5. once every pod is bound or has ``PodScheduled=False``: the first rows of ``kubectl get pods -o
+   wide``, the events ``kubectl describe pod`` shows for a gang member and for a pod that fits nowhere,
+   and a summary (bound, unschedulable by reason, pods/s from the first pod created to the last bound,
+   as a watch saw them).
+
+Every process is stopped at the end, on an error and on Ctrl-C; each wait is bounded (``--timeout``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..demo import GANG_TIMEOUT, REMOTE_PROFILE, Sidecars, generate_cluster, generate_jobs, generate_workload
+from .client import ApiClient, ApiUnreachable, KubeConfig
+from .local import BIN_ENV, BINARIES, BUILD_SCRIPT, LocalCluster, find_bin_dir
+
+__all__ = ["DemoResult", "main", "run"]
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy" / "kubernetes"
+NAMESPACE = "demo"
+ROWS_PER_KIND = 2
+STARTUP_SECONDS = 90.0
+STOP_SECONDS = 20.0
+
+
+def scheduler_config(provision_root: Path) -> str:
+    """The two profiles, as ``make demo`` has them; leader election on the Lease rbac.yaml grants."""
+    args = {"Coscheduling": {"permitWaitingTimeSeconds": GANG_TIMEOUT},
+            "Provisioner": {"delaySeconds": 0.02, "root": str(provision_root)}}
+    return "\n".join([
+        "apiVersion: kubescheduler.config.k8s.io/v1",
+        "kind: KubeSchedulerConfiguration",
+        "clientConnection: {qps: 500, burst: 1000}",
+        "leaderElection: {leaderElect: true, resourceNamespace: outrigger, resourceName: outrigger}",
+        "profiles:",
+        "- schedulerName: default-scheduler",
+        f"- schedulerName: {REMOTE_PROFILE}",
+        "  plugins:",
+        "    multiPoint:",
+        "      enabled: [{name: Coscheduling}, {name: NodeLabels}, {name: Provisioner}]",
+        "  pluginConfig:",
+        *(f"  - {{name: {name}, args: {json.dumps(a)}}}" for name, a in args.items()),
+    ]) + "\n"  # fmt: skip
+
+
+def remote_plugins(addresses: dict[str, str]) -> str:
+    """The RemotePlugins document naming the sidecars."""
+    doc = {"apiVersion": "outrigger.io/v1alpha1", "kind": "RemotePlugins",
+           "plugins": [{"name": name.lower(), "address": address, "deadlines": {"default": "5s"}}
+                       for name, address in addresses.items()]}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def bin_dir() -> Path:
+    """The folder of the built binaries (``make k8s``), building what is missing first."""
+    folder = find_bin_dir()
+    if os.environ.get(BIN_ENV) or all(os.access(folder / b, os.X_OK) for b in BINARIES):
+        return folder
+    print("building etcd, kube-apiserver and kubectl (make k8s; minutes the first time) ...", flush=True)
+    out = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{BUILD_SCRIPT} exited {out.returncode}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+class Framework:
+    """``outrigger serve --kubeconfig`` in its own process; its output kept by a reader task."""
+
+    def __init__(self, argv: list[str], log: Path) -> None:
+        self.argv = argv
+        self.log = log
+        self.proc: asyncio.subprocess.Process | None = None
+        self.lines: list[str] = []
+        self.synced = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self, timeout: float) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
+        )
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+        try:
+            await asyncio.wait_for(self.synced.wait(), timeout)
+        except TimeoutError:
+            raise RuntimeError(f"outrigger serve was not in sync after {timeout:.0f}s; its log: {self.log}") from None
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        with self.log.open("w", encoding="utf-8") as log:
+            async for raw in self.proc.stdout:
+                line = raw.decode(errors="replace").rstrip("\n")
+                self.lines.append(line)
+                log.write(line + "\n")
+                log.flush()
+                if line.startswith("in sync with the cluster"):
+                    self.synced.set()
+
+    async def stop(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), STOP_SECONDS)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(self._reader, 5)
+
+
+class Outcome:
+    """Each pod of the namespace as a watch shows it: bound (to which node, when) or unschedulable (why)."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+        self.bound: dict[str, tuple[str, float]] = {}
+        self.unschedulable: dict[str, str] = {}
+        self.changed = asyncio.Event()
+
+    def _seen(self, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        if node:
+            if name not in self.bound:
+                self.bound[name] = (node, time.monotonic())
+            self.unschedulable.pop(name, None)
+        else:
+            cond = next((c for c in (pod.get("status") or {}).get("conditions") or ()
+                         if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
+            if cond is not None:
+                self.unschedulable[name] = str(cond.get("message") or cond.get("reason") or "")
+        self.changed.set()
+
+    async def follow(self) -> None:
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        items, rv = await self.client.list(path, resource="pods")
+        for pod in items:
+            self._seen(pod)
+        for _ in range(1000):  # a watch the server ends is resumed
+            events = self.client.watch(path, rv, resource="pods", timeout_seconds=600)
+            try:
+                async with contextlib.aclosing(events):
+                    async for kind, obj in events:
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        if kind in ("ADDED", "MODIFIED"):
+                            self._seen(obj)
+            except ApiUnreachable:
+                await asyncio.sleep(0.2)
+
+    async def settle(self, total: int, deadline: float) -> bool:
+        """Until every one of ``total`` pods is bound or unschedulable (True), or the deadline (False)."""
+        while len(self.bound) + len(self.unschedulable) < total:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), min(left, 1.0))
+        return True
+
+
+@dataclass
+class DemoResult:
+    total: int
+    bound: int
+    #: How many pods are unschedulable, by the message of their PodScheduled condition.
+    unschedulable: dict[str, int]
+    seconds: float
+    #: Every pod bound or unschedulable before the timeout.
+    settled: bool
+    #: Each gang: (members bound, members).
+    gangs: dict[str, tuple[int, int]]
+
+    @property
+    def gangs_ok(self) -> bool:
+        """Gangs that fit are bound whole; ``gang-short`` (a member short) has none bound."""
+        return all(bound == (0 if name == "gang-short" else members) for name, (bound, members) in self.gangs.items())
+
+
+def sample_rows(lines: Sequence[str], per_kind: int = ROWS_PER_KIND) -> list[str]:
+    """The header and the first ``per_kind`` rows of each kind of pod (its name up to the last dash)."""
+    kept, seen = list(lines[:1]), collections.Counter[str]()
+    for line in lines[1:]:
+        kind = line.split(" ", 1)[0].rsplit("-", 1)[0]
+        seen[kind] += 1
+        if seen[kind] <= per_kind:
+            kept.append(line)
+    return kept
+
+
+def priority_classes(pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``make demo``'s pods give ``spec.priority`` as a number, which the API server's Priority admission
+    refuses: each non-zero one becomes a PriorityClass ``demo-priority-N`` the pod names instead."""
+    values: set[int] = set()
+    for pod in pods:
+        value = int(pod["spec"].pop("priority", 0) or 0)
+        if value:
+            values.add(value)
+            pod["spec"]["priorityClassName"] = f"demo-priority-{value}"
+    return [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": f"demo-priority-{v}"},
+             "value": v, "description": "make demo-cluster"} for v in sorted(values)]
+
+
+def _kubectl_apply(cluster: LocalCluster, objects: Sequence[dict[str, Any]], what: str, workdir: Path) -> None:
+    path = workdir / f"{what}.yaml"
+    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    cluster.kubectl("apply", "-f", str(path), timeout=600)
+
+
+def _shown_events(cluster: LocalCluster, pod: str) -> list[str]:
+    """The Events section of ``kubectl describe pod``."""
+    out = cluster.kubectl("describe", "pod", pod, "-n", NAMESPACE, check=False).stdout.splitlines()
+    start = next((i for i, line in enumerate(out) if line.startswith("Events:")), len(out))
+    return out[start:]
+
+
+async def run(nodes: int, pods: int, *, seed: int = 7, labelled: int = 60, provisioned: int = 12,
+              timeout: float = 300.0) -> DemoResult:
+    """The demo (see the module docstring); what it found."""
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="outrigger-demo-cluster-") as tmp:
+        work = Path(tmp)
+        cluster = await asyncio.to_thread(LocalCluster.start, work / "cluster", bin_dir=bin_dir())
+        sidecars = Sidecars()
+        framework: Framework | None = None
+        watcher: asyncio.Task[None] | None = None
+        admin = ApiClient(KubeConfig.from_file(cluster.admin_kubeconfig), qps=-1, burst=0)
+        try:
+            print(f"local cluster: etcd and kube-apiserver at {cluster.server} ({work / 'cluster'})", flush=True)
+            await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(DEPLOY / "namespace.yaml"),
+                                    "-f", str(DEPLOY / "rbac.yaml"))
+            kubeconfig = await asyncio.to_thread(cluster.service_account_kubeconfig, "outrigger", "outrigger")
+            endpoints = await asyncio.to_thread(sidecars.start)
+            print("plugin hosts (sidecars): " + ", ".join(f"{n} at {a}" for n, a in sidecars.addresses.items()),
+                  flush=True)
+            del endpoints
+            config, plugins = work / "scheduler.yaml", work / "remote-plugins.yaml"
+            (work / "volumes").mkdir()
+            config.write_text(scheduler_config(work / "volumes"))
+            plugins.write_text(remote_plugins(sidecars.addresses))
+            framework = Framework([sys.executable, "-m", "framework.cli", "serve", "--kubeconfig", str(kubeconfig),
+                                   "--config", str(config), "--plugins", str(plugins), "--listen", "127.0.0.1:0",
+                                   "--secure-port", "0"], work / "outrigger.log")
+            await framework.start(STARTUP_SECONDS)
+            print("outrigger serve --kubeconfig (ServiceAccount outrigger/outrigger, its log in "
+                  f"{framework.log.name}):", flush=True)
+            for line in framework.lines:
+                if line.startswith(("outrigger framework", "in sync")):
+                    print(f"  {line}", flush=True)
+
+            node_objects = generate_cluster(nodes, rng)
+            await asyncio.to_thread(_kubectl_apply, cluster, node_objects, "nodes", work)
+            print(f"kubectl apply: {nodes} nodes in 3 zones (a tainted GPU pool, a few cordoned)", flush=True)
+            await asyncio.to_thread(cluster.kubectl, "create", "namespace", NAMESPACE)
+            workload = generate_workload(pods, rng) + generate_jobs(rng, labelled, provisioned)
+            for pod in workload:
+                pod["metadata"]["namespace"] = NAMESPACE
+            await asyncio.to_thread(_kubectl_apply, cluster, priority_classes(workload), "priorityclasses", work)
+            outcome = Outcome(admin)
+            watcher = asyncio.get_running_loop().create_task(outcome.follow())
+            started = time.monotonic()
+            await asyncio.to_thread(_kubectl_apply, cluster, workload, "pods", work)
+            remote = sum(1 for p in workload if p["spec"].get("schedulerName") == REMOTE_PROFILE)
+            print(f"kubectl apply: {len(workload)} pods ({remote} for {REMOTE_PROFILE}: gangs, node labels, "
+                  "volumes)", flush=True)
+            settled = await outcome.settle(len(workload), started + timeout)
+            last = max((t for _, t in outcome.bound.values()), default=started)
+            wide = await asyncio.to_thread(cluster.kubectl, "get", "pods", "-n", NAMESPACE, "-o", "wide")
+            rows = sample_rows(wide.stdout.splitlines())
+            print(f"\n$ kubectl get pods -n {NAMESPACE} -o wide   ({len(rows) - 1} of {len(workload)} rows: "
+                  f"the first {ROWS_PER_KIND} of each kind of pod)")
+            print("\n".join(rows))
+            for name in ("gang-train-0", next((n for n in sorted(outcome.unschedulable) if n.startswith("huge")), "")):
+                if name:
+                    print(f"\n$ kubectl describe pod {name} -n {NAMESPACE}   (its events)")
+                    print("\n".join(await asyncio.to_thread(_shown_events, cluster, name)))
+            reasons = collections.Counter(outcome.unschedulable.values())
+            gangs = collections.Counter(p["metadata"]["name"].rsplit("-", 1)[0] for p in workload
+                                        if p["metadata"]["name"].startswith("gang-"))
+            placed = collections.Counter(n.rsplit("-", 1)[0] for n in outcome.bound if n.startswith("gang-"))
+            result = DemoResult(len(workload), len(outcome.bound), dict(reasons), last - started, settled,
+                                {g: (placed.get(g, 0), n) for g, n in sorted(gangs.items())})
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+            await admin.close()
+            if framework is not None:
+                await framework.stop()
+            await asyncio.to_thread(sidecars.stop)
+            await asyncio.to_thread(cluster.stop)
+    print(f"\npods: {result.total}   bound: {result.bound}   unschedulable: {sum(result.unschedulable.values())}")
+    for reason, count in sorted(result.unschedulable.items(), key=lambda kv: -kv[1]):
+        print(f"  {count:5d} x {reason}")
+    print("gangs: " + ", ".join(f"{name} {bound}/{members} bound" for name, (bound, members) in result.gangs.items())
+          + f" ({'as expected: whole or none' if result.gangs_ok else 'NOT as expected'})")
+    rate = result.bound / result.seconds if result.seconds > 0 else 0.0
+    print(f"throughput: {rate:.0f} pods/s bound ({result.seconds:.2f}s from kubectl apply to the last binding "
+          "a watch saw; kubectl creates the pods one at a time)")
+    print("stopped: outrigger, the plugin hosts, kube-apiserver and etcd")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m framework.kube.demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=60, help="nodes to create (default 60)")
+    p.add_argument("--pods", type=int, default=300, help="pods of the default profile (default 300)")
+    p.add_argument("--labelled", type=int, default=60, help=f"{REMOTE_PROFILE} pods placed by node labels")
+    p.add_argument("--provisioned", type=int, default=12, help=f"{REMOTE_PROFILE} pods whose PreBind provisions")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the pods (default 300)")
+    args = p.parse_args(argv)
+    for name in ("nodes", "pods", "labelled", "provisioned"):
+        if getattr(args, name) < 0:
+            p.error(f"--{name} must be >= 0, got {getattr(args, name)}")
+    try:
+        import uvloop
+
+        result = uvloop.run(run(args.nodes, args.pods, seed=args.seed, labelled=args.labelled,
+                                provisioned=args.provisioned, timeout=args.timeout))
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"demo-cluster FAILED: {exc}", file=sys.stderr)
+        return 1
+    if not result.gangs_ok:
+        print("demo-cluster FAILED: the gangs did not behave", file=sys.stderr)
+        return 1
+    if not result.settled:
+        print(f"demo-cluster FAILED: {result.total - result.bound - sum(result.unschedulable.values())} pods "
+              f"neither bound nor reported unschedulable after {args.timeout:.0f}s", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

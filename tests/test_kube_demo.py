@@ -1,0 +1,82 @@
+"""``make demo-cluster`` end to end, small: its own etcd + kube-apiserver, the example sidecars, ``outrigger
+serve --kubeconfig``, kubectl applying nodes and pods, the listing, the events, the summary, and every
+process stopped afterwards."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kube_cluster import built_bin_dir
+
+from framework.kube.demo import priority_classes, sample_rows
+from framework.kube.local import BIN_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.kube
+
+
+def listening(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex((host, int(port))) == 0
+
+
+def test_demo_cluster_schedules_through_the_api_server_and_stops_everything() -> None:
+    env = {**os.environ, BIN_ENV: str(built_bin_dir())}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "framework.kube.demo", "--nodes", "12", "--pods", "40", "--labelled", "6",
+         "--provisioned", "3", "--timeout", "120"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    # Stopped: the API server and the three plugin hosts no longer listen.
+    api = re.search(r"etcd and kube-apiserver at https://(\S+) ", out)
+    hosts = re.findall(r"(?:Coscheduling|NodeLabels|Provisioner) at (\S+?)[,\n]", out)
+    assert api is not None and len(hosts) == 3, out
+    assert [a for a in [api[1], *hosts] if listening(a)] == []
+    # The framework ran as the ServiceAccount of deploy/kubernetes/rbac.yaml and led on its own Lease.
+    assert "contending for lease outrigger/outrigger" in out
+    assert "in sync with the cluster: 0 nodes, 0 pods" in out
+    assert "kubectl apply: 12 nodes in 3 zones" in out
+    # 40 default-profile pods + 15 gang members + 6 labelled + 3 provisioned.
+    assert "kubectl apply: 64 pods (24 for gang-scheduler: gangs, node labels, volumes)" in out
+    header = next(line for line in out.splitlines() if line.startswith("NAME "))
+    assert header.split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE",
+                              "READINESS", "GATES"]
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if re.match(r"(gang|huge|web)-\S+ ", line)}
+    assert rows["gang-train-0"][6].startswith("node-") and rows["gang-short-0"][6] == "<none>"
+    assert re.search(r"Normal\s+Scheduled\s+\S+\s+gang-scheduler\s+Successfully assigned demo/gang-train-0 to "
+                     r"node-\d{4}", out)
+    assert re.search(r"Warning\s+FailedScheduling\s+\S+\s+default-scheduler\s+0/12 nodes are available: ", out)
+    assert "gangs: gang-eval 4/4 bound, gang-short 0/3 bound, gang-train 8/8 bound (as expected: whole or none)" in out
+    summary = re.search(r"pods: 64   bound: (\d+)   unschedulable: (\d+)", out)
+    assert summary is not None and int(summary[1]) + int(summary[2]) == 64 and int(summary[2]) >= 3
+    assert re.search(r"throughput: \d+ pods/s bound", out)
+    assert out.rstrip().endswith("stopped: outrigger, the plugin hosts, kube-apiserver and etcd")
+
+
+def test_priorities_become_priority_classes_the_pods_name() -> None:
+    pods = [{"spec": {"priority": 1000}}, {"spec": {"priority": 0}}, {"spec": {}}, {"spec": {"priority": 100}},
+            {"spec": {"priority": 1000}}]
+    classes = priority_classes(pods)
+    assert [(c["metadata"]["name"], c["value"]) for c in classes] == [("demo-priority-100", 100),
+                                                                      ("demo-priority-1000", 1000)]
+    assert [p["spec"] for p in pods] == [{"priorityClassName": "demo-priority-1000"}, {}, {},
+                                         {"priorityClassName": "demo-priority-100"},
+                                         {"priorityClassName": "demo-priority-1000"}]
+
+
+def test_the_listing_keeps_the_header_and_the_first_rows_of_each_kind() -> None:
+    lines = ["NAME  NODE", "batch-1  n1", "batch-2  n2", "batch-3  n3", "gang-a-0  n1", "gang-a-1  n1",
+             "gang-a-2  n1", "web-9  <none>"]
+    assert sample_rows(lines, 2) == ["NAME  NODE", "batch-1  n1", "batch-2  n2", "gang-a-0  n1", "gang-a-1  n1",
+                                     "web-9  <none>"]
