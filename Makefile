@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-latest lock lint typecheck unit k8s proto bench fuzz faults clean go-proto go-build go-test
+.PHONY: install demo demo-cluster test test-latest lock lint typecheck unit k8s proto bench fuzz faults clean go-proto go-build go-test
 
 # Every Python package at the version and hash in requirements.lock (docs/dependencies.md), then this
 # project itself, editable, built by the lock's setuptools. An existing .venv is brought to the lock in
@@ -35,6 +35,12 @@ lock: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/outrigger demo
+
+# The same on a real kube-apiserver + etcd on loopback (built by `make k8s` when missing): Outrigger with the
+# example sidecar plugins, nodes and pods applied with kubectl, `kubectl get pods -o wide`, a summary, then
+# everything stopped (docs/kubernetes.md).
+demo-cluster: $(STAMP) k8s
+	$(BIN)/python -m framework.kube.demo
 
 test: $(STAMP) lint typecheck go-test unit
 

@@ -201,6 +201,7 @@ def check_kubectl(argv: list[str]) -> None:
 #: Makefile targets the docs may show, and what exercises each.
 MAKE_TARGETS = {
     "demo": "tests/test_cli.py::test_demo_runs_end_to_end_and_exits_zero",
+    "demo-cluster": "tests/test_kube_demo.py::test_demo_cluster_schedules_through_the_api_server_and_stops_everything",
     "test": "the test suite itself",
     "bench": "tests/test_bench.py::test_quick_bench_end_to_end",
     "fuzz": "tests/test_bad_input.py::test_make_fuzz_runs_the_fuzz_tests_with_a_long_random_budget",
