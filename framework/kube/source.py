@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import aiohttp
 import orjson
 
 from pluginhost.decode import TextError, load_document
@@ -114,6 +115,21 @@ _PLAIN_VOLUMES = frozenset(
 )
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
+# How long a binding cycle waits to learn whether a binding whose answer was lost went through (without
+# leader election; with it, until the lease could pass to another replica), and how often it asks.
+OUTCOME_SECONDS = 60.0
+OUTCOME_RETRY = 0.5
+
+
+def _not_sent(exc: ApiUnreachable) -> bool:
+    """Whether a request that got no answer surely never reached the server (the connection was refused
+    or could not be made), rather than being lost on the way back."""
+    cause = exc.__cause__
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError | aiohttp.ClientConnectorError):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def _lenient(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -516,6 +532,7 @@ class KubeSource:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
         }
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
+        deadline = time.monotonic() + (timeout if self.fence is not None else OUTCOME_SECONDS)
         try:
             await self.client.request("POST", path, verb="create", resource="pods/binding", body=body,
                                       timeout=timeout)
@@ -524,11 +541,65 @@ class KubeSource:
                 # Bound before (by this scheduler before a restart, or by another): handled, not retried.
                 self._bound_elsewhere.add(pod.uid)
                 log.info("pod %s: %s", pod.key, exc.message)
+            elif exc.code >= 500:
+                return await self._binding_outcome(pod, node_name, str(exc), deadline)
             return Status.failure(str(exc))
         except ApiUnreachable as exc:
-            return Status.failure(str(exc))
+            if _not_sent(exc):
+                return Status.failure(str(exc))
+            return await self._binding_outcome(pod, node_name, str(exc), deadline)
         self.scheduler.stats.bound += 1
         return SUCCESS
+
+    async def _binding_outcome(self, pod: Pod, node_name: str, why: str, deadline: float) -> Status:
+        """A binding whose answer was lost (the connection broke, or the server failed) may have been
+        applied. Forgetting the assumed pod now could hand its room to another pod while it holds it,
+        so the binding cycle holds on until the API says: read the pod (and send the binding again
+        while it is unbound) until then, or until ``deadline``."""
+        log.warning("pod %s: binding to %s may or may not have been applied (%s); asking the API server",
+                    pod.key, node_name, why)
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+        while (left := deadline - time.monotonic()) > 0:
+            if self.fence is not None and self.fence() <= 0:
+                break
+            try:
+                obj = await self.client.request("GET", path, verb="get", resource="pods", timeout=min(left, 5.0))
+            except ApiError as exc:
+                if exc.code == 404:
+                    return Status.failure(f"pod {pod.key} not found (deleted while binding)")
+                if exc.code < 500:
+                    return Status.failure(str(exc))
+                await asyncio.sleep(min(OUTCOME_RETRY, max(deadline - time.monotonic(), 0)))
+                continue
+            except ApiUnreachable:
+                await asyncio.sleep(min(OUTCOME_RETRY, max(deadline - time.monotonic(), 0)))
+                continue
+            meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+            if meta.get("uid") != pod.uid:
+                return Status.failure(f"pod {pod.key} was replaced while binding")
+            bound_to = str(spec.get("nodeName") or "")
+            if bound_to == node_name:
+                log.warning("pod %s: the binding to %s had gone through", pod.key, node_name)
+                self.scheduler.stats.bound += 1
+                return SUCCESS
+            if bound_to:
+                self._bound_elsewhere.add(pod.uid)
+                return Status.failure(f"pod {pod.key} is already assigned to node {bound_to!r}")
+            try:  # not applied: send it again (the API refuses a second one, so this cannot bind twice)
+                await self.client.request("POST", f"{path}/binding", verb="create", resource="pods/binding",
+                                          body=body, timeout=min(left, REQUEST_TIMEOUT))
+            except ApiError as exc:
+                if exc.code == 409 or exc.code >= 500:
+                    continue  # the first one landed meanwhile, or still unknown: read again
+                return Status.failure(str(exc))
+            except ApiUnreachable:
+                continue
+            self.scheduler.stats.bound += 1
+            return SUCCESS
+        return Status.failure(f"binding of pod {pod.key} to {node_name}: no answer from the API server ({why})")
 
     async def delete_pod(self, pod: Pod, reason: str) -> Status:
         if not self.may_write():
