@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-cluster test test-latest lock lint typecheck unit k8s proto bench fuzz faults clean go-proto go-build go-test
+.PHONY: install demo demo-cluster test test-latest lock lint typecheck unit k8s proto bench compare fuzz faults clean go-proto go-build go-test
 
 # Every Python package at the version and hash in requirements.lock (docs/dependencies.md), then this
 # project itself, editable, built by the lock's setuptools. An existing .venv is brought to the lock in
@@ -79,6 +79,12 @@ go-test:
 # Every benchmark scenario (framework/bench.py): prints a table, writes bench-results.json (under 10 minutes).
 bench: $(STAMP)
 	$(BIN)/python -m framework.bench --out bench-results.json
+
+# Outrigger side by side with the real kube-scheduler (framework/kube/compare.py): scheduler_perf workloads through a
+# fresh API server each (throughput), placements pod by pod against kube-scheduler's logged scores, FailedScheduling
+# messages verbatim; writes compare-results.md and compare-results.json (under 15 minutes once `make k8s` has built).
+compare: $(STAMP) k8s
+	$(BIN)/python -m framework.kube.compare --out compare-results
 
 # The fuzz tests with 50 x their `make test` budget and fresh random examples (docs/bad-input.md).
 fuzz: $(STAMP)

@@ -204,6 +204,7 @@ MAKE_TARGETS = {
     "demo-cluster": "tests/test_kube_demo.py::test_demo_cluster_schedules_through_the_api_server_and_stops_everything",
     "test": "the test suite itself",
     "bench": "tests/test_bench.py::test_quick_bench_end_to_end",
+    "compare": "tests/test_kube_compare.py (the same comparisons, small)",
     "fuzz": "tests/test_bad_input.py::test_make_fuzz_runs_the_fuzz_tests_with_a_long_random_budget",
     "faults": "tests/test_fault_harness.py::test_short_fault_run_keeps_every_invariant",
     "install": "tests/test_dependencies.py::test_every_installed_package_is_the_locked_version",

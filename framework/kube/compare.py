@@ -362,26 +362,29 @@ class PlacementWorkload:
     #: Built so that every pod has one best node (every pod must land where kube-scheduler put it).
     deterministic: bool = False
     namespaces: tuple[str, ...] = ("default",)
+    #: Pods created already bound, before any is scheduled.
+    bound: list[dict[str, Any]] = field(default_factory=list)
 
     def with_scheduler(self, pods: list[dict[str, Any]], scheduler: str) -> list[dict[str, Any]]:
         return [{**p, "spec": {**p["spec"], "schedulerName": scheduler}} for p in pods]
 
 
 def _mixed(nodes: int = 24, pods: int = 60, seed: int = 19) -> PlacementWorkload:
-    """Nodes of different sizes, zones, disks, images and PreferNoSchedule taints; pods of different
-    requests with preferred node affinity, preferred pod (anti-)affinity, soft spread constraints,
-    tolerations and images: every Score plugin of the default profile has something to say, and the
-    totals differ from node to node."""
+    """Nodes of different sizes, already used to different degrees (a bound filler pod each), zones,
+    disks, images and PreferNoSchedule taints; pods of different requests with preferred node affinity,
+    preferred pod (anti-)affinity, soft spread constraints, tolerations and images: every Score plugin
+    of the default profile has something to say, and the totals differ from node to node."""
     rng = random.Random(seed)
     app_image = {"names": ["registry.example/app:v1"], "sizeBytes": 300 * 1024 * 1024}
     db_image = {"names": ["registry.example/db:v2"], "sizeBytes": 800 * 1024 * 1024}
-    node_docs = []
+    node_docs: list[dict[str, Any]] = []
+    fillers: list[dict[str, Any]] = []
     for i in range(nodes):
         name = f"mixed-{i:02d}"
         labels = {"topology.kubernetes.io/zone": f"z{i % 3}", "disk": "ssd" if i % 2 else "hdd"}
         doc = node_manifest(name, labels)
         cpu = f"{2000 + 500 * i}m"
-        memory = f"{4 + 3 * ((i * 5) % 8)}Gi"
+        memory = f"{6 + (i * 7) % nodes}Gi"  # 7 is prime to the node counts used: every node differs
         doc["status"]["capacity"] = {"pods": "110", "cpu": cpu, "memory": memory}
         doc["status"]["allocatable"] = dict(doc["status"]["capacity"])
         if i % 5 == 0:
@@ -390,6 +393,15 @@ def _mixed(nodes: int = 24, pods: int = 60, seed: int = 19) -> PlacementWorkload
         if images:
             doc["status"]["images"] = images
         node_docs.append(doc)
+        # Spread what is left free (so NodeResourcesFit and BalancedAllocation spread over 0..100): up to
+        # 70% of the cpu and of the memory in use, in different orders.
+        used_cpu = (2000 + 500 * i) * 7 * ((i * 11) % nodes) // (10 * nodes)
+        used_memory = (6 + (i * 7) % nodes) * 1024 * 7 * ((i * 5) % nodes) // (10 * nodes)
+        filler = pod_manifest(f"filler-{i:02d}", "default", SCHEDULER_NAME, labels={"app": "filler"},
+                              nodeName=name)
+        requests = {"cpu": f"{used_cpu}m", "memory": f"{used_memory}Mi"}
+        filler["spec"]["containers"][0]["resources"] = {"requests": requests, "limits": dict(requests)}
+        fillers.append(filler)
     pod_docs = []
     for j in range(pods):
         kind = ("web", "db", "batch")[j % 3]
@@ -429,7 +441,7 @@ def _mixed(nodes: int = 24, pods: int = 60, seed: int = 19) -> PlacementWorkload
         container["resources"] = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}}
         pod_docs.append(doc)
     return PlacementWorkload("Mixed", f"{nodes} nodes of different sizes, {pods} pods exercising every Score plugin",
-                             node_docs, pod_docs, deterministic=True)
+                             node_docs, pod_docs, deterministic=True, bound=fillers)
 
 
 def _from_perf(workload: Workload, nodes: int, init: int, measure: int) -> PlacementWorkload:
@@ -536,6 +548,8 @@ async def _place_nodes(cluster: LocalCluster, workload: PlacementWorkload) -> No
                                   body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         for node in workload.nodes:
             await api.request("POST", "/api/v1/nodes", verb="create", resource="nodes", body=node)
+        for pod in workload.bound:
+            await _create_pod(api, pod)
     finally:
         await api.close()
 

@@ -1,0 +1,215 @@
+"""The comparison with the real kube-scheduler (framework/kube/compare.py, ``make compare``), small.
+
+Each comparison starts its own etcd + kube-apiserver per scheduler (the binaries of ``make k8s``, with
+kube-scheduler). On the live clusters: Outrigger puts every pod of a deterministic workload on the node
+kube-scheduler put it, every plugin's score on every node equal to kube-scheduler's logged score; the
+FailedScheduling messages of a set of pods that fit nowhere are identical, word for word; a throughput
+run of both schedulers binds every pod (no timing is asserted). Without a cluster: the log parser, the
+summaries and the report, and the command line's bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_cluster import built_bin_dir
+
+from framework.kube import compare
+from framework.kube.compare import (
+    KUBE,
+    OUTRIGGER,
+    CompareResults,
+    PlacementReport,
+    PodPlacement,
+    PodReason,
+    ReasonsReport,
+    ThroughputRun,
+    parse_kube_scores,
+    placement_workloads,
+    run_placements,
+    run_reasons,
+    run_throughput,
+    throughput_summary,
+    to_json,
+    to_markdown,
+)
+from framework.kube.workloads import WORKLOADS
+
+SCORE_PLUGINS = {"TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+                 "DynamicResources", "NodeResourcesBalancedAllocation", "ImageLocality"}
+
+
+@pytest.fixture(scope="module")
+def bin_dir() -> Path:
+    path = built_bin_dir()
+    if not (path / "kube-scheduler").exists():
+        pytest.fail(f"kube-scheduler is not in {path}: tests/k8s/build.sh builds it")
+    return path
+
+
+# ---- on live clusters --------------------------------------------------------------------------------
+
+
+@pytest.mark.kube
+def test_every_pod_of_a_deterministic_workload_lands_where_kube_scheduler_puts_it(bin_dir: Path,
+                                                                                   tmp_path: Path) -> None:
+    (workload,) = placement_workloads(quick=True)
+    report = run_placements(workload, tmp_path, bin_dir)
+    assert report.error == ""
+    assert [p.pod for p in report.pods] == [f"default/{p['metadata']['name']}" for p in workload.pods]
+    # Deterministic: kube-scheduler's log has one best node for every pod, and Outrigger chose it.
+    assert [(p.pod, p.kind, p.outrigger_node) for p in report.pods] == [
+        (p.pod, "deterministic", p.kube_node) for p in report.pods]
+    assert report.moved == 0
+    # Every Score plugin of the default profile had something to compare, and every score agreed.
+    assert set(report.plugins) == SCORE_PLUGINS
+    assert [(a.plugin, a.equal, a.only_kube, a.only_outrigger) for a in report.plugins.values()] == [
+        (a.plugin, a.compared, 0, 0) for a in report.plugins.values()]
+    assert all(a.compared > 0 for a in report.plugins.values())
+    assert report.score_disagreements == []
+
+
+@pytest.mark.kube
+def test_failed_scheduling_messages_of_both_are_identical(bin_dir: Path, tmp_path: Path) -> None:
+    report = run_reasons(tmp_path, bin_dir)
+    assert report.error == ""
+    assert [(p.pod, p.identical) for p in report.pods] == [(p.pod, True) for p in report.pods]
+    by_pod = {p.pod: p for p in report.pods}
+    assert len(by_pod) == 12
+    # kube-scheduler's own words, DynamicResources' PostFilter included.
+    assert by_pod["conflict"].kube == "0/6 nodes are available: pod affinity terms conflict. not found"
+    assert by_pod["cpu6-never"].kube == (
+        "0/6 nodes are available: 1 Too many pods, 1 node(s) were unschedulable, 2 node(s) had untolerated "
+        "taint(s), 3 Insufficient cpu. no new claims to deallocate, preemption: not eligible due to "
+        "preemptionPolicy=Never.")
+    assert by_pod["cpu6-never"].kube_condition == by_pod["cpu6-never"].kube
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("scheduler", [KUBE, OUTRIGGER])
+def test_a_throughput_run_binds_every_measured_pod(bin_dir: Path, tmp_path: Path, scheduler: str) -> None:
+    workload = WORKLOADS["SchedulingPodAntiAffinity"].sized(nodes=20, init_pods=5, measure_pods=15)
+    run = run_throughput(workload, scheduler, 1, tmp_path, bin_dir, timeout=120)
+    assert (run.error, run.workload, run.scheduler, run.pods) == ("", "SchedulingPodAntiAffinity", scheduler, 15)
+    assert run.seconds > 0 and run.pods_per_second == pytest.approx(15 / run.seconds)
+    assert run.scheduler_cpu_ms_per_pod > 0 and run.apiserver_cpu_ms_per_pod > 0
+
+
+# ---- kube-scheduler's log --------------------------------------------------------------------------------
+
+
+def scored(pod: str, plugin: str, node: str, score: int) -> str:
+    return (f'I1125 09:17:54.076559   30769 schedule_one.go:830] "Plugin scored node for pod" pod="{pod}" '
+            f'plugin="{plugin}" node="{node}" score={score}')
+
+
+def total(pod: str, node: str, score: int) -> str:
+    return (f'I1125 09:17:54.076600   30769 schedule_one.go:898] "Calculated node\'s final score for pod" '
+            f'pod="{pod}" node="{node}" score={score}')
+
+
+LOG_CASES = [
+    pytest.param([scored("ns/a", "Fit", "n1", 80), scored("ns/a", "Fit", "n2", 70), total("ns/a", "n1", 80),
+                  total("ns/a", "n2", 70)],
+                 {"ns/a": ({"n1": {"Fit": 80}, "n2": {"Fit": 70}}, {"n1": 80, "n2": 70}, {"n1"})}, id="one-best"),
+    pytest.param([scored("ns/a", "Fit", "n1", 50), scored("ns/a", "Taint", "n1", 300), scored("ns/a", "Fit", "n2", 50),
+                  scored("ns/a", "Taint", "n2", 300), total("ns/a", "n1", 350), total("ns/a", "n2", 350)],
+                 {"ns/a": ({"n1": {"Fit": 50, "Taint": 300}, "n2": {"Fit": 50, "Taint": 300}},
+                           {"n1": 350, "n2": 350}, {"n1", "n2"})}, id="tie"),
+    pytest.param([scored("ns/a", "Fit", "n1", 10), total("ns/a", "n1", 10), "I1125 unrelated line",
+                  scored("ns/a", "Fit", "n1", 20), scored("ns/a", "Fit", "n2", 30), total("ns/a", "n1", 20),
+                  total("ns/a", "n2", 30)],
+                 {"ns/a": ({"n1": {"Fit": 20}, "n2": {"Fit": 30}}, {"n1": 20, "n2": 30}, {"n2"})},
+                 id="a-second-attempt-replaces-the-first"),
+    pytest.param([scored("ns/a", "Fit", "n1", 1), scored("ns/b", "Fit", "n1", 2), total("ns/a", "n1", 1),
+                  total("ns/b", "n1", 2)],
+                 {"ns/a": ({"n1": {"Fit": 1}}, {"n1": 1}, {"n1"}), "ns/b": ({"n1": {"Fit": 2}}, {"n1": 2}, {"n1"})},
+                 id="pods-apart"),
+    pytest.param(["I1125 nothing scored"], {}, id="nothing"),
+]
+
+
+@pytest.mark.parametrize(("lines", "want"), LOG_CASES)
+def test_kube_scheduler_scores_are_read_from_its_log(lines: list[str], want: dict[str, Any]) -> None:
+    got = parse_kube_scores("\n".join(lines))
+    assert {pod: (s.plugins, s.totals, s.best()) for pod, s in got.items()} == want
+
+
+# ---- summaries and the report ----------------------------------------------------------------------------
+
+
+def run_of(workload: str, scheduler: str, round_: int, pps: float, error: str = "") -> ThroughputRun:
+    return ThroughputRun(workload, scheduler, round_, 100, seconds=100 / pps if pps else 0, pods_per_second=pps,
+                         scheduler_cpu_ms_per_pod=1.0 if scheduler == KUBE else 2.0, error=error)
+
+
+RUNS = [
+    run_of("SchedulingBasic", KUBE, 1, 200), run_of("SchedulingBasic", OUTRIGGER, 1, 300),
+    run_of("SchedulingBasic", OUTRIGGER, 2, 150), run_of("SchedulingBasic", KUBE, 2, 200),
+    run_of("SchedulingBasic", KUBE, 3, 100), run_of("SchedulingBasic", OUTRIGGER, 3, 120),
+    run_of("TopologySpreading", KUBE, 1, 100), run_of("TopologySpreading", OUTRIGGER, 1, 0, "TimeoutError: late"),
+]
+
+
+def test_throughput_summary_takes_medians_and_the_median_per_round_ratio() -> None:
+    basic, spread = throughput_summary(RUNS)
+    assert (basic["workload"], basic["rounds"], basic["ratios"], basic["ratio"]) == (
+        "SchedulingBasic", 3, [1.5, 0.75, 1.2], 1.2)
+    assert (basic[KUBE]["pods_per_second"], basic[OUTRIGGER]["pods_per_second"]) == (200.0, 150.0)
+    assert (basic[KUBE]["runs"], basic[OUTRIGGER]["runs"]) == ([200.0, 200.0, 100.0], [300.0, 150.0, 120.0])
+    assert (basic["target_ratio"], basic["ratio_met"], basic["target_pods_per_second"],
+            basic["pods_per_second_met"]) == (1.0, True, 680.0, False)
+    assert (basic[KUBE]["cpu_ms_per_pod"], basic[OUTRIGGER]["cpu_ms_per_pod"]) == (1.0, 2.0)
+    # A failed run is reported and leaves no ratio: the target is not met.
+    assert (spread["rounds"], spread["ratios"], spread["ratio_met"], spread["target_ratio"], spread["errors"]) == (
+        1, [], False, 0.8, ["outrigger round 1: TimeoutError: late"])
+
+
+def test_the_report_lists_every_disagreement_in_both_forms() -> None:
+    placements = PlacementReport("Mixed", "12 nodes", True, pods=[
+        PodPlacement("default/a", "n1", "n1", ["n1"], "deterministic", True, 500, 500, 500),
+        PodPlacement("default/b", "n2", "n3", ["n1", "n2"], "tie", False, 400, 400, 390),
+    ], moved=1, score_disagreements=[compare.ScoreDisagreement("default/b", "n3", "NodeResourcesFit", 90, 80)])
+    placements.plugins["NodeResourcesFit"] = compare.PluginAgreement("NodeResourcesFit", 4, 3, 0, 0)
+    reasons = ReasonsReport([PodReason("p", "0/1 nodes are available: x.", "0/1 nodes are available: y.", "c", "c"),
+                             PodReason("q", "same", "same", "m", "m")])
+    results = CompareResults(RUNS[:2], [placements], reasons, {"SchedulingBasic": "5 nodes"}, 12.0)
+    doc = json.loads(json.dumps(to_json(results, "abc1234")))
+    assert (doc["commit"], doc["seconds"], doc["reasons"]["identical"], doc["reasons"]["pods"]) == ("abc1234", 12.0,
+                                                                                                  1, 2)
+    assert doc["placements"]["summary"][0] == {
+        "workload": "Mixed", "description": "12 nodes", "deterministic_workload": True, "pods": 2, "one_best_node": 1,
+        "same_node": 1, "tied": 1, "within_best": 0, "single_feasible_node": 0, "single_same": 0, "moved": 1,
+        "all_agree": False, "score_disagreements": 1, "error": ""}
+    assert doc["placements"]["plugins"] == [
+        {"plugin": "NodeResourcesFit", "compared": 4, "equal": 3, "only_kube": 0, "only_outrigger": 0}]
+    text = to_markdown(doc)
+    assert "| Mixed | default/b | n2 (n1, n2) | n3 | 400 / 400 / 390 |" in text
+    assert "| Mixed | default/b | n3 | NodeResourcesFit | 90 | 80 |" in text
+    assert "| p | no | 0/1 nodes are available: x.<br>Outrigger: 0/1 nodes are available: y. |" in text
+    assert "| q | yes | same |" in text
+    assert "FailedScheduling messages: 1/2 identical." in text
+    assert "| SchedulingBasic | 5 nodes | 1 | 200 | 300 | 1.50 (1.50) | ≥ 1.0x, ≥ 680 pods/s: not met |" in text
+
+
+# ---- the command line ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        pytest.param(["--rounds", "0"], "--rounds must be at least 1, got 0", id="rounds"),
+        pytest.param(["--workloads", "SchedulingBasic,Nope"],
+                     "unknown workload(s) Nope (known: SchedulingBasic, SchedulingPodAntiAffinity, "
+                     "SchedulingPodAffinity, TopologySpreading)", id="workload"),
+    ],
+)
+def test_bad_arguments_get_one_line_and_run_nothing(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                    error: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        compare.main(argv)
+    err = capsys.readouterr().err
+    assert (exit_.value.code, err.splitlines()[-1]) == (2, f"python -m framework.kube.compare: error: {error}")
