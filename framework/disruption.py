@@ -47,11 +47,12 @@ def embedded_status(pdb: PodDisruptionBudget, pods: Iterable[Pod]) -> PodDisrupt
     (every pod of the store; those of other namespaces are skipped)."""
     matcher = compile_label_selector(pdb.selector)
     covered = [p for p in pods if p.namespace == pdb.namespace and matcher.matches(p.labels)]
-    expected = len(covered)
-    desired = 0
+    expected = desired = 0  # with neither field set: nothing expected, nothing may be disrupted
     if pdb.max_unavailable is not None:
+        expected = len(covered)
         desired = max(expected - scaled(pdb.max_unavailable, expected), 0)
     elif pdb.min_available is not None:
+        expected = len(covered)
         desired = scaled(pdb.min_available, expected)
     healthy = sum(1 for p in covered if p.node_name and p.deletion_timestamp is None)
     allowed = healthy - desired
