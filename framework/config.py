@@ -145,10 +145,6 @@ _INVALID_IN_V1: frozenset[str] = frozenset({"AzureDiskLimits", "CinderLimits", "
 #: configuring them in a v1 file is an error.
 UNMODELLED_PLUGINS: frozenset[str] = frozenset(
     {
-        "VolumeRestrictions",
-        "NodeVolumeLimits",
-        "VolumeBinding",
-        "VolumeZone",
         "DynamicResources",
         "GangScheduling",
         "NodeDeclaredFeatures",

@@ -19,6 +19,10 @@ from .noderesources import NodeResourcesFit, PluginArgsError
 from .podtopologyspread import PodTopologySpread
 from .reservation import Reservation
 from .tainttoleration import TaintToleration
+from .volumebinding import VolumeBinding
+from .volumelimits import NodeVolumeLimits
+from .volumerestrictions import VolumeRestrictions
+from .volumezone import VolumeZone
 
 __all__ = ["Factory", "PluginArgsError", "Registry", "in_tree_registry"]
 
@@ -73,7 +77,8 @@ class Registry:
 def in_tree_registry() -> Registry:
     reg = Registry()
     for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
-                NodeResourcesFit, PodTopologySpread, InterPodAffinity, DynamicResources, DefaultPreemption,
+                NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
+                InterPodAffinity, DynamicResources, DefaultPreemption,
                 NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, Reservation):
         reg.register_class(cls)
     return reg

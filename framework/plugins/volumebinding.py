@@ -1,0 +1,698 @@
+"""VolumeBinding: kube-scheduler's volume binder (``pkg/scheduler/framework/plugins/volumebinding``,
+v1.35): a pod's PersistentVolumeClaims decide where it may run, and binding them is part of binding
+the pod.
+
+- **PreFilter** looks the pod's claims up (``persistentVolumeClaim`` and ``ephemeral`` volumes). A pod
+  without claims is Skip. A missing, lost or deleted claim, or an ephemeral claim another pod owns,
+  rejects the pod outright; so does a claim that should already be bound (its class binds at once,
+  or it names its volume): ``pod has unbound immediate PersistentVolumeClaims``. Claims of a
+  ``WaitForFirstConsumer`` class stay to be bound on the node chosen.
+- **Filter**, per node: a bound claim's volume must allow the node (``node(s) didn't match
+  PersistentVolume's node affinity``; a volume that does not exist: ``node(s) unavailable due to one
+  or more pvc(s) bound to non-existent pv(s)``). Each unbound claim, smallest request first, takes the
+  smallest available volume of its class that fits it and the node (a volume pre-bound to the claim
+  wins); the rest must be provisionable there: a class with a provisioner whose
+  ``allowedTopologies`` admit the node (``node(s) didn't find available persistent volumes to
+  bind``). A claim the scheduler already gave a node (``volume.kubernetes.io/selected-node``) is for
+  that node only. The answer is UnschedulableAndUnresolvable with every reason that applies.
+- **Reserve** assumes the choice for the node picked: each chosen volume reads as pre-bound to its
+  claim (``spec.claimRef``, ``pv.kubernetes.io/bound-by-controller``), each claim to provision reads
+  as annotated with the node, so the next pods see them taken. **Unreserve** rolls that back.
+- **PreBind** writes the bindings through the cluster's :class:`~pluginhost.snapshot.VolumeWriter`
+  (the volume's ``claimRef``; the claim's ``selected-node``), then completes each static binding as the
+  PV controller does (the claim's ``volumeName`` with ``pv.kubernetes.io/bind-completed`` and
+  ``bound-by-controller``, both objects' phase ``Bound``), and waits, up to ``bindTimeoutSeconds``
+  (600), until the cluster shows every claim fully bound. A provisioned claim waits for its
+  provisioner and the PV controller (the embedded store provisions at once).
+- **PreScore/Score**: kube-scheduler scores only with its StorageCapacityScoring feature gate, off by
+  default in v1.35, so PreScore answers Skip; ``shape`` in the args is refused as upstream refuses it
+  with the gate off.
+
+Not modelled: CSIStorageCapacity and CSIDriver objects (capacity is never short), the in-tree to CSI
+translation of a volume's node affinity, and VolumeAttributesClass checks beyond equal names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pluginhost.model import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    NO_PROVISIONER,
+    ClaimRef,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+)
+from pluginhost.plugin import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    PreBindPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueingHint,
+    ReservePlugin,
+    ScorePlugin,
+)
+from pluginhost.snapshot import NodeTable, VolumeStore, VolumeStoreError
+from pluginhost.status import SUCCESS, Code, Status
+
+from .helpers import BoolArray, IntArray
+from .noderesources import PluginArgsError
+from .volumeutil import (
+    CSI_NODE,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    UPDATE,
+    ClaimProblem,
+    claim_names,
+    claim_problem,
+    delay_binding,
+    not_found,
+    pv_affinity,
+    topology_mask,
+)
+
+__all__ = [
+    "DEFAULT_BIND_TIMEOUT",
+    "MSG_BIND_CONFLICT",
+    "MSG_NODE_CONFLICT",
+    "MSG_NOT_ENOUGH_SPACE",
+    "MSG_PV_NOT_EXIST",
+    "MSG_UNBOUND_IMMEDIATE",
+    "PodVolumes",
+    "VolumeBinding",
+    "bind_volume_to_claim",
+]
+
+log = logging.getLogger("outrigger.volumebinding")
+
+MSG_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+MSG_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
+MSG_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
+MSG_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+MSG_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+#: kube-scheduler's VolumeBindingArgs default (seconds).
+DEFAULT_BIND_TIMEOUT = 600
+#: How often PreBind looks whether the cluster shows the claims bound.
+POLL_SECONDS = 0.1
+
+_STATE_KEY = "VolumeBinding"
+_NAME = "VolumeBinding"
+
+
+@dataclass(slots=True)
+class PodVolumes:
+    """What binding the pod's claims on one node takes: volumes to bind to claims (static) and claims
+    to provision (dynamic)."""
+
+    static: list[tuple[PersistentVolume, PersistentVolumeClaim]] = field(default_factory=list)
+    dynamic: list[PersistentVolumeClaim] = field(default_factory=list)
+
+
+_NOTHING = PodVolumes()
+
+
+@dataclass(slots=True)
+class _Claims:
+    """The pod's claims as PreFilter sorted them (GetPodVolumeClaims)."""
+
+    bound: list[PersistentVolumeClaim]
+    delayed: list[PersistentVolumeClaim]
+    volumes_by_class: dict[str, list[PersistentVolume]]
+
+
+@dataclass(slots=True)
+class _State:
+    """The cycle's volume decisions; shared by clones, as upstream (Clone returns the same data)."""
+
+    store: VolumeStore
+    claims: _Claims | None = None
+    by_node: dict[str, PodVolumes] = field(default_factory=dict)
+    all_bound: bool = False
+
+    def clone(self) -> _State:
+        return self
+
+
+def bind_volume_to_claim(pv: PersistentVolume, pvc: PersistentVolumeClaim) -> tuple[PersistentVolume, bool]:
+    """GetBindVolumeToClaim: ``pv`` with its ``claimRef`` on ``pvc`` and, when the binding is new,
+    ``pv.kubernetes.io/bound-by-controller``; and whether anything changed."""
+    dirty = False
+    new = pv
+    if not pv.bound_to(pvc) or pv.claim_ref is None or pv.claim_ref.uid != pvc.uid:
+        new = dataclasses.replace(new, claim_ref=ClaimRef(pvc.namespace, pvc.name, pvc.uid))
+        dirty = True
+    if not pv.bound_to(pvc) and ANN_BOUND_BY_CONTROLLER not in pv.annotations:
+        new = dataclasses.replace(new, annotations={**new.annotations, ANN_BOUND_BY_CONTROLLER: "yes"})
+        dirty = True
+    return new, dirty
+
+
+def _size(pvc: PersistentVolumeClaim) -> int:
+    return pvc.storage or 0
+
+
+def _version(rv: str) -> int:
+    """A resourceVersion for comparison (the API's are integers; none is 0)."""
+    try:
+        return int(rv)
+    except ValueError:
+        return 0
+
+
+class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, PreBindPlugin,
+                    EnqueueExtensions):
+    """kube-scheduler's VolumeBinding (see the module docstring)."""
+
+    name = _NAME
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        args = dict(args or {})
+        unknown = set(args) - {"apiVersion", "kind", "bindTimeoutSeconds", "shape"}
+        if unknown:
+            raise PluginArgsError(f"{_NAME}: unknown args field(s) {sorted(unknown)}")
+        timeout = args.get("bindTimeoutSeconds", DEFAULT_BIND_TIMEOUT)
+        if timeout is None:
+            timeout = DEFAULT_BIND_TIMEOUT
+        if not isinstance(timeout, int) or isinstance(timeout, bool):
+            raise PluginArgsError(f"{_NAME}: bindTimeoutSeconds must be an integer, got {timeout!r}")
+        if timeout < 0:
+            raise PluginArgsError(
+                f"{_NAME}: bindTimeoutSeconds: Invalid value: {timeout}: invalid BindTimeoutSeconds, "
+                "should not be a negative value"
+            )
+        if args.get("shape") is not None:
+            raise PluginArgsError(
+                f"{_NAME}: shape: Invalid value: {args['shape']!r}: unexpected field `shape`, remove it or turn on "
+                "the feature gate StorageCapacityScoring"
+            )
+        self.bind_timeout = float(timeout)
+        self.handle = handle
+
+    # ---- PreFilter -----------------------------------------------------------------------------
+
+    async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        store = _store(state, self.handle)
+        if not pod.volumes:
+            state.write(_STATE_KEY, _State(store))
+            return None, Status(Code.Skip)
+        bound: list[PersistentVolumeClaim] = []
+        delayed: list[PersistentVolumeClaim] = []
+        immediate = False
+        has_claim = False
+        for _, name, ephemeral in claim_names(pod):
+            has_claim = True
+            found = claim_problem(store, pod, name, ephemeral)
+            if isinstance(found, ClaimProblem):
+                return None, Status(Code.UnschedulableAndUnresolvable, (found.message,), _NAME)
+            # The binder reads the claim through its assume cache (a claim this scheduler annotated).
+            pvc = store.claim(pod.namespace, name) or found
+            if pvc.fully_bound:
+                bound.append(pvc)
+            elif delay_binding(store, pvc) and not pvc.volume_name:
+                delayed.append(pvc)
+            else:
+                immediate = True  # should be bound already (by the PV controller), or pre-bound to a volume
+        if not has_claim:
+            state.write(_STATE_KEY, _State(store))
+            return None, Status(Code.Skip)
+        if immediate:
+            return None, Status(Code.UnschedulableAndUnresolvable, (MSG_UNBOUND_IMMEDIATE,), _NAME)
+        by_class = {pvc.storage_class: store.volumes_of_class(pvc.storage_class) for pvc in delayed}
+        state.write(_STATE_KEY, _State(store, _Claims(bound, delayed, by_class)))
+        return None, SUCCESS
+
+    # ---- Filter --------------------------------------------------------------------------------
+
+    async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+        s = _read_state(state)
+        n = len(batch)
+        claims = s.claims
+        if claims is None:
+            return FilterResult.passing(n)
+        table = batch.snapshot.table
+        rows = batch.rows
+        names = [table.names[r] for r in rows.tolist()]
+
+        # Bound claims: their volumes must allow the node (checkBoundClaims, in claim order).
+        node_conflict = np.zeros(n, dtype=np.bool_)
+        pv_missing = np.zeros(n, dtype=np.bool_)
+        decided = np.zeros(n, dtype=np.bool_)
+        for pvc in claims.bound:
+            pv = s.store.volume(pvc.volume_name)
+            if pv is None:
+                pv_missing |= ~decided
+                break
+            failing = ~pv_affinity(pv).mask(table, rows) & ~decided
+            node_conflict |= failing
+            decided |= failing
+
+        bind_conflict = np.zeros(n, dtype=np.bool_)
+        errors: dict[int, str] = {}
+        chosen: list[list[tuple[PersistentVolume, PersistentVolumeClaim]]] = [[] for _ in range(n)]
+        provision: list[list[PersistentVolumeClaim]] = [[] for _ in range(n)]
+        if claims.delayed:
+            self._unbound(s, claims, table, rows, names, bind_conflict, errors, chosen, provision)
+
+        reasons: list[tuple[str, ...]] = []
+        index: dict[tuple[str, ...], int] = {}
+        codes = np.zeros(n, dtype=np.int8)
+        reason_index = np.zeros(n, dtype=np.int32)
+        for i in range(n):
+            if i in errors:
+                codes[i] = Code.Error
+                key: tuple[str, ...] = (errors[i],)
+            else:
+                why = []
+                if node_conflict[i]:
+                    why.append(MSG_NODE_CONFLICT)
+                if bind_conflict[i]:
+                    why.append(MSG_BIND_CONFLICT)
+                if pv_missing[i]:
+                    why.append(MSG_PV_NOT_EXIST)
+                if not why:
+                    s.by_node[names[i]] = (PodVolumes(chosen[i], provision[i]) if chosen[i] or provision[i]
+                                           else _NOTHING)
+                    continue
+                codes[i] = Code.UnschedulableAndUnresolvable
+                key = tuple(why)
+            reason_index[i] = index.setdefault(key, len(index))
+        if index:
+            reasons = list(index)
+        return FilterResult(codes, reason_index, reasons)
+
+    def _unbound(self, s: _State, claims: _Claims, table: NodeTable, rows: IntArray, names: list[str],
+                 bind_conflict: BoolArray, errors: dict[int, str],
+                 chosen: list[list[tuple[PersistentVolume, PersistentVolumeClaim]]],
+                 provision: list[list[PersistentVolumeClaim]]) -> None:
+        """FindPodVolumes for the unbound claims of a WaitForFirstConsumer class, node by node but
+        array-wise over the batch."""
+        n = int(rows.shape[0])
+        names_arr = np.asarray(names, dtype=object)
+        live = np.ones(n, dtype=np.bool_)  # nodes not yet failed by a claim annotated for another node
+        annotated: list[PersistentVolumeClaim] = []
+        to_match: list[PersistentVolumeClaim] = []
+        for pvc in claims.delayed:
+            selected = pvc.annotations.get(ANN_SELECTED_NODE)
+            if selected is None:
+                to_match.append(pvc)
+                continue
+            other = live & (names_arr != selected)
+            bind_conflict |= other
+            live &= ~other
+            annotated.append(pvc)
+        # Each node's claims left to provision, in upstream's order: annotated ones, then unmatched.
+        unmatched: list[tuple[PersistentVolumeClaim, BoolArray]] = [
+            (pvc, live.copy()) for pvc in annotated
+        ]
+        if to_match:
+            taken: dict[str, BoolArray] = {}  # volume name -> the nodes where an earlier claim chose it
+            for pvc in sorted(to_match, key=_size):
+                found = self._match(s, pvc, claims.volumes_by_class.get(pvc.storage_class, []), table, rows, live,
+                                    taken, chosen)
+                unmatched.append((pvc, live & ~found))
+        # checkVolumeProvisions, claim by claim: the first failing claim decides a node.
+        settled = ~live
+        for pvc, need in unmatched:
+            need = need & ~settled
+            if not need.any():
+                continue
+            class_name = pvc.storage_class
+            if not class_name:
+                for i in np.flatnonzero(need).tolist():
+                    errors[i] = f'no class for claim "{pvc.key}"'
+                settled |= need
+                continue
+            cls = s.store.storage_class(class_name)
+            if cls is None:
+                for i in np.flatnonzero(need).tolist():
+                    errors[i] = f'failed to find storage class "{class_name}"'
+                settled |= need
+                continue
+            if not cls.provisioner or cls.provisioner == NO_PROVISIONER:
+                fail = need
+            else:
+                fail = need & ~topology_mask(cls, table, rows)
+            bind_conflict |= fail
+            settled |= fail
+            for i in np.flatnonzero(need & ~fail).tolist():
+                provision[i].append(pvc)
+
+    @staticmethod
+    def _match(s: _State, pvc: PersistentVolumeClaim, volumes: list[PersistentVolume], table: NodeTable, rows: IntArray,
+               live: BoolArray, taken: dict[str, BoolArray],
+               chosen: list[list[tuple[PersistentVolume, PersistentVolumeClaim]]]) -> BoolArray:
+        """FindMatchingVolume for one claim on every live node: the nodes where it found a volume
+        (recorded in ``chosen`` and ``taken``)."""
+        n = int(rows.shape[0])
+        request = _size(pvc)
+        candidates: list[PersistentVolume] = []
+        for pv in volumes:
+            if pv.claim_ref is not None and not pv.bound_to(pvc):
+                continue
+            if pv.storage < request or pv.volume_mode != pvc.volume_mode:
+                continue
+            if pv.volume_attributes_class_name != pvc.volume_attributes_class_name or pv.deletion_timestamp is not None:
+                continue
+            if pv.bound_to(pvc):
+                # Pre-bound to this claim: it decides (its node affinity, nothing else).
+                ok = pv_affinity(pv).mask(table, rows) & live & ~taken.get(pv.name, np.zeros(n, dtype=np.bool_))
+                for i in np.flatnonzero(ok).tolist():
+                    chosen[i].append((pv, pvc))
+                taken[pv.name] = taken.get(pv.name, np.zeros(n, dtype=np.bool_)) | ok
+                return ok
+            if pv.phase != "Available" or pv.storage_class != pvc.storage_class:
+                continue
+            if pvc.selector is not None and not _selector_matches(pvc, pv):
+                continue
+            if not set(pvc.access_modes) <= set(pv.access_modes):
+                continue
+            candidates.append(pv)
+        found = np.zeros(n, dtype=np.bool_)
+        if not candidates:
+            return found
+        # The smallest volume that fits (the first listed among equals).
+        candidates.sort(key=lambda v: v.storage)
+        for pv in candidates:
+            free = live & ~found
+            if not free.any():
+                break
+            held = taken.get(pv.name)
+            if held is not None:
+                free &= ~held
+            ok = free & pv_affinity(pv).mask(table, rows)
+            if not ok.any():
+                continue
+            for i in np.flatnonzero(ok).tolist():
+                chosen[i].append((pv, pvc))
+            taken[pv.name] = ok if held is None else held | ok
+            found |= ok
+        return found
+
+    # ---- PreScore / Score ----------------------------------------------------------------------
+
+    async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
+        # Scoring needs kube-scheduler's StorageCapacityScoring gate (off in v1.35): no scorer.
+        return Status(Code.Skip)
+
+    async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
+        return np.zeros(len(batch), dtype=np.int64)
+
+    # ---- Reserve / Unreserve -------------------------------------------------------------------
+
+    async def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        try:
+            s = _read_state(state)
+        except KeyError as exc:
+            return Status.failure(str(exc), plugin=_NAME)
+        volumes = s.by_node.get(node_name)
+        if volumes is None:
+            s.all_bound = True  # the pod has no claims
+            return SUCCESS
+        if self._all_bound(s.store, pod):
+            s.all_bound = True
+            return SUCCESS
+        s.all_bound = False
+        store = s.store
+        static: list[tuple[PersistentVolume, PersistentVolumeClaim]] = []
+        dynamic: list[PersistentVolumeClaim] = []
+        try:
+            for pv, pvc in volumes.static:
+                new, dirty = bind_volume_to_claim(pv, pvc)
+                if dirty:
+                    store.assume_volume(new)
+                static.append((new, pvc))
+            for pvc in volumes.dynamic:
+                annotated = dataclasses.replace(pvc, annotations={**pvc.annotations, ANN_SELECTED_NODE: node_name})
+                store.assume_claim(annotated)
+                dynamic.append(annotated)
+        except VolumeStoreError as exc:
+            _revert(store, PodVolumes(static, dynamic))
+            return Status.failure(str(exc), plugin=_NAME)
+        s.by_node[node_name] = PodVolumes(static, dynamic)
+        return SUCCESS
+
+    @staticmethod
+    def _all_bound(store: VolumeStore, pod: Pod) -> bool:
+        for _, name, _ in claim_names(pod):
+            pvc = store.claim(pod.namespace, name)
+            if pvc is None or not pvc.fully_bound:
+                return False
+        return True
+
+    async def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        s = state.get(_STATE_KEY)
+        if not isinstance(s, _State):
+            return
+        volumes = s.by_node.get(node_name)
+        if volumes is not None:
+            _revert(s.store, volumes)
+
+    # ---- PreBind -------------------------------------------------------------------------------
+
+    async def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        try:
+            s = _read_state(state)
+        except KeyError as exc:
+            return Status.failure(str(exc), plugin=_NAME)
+        if s.all_bound:
+            return Status(Code.Skip)
+        if node_name not in s.by_node:
+            return Status.failure(f'no pod volume found for node "{node_name}"', plugin=_NAME)
+        return SUCCESS
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        try:
+            s = _read_state(state)
+        except KeyError as exc:
+            return Status.failure(str(exc), plugin=_NAME)
+        if s.all_bound:
+            return SUCCESS
+        volumes = s.by_node.get(node_name)
+        if volumes is None:
+            return Status.failure(f'no pod volume found for node "{node_name}"', plugin=_NAME)
+        node = _node(state, self.handle, node_name)
+        if node is None:
+            return Status.failure(f'binding volumes: failed to get node "{node_name}": node "{node_name}" not found',
+                                  plugin=_NAME)
+        try:
+            written = await self._write(s.store, volumes)
+            await self._wait(s.store, node, volumes=written)
+        except (VolumeStoreError, _BindError) as exc:
+            return Status.failure(str(exc), plugin=_NAME)
+        except Exception as exc:  # a source's own error (the API refused a write, or is gone)
+            return Status.failure(str(exc), plugin=_NAME, error=exc)
+        return SUCCESS
+
+    async def _write(self, store: VolumeStore, volumes: PodVolumes) -> PodVolumes:
+        """bindAPIUpdate, then the PV controller's half of each static binding. Assumed objects not
+        yet written are rolled back when a write fails."""
+        writer = store.writer
+        static: list[tuple[PersistentVolume, PersistentVolumeClaim]] = []
+        dynamic: list[PersistentVolumeClaim] = []
+        done_static = done_dynamic = 0
+        try:
+            for pv, pvc in volumes.static:
+                static.append((await writer.update_volume(pv), pvc))
+                done_static += 1
+            for pvc in volumes.dynamic:
+                dynamic.append(await writer.update_claim(pvc))
+                done_dynamic += 1
+        finally:
+            _revert(store, PodVolumes(volumes.static[done_static:], volumes.dynamic[done_dynamic:]))
+        for i, (pv, pvc) in enumerate(static):
+            static[i] = (pv, await self._complete(store, pv, pvc))
+        return PodVolumes(static, dynamic)
+
+    @staticmethod
+    async def _complete(store: VolumeStore, pv: PersistentVolume, pvc: PersistentVolumeClaim
+                        ) -> PersistentVolumeClaim:
+        """The PV controller's bind (bindVolumeToClaim's status, bindClaimToVolume, the claim's
+        status), done here since a cluster need not run one; a claim the controller bound to this
+        volume meanwhile is taken as it is."""
+        writer = store.writer
+        current = store.claims.get(pvc.key) or pvc
+        if current.uid != pvc.uid:
+            raise _BindError(f'persistentvolumeclaim "{pvc.name}" was replaced while binding')
+        if current.volume_name and current.volume_name != pv.name:
+            raise _BindError(f'persistentvolumeclaim "{pvc.name}" was bound to "{current.volume_name}" meanwhile')
+        if pv.phase != "Bound":
+            try:
+                await writer.volume_phase(pv, "Bound")
+            except VolumeStoreError:
+                pass  # the controller got there first; the claim's side below decides
+        claim = current
+        if not claim.fully_bound:
+            annotations = {**claim.annotations, ANN_BIND_COMPLETED: "yes"}
+            if not claim.volume_name:
+                annotations[ANN_BOUND_BY_CONTROLLER] = "yes"
+            try:
+                claim = await writer.update_claim(dataclasses.replace(claim, volume_name=pv.name,
+                                                                      annotations=annotations))
+            except VolumeStoreError:
+                latest = store.claims.get(pvc.key)
+                if latest is None or latest.volume_name != pv.name:
+                    raise
+                claim = latest
+        if claim.phase != "Bound":
+            try:
+                claim = await writer.claim_bound(claim, pv)
+            except VolumeStoreError:
+                pass  # the controller set it meanwhile
+        return claim
+
+    async def _wait(self, store: VolumeStore, node: Node, *, volumes: PodVolumes) -> None:
+        """Poll (checkBindings) until every claim is fully bound, within bindTimeoutSeconds."""
+        deadline = time.monotonic() + self.bind_timeout
+        for _ in range(int(self.bind_timeout / POLL_SECONDS) + 2):
+            if self._check(store, node, volumes):
+                return
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(POLL_SECONDS)
+        raise _BindError("binding volumes: context deadline exceeded")
+
+    @staticmethod
+    def _check(store: VolumeStore, node: Node, volumes: PodVolumes) -> bool:
+        """checkBindings on the cluster's own objects (not the assumed ones): True when all bound,
+        False to look again, _BindError when binding must be retried."""
+        for pv_written, pvc in volumes.static:
+            pv = store.volumes.get(pv_written.name)
+            if pv is None:
+                missing = not_found(PERSISTENT_VOLUME, pv_written.name)
+                raise _BindError(f"binding volumes: failed to check binding: {missing}")
+            claim = store.claims.get(pvc.key)
+            if claim is None:
+                raise _BindError(
+                    f"binding volumes: failed to check binding: {not_found(PERSISTENT_VOLUME_CLAIM, pvc.key)}"
+                )
+            if _version(pv_written.resource_version) > _version(pv.resource_version):
+                return False
+            if not _affinity_allows(pv, node):
+                raise _BindError(_affinity_message(pv, node))
+            if pv.claim_ref is None or not pv.claim_ref.uid:
+                raise _BindError(f'binding volumes: ClaimRef got reset for pv "{pv.name}"')
+            if not claim.fully_bound:
+                return False
+        for written in volumes.dynamic:
+            claim = store.claims.get(written.key)
+            if claim is None:
+                raise _BindError(f"binding volumes: failed to check provisioning pvc: "
+                                 f"{not_found(PERSISTENT_VOLUME_CLAIM, written.key)}")
+            if _version(written.resource_version) > _version(claim.resource_version):
+                return False
+            if claim.annotations.get(ANN_SELECTED_NODE) != node.name:
+                raise _BindError(f'binding volumes: provisioning failed for PVC "{claim.name}"')
+            if claim.volume_name:
+                pv = store.volumes.get(claim.volume_name)
+                if pv is None:
+                    return False
+                if not _affinity_allows(pv, node):
+                    raise _BindError(_affinity_message(pv, node))
+            if not claim.fully_bound:
+                return False
+        return True
+
+    # ---- EnqueueExtensions ---------------------------------------------------------------------
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        # Upstream also registers CSIDriver and CSIStorageCapacity events, objects no source here keeps.
+        return [
+            ClusterEventWithHint(ClusterEvent(STORAGE_CLASS, ActionType.Add | UPDATE), _after_class_change),
+            ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.Add | UPDATE), _after_claim_change),
+            ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME, ActionType.Add | UPDATE)),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel)),
+            ClusterEventWithHint(ClusterEvent(CSI_NODE, ActionType.Add | UPDATE), _after_csinode_change),
+        ]
+
+
+class _BindError(RuntimeError):
+    """Binding the pod's volumes failed, and scheduling the pod is to be retried."""
+
+
+def _store(state: CycleState, handle: Handle | None) -> VolumeStore:
+    snapshot = state.snapshot if state.snapshot is not None else (handle.snapshot() if handle is not None else None)
+    return snapshot.volumes if snapshot is not None else VolumeStore()
+
+
+def _read_state(state: CycleState) -> _State:
+    s = state.get(_STATE_KEY)
+    if not isinstance(s, _State):
+        raise KeyError("not found")
+    return s
+
+
+def _revert(store: VolumeStore, volumes: PodVolumes) -> None:
+    """RevertAssumedPodVolumes: the assumed volumes and claims read as the cluster has them again."""
+    for pv, _ in volumes.static:
+        store.restore_volume(pv)
+    for pvc in volumes.dynamic:
+        store.restore_claim(pvc)
+
+
+def _selector_matches(pvc: PersistentVolumeClaim, pv: PersistentVolume) -> bool:
+    from .helpers import label_selector_matches
+
+    return label_selector_matches(pvc.selector, pv.labels)
+
+
+def _node(state: CycleState, handle: Handle | None, name: str) -> Node | None:
+    snapshot = state.snapshot if state.snapshot is not None else (handle.snapshot() if handle is not None else None)
+    if snapshot is None:
+        return None
+    row = snapshot.row(name)
+    return None if row is None else snapshot.table.nodes[row]
+
+
+def _affinity_allows(pv: PersistentVolume, node: Node) -> bool:
+    affinity = pv_affinity(pv)
+    return affinity.selector is None or affinity.selector.matches(node)
+
+
+def _affinity_message(pv: PersistentVolume, node: Node) -> str:
+    return (f'binding volumes: pv "{pv.name}" node affinity doesn\'t match node "{node.name}": '
+            "no matching NodeSelectorTerms")
+
+
+def _after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """A claim the pod uses was added or changed (a claim of another namespace, or another claim, not)."""
+    if not isinstance(new, PersistentVolumeClaim) or new.namespace != pod.namespace:
+        return QueueingHint.QueueSkip
+    if any(name == new.name for _, name, _ in claim_names(pod)):
+        return QueueingHint.Queue
+    return QueueingHint.QueueSkip
+
+
+def _after_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """A new class, or a class whose allowedTopologies changed (the binding mode cannot change)."""
+    if old is None or new is None:
+        return QueueingHint.Queue
+    return QueueingHint.Queue if old.allowed_topologies != new.allowed_topologies else QueueingHint.QueueSkip
+
+
+def _after_csinode_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """A new CSINode, or one whose migrated-plugins annotation changed."""
+    if old is None or new is None:
+        return QueueingHint.Queue
+    key = "storage.alpha.kubernetes.io/migrated-plugins"
+    return QueueingHint.Queue if old.annotations.get(key) != new.annotations.get(key) else QueueingHint.QueueSkip
