@@ -25,7 +25,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -219,6 +219,11 @@ class ClusterSource(Protocol):
         """The cluster's PodDisruptionBudgets, with the status preemption reads (``disruptionsAllowed``)."""
         ...
 
+    def namespace_labels_of(self, namespace: str) -> Mapping[str, str] | None:
+        """The labels of a Namespace as the cluster has them ({} for one it does not have); None when
+        the source has no Namespace objects (the embedded store)."""
+        ...
+
 
 class EmbeddedSource:
     """The scheduler's own in-memory store (the default): objects come from :meth:`Scheduler.apply`,
@@ -257,6 +262,9 @@ class EmbeddedSource:
         pods = [rec.pod for rec in self._s.pods.values()]
         return [embedded_status(pdb, pods) for pdb in self._s.pdbs.values()]
 
+    def namespace_labels_of(self, namespace: str) -> Mapping[str, str] | None:
+        return None
+
 
 class _Handle:
     """The framework handle given to plugins (kube-scheduler's ``framework.Handle``)."""
@@ -294,6 +302,10 @@ class _Handle:
 
     def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
         return self._s.source.pod_disruption_budgets()
+
+    def namespace_labels_of(self, namespace: str) -> Mapping[str, str] | None:
+        """A Namespace's labels from the cluster source (None: it has no Namespace objects)."""
+        return self._s.source.namespace_labels_of(namespace)
 
     def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
         reason = Status(Code.Unschedulable, (f"preempted by {preemptor.key} on node {node_name}",))
@@ -1304,4 +1316,3 @@ async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod, state: Cycle
         }
     out["selected"] = names[fwk.select_host(feasible, scores.totals)]
     return finish(SUCCESS)
-

@@ -336,6 +336,10 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         return kept, unchanged
 
     async def Delete(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if not self.s.source.accepts_apply:  # refused as Apply is: the API server holds the objects
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                "this framework schedules a Kubernetes cluster: delete pods and nodes through its "
+                                "API server (kubectl delete)")
         for ref in request.objects:
             if ref.kind not in ("Pod", "Node", "Reservation", "PodDisruptionBudget"):
                 await context.abort(

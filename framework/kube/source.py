@@ -659,6 +659,10 @@ class KubeSource:
         # As the disruption controller keeps them: kube-scheduler reads the status and nothing else.
         return list(self.pdbs.store.values())
 
+    def namespace_labels_of(self, namespace: str) -> Mapping[str, str] | None:
+        # kube-scheduler's GetNamespaceLabelsSnapshot: a namespace the informer does not have has none.
+        return self.namespace_labels.get(namespace) or {}
+
     def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
         self.events.record(victim, type_="Normal", reason="Preempted", action="Preempting",
                            note=f"Preempted by pod {preemptor.uid} on node {node_name}",

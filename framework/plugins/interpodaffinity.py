@@ -45,10 +45,13 @@ Terms
     the API server does when the pod is created.
 
 Namespaces
-    This project has no Namespace objects. A non-empty ``namespaceSelector`` is matched against the
-    labels given in the plugin args under ``namespaceLabels: {namespace: {label: value}}``; every
-    namespace is taken to exist, with the labels listed for it (none if it is not listed) plus
-    ``kubernetes.io/metadata.name: <namespace>``, which the API server sets on every namespace.
+    On a live cluster a non-empty ``namespaceSelector`` is matched against each Namespace's labels as
+    the API server has them (the Handle's ``namespace_labels_of``, fed by the Namespace informer; a
+    namespace it does not have has no labels, as kube-scheduler's GetNamespaceLabelsSnapshot).
+    The embedded store has no Namespace objects: there the labels are those given in the plugin args
+    under ``namespaceLabels: {namespace: {label: value}}``; every namespace is taken to exist, with the
+    labels listed for it (none if it is not listed) plus ``kubernetes.io/metadata.name: <namespace>``,
+    which the API server sets on every namespace.
 
 Args (``InterPodAffinityArgs``): ``hardPodAffinityWeight`` (int in [0, 100], default 1),
 ``ignorePreferredTermsOfExistingPods`` (bool, default false), and ``namespaceLabels`` (above).
@@ -433,12 +436,19 @@ class InterPodAffinity(
             args or {}
         )
         self._ns_cache: dict[str, Mapping[str, str]] = {}
+        # A live cluster's Namespace labels, when the handle has them (None: the embedded store).
+        self._live_namespaces: Callable[[str], Mapping[str, str] | None] | None = getattr(
+            handle, "namespace_labels_of", None)
         self._index: _PodIndex | None = None
 
     # ---- helpers -------------------------------------------------------------------------------
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """The labels of ``namespace`` as this plugin sees them (see the module docstring)."""
+        if self._live_namespaces is not None:
+            live = self._live_namespaces(namespace)
+            if live is not None:
+                return live
         hit = self._ns_cache.get(namespace)
         if hit is None:
             hit = self._ns_cache[namespace] = {**self._namespaces.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
