@@ -152,7 +152,9 @@ UNMODELLED_PLUGINS: frozenset[str] = frozenset(
     | _INVALID_IN_V1
 )
 
-# Top-level fields of the v1 type that Outrigger accepts but does not use; kept verbatim in `extra`.
+# Top-level fields of the v1 type outside the scheduling model, kept verbatim in `extra`. On a live cluster
+# `outrigger serve` reads clientConnection (kubeconfig, qps, burst: framework/kube/source.py's
+# client_connection) and leaderElection (leader_election_config below); the others are accepted and not used.
 _EXTRA_FIELDS = (
     "parallelism",
     "leaderElection",
@@ -267,7 +269,8 @@ class SchedulerConfig:
     pod_max_backoff_seconds: float = 10.0
     #: Things that load but deserve attention (ignored plugins, unsupported fields), one line each.
     warnings: list[str] = field(default_factory=list)
-    #: Top-level fields accepted but not used by Outrigger (leaderElection, parallelism, ...), verbatim.
+    #: Top-level fields outside the scheduling model, verbatim: clientConnection and leaderElection (read
+    #: on a live cluster), and those accepted but not used (parallelism, enableProfiling, ...).
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
