@@ -26,6 +26,7 @@ from framework.bench import (
     node_manifest,
     run_one,
 )
+from framework.kube import bench as kube_bench
 from framework.plugins.balancedallocation import NodeResourcesBalancedAllocation, _balanced_score
 from framework.plugins.helpers import changed_rows
 from framework.plugins.interpodaffinity import InterPodAffinity, _PodIndex
@@ -44,7 +45,7 @@ def test_quick_bench_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, "-m", "framework.bench", "--quick", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     report = json.loads(out.read_text())
@@ -79,6 +80,17 @@ def test_quick_bench_end_to_end(tmp_path: Path) -> None:
     assert traced["metrics"]["spans_per_pod"] >= 10, traced
     # Each pod's Score batch is split over the replicas: both replicas of replicas-2 were used.
     assert [report["scenarios"][f"replicas-{n}"]["runs"][0]["metrics"]["replicas_used"] for n in (1, 2)] == [1, 2]
+    # Through the API server: every measured pod bound and seen on a watch, the scheduler's client at
+    # scheduler_perf's qps/burst, each process's CPU accounted, creation ahead of the scheduler.
+    (api,) = report["scenarios"]["apiserver"]["runs"]
+    m = api["metrics"]
+    assert (m["qps"], m["burst"], m["nproc"]) == (5000, 5000, report["machine"]["nproc"])
+    assert m["create_pods_per_second"] > 0 and m["create_to_bound_p99_ms"] >= m["create_to_bound_p50_ms"] > 0
+    for process in ("apiserver", "etcd", "framework", "creator", "watcher"):
+        assert m[f"cpu_ms_per_pod_{process}"] > 0, (process, m)
+    shares = sum(v for k, v in m.items() if k.startswith("cpu_share_"))
+    assert 0.97 <= shares <= 1.03, m  # every process, the rest of the machine and idle: the whole capacity
+    assert api["cycle_pods_per_second"] > 0 and api["attempt_p99_ms"] >= api["attempt_p50_ms"] > 0
     assert "pods/s" in proc.stdout  # the table
 
 
@@ -504,3 +516,60 @@ def test_scenario_processes_are_stopped_on_errors(monkeypatch: pytest.MonkeyPatc
         asyncio.run(main())
     proc = seen[0].proc
     assert proc is not None and proc.poll() is not None  # stopped
+
+
+# ---- the apiserver scenario's arithmetic (framework/kube/bench.py) ----------------------------------------
+
+
+@pytest.mark.parametrize(("q", "buckets", "want"), [
+    (0.5, {0.001: 0, 0.002: 10, 0.004: 20, float("inf"): 20}, 0.002),  # the 10th of 20: top of the second bucket
+    (0.75, {0.001: 0, 0.002: 10, 0.004: 20, float("inf"): 20}, 0.003),  # halfway into the third
+    (0.99, {0.001: 5, 0.002: 5, float("inf"): 10}, 0.002),  # in +Inf: the highest finite bound
+    (0.5, {0.001: 0, float("inf"): 0}, 0.0),  # nothing observed
+    (0.5, {}, 0.0),
+])
+def test_histogram_quantile_interpolates_as_prometheus(q: float, buckets: dict[float, float], want: float) -> None:
+    assert kube_bench.histogram_quantile(q, buckets) == pytest.approx(want)
+
+
+@pytest.mark.parametrize(("created", "bound", "want"), [
+    ([1, 2, 3, 4], [1.5, 2.5, 3.5, 4.5], 0),  # each binding came as soon as its pod: the creator was the bound
+    ([1, 1, 1, 1], [2, 3, 4, 5], 4),  # all created before the first binding: all four waited
+    ([1, 1, 2, 2, 3], [1.5, 2.5, 2.6, 3.5, 3.6], 1),
+    ([1, 2], [1.5, 5], 0),  # bindings after the last creation are not counted
+    ([1, 2, 3], [2.5, 5, 6], 1),
+    ([], [], 0),
+])
+def test_min_backlog_is_the_fewest_pods_waiting_while_pods_were_still_created(
+        created: list[float], bound: list[float], want: int) -> None:
+    assert kube_bench._min_backlog(created, bound) == want
+
+
+def test_cpu_shares_split_the_machine_between_processes_others_and_idle() -> None:
+    before = kube_bench.CpuSample({"apiserver": 10.0, "framework": 5.0, "watcher": 1.0}, 100.0, 400.0, 0.0)
+    after = kube_bench.CpuSample({"apiserver": 13.0, "framework": 6.0, "watcher": 1.5}, 106.0, 410.0, 5.0)
+    shares = before.shares(after, pods=1000, extra={"creator": 0.5})
+    assert shares == {
+        "cpu_share_apiserver": 0.3, "cpu_ms_per_pod_apiserver": 3.0,
+        "cpu_share_framework": 0.1, "cpu_ms_per_pod_framework": 1.0,
+        "cpu_share_watcher": 0.05, "cpu_ms_per_pod_watcher": 0.5,
+        "cpu_share_creator": 0.05, "cpu_ms_per_pod_creator": 0.5,
+        "cpu_share_other": 0.1, "cpu_ms_per_pod_other": 1.0,  # 6 s busy, 5 s of it ours
+        "cpu_share_idle": 0.4,
+    }
+
+
+def test_the_apiserver_run_is_scheduler_perfs_schedulingbasic() -> None:
+    (full,) = SCENARIOS["apiserver"].runs(quick=False)
+    assert (full.nodes, full.init_pods, full.measure_pods) == (5000, 1000, 10000)
+    node, pod = kube_bench.node_object(7), kube_bench.pod_object("namespace-2", 3)
+    assert node["metadata"]["name"] == "scheduler-perf-00007"
+    assert node["status"] == {"capacity": {"pods": "110", "cpu": "4", "memory": "32Gi"},
+                              "conditions": [{"status": "True", "type": "Ready"}], "phase": "Running"}
+    (container,) = pod["spec"]["containers"]
+    assert (pod["metadata"], container["image"], container["ports"]) == (
+        {"name": "pod-000003", "namespace": "namespace-2"}, "registry.k8s.io/pause:3.10.1", [{"containerPort": 80}])
+    assert container["resources"] == {"limits": {"cpu": "100m", "memory": "500Mi"},
+                                      "requests": {"cpu": "100m", "memory": "500Mi"}}
+    config = kube_bench.scheduler_config()
+    assert "clientConnection: {qps: 5000, burst: 5000}" in config and "leaderElect: false" in config
