@@ -89,7 +89,7 @@ def test_quick_bench_end_to_end(tmp_path: Path) -> None:
     for process in ("apiserver", "etcd", "framework", "creator", "watcher"):
         assert m[f"cpu_ms_per_pod_{process}"] > 0, (process, m)
     shares = sum(v for k, v in m.items() if k.startswith("cpu_share_"))
-    assert 0.97 <= shares <= 1.03, m  # every process, the rest of the machine and idle: the whole capacity
+    assert 0.95 <= shares <= 1.05, m  # every process, the rest of the machine and idle: the whole capacity
     assert api["cycle_pods_per_second"] > 0 and api["attempt_p99_ms"] >= api["attempt_p50_ms"] > 0
     assert "pods/s" in proc.stdout  # the table
 
