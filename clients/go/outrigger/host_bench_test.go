@@ -80,3 +80,35 @@ func BenchmarkFilterBatch5000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLookahead64Pods5000Nodes is one Lookahead request: 64 pods, Filter and Score over 5000 nodes.
+func BenchmarkLookahead64Pods5000Nodes(b *testing.B) {
+	h, err := NewHost([]Registration{{Name: "T", Factory: func(json.RawMessage, *Env) (Plugin, error) { return tier{}, nil },
+		FilterAndScore: true, Lookahead: true}}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := h.Configure(context.Background(), &pb.ConfigureRequest{Plugin: "T", Profile: "p"}); err != nil {
+		b.Fatal(err)
+	}
+	d := &pb.SnapshotDelta{Generation: 1, FullResync: true, NodeGeneration: 1}
+	for i := 0; i < 5000; i++ {
+		labels := map[string]string{"t": "gold"}
+		if i%10 == 9 {
+			delete(labels, "t")
+		}
+		d.Nodes = append(d.Nodes, &pb.NodeUpsert{Id: uint32(i + 1), Node: node(fmt.Sprintf("n%05d", i), labels)})
+	}
+	h.mirror.Apply(d)
+	pods := make([]*pb.Pod, 64)
+	for i := range pods {
+		pods[i] = &pb.Pod{Metadata: &pb.ObjectMeta{Uid: fmt.Sprint(i)}}
+	}
+	req := &pb.LookaheadRequest{Plugin: "T", Profile: "p", NodeGeneration: 1, Filter: true, Score: true, Pods: pods}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r := h.lookahead(context.Background(), req); r.GetError() != nil {
+			b.Fatal(r.GetError())
+		}
+	}
+}

@@ -62,12 +62,13 @@ func (h *Host) lookahead(ctx context.Context, req *pb.LookaheadRequest) *pb.Look
 		binary.LittleEndian.PutUint32(ids[4*i:], n.ID)
 	}
 	reply.NodeIds = ids
+	work := &scratch{}
 	for _, pod := range req.GetPods() {
 		call := &Call{Context: ctx, Point: "Lookahead", Plugin: hp.reg.Name, Profile: req.GetProfile(),
 			State: newCycleState(&pb.CycleContext{Plugin: hp.reg.Name}, h.framework()), Snapshot: snap, Framework: h.framework()}
 		verdict := &pb.PodVerdict{Uid: pod.GetMetadata().GetUid()}
 		if st := guard("Lookahead of plugin "+hp.reg.Name, func() *Status {
-			return fillVerdict(inst, call, pod, nodes, verdict, req.GetFilter(), req.GetScore())
+			return fillVerdict(inst, call, pod, nodes, verdict, req.GetFilter(), req.GetScore(), work)
 		}); st != nil {
 			verdict = &pb.PodVerdict{Uid: pod.GetMetadata().GetUid(), Error: st.ToProto()}
 		}
@@ -76,8 +77,26 @@ func (h *Host) lookahead(ctx context.Context, req *pb.LookaheadRequest) *pb.Look
 	return reply
 }
 
+// scratch are the per-node buffers of one request's verdicts, reused from pod to pod (a request asks
+// for dozens of pods over every node: allocating them per pod is what the host's time would go to).
+type scratch struct {
+	index   []uint32
+	passed  []bool
+	passing []Node
+	scores  []int64
+}
+
+func grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	buf = buf[:n]
+	clear(buf)
+	return buf
+}
+
 // fillVerdict is one pod's answers over every node, as PodVerdict's columns.
-func fillVerdict(inst Plugin, call *Call, pod *pb.Pod, nodes []Node, v *pb.PodVerdict, filter, score bool) *Status {
+func fillVerdict(inst Plugin, call *Call, pod *pb.Pod, nodes []Node, v *pb.PodVerdict, filter, score bool, work *scratch) *Status {
 	passing := nodes
 	var passed []bool
 	if filter {
@@ -90,10 +109,11 @@ func fillVerdict(inst Plugin, call *Call, pod *pb.Pod, nodes []Node, v *pb.PodVe
 			return AsStatus(fmt.Errorf("Filter answered %d of %d nodes", len(statuses), len(nodes)))
 		}
 		codes := make([]byte, len(nodes))
-		index := make([]uint32, len(nodes))
-		table := map[string]uint32{}
-		passed = make([]bool, len(nodes))
-		passing = passing[:0:0]
+		work.index = grow(work.index, len(nodes))
+		work.passed = grow(work.passed, len(nodes))
+		index, table := work.index, map[string]uint32{}
+		passed = work.passed
+		passing = work.passing[:0]
 		for i, s := range statuses {
 			if s.IsSuccess() {
 				passed[i] = true
@@ -110,6 +130,7 @@ func fillVerdict(inst Plugin, call *Call, pod *pb.Pod, nodes []Node, v *pb.PodVe
 			}
 			index[i] = j
 		}
+		work.passing = passing
 		v.Codes = codes
 		if len(v.ReasonTable) > 1 { // one reason set needs no index
 			v.ReasonIndex = make([]byte, 4*len(nodes))
@@ -129,7 +150,8 @@ func fillVerdict(inst Plugin, call *Call, pod *pb.Pod, nodes []Node, v *pb.PodVe
 	if err != nil {
 		return AsStatus(err)
 	}
-	scores := make([]int64, len(nodes))
+	work.scores = grow(work.scores, len(nodes))
+	scores := work.scores
 	if passed == nil {
 		copy(scores, got)
 	} else {
