@@ -103,6 +103,9 @@ CASES = [
     ("an empty answer", lambda n: Reply(b"HTTP/1.1 204 No Content\r\n\r\n"), 2, [b""] * 2, 204, 1),
     ("a 100 Continue before the answer", lambda n: Reply(b"HTTP/1.1 100 Continue\r\n\r\n" + ok(BODY)), 2,
      [BODY] * 2, 200, 1),
+    ("a chunked answer after a sized one on the same connection", lambda n: Reply(
+        ok(BODY) if n % 2 else b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"), 4,
+     [BODY, b"hello"] * 2, 200, 1),
     ("the server closing after an answer: the next request opens another",
      lambda n: Reply(ok(BODY), close=n % 2 == 1), 4, [BODY] * 4, 200, 3),
 ]

@@ -113,6 +113,7 @@ class _Connection(asyncio.Protocol):
         self._retry_after = None
         self._keep_alive = True
         self._framing = ""
+        self._left = 0  # a sized answer before leaves its length here
         self._chunks = []
         self._in_body = False
         self._chunk_crlf = False
