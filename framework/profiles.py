@@ -7,9 +7,9 @@ import os
 from collections.abc import Sequence
 
 from .config import DEFAULT_MULTIPOINT, UNMODELLED_PLUGINS, SchedulerConfig, default_config, load_config_file
-from .handle_service import FrameworkServices
 from .plugins import Registry, in_tree_registry
 from .remote import EndpointConfig, RemotePlugins
+from .remote.services import FrameworkServices
 
 __all__ = [
     "build_registry",

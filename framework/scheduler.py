@@ -54,9 +54,9 @@ from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 from .cache import Cache
 from .config import ProfileConfig, SchedulerConfig
 from .disruption import embedded_status
-from .lookahead import DEPTH as LOOKAHEAD_DEPTH
 from .plugins import Registry
 from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
+from .remote.lookahead import DEPTH as LOOKAHEAD_DEPTH
 from .reservations import EXPIRED, ReservationRecord, Reservations, is_reserve_pod
 from .runtime import Diagnosis, Framework, WaitingPodHandle, WaitingPods, num_feasible_nodes_to_find
 from .whatif import hypothetical_nodes

@@ -45,12 +45,12 @@ from pluginhost.view import ViewError
 from pluginhost.wire import MAX_MESSAGE_BYTES, SERVER_OPTIONS, server_interceptors
 
 from .config import SchedulerConfig
-from .handle_service import FrameworkServices, waiting_pod_to_proto
 from .observability import Observability, ObservabilityConfig
 from .plugins import Registry
 from .profiles import build_registry_with_remote
 from .queue import GATED
 from .remote import EndpointConfig, RemotePlugins
+from .remote.services import FrameworkServices, waiting_pod_to_proto
 from .reservations import is_reserve_pod
 from .scheduler import (
     BOUND,

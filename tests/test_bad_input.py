@@ -22,10 +22,10 @@ from test_remote_contract import cluster, config
 from test_remote_harness import endpoint, remote_rig, until
 
 from framework.config import ConfigError, load_config
-from framework.handle_service import join_cycle
 from framework.kube.client import KubeConfig, KubeConfigError
 from framework.plugins import in_tree_registry
-from framework.remoteconfig import parse_remote_plugins
+from framework.remote import parse_remote_plugins
+from framework.remote.services import join_cycle
 from framework.service import Server, start_server
 from pluginhost import pb
 from pluginhost.manifest import VALIDATE_MODES, ManifestError, parse_objects

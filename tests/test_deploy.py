@@ -33,7 +33,7 @@ from framework.cli import main as outrigger_main
 from framework.cli import parser as outrigger_parser
 from framework.plugins import Registry
 from framework.profiles import build_registry, load_scheduler_config
-from framework.remoteconfig import EndpointConfig, load_remote_plugins, parse_remote_plugins
+from framework.remote import EndpointConfig, load_remote_plugins, parse_remote_plugins
 from pluginhost.host import load_plugins
 
 ROOT = Path(__file__).resolve().parent.parent

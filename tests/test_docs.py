@@ -46,9 +46,9 @@ import pytest
 import yaml
 
 from framework import config as kconfig
-from framework import remoteconfig
 from framework.cli import parser as outrigger_parser
 from framework.config import ConfigError
+from framework.remote import config as remoteconfig
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from framework.config import ConfigError, load_config
 from framework.plugins import PluginArgsError, in_tree_registry
-from framework.remoteconfig import parse_remote_plugins
+from framework.remote import parse_remote_plugins
 from framework.scheduler import Scheduler
 from pluginhost.manifest import (
     VALIDATE_MODES,

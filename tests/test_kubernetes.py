@@ -21,7 +21,7 @@ from test_deploy import NODE_SERVER, argv_of, compose, dockerfile, flag, last, n
 
 from framework.cli import parser as outrigger_parser
 from framework.profiles import build_registry, load_scheduler_config
-from framework.remoteconfig import parse_remote_plugins
+from framework.remote import parse_remote_plugins
 from pluginhost.host import load_plugins
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,10 +29,10 @@ from test_remote_replicas import only_tier_scores
 import pluginhost.host as host_module
 from framework.bench import TIER_LABEL, BenchTier
 from framework.config import load_config
-from framework.lookahead import Lookahead
 from framework.plugins.basic import PrioritySort
 from framework.queue import SchedulingQueue
 from framework.remote import RemotePlugin
+from framework.remote.lookahead import Lookahead
 from framework.scheduler import Scheduler
 from pluginhost import pb
 from pluginhost.host import PluginDefinitionError, PluginHost, manifest_of
@@ -720,7 +720,7 @@ def test_a_nodes_only_host_follows_nodes_and_answers_without_waiting_for_placeme
 
 
 def test_mirror_with_nodes_of_a_generation() -> None:
-    from framework.mirror import SnapshotPublisher
+    from framework.remote.publisher import SnapshotPublisher
     from pluginhost.mirror import MirrorError, SnapshotMirror
     from pluginhost.snapshot import ClusterTable
 

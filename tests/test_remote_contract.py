@@ -19,8 +19,8 @@ from test_remote_fakes import ContractFake
 from test_remote_harness import HostProcess, endpoint, remote_rig, until
 
 from framework.config import load_config
-from framework.handle_service import join_cycle
 from framework.plugins import in_tree_registry
+from framework.remote.services import join_cycle
 from framework.runtime import Diagnosis
 from framework.scheduler import Scheduler
 from framework.service import start_plugin_services

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_remote_harness import HostProcess, HostThread, endpoint, remote_rig, until
 
 from framework.config import load_config
-from framework.mirror import SnapshotPublisher
+from framework.remote.publisher import SnapshotPublisher
 from pluginhost import pb
 from pluginhost.convert import node_to_proto
 from pluginhost.examples import NodeLabels

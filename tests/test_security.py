@@ -33,10 +33,10 @@ from test_remote_harness import ROOT, TESTS, HostProcess, Hosts, endpoint, remot
 
 from framework.cli import main
 from framework.config import ConfigError, load_config
-from framework.handle_service import join_cycle
 from framework.plugins import in_tree_registry
 from framework.profiles import default_scheduler_config
 from framework.remote import EndpointConfig, RemotePlugins, RemotePluginsError, parse_remote_plugins
+from framework.remote.services import join_cycle
 from framework.scheduler import Scheduler
 from framework.service import start_plugin_services, start_server, start_service
 from pluginhost import pb

@@ -86,7 +86,7 @@ if TYPE_CHECKING:
     from ..config import SchedulerConfig
     from ..observability import ObservabilityConfig
     from ..plugins import Registry
-    from ..remoteconfig import EndpointConfig
+    from ..remote import EndpointConfig
     from ..scheduler import Scheduler
     from ..service import Server
 

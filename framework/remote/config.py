@@ -40,7 +40,7 @@ from pluginhost import decode
 from pluginhost.decode import FieldError
 from pluginhost.security import ClientTLS
 
-from .config import EXTENSION_POINTS, ConfigError, _document
+from ..config import EXTENSION_POINTS, ConfigError, _document
 from .security import parse_tls_block
 
 __all__ = [

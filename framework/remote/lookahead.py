@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 import numpy as np
@@ -36,14 +36,16 @@ from pluginhost import pb
 from pluginhost.convert import pod_to_proto, status_from_proto
 from pluginhost.mirror import row_of_id
 from pluginhost.model import Pod
-from pluginhost.plugin import FilterResult
+from pluginhost.plugin import CycleState, FilterResult, NodeBatch
 from pluginhost.snapshot import NodeTable
 from pluginhost.status import Code
+from pluginhost.view import VIEW_STATE_KEY, NodeView
 
-if TYPE_CHECKING:
-    from .remote import RemotePlugin, _Replica
+from .endpoint import Endpoint, Replica
+from .publisher import SnapshotPublisher
+from .stats import PointStats
 
-__all__ = ["DEPTH", "Lookahead", "Verdict"]
+__all__ = ["DEPTH", "Lookahead", "LookaheadOwner", "Verdict"]
 
 log = logging.getLogger("outrigger.lookahead")
 
@@ -59,6 +61,29 @@ _MAX_FILTER_CODE = max(int(c) for c in _FILTER_CODES)
 
 
 _SCORE_DTYPES = {1: "<i1", 2: "<i2", 4: "<i4", 8: "<i8"}
+
+
+class LookaheadOwner(Protocol):
+    """What a lookahead asks of its adapter."""
+
+    name: str
+    profile: str
+    endpoint: Endpoint
+    needs_snapshot: bool
+    publisher: SnapshotPublisher | None
+
+    def deadline(self, point: str) -> float:
+        """The deadline of ``point`` (a configuration point name, e.g. ``filter``)."""
+
+    def stat(self, point: str) -> PointStats:
+        """The statistics of ``point``."""
+
+    async def recover(self, replica: Replica) -> None:
+        """Handshake and configure ``replica`` again (it failed); never raises."""
+
+
+_NOT_TAKEN = object()
+_STATE_PREFIX = "outrigger.io/remote/ahead/"  # + plugin name: the cycle's lookahead answer, once taken
 
 
 class LookaheadAnswerError(ValueError):
@@ -164,7 +189,7 @@ class _Entry:
 class _Request:
     __slots__ = ("entries", "filter", "replica", "score", "sent", "table")
 
-    def __init__(self, table: NodeTable, entries: list[_Entry], replica: _Replica, want_filter: bool,
+    def __init__(self, table: NodeTable, entries: list[_Entry], replica: Replica, want_filter: bool,
                  want_score: bool) -> None:
         self.table = table
         self.entries = entries
@@ -191,11 +216,11 @@ class _Stream:
 class Lookahead:
     """The lookahead of one remote plugin adapter (see the module docstring)."""
 
-    def __init__(self, adapter: RemotePlugin) -> None:
+    def __init__(self, adapter: LookaheadOwner) -> None:
         self.adapter = adapter
         self.entries: dict[str, _Entry] = {}  # pod uid -> its answer, in the order asked
         self.requests: dict[int, _Request] = {}  # seq -> request in flight
-        self.streams: dict[_Replica, _Stream] = {}
+        self.streams: dict[Replica, _Stream] = {}
         self.seq = 0
         self.cycles = 0  # cycles seen (the clock of STALE_CYCLES)
         self.hits = 0  # cycles that used an answer
@@ -213,7 +238,7 @@ class Lookahead:
         self.cycles += 1
         if len(self.requests) >= MAX_REQUESTS:
             oldest_request = next(iter(self.requests.values()))
-            if time.perf_counter() - oldest_request.sent <= self.adapter._deadline("filter"):
+            if time.perf_counter() - oldest_request.sent <= self.adapter.deadline("filter"):
                 return False
             # No answer within the Filter deadline: the host is stalled (or the stream is): start over.
             stream = self.streams.get(oldest_request.replica)
@@ -257,7 +282,7 @@ class Lookahead:
         replica = ordered[self.seq % adapter.endpoint.spread(ordered)]
         if replica.suspect and (self._recovering is None or self._recovering.done()):
             # Handshake and configure it again (a restarted host): ask again once it is back.
-            self._recovering = asyncio.get_running_loop().create_task(adapter._recover(replica))
+            self._recovering = asyncio.get_running_loop().create_task(adapter.recover(replica))
         if replica.suspect or not replica.serving:
             return
         stream = self.streams.get(replica)
@@ -284,12 +309,12 @@ class Lookahead:
             entries.append(entry)
         self.requests[seq] = _Request(table, entries, replica, want_filter, want_score)
         self.asked += len(entries)
-        stat = adapter._stat("Lookahead")
+        stat = adapter.stat("Lookahead")
         stat.bytes_sent += request.ByteSize()
         stat.batches += len(entries)
         stream.outbox.put_nowait(request)
 
-    async def _write(self, replica: _Replica, stream: _Stream) -> None:
+    async def _write(self, replica: Replica, stream: _Stream) -> None:
         while not stream.broken:
             request = await stream.outbox.get()
             try:
@@ -299,7 +324,7 @@ class Lookahead:
 
     # ---- answers -----------------------------------------------------------------------------------
 
-    async def _read(self, replica: _Replica, stream: _Stream) -> None:
+    async def _read(self, replica: Replica, stream: _Stream) -> None:
         why = "the plugin host closed its Lookahead stream"
         try:
             while True:
@@ -319,7 +344,7 @@ class Lookahead:
         request = self.requests.pop(reply.seq, None)
         if request is None:
             return  # a request already given up (its stream broke and was replaced)
-        stat = self.adapter._stat("Lookahead")
+        stat = self.adapter.stat("Lookahead")
         stat.bytes_received += reply.ByteSize()
         stat.record(time.perf_counter() - request.sent, error=reply.HasField("error"))
         if reply.HasField("error") and reply.error.code != pb.types.CODE_SUCCESS:
@@ -358,7 +383,7 @@ class Lookahead:
             log.warning("plugin %r broke the lookahead contract (%s; %d so far): its cycles call Filter/Score "
                         "instead", self.adapter.name, exc, self.bad_answers)
 
-    def _broken(self, replica: _Replica, stream: _Stream, why: str) -> None:
+    def _broken(self, replica: Replica, stream: _Stream, why: str) -> None:
         """The stream to ``replica`` ended: its unanswered requests get no answer (the cycles ask)."""
         if stream.broken:
             return
@@ -391,6 +416,34 @@ class Lookahead:
             self.waited += 1
             return future
         return self.counted(None if future.cancelled() else future.result())
+
+    async def verdict(self, state: CycleState, pod: Pod, batch: NodeBatch) -> Verdict | None:
+        """The answer for the cycle's pod, when there is one to use on ``batch``'s snapshot (taken
+        once per cycle and kept in its CycleState; never under a transformer's view or a what-if)."""
+        view = state.get(VIEW_STATE_KEY)
+        if isinstance(view, NodeView) and view:
+            return None
+        key = _STATE_PREFIX + self.adapter.name
+        taken = state.get(key, _NOT_TAKEN)
+        if taken is _NOT_TAKEN:
+            got = self.take(pod, batch.snapshot.table)
+            if isinstance(got, asyncio.Future):  # asked for, on its way
+                try:
+                    async with asyncio.timeout(self.adapter.deadline("filter")):
+                        got = self.counted(await asyncio.shield(got))
+                except TimeoutError:
+                    got = self.counted(None)  # slow or stalled: the cycle's own call decides
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        raise  # this cycle is being cancelled
+                    got = self.counted(None)  # the answer was dropped (stale, or the plugin closing)
+            state.write(key, got)
+            taken = got
+        table = state.snapshot.table if state.snapshot is not None else None
+        if taken is None or batch.snapshot.table is not table:
+            return None
+        return taken  # type: ignore[no-any-return]
 
     def counted(self, verdict: Verdict | None) -> Verdict | None:
         """``verdict``, counted as a hit (or a miss when None)."""

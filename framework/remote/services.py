@@ -3,7 +3,7 @@
 
 - **Handle**: the pods waiting at Permit (list, get, allow, reject), binding and deleting pods (a
   remote Bind plugin binds through here, as DefaultBinder binds through the API server), point reads
-  of the snapshot, and ``FollowSnapshot``, the snapshot mirror stream (:mod:`framework.mirror`).
+  of the snapshot, and ``FollowSnapshot``, the snapshot mirror stream (:mod:`framework.remote.publisher`).
 - **CycleState**: the slow path to a scheduling context's CycleState, keyed by cycle id. Cycle ids are
   looked up in ``Scheduler.cycle_states`` (the one CycleState per scheduling context that in-process
   and remote plugins share), then among the states of calls in flight (``explain`` runs a cycle that
@@ -40,7 +40,7 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.state import StateValue, entry_of, value_of
 from pluginhost.status import Status
 
-from .mirror import SnapshotPublisher
+from .publisher import SnapshotPublisher
 
 __all__ = ["CycleStateService", "FrameworkServices", "Grantee", "HandleService", "join_cycle", "waiting_pod_to_proto"]
 

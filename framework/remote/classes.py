@@ -1,0 +1,81 @@
+"""One adapter class per set of declared points: a :class:`~framework.remote.adapter.RemotePlugin`
+subclass that is an instance of the base class of every point a plugin's manifest declares (the runtime
+checks ``isinstance`` per point), and of no other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pluginhost import pb
+from pluginhost.plugin import (
+    POINT_CLASSES,
+    EnqueueExtensions,
+    FilterTransformer,
+    PostFilterTransformer,
+    PreFilterTransformer,
+    ScoreExtensions,
+    ScoreTransformer,
+)
+
+from .adapter import RemotePlugin
+
+__all__ = ["adapter_class"]
+
+E = pb.plugin
+
+_ENUM_POINT: dict[int, str] = {
+    E.EXTENSION_POINT_PRE_ENQUEUE: "preEnqueue",
+    E.EXTENSION_POINT_QUEUE_SORT: "queueSort",
+    E.EXTENSION_POINT_PRE_FILTER: "preFilter",
+    E.EXTENSION_POINT_FILTER: "filter",
+    E.EXTENSION_POINT_POST_FILTER: "postFilter",
+    E.EXTENSION_POINT_PRE_SCORE: "preScore",
+    E.EXTENSION_POINT_SCORE: "score",
+    E.EXTENSION_POINT_RESERVE: "reserve",
+    E.EXTENSION_POINT_PERMIT: "permit",
+    E.EXTENSION_POINT_PRE_BIND: "preBind",
+    E.EXTENSION_POINT_BIND: "bind",
+    E.EXTENSION_POINT_POST_BIND: "postBind",
+    # A transformer is enabled with its plugin at the point it transforms for.
+    E.EXTENSION_POINT_PRE_FILTER_TRANSFORMER: "preFilter",
+    E.EXTENSION_POINT_FILTER_TRANSFORMER: "filter",
+    E.EXTENSION_POINT_SCORE_TRANSFORMER: "score",
+    E.EXTENSION_POINT_POST_FILTER_TRANSFORMER: "postFilter",
+}
+_TRANSFORMER_ENUMS: dict[int, tuple[str, int, type]] = {
+    E.EXTENSION_POINT_PRE_FILTER_TRANSFORMER: ("preFilter", E.EXTENSION_POINT_PRE_FILTER, PreFilterTransformer),
+    E.EXTENSION_POINT_FILTER_TRANSFORMER: ("filter", E.EXTENSION_POINT_FILTER, FilterTransformer),
+    E.EXTENSION_POINT_SCORE_TRANSFORMER: ("score", E.EXTENSION_POINT_SCORE, ScoreTransformer),
+    E.EXTENSION_POINT_POST_FILTER_TRANSFORMER: ("postFilter", E.EXTENSION_POINT_POST_FILTER, PostFilterTransformer),
+}
+
+
+_ADAPTER_CLASSES: dict[tuple[str, frozenset[int]], type[RemotePlugin]] = {}
+
+
+def adapter_class(manifest: Any) -> type[RemotePlugin]:
+    """A RemotePlugin subclass that is an instance of every point's base class in ``manifest`` (the
+    runtime checks ``isinstance`` per point and for NormalizeScore and events), and of no other."""
+    enums = frozenset(int(p) for p in manifest.points)
+    points = frozenset(_ENUM_POINT[p] for p in enums if p in _ENUM_POINT)
+    cache_key = (manifest.SerializeToString().hex(), enums)
+    cls = _ADAPTER_CLASSES.get(cache_key)
+    if cls is not None:
+        return cls
+    transformers = {_TRANSFORMER_ENUMS[e][0]: _TRANSFORMER_ENUMS[e] for e in enums if e in _TRANSFORMER_ENUMS}
+    # A transformer's class derives from its point's class: it takes that class's place in the bases.
+    bases: list[type] = [RemotePlugin]
+    bases += [transformers[p][2] if p in transformers else POINT_CLASSES[p] for p in sorted(points)]
+    transform_only = frozenset(p for p, (_, plain, _) in transformers.items() if plain not in enums)
+    if E.EXTENSION_POINT_NORMALIZE_SCORE in enums and "score" in points:
+        bases.append(ScoreExtensions)
+    if E.EXTENSION_POINT_ENQUEUE_EXTENSIONS in enums or len(manifest.events):
+        bases.append(EnqueueExtensions)
+    cls = type(
+        f"Remote{manifest.name}", tuple(bases),
+        {"manifest": manifest, "points": points, "transform_only": transform_only},
+    )
+    _ADAPTER_CLASSES[cache_key] = cls
+    return cls
+
