@@ -590,3 +590,26 @@ def test_the_apiserver_run_is_scheduler_perfs_schedulingbasic() -> None:
                                       "requests": {"cpu": "100m", "memory": "500Mi"}}
     config = kube_bench.scheduler_config()
     assert "clientConnection: {qps: 5000, burst: 5000}" in config and "leaderElect: false" in config
+
+
+def test_connections_counts_what_a_process_holds_to_a_port() -> None:
+    async def run() -> tuple[int, int, int]:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        counter = kube_bench.Connections(os.getpid(), port)
+        opened = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        first = len(counter.sample())
+        counter.seen |= counter.sample()
+        opened[0][1].close()
+        opened.append(await asyncio.open_connection("127.0.0.1", port))
+        await asyncio.sleep(0.05)
+        now = counter.sample()
+        counter.seen |= now
+        for _, writer in opened:
+            writer.close()
+        server.close()
+        return first, len(now), len(counter.seen)
+
+    # Three held; one closed and another opened: still three at once, four seen in all.
+    assert asyncio.run(run()) == (3, 3, 4)

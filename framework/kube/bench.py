@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import re
 import signal
@@ -181,6 +182,42 @@ class CpuSample:
             out[f"cpu_ms_per_pod_{name}"] = round(seconds * 1000 / max(pods, 1), 3)
         out["cpu_share_idle"] = round(max(0.0, 1 - busy / capacity), 3) if capacity > 0 else 0.0
         return out
+
+
+class Connections:
+    """The TCP connections a process holds to a local port, sampled: how many at most, how many in all
+    (equal when every connection was kept and reused)."""
+
+    def __init__(self, pid: int, port: int, every: float = 0.25) -> None:
+        self.pid, self.port, self.every = pid, port, every
+        self.seen: set[tuple[str, str]] = set()
+        self.most = 0
+
+    def sample(self) -> set[tuple[str, str]]:
+        """(local, remote) addresses of the process's established connections to the port, in hex."""
+        inodes = set()
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{self.pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+                    if target.startswith("socket:["):
+                        inodes.add(target[8:-1])
+        found = set()
+        for table in ("tcp", "tcp6"):
+            with contextlib.suppress(OSError), open(f"/proc/net/{table}", encoding="ascii") as f:
+                for line in itertools.islice(f, 1, None):
+                    fields = line.split()
+                    # local, remote, state (01: established), ..., inode
+                    if fields[3] == "01" and fields[9] in inodes and int(fields[2].rsplit(":", 1)[1], 16) == self.port:
+                        found.add((fields[1], fields[2]))
+        return found
+
+    async def follow(self) -> None:
+        for _ in itertools.count():  # until cancelled
+            now = self.sample()
+            self.seen |= now
+            self.most = max(self.most, len(now))
+            await asyncio.sleep(self.every)
 
 
 # ---- creating objects ---------------------------------------------------------------------------------
@@ -492,8 +529,12 @@ async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
             creator.stdin.write(b"go\n")
             await creator.stdin.drain()
             deadline = time.monotonic() + spec.timeout
+            connections = Connections(framework.pid, int(cluster.server.rsplit(":", 1)[1]))
+            counting = asyncio.get_running_loop().create_task(connections.follow())
             all_bound = await watch.wait_for(spec.measure_pods, deadline)
             cpu1 = CpuSample.take(pids)
+            counting.cancel()
+            await asyncio.gather(counting, return_exceptions=True)
             if profiler is not None:
                 profiler.send_signal(signal.SIGINT)
                 await asyncio.to_thread(profiler.wait, 60)
@@ -530,6 +571,9 @@ async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
         "create_to_bound_p50_ms": round(_percentile(latencies, 0.5) * 1000, 1),
         "create_to_bound_p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
         "min_backlog": float(backlog),
+        # The framework's connections to the API server: at most at once, and in all (watches included).
+        "framework_connections_most": float(connections.most),
+        "framework_connections_seen": float(len(connections.seen)),
         "load_average_1m": round(load, 2),
         "nproc": float(os.cpu_count() or 1),
         "qps": float(SCHEDULER_QPS),
