@@ -14,7 +14,9 @@ Three comparisons:
   pods first (not timed), then the measured pods; pods/s from just before the first measured pod is
   created to the moment a watch shows the last one bound, the same instrument for both. Per workload,
   several rounds; the report gives the medians and the median of the per-round ratios Outrigger /
-  kube-scheduler, with each scheduler's CPU (and the API server's) per measured pod.
+  kube-scheduler, with the CPU per measured pod of the scheduler, the API server, etcd and the harness,
+  and the share of the machine other processes took meanwhile (:class:`framework.kube.bench.CpuSample`,
+  the ``apiserver`` benchmark's accounting).
 - **Placements**, pod by pod, on identical cluster states. kube-scheduler runs first with
   ``--vmodule=schedule_one=10``, which logs every Score plugin's weighted score on every node and each
   node's total, for every pod (parsed here). Outrigger then gets the same pods one at a time on a fresh
@@ -57,6 +59,7 @@ from typing import IO, Any
 
 import aiohttp
 
+from .bench import CpuSample
 from .client import ApiError
 from .local import LocalCluster, _spawner, find_bin_dir, free_ports
 from .workloads import (
@@ -114,17 +117,6 @@ def scheduler_config(kubeconfig: Path, extra: str = "") -> str:
             f"leaderElection: {{leaderElect: false}}\n{extra}")
 
 
-def _cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds of a live process (0 when it is gone)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class Scheduler:
     """One scheduler process on a cluster; its output goes to ``log``."""
 
@@ -162,8 +154,9 @@ class Scheduler:
         tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
         raise RuntimeError(f"{self.name} did not start (no {text!r} in {self.log}):\n{tail}")
 
-    def cpu_seconds(self) -> float:
-        return _cpu_seconds(self.proc.pid if self.proc is not None else None)
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None else 0
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -261,6 +254,11 @@ class ThroughputRun:
     scheduler_cpu_ms_per_pod: float = 0.0
     apiserver_cpu_ms_per_pod: float = 0.0
     etcd_cpu_ms_per_pod: float = 0.0
+    #: This process: creating the pods and reading the watch.
+    harness_cpu_ms_per_pod: float = 0.0
+    #: Shares of the machine's CPU over the window: everything else that ran (other users), and idle.
+    other_cpu_share: float = 0.0
+    idle_cpu_share: float = 0.0
     error: str = ""
 
 
@@ -292,17 +290,20 @@ async def _timed(cluster: LocalCluster, sched: Scheduler, workload: Workload, ti
     try:
         if workload.init.count:
             await create_and_wait(api, workload.init, SCHEDULER_NAME, timeout)
-        pids = (cluster.apiserver.proc.pid if cluster.apiserver.proc else None,
-                cluster.etcd.proc.pid if cluster.etcd.proc else None)
-        before = (sched.cpu_seconds(), _cpu_seconds(pids[0]), _cpu_seconds(pids[1]))
+        pids = {"scheduler": sched.pid,
+                "apiserver": cluster.apiserver.proc.pid if cluster.apiserver.proc else 0,
+                "etcd": cluster.etcd.proc.pid if cluster.etcd.proc else 0}
+        before = CpuSample.take(pids)
         timing = await create_and_wait(api, workload.measure, SCHEDULER_NAME, timeout)
-        after = (sched.cpu_seconds(), _cpu_seconds(pids[0]), _cpu_seconds(pids[1]))
+        cpu = before.shares(CpuSample.take(pids), timing.pods)
     finally:
         await api.close()
-    n = max(timing.pods, 1)
     out.seconds, out.pods_per_second, out.create_seconds = timing.seconds, timing.pods_per_second, timing.create_seconds
-    out.scheduler_cpu_ms_per_pod, out.apiserver_cpu_ms_per_pod, out.etcd_cpu_ms_per_pod = (
-        1000 * (a - b) / n for a, b in zip(after, before, strict=True))
+    out.scheduler_cpu_ms_per_pod = cpu["cpu_ms_per_pod_scheduler"]
+    out.apiserver_cpu_ms_per_pod = cpu["cpu_ms_per_pod_apiserver"]
+    out.etcd_cpu_ms_per_pod = cpu["cpu_ms_per_pod_etcd"]
+    out.harness_cpu_ms_per_pod = cpu["cpu_ms_per_pod_watcher"]
+    out.other_cpu_share, out.idle_cpu_share = cpu["cpu_share_other"], cpu["cpu_share_idle"]
 
 
 # ---- placements: kube-scheduler's scores ------------------------------------------------------------
@@ -926,6 +927,8 @@ def throughput_summary(runs: Sequence[ThroughputRun]) -> list[dict[str, Any]]:
                 "cpu_ms_per_pod": round(_median([r.scheduler_cpu_ms_per_pod for r in rs]), 3),
                 "apiserver_cpu_ms_per_pod": round(_median([r.apiserver_cpu_ms_per_pod for r in rs]), 3),
                 "etcd_cpu_ms_per_pod": round(_median([r.etcd_cpu_ms_per_pod for r in rs]), 3),
+                "harness_cpu_ms_per_pod": round(_median([r.harness_cpu_ms_per_pod for r in rs]), 3),
+                "other_cpu_share": round(_median([r.other_cpu_share for r in rs]), 3),
             }
         if basic:
             row["target_pods_per_second"] = TARGET_BASIC_PODS_PER_SECOND
@@ -981,10 +984,17 @@ def machine_info() -> dict[str, Any]:
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
+def _cpu(row: dict[str, Any]) -> str:
+    ms = " / ".join(f"{row.get(k, 0.0):.2f}" for k in ("cpu_ms_per_pod", "apiserver_cpu_ms_per_pod",
+                                                        "etcd_cpu_ms_per_pod", "harness_cpu_ms_per_pod"))
+    return f"{ms} (others: {100 * row.get('other_cpu_share', 0.0):.0f}%)"
+
+
 def to_markdown(doc: dict[str, Any], *, details: int = 30) -> str:
     lines = [f"Commit `{doc['commit'] or 'unknown'}`, {doc['machine']['cpus']} CPUs, "
              f"{doc['seconds']:.0f} s in all.", "", "Throughput (pods/s, medians over rounds; CPU ms per measured pod: "
-             "scheduler / API server / etcd):", "",
+             "scheduler / API server / etcd / the harness creating and watching, and the share of the machine's "
+             "CPU taken by other processes meanwhile):", "",
              f"| workload | size | rounds | {KUBE} | {OUTRIGGER} | ratio (per round) | target | CPU {KUBE} | "
              f"CPU {OUTRIGGER} |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in doc["throughput"]["summary"]:
@@ -995,9 +1005,7 @@ def to_markdown(doc: dict[str, Any], *, details: int = 30) -> str:
         lines.append(f"| {row['workload']} | {doc['sizes'].get(row['workload'], '')} | {row['rounds']} | "
                      f"{k['pods_per_second']:.0f} | {o['pods_per_second']:.0f} | {row['ratio']:.2f} "
                      f"({', '.join(f'{x:.2f}' for x in row['ratios'])}) | {target}: {met} | "
-                     f"{k['cpu_ms_per_pod']:.2f} / {k['apiserver_cpu_ms_per_pod']:.2f} / {k['etcd_cpu_ms_per_pod']:.2f}"
-                     f" | {o['cpu_ms_per_pod']:.2f} / {o['apiserver_cpu_ms_per_pod']:.2f} / "
-                     f"{o['etcd_cpu_ms_per_pod']:.2f} |")
+                     f"{_cpu(k)} | {_cpu(o)} |")
         lines.extend(f"| | failed: {e} | | | | | | | |" for e in row["errors"])
     lines += ["", "Placements (Outrigger on kube-scheduler's cluster state, pod by pod):", "",
               "| workload | pods | one best node: same node | tied best: within kube-scheduler's best | "
