@@ -78,7 +78,7 @@ def test_failed_scheduling_messages_of_both_are_identical(bin_dir: Path, tmp_pat
     assert report.error == ""
     assert [(p.pod, p.identical) for p in report.pods] == [(p.pod, True) for p in report.pods]
     by_pod = {p.pod: p for p in report.pods}
-    assert len(by_pod) == 12
+    assert len(by_pod) == 13
     # kube-scheduler's own words, DynamicResources' PostFilter included.
     assert by_pod["conflict"].kube == "0/6 nodes are available: pod affinity terms conflict. not found"
     assert by_pod["cpu6-never"].kube == (

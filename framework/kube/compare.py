@@ -720,6 +720,8 @@ def _reasons_cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     ]
     ports_big = pod("ports-big", cpu="100m", affinity=on_big)
     ports_big["spec"]["containers"][0]["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
+    memory = pod("memory")
+    memory["spec"]["containers"][0]["resources"] = {"requests": {"memory": "20Gi"}}
     extended = pod("extended")
     extended["spec"]["containers"][0]["resources"] = {"requests": {"example.com/foo": "1"},
                                                       "limits": {"example.com/foo": "1"}}
@@ -741,6 +743,7 @@ def _reasons_cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         pod("intruder", {"app": "intruder"}, nodeSelector={"zone": "z2"}),
         extended,
         pod("tolerate-all", cpu="20", tolerations=[{"operator": "Exists"}]),
+        memory,
     ]
     return objects, pods
 
