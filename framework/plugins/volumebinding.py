@@ -117,6 +117,7 @@ DEFAULT_BIND_TIMEOUT = 600
 POLL_SECONDS = 0.1
 
 _STATE_KEY = "VolumeBinding"
+_SKIP = Status(Code.Skip)
 _NAME = "VolumeBinding"
 
 
@@ -152,6 +153,10 @@ class _State:
 
     def clone(self) -> _State:
         return self
+
+
+#: The state of every pod without claims (nothing in it ever changes): such pods cost one lookup.
+_NO_CLAIMS = _State(VolumeStore(), all_bound=True)
 
 
 def bind_volume_to_claim(pv: PersistentVolume, pvc: PersistentVolumeClaim) -> tuple[PersistentVolume, bool]:
@@ -212,10 +217,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
     # ---- PreFilter -----------------------------------------------------------------------------
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
-        store = _store(state, self.handle)
         if not pod.volumes:
-            state.write(_STATE_KEY, _State(store))
-            return None, Status(Code.Skip)
+            state.write(_STATE_KEY, _NO_CLAIMS)
+            return None, _SKIP
+        store = _store(state, self.handle)
         bound: list[PersistentVolumeClaim] = []
         delayed: list[PersistentVolumeClaim] = []
         immediate = False
@@ -234,8 +239,8 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
             else:
                 immediate = True  # should be bound already (by the PV controller), or pre-bound to a volume
         if not has_claim:
-            state.write(_STATE_KEY, _State(store))
-            return None, Status(Code.Skip)
+            state.write(_STATE_KEY, _NO_CLAIMS)
+            return None, _SKIP
         if immediate:
             return None, Status(Code.UnschedulableAndUnresolvable, (MSG_UNBOUND_IMMEDIATE,), _NAME)
         by_class = {pvc.storage_class: store.volumes_of_class(pvc.storage_class) for pvc in delayed}
@@ -413,7 +418,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
 
     async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
         # Scoring needs kube-scheduler's StorageCapacityScoring gate (off in v1.35): no scorer.
-        return Status(Code.Skip)
+        return _SKIP
 
     async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
         return np.zeros(len(batch), dtype=np.int64)
@@ -421,10 +426,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
     # ---- Reserve / Unreserve -------------------------------------------------------------------
 
     async def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        try:
-            s = _read_state(state)
-        except KeyError as exc:
-            return Status.failure(str(exc), plugin=_NAME)
+        s = state.get(_STATE_KEY)
+        if s is _NO_CLAIMS:
+            return SUCCESS
+        if not isinstance(s, _State):
+            return Status.failure("not found", plugin=_NAME)
         volumes = s.by_node.get(node_name)
         if volumes is None:
             s.all_bound = True  # the pod has no claims
@@ -462,7 +468,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
 
     async def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         s = state.get(_STATE_KEY)
-        if not isinstance(s, _State):
+        if s is _NO_CLAIMS or not isinstance(s, _State):
             return
         volumes = s.by_node.get(node_name)
         if volumes is not None:
@@ -471,21 +477,23 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
     # ---- PreBind -------------------------------------------------------------------------------
 
     async def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        try:
-            s = _read_state(state)
-        except KeyError as exc:
-            return Status.failure(str(exc), plugin=_NAME)
+        s = state.get(_STATE_KEY)
+        if s is _NO_CLAIMS:
+            return _SKIP
+        if not isinstance(s, _State):
+            return Status.failure("not found", plugin=_NAME)
         if s.all_bound:
-            return Status(Code.Skip)
+            return _SKIP
         if node_name not in s.by_node:
             return Status.failure(f'no pod volume found for node "{node_name}"', plugin=_NAME)
         return SUCCESS
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        try:
-            s = _read_state(state)
-        except KeyError as exc:
-            return Status.failure(str(exc), plugin=_NAME)
+        s = state.get(_STATE_KEY)
+        if s is _NO_CLAIMS:
+            return SUCCESS
+        if not isinstance(s, _State):
+            return Status.failure("not found", plugin=_NAME)
         if s.all_bound:
             return SUCCESS
         volumes = s.by_node.get(node_name)

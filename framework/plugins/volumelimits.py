@@ -56,6 +56,7 @@ __all__ = ["MSG_MAX_VOLUME_COUNT", "NodeVolumeLimits"]
 
 MSG_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 
+_SKIP = Status(Code.Skip)
 _NAME = "NodeVolumeLimits"
 
 
@@ -84,7 +85,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         for v in pod.volumes:
             if v.source in ("persistentVolumeClaim", "ephemeral") or v.source in MIGRATED_DRIVERS:
                 return None, Status()
-        return None, Status(Code.Skip)
+        return None, _SKIP
 
     async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
         n = len(batch)

@@ -49,6 +49,7 @@ MSG_RWOP_CONFLICT = (
     "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod"
 )
 
+_SKIP = Status(Code.Skip)
 _NAME = "VolumeRestrictions"
 _STATE_KEY = "PreFilterVolumeRestrictions"
 _CHECKED = frozenset({"gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi"})
@@ -123,7 +124,7 @@ class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Enq
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         if not pod.volumes:
-            return None, Status(Code.Skip)
+            return None, _SKIP
         snapshot = state.snapshot if state.snapshot is not None else (
             self.handle.snapshot() if self.handle is not None else None)
         store = snapshot.volumes if snapshot is not None else VolumeStore()
@@ -141,7 +142,7 @@ class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Enq
             used = used_claims(snapshot)
             conflicts = sum(1 for name in rwop if f"{pod.namespace}/{name}" in used)
         if not needs_check and conflicts == 0:
-            return None, Status(Code.Skip)
+            return None, _SKIP
         state.write(_STATE_KEY, _State(frozenset(rwop), conflicts))
         return None, SUCCESS
 

@@ -55,6 +55,7 @@ __all__ = ["MSG_ZONE_CONFLICT", "VolumeZone"]
 
 MSG_ZONE_CONFLICT = "node(s) had no available volume zone"
 
+_SKIP = Status(Code.Skip)
 _NAME = "VolumeZone"
 _STATE_KEY = "PreFilterVolumeZone"
 _GA = {
@@ -124,7 +125,7 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         if not pod.volumes:
-            return None, Status(Code.Skip)
+            return None, _SKIP
         snapshot = state.snapshot if state.snapshot is not None else (
             self.handle.snapshot() if self.handle is not None else None)
         store = snapshot.volumes if snapshot is not None else VolumeStore()
@@ -132,7 +133,7 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         if isinstance(found, Status):
             return None, found
         if not found:
-            return None, Status(Code.Skip)
+            return None, _SKIP
         state.write(_STATE_KEY, _State(tuple(found)))
         return None, SUCCESS
 
