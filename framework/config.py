@@ -138,13 +138,19 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
 # cloud volume-limit plugins, removed from the registry.
 _INVALID_IN_V1: frozenset[str] = frozenset({"AzureDiskLimits", "CinderLimits", "EBSLimits", "GCEPDLimits"})
 
-#: In-tree kube-scheduler plugin names that Outrigger does not model. Where one is enabled (by the
-#: defaults or by the user) or configured, it is dropped with one warning instead of failing the
-#: load. A name the caller lists in ``known`` is never treated as unmodelled. The four removed
-#: cloud volume-limit plugins are listed for completeness, but like kube-scheduler, enabling or
-#: configuring them in a v1 file is an error.
+#: In-tree kube-scheduler plugin names that a registry may lack. Where one is enabled (by the
+#: defaults or by the user) or configured and the registry does not have it, it is dropped with one
+#: warning instead of failing the load. A name the caller lists in ``known`` is never treated as
+#: unmodelled: the in-tree registry models the volume plugins (framework/plugins/volume*.py) and
+#: DynamicResources, so only registries built without them (a test's, say) drop them. The four
+#: removed cloud volume-limit plugins are listed for completeness, but like kube-scheduler, enabling
+#: or configuring them in a v1 file is an error.
 UNMODELLED_PLUGINS: frozenset[str] = frozenset(
     {
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "DynamicResources",
         "GangScheduling",
         "NodeDeclaredFeatures",
