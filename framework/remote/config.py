@@ -163,64 +163,80 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
     entries = doc.get("plugins") or []  # a list: strict decoding said so
     out: list[EndpointConfig] = []
     seen: set[str] = set()
-    valid_deadlines = (*EXTENSION_POINTS, *_EXTRA_DEADLINES)
     for i, entry in enumerate(entries):
-        path = f"plugins[{i}]"
-        if not isinstance(entry, dict):
-            fail(path, "expected a mapping, got null")
-            continue
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            fail(f"{path}.name", "required")
-            continue
-        if name in seen:
-            fail(f"{path}.name", f"duplicate endpoint name {name!r}")
-        seen.add(name)
-        address, addresses = entry.get("address"), entry.get("addresses")
-        if (address is None) == (addresses is None):
-            fail(path, "exactly one of address or addresses is required")
-            continue
-        addrs = [address] if address is not None else addresses
-        if not isinstance(addrs, list) or not addrs or not all(isinstance(a, str) and ":" in a for a in addrs):
-            fail(f"{path}.{'address' if address is not None else 'addresses'}", "expected host:port address(es)")
-            continue
-        bad_dns = [a for a in addrs if a.startswith("dns:") and not _DNS_TARGET.match(a)]
-        if bad_dns:
-            fail(f"{path}.{'address' if address is not None else 'addresses'}",
-                 f"invalid dns target {bad_dns[0]!r} (use dns:///name:port)")
-            continue
-        policy = entry.get("failurePolicy", "Fail")
-        if policy not in FAILURE_POLICIES:
-            fail(f"{path}.failurePolicy", f"unsupported value {policy!r} (use Fail or Ignore)")
-        deadlines: dict[str, float] = {}
-        raw_deadlines = entry.get("deadlines") or {}
-        if not isinstance(raw_deadlines, dict):
-            fail(f"{path}.deadlines", "must be a mapping of extension point to duration")
-            raw_deadlines = {}
-        for point, value in raw_deadlines.items():
-            dpath = f"{path}.deadlines.{point}"
-            if point not in valid_deadlines:
-                fail(dpath, f"unknown extension point (use one of {', '.join(valid_deadlines)})")
-                continue
-            try:
-                deadlines[point] = parse_duration(value, dpath, source)
-            except ConfigError as exc:
-                problems.extend(exc.problems)
-        batch = entry.get("batchSize", 0)
-        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 0:
-            fail(f"{path}.batchSize", f"must be a non-negative integer, got {batch!r}")
-            batch = 0
-        connect = _optional_duration(entry, "connectTimeout", DEFAULT_CONNECT_TIMEOUT, path, source, problems)
-        resolve = _optional_duration(entry, "resolveInterval", DEFAULT_RESOLVE_INTERVAL, path, source, problems)
-        tls = parse_tls_block(entry.get("tls"), f"{path}.tls", fail) if "tls" in entry else None
-        token_file = entry.get("tokenFile", "")
-        if not isinstance(token_file, str) or ("tokenFile" in entry and not token_file):
-            fail(f"{path}.tokenFile", "must be the path of a file holding the host's bearer token")
-            token_file = ""
-        out.append(EndpointConfig(name, tuple(addrs), deadlines, policy, batch, connect, resolve,
-                                  tls=tls, token_file=token_file))
+        endpoint = _endpoint(entry, f"plugins[{i}]", seen, source, problems)
+        if endpoint is not None:
+            out.append(endpoint)
     if problems:
         raise ConfigError(source, problems)
+    return out
+
+
+def _endpoint(entry: Any, path: str, seen: set[str], source: str,
+              problems: list[tuple[str, str]]) -> EndpointConfig | None:
+    """One entry of ``plugins`` (None when it is too broken to go on; its problems are noted)."""
+
+    def fail(where: str, msg: str) -> None:
+        problems.append((where, msg))
+
+    if not isinstance(entry, dict):
+        fail(path, "expected a mapping, got null")
+        return None
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        fail(f"{path}.name", "required")
+        return None
+    if name in seen:
+        fail(f"{path}.name", f"duplicate endpoint name {name!r}")
+    seen.add(name)
+    address, addresses = entry.get("address"), entry.get("addresses")
+    if (address is None) == (addresses is None):
+        fail(path, "exactly one of address or addresses is required")
+        return None
+    addrs = [address] if address is not None else addresses
+    if not isinstance(addrs, list) or not addrs or not all(isinstance(a, str) and ":" in a for a in addrs):
+        fail(f"{path}.{'address' if address is not None else 'addresses'}", "expected host:port address(es)")
+        return None
+    bad_dns = [a for a in addrs if a.startswith("dns:") and not _DNS_TARGET.match(a)]
+    if bad_dns:
+        fail(f"{path}.{'address' if address is not None else 'addresses'}",
+             f"invalid dns target {bad_dns[0]!r} (use dns:///name:port)")
+        return None
+    policy = entry.get("failurePolicy", "Fail")
+    if policy not in FAILURE_POLICIES:
+        fail(f"{path}.failurePolicy", f"unsupported value {policy!r} (use Fail or Ignore)")
+    deadlines = _deadlines(entry.get("deadlines") or {}, f"{path}.deadlines", source, problems)
+    batch = entry.get("batchSize", 0)
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 0:
+        fail(f"{path}.batchSize", f"must be a non-negative integer, got {batch!r}")
+        batch = 0
+    connect = _optional_duration(entry, "connectTimeout", DEFAULT_CONNECT_TIMEOUT, path, source, problems)
+    resolve = _optional_duration(entry, "resolveInterval", DEFAULT_RESOLVE_INTERVAL, path, source, problems)
+    tls = parse_tls_block(entry.get("tls"), f"{path}.tls", fail) if "tls" in entry else None
+    token_file = entry.get("tokenFile", "")
+    if not isinstance(token_file, str) or ("tokenFile" in entry and not token_file):
+        fail(f"{path}.tokenFile", "must be the path of a file holding the host's bearer token")
+        token_file = ""
+    return EndpointConfig(name, tuple(addrs), deadlines, policy, batch, connect, resolve,
+                          tls=tls, token_file=token_file)
+
+
+def _deadlines(raw: Any, path: str, source: str, problems: list[tuple[str, str]]) -> dict[str, float]:
+    """An endpoint's ``deadlines`` mapping: extension point (or configure, default) -> seconds."""
+    if not isinstance(raw, dict):
+        problems.append((path, "must be a mapping of extension point to duration"))
+        return {}
+    valid = (*EXTENSION_POINTS, *_EXTRA_DEADLINES)
+    out: dict[str, float] = {}
+    for point, value in raw.items():
+        where = f"{path}.{point}"
+        if point not in valid:
+            problems.append((where, f"unknown extension point (use one of {', '.join(valid)})"))
+            continue
+        try:
+            out[point] = parse_duration(value, where, source)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
     return out
 
 
