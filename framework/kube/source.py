@@ -54,7 +54,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import aiohttp
 import orjson
 
 from pluginhost.decode import TextError, load_document
@@ -119,17 +118,6 @@ DEFAULT_BURST = 100
 # leader election; with it, until the lease could pass to another replica), and how often it asks.
 OUTCOME_SECONDS = 60.0
 OUTCOME_RETRY = 0.5
-
-
-def _not_sent(exc: ApiUnreachable) -> bool:
-    """Whether a request that got no answer surely never reached the server (the connection was refused
-    or could not be made), rather than being lost on the way back."""
-    cause = exc.__cause__
-    while cause is not None:
-        if isinstance(cause, ConnectionRefusedError | aiohttp.ClientConnectorError):
-            return True
-        cause = cause.__cause__
-    return False
 
 
 def _lenient(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -545,14 +533,14 @@ class KubeSource:
                 return await self._binding_outcome(pod, node_name, str(exc), deadline)
             return Status.failure(str(exc))
         except ApiUnreachable as exc:
-            if _not_sent(exc):
-                return Status.failure(str(exc))
+            # Even "connection refused" may follow an attempt on a kept-alive connection that the server
+            # applied before it died: the answer is unknown, never taken as "not bound".
             return await self._binding_outcome(pod, node_name, str(exc), deadline)
         self.scheduler.stats.bound += 1
         return SUCCESS
 
     async def _binding_outcome(self, pod: Pod, node_name: str, why: str, deadline: float) -> Status:
-        """A binding whose answer was lost (the connection broke, or the server failed) may have been
+        """A binding without an answer (no connection, a broken one, a server failure) may have been
         applied. Forgetting the assumed pod now could hand its room to another pod while it holds it,
         so the binding cycle holds on until the API says: read the pod (and send the binding again
         while it is unbound) until then, or until ``deadline``."""
