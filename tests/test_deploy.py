@@ -344,9 +344,8 @@ def _registry_with_example_plugins() -> Registry:
 def test_scheduler_config_loads_with_the_plugins_the_services_serve() -> None:
     config_file, _ = _framework_files()
     cfg = load_scheduler_config(config_file, _registry_with_example_plugins())
-    # Only kube-scheduler's volume defaults are dropped (Outrigger does not model them).
-    assert cfg.warnings == [f'plugin "{p}" is not modelled by Outrigger and is ignored' for p in (
-        "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone")]
+    # Every kube-scheduler default is modelled (the volume plugins included): nothing is dropped.
+    assert cfg.warnings == []
     gang = cfg.profile("gang-scheduler")
     assert gang is not None and cfg.profile("default-scheduler") is not None
     assert "Coscheduling" in gang.names("permit")

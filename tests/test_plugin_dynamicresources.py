@@ -169,8 +169,7 @@ def test_args_are_upstreams_and_nothing_else(args: dict[str, Any] | None, error:
 def test_the_default_profile_runs_it_before_default_preemption_with_weight_2() -> None:
     cfg = default_scheduler_config(in_tree_registry())
     (prof,) = cfg.profiles
-    assert cfg.warnings == [f'plugin "{p}" is not modelled by Outrigger and is ignored'
-                            for p in ("VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone")]
+    assert cfg.warnings == []
     assert prof.names("postFilter") == ["DynamicResources", "DefaultPreemption"]
     assert prof.names("preFilter")[-1] == "DynamicResources"
     assert prof.score_weights["DynamicResources"] == 2

@@ -420,8 +420,9 @@ def test_configz_is_the_effective_configuration_and_loads_back_to_the_same_profi
         # kube's multiPoint expansion: a plugin also enabled at the point itself comes first, with its weight.
         assert spread["plugins"]["score"] == {"enabled": [
             {"name": "NodeResourcesFit", "weight": 5}, {"name": "TaintToleration", "weight": 3},
-            {"name": "NodeAffinity", "weight": 2}, {"name": "PodTopologySpread", "weight": 2},
-            {"name": "InterPodAffinity", "weight": 2}, {"name": "DynamicResources", "weight": 2},
+            {"name": "NodeAffinity", "weight": 2}, {"name": "VolumeBinding", "weight": 1},
+            {"name": "PodTopologySpread", "weight": 2}, {"name": "InterPodAffinity", "weight": 2},
+            {"name": "DynamicResources", "weight": 2},
             {"name": "ImageLocality", "weight": 1}]}
         assert spread["pluginConfig"] == [{"name": "NodeResourcesFit",
                                            "args": {"scoringStrategy": {"type": "MostAllocated"}}}]
