@@ -1387,7 +1387,8 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
     (
         "missing kind",
         {"metadata": {"name": "x"}},
-        "pods.yaml: document 1: kind: required field is missing (supported: Pod, Node, Reservation, PodDisruptionBudget)",
+        "pods.yaml: document 1: kind: required field is missing "
+        "(supported: Pod, Node, Reservation, PodDisruptionBudget)",
     ),
     ("kind not a string", {"kind": 3}, "pods.yaml: document 1: kind: expected a string, got integer"),
 ]
