@@ -320,6 +320,8 @@ class Scheduler:
         self.config = config
         self.registry = registry
         self.cache = Cache()
+        # A claim, volume, class or CSINode that changes may make pods the volume plugins rejected schedulable.
+        self.cache.volumes.add_listener(self._volume_object_changed)
         self.reservations = Reservations(self.cache)
         self.reservations.on_release = self._reservation_released
         # How often expired reservations are looked for while the scheduler runs.
@@ -703,6 +705,11 @@ class Scheduler:
             rec = self.pods.get(info.pod.uid)
             if rec is not None:
                 rec.phase = PENDING
+
+    def _volume_object_changed(self, kind: str, old: Any, new: Any) -> None:
+        # kind is the ClusterEvent resource (PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode).
+        action = ActionType.Add if old is None else ActionType.Delete if new is None else ActionType.Update
+        self._cluster_event(ClusterEvent(kind, action), old, new)
 
     # ---- a source's informers (kube-scheduler's eventhandlers.go) ---------------------------------
 

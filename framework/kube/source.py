@@ -21,9 +21,12 @@ What comes in (kube-scheduler's eventhandlers.go):
 - A change to a pending pod's status only (the scheduler's own condition, say) does not requeue it.
 - **PodDisruptionBudgets** are listed and watched into a store that preemption reads when it runs, their
   status as the cluster's disruption controller keeps it (``disruptionsAllowed``, ``disruptedPods``).
-- A pod of a profile that Outrigger cannot model (it does not convert, or it needs volume scheduling or
-  dynamic resources, which Outrigger does not implement) is not queued: it gets a ``FailedScheduling``
-  event and ``PodScheduled=False`` (``SchedulerError``) naming the reason, once per reason.
+- **PersistentVolumeClaims**, **PersistentVolumes**, **StorageClasses** and **CSINodes** are listed and
+  watched into the cache's volume store (what the volume plugins read); each change may requeue pods
+  the volume plugins rejected. Pods are listed once these and the nodes are in.
+- A pod of a profile that Outrigger cannot model (it does not convert, or it needs dynamic resources,
+  which Outrigger does not implement) is not queued: it gets a ``FailedScheduling`` event and
+  ``PodScheduled=False`` (``SchedulerError``) naming the reason, once per reason.
 
 What goes out (schedule_one.go, the preemption executor):
 
@@ -35,6 +38,10 @@ What goes out (schedule_one.go, the preemption executor):
   ``nominatedNodeName``) in the background (:mod:`framework.kube.events`): one binding and one event
   per scheduled pod.
 - **Victims** get the ``DisruptionTarget`` condition (``PreemptionByScheduler``), then are deleted.
+- **Volume bindings** (VolumeBinding's PreBind): a PersistentVolume's ``claimRef``, a claim's
+  ``volumeName`` and annotations, with ``PUT`` and the resourceVersion read (a conflict fails the
+  binding cycle, which is retried); the phases through the ``status`` subresources, best effort (a
+  real cluster's PV controller sets them too).
 """
 
 from __future__ import annotations
@@ -57,8 +64,18 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import orjson
 
 from pluginhost.decode import TextError, load_document
-from pluginhost.manifest import ManifestError, node_from_dict, pdb_from_dict, pod_from_dict
-from pluginhost.model import Node, Pod, PodDisruptionBudget
+from pluginhost.manifest import (
+    ManifestError,
+    csinode_from_dict,
+    node_from_dict,
+    pdb_from_dict,
+    pod_from_dict,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+)
+from pluginhost.model import Node, PersistentVolume, PersistentVolumeClaim, Pod, PodDisruptionBudget
+from pluginhost.snapshot import StorageObject, VolumeStoreError
 from pluginhost.status import SUCCESS, Status
 
 from ..config import LeaderElectionConfig, format_duration, leader_election_config
@@ -108,10 +125,6 @@ __all__ = [
 
 log = logging.getLogger("outrigger.kube")
 
-# Volume types that put no constraint on where a pod runs; any other needs volume scheduling.
-_PLAIN_VOLUMES = frozenset(
-    {"emptyDir", "configMap", "secret", "downwardAPI", "projected", "hostPath", "image", "nfs", "gitRepo"}
-)
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
 # How long a binding cycle waits to learn whether a binding whose answer was lost went through (without
@@ -152,16 +165,9 @@ class PodItem:
 
 
 def unsupported(obj: dict[str, Any]) -> str:
-    """What in a pod's spec no Outrigger plugin handles, in a user's words ("" when nothing)."""
+    """What in a pod's spec no Outrigger plugin handles, in a user's words ("" when nothing). Volumes
+    are the volume plugins' (claims, ephemeral claims, CSI and in-tree disks)."""
     spec = obj.get("spec") or {}
-    for i, volume in enumerate(spec.get("volumes") or ()):
-        if not isinstance(volume, dict):
-            continue
-        kinds = [k for k in volume if k != "name"]
-        odd = [k for k in kinds if k not in _PLAIN_VOLUMES]
-        if odd:
-            return (f"spec.volumes[{i}] ({volume.get('name')!r}): {odd[0]} volumes need volume scheduling "
-                    "(VolumeBinding, VolumeRestrictions, NodeVolumeLimits), which Outrigger does not implement")
     if spec.get("resourceClaims"):
         return "spec.resourceClaims: dynamic resource allocation (DynamicResources) is not implemented by Outrigger"
     return ""
@@ -350,6 +356,147 @@ class _StoreOnly:
         pass
 
 
+_pvc_from_api = _lenient(pvc_from_dict)
+_pv_from_api = _lenient(pv_from_dict)
+_storage_class_from_api = _lenient(storage_class_from_dict)
+_csinode_from_api = _lenient(csinode_from_dict)
+
+
+def _storage_converter(build: Callable[[dict[str, Any]], StorageObject], kind: str
+                       ) -> Callable[[dict[str, Any]], StorageObject | None]:
+    """An informer's converter for one storage kind: None (logged) for an object that does not convert."""
+
+    def convert(obj: dict[str, Any]) -> StorageObject | None:
+        meta = obj.get("metadata") or {}
+        meta.pop("managedFields", None)
+        try:
+            return build(obj)
+        except ManifestError as exc:
+            log.warning("%s %s cannot be modelled, the volume plugins do not see it: %s", kind,
+                        meta.get("name"), exc)
+            return None
+
+    return convert
+
+
+class _Storage:
+    """Claims, volumes, classes and CSINodes into the scheduler's volume store (whose listener tells
+    the queue, so the pods the volume plugins rejected may be tried again)."""
+
+    def __init__(self, source: KubeSource, kind: str) -> None:
+        self.s = source
+        self.kind = kind
+
+    async def on_add(self, obj: StorageObject | None) -> None:
+        if obj is not None and self.s.attached:
+            self.s.scheduler.cache.volumes.upsert(obj)
+
+    async def on_update(self, old: StorageObject | None, new: StorageObject | None) -> None:
+        if new is not None and self.s.attached:
+            self.s.scheduler.cache.volumes.upsert(new)
+
+    async def on_delete(self, obj: StorageObject | None) -> None:
+        if obj is not None and self.s.attached:
+            key = obj.key if not isinstance(obj, PersistentVolumeClaim) else f"{obj.namespace}/{obj.name}"
+            self.s.scheduler.cache.volumes.remove(self.kind, key)
+
+
+class _VolumeWriter:
+    """VolumeBinding's PreBind writes through the API server (:class:`pluginhost.snapshot.VolumeWriter`):
+    a ``PUT`` of the object as the informer last saw it with the binder's changes, so the
+    resourceVersion makes a concurrent change a 409 (VolumeStoreError). Status phases go to the
+    ``status`` subresources and are best effort: a role without them (the PV controller's) is logged once."""
+
+    def __init__(self, source: KubeSource) -> None:
+        self.s = source
+        self._status_refused = False
+
+    def _timeout(self, what: str) -> float:
+        if self.s.fence is None:
+            return REQUEST_TIMEOUT
+        window = self.s.fence()
+        if window <= 0:
+            raise VolumeStoreError(f"{what} not written: this replica no longer holds the leader lease")
+        return min(REQUEST_TIMEOUT, window)
+
+    async def _put(self, path: str, resource: str, body: dict[str, Any], what: str) -> dict[str, Any]:
+        try:
+            answer = await self.s.client.request("PUT", path, verb="update", resource=resource, body=body,
+                                                 timeout=self._timeout(what))
+        except ApiError as exc:
+            if exc.code in (404, 409):
+                raise VolumeStoreError(str(exc)) from None
+            raise
+        return answer if isinstance(answer, dict) else {}
+
+    async def update_volume(self, pv: PersistentVolume) -> PersistentVolume:
+        body = _with_meta(pv.raw, pv.resource_version, pv.annotations)
+        ref = pv.claim_ref
+        spec = body.setdefault("spec", {})
+        if ref is None:
+            spec.pop("claimRef", None)
+        else:
+            spec["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": ref.namespace, "name": ref.name,
+                                "uid": ref.uid, "apiVersion": "v1"}
+        answer = await self._put(f"/api/v1/persistentvolumes/{pv.name}", "persistentvolumes", body,
+                                 f"persistentvolume {pv.name}")
+        out: PersistentVolume = _pv_from_api(answer)
+        return out
+
+    async def update_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim:
+        body = _with_meta(pvc.raw, pvc.resource_version, pvc.annotations)
+        spec = body.setdefault("spec", {})
+        if pvc.volume_name:
+            spec["volumeName"] = pvc.volume_name
+        path = f"/api/v1/namespaces/{pvc.namespace}/persistentvolumeclaims/{pvc.name}"
+        answer = await self._put(path, "persistentvolumeclaims", body, f"persistentvolumeclaim {pvc.key}")
+        out: PersistentVolumeClaim = _pvc_from_api(answer)
+        return out
+
+    async def volume_phase(self, pv: PersistentVolume, phase: str) -> PersistentVolume:
+        body = _with_meta(pv.raw, pv.resource_version, pv.annotations)
+        body["status"] = {**(body.get("status") or {}), "phase": phase}
+        answer = await self._status(f"/api/v1/persistentvolumes/{pv.name}/status", "persistentvolumes/status", body)
+        return pv if answer is None else _pv_from_api(answer)  # type: ignore[no-any-return]
+
+    async def claim_bound(self, pvc: PersistentVolumeClaim, pv: PersistentVolume) -> PersistentVolumeClaim:
+        body = _with_meta(pvc.raw, pvc.resource_version, pvc.annotations)
+        status = dict(body.get("status") or {})
+        status["phase"] = "Bound"
+        pv_spec = pv.raw.get("spec") if isinstance(pv.raw, dict) else None
+        if isinstance(pv_spec, dict):
+            status["accessModes"] = pv_spec.get("accessModes") or list(pv.access_modes)
+            if pv_spec.get("capacity"):
+                status["capacity"] = pv_spec["capacity"]
+        body["status"] = status
+        path = f"/api/v1/namespaces/{pvc.namespace}/persistentvolumeclaims/{pvc.name}/status"
+        answer = await self._status(path, "persistentvolumeclaims/status", body)
+        return pvc if answer is None else _pvc_from_api(answer)  # type: ignore[no-any-return]
+
+    async def _status(self, path: str, resource: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return await self._put(path, resource, body, resource)
+        except ApiError as exc:
+            if exc.code != 403:
+                raise
+            if not self._status_refused:
+                self._status_refused = True
+                log.warning("update %s: %s; the phases are left to the cluster's PV controller", resource, exc)
+            return None
+
+
+def _with_meta(raw: dict[str, Any], resource_version: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """A copy of an API object to send back: its resourceVersion (the one read) and annotations set."""
+    body = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    meta = body.setdefault("metadata", {})
+    meta["resourceVersion"] = resource_version
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    else:
+        meta.pop("annotations", None)
+    return body
+
+
 class KubeSource:
     """A live cluster behind ``scheduler`` (a :class:`framework.scheduler.ClusterSource`).
 
@@ -381,6 +528,19 @@ class KubeSource:
         self.pdbs: Informer[PodDisruptionBudget] = Informer(
             client, "/apis/policy/v1/poddisruptionbudgets", "poddisruptionbudgets", convert_pdb, _StoreOnly()
         )
+        # The volume plugins' objects, into the scheduler's volume store.
+        self.claims: Informer[StorageObject | None] = Informer(
+            client, "/api/v1/persistentvolumeclaims", "persistentvolumeclaims",
+            _storage_converter(_pvc_from_api, "PersistentVolumeClaim"), _Storage(self, "PersistentVolumeClaim"))
+        self.volumes: Informer[StorageObject | None] = Informer(
+            client, "/api/v1/persistentvolumes", "persistentvolumes",
+            _storage_converter(_pv_from_api, "PersistentVolume"), _Storage(self, "PersistentVolume"))
+        self.storage_classes: Informer[StorageObject | None] = Informer(
+            client, "/apis/storage.k8s.io/v1/storageclasses", "storageclasses",
+            _storage_converter(_storage_class_from_api, "StorageClass"), _Storage(self, "StorageClass"))
+        self.csinodes: Informer[StorageObject | None] = Informer(
+            client, "/apis/storage.k8s.io/v1/csinodes", "csinodes",
+            _storage_converter(_csinode_from_api, "CSINode"), _Storage(self, "CSINode"))
         #: Namespace name -> labels, as the API has them.
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # Pods whose binding the API refused as already bound (the watch brings where).
@@ -402,17 +562,27 @@ class KubeSource:
     # ---- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Take over the scheduler's source and start the informers (pods once nodes are listed)."""
+        """Take over the scheduler's source and start the informers (pods once nodes and the volume
+        plugins' objects are listed)."""
         if self._scheduler is not None:
             self._scheduler.source = self
+            self._scheduler.cache.volumes.writer = _VolumeWriter(self)
         self.writer.start()
         self.events.start()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.nodes.run()), loop.create_task(self.namespaces.run()),
-                       loop.create_task(self.pdbs.run()), loop.create_task(self._start_pods())]
+                       loop.create_task(self.pdbs.run()),
+                       *(loop.create_task(i.run()) for i in self.storage_informers()),
+                       loop.create_task(self._start_pods())]
+
+    def storage_informers(self) -> tuple[Informer[StorageObject | None], ...]:
+        """The informers of the volume plugins' objects: claims, volumes, classes, CSINodes."""
+        return self.claims, self.volumes, self.storage_classes, self.csinodes
 
     async def _start_pods(self) -> None:
         await self.nodes.synced.wait()
+        for informer in self.storage_informers():
+            await informer.synced.wait()
         await self.pods.run()
 
     async def attach(self, scheduler: Scheduler) -> None:
@@ -422,6 +592,11 @@ class KubeSource:
         each object is read from the store as it is handed over."""
         self._scheduler = scheduler
         scheduler.source = self
+        scheduler.cache.volumes.writer = _VolumeWriter(self)
+        for informer in self.storage_informers():
+            for obj in list(informer.store.values()):
+                if obj is not None:
+                    scheduler.cache.volumes.upsert(obj)
         nodes = self.nodes.store
         for key in list(nodes):
             node = nodes.get(key)
@@ -440,9 +615,10 @@ class KubeSource:
         return self.fence is None or self.fence() > 0
 
     async def wait_synced(self, timeout: float | None = None) -> None:
-        """Wait until nodes, namespaces, PodDisruptionBudgets and pods have been listed once."""
+        """Wait until nodes, namespaces, PodDisruptionBudgets, the volume plugins' objects and pods have
+        been listed once."""
         waits = (self.nodes.synced.wait(), self.namespaces.synced.wait(), self.pdbs.synced.wait(),
-                 self.pods.synced.wait())
+                 *(i.synced.wait() for i in self.storage_informers()), self.pods.synced.wait())
         await asyncio.wait_for(asyncio.gather(*waits), timeout)
 
     async def stop(self, flush: float = 5.0) -> None:
@@ -762,7 +938,8 @@ async def serve_cluster(
 
 def _informers_synced(source: KubeSource) -> Callable[[], str | None]:
     synced = {"nodes": source.nodes.synced, "namespaces": source.namespaces.synced,
-              "poddisruptionbudgets": source.pdbs.synced, "pods": source.pods.synced}
+              "poddisruptionbudgets": source.pdbs.synced,
+              **{i.resource: i.synced for i in source.storage_informers()}, "pods": source.pods.synced}
 
     def check() -> str | None:
         waiting = [name for name, listed in synced.items() if not listed.is_set()]
