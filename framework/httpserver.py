@@ -36,14 +36,14 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from pluginhost import pb
-
 from .debugscores import DebugScores
+from .hooks import OutOfProcess
 from .metrics import CONTENT_TYPE, SchedulerMetrics
 from .observe.auth import Gate, status_body
 from .observe.certs import ServingTLS
 from .observe.configz import configz
 from .observe.health import ENDPOINTS, HealthChecks
+from .remote.errors import RemotePluginError
 
 __all__ = ["IDLE_TIMEOUT", "MAX_BODY", "MAX_HEADERS", "MAX_LINE", "REQUEST_TIMEOUT", "HttpServer", "node_view"]
 
@@ -293,10 +293,7 @@ class HttpServer:
 
     @staticmethod
     def _paths(pl: Any) -> list[str]:
-        manifest = getattr(pl, "manifest", None)
-        if manifest is not None and hasattr(manifest, "debug_paths"):
-            return list(manifest.debug_paths)
-        return list(pl.debug_endpoints())
+        return pl.debug_paths() if isinstance(pl, OutOfProcess) else list(pl.debug_endpoints())
 
     def services(self) -> dict[str, Any]:
         seen: dict[str, dict[str, Any]] = {}
@@ -305,7 +302,7 @@ class HttpServer:
             if not paths:
                 continue
             entry = seen.setdefault(pl.name, {
-                "plugin": pl.name, "remote": hasattr(pl, "endpoint"), "profiles": [],
+                "plugin": pl.name, "remote": isinstance(pl, OutOfProcess), "profiles": [],
                 "endpoints": [f"/apis/v1/plugins/{pl.name}/{p}" for p in paths],
             })
             entry["profiles"].append(profile)
@@ -325,16 +322,11 @@ class HttpServer:
         if path not in paths:
             have = ", ".join(paths) or "none"
             raise _HttpError(404, f"plugin {plugin!r} has no debug endpoint {path!r} (it has: {have})")
-        if hasattr(pl, "endpoint") and getattr(pl, "manifest", None) is not None:
-            replica = pl.endpoint.pick()
-            request = pb.plugin.DebugRequest(plugin=plugin, profile=prof, path=path)
+        if isinstance(pl, OutOfProcess):
             try:
-                reply = await replica.stub.Debug(request, timeout=pl.endpoint.config.deadline("default"))
-            except grpc.RpcError as exc:
-                code = exc.code()
-                status = 404 if code == grpc.StatusCode.NOT_FOUND else 502
-                raise _HttpError(status, f"{code.name}: {exc.details()} ({pl.endpoint.where(replica)})") from None
-            return str(reply.json)
+                return await pl.debug(path, prof)
+            except RemotePluginError as exc:
+                raise _HttpError(404 if exc.code == grpc.StatusCode.NOT_FOUND else 502, str(exc)) from None
         try:
             value = pl.debug_endpoints()[path]()
             if inspect.isawaitable(value):

@@ -33,6 +33,7 @@ from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from pluginhost.status import Code, Status
 
 from .debugscores import DebugScores
+from .hooks import OutOfProcess
 from .metrics import SchedulerMetrics
 from .tracing import PluginCall, Span, Tracing, _current, _time_ns
 
@@ -366,10 +367,8 @@ class _Info:
     __slots__ = ("attrs", "filter", "kind", "leaf", "name", "point", "span_name")
 
     def __init__(self, key: str, pl: Any) -> None:
-        from .remote import RemotePlugin
-
         point = "Filter" if key == "FilterPrefetch" else key
-        remote = isinstance(pl, RemotePlugin)
+        remote = isinstance(pl, OutOfProcess)
         self.name = pl.name
         self.point = point
         self.span_name = f"{point}/{pl.name}"
@@ -378,7 +377,7 @@ class _Info:
         if key == "FilterPrefetch":
             self.attrs["outrigger.filter.prefetch"] = True
         if remote:
-            self.attrs["outrigger.remote.endpoint"] = pl.endpoint.name
+            self.attrs["outrigger.remote.endpoint"] = pl.served_by
         self.filter = key == "Filter"
         self.leaf = key == "PostFilter"  # preemption's what-ifs below it get no spans
 

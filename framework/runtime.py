@@ -3,7 +3,9 @@
 It holds no policy. Each ``run_*`` method loops over the point's plugins in configured order,
 honours Skip, stops at the first rejection and attributes a plugin's failure to it by name
 ("running "NodeName" filter plugin: ..."), exactly as kube-scheduler's ``frameworkImpl`` does.
-Plugins may be in-process objects or adapters for remote plugin hosts; the runtime cannot tell.
+Plugins may be in-process objects or adapters for remote plugin hosts; the runtime cannot tell. It
+knows a plugin by the points it declares and by the hooks of :mod:`framework.hooks` it declares (work
+started ahead of a plugin's turn), whoever implements them.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import VIEW_STATE_KEY, NodeView, ViewError, apply_pod_change, apply_view, changes_of
+
+from .hooks import BeforeCycle, FilterAhead, Upcoming
 
 __all__ = [
     "MAX_PERMIT_TIMEOUT",
@@ -249,17 +253,17 @@ class Framework:
         if not self.bind_plugins:
             raise ValueError(f"at least one bind plugin is needed for profile with scheduler name {profile!r}")
         self.queue_sort_plugin = queue_sort[0]
-        # Plugins that can be sent a Filter window ahead of their turn (remote plugins).
-        self._prefetchers = {p.name for p in self.filter_plugins if callable(getattr(p, "prefetch_filter", None))}
         self._filter_finishers = [
             p for p in self.filter_plugins if type(p).filter_finished is not FilterPlugin.filter_finished
         ]
-        # Remote plugins answering Filter/Score ahead of the pods' cycles (framework.lookahead), with
-        # whether this profile runs them at Filter and at Score.
-        self.lookahead_plugins: list[tuple[Any, bool, bool]] = []
-        for p in dict.fromkeys((*self.filter_plugins, *self.score_plugins)):
-            if getattr(p, "ahead", None) is not None:
-                self.lookahead_plugins.append((p, p in self.filter_plugins, p in self.score_plugins))
+        # Plugins told of each cycle before it starts, with whether this profile runs them at Filter
+        # and at Score.
+        filter_names = {p.name for p in self.filter_plugins}
+        score_names = {p.name for p in self.score_plugins}
+        self.before_cycle_plugins: list[tuple[BeforeCycle, bool, bool]] = [
+            (p, p.name in filter_names, p.name in score_names)
+            for p in dict.fromkeys((*self.filter_plugins, *self.score_plugins)) if isinstance(p, BeforeCycle)
+        ]
         self.score_weights = {p.name: int(score_weights.get(p.name, 1)) or 1 for p in self.score_plugins}
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
@@ -270,6 +274,22 @@ class Framework:
         for point_plugins in plugins.values():
             for p in point_plugins:
                 self.plugins[p.name] = p
+
+    def run_before_cycle(self, snapshot: Snapshot, pod: Pod, upcoming: Upcoming) -> None:
+        """Tell the :class:`~framework.hooks.BeforeCycle` plugins that ``pod``'s cycle starts; the
+        queue behind it is looked at once, and only if one of them asks."""
+        seen: dict[int, Sequence[Pod]] = {}
+
+        def once(n: int) -> Sequence[Pod]:
+            if n not in seen:
+                seen[n] = upcoming(n)
+            return seen[n]
+
+        for pl, at_filter, at_score in self.before_cycle_plugins:
+            try:
+                pl.before_cycle(snapshot, pod, once, at_filter, at_score)
+            except Exception:  # the hook is an optimization: the cycle does not depend on it
+                log.exception("before_cycle of plugin %r failed", pl.name)
 
     # ---- queueing ------------------------------------------------------------------------------
 
@@ -458,11 +478,11 @@ class Framework:
         names = snapshot.table.names
         statuses = diagnosis.node_to_status.statuses
         obs = self.observer
-        # The first out-of-process plugin, when in-process plugins come before it, gets each window
-        # ahead of its turn and works on it while they run (later ones see only surviving nodes).
-        prefetchers: list[FilterPlugin] = []
+        # The first plugin that can filter ahead, when others come before it, gets each window ahead
+        # of its turn and works on it while they run (later ones see only surviving nodes).
+        prefetchers: list[FilterAhead] = []
         for i, pl in enumerate(plugins):
-            if pl.name in self._prefetchers:
+            if isinstance(pl, FilterAhead):
                 prefetchers = [pl] if i > 0 else []
                 break
         while pos < total and n_found < num_to_find:
@@ -476,7 +496,7 @@ class Framework:
                 # Sending the window is the observed call; its answer is read later, at the plugin's turn.
                 call = obs.start("FilterPrefetch", pl, window) if obs is not None else None
                 try:
-                    ahead[pl.name] = await pl.prefetch_filter(state, pod, NodeBatch(snapshot, rows))  # type: ignore[attr-defined]
+                    ahead[pl.name] = await pl.prefetch_filter(state, pod, NodeBatch(snapshot, rows))
                 except Exception as exc:
                     if call is not None:
                         call.failed(exc)

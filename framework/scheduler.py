@@ -56,7 +56,6 @@ from .config import ProfileConfig, SchedulerConfig
 from .disruption import embedded_status
 from .plugins import Registry
 from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
-from .remote.lookahead import DEPTH as LOOKAHEAD_DEPTH
 from .reservations import EXPIRED, ReservationRecord, Reservations, is_reserve_pod
 from .runtime import Diagnosis, Framework, WaitingPodHandle, WaitingPods, num_feasible_nodes_to_find
 from .whatif import hypothetical_nodes
@@ -872,7 +871,7 @@ class Scheduler:
         cycle_id = f"{pod.uid}:{info.attempts}:{next(self._cycle_ids)}"
         state = CycleState(cycle_id, snapshot, info.attempts)
         self.cycle_states[cycle_id] = state
-        if fwk.lookahead_plugins:
+        if fwk.before_cycle_plugins:
             await self._look_ahead(fwk, pod, snapshot)
         diagnosis = Diagnosis()
         host: str | None
@@ -921,17 +920,12 @@ class Scheduler:
         task.add_done_callback(self._binding_tasks.discard)
 
     async def _look_ahead(self, fwk: Framework, pod: Pod, snapshot: Snapshot) -> None:
-        """Ask the lookahead plugins for the answers of this pod and the next ones in the queue, so
-        hosts work on them while earlier pods are scheduled (framework.lookahead)."""
-        asking = [(pl, f, s) for pl, f, s in fwk.lookahead_plugins if pl.ahead.wanted(snapshot.table)]
-        if not asking:
-            return
-        pods = [pod, *(i.pod for i in self.queue.peek(LOOKAHEAD_DEPTH) if i.pod.scheduler_name == pod.scheduler_name)]
-        for pl, want_filter, want_score in asking:
-            try:
-                pl.ahead.ask(snapshot.table, pods, want_filter, want_score)
-            except Exception:  # asking ahead is an optimization: the cycles call Filter/Score anyway
-                log.exception("asking plugin %r ahead failed", pl.name)
+        """Tell the profile's before-cycle plugins (framework.hooks) that this pod's cycle starts, with
+        the pods queued behind it: remote plugins with lookahead ask their hosts for those pods'
+        answers, so hosts work on them while earlier pods are scheduled."""
+        fwk.run_before_cycle(snapshot, pod, lambda n: [
+            i.pod for i in self.queue.peek(n) if i.pod.scheduler_name == pod.scheduler_name
+        ])
 
     async def _post_filter(
         self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis

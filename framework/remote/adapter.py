@@ -44,6 +44,7 @@ from pluginhost.plugin import (
     QueuedPodInfo,
     QueueingHint,
 )
+from pluginhost.snapshot import Snapshot
 from pluginhost.state import apply_entries, entries_for
 from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import (
@@ -56,8 +57,10 @@ from pluginhost.view import (
 )
 
 from .. import tracing
+from ..hooks import BeforeCycle, OutOfProcess, Upcoming
 from .endpoint import Endpoint, Replica
 from .errors import RemotePluginError, RemotePluginsError, describe
+from .lookahead import DEPTH as LOOKAHEAD_DEPTH
 from .lookahead import Lookahead
 from .publisher import SnapshotPublisher
 from .services import FrameworkServices, join_cycle
@@ -77,7 +80,7 @@ _FAILOVER_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDE
 _STATE_PREFIX = "outrigger.io/remote/"  # CycleState keys the adapters keep their per-cycle data under
 
 
-class RemotePlugin(Plugin):
+class RemotePlugin(Plugin, OutOfProcess):
     """A plugin served by a plugin host. Built by :meth:`RemotePlugins.register`'s factories as an
     instance of a class deriving from the base class of every point in the host's manifest."""
 
@@ -101,11 +104,33 @@ class RemotePlugin(Plugin):
         self.services: FrameworkServices | None = None
         self._data_key = _STATE_PREFIX + self.name
         self._informational: set[asyncio.Task[None]] = set()
-        # Answers asked for ahead of the pods' cycles, for plugins that declared lookahead (the host
-        # checked that their Filter/Score read no CycleState).
-        pure = not self.state_keys and not {"preFilter", "preScore"} & self.points
-        self.ahead = Lookahead(self) if bool(m.lookahead) and pure and {"filter", "score"} & self.points else None
+        # Answers asked for ahead of the pods' cycles (a lookahead class: see classes.adapter_class).
+        self.ahead = Lookahead(self) if isinstance(self, BeforeCycle) else None
         endpoint.adapters.append(self)
+
+    # ---- hooks (framework.hooks) --------------------------------------------------------------
+
+    def before_cycle(self, snapshot: Snapshot, pod: Pod, upcoming: Upcoming, at_filter: bool,
+                     at_score: bool) -> None:
+        """Ask the host for the answers of ``pod`` and the pods queued behind it (lookahead)."""
+        if self.ahead is not None and self.ahead.wanted(snapshot.table):
+            self.ahead.ask(snapshot.table, [pod, *upcoming(LOOKAHEAD_DEPTH)], at_filter, at_score)
+
+    @property
+    def served_by(self) -> str:
+        return self.endpoint.name
+
+    def debug_paths(self) -> list[str]:
+        return list(self.manifest.debug_paths)
+
+    async def debug(self, path: str, profile: str) -> str:
+        replica = self.endpoint.pick()
+        request = pb.plugin.DebugRequest(plugin=self.name, profile=profile, path=path)
+        try:
+            reply = await replica.stub.Debug(request, timeout=self.endpoint.config.deadline("default"))
+        except grpc.RpcError as exc:
+            raise RemotePluginError(f"{describe(exc)} ({self.endpoint.where(replica)})", exc.code()) from None
+        return str(reply.json)
 
     # ---- plumbing ------------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """One adapter class per set of declared points: a :class:`~framework.remote.adapter.RemotePlugin`
 subclass that is an instance of the base class of every point a plugin's manifest declares (the runtime
-checks ``isinstance`` per point), and of no other.
+checks ``isinstance`` per point), and of no other; and of the hooks (:mod:`framework.hooks`) its
+manifest allows: :class:`~framework.hooks.FilterAhead` for a Filter plugin,
+:class:`~framework.hooks.BeforeCycle` for a plugin that declared lookahead.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pluginhost.plugin import (
     ScoreTransformer,
 )
 
+from ..hooks import BeforeCycle, FilterAhead
 from .adapter import RemotePlugin
 
 __all__ = ["adapter_class"]
@@ -72,6 +75,14 @@ def adapter_class(manifest: Any) -> type[RemotePlugin]:
         bases.append(ScoreExtensions)
     if E.EXTENSION_POINT_ENQUEUE_EXTENSIONS in enums or len(manifest.events):
         bases.append(EnqueueExtensions)
+    if E.EXTENSION_POINT_FILTER in enums:  # a window can be sent to its host ahead of its turn
+        plain = POINT_CLASSES["filter"]
+        bases = [FilterAhead if b is plain else b for b in bases] if plain in bases else [*bases, FilterAhead]
+    # Answers asked for ahead of the pods' cycles, for plugins that declared lookahead and whose
+    # Filter/Score read nothing of the cycle (the host checked that they read no CycleState).
+    pure = not manifest.state_keys and not {"preFilter", "preScore"} & points
+    if manifest.lookahead and pure and {"filter", "score"} & points:
+        bases.append(BeforeCycle)
     cls = type(
         f"Remote{manifest.name}", tuple(bases),
         {"manifest": manifest, "points": points, "transform_only": transform_only},
