@@ -125,12 +125,10 @@ def api_pod(**spec: Any) -> dict[str, Any]:
 
 UNSUPPORTED = [  # (spec, the reason)
     ({"volumes": [{"name": "cfg", "configMap": {"name": "x"}}, {"name": "tmp", "emptyDir": {}}]}, ""),
-    ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]},
-     "spec.volumes[0] ('data'): persistentVolumeClaim volumes need volume scheduling (VolumeBinding, "
-     "VolumeRestrictions, NodeVolumeLimits), which Outrigger does not implement"),
-    ({"volumes": [{"name": "a", "secret": {}}, {"name": "b", "csi": {"driver": "x"}}]},
-     "spec.volumes[1] ('b'): csi volumes need volume scheduling (VolumeBinding, VolumeRestrictions, "
-     "NodeVolumeLimits), which Outrigger does not implement"),
+    # Claims, CSI and in-tree disks are the volume plugins' to schedule.
+    ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]}, ""),
+    ({"volumes": [{"name": "a", "secret": {}}, {"name": "b", "csi": {"driver": "x"}}]}, ""),
+    ({"volumes": [{"name": "pd", "gcePersistentDisk": {"pdName": "d"}}]}, ""),
     ({"resourceClaims": [{"name": "gpu"}]},
      "spec.resourceClaims: dynamic resource allocation (DynamicResources) is not implemented by Outrigger"),
 ]

@@ -140,11 +140,10 @@ def test_pod_for_another_scheduler_is_left_alone(framework: FrameworkProcess, ku
 
 def test_pod_outrigger_cannot_model_gets_failed_scheduling_naming_the_reason(
         framework: FrameworkProcess, kube_cluster: LocalCluster, kube_namespace: str) -> None:
-    claim = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+    claim = {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}
     create(kube_cluster, pod_manifest("claims", kube_namespace, PROFILE, **claim))
-    message = ("Outrigger cannot schedule this pod: spec.volumes[0] ('data'): persistentVolumeClaim volumes need "
-               "volume scheduling (VolumeBinding, VolumeRestrictions, NodeVolumeLimits), which Outrigger does not "
-               "implement")
+    message = ("Outrigger cannot schedule this pod: spec.resourceClaims: dynamic resource allocation "
+               "(DynamicResources) is not implemented by Outrigger")
     cond = wait_for(lambda: pod_scheduled(kube_cluster, kube_namespace, "claims"), 30, "the condition")
     assert cond == {"status": "False", "reason": "SchedulerError", "message": message}
     rows = wait_for(lambda: describe_events(kube_cluster, kube_namespace, "claims"), 20, "the event")
