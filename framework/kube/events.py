@@ -42,6 +42,7 @@ log = logging.getLogger("outrigger.kube")
 
 NOTE_LIMIT = 1024  # validation.NoteLengthLimit
 SERIES_WINDOW = 360.0  # seconds an event stays isomorphic (client-go's finishTime)
+SERIES_KEPT = 10_000
 RETRIES = 5
 
 
@@ -164,6 +165,8 @@ class EventRecorder:
         self.hostname = hostname or socket.gethostname()
         self.series_seconds = series_seconds
         self._series: dict[tuple[str, ...], _Series] = {}
+        #: How many series are held before old ones are looked for on each event.
+        self.keep = SERIES_KEPT
         self._flusher: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -187,6 +190,7 @@ class EventRecorder:
             series.count += 1
             series.last = now
             series.dirty = True
+            self._series[key] = self._series.pop(key)  # kept in the order last seen (see _expire)
             return
         name = f"{pod.name}.{time.time_ns():x}"
         body: dict[str, Any] = {
@@ -204,8 +208,9 @@ class EventRecorder:
         }
         if related is not None:
             body["related"] = _reference(related)
+        self._series.pop(key, None)
         self._series[key] = _Series(name, pod.namespace, 1, now)
-        if len(self._series) > 10_000:
+        if len(self._series) > self.keep:
             self._expire(now)
         path = f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events"
 
@@ -215,7 +220,17 @@ class EventRecorder:
         self.writer.submit(create)
 
     def _expire(self, now: float) -> None:
-        for key in [k for k, s in self._series.items() if now - s.last >= SERIES_WINDOW and not s.dirty]:
+        """Forget the series not seen for a window. They are kept in the order they were last seen, so
+        this stops at the first one still current: it costs what it removes, not every series (it runs
+        on each event once more than ``keep`` are held, as in a burst of scheduled pods). A series whose
+        count was not sent yet waits for the next flush."""
+        gone = []
+        for key, series in self._series.items():
+            if now - series.last < SERIES_WINDOW:
+                break
+            if not series.dirty:
+                gone.append(key)
+        for key in gone:
             del self._series[key]
 
     async def _flush_series_loop(self) -> None:
