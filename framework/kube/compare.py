@@ -1067,6 +1067,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-reasons", action="store_true", help="skip the FailedScheduling comparison")
     p.add_argument("--quick", action="store_true", help="small sizes, one round (a minute or two)")
     p.add_argument("--workdir", help="where the clusters live (default: a temporary folder, removed after)")
+    p.add_argument("--commit", help="the commit the report names (default: git rev-parse --short HEAD)")
     args = p.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         p.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -1093,7 +1094,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="outrigger-compare-")))
         results = run_compare(plan, workdir, bin_dir, progress=lambda line: print(line, flush=True))
-    doc = to_json(results, _commit())
+    doc = to_json(results, args.commit or _commit())
     Path(f"{args.out}.json").write_text(json.dumps(doc, indent=2) + "\n")
     Path(f"{args.out}.md").write_text(to_markdown(doc))
     print(to_markdown(doc))
