@@ -183,7 +183,7 @@ def test_the_report_lists_every_disagreement_in_both_forms() -> None:
     assert doc["placements"]["summary"][0] == {
         "workload": "Mixed", "description": "12 nodes", "deterministic_workload": True, "pods": 2, "one_best_node": 1,
         "same_node": 1, "tied": 1, "within_best": 0, "single_feasible_node": 0, "single_same": 0, "moved": 1,
-        "all_agree": False, "score_disagreements": 1, "error": ""}
+        "all_agree": False, "target_met": False, "score_disagreements": 1, "error": ""}
     assert doc["placements"]["plugins"] == [
         {"plugin": "NodeResourcesFit", "compared": 4, "equal": 3, "only_kube": 0, "only_outrigger": 0}]
     text = to_markdown(doc)

@@ -138,7 +138,11 @@ class Scheduler:
         self.config.write_text(scheduler_config(self.cluster.admin_kubeconfig))
         self._log_file = self.log.open("ab")
         self.proc = _spawner.popen(self.argv(), self._log_file)
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
 
     def wait_ready(self) -> None:
         pass
@@ -949,6 +953,9 @@ def placement_summary(report: PlacementReport) -> dict[str, Any]:
         "pods": len(report.pods), "one_best_node": det, "same_node": det_ok, "tied": tie, "within_best": tie_ok,
         "single_feasible_node": single, "single_same": single_ok, "moved": report.moved,
         "all_agree": det == det_ok and tie == tie_ok and single == single_ok and not report.error,
+        # The targets: every pod with one best node on it, and 99% of tied pods within the best.
+        "target_met": (not report.error and det == det_ok and single == single_ok
+                       and (tie == 0 or tie_ok >= TARGET_TIE_AGREEMENT * tie)),
         "score_disagreements": len(report.score_disagreements), "error": report.error,
     }
 
