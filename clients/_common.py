@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 
 from pluginhost import pb
+from pluginhost.errors import OutriggerError
 from pluginhost.manifest import node_to_dict, pod_to_dict
 from pluginhost.model import Node, Pod
 from pluginhost.wire import CHANNEL_OPTIONS as WIRE_CHANNEL_OPTIONS
@@ -33,7 +34,7 @@ RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, g
                        grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED})
 
 
-class ClientError(Exception):
+class ClientError(OutriggerError):
     """Any failure of a client call, with a message meant for users. ``code`` is the gRPC status code,
     or ``None`` when nothing was sent (e.g. a manifest file that cannot be read)."""
 

@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pluginhost.errors import OutriggerError
+
 __all__ = ["Requirement", "Selector", "SelectorError", "parse_selector"]
 
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
@@ -24,7 +26,7 @@ _OPERATORS = ("==", "!=", "=", "<", ">")  # longest first
 _SPECIAL = "=!(),<>"
 
 
-class SelectorError(ValueError):
+class SelectorError(OutriggerError, ValueError):
     """A label selector that does not parse (the message names the selector and the problem)."""
 
 

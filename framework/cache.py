@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pluginhost.errors import OutriggerError
 from pluginhost.model import Node, Pod
 from pluginhost.snapshot import ClusterTable, Snapshot, VolumeStore
 
 __all__ = ["Cache", "CacheError"]
 
 
-class CacheError(RuntimeError):
+class CacheError(OutriggerError, RuntimeError):
     """A cache operation that contradicts the cache's state (a bug in the caller)."""
 
 

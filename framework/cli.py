@@ -53,6 +53,7 @@ from clients.printers import (
     rows_text,
     table_writer,
 )
+from pluginhost.errors import OutriggerError
 from pluginhost.manifest import ManifestError, load_documents, parse_objects
 from pluginhost.model import Node, Pod, PodDisruptionBudget, Reservation
 from pluginhost.quantity import format_quantity
@@ -78,7 +79,7 @@ OUTPUTS = ("table", "json", "yaml")
 APPLY_CHUNK = 500
 
 
-class UserError(Exception):
+class UserError(OutriggerError):
     """A mistake in the command line or its inputs: printed as one line, exit code 1."""
 
 

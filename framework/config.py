@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 
 from pluginhost import decode
 from pluginhost.decode import Document, FieldError, TextError, one_line
+from pluginhost.errors import OutriggerError
 
 __all__ = [
     "API_VERSION",
@@ -212,7 +213,7 @@ _CLIENT_CONNECTION_FIELDS = _SCHEMAS["ClientConnectionConfiguration"].fields
 _PROFILE_FIELDS = _SCHEMAS["KubeSchedulerProfile"].fields
 
 
-class ConfigError(ValueError):
+class ConfigError(OutriggerError, ValueError):
     """A configuration that kube-scheduler would reject (or that Outrigger cannot run).
 
     ``problems`` holds one ``(path, message)`` pair per problem (``path`` is ``""`` when the problem

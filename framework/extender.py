@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pluginhost.errors import OutriggerError
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import MAX_NODE_SCORE, CycleState, FilterPlugin, FilterResult, Handle, NodeBatch, ScorePlugin
 from pluginhost.status import Code
@@ -194,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 # ---- the client: an extender as a Filter+Score plugin ----------------------------------------------
 
 
-class ExtenderError(RuntimeError):
+class ExtenderError(OutriggerError, RuntimeError):
     """An extender call failed (transport, HTTP status, or the result's ``Error``)."""
 
 

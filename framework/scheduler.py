@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from pluginhost.errors import OutriggerError
 from pluginhost.model import RESERVATION_NAMESPACE, Node, Pod, PodDisruptionBudget, Reservation
 from pluginhost.plugin import (
     ActionType,
@@ -97,7 +98,7 @@ IntArray = npt.NDArray[np.int64]
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent("*", ActionType.All))]
 
 
-class ApplyError(ValueError):
+class ApplyError(OutriggerError, ValueError):
     """An apply or delete request that was refused as a whole; nothing was changed."""
 
 

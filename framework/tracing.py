@@ -67,6 +67,8 @@ from opentelemetry.trace import DEFAULT_TRACE_STATE, SpanContext, SpanKind, Trac
 from opentelemetry.trace.status import Status as OtelStatus
 from opentelemetry.trace.status import StatusCode
 
+from pluginhost.errors import OutriggerError
+
 __all__ = [
     "DEFAULT_SERVICE_NAME",
     "SAMPLERS",
@@ -106,7 +108,7 @@ _rand = random.Random()
 _current: contextvars.ContextVar[Span | None] = contextvars.ContextVar("outrigger_span", default=None)
 
 
-class TracingConfigError(ValueError):
+class TracingConfigError(OutriggerError, ValueError):
     """A tracing setting (flag or environment variable) that cannot be used; the message names it."""
 
 

@@ -21,13 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pluginhost.errors import OutriggerError
 from pluginhost.model import Pod
 from pluginhost.plugin import CycleState, Handle
 
 __all__ = ["CallContext", "NotInHostError", "context", "in_host"]
 
 
-class NotInHostError(RuntimeError):
+class NotInHostError(OutriggerError, RuntimeError):
     """:func:`context` was called outside a plugin host call."""
 
 

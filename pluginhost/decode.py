@@ -50,6 +50,7 @@ from yaml.events import (
 )
 from yaml.nodes import MappingNode
 
+from pluginhost.errors import OutriggerError
 from pluginhost.safeyaml import MAX_DEPTH, check_structure, harden, reader_error
 
 try:  # libyaml's parser and composer when PyYAML was built with them (several times faster)
@@ -157,7 +158,7 @@ def type_name(v: object) -> str:
     return type(v).__name__
 
 
-class FieldError(ValueError):
+class FieldError(OutriggerError, ValueError):
     """A field of a document that is wrong: ``path`` (``""`` for the document itself) and ``reason``."""
 
     def __init__(self, path: str, reason: str) -> None:
@@ -499,7 +500,7 @@ def report(problems: list[str], validate: str, warn: Callable[[str], None] | Non
 # Text to documents
 
 
-class TextError(ValueError):
+class TextError(OutriggerError, ValueError):
     """Text that cannot be read as YAML or JSON. ``where`` is ``"line 3, column 7"`` when known (else
     ``""``), ``document`` the number of the YAML document the problem is in (0: the text as a whole)."""
 

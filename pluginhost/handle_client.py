@@ -29,6 +29,7 @@ import grpc
 from pluginhost import pb
 from pluginhost.context import _current
 from pluginhost.convert import pod_from_proto, pod_ref_to_proto, status_from_proto
+from pluginhost.errors import OutriggerError
 from pluginhost.mirror import SnapshotMirror
 from pluginhost.model import Pod
 from pluginhost.security import ClientTLS, Metadata, aio_channel, bearer_metadata, sync_channel, with_metadata
@@ -50,7 +51,7 @@ CHANNEL_OPTIONS = [
 ]
 
 
-class FrameworkUnavailableError(RuntimeError):
+class FrameworkUnavailableError(OutriggerError, RuntimeError):
     """The host does not know the framework's address yet, or the framework did not answer."""
 
 

@@ -52,6 +52,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from pluginhost import pb
 from pluginhost.context import CallContext
 from pluginhost.convert import pod_from_proto, status_from_proto, status_to_proto
+from pluginhost.errors import OutriggerError
 from pluginhost.handle_client import CycleStateClient, HandleClient
 from pluginhost.mirror import MirrorError, SnapshotMirror, rows_of_ids
 from pluginhost.model import Pod
@@ -142,7 +143,7 @@ _VIEW_CACHE_SIZE = 8
 _SNAPSHOT_POINTS = frozenset({"preFilter", "filter", "postFilter", "preScore", "score"})
 
 
-class PluginDefinitionError(TypeError):
+class PluginDefinitionError(OutriggerError, TypeError):
     """A class handed to the host is not a valid plugin (the message says what to fix)."""
 
 

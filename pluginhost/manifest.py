@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from pluginhost.errors import OutriggerError
 from pluginhost.model import (
     BINDING_IMMEDIATE,
     BINDING_WAIT_FOR_FIRST_CONSUMER,
@@ -180,7 +181,7 @@ _LIST: Schema = _SCHEMAS["List"]
 _PDB: Schema = _SCHEMAS["PodDisruptionBudget"]
 
 
-class ManifestError(ValueError):
+class ManifestError(OutriggerError, ValueError):
     """A manifest that cannot be turned into the model.
 
     ``str(err)`` is the full message, always one line (values quoted from the input have their

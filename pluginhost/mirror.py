@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from pluginhost import pb
 from pluginhost.convert import _affinity_from_proto, _port_from_proto, node_from_proto, pod_from_proto
+from pluginhost.errors import OutriggerError
 from pluginhost.model import Container, Pod
 from pluginhost.snapshot import ClusterTable, NodeTable, Snapshot
 
@@ -39,7 +40,7 @@ log = logging.getLogger("outrigger.mirror")
 DEFAULT_RETAIN = 16
 
 
-class MirrorError(RuntimeError):
+class MirrorError(OutriggerError, RuntimeError):
     """The mirror cannot provide the snapshot a request names."""
 
 

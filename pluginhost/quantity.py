@@ -25,6 +25,8 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
+from pluginhost.errors import OutriggerError
+
 __all__ = [
     "MAX_CANONICAL",
     "QuantityError",
@@ -36,7 +38,7 @@ __all__ = [
 ]
 
 
-class QuantityError(ValueError):
+class QuantityError(OutriggerError, ValueError):
     """A value that is not a valid (non-negative) Kubernetes quantity."""
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import grpc
 
+from pluginhost.errors import OutriggerError
+
 __all__ = [
     "AUTHORIZATION",
     "CLIENT_FLAG_NAMES",
@@ -57,7 +59,7 @@ _HEALTH_PREFIX = "/grpc.health.v1.Health/"
 Metadata = tuple[tuple[str, str], ...]
 
 
-class TLSConfigError(ValueError):
+class TLSConfigError(OutriggerError, ValueError):
     """A certificate, key or token file cannot be used (the message names the file and its role)."""
 
 

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from pluginhost.errors import OutriggerError
 from pluginhost.model import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
@@ -504,7 +505,7 @@ StorageObject = PersistentVolumeClaim | PersistentVolume | StorageClass | CSINod
 StorageListener = Callable[[str, Any, Any], None]
 
 
-class VolumeStoreError(RuntimeError):
+class VolumeStoreError(OutriggerError, RuntimeError):
     """An assume or write that contradicts the store (an object changed or went away meanwhile)."""
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pluginhost.errors import OutriggerError
 from pluginhost.pb import types
 
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
 JSON = "application/json"
 
 
-class StateValueError(TypeError):
+class StateValueError(OutriggerError, TypeError):
     """A CycleState value that must cross the wire is not a :class:`StateValue`."""
 
 

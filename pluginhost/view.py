@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from pluginhost import pb
+from pluginhost.errors import OutriggerError
 from pluginhost.model import CPU, MEMORY, PODS, Node, Pod
 from pluginhost.snapshot import NodeTable, Snapshot, _zone_order, non_zero_requests
 
@@ -58,7 +59,7 @@ def next_view_version() -> int:
     return next(_VERSIONS)
 
 
-class ViewError(ValueError):
+class ViewError(OutriggerError, ValueError):
     """A view that cannot be applied (it names a node the snapshot does not have, ...)."""
 
 

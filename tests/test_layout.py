@@ -1,5 +1,6 @@
-"""The package layout holds: no import cycle among framework/ and pluginhost/ modules, counting every
-import statement wherever it is (module level, inside a function, under ``TYPE_CHECKING``)."""
+"""The package layout holds: no import cycle among the modules of framework/, pluginhost/ and clients/,
+counting every import statement wherever it is (module level, inside a function, under
+``TYPE_CHECKING``); every exception the project defines derives from ``OutriggerError``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("framework", "pluginhost")
+PACKAGES = ("framework", "pluginhost", "clients")
 
 # Cycles left to the work that owns their modules (framework/bench.py is being split into a package);
 # each is a sorted list of module names. A cycle not listed here fails the test.
@@ -154,3 +155,43 @@ def _write(root: Path, files: dict[str, str]) -> None:
 def test_cycles_are_found_wherever_the_import_is(tmp_path: Path, files: dict[str, str], want: list[list[str]]) -> None:
     _write(tmp_path, files)
     assert cycles(import_graph(tmp_path)) == want
+
+
+def _exception_classes(root: Path) -> list[tuple[str, str]]:
+    """(module, class) of every public class of the project whose bases name an error or exception."""
+    out = []
+    for module, path in _modules(root).items():
+        if "._gen" in module or module.startswith("pluginhost._gen"):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
+                continue
+            bases = [ast.unparse(b) for b in node.bases]
+            if any(b.endswith(("Error", "Exception", "Unreachable")) for b in bases):
+                out.append((module, node.name))
+    return out
+
+
+def test_every_project_exception_derives_from_outrigger_error() -> None:
+    import importlib
+
+    from pluginhost.errors import OutriggerError
+
+    found = _exception_classes(ROOT)
+    assert len(found) >= 30  # the walk sees the project's exceptions (not an empty list)
+    outside = []
+    for module, name in found:
+        cls = getattr(importlib.import_module(module), name)
+        if issubclass(cls, BaseException) and not issubclass(cls, OutriggerError):
+            outside.append(f"{module}.{name}")
+    assert outside == []
+
+
+def test_the_documented_exception_tree_names_every_exception() -> None:
+    import re
+
+    import pluginhost.errors
+
+    documented = set(re.findall(r"[├└]── (\w+) ─", pluginhost.errors.__doc__ or ""))
+    defined = {name for _, name in _exception_classes(ROOT)} - {"OutriggerError"}
+    assert sorted(defined - documented) == [] and sorted(documented - defined) == []

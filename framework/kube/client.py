@@ -41,6 +41,7 @@ import aiohttp
 import orjson
 
 from pluginhost.decode import TextError, load_document
+from pluginhost.errors import OutriggerError
 
 from .http1 import Pool
 
@@ -70,7 +71,7 @@ MAX_RETRIES = 10
 MAX_RETRY_AFTER = 30
 
 
-class KubeError(Exception):
+class KubeError(OutriggerError):
     """Anything that went wrong talking to the Kubernetes API."""
 
 

@@ -63,6 +63,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from pluginhost.errors import OutriggerError
+
 __all__ = ["BIN_ENV", "BUILD_SCRIPT", "ClusterError", "KubectlError", "LocalCluster", "find_bin_dir"]
 
 #: The folder of etcd, kube-apiserver and kubectl, when not the one tests/k8s/build.sh builds into.
@@ -77,11 +79,11 @@ STOP_TIMEOUT = 15.0
 LOG_TAIL_LINES = 25
 
 
-class ClusterError(RuntimeError):
+class ClusterError(OutriggerError, RuntimeError):
     """A component of the local cluster is missing, did not start, or did not become ready."""
 
 
-class KubectlError(subprocess.CalledProcessError):
+class KubectlError(OutriggerError, subprocess.CalledProcessError):
     """kubectl exited non-zero; ``str()`` carries its error output."""
 
     def __str__(self) -> str:

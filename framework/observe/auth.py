@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from pluginhost.errors import OutriggerError
+
 __all__ = [
     "ALWAYS_ALLOW_GROUPS",
     "ALWAYS_ALLOW_PATHS",
@@ -71,11 +73,11 @@ MONITORING_URLS = ("/healthz", "/healthz/*", "/livez", "/livez/*", "/readyz", "/
 CACHE_ENTRIES = 4096
 
 
-class TokenFileError(ValueError):
+class TokenFileError(OutriggerError, ValueError):
     """A ``--token-auth-file`` that cannot be used (the message names the file and the line)."""
 
 
-class ReviewError(Exception):
+class ReviewError(OutriggerError):
     """The authenticator or authorizer could not answer (the cluster is unreachable, or refused)."""
 
 

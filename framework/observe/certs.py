@@ -30,12 +30,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from pluginhost.errors import OutriggerError
+
 __all__ = ["CertificateError", "ServingTLS", "self_signed", "server_context"]
 
 SELF_SIGNED_DAYS = 365
 
 
-class CertificateError(ValueError):
+class CertificateError(OutriggerError, ValueError):
     """A certificate, key or CA file that cannot be used (the message names the flag and the file)."""
 
 

@@ -46,6 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pluginhost.errors import OutriggerError
+
 from .auth import ALWAYS_ALLOW_PATHS, Gate, PathMatcher, StaticAuthorizer, TokenFile, TokenFileError
 
 if TYPE_CHECKING:  # imported when the port is built: every `outrigger` command reads the flags below
@@ -75,7 +77,7 @@ DEFAULT_BIND_ADDRESS = "127.0.0.1"
 SECURE_PORT_ENV = "OUTRIGGER_SECURE_PORT"
 
 
-class ServingConfigError(ValueError):
+class ServingConfigError(OutriggerError, ValueError):
     """Secure-port settings that cannot be used (one line naming the flag)."""
 
 

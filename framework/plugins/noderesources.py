@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pluginhost.errors import OutriggerError
 from pluginhost.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod
 from pluginhost.plugin import (
     MAX_NODE_SCORE,
@@ -72,7 +73,7 @@ _NATIVE = (CPU, MEMORY, EPHEMERAL_STORAGE)
 _TYPE_META = frozenset({"apiVersion", "kind"})
 
 
-class PluginArgsError(ValueError):
+class PluginArgsError(OutriggerError, ValueError):
     """A plugin's ``pluginConfig`` args are invalid."""
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import grpc
 
+from pluginhost.errors import OutriggerError
+
 __all__ = ["RemotePluginError", "RemotePluginsError", "describe", "why"]
 
 
-class RemotePluginsError(RuntimeError):
+class RemotePluginsError(OutriggerError, RuntimeError):
     """A remote plugin endpoint cannot be used (unreachable, bad manifest, rejected configuration)."""
 
 
-class RemotePluginError(RuntimeError):
+class RemotePluginError(OutriggerError, RuntimeError):
     """A call to a remote plugin failed (the runtime turns it into an Error status naming the plugin)."""
 
     def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from pluginhost import pb
 from pluginhost.convert import pod_to_proto, status_from_proto
+from pluginhost.errors import OutriggerError
 from pluginhost.mirror import row_of_id
 from pluginhost.model import Pod
 from pluginhost.plugin import CycleState, FilterResult, NodeBatch
@@ -86,7 +87,7 @@ _NOT_TAKEN = object()
 _STATE_PREFIX = "outrigger.io/remote/ahead/"  # + plugin name: the cycle's lookahead answer, once taken
 
 
-class LookaheadAnswerError(ValueError):
+class LookaheadAnswerError(OutriggerError, ValueError):
     """A host's lookahead answer does not fit the contract (wrong lengths, unknown codes or node ids)."""
 
 

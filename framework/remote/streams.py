@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from pluginhost import pb
 from pluginhost.convert import status_from_proto
+from pluginhost.errors import OutriggerError
 from pluginhost.model import Pod
 from pluginhost.plugin import CycleState, NodeBatch
 from pluginhost.state import apply_entries
@@ -73,7 +74,7 @@ class Window:
         self.tried: set[Replica] = set()
 
 
-class StreamBroken(Exception):
+class StreamBroken(OutriggerError):
     """A stream ended or timed out with batches unanswered (retryable on another replica)."""
 
 
