@@ -34,6 +34,8 @@ BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
 IN_FLIGHT = "in-flight"
+# The in-flight events log drops what no pod in flight can still read once it holds this many.
+_LOG_TRIM = 4096
 
 Less = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
 KeyFn = Callable[[QueuedPodInfo], Any]
@@ -106,7 +108,11 @@ class SchedulingQueue:
         self._closed = False
         # Events seen while a pod was in flight: a pod that fails after a relevant event goes to
         # backoff instead of waiting in the unschedulable pool for an event that already happened.
-        self._in_flight_events: dict[str, list[ClusterEvent]] = {}
+        # One log for every pod in flight, each pod knowing where it joined (kube-scheduler's
+        # inFlightEvents list): an event costs one append however many binding cycles are in flight.
+        self._events_log: list[tuple[ClusterEvent, str]] = []  # (event, the uid it must not move)
+        self._log_base = 0  # the position of _events_log[0] since the queue began
+        self._in_flight_since: dict[str, int] = {}  # uid -> the log position when it was popped
 
     # ---- adding --------------------------------------------------------------------------------
 
@@ -188,7 +194,7 @@ class SchedulingQueue:
                 info.attempts += 1
                 if info.initial_attempt_timestamp is None:
                     info.initial_attempt_timestamp = self._clock()
-                self._in_flight_events[uid] = []
+                self._in_flight_since[uid] = self._log_base + len(self._events_log)
                 return info
             self._wakeup.clear()
             timeout = None
@@ -246,9 +252,22 @@ class SchedulingQueue:
 
     # ---- after a cycle -------------------------------------------------------------------------
 
+    def _leave_flight(self, uid: str) -> list[ClusterEvent]:
+        """Stop tracking ``uid`` in flight; the events it saw meanwhile (those not excluded for it)."""
+        since = self._in_flight_since.pop(uid, None)
+        events = [] if since is None else [ev for ev, ex in self._events_log[since - self._log_base :] if ex != uid]
+        if not self._in_flight_since:
+            self._log_base += len(self._events_log)
+            self._events_log.clear()
+        elif len(self._events_log) > _LOG_TRIM:
+            oldest = min(self._in_flight_since.values())
+            del self._events_log[: oldest - self._log_base]
+            self._log_base = oldest
+        return events
+
     def done(self, uid: str) -> None:
         """The in-flight pod left the queue for good (bound, or deleted)."""
-        self._in_flight_events.pop(uid, None)
+        self._leave_flight(uid)
         if self._where.get(uid) == IN_FLIGHT:
             del self._where[uid]
             self._infos.pop(uid, None)
@@ -260,7 +279,7 @@ class SchedulingQueue:
         the rejecting plugins cares about happened while the pod was in flight.
         """
         uid = info.pod.uid
-        events = self._in_flight_events.pop(uid, [])
+        events = self._leave_flight(uid)
         if self._where.get(uid) != IN_FLIGHT:
             return ""  # deleted while in flight
         info.last_status = status
@@ -283,7 +302,7 @@ class SchedulingQueue:
             return False
         self._infos.pop(uid, None)
         self._unschedulable.pop(uid, None)
-        self._in_flight_events.pop(uid, None)
+        self._leave_flight(uid)
         entry = self._entries.pop(uid, None)
         if entry is not None:
             entry.valid = False
@@ -297,9 +316,8 @@ class SchedulingQueue:
         """A cluster event: move the unschedulable pods it may help. Returns the pods moved.
 
         ``exclude`` is the uid of a pod the event must not move: the pod whose own failure caused it."""
-        for uid, events in self._in_flight_events.items():
-            if uid != exclude:
-                events.append(event)
+        if self._in_flight_since:
+            self._events_log.append((event, exclude))
         moved: list[QueuedPodInfo] = []
         for info in list(self._unschedulable.values()):
             if info.gated or info.pod.uid == exclude:
