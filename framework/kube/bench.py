@@ -188,7 +188,7 @@ class Connections:
     """The TCP connections a process holds to a local port, sampled: how many at most, how many in all
     (equal when every connection was kept and reused)."""
 
-    def __init__(self, pid: int, port: int, every: float = 0.25) -> None:
+    def __init__(self, pid: int, port: int, every: float = 1.0) -> None:
         self.pid, self.port, self.every = pid, port, every
         self.seen: set[tuple[str, str]] = set()
         self.most = 0
