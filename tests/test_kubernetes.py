@@ -20,6 +20,7 @@ import yaml
 from test_deploy import NODE_SERVER, argv_of, compose, dockerfile, flag, last, node_flags, node_points
 
 from framework.cli import parser as outrigger_parser
+from framework.config import LeaderElectionConfig
 from framework.profiles import build_registry, load_scheduler_config
 from framework.remote import parse_remote_plugins
 from pluginhost.host import load_plugins
@@ -185,17 +186,23 @@ def test_service_selects_one_deployment_and_targets_ports_it_exposes(service: di
 # ---- the framework and its configuration ------------------------------------------------------------
 
 
-def test_framework_runs_one_instance_with_a_command_line_the_cli_accepts() -> None:
+def test_framework_runs_two_replicas_on_the_cluster_with_a_command_line_the_cli_accepts() -> None:
     deploy, container, argv = framework()
-    assert deploy["spec"]["replicas"] == 1 and deploy["spec"]["strategy"]["type"] == "Recreate"
+    # Two replicas, one leading; a rolling update keeps a standby while pods are replaced.
+    assert deploy["spec"]["replicas"] == 2
+    assert deploy["spec"]["strategy"] == {"type": "RollingUpdate",
+                                          "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     assert argv[0] == "outrigger"
     args = outrigger_parser().parse_args(argv[1:])
-    assert args.command == "serve"
+    assert args.command == "serve" and args.in_cluster is True and args.kubeconfig is None
     assert str(int(args.listen.rsplit(":", 1)[1])) in container_ports(deploy)
-    # Plugin hosts reach the framework at its Service's DNS name.
+    # Plugin hosts reach the replica that handshook them (the leader) at its own pod's address, which
+    # Kubernetes puts into the argument from the downward API.
     service = by_name("Service", "outrigger-framework")
     port = int(args.listen.rsplit(":", 1)[1])
-    assert args.advertise == f"outrigger-framework.{NAMESPACE}.{CLUSTER_DOMAIN}:{port}"
+    assert args.advertise == f"$(POD_IP):{port}"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     # The secure port on every interface, its callers authenticated by the cluster; no plain HTTP port.
     assert args.http is None and args.bind_address == "0.0.0.0"
     secure = args.secure_port
@@ -226,11 +233,23 @@ def test_configmap_scheduler_config_loads_with_the_plugins_the_hosts_serve(tmp_p
     assert [p.scheduler_name for p in cfg.profiles] == ["default-scheduler", "gang-scheduler", "tier-scheduler"]
     gang = cfg.profile("gang-scheduler")
     assert gang is not None
-    assert gang.names("permit") == ["Coscheduling"] and gang.names("preBind") == ["Provisioner"]
+    assert gang.names("permit") == ["Coscheduling"] and gang.names("preBind")[-1] == "Provisioner"
     assert gang.names("filter")[-1] == "NodeLabels"
-    # The same profiles as docker-compose.yml's.
+    # Leader election on the Lease that rbac.yaml's Role lets the framework's account get and update.
+    assert cfg.leader_election == LeaderElectionConfig(resource_namespace=NAMESPACE, resource_name="outrigger")
+    (named,) = [r for r in by_name("Role", "outrigger-leader-election")["rules"] if r.get("resourceNames")]
+    assert named["resourceNames"] == ["outrigger"] and by_name("Role", "outrigger-leader-election")["metadata"][
+        "namespace"] == NAMESPACE
+    # The same profiles as docker-compose.yml's, but for two differences: compose runs no API server, so
+    # no leader election; and its upstream-scheduler profile needs the Go adapter, which only compose
+    # runs (the `upstream` service).
+    deployed = yaml.safe_load(config.read_text())
+    assert deployed.pop("leaderElection") == {"leaderElect": True, "resourceNamespace": NAMESPACE,
+                                              "resourceName": "outrigger"}
     compose_config = yaml.safe_load((ROOT / "deploy" / "compose" / "scheduler.yaml").read_text())
-    assert yaml.safe_load(config.read_text()) == compose_config
+    assert "leaderElection" not in compose_config
+    compose_config["profiles"] = [p for p in compose_config["profiles"] if p["schedulerName"] != "upstream-scheduler"]
+    assert deployed == compose_config
 
 
 def test_remote_plugins_are_headless_services_of_hosts_listening_where_the_framework_dials() -> None:
@@ -254,14 +273,16 @@ def test_remote_plugins_are_headless_services_of_hosts_listening_where_the_frame
         host_argv = image_argv(c)
         if host_argv[0] == "node":
             assert host_argv[1] == NODE_SERVER and {a for a in host_argv if a.startswith("--")} <= node_flags()
-            listen, framework_address = flag(host_argv, "--listen"), flag(host_argv, "--framework")
+            listen, fixed = flag(host_argv, "--listen"), "--framework" in host_argv
         else:
             assert host_argv[1:3] == ["plugin", "serve"]
             args = outrigger_parser().parse_args(host_argv[1:])
-            listen, framework_address = args.listen, args.framework
+            listen, fixed = args.listen, bool(args.framework)
         # A headless Service does no port mapping: the host must listen on the port dialled.
         assert listen == f"0.0.0.0:{port}" and container_ports(target)[str(svc_port["targetPort"])] == port
-        assert framework_address == advertise
+        # No fixed framework address: a host follows the replica that handshakes it (the leader), at the
+        # address it sends (--advertise, the leader pod's own).
+        assert not fixed and advertise == "$(POD_IP):50051"
         hosts.append((name, target["spec"]["replicas"]))
     assert hosts == [("outrigger-coscheduling", 2), ("outrigger-nodelabels", 3), ("outrigger-provisioner", 1),
                      ("outrigger-tierzone", 2)]
