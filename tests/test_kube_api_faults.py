@@ -372,7 +372,10 @@ def test_an_api_server_answering_429_slows_the_scheduler_down_and_no_binding_fai
             def all_bound() -> bool:
                 return sum(1 for p in pods(kube_cluster, kube_namespace) if p["spec"].get("nodeName") == node) == count
 
-            wait_for(all_bound, 180, "every pod bound", interval=1)
+            try:
+                wait_for(all_bound, 180, "every pod bound", interval=1)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the framework said:\n{proc.output()[-4000:]}") from None
             throttled = apiserver_counter(kube_cluster, "apiserver_request_total", code="429") - before
             scheduled = events(kube_cluster, kube_namespace, "Scheduled")
             failed = events(kube_cluster, kube_namespace, "FailedScheduling")

@@ -351,11 +351,15 @@ class LeaderElector:
         """Hand the lease back (client-go's release): ``holderIdentity`` empty, ``leaseDurationSeconds`` 1."""
         if not self.is_leader():
             return True
-        now = micro_time(self._wall())
-        record = LeaseRecord(lease_duration_seconds=1, acquire_time=now, renew_time=now,
-                             leader_transitions=self.observed.leader_transitions)
         self.leading = False
         try:
+            # Read it first (client-go does): a renewal cut short by the cancellation may have been applied.
+            old, _ = await self.lock.get(self.config.renew_deadline)
+            if old.holder_identity != self.identity:
+                return True
+            now = micro_time(self._wall())
+            record = LeaseRecord(lease_duration_seconds=1, acquire_time=now, renew_time=now,
+                                 leader_transitions=old.leader_transitions)
             await self.lock.update(record, self.config.renew_deadline)
         except (ApiError, ApiUnreachable) as exc:
             log.error("failed to release lock %s: %s", self.lock.describe(), exc)
