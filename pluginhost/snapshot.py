@@ -22,6 +22,7 @@ look at it.
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -31,12 +32,18 @@ import numpy.typing as npt
 
 from pluginhost.errors import OutriggerError
 from pluginhost.model import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_PROVISIONED_BY,
+    ANN_SELECTED_NODE,
     CPU,
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
     EPHEMERAL_STORAGE,
     MEMORY,
+    NO_PROVISIONER,
     PODS,
+    ClaimRef,
     Container,
     CSINode,
     Node,
@@ -511,16 +518,25 @@ class VolumeStoreError(OutriggerError, RuntimeError):
 
 class VolumeWriter(Protocol):
     """Where the volume binder's writes go (PreBind): the embedded store itself, or a cluster's API
-    server. Each returns the object as stored (with its new ``resource_version``) and raises
-    :class:`VolumeStoreError` (or a source's own error) when the write is refused."""
+    server. Each write needs the object's current ``resource_version`` and returns the object as
+    stored (with its new one); a conflict (the object changed meanwhile, or is gone) raises
+    :class:`VolumeStoreError`, anything else a source's own error."""
 
-    async def update_volume(self, pv: PersistentVolume) -> PersistentVolume: ...
+    async def update_volume(self, pv: PersistentVolume) -> PersistentVolume:
+        """Store ``pv``'s ``claim_ref`` and annotations (a PUT of the volume)."""
+        ...
 
-    async def update_volume_status(self, pv: PersistentVolume) -> PersistentVolume: ...
+    async def update_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim:
+        """Store ``pvc``'s ``volume_name`` and annotations (a PUT of the claim)."""
+        ...
 
-    async def update_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim: ...
+    async def volume_phase(self, pv: PersistentVolume, phase: str) -> PersistentVolume:
+        """Set the volume's ``status.phase``."""
+        ...
 
-    async def update_claim_status(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim: ...
+    async def claim_bound(self, pvc: PersistentVolumeClaim, pv: PersistentVolume) -> PersistentVolumeClaim:
+        """Set the claim's status as bound to ``pv``: phase ``Bound``, the volume's access modes and capacity."""
+        ...
 
 
 def storage_kind(obj: StorageObject) -> str:
@@ -690,14 +706,21 @@ class VolumeStore:
 class MemoryVolumeWriter:
     """PreBind's writes applied to the store itself (the embedded cluster, where the scheduler's store
     is the API server): each write needs the stored ``resource_version`` (else a conflict, as the API
-    server's optimistic concurrency) and stores the object with the next one."""
+    server's optimistic concurrency) and stores the object with the next one.
 
-    def __init__(self, store: VolumeStore) -> None:
+    With ``provision`` (the default) it also plays a dynamic provisioner and the PV controller: a
+    claim given a node (``volume.kubernetes.io/selected-node``) whose class names a provisioner gets a
+    new volume of its size, class and access modes (``pvc-<claim uid>``, without node affinity), and
+    both are bound at once."""
+
+    def __init__(self, store: VolumeStore, *, provision: bool = True) -> None:
         self.store = store
-        self._version = itertools.count(1)
+        self.provision = provision
+        # Versions above any a manifest is likely to carry, increasing with every write.
+        self._version = itertools.count(1_000_000_001)
 
     def _next(self) -> str:
-        return f"m{next(self._version)}"
+        return str(next(self._version))
 
     def _check(self, kind: str, key: str, stored: Any, obj: Any) -> None:
         resource = "persistentvolumeclaims" if kind == "PersistentVolumeClaim" else "persistentvolumes"
@@ -715,12 +738,37 @@ class MemoryVolumeWriter:
         self.store.upsert(new)
         return new
 
-    update_volume_status = update_volume
-
     async def update_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim:
         self._check("PersistentVolumeClaim", pvc.key, self.store.claims.get(pvc.key), pvc)
         new = replace(pvc, resource_version=self._next())
         self.store.upsert(new)
+        if self.provision and ANN_SELECTED_NODE in new.annotations and not new.volume_name:
+            self._provision(new)
         return new
 
-    update_claim_status = update_claim
+    def _provision(self, pvc: PersistentVolumeClaim) -> None:
+        cls = self.store.storage_class(pvc.storage_class) if pvc.storage_class else None
+        if cls is None or not cls.provisioner or cls.provisioner == NO_PROVISIONER:
+            return
+        pv = PersistentVolume(
+            name=f"pvc-{pvc.uid}",
+            uid=str(uuid.uuid4()),
+            resource_version=self._next(),
+            annotations={ANN_PROVISIONED_BY: cls.provisioner, ANN_BOUND_BY_CONTROLLER: "yes"},
+            storage=pvc.storage or 0,
+            access_modes=pvc.access_modes,
+            storage_class_name=cls.name,
+            claim_ref=ClaimRef(pvc.namespace, pvc.name, pvc.uid),
+            volume_mode=pvc.volume_mode,
+            phase="Bound",
+        )
+        self.store.upsert(pv)
+        annotations = {**pvc.annotations, ANN_BIND_COMPLETED: "yes", ANN_BOUND_BY_CONTROLLER: "yes"}
+        self.store.upsert(replace(pvc, volume_name=pv.name, annotations=annotations, phase="Bound",
+                                  resource_version=self._next()))
+
+    async def volume_phase(self, pv: PersistentVolume, phase: str) -> PersistentVolume:
+        return await self.update_volume(replace(pv, phase=phase))
+
+    async def claim_bound(self, pvc: PersistentVolumeClaim, pv: PersistentVolume) -> PersistentVolumeClaim:
+        return await self.update_claim(replace(pvc, phase="Bound"))
