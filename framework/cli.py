@@ -311,7 +311,8 @@ def _plugin_args(p: argparse.ArgumentParser) -> None:
 @command("plugin", "host plugins for a framework (a sidecar)", _plugin_args, examples="""\
   outrigger plugin serve pluginhost.examples.coscheduling:Coscheduling --listen 127.0.0.1:50061""")
 def cmd_plugin(args: argparse.Namespace) -> int:
-    from pluginhost.host import PluginDefinitionError, load_plugins, serve
+    from pluginhost.definition import PluginDefinitionError
+    from pluginhost.host import load_plugins, serve
 
     from .security import plugin_host_security
 

@@ -35,7 +35,8 @@ from framework.remote import RemotePlugin
 from framework.remote.lookahead import Lookahead
 from framework.scheduler import Scheduler
 from pluginhost import pb
-from pluginhost.host import PluginDefinitionError, PluginHost, manifest_of
+from pluginhost.definition import PluginDefinitionError, manifest_of
+from pluginhost.host import PluginHost
 from pluginhost.manifest import parse_objects
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import (
@@ -455,13 +456,13 @@ BAD_PODS = [f"b{i}" for i in range(6)]
 def test_answers_breaking_the_contract_are_not_used_and_cycles_call_filter_and_score(
     case: str, mangle: Callable[[Any], None], kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class Mangling(host_module._Servicer):
+    class Mangling(host_module.Servicer):
         async def _lookahead(self, req: Any) -> Any:
             reply = await super()._lookahead(req)
             mangle(reply)
             return reply
 
-    monkeypatch.setattr(host_module, "_Servicer", Mangling)
+    monkeypatch.setattr(host_module, "Servicer", Mangling)
 
     async def main() -> dict[str, Any]:
         host = await PluginHost([AheadTier], listen="127.0.0.1:0").start()
@@ -774,14 +775,14 @@ def test_a_host_that_stops_answering_lookahead_is_worked_around_and_asked_again(
     stalled: list[int] = []
     release = asyncio.Event()
 
-    class Stalling(host_module._Servicer):
+    class Stalling(host_module.Servicer):
         async def _lookahead(self, req: Any) -> Any:
             if req.seq < 2:  # the first stream's requests
                 stalled.append(req.seq)
                 await release.wait()  # until the test ends
             return await super()._lookahead(req)
 
-    monkeypatch.setattr(host_module, "_Servicer", Stalling)
+    monkeypatch.setattr(host_module, "Servicer", Stalling)
     first, second = [f"s{i:02d}" for i in range(4)], [f"t{i:02d}" for i in range(20)]
 
     async def main() -> dict[str, Any]:

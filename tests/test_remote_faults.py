@@ -24,7 +24,7 @@ from framework.remote import (
     parse_duration,
     parse_remote_plugins,
 )
-from pluginhost.host import PluginDefinitionError, manifest_of
+from pluginhost.definition import PluginDefinitionError, manifest_of
 from pluginhost.manifest import parse_objects
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import (

@@ -372,7 +372,7 @@ def test_hosts_with_and_without_the_start_batch_feature_answer_alike(
     features: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A host that does not list "start-batch" (another SDK, an older one) gets start and batch apart.
-    monkeypatch.setattr("pluginhost.host.HOST_FEATURES", features)
+    monkeypatch.setattr("pluginhost.servicer.HOST_FEATURES", features)
 
     async def main() -> tuple[bool, dict[str, str], dict[str, int]]:
         host = await PluginHost([BenchTier], listen="127.0.0.1:0").start()

@@ -18,7 +18,7 @@ from test_remote_harness import HostProcess, endpoint, remote_rig, until
 from framework.config import load_config
 from framework.plugins import Registry, in_tree_registry
 from framework.scheduler import Scheduler, explain_pod
-from pluginhost.host import manifest_of
+from pluginhost.definition import manifest_of
 from pluginhost.manifest import parse_objects
 from pluginhost.model import CPU, PODS, Node, Pod
 from pluginhost.plugin import runs_at

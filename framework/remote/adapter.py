@@ -18,7 +18,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 import grpc
@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from pluginhost import pb
 from pluginhost.convert import pod_to_proto, status_from_proto, status_to_proto
+from pluginhost.definition import action_from_text
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import (
     ActionType,
@@ -48,16 +49,14 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.state import apply_entries, entries_for
 from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import (
-    VIEW_STATE_KEY,
     NodeChange,
-    NodeView,
     node_change_from_proto,
     pod_change_from_proto,
-    view_to_proto,
 )
 
 from .. import tracing
 from ..hooks import BeforeCycle, OutOfProcess, Upcoming
+from .convert import converted, view_proto
 from .endpoint import Endpoint, Replica
 from .errors import RemotePluginError, RemotePluginsError, describe
 from .lookahead import DEPTH as LOOKAHEAD_DEPTH
@@ -183,13 +182,13 @@ class RemotePlugin(Plugin, OutOfProcess):
             pod=self._pod_proto(state, pod),
             state=entries_for(state, self.state_keys, plugin=self.name) if self.state_keys else (),
             attempt=state.attempt,
-            node_view=_view_proto(state),
+            node_view=view_proto(state),
         )
         tracing.inject(ctx.trace_context)  # the plugin call's span (nothing outside a traced cycle)
         return ctx
 
     def _pod_proto(self, state: CycleState, pod: Pod) -> Any:
-        return _converted(state, _STATE_PREFIX + "pod", pod, pod_to_proto)
+        return converted(state, _STATE_PREFIX + "pod", pod, pod_to_proto)
 
     def _data(self, state: CycleState) -> CycleStreams:
         data = state.get(self._data_key)
@@ -343,8 +342,6 @@ class RemotePlugin(Plugin, OutOfProcess):
         return bool(self.sort_key(a) < self.sort_key(b))
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        from pluginhost.host import action_from_text
-
         out = []
         for ev in self.manifest.events:
             event = ClusterEvent(ev.event.resource, action_from_text(ev.event.action))
@@ -670,25 +667,6 @@ class RemotePlugin(Plugin, OutOfProcess):
 
     async def before_post_filter(self, state: CycleState, pod: Pod, snapshot: Any) -> tuple[Any, Status]:
         return await self._transform_nodes("BeforePostFilter", "postFilter", state, pod, None)
-
-
-def _converted(state: CycleState, key: str, obj: Any, convert: Callable[[Any], Any]) -> Any:
-    """``convert(obj)``, kept in the cycle under ``key`` while the cycle holds that same object (a
-    cycle meets one pod and one view per phase at many calls: convert each once)."""
-    cached = state.get(key)
-    if cached is not None and cached[0] is obj:
-        return cached[1]
-    msg = convert(obj)
-    state.write(key, (obj, msg))
-    return msg
-
-
-def _view_proto(state: CycleState) -> Any:
-    """The wire form of the view the current phase runs on (None: none), converted once per view."""
-    view = state.get(VIEW_STATE_KEY)
-    if not isinstance(view, NodeView) or not view:
-        return None
-    return _converted(state, VIEW_STATE_KEY + "/proto", view, view_to_proto)
 
 
 class _RemoteExtensions(PreFilterExtensions):
