@@ -539,6 +539,10 @@ class VolumeWriter(Protocol):
         ...
 
 
+# Annotations of a binding, kept when a claim or volume is applied again without them.
+_BINDING_ANNOTATIONS = frozenset({ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, ANN_PROVISIONED_BY})
+
+
 def storage_kind(obj: StorageObject) -> str:
     return type(obj).__name__
 
@@ -565,6 +569,8 @@ class VolumeStore:
         self._assumed_volumes: dict[str, PersistentVolume] = {}
         self._assumed_claims: dict[str, PersistentVolumeClaim] = {}
         self._listeners: list[StorageListener] = []
+        # Versions above any a manifest is likely to carry, increasing with every change made here.
+        self._versions = itertools.count(1_000_000_001)
         self.writer: VolumeWriter = MemoryVolumeWriter(self)
 
     def __len__(self) -> int:
@@ -631,6 +637,37 @@ class VolumeStore:
             self.csinodes[obj.name] = obj
         self._notify(storage_kind(obj), old, obj)
         return old
+
+    def apply(self, obj: StorageObject, *, dry_run: bool = False) -> str:
+        """An object applied to the embedded store (where this store is the API server): ``created``,
+        ``configured`` or ``unchanged`` (the same manifest again). As ``kubectl apply`` leaves what the
+        server set: a re-applied claim keeps the volume it was bound to (with its annotations and phase),
+        a volume its ``claimRef``; the uid stays the first one; every change gets a new resourceVersion."""
+        kind = storage_kind(obj)
+        key = obj.key
+        stores: dict[str, dict[str, Any]] = {"PersistentVolumeClaim": self.claims, "PersistentVolume": self.volumes,
+                                             "StorageClass": self.classes, "CSINode": self.csinodes}
+        old = stores[kind].get(key)
+        if old is not None:
+            if obj.raw and obj.raw == old.raw:
+                return "unchanged"
+            obj.uid = old.uid
+            if isinstance(obj, PersistentVolumeClaim) and not obj.volume_name and old.volume_name:
+                keep = {k: v for k, v in old.annotations.items() if k in _BINDING_ANNOTATIONS}
+                obj.volume_name, obj.phase = old.volume_name, old.phase
+                obj.annotations = {**keep, **obj.annotations}
+            elif isinstance(obj, PersistentVolume) and obj.claim_ref is None and old.claim_ref is not None:
+                keep = {k: v for k, v in old.annotations.items() if k in _BINDING_ANNOTATIONS}
+                obj.claim_ref, obj.phase = old.claim_ref, old.phase
+                obj.annotations = {**keep, **obj.annotations}
+        if not dry_run:
+            obj.resource_version = self.next_version()
+            self.upsert(obj)
+        return "created" if old is None else "configured"
+
+    def next_version(self) -> str:
+        """A resourceVersion for a change made here (the embedded store's own, always increasing)."""
+        return str(next(self._versions))
 
     def remove(self, kind: str, key: str) -> StorageObject | None:
         """Forget the object of ``kind`` (``PersistentVolume``, ...) named ``key`` (``namespace/name``
@@ -716,11 +753,9 @@ class MemoryVolumeWriter:
     def __init__(self, store: VolumeStore, *, provision: bool = True) -> None:
         self.store = store
         self.provision = provision
-        # Versions above any a manifest is likely to carry, increasing with every write.
-        self._version = itertools.count(1_000_000_001)
 
     def _next(self) -> str:
-        return str(next(self._version))
+        return self.store.next_version()
 
     def _check(self, kind: str, key: str, stored: Any, obj: Any) -> None:
         resource = "persistentvolumeclaims" if kind == "PersistentVolumeClaim" else "persistentvolumes"
