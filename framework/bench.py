@@ -79,9 +79,9 @@ from pluginhost.plugin import CycleState, FilterPlugin, FilterResult, Handle, No
 from pluginhost.status import Code
 
 from .config import SchedulerConfig, load_config
+from .outcomes import num_feasible_nodes_to_find
 from .plugins import Registry
 from .profiles import build_registry, default_scheduler_config, unavailable_plugins
-from .runtime import num_feasible_nodes_to_find
 from .scheduler import Scheduler, tune_gc
 
 __all__ = [

@@ -10,13 +10,11 @@ started ahead of a plugin's turn), whoever implements them.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import random
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -55,92 +53,34 @@ from pluginhost.plugin import (
 )
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
-from pluginhost.view import VIEW_STATE_KEY, NodeView, ViewError, apply_pod_change, apply_view, changes_of
+from pluginhost.view import VIEW_STATE_KEY, NodeView
 
 from .hooks import BeforeCycle, FilterAhead, Upcoming
+from .outcomes import (
+    Diagnosis,
+    FilterOutcome,
+    IntArray,
+    PluginScores,
+    Rejection,
+    ScoreOutcome,
+    check_filter_result,
+    failed_status,
+    raised_status,
+    record_rejections,
+)
+from .transformers import end_view, transform_nodes, transform_pod
+from .waiting import MAX_PERMIT_TIMEOUT, WaitingPods
 
-__all__ = [
-    "MAX_PERMIT_TIMEOUT",
-    "Diagnosis",
-    "FilterOutcome",
-    "Framework",
-    "ObservedCall",
-    "PluginObserver",
-    "PluginScores",
-    "ScoreOutcome",
-    "WaitingPodHandle",
-    "WaitingPods",
-    "go_duration",
-    "num_feasible_nodes_to_find",
-]
+__all__ = ["Framework", "ObservedCall", "PluginObserver"]
 
 log = logging.getLogger("outrigger.runtime")
 
-MAX_PERMIT_TIMEOUT = 15 * 60.0  # kube-scheduler caps a Permit wait at 15 minutes
-MIN_FEASIBLE_NODES_TO_FIND = 100
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 _VALID_CODES = frozenset(int(c) for c in Code)
 # Filter walks the cluster in windows so it can stop once it has enough feasible nodes without a
 # Python loop per node; a window is never smaller than this.
 MIN_FILTER_WINDOW = 256
 
-IntArray = npt.NDArray[np.int64]
-
-
-def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
-    """How many feasible nodes to look for before Filter stops (kube-scheduler's adaptive rule:
-    with no percentage configured, ``50 - nodes/125`` percent, at least 5%, at least 100 nodes)."""
-    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
-        return num_all_nodes
-    pct = percentage or 0
-    if pct == 0:
-        pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
-    if pct >= 100:
-        return num_all_nodes
-    return max(num_all_nodes * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
-
-
-@dataclass(slots=True)
-class Diagnosis:
-    """Why a pod did not fit: per-node statuses and the plugins that rejected it."""
-
-    node_to_status: NodeToStatus = field(default_factory=NodeToStatus)
-    unschedulable_plugins: set[str] = field(default_factory=set)
-    pending_plugins: set[str] = field(default_factory=set)
-    pre_filter_msg: str = ""
-    post_filter_msg: str = ""
-    absent_nodes: int = 0  # nodes a PreFilter result left out (they take node_to_status.absent)
-
-    def add_plugin_status(self, status: Status) -> None:
-        if not status.plugin:
-            return
-        if status.code is Code.Pending:
-            self.pending_plugins.add(status.plugin)
-        elif status.is_rejected:
-            self.unschedulable_plugins.add(status.plugin)
-
-
-@dataclass(slots=True)
-class FilterOutcome:
-    """The result of the Filter phase for one pod."""
-
-    feasible: IntArray  # snapshot rows, in the order they were found
-    processed: int  # nodes examined (feasible + rejected), for the rotating start index
-    error: Status | None = None
-
-
-@dataclass(slots=True)
-class PluginScores:
-    raw: IntArray
-    normalized: IntArray
-    weighted: IntArray
-
-
-@dataclass(slots=True)
-class ScoreOutcome:
-    totals: IntArray
-    by_plugin: dict[str, PluginScores] = field(default_factory=dict)
-    error: Status | None = None
+T = TypeVar("T")
 
 
 class ObservedCall(Protocol):
@@ -158,47 +98,23 @@ class PluginObserver(Protocol):
     def start(self, point: str, plugin: Plugin, nodes: int = -1) -> ObservedCall | None: ...
 
 
-def go_duration(seconds: float) -> str:
-    """A duration as Go's ``time.Duration.String`` writes it (``500ms``, ``1.5s``, ``1m30s``,
-    ``1h0m0s``): kube-scheduler's Permit timeout message prints the plugin's timeout that way."""
-    ns = round(seconds * 1e9)
-    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+class _Raised:
+    """A plugin call that raised: the Error status naming the plugin, and the exception."""
 
-    def frac(value: int, unit: int) -> str:
-        whole, rest = divmod(value, unit)
-        if not rest:
-            return str(whole)
-        return f"{whole}." + f"{rest:0{len(str(unit)) - 1}d}".rstrip("0")
+    __slots__ = ("exc", "status")
 
-    if ns == 0:
-        return "0s"
-    if ns < 1_000:
-        return f"{sign}{ns}ns"
-    if ns < 1_000_000:
-        return f"{sign}{frac(ns, 1_000)}µs"
-    if ns < 1_000_000_000:
-        return f"{sign}{frac(ns, 1_000_000)}ms"
-    hours, rest = divmod(ns, 3600 * 10**9)
-    minutes, rest = divmod(rest, 60 * 10**9)
-    out = frac(rest, 10**9) + "s"
-    if hours or minutes:
-        out = f"{minutes}m{out}"
-    if hours:
-        out = f"{hours}h{out}"
-    return sign + out
+    def __init__(self, status: Status, exc: BaseException) -> None:
+        self.status = status
+        self.exc = exc
 
 
-def _failed(point: str, plugin: Plugin, status: Status) -> Status:
-    return Status(
-        Code.Error,
-        (f"running {point} plugin {plugin.name!r}: {status.message() or status.code.name}",),
-        plugin.name,
-        status.error,
-    )
-
-
-def _raised(point: str, plugin: Plugin, exc: BaseException) -> Status:
-    return Status(Code.Error, (f"running {point} plugin {plugin.name!r}: {exc}",), plugin.name, exc)
+def _status_of(result: Any) -> Any:
+    """What an observer is told a call returned: its Status (a FilterResult for Filter), else None."""
+    if isinstance(result, Status | FilterResult):
+        return result
+    if isinstance(result, tuple):
+        return next((r for r in result if isinstance(r, Status)), None)
+    return None
 
 
 class Framework:
@@ -275,6 +191,23 @@ class Framework:
             for p in point_plugins:
                 self.plugins[p.name] = p
 
+    async def _observed(self, point: str, pl: Plugin, call: Awaitable[T], nodes: int = -1, *,
+                        error_point: str = "", tell: bool = True) -> T | _Raised:
+        """Await ``call``, a call of ``pl`` at ``point``, under the observer: its result, or
+        :class:`_Raised` when it raised (the Error status names the plugin and ``error_point`` or
+        ``point``). ``tell``: whether the observer is told what the call returned."""
+        obs = self.observer
+        observed = obs.start(point, pl, nodes) if obs is not None else None
+        try:
+            result = await call
+        except Exception as exc:
+            if observed is not None:
+                observed.failed(exc)
+            return _Raised(raised_status(error_point or point, pl, exc), exc)
+        if observed is not None:
+            observed.done(_status_of(result) if tell else None)
+        return result
+
     def run_before_cycle(self, snapshot: Snapshot, pod: Pod, upcoming: Upcoming) -> None:
         """Tell the :class:`~framework.hooks.BeforeCycle` plugins that ``pod``'s cycle starts; the
         queue behind it is looked at once, and only if one of them asks."""
@@ -298,11 +231,11 @@ class Framework:
             try:
                 status = await pl.pre_enqueue(pod)
             except Exception as exc:
-                return _raised("PreEnqueue", pl, exc)
+                return raised_status("PreEnqueue", pl, exc)
             if not status.ok:
                 if status.is_rejected or status.code is Code.Pending:
                     return status.with_plugin(pl.name)
-                return _failed("PreEnqueue", pl, status)
+                return failed_status("PreEnqueue", pl, status)
         return SUCCESS
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
@@ -311,73 +244,25 @@ class Framework:
     # ---- transformers (cycle-scoped views) ----------------------------------------------------
 
     async def run_pre_filter_transformers(self, state: CycleState, pod: Pod) -> tuple[Pod, Status]:
-        """The pod as this cycle's PreFilter, Filter, PostFilter and Score plugins see it: each
-        PreFilter transformer's change applied in order. ``pod`` itself is never changed."""
-        for pl in self.pre_filter_transformers:
-            try:
-                change, status = await pl.before_pre_filter(state, pod)
-                if status.ok:
-                    pod = apply_pod_change(pod, change)
-            except Exception as exc:
-                return pod, _raised("BeforePreFilter", pl, exc)
-            if not status.ok:
-                if status.is_rejected:
-                    return pod, status.with_plugin(pl.name)
-                return pod, _failed("BeforePreFilter", pl, status)
-        return pod, SUCCESS
+        """The pod as this cycle's PreFilter, Filter, PostFilter and Score plugins see it
+        (:func:`framework.transformers.transform_pod`)."""
+        return await transform_pod(self.pre_filter_transformers, state, pod)
 
     async def run_node_transformers(
         self, point: str, state: CycleState, pod: Pod, snapshot: Snapshot, rows: IntArray | None = None
     ) -> tuple[Snapshot, Status]:
-        """The snapshot as the plugins of ``point`` ("filter", "score" or "postFilter") see it: each
-        transformer of the point applies its node changes on the previous one's view. The view (added
-        to the one ``state`` already carries, e.g. a what-if's nodes) is put in ``state`` under
-        ``VIEW_STATE_KEY`` so remote plugins get it; :meth:`end_view` puts the base back."""
+        """The snapshot as the plugins of ``point`` ("filter", "score" or "postFilter") see it
+        (:func:`framework.transformers.transform_nodes`)."""
         by_point: dict[str, list[Any]] = {
             "filter": self.filter_transformers,
             "score": self.score_transformers,
             "postFilter": self.post_filter_transformers,
         }
-        transformers = by_point[point]
-        if not transformers:
-            return snapshot, SUCCESS
-        base_view: NodeView = state.get(VIEW_STATE_KEY) or NodeView()
-        view = base_view
-        what = {"filter": "BeforeFilter", "score": "BeforeScore", "postFilter": "BeforePostFilter"}[point]
-        current = snapshot
-        for pl in transformers:
-            state.write(VIEW_STATE_KEY, view)
-            state.snapshot = current
-            try:
-                if point == "filter":
-                    changes, status = await pl.before_filter(state, pod, current)
-                elif point == "postFilter":
-                    changes, status = await pl.before_post_filter(state, pod, current)
-                else:
-                    all_rows = rows if rows is not None else current.table.order
-                    changes, status = await pl.before_score(state, pod, NodeBatch(current, all_rows))
-                if status.ok:
-                    more = changes_of(changes)
-                    if more:
-                        current = apply_view(current, NodeView(changes=more))
-                        view = view.then(more)
-            except (Exception, ViewError) as exc:
-                self.end_view(state, snapshot, base_view)
-                return snapshot, _raised(what, pl, exc)
-            if not status.ok:
-                self.end_view(state, snapshot, base_view)
-                return snapshot, status.with_plugin(pl.name) if status.is_rejected else _failed(what, pl, status)
-        state.write(VIEW_STATE_KEY, view)
-        state.snapshot = current
-        return current, SUCCESS
+        return await transform_nodes(point, by_point[point], state, pod, snapshot, rows)
 
     def end_view(self, state: CycleState, snapshot: Snapshot, view: NodeView | None) -> None:
         """Put ``state`` back on ``snapshot`` and ``view`` (what it carried before a phase's view)."""
-        state.snapshot = snapshot
-        if view:
-            state.write(VIEW_STATE_KEY, view)
-        else:
-            state.delete(VIEW_STATE_KEY)
+        end_view(state, snapshot, view)
 
     # ---- PreFilter / Filter / PostFilter -------------------------------------------------------
 
@@ -389,17 +274,11 @@ class Framework:
         result: PreFilterResult | None = None
         narrowing: list[str] = []
         returned = SUCCESS
-        obs = self.observer
         for pl in self.pre_filter_plugins:
-            call = obs.start("PreFilter", pl) if obs is not None else None
-            try:
-                r, status = await pl.pre_filter(state, pod)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
-                return None, _raised("PreFilter", pl, exc)
-            if call is not None:
-                call.done(status)
+            got = await self._observed("PreFilter", pl, pl.pre_filter(state, pod))
+            if isinstance(got, _Raised):
+                return None, got.status
+            r, status = got
             if status.is_skip:
                 state.skip_filter.add(pl.name)
                 continue
@@ -413,7 +292,7 @@ class Framework:
                     diagnosis.add_plugin_status(status)
                     returned = status
                     continue
-                return None, _failed("PreFilter", pl, status)
+                return None, failed_status("PreFilter", pl, status)
             if r is not None and r.node_names is not None:
                 narrowing.append(pl.name)
                 result = r if result is None else result.merge(r)
@@ -475,74 +354,16 @@ class Framework:
         found: list[IntArray] = []
         n_found = 0
         pos = 0
-        names = snapshot.table.names
-        statuses = diagnosis.node_to_status.statuses
-        obs = self.observer
         # The first plugin that can filter ahead, when others come before it, gets each window ahead
         # of its turn and works on it while they run (later ones see only surviving nodes).
-        prefetchers: list[FilterAhead] = []
-        for i, pl in enumerate(plugins):
-            if isinstance(pl, FilterAhead):
-                prefetchers = [pl] if i > 0 else []
-                break
+        first_ahead = next((pl for pl in plugins if isinstance(pl, FilterAhead)), None)
+        prefetcher = first_ahead if first_ahead is not plugins[0] else None
         while pos < total and n_found < num_to_find:
             window = min(total - pos, max(MIN_FILTER_WINDOW, 2 * (num_to_find - n_found)))
             rows = candidates[pos : pos + window]
-            alive = np.ones(window, dtype=np.bool_)
-            rejected: list[tuple[Plugin, IntArray, FilterResult, npt.NDArray[np.bool_]]] = []
-            # Its answers are read in configured order, so statuses name the first rejecting plugin.
-            ahead: dict[str, Awaitable[FilterResult] | FilterResult] = {}
-            for pl in prefetchers:
-                # Sending the window is the observed call; its answer is read later, at the plugin's turn.
-                call = obs.start("FilterPrefetch", pl, window) if obs is not None else None
-                try:
-                    ahead[pl.name] = await pl.prefetch_filter(state, pod, NodeBatch(snapshot, rows))
-                except Exception as exc:
-                    if call is not None:
-                        call.failed(exc)
-                    _discard(ahead)
-                    return FilterOutcome(np.empty(0, np.int64), pos, _raised("Filter", pl, exc))
-                if call is not None:
-                    call.done(None)
-            for pl in plugins:
-                idx = np.flatnonzero(alive)
-                if idx.shape[0] == 0:
-                    break
-                batch = NodeBatch(snapshot, rows[idx])
-                call = None
-                try:
-                    early = ahead.pop(pl.name, None)
-                    if early is not None:
-                        whole = early if isinstance(early, FilterResult) else await early
-                        res = whole.take(idx) if len(whole) == window else whole
-                    else:
-                        call = obs.start("Filter", pl, len(batch)) if obs is not None else None
-                        res = await pl.filter(state, pod, batch)
-                except Exception as exc:
-                    if call is not None:
-                        call.failed(exc)
-                    _discard(ahead)
-                    return FilterOutcome(np.empty(0, np.int64), pos, _raised("Filter", pl, exc))
-                if call is not None:
-                    call.done(res)
-                bad = _check_filter_result(pl, res, len(batch))
-                if bad is not None:
-                    _discard(ahead)
-                    return FilterOutcome(np.empty(0, np.int64), pos, bad)
-                codes = res.codes
-                failed = codes != 0
-                if failed.any():
-                    not_rejection = failed & (codes != Code.Unschedulable)
-                    not_rejection &= codes != Code.UnschedulableAndUnresolvable
-                    not_rejection &= codes != Code.Pending
-                    if not_rejection.any():
-                        i = int(np.flatnonzero(not_rejection)[0])
-                        st = res.status_at(i, pl.name)
-                        _discard(ahead)
-                        return FilterOutcome(np.empty(0, np.int64), pos, _failed("filter", pl, st))
-                    alive[idx[failed]] = False
-                    rejected.append((pl, idx, res, failed))
-            _discard(ahead)  # every node rejected before these plugins' turn: their answers are not needed
+            alive, rejected, error = await self._filter_window(state, pod, snapshot, rows, plugins, prefetcher)
+            if error is not None:
+                return FilterOutcome(np.empty(0, np.int64), pos, error)
             ok = np.flatnonzero(alive)
             need = num_to_find - n_found
             if ok.shape[0] > need:
@@ -552,25 +373,63 @@ class Framework:
                 cut = window
             found.append(rows[ok])
             n_found += int(ok.shape[0])
-            for rejector, idx, res, failed in rejected:
-                js = np.flatnonzero(failed)
-                ws = idx[js]
-                kept = ws < cut
-                js, ws = js[kept], ws[kept]
-                # One Status per distinct answer of the plugin in this window, shared by its nodes.
-                keys = res.codes[js].astype(np.int64) << 32
-                if res.reason_index is not None:
-                    keys |= res.reason_index[js].astype(np.int64)
-                shared: dict[int, Status] = {}
-                for j, w, key in zip(js.tolist(), rows[ws].tolist(), keys.tolist(), strict=True):
-                    found_st = shared.get(key)
-                    if found_st is None:
-                        found_st = shared[key] = res.status_at(j, rejector.name)
-                        diagnosis.add_plugin_status(found_st)
-                    statuses[names[w]] = found_st
+            record_rejections(diagnosis, snapshot.table.names, rows, rejected, cut)
             pos += cut
         feasible = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
         return FilterOutcome(feasible, pos)
+
+    async def _filter_window(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: IntArray, plugins: list[FilterPlugin],
+        prefetcher: FilterAhead | None,
+    ) -> tuple[npt.NDArray[np.bool_], list[Rejection], Status | None]:
+        """One window through the Filter plugins in order: which nodes are alive, each plugin's
+        rejections, or the error that fails the cycle."""
+        window = int(rows.shape[0])
+        alive = np.ones(window, dtype=np.bool_)
+        rejected: list[Rejection] = []
+        # Its answers are read in configured order, so statuses name the first rejecting plugin.
+        ahead: dict[str, Awaitable[FilterResult] | FilterResult] = {}
+        try:
+            if prefetcher is not None:
+                # Sending the window is the observed call; its answer is read later, at the plugin's turn.
+                sent = await self._observed("FilterPrefetch", prefetcher, prefetcher.prefetch_filter(
+                    state, pod, NodeBatch(snapshot, rows)), window, error_point="Filter", tell=False)
+                if isinstance(sent, _Raised):
+                    return alive, rejected, sent.status
+                ahead[prefetcher.name] = sent
+            for pl in plugins:
+                idx = np.flatnonzero(alive)
+                if idx.shape[0] == 0:
+                    break
+                batch = NodeBatch(snapshot, rows[idx])
+                early = ahead.pop(pl.name, None)
+                if early is not None:
+                    try:
+                        whole = early if isinstance(early, FilterResult) else await early
+                        res = whole.take(idx) if len(whole) == window else whole
+                    except Exception as exc:
+                        return alive, rejected, raised_status("Filter", pl, exc)
+                else:
+                    got = await self._observed("Filter", pl, pl.filter(state, pod, batch), len(batch))
+                    if isinstance(got, _Raised):
+                        return alive, rejected, got.status
+                    res = got
+                bad = check_filter_result(pl, res, len(batch))
+                if bad is not None:
+                    return alive, rejected, bad
+                failed = res.codes != 0
+                if failed.any():
+                    not_rejection = failed & (res.codes != Code.Unschedulable)
+                    not_rejection &= res.codes != Code.UnschedulableAndUnresolvable
+                    not_rejection &= res.codes != Code.Pending
+                    if not_rejection.any():
+                        st = res.status_at(int(np.flatnonzero(not_rejection)[0]), pl.name)
+                        return alive, rejected, failed_status("filter", pl, st)
+                    alive[idx[failed]] = False
+                    rejected.append((pl, idx, res, failed))
+            return alive, rejected, None
+        finally:
+            _discard(ahead)  # every node rejected before these plugins' turn: their answers are not needed
 
     async def run_filter_with_node_pods(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, row: int, pods: Sequence[Pod]
@@ -622,9 +481,9 @@ class Framework:
             try:
                 status = await (ext.add_pod if add else ext.remove_pod)(state, pod, other, row)
             except Exception as exc:
-                return _raised(point, pl, exc)
+                return raised_status(point, pl, exc)
             if not status.ok:
-                return _failed(point, pl, status)
+                return failed_status(point, pl, status)
         return SUCCESS
 
     async def run_post_filter(
@@ -633,17 +492,11 @@ class Framework:
         result: PostFilterResult | None = None
         reasons: list[str] = []
         rejector = ""
-        obs = self.observer
         for pl in self.post_filter_plugins:
-            call = obs.start("PostFilter", pl) if obs is not None else None
-            try:
-                r, status = await pl.post_filter(state, pod, statuses)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
-                return None, _raised("PostFilter", pl, exc)
-            if call is not None:
-                call.done(status)
+            got = await self._observed("PostFilter", pl, pl.post_filter(state, pod, statuses))
+            if isinstance(got, _Raised):
+                return None, got.status
+            r, status = got
             if status.ok:
                 return r, status
             if status.code is Code.UnschedulableAndUnresolvable:
@@ -661,22 +514,15 @@ class Framework:
     # ---- PreScore / Score ----------------------------------------------------------------------
 
     async def run_pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
-        obs = self.observer
         for pl in self.pre_score_plugins:
-            call = obs.start("PreScore", pl) if obs is not None else None
-            try:
-                status = await pl.pre_score(state, pod, nodes)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
-                return _raised("PreScore", pl, exc)
-            if call is not None:
-                call.done(status)
+            status = await self._observed("PreScore", pl, pl.pre_score(state, pod, nodes))
+            if isinstance(status, _Raised):
+                return status.status
             if status.is_skip:
                 state.skip_score.add(pl.name)
                 continue
             if not status.ok:
-                return _failed("PreScore", pl, status)
+                return failed_status("PreScore", pl, status)
         return SUCCESS
 
     async def run_score(self, state: CycleState, pod: Pod, nodes: NodeBatch, record: bool = False) -> ScoreOutcome:
@@ -684,21 +530,14 @@ class Framework:
         n = len(nodes)
         totals = np.zeros(n, dtype=np.int64)
         out = ScoreOutcome(totals)
-        obs = self.observer
         for pl in self.score_plugins:
             if pl.name in state.skip_score:
                 continue
-            call = obs.start("Score", pl) if obs is not None else None
-            try:
-                raw = await pl.score(state, pod, nodes)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
-                out.error = _raised("Score", pl, exc)
+            got = await self._observed("Score", pl, pl.score(state, pod, nodes))
+            if isinstance(got, _Raised):
+                out.error = got.status
                 return out
-            if call is not None:
-                call.done(None)
-            raw = np.asarray(raw)
+            raw = np.asarray(got)
             if raw.shape != (n,) or not np.issubdtype(raw.dtype, np.integer):
                 out.error = Status.failure(
                     f"running Score plugin {pl.name!r}: returned {raw.shape[0] if raw.ndim else 0} "
@@ -709,18 +548,12 @@ class Framework:
             # NormalizeScore rewrites in place: give it a copy so the raw scores stay for explain.
             scores = raw.astype(np.int64, copy=isinstance(pl, ScoreExtensions) or raw.dtype != np.int64)
             if isinstance(pl, ScoreExtensions):
-                call = obs.start("NormalizeScore", pl) if obs is not None else None
-                try:
-                    status = await pl.normalize_score(state, pod, nodes, scores)
-                except Exception as exc:
-                    if call is not None:
-                        call.failed(exc)
-                    out.error = _raised("NormalizeScore", pl, exc)
+                status = await self._observed("NormalizeScore", pl, pl.normalize_score(state, pod, nodes, scores))
+                if isinstance(status, _Raised):
+                    out.error = status.status
                     return out
-                if call is not None:
-                    call.done(status)
                 if not status.ok:
-                    out.error = _failed("NormalizeScore", pl, status)
+                    out.error = failed_status("NormalizeScore", pl, status)
                     return out
             if n and (int(scores.min()) < MIN_NODE_SCORE or int(scores.max()) > MAX_NODE_SCORE):
                 bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
@@ -745,52 +578,32 @@ class Framework:
     # ---- Reserve / Permit ----------------------------------------------------------------------
 
     async def run_reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
-        obs = self.observer
         for pl in self.reserve_plugins:
-            call = obs.start("Reserve", pl) if obs is not None else None
-            try:
-                status = await pl.reserve(state, pod, node)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
-                return _raised("Reserve", pl, exc)
-            if call is not None:
-                call.done(status)
+            status = await self._observed("Reserve", pl, pl.reserve(state, pod, node))
+            if isinstance(status, _Raised):
+                return status.status
             if not status.ok:
                 if status.is_rejected:
                     return status.with_plugin(pl.name)
-                return _failed("Reserve", pl, status)
+                return failed_status("Reserve", pl, status)
         return SUCCESS
 
     async def run_unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
         """Every Reserve plugin's Unreserve, in reverse order; failures are logged, never stop it."""
-        obs = self.observer
         for pl in reversed(self.reserve_plugins):
-            call = obs.start("Unreserve", pl) if obs is not None else None
-            try:
-                await pl.unreserve(state, pod, node)
-                if call is not None:
-                    call.done(None)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
+            got = await self._observed("Unreserve", pl, pl.unreserve(state, pod, node))
+            if isinstance(got, _Raised):
                 # One line (a dead plugin host fails every Unreserve alike); the traceback at debug level.
-                log.error("Unreserve of plugin %r failed for pod %s: %s", pl.name, pod.key, exc)
-                log.debug("Unreserve of plugin %r failed", pl.name, exc_info=True)
+                log.error("Unreserve of plugin %r failed for pod %s: %s", pl.name, pod.key, got.exc)
+                log.debug("Unreserve of plugin %r failed", pl.name, exc_info=got.exc)
 
     async def run_permit(self, state: CycleState, pod: Pod, node: str) -> Status:
         waits: dict[str, float] = {}
-        obs = self.observer
         for pl in self.permit_plugins:
-            call = obs.start("Permit", pl) if obs is not None else None
-            try:
-                status, timeout = await pl.permit(state, pod, node)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
-                return _raised("Permit", pl, exc)
-            if call is not None:
-                call.done(status)
+            got = await self._observed("Permit", pl, pl.permit(state, pod, node))
+            if isinstance(got, _Raised):
+                return got.status
+            status, timeout = got
             if status.ok:
                 continue
             if status.is_rejected:
@@ -798,7 +611,7 @@ class Framework:
             if status.code is Code.Wait:
                 waits[pl.name] = min(max(float(timeout), 0.0), MAX_PERMIT_TIMEOUT)
                 continue
-            return _failed("Permit", pl, status)
+            return failed_status("Permit", pl, status)
         if waits:
             self.waiting_pods.add(pod, node, waits)
             return Status(Code.Wait, (f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"',))
@@ -825,64 +638,44 @@ class Framework:
             try:
                 status = await pl.pre_bind_pre_flight(state, pod, node)
             except Exception as exc:
-                return _raised("PreBindPreFlight", pl, exc)
+                return raised_status("PreBindPreFlight", pl, exc)
             if status.is_skip:
                 continue
             if not status.ok:
-                return status.with_plugin(pl.name) if status.is_rejected else _failed("PreBindPreFlight", pl, status)
+                return status.with_plugin(pl.name) if status.is_rejected else failed_status(
+                    "PreBindPreFlight", pl, status)
             result = SUCCESS
         return result
 
     async def run_pre_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
-        obs = self.observer
         for pl in self.pre_bind_plugins:
-            call = obs.start("PreBind", pl) if obs is not None else None
-            try:
-                status = await pl.pre_bind(state, pod, node)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
-                return _raised("PreBind", pl, exc)
-            if call is not None:
-                call.done(status)
+            status = await self._observed("PreBind", pl, pl.pre_bind(state, pod, node))
+            if isinstance(status, _Raised):
+                return status.status
             if status.is_skip:
                 continue
             if not status.ok:
-                return status.with_plugin(pl.name) if status.is_rejected else _failed("PreBind", pl, status)
+                return status.with_plugin(pl.name) if status.is_rejected else failed_status("PreBind", pl, status)
         return SUCCESS
 
     async def run_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
         """The first Bind plugin that does not Skip decides."""
-        obs = self.observer
         for pl in self.bind_plugins:
-            call = obs.start("Bind", pl) if obs is not None else None
-            try:
-                status = await pl.bind(state, pod, node)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
-                return _raised("Bind", pl, exc)
-            if call is not None:
-                call.done(status)
+            status = await self._observed("Bind", pl, pl.bind(state, pod, node))
+            if isinstance(status, _Raised):
+                return status.status
             if status.is_skip:
                 continue
             if not status.ok:
-                return status.with_plugin(pl.name) if status.is_rejected else _failed("Bind", pl, status)
+                return status.with_plugin(pl.name) if status.is_rejected else failed_status("Bind", pl, status)
             return status.with_plugin(pl.name)
         return Status.failure("bind status: Skip, every Bind plugin skipped the pod")
 
     async def run_post_bind(self, state: CycleState, pod: Pod, node: str) -> None:
-        obs = self.observer
         for pl in self.post_bind_plugins:
-            call = obs.start("PostBind", pl) if obs is not None else None
-            try:
-                await pl.post_bind(state, pod, node)
-                if call is not None:
-                    call.done(None)
-            except Exception as exc:
-                if call is not None:
-                    call.failed(exc)
-                log.exception("PostBind of plugin %r failed for pod %s", pl.name, pod.key)
+            got = await self._observed("PostBind", pl, pl.post_bind(state, pod, node))
+            if isinstance(got, _Raised):
+                log.error("PostBind of plugin %r failed for pod %s", pl.name, pod.key, exc_info=got.exc)
 
 
 
@@ -892,87 +685,3 @@ def _discard(ahead: dict[str, Awaitable[FilterResult] | FilterResult]) -> None:
         if inspect.iscoroutine(early):
             early.close()
     ahead.clear()
-
-
-def _check_filter_result(pl: Plugin, res: Any, n: int) -> Status | None:
-    """A plugin's Filter answer must have one valid code per node it was sent."""
-    if not isinstance(res, FilterResult):
-        return Status.failure(f"running filter plugin {pl.name!r}: returned {type(res).__name__}", plugin=pl.name)
-    if len(res) != n:
-        return Status.failure(
-            f"running filter plugin {pl.name!r}: returned {len(res)} answers for {n} nodes", plugin=pl.name
-        )
-    if n and (int(res.codes.min()) < 0 or int(res.codes.max()) > max(_VALID_CODES)):
-        return Status.failure(f"running filter plugin {pl.name!r}: returned an unknown status code", plugin=pl.name)
-    return None
-
-
-# ---- waiting pods (Permit) ---------------------------------------------------------------------
-
-
-class WaitingPodHandle:
-    """A pod held at Permit until every waiting plugin allows it, one rejects it, or a wait times out."""
-
-    def __init__(self, pod: Pod, node_name: str, waits: Mapping[str, float]) -> None:
-        loop = asyncio.get_running_loop()
-        self._pod = pod
-        self._node_name = node_name
-        self._pending = dict(waits)
-        self.deadline = loop.time() + max(waits.values(), default=0.0)
-        self.result: asyncio.Future[Status] = loop.create_future()
-        self._timers = [
-            loop.call_later(timeout, self._timeout, plugin, timeout) for plugin, timeout in waits.items()
-        ]
-
-    @property
-    def pod(self) -> Pod:
-        return self._pod
-
-    @property
-    def node_name(self) -> str:
-        return self._node_name
-
-    def pending_plugins(self) -> list[str]:
-        return list(self._pending)
-
-    def allow(self, plugin: str) -> None:
-        self._pending.pop(plugin, None)
-        if not self._pending:
-            self._finish(SUCCESS)
-
-    def reject(self, plugin: str, message: str) -> None:
-        self._finish(Status(Code.Unschedulable, (message,), plugin))
-
-    def _timeout(self, plugin: str, waited: float) -> None:
-        self.reject(plugin, f"rejected due to timeout after waiting {go_duration(waited)} at plugin {plugin}")
-
-    def _finish(self, status: Status) -> None:
-        if self.result.done():
-            return
-        for t in self._timers:
-            t.cancel()
-        self.result.set_result(status)
-
-
-class WaitingPods:
-    """The pods waiting at Permit, by pod UID (shared by the profiles of one scheduler)."""
-
-    def __init__(self) -> None:
-        self._pods: dict[str, WaitingPodHandle] = {}
-
-    def add(self, pod: Pod, node_name: str, waits: Mapping[str, float]) -> WaitingPodHandle:
-        wp = WaitingPodHandle(pod, node_name, waits)
-        self._pods[pod.uid] = wp
-        return wp
-
-    def get(self, uid: str) -> WaitingPodHandle | None:
-        return self._pods.get(uid)
-
-    def remove(self, uid: str) -> None:
-        self._pods.pop(uid, None)
-
-    def __iter__(self) -> Any:
-        return iter(list(self._pods.values()))
-
-    def __len__(self) -> int:
-        return len(self._pods)

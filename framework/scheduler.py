@@ -55,10 +55,12 @@ from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 from .cache import Cache
 from .config import ProfileConfig, SchedulerConfig
 from .disruption import embedded_status
+from .outcomes import Diagnosis, num_feasible_nodes_to_find
 from .plugins import Registry
 from .queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
 from .reservations import EXPIRED, ReservationRecord, Reservations, is_reserve_pod
-from .runtime import Diagnosis, Framework, WaitingPodHandle, WaitingPods, num_feasible_nodes_to_find
+from .runtime import Framework
+from .waiting import WaitingPodHandle, WaitingPods
 from .whatif import hypothetical_nodes
 
 __all__ = [

@@ -25,8 +25,8 @@ import yaml
 
 from framework.plugins.basic import NodeName, SchedulingGates
 from framework.profiles import build_registry, default_scheduler_config
-from framework.runtime import go_duration
 from framework.scheduler import Scheduler
+from framework.waiting import go_duration
 from pluginhost.manifest import node_from_dict, pod_from_dict
 from pluginhost.model import Pod
 from pluginhost.plugin import CycleState, NodeBatch

@@ -19,9 +19,9 @@ from test_remote_fakes import ContractFake
 from test_remote_harness import HostProcess, endpoint, remote_rig, until
 
 from framework.config import load_config
+from framework.outcomes import Diagnosis
 from framework.plugins import in_tree_registry
 from framework.remote.services import join_cycle
-from framework.runtime import Diagnosis
 from framework.scheduler import Scheduler
 from framework.service import start_plugin_services
 from pluginhost import pb

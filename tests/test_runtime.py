@@ -26,9 +26,10 @@ import numpy.typing as npt
 import pytest
 
 from framework.config import load_config
+from framework.outcomes import num_feasible_nodes_to_find
 from framework.plugins import in_tree_registry
-from framework.runtime import MAX_PERMIT_TIMEOUT, num_feasible_nodes_to_find
 from framework.scheduler import Scheduler
+from framework.waiting import MAX_PERMIT_TIMEOUT
 from pluginhost.manifest import node_from_dict, parse_objects, pod_from_dict
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import (

@@ -48,7 +48,7 @@ import aiohttp
 import orjson
 
 from ..bench import RunResult, RunSpec, pod_manifest
-from ..runtime import num_feasible_nodes_to_find
+from ..outcomes import num_feasible_nodes_to_find
 from .client import ApiClient, ApiError, ApiUnreachable, KubeConfig
 from .local import LocalCluster
 

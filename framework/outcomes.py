@@ -1,0 +1,146 @@
+"""What one cycle's phases found: :class:`Diagnosis` (why a pod did not fit), :class:`FilterOutcome`,
+:class:`ScoreOutcome`, and how many feasible nodes Filter looks for (kube-scheduler's adaptive rule)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pluginhost.plugin import FilterResult, NodeToStatus, Plugin
+from pluginhost.status import Code, Status
+
+__all__ = [
+    "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
+    "MIN_FEASIBLE_NODES_TO_FIND",
+    "Diagnosis",
+    "FilterOutcome",
+    "IntArray",
+    "PluginScores",
+    "Rejection",
+    "ScoreOutcome",
+    "check_filter_result",
+    "failed_status",
+    "num_feasible_nodes_to_find",
+    "raised_status",
+    "record_rejections",
+]
+
+_VALID_CODES = frozenset(int(c) for c in Code)
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+IntArray = npt.NDArray[np.int64]
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes to look for before Filter stops (kube-scheduler's adaptive rule:
+    with no percentage configured, ``50 - nodes/125`` percent, at least 5%, at least 100 nodes)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or 0
+    if pct == 0:
+        pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    if pct >= 100:
+        return num_all_nodes
+    return max(num_all_nodes * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why a pod did not fit: per-node statuses and the plugins that rejected it."""
+
+    node_to_status: NodeToStatus = field(default_factory=NodeToStatus)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+    absent_nodes: int = 0  # nodes a PreFilter result left out (they take node_to_status.absent)
+
+    def add_plugin_status(self, status: Status) -> None:
+        if not status.plugin:
+            return
+        if status.code is Code.Pending:
+            self.pending_plugins.add(status.plugin)
+        elif status.is_rejected:
+            self.unschedulable_plugins.add(status.plugin)
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    """The result of the Filter phase for one pod."""
+
+    feasible: IntArray  # snapshot rows, in the order they were found
+    processed: int  # nodes examined (feasible + rejected), for the rotating start index
+    error: Status | None = None
+
+
+@dataclass(slots=True)
+class PluginScores:
+    raw: IntArray
+    normalized: IntArray
+    weighted: IntArray
+
+
+@dataclass(slots=True)
+class ScoreOutcome:
+    totals: IntArray
+    by_plugin: dict[str, PluginScores] = field(default_factory=dict)
+    error: Status | None = None
+
+
+def failed_status(point: str, plugin: Plugin, status: Status) -> Status:
+    """A plugin's non-Success answer as the Error that fails the cycle, naming the point and plugin."""
+    return Status(
+        Code.Error,
+        (f"running {point} plugin {plugin.name!r}: {status.message() or status.code.name}",),
+        plugin.name,
+        status.error,
+    )
+
+
+def raised_status(point: str, plugin: Plugin, exc: BaseException) -> Status:
+    """A plugin's exception as the Error that fails the cycle, naming the point and plugin."""
+    return Status(Code.Error, (f"running {point} plugin {plugin.name!r}: {exc}",), plugin.name, exc)
+
+
+Rejection = tuple[Plugin, IntArray, FilterResult, npt.NDArray[np.bool_]]  # plugin, positions, answer, rejected
+
+
+def record_rejections(diagnosis: Diagnosis, names: Sequence[str], rows: IntArray, rejected: list[Rejection],
+                       cut: int) -> None:
+    """Each rejected node of a window (up to position ``cut``) gets the status of the plugin that
+    rejected it: one Status per distinct answer of the plugin, shared by its nodes."""
+    statuses = diagnosis.node_to_status.statuses
+    for rejector, idx, res, failed in rejected:
+        js = np.flatnonzero(failed)
+        ws = idx[js]
+        kept = ws < cut
+        js, ws = js[kept], ws[kept]
+        keys = res.codes[js].astype(np.int64) << 32
+        if res.reason_index is not None:
+            keys |= res.reason_index[js].astype(np.int64)
+        shared: dict[int, Status] = {}
+        for j, w, key in zip(js.tolist(), rows[ws].tolist(), keys.tolist(), strict=True):
+            found_st = shared.get(key)
+            if found_st is None:
+                found_st = shared[key] = res.status_at(j, rejector.name)
+                diagnosis.add_plugin_status(found_st)
+            statuses[names[w]] = found_st
+
+
+def check_filter_result(pl: Plugin, res: Any, n: int) -> Status | None:
+    """A plugin's Filter answer must have one valid code per node it was sent."""
+    if not isinstance(res, FilterResult):
+        return Status.failure(f"running filter plugin {pl.name!r}: returned {type(res).__name__}", plugin=pl.name)
+    if len(res) != n:
+        return Status.failure(
+            f"running filter plugin {pl.name!r}: returned {len(res)} answers for {n} nodes", plugin=pl.name
+        )
+    if n and (int(res.codes.min()) < 0 or int(res.codes.max()) > max(_VALID_CODES)):
+        return Status.failure(f"running filter plugin {pl.name!r}: returned an unknown status code", plugin=pl.name)
+    return None
