@@ -162,6 +162,11 @@ class SchedulerClient:
         """Delete a Reservation (what it held is free again); False when there was no such reservation."""
         return bool(self._call("Delete", delete_request("Reservation", name, "")).deleted)
 
+    def delete(self, kind: str, name: str, namespace: str = "") -> bool:
+        """Delete an object of any kind the API deletes (``PersistentVolumeClaim``, ``StorageClass``, ...);
+        False when there was no such object."""
+        return bool(self._call("Delete", delete_request(kind, name, namespace)).deleted)
+
     def delete_pod_disruption_budget(self, name: str, namespace: str = "default") -> bool:
         """Delete a PodDisruptionBudget; False when there was no such PDB."""
         return bool(self._call("Delete", delete_request("PodDisruptionBudget", name, namespace)).deleted)

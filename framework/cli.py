@@ -55,9 +55,10 @@ from clients.printers import (
 )
 from pluginhost.errors import OutriggerError
 from pluginhost.manifest import ManifestError, load_documents, parse_objects
-from pluginhost.model import Node, Pod, PodDisruptionBudget, Reservation
+from pluginhost.model import Node, PersistentVolumeClaim, Pod, PodDisruptionBudget, Reservation
 from pluginhost.quantity import format_quantity
 from pluginhost.security import TLSConfigError
+from pluginhost.snapshot import StorageObject, storage_kind
 
 from .config import UNMODELLED_PLUGINS, ConfigError, SchedulerConfig
 from .observe.serving import add_serving_flags
@@ -425,19 +426,26 @@ def _why(state: Any) -> str:
 
 _KINDS = {"pod": "Pod", "pods": "Pod", "node": "Node", "nodes": "Node", "reservation": "Reservation",
           "reservations": "Reservation", "pdb": "PodDisruptionBudget", "pdbs": "PodDisruptionBudget",
-          "poddisruptionbudget": "PodDisruptionBudget", "poddisruptionbudgets": "PodDisruptionBudget"}
-_NAMESPACED = ("Pod", "PodDisruptionBudget")
+          "poddisruptionbudget": "PodDisruptionBudget", "poddisruptionbudgets": "PodDisruptionBudget",
+          "pvc": "PersistentVolumeClaim", "pvcs": "PersistentVolumeClaim",
+          "persistentvolumeclaim": "PersistentVolumeClaim", "persistentvolumeclaims": "PersistentVolumeClaim",
+          "pv": "PersistentVolume", "pvs": "PersistentVolume", "persistentvolume": "PersistentVolume",
+          "persistentvolumes": "PersistentVolume", "storageclass": "StorageClass", "storageclasses": "StorageClass",
+          "sc": "StorageClass", "csinode": "CSINode", "csinodes": "CSINode"}
+_NAMESPACED = ("Pod", "PodDisruptionBudget", "PersistentVolumeClaim")
 
 
 def _delete_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", nargs="?", choices=sorted(_KINDS), help="pod, node, reservation or pdb")
+    p.add_argument("kind", nargs="?", choices=sorted(_KINDS),
+                   help="pod, node, reservation, pdb, pvc, pv, storageclass or csinode")
     p.add_argument("names", nargs="*", metavar="NAME")
     add_filename(p, "delete the objects in this manifest")
     add_namespace(p, "default")
     add_server(p)
 
 
-@command("delete", "delete pods, nodes, reservations or PodDisruptionBudgets", _delete_args, examples="""\
+@command("delete", "delete pods, nodes, reservations, PDBs, claims, volumes, classes or CSINodes", _delete_args,
+         examples="""\
   outrigger delete pod web
   outrigger delete reservation web-reserve
   outrigger delete pods web-0 web-1 -n shop
@@ -452,6 +460,9 @@ def cmd_delete(args: argparse.Namespace) -> int:
             for obj in parse_objects(_read(path), path):
                 if isinstance(obj, Pod | PodDisruptionBudget):
                     targets.append(("Pod" if isinstance(obj, Pod) else "PodDisruptionBudget", obj.namespace, obj.name))
+                elif isinstance(obj, StorageObject):
+                    namespace = obj.namespace if isinstance(obj, PersistentVolumeClaim) else ""
+                    targets.append((storage_kind(obj), namespace, obj.name))
                 else:
                     targets.append(("Reservation" if isinstance(obj, Reservation) else "Node", "", obj.name))
     elif args.kind and args.names:
@@ -466,6 +477,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
                 found = c.delete_reservation(name)
             elif kind == "PodDisruptionBudget":
                 found = c.delete_pod_disruption_budget(name, ns)
+            elif kind in ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode"):
+                found = c.delete(kind, name, ns)
             else:
                 found = c.delete_pod(name, ns) if kind == "Pod" else c.delete_node(name)
             key = f"{ns}/{name}" if ns else name
@@ -918,8 +931,10 @@ async def _explain_offline(args: argparse.Namespace, pod_file: str, template: No
             await scheduler.apply(cluster)
             asked = [o for o in parse_objects(_read(pod_file), pod_file) if isinstance(o, Pod)] if pod_file else None
             return await scheduler.what_if(template, args.count, asked)
-        # Pending pods in the cluster file are not scheduled: only nodes and bound pods shape the snapshot.
-        await scheduler.apply([o for o in cluster if isinstance(o, Node) or (isinstance(o, Pod) and o.node_name)])
+        # Pending pods in the cluster file are not scheduled: only nodes, bound pods and the volume plugins'
+        # objects (claims, volumes, classes, CSINodes) shape the snapshot.
+        await scheduler.apply([o for o in cluster if isinstance(o, Node | StorageObject)
+                               or (isinstance(o, Pod) and o.node_name)])
         pods = [o for o in parse_objects(_read(pod_file), pod_file) if isinstance(o, Pod)]
         if len(pods) != 1:
             raise UserError(f"{pod_file}: explain needs exactly one Pod, found {len(pods)}")

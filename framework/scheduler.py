@@ -33,7 +33,15 @@ import numpy as np
 import numpy.typing as npt
 
 from pluginhost.errors import OutriggerError
-from pluginhost.model import RESERVATION_NAMESPACE, Node, Pod, PodDisruptionBudget, Reservation
+from pluginhost.manifest import ManifestObject
+from pluginhost.model import (
+    RESERVATION_NAMESPACE,
+    Node,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    Reservation,
+)
 from pluginhost.plugin import (
     ActionType,
     ClusterEvent,
@@ -48,7 +56,7 @@ from pluginhost.plugin import (
     QueuedPodInfo,
     QueueSortPlugin,
 )
-from pluginhost.snapshot import Snapshot
+from pluginhost.snapshot import Snapshot, StorageObject, storage_kind
 from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 
@@ -450,11 +458,11 @@ class Scheduler:
 
     # ---- objects -------------------------------------------------------------------------------
 
-    async def apply(
-        self, objects: Iterable[Pod | Node | Reservation | PodDisruptionBudget], *, dry_run: bool = False
-    ) -> list[ApplyResult]:
-        """Create or update pods, nodes, reservations and PodDisruptionBudgets. Checked as a whole first:
-        one bad object changes nothing. Reservations are applied after nodes and pods, PDBs last."""
+    async def apply(self, objects: Iterable[ManifestObject], *, dry_run: bool = False) -> list[ApplyResult]:
+        """Create or update pods, nodes, reservations, PodDisruptionBudgets and the volume plugins' objects
+        (claims, volumes, classes, CSINodes: right after nodes, so pods of the same request find them).
+        Checked as a whole first: one bad object changes nothing. Reservations are applied after nodes
+        and pods, PDBs last."""
         if not self.source.accepts_apply:
             raise ApplyError(
                 "this framework schedules a Kubernetes cluster: create and change pods and nodes through its "
@@ -465,6 +473,8 @@ class Scheduler:
         self._check_reservations(reservations)
         pdbs = [o for o in everything if isinstance(o, PodDisruptionBudget)]
         self._check_pdbs(pdbs)
+        storage = [o for o in everything if isinstance(o, StorageObject)]
+        self._check_storage(storage)
         plain: list[Pod | Node] = [o for o in everything if isinstance(o, Pod | Node)]
         self._check_apply(plain)
         results: list[ApplyResult] = []
@@ -474,6 +484,10 @@ class Scheduler:
                 if not dry_run:
                     self._apply_node(obj)
                 results.append(ApplyResult("Node", "", obj.name, obj.uid, action))
+        for item in storage:
+            action = self.cache.volumes.apply(item, dry_run=dry_run)
+            namespace = item.namespace if isinstance(item, PersistentVolumeClaim) else ""
+            results.append(ApplyResult(storage_kind(item), namespace, item.name, item.uid, action))
         for obj in plain:
             if isinstance(obj, Pod):
                 uid = self._uid_by_key.get(obj.key)
@@ -497,6 +511,20 @@ class Scheduler:
         for pdb in pdbs:
             results.append(self._apply_pdb(pdb, dry_run))
         return results
+
+    @staticmethod
+    def _check_storage(objects: list[StorageObject]) -> None:
+        seen: set[str] = set()
+        for obj in objects:
+            ident = f"{storage_kind(obj)} {obj.key}"
+            if ident in seen:
+                raise ApplyError(f"{ident} appears twice in one request")
+            seen.add(ident)
+
+    def delete_storage(self, kind: str, namespace: str, name: str) -> StorageObject | None:
+        """Remove a claim, volume, class or CSINode from the embedded store (None when there is none);
+        pods the volume plugins rejected may be tried again."""
+        return self.cache.volumes.remove(kind, f"{namespace}/{name}" if kind == "PersistentVolumeClaim" else name)
 
     def _check_pdbs(self, pdbs: list[PodDisruptionBudget]) -> None:
         seen: set[str] = set()

@@ -36,8 +36,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from clients.selector import Selector, SelectorError, parse_selector
 from pluginhost import pb
 from pluginhost.convert import status_to_proto
-from pluginhost.manifest import ManifestError, node_to_dict, parse_objects, pod_to_dict
-from pluginhost.model import Node, Pod, PodDisruptionBudget, Reservation
+from pluginhost.manifest import ManifestError, ManifestObject, node_to_dict, parse_objects, pod_to_dict
+from pluginhost.model import Node, PersistentVolumeClaim, Pod
 from pluginhost.security import ServerTLS, add_port
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import Code
@@ -100,8 +100,12 @@ _EVENT_TYPES = {
 
 
 _KNOWN_EVENT_TYPES = frozenset(_EVENT_TYPES.values())
+# The volume plugins' objects (the embedded store keeps them for the volume plugins).
+_STORAGE = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
 # What an Apply may hold.
-_Object = Pod | Node | Reservation | PodDisruptionBudget
+_Object = ManifestObject
+# What a Delete may name.
+_DELETABLE = ("Pod", "Node", "Reservation", "PodDisruptionBudget", *_STORAGE)
 # ApplyRequest.validate -> the manifest parser's field validation.
 _VALIDATION = {"Strict": "strict", "Warn": "warn", "Ignore": "ignore"}
 
@@ -341,10 +345,10 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
                                 "this framework schedules a Kubernetes cluster: delete pods and nodes through its "
                                 "API server (kubectl delete)")
         for ref in request.objects:
-            if ref.kind not in ("Pod", "Node", "Reservation", "PodDisruptionBudget"):
+            if ref.kind not in _DELETABLE:
                 await context.abort(
                     grpc.StatusCode.INVALID_ARGUMENT,
-                    f"cannot delete kind {ref.kind!r} (Pod, Node, Reservation or PodDisruptionBudget)",
+                    f"cannot delete kind {ref.kind!r} ({', '.join(_DELETABLE[:-1])} or {_DELETABLE[-1]})",
                 )
             if not ref.name:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"delete of a {ref.kind} needs a name")
@@ -359,6 +363,12 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
                 if pdb is not None:
                     deleted.append(pb.scheduler.ObjectRef(kind=ref.kind, namespace=pdb.namespace, name=pdb.name,
                                                           uid=pdb.uid))
+            elif ref.kind in _STORAGE:
+                gone = self.s.delete_storage(ref.kind, ref.namespace or "default", ref.name)
+                if gone is not None:
+                    namespace = gone.namespace if isinstance(gone, PersistentVolumeClaim) else ""
+                    deleted.append(pb.scheduler.ObjectRef(kind=ref.kind, namespace=namespace, name=gone.name,
+                                                          uid=gone.uid))
             elif ref.kind == "Pod":
                 pod = self.s.delete_pod(ref.namespace or "default", ref.name)
                 if pod is not None:

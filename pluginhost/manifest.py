@@ -2,8 +2,9 @@
 
 A file may hold several YAML documents separated by ``---``, a single JSON object, and ``kind: List``
 (or ``PodList``, ``NodeList``, ...) documents whose ``items`` are expanded in place. Only ``Pod``,
-``Node``, ``Reservation`` and ``PodDisruptionBudget`` (``policy/v1``) objects are understood (the kinds
-of :data:`SUPPORTED_KINDS`); everything else is an error, as is anything the
+``Node``, ``Reservation``, ``PodDisruptionBudget`` (``policy/v1``) and the volume plugins' objects
+(``PersistentVolumeClaim``, ``PersistentVolume``, ``StorageClass`` and ``CSINode``) are understood (the
+kinds of :data:`SUPPORTED_KINDS`); everything else is an error, as is anything the
 API server would reject that the scheduler depends on (operators, effects, weights, ports, quantities,
 names, labels, annotations, types). Decoding is the API server's strict decoding
 (:mod:`pluginhost.decode`, with the field names of :mod:`pluginhost.kubefields`): a field the type does
@@ -107,6 +108,7 @@ __all__ = [
     "SUPPORTED_KINDS",
     "VALIDATE_MODES",
     "ManifestError",
+    "ManifestObject",
     "compute_requests",
     "csinode_from_dict",
     "finish_pod",
@@ -124,7 +126,19 @@ __all__ = [
     "storage_class_from_dict",
 ]
 
-SUPPORTED_KINDS = ("Pod", "Node", "Reservation", "PodDisruptionBudget")
+SUPPORTED_KINDS = ("Pod", "Node", "Reservation", "PodDisruptionBudget", "PersistentVolumeClaim", "PersistentVolume",
+                   "StorageClass", "CSINode")
+#: Every object :func:`parse_objects` returns.
+ManifestObject = (
+    Pod | Node | Reservation | PodDisruptionBudget | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode
+)
+# The volume plugins' kinds and the apiVersion each is under.
+_STORAGE_KINDS = {
+    "PersistentVolumeClaim": "v1",
+    "PersistentVolume": "v1",
+    "StorageClass": "storage.k8s.io/v1",
+    "CSINode": "storage.k8s.io/v1",
+}
 
 _LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 _NODE_SELECTOR_OPERATORS = _LABEL_SELECTOR_OPERATORS | {"Gt", "Lt"}
@@ -1552,8 +1566,8 @@ def parse_objects(
     *,
     validate: str = "strict",
     warn: Callable[[str], None] | None = None,
-) -> list[Pod | Node | Reservation | PodDisruptionBudget]:
-    """Parse every Pod, Node, Reservation and PodDisruptionBudget in ``text`` (YAML or JSON), in document order.
+) -> list[ManifestObject]:
+    """Parse every object of :data:`SUPPORTED_KINDS` in ``text`` (YAML or JSON), in document order.
 
     ``validate`` is ``kubectl apply --validate``'s (:data:`VALIDATE_MODES`): with ``strict``, a field
     the object's type does not have (at any depth) or a key given twice is an error naming them all,
@@ -1573,11 +1587,13 @@ def parse_objects(
 
 def _parse(
     text: str, source: str, validate: str, warn: Callable[[str], None] | None
-) -> list[Pod | Node | Reservation | PodDisruptionBudget]:
-    objects: list[Pod | Node | Reservation | PodDisruptionBudget] = []
+) -> list[ManifestObject]:
+    objects: list[ManifestObject] = []
     for label, obj, duplicates in _objects(text, source, validate, warn):
         kind = obj.get("kind")
-        if kind == "Reservation":
+        if isinstance(kind, str) and kind in _STORAGE_KINDS:
+            objects.append(_storage_object(kind, obj, label, validate, warn, duplicates))
+        elif kind == "Reservation":
             objects.append(
                 _from_dict("Reservation", _build_reservation, _RESERVATION, obj, label, validate, warn, duplicates)
             )
@@ -1612,6 +1628,22 @@ def _parse(
                 f"{label}: kind: expected a string, got {type_name(kind)}", location=label, path="kind"
             )
     return objects
+
+
+def _storage_object(kind: str, obj: dict[str, Any], label: str, validate: str, warn: Callable[[str], None] | None,
+                    duplicates: list[str]) -> ManifestObject:
+    want = _STORAGE_KINDS[kind]
+    api_version = obj.get("apiVersion")
+    if api_version is not None and api_version != want:
+        shown = f'"{api_version}"' if isinstance(api_version, str) else type_name(api_version)
+        raise _error(label, kind, obj, "apiVersion", f'unsupported apiVersion {shown} for {kind} (expected "{want}")')
+    if kind == "PersistentVolumeClaim":
+        return _from_dict(kind, _build_pvc, _PVC, obj, label, validate, warn, duplicates)
+    if kind == "PersistentVolume":
+        return _from_dict(kind, _build_pv, _PV, obj, label, validate, warn, duplicates)
+    if kind == "StorageClass":
+        return _from_dict(kind, _build_storage_class, _STORAGE_CLASS, obj, label, validate, warn, duplicates)
+    return _from_dict(kind, _build_csinode, _CSINODE, obj, label, validate, warn, duplicates)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1376,7 +1376,8 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}},
         (
             "pods.yaml: document 1 (Deployment default/web): "
-            'unsupported kind "Deployment" (supported: Pod, Node, Reservation, PodDisruptionBudget)'
+            'unsupported kind "Deployment" (supported: Pod, Node, Reservation, PodDisruptionBudget, '
+            "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode)"
         ),
     ),
     (
@@ -1388,7 +1389,8 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         "missing kind",
         {"metadata": {"name": "x"}},
         "pods.yaml: document 1: kind: required field is missing "
-        "(supported: Pod, Node, Reservation, PodDisruptionBudget)",
+        "(supported: Pod, Node, Reservation, PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, "
+        "StorageClass, CSINode)",
     ),
     ("kind not a string", {"kind": 3}, "pods.yaml: document 1: kind: expected a string, got integer"),
 ]

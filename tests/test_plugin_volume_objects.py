@@ -7,11 +7,14 @@ in-memory writer, and the requeueing its changes cause.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
+from framework_thread import FrameworkThread
 from test_plugin_volumes import NS, node, pod, pv, pvc, wffc
 
+from clients.client import SchedulerClient
 from framework.profiles import build_registry, default_scheduler_config
 from framework.scheduler import Scheduler
 from pluginhost.manifest import (
@@ -282,3 +285,65 @@ def test_a_pod_waiting_for_a_volume_is_tried_again_when_one_appears() -> None:
         return waiting, rec.pod.node_name
 
     assert asyncio.run(main()) == ("unschedulable", "n2")
+
+
+# ---- the embedded store through the Scheduler API -------------------------------------------------------
+
+STATEFUL = f"""\
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: local}}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: local-n2}}
+spec:
+  capacity: {{storage: 10Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {{path: /mnt/disks/1}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [n2]}}]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data-web-0, namespace: {NS}}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  resources: {{requests: {{storage: 1Gi}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web-0, namespace: {NS}}}
+spec:
+  containers: [{{name: c}}]
+  volumes: [{{name: data, persistentVolumeClaim: {{claimName: data-web-0}}}}]
+"""
+NODES_YAML = "".join(
+    f"---\napiVersion: v1\nkind: Node\nmetadata: {{name: {n}, labels: {{kubernetes.io/hostname: {n}}}}}\n"
+    "status: {allocatable: {cpu: '4', pods: '10'}}\n" for n in ("n1", "n2"))
+
+
+def test_claims_volumes_and_classes_are_applied_and_deleted_through_the_scheduler_api() -> None:
+    with FrameworkThread() as fw, SchedulerClient(fw.address, timeout=10) as c:
+        c.apply_text(NODES_YAML)
+        applied = [(a.ref.kind, a.ref.namespace, a.ref.name, a.action) for a in c.apply_text(STATEFUL)]
+        assert applied == [("StorageClass", "", "local", "created"), ("PersistentVolume", "", "local-n2", "created"),
+                           ("PersistentVolumeClaim", NS, "data-web-0", "created"), ("Pod", NS, "web-0", "created")]
+        for _ in range(250):  # at most 5 s
+            state = c.get_pod("web-0", NS)
+            if state.node_name:
+                break
+            time.sleep(0.02)
+        assert state.node_name == "n2"
+        # The same manifests again: the claim keeps its binding, as kubectl apply leaves what the server set.
+        again = [(a.ref.kind, a.action) for a in c.apply_text(STATEFUL)]
+        assert again == [("StorageClass", "unchanged"), ("PersistentVolume", "unchanged"),
+                         ("PersistentVolumeClaim", "unchanged"), ("Pod", "unchanged")]
+        assert (c.delete("PersistentVolumeClaim", "data-web-0", NS), c.delete("StorageClass", "local"),
+                c.delete("StorageClass", "local")) == (True, True, False)
