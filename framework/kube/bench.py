@@ -512,13 +512,15 @@ async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
             before = await scrape(framework.http)
             pids = {"apiserver": _pid(cluster.apiserver.proc), "etcd": _pid(cluster.etcd.proc),
                     "framework": framework.pid}
+            report_file, creator_log = tmp / "creator.json", (tmp / "creator.log").open("wb")
             creator = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "framework.kube.bench", "create-pods",
                 "--kubeconfig", str(cluster.admin_kubeconfig), "--namespace", MEASURED_NAMESPACE,
                 "--count", str(spec.measure_pods), "--connections", str(CREATE_CONNECTIONS),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                cwd=ROOT,
+                "--report", str(report_file),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=creator_log, cwd=ROOT,
             )
+            creator_log.close()
             assert creator.stdin is not None and creator.stdout is not None
             ready = await asyncio.wait_for(creator.stdout.readline(), STARTUP_SECONDS)
             if ready.strip() != b"ready":
@@ -541,11 +543,11 @@ async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
             after = await scrape(framework.http)
             peak_rss = peak_rss_mib(framework.pid)
             try:
-                out, err = await asyncio.wait_for(creator.communicate(), max(10.0, deadline - time.monotonic()))
+                await asyncio.wait_for(creator.wait(), max(10.0, deadline - time.monotonic()))
             except TimeoutError:
                 creator.kill()
-                out, err = await creator.communicate()
-            report = _creator_report(out, err, creator.returncode)
+                await creator.wait()
+            report = _creator_report(report_file, tmp / "creator.log", creator.returncode)
             unschedulable = 0 if all_bound else await _unschedulable(admin, MEASURED_NAMESPACE)
         finally:
             for w in watches:
@@ -630,12 +632,12 @@ def _pid(proc: subprocess.Popen[bytes] | None) -> int:
     return proc.pid
 
 
-def _creator_report(out: bytes, err: bytes, code: int | None) -> dict[str, Any]:
-    for line in reversed(out.decode(errors="replace").splitlines()):
-        if line.startswith("{"):
-            report: dict[str, Any] = orjson.loads(line)
-            return report
-    tail = " | ".join(err.decode(errors="replace").strip().splitlines()[-5:])
+def _creator_report(report: Path, log: Path, code: int | None) -> dict[str, Any]:
+    """What the pod creator wrote to ``report`` (JSON), or its failure with the end of its log."""
+    with contextlib.suppress(OSError, orjson.JSONDecodeError):
+        found: dict[str, Any] = orjson.loads(report.read_bytes())
+        return found
+    tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-5:])
     return {"first_sent": 0.0, "last_done": 0.0, "done_at": {}, "errors": [f"pod creator exited {code}: {tail}"],
             "error_count": 1, "cpu_seconds": 0.0}
 
@@ -656,19 +658,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m framework.kube.bench",
                                 description="the apiserver benchmark's pod creator (run by the benchmark)")
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("create-pods", help="create scheduler_perf's default pods; print a JSON report")
+    c = sub.add_parser("create-pods", help="create scheduler_perf's default pods; write a JSON report")
     c.add_argument("--kubeconfig", required=True, type=Path)
     c.add_argument("--namespace", required=True)
     c.add_argument("--count", type=int, required=True)
     c.add_argument("--start", type=int, default=0, help="index of the first pod (pod-NNNNNN)")
     c.add_argument("--connections", type=int, default=CREATE_CONNECTIONS)
     c.add_argument("--scheduler-name", default="")
+    c.add_argument("--report", required=True, type=Path, help="where the JSON report goes (written once done)")
     args = p.parse_args(argv)
     import uvloop  # the loop `outrigger serve` runs on
 
     report = uvloop.run(_create_pods_main(args.kubeconfig, args.namespace, args.start, args.count, args.connections,
                                    args.scheduler_name))
-    sys.stdout.write(orjson.dumps(report).decode() + "\n")
+    partial = args.report.with_name(args.report.name + ".partial")
+    partial.write_bytes(orjson.dumps(report))
+    partial.replace(args.report)  # the reader never sees half a report
     return 0
 
 
