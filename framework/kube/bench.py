@@ -33,6 +33,7 @@ import contextlib
 import itertools
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,6 +76,9 @@ MEASURED_NAMESPACE = "namespace-2"
 STARTUP_SECONDS = 120.0
 STOP_SECONDS = 20.0
 ROOT = Path(__file__).resolve().parents[2]
+#: The framework and the pod creator get a parent-death signal, as the cluster's processes do: a benchmark
+#: killed outright leaves nothing running.
+DIE_WITH_PARENT = [setpriv, "--pdeathsig", "KILL", "--"] if (setpriv := shutil.which("setpriv")) else []
 #: A folder: py-spy samples the framework during the measured window (see :func:`_profiler`).
 PYSPY_ENV = "OUTRIGGER_BENCH_PYSPY"
 _HTTP = re.compile(r"HTTP \(metrics, debug\) on (\S+)")
@@ -354,8 +358,8 @@ class Framework:
     def start(self) -> None:
         env = {**os.environ, "OUTRIGGER_SECURE_PORT": "0",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=env, cwd=ROOT, start_new_session=True)
+        self.proc = subprocess.Popen([*DIE_WITH_PARENT, *self.argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=env, cwd=ROOT, start_new_session=True)
         threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
 
     def _read(self, proc: subprocess.Popen[str]) -> None:
@@ -514,7 +518,7 @@ async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
                     "framework": framework.pid}
             report_file, creator_log = tmp / "creator.json", (tmp / "creator.log").open("wb")
             creator = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "framework.kube.bench", "create-pods",
+                *DIE_WITH_PARENT, sys.executable, "-m", "framework.kube.bench", "create-pods",
                 "--kubeconfig", str(cluster.admin_kubeconfig), "--namespace", MEASURED_NAMESPACE,
                 "--count", str(spec.measure_pods), "--connections", str(CREATE_CONNECTIONS),
                 "--report", str(report_file),
