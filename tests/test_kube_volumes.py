@@ -176,3 +176,20 @@ def test_a_pod_whose_claim_does_not_exist_is_told_so_and_bound_once_it_is_create
     claim(kube_cluster, ns, "data-web-2", storage)  # a PersistentVolumeClaim event: the pod is tried again
     assert wait_for(lambda: node_of(kube_cluster, ns, "web-2"), 30, "web-2 to be bound") == "kv-a"
     assert jsonpath(kube_cluster, "pvc", "data-web-2", "-n", ns, "{.spec.volumeName}") == f"{ns}-local-a"
+
+
+def test_claims_and_volumes_listed_when_the_framework_starts_bind_the_same(
+        framework: FrameworkProcess, kube_cluster: LocalCluster, kube_namespace: str, storage: str) -> None:
+    # Everything is in place before the framework starts: its informers list it, and PreBind writes back
+    # objects it read from a list.
+    ns = kube_namespace
+    framework.stop()
+    try:
+        local_pv(kube_cluster, f"{ns}-early-b", storage, "kv-b")
+        claim(kube_cluster, ns, "data-web-3", storage)
+        create(kube_cluster, stateful_pod("web-3", ns, "data-web-3"))
+    finally:
+        framework.start()
+    assert wait_for(lambda: node_of(kube_cluster, ns, "web-3"), 30, "web-3 to be bound") == "kv-b"
+    assert jsonpath(kube_cluster, "pvc", "data-web-3", "-n", ns, "{.spec.volumeName}") == f"{ns}-early-b"
+    assert jsonpath(kube_cluster, "pv", f"{ns}-early-b", "{.spec.claimRef.name}") == "data-web-3"

@@ -430,7 +430,7 @@ class _VolumeWriter:
         return answer if isinstance(answer, dict) else {}
 
     async def update_volume(self, pv: PersistentVolume) -> PersistentVolume:
-        body = _with_meta(pv.raw, pv.resource_version, pv.annotations)
+        body = _with_meta(pv.raw, "PersistentVolume", pv.resource_version, pv.annotations)
         ref = pv.claim_ref
         spec = body.setdefault("spec", {})
         if ref is None:
@@ -444,7 +444,7 @@ class _VolumeWriter:
         return out
 
     async def update_claim(self, pvc: PersistentVolumeClaim) -> PersistentVolumeClaim:
-        body = _with_meta(pvc.raw, pvc.resource_version, pvc.annotations)
+        body = _with_meta(pvc.raw, "PersistentVolumeClaim", pvc.resource_version, pvc.annotations)
         spec = body.setdefault("spec", {})
         if pvc.volume_name:
             spec["volumeName"] = pvc.volume_name
@@ -454,13 +454,13 @@ class _VolumeWriter:
         return out
 
     async def volume_phase(self, pv: PersistentVolume, phase: str) -> PersistentVolume:
-        body = _with_meta(pv.raw, pv.resource_version, pv.annotations)
+        body = _with_meta(pv.raw, "PersistentVolume", pv.resource_version, pv.annotations)
         body["status"] = {**(body.get("status") or {}), "phase": phase}
         answer = await self._status(f"/api/v1/persistentvolumes/{pv.name}/status", "persistentvolumes/status", body)
         return pv if answer is None else _pv_from_api(answer)  # type: ignore[no-any-return]
 
     async def claim_bound(self, pvc: PersistentVolumeClaim, pv: PersistentVolume) -> PersistentVolumeClaim:
-        body = _with_meta(pvc.raw, pvc.resource_version, pvc.annotations)
+        body = _with_meta(pvc.raw, "PersistentVolumeClaim", pvc.resource_version, pvc.annotations)
         status = dict(body.get("status") or {})
         status["phase"] = "Bound"
         pv_spec = pv.raw.get("spec") if isinstance(pv.raw, dict) else None
@@ -485,9 +485,12 @@ class _VolumeWriter:
             return None
 
 
-def _with_meta(raw: dict[str, Any], resource_version: str, annotations: dict[str, str]) -> dict[str, Any]:
-    """A copy of an API object to send back: its resourceVersion (the one read) and annotations set."""
+def _with_meta(raw: dict[str, Any], kind: str, resource_version: str, annotations: dict[str, str]
+               ) -> dict[str, Any]:
+    """A copy of an API object to send back: its kind (the items of a list come without), its
+    resourceVersion (the one read) and annotations set."""
     body = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    body["apiVersion"], body["kind"] = "v1", kind
     meta = body.setdefault("metadata", {})
     meta["resourceVersion"] = resource_version
     if annotations:
