@@ -34,6 +34,7 @@ from typing import Any, NoReturn
 from pluginhost import decode
 from pluginhost.decode import Document, FieldError, TextError, one_line
 from pluginhost.errors import OutriggerError
+from pluginhost.plugin import CONFIGURED_POINTS
 
 __all__ = [
     "API_VERSION",
@@ -62,21 +63,8 @@ API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
-#: The extension points, in the order a pod meets them.
-EXTENSION_POINTS: tuple[str, ...] = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
-)
+#: The extension points, in the order a pod meets them (the points table, pluginhost.plugin.POINTS).
+EXTENSION_POINTS: tuple[str, ...] = tuple(p.name for p in CONFIGURED_POINTS)
 MULTI_POINT = "multiPoint"
 
 # The order in which NewFramework (getExtensionPoints) walks the points. It decides which error is

@@ -23,11 +23,12 @@ from pluginhost.model import Pod
 from pluginhost.plugin import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
+    POINT_CLASSES,
+    TRANSFORMER_CLASSES,
     BindPlugin,
     CycleState,
     FilterPlugin,
     FilterResult,
-    FilterTransformer,
     Handle,
     NodeBatch,
     NodeToStatus,
@@ -36,19 +37,16 @@ from pluginhost.plugin import (
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
-    PostFilterTransformer,
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
-    PreFilterTransformer,
     PreScorePlugin,
     QueuedPodInfo,
     QueueSortPlugin,
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
-    ScoreTransformer,
     runs_at,
 )
 from pluginhost.snapshot import Snapshot
@@ -131,7 +129,8 @@ class Framework:
         handle: Handle | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        def typed(point: str, cls: type) -> list[Any]:
+        def typed(point: str) -> list[Any]:
+            cls = POINT_CLASSES[point]  # from the points table (pluginhost.plugin.POINTS)
             out = list(plugins.get(point, ()))
             for p in out:
                 if not isinstance(p, cls):
@@ -139,24 +138,27 @@ class Framework:
             return out
 
         self.profile = profile
-        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = typed("preEnqueue", PreEnqueuePlugin)
-        queue_sort: list[QueueSortPlugin] = typed("queueSort", QueueSortPlugin)
-        self.pre_filter_plugins: list[PreFilterPlugin] = typed("preFilter", PreFilterPlugin)
-        self.filter_plugins: list[FilterPlugin] = typed("filter", FilterPlugin)
-        self.post_filter_plugins: list[PostFilterPlugin] = typed("postFilter", PostFilterPlugin)
-        self.pre_score_plugins: list[PreScorePlugin] = typed("preScore", PreScorePlugin)
-        self.score_plugins: list[ScorePlugin] = typed("score", ScorePlugin)
-        self.reserve_plugins: list[ReservePlugin] = typed("reserve", ReservePlugin)
-        self.permit_plugins: list[PermitPlugin] = typed("permit", PermitPlugin)
-        self.pre_bind_plugins: list[PreBindPlugin] = typed("preBind", PreBindPlugin)
-        self.bind_plugins: list[BindPlugin] = typed("bind", BindPlugin)
-        self.post_bind_plugins: list[PostBindPlugin] = typed("postBind", PostBindPlugin)
+        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = typed("preEnqueue")
+        queue_sort: list[QueueSortPlugin] = typed("queueSort")
+        self.pre_filter_plugins: list[PreFilterPlugin] = typed("preFilter")
+        self.filter_plugins: list[FilterPlugin] = typed("filter")
+        self.post_filter_plugins: list[PostFilterPlugin] = typed("postFilter")
+        self.pre_score_plugins: list[PreScorePlugin] = typed("preScore")
+        self.score_plugins: list[ScorePlugin] = typed("score")
+        self.reserve_plugins: list[ReservePlugin] = typed("reserve")
+        self.permit_plugins: list[PermitPlugin] = typed("permit")
+        self.pre_bind_plugins: list[PreBindPlugin] = typed("preBind")
+        self.bind_plugins: list[BindPlugin] = typed("bind")
+        self.post_bind_plugins: list[PostBindPlugin] = typed("postBind")
         # Transformers run before their point's plugins, in the point's order; a plugin that only
         # transforms is not called as a plugin of the point.
-        self.pre_filter_transformers = [p for p in self.pre_filter_plugins if isinstance(p, PreFilterTransformer)]
-        self.filter_transformers = [p for p in self.filter_plugins if isinstance(p, FilterTransformer)]
-        self.score_transformers = [p for p in self.score_plugins if isinstance(p, ScoreTransformer)]
-        self.post_filter_transformers = [p for p in self.post_filter_plugins if isinstance(p, PostFilterTransformer)]
+        def transformers(point: str, of: list[Any]) -> list[Any]:
+            return [p for p in of if isinstance(p, TRANSFORMER_CLASSES[point][0])]
+
+        self.pre_filter_transformers = transformers("preFilter", self.pre_filter_plugins)
+        self.filter_transformers = transformers("filter", self.filter_plugins)
+        self.score_transformers = transformers("score", self.score_plugins)
+        self.post_filter_transformers = transformers("postFilter", self.post_filter_plugins)
         self.pre_filter_plugins = [p for p in self.pre_filter_plugins if runs_at(p, "preFilter")]
         self.filter_plugins = [p for p in self.filter_plugins if runs_at(p, "filter")]
         self.score_plugins = [p for p in self.score_plugins if runs_at(p, "score")]

@@ -15,7 +15,9 @@ from typing import Any
 from pluginhost import pb
 from pluginhost.errors import OutriggerError
 from pluginhost.plugin import (
+    CONFIGURED_POINTS,
     POINT_CLASSES,
+    POINTS,
     TRANSFORMER_CLASSES,
     ActionType,
     ClusterEventWithHint,
@@ -32,26 +34,9 @@ __all__ = ["Hosted", "PluginDefinitionError", "action_from_text", "action_text",
 
 E = pb.plugin  # the ExtensionPoint enum lives in plugin.proto
 
-_POINT_ENUM = {
-    "preEnqueue": E.EXTENSION_POINT_PRE_ENQUEUE,
-    "queueSort": E.EXTENSION_POINT_QUEUE_SORT,
-    "preFilter": E.EXTENSION_POINT_PRE_FILTER,
-    "filter": E.EXTENSION_POINT_FILTER,
-    "postFilter": E.EXTENSION_POINT_POST_FILTER,
-    "preScore": E.EXTENSION_POINT_PRE_SCORE,
-    "score": E.EXTENSION_POINT_SCORE,
-    "reserve": E.EXTENSION_POINT_RESERVE,
-    "permit": E.EXTENSION_POINT_PERMIT,
-    "preBind": E.EXTENSION_POINT_PRE_BIND,
-    "bind": E.EXTENSION_POINT_BIND,
-    "postBind": E.EXTENSION_POINT_POST_BIND,
-}
-_TRANSFORMER_ENUM = {
-    "preFilter": E.EXTENSION_POINT_PRE_FILTER_TRANSFORMER,
-    "filter": E.EXTENSION_POINT_FILTER_TRANSFORMER,
-    "score": E.EXTENSION_POINT_SCORE_TRANSFORMER,
-    "postFilter": E.EXTENSION_POINT_POST_FILTER_TRANSFORMER,
-}
+# From the points table: configured point -> its enum value; point -> its transformer's enum value.
+_POINT_ENUM = {p.name: E.ExtensionPoint.Value(p.enum) for p in CONFIGURED_POINTS}
+_TRANSFORMER_ENUM = {p.of: E.ExtensionPoint.Value(p.enum) for p in POINTS if p.kind == "transformer"}
 # Points whose plugins look at nodes: their hosts follow the snapshot mirror unless told otherwise.
 _SNAPSHOT_POINTS = frozenset({"preFilter", "filter", "postFilter", "preScore", "score"})
 
@@ -75,7 +60,7 @@ def manifest_of(cls: type) -> Any:
     points = sorted(p for p, base in POINT_CLASSES.items() if issubclass(cls, base))
     if not points:
         raise PluginDefinitionError(f"{where} ({name!r}) implements no extension point")
-    enums = [_POINT_ENUM[p] for p in points]
+    enums: list[Any] = [_POINT_ENUM[p] for p in points]
     if issubclass(cls, PreFilterPlugin) and _overrides(cls, PreFilterPlugin, "pre_filter_extensions"):
         enums.append(E.EXTENSION_POINT_PRE_FILTER_EXTENSIONS)
     if issubclass(cls, ScoreExtensions):

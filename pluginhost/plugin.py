@@ -26,8 +26,10 @@ from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import NodeChange, PodChange
 
 __all__ = [
+    "CONFIGURED_POINTS",
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
+    "POINTS",
     "POINT_CLASSES",
     "TRANSFORMER_CLASSES",
     "ActionType",
@@ -47,6 +49,7 @@ __all__ = [
     "NodeToStatus",
     "PermitPlugin",
     "Plugin",
+    "Point",
     "PostBindPlugin",
     "PostFilterPlugin",
     "PostFilterResult",
@@ -67,6 +70,7 @@ __all__ = [
     "ScoreTransformer",
     "WaitingPod",
     "check_args",
+    "point_named",
     "points_of",
     "runs_at",
 ]
@@ -566,13 +570,74 @@ class Controller:
         raise NotImplementedError
 
 
-# Transformer base class per point, and the method whose override means "also a plugin of the point".
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One row of :data:`POINTS`: an extension point (or a part of one) and everything the code around
+    it needs to know of it."""
+
+    name: str  # as configured in a profile ("preFilter"); parts and transformers: their own name
+    base: type  # the class a plugin derives from to implement it
+    method: str  # the method called (a hosted QueueSort plugin: sort_key; a transformer: its before_*)
+    enum: str  # its value of the contract's ExtensionPoint enum (proto/outrigger/v1/plugin.proto)
+    order: int | None  # its place among a profile's `plugins` (None: not configured on its own)
+    kind: str  # "queueing", "scheduling" or "binding" (where it runs); "part" of `of`; "transformer" of `of`
+    of: str = ""  # the point a part or a transformer belongs to
+
+
+#: Every extension point, in the order a KubeSchedulerConfiguration profile lists them, then the parts
+#: of points (declared by overriding a method or deriving from a mixin) and the transformers. The
+#: runtime, the configuration, the plugin hosts (Python and Node.js: tests/test_points.py) and the
+#: remote adapter read the points from here; adding one is a row here, the proto enum and its code.
+POINTS: tuple[Point, ...] = (
+    Point("preEnqueue", PreEnqueuePlugin, "pre_enqueue", "EXTENSION_POINT_PRE_ENQUEUE", 0, "queueing"),
+    Point("queueSort", QueueSortPlugin, "sort_key", "EXTENSION_POINT_QUEUE_SORT", 1, "queueing"),
+    Point("preFilter", PreFilterPlugin, "pre_filter", "EXTENSION_POINT_PRE_FILTER", 2, "scheduling"),
+    Point("filter", FilterPlugin, "filter", "EXTENSION_POINT_FILTER", 3, "scheduling"),
+    Point("postFilter", PostFilterPlugin, "post_filter", "EXTENSION_POINT_POST_FILTER", 4, "scheduling"),
+    Point("preScore", PreScorePlugin, "pre_score", "EXTENSION_POINT_PRE_SCORE", 5, "scheduling"),
+    Point("score", ScorePlugin, "score", "EXTENSION_POINT_SCORE", 6, "scheduling"),
+    Point("reserve", ReservePlugin, "reserve", "EXTENSION_POINT_RESERVE", 7, "scheduling"),
+    Point("permit", PermitPlugin, "permit", "EXTENSION_POINT_PERMIT", 8, "scheduling"),
+    Point("preBind", PreBindPlugin, "pre_bind", "EXTENSION_POINT_PRE_BIND", 9, "binding"),
+    Point("bind", BindPlugin, "bind", "EXTENSION_POINT_BIND", 10, "binding"),
+    Point("postBind", PostBindPlugin, "post_bind", "EXTENSION_POINT_POST_BIND", 11, "binding"),
+    Point("preFilterExtensions", PreFilterPlugin, "pre_filter_extensions", "EXTENSION_POINT_PRE_FILTER_EXTENSIONS",
+          None, "part", "preFilter"),
+    Point("normalizeScore", ScoreExtensions, "normalize_score", "EXTENSION_POINT_NORMALIZE_SCORE", None, "part",
+          "score"),
+    Point("preBindPreFlight", PreBindPlugin, "pre_bind_pre_flight", "EXTENSION_POINT_PRE_BIND_PRE_FLIGHT", None,
+          "part", "preBind"),
+    Point("enqueueExtensions", EnqueueExtensions, "events_to_register", "EXTENSION_POINT_ENQUEUE_EXTENSIONS", None,
+          "part", "preEnqueue"),
+    Point("controller", Controller, "start", "EXTENSION_POINT_CONTROLLER", None, "part"),
+    Point("preFilterTransformer", PreFilterTransformer, "before_pre_filter", "EXTENSION_POINT_PRE_FILTER_TRANSFORMER",
+          None, "transformer", "preFilter"),
+    Point("filterTransformer", FilterTransformer, "before_filter", "EXTENSION_POINT_FILTER_TRANSFORMER", None,
+          "transformer", "filter"),
+    Point("scoreTransformer", ScoreTransformer, "before_score", "EXTENSION_POINT_SCORE_TRANSFORMER", None,
+          "transformer", "score"),
+    Point("postFilterTransformer", PostFilterTransformer, "before_post_filter",
+          "EXTENSION_POINT_POST_FILTER_TRANSFORMER", None, "transformer", "postFilter"),
+)
+
+#: The points a profile configures, in their order.
+CONFIGURED_POINTS: tuple[Point, ...] = tuple(sorted((p for p in POINTS if p.order is not None),
+                                                    key=lambda p: p.order or 0))
+_BY_NAME = {p.name: p for p in POINTS}
+
+#: Configured point name -> the base class of its plugins.
+POINT_CLASSES: Mapping[str, type] = {p.name: p.base for p in CONFIGURED_POINTS}
+
+#: Configured point name -> (its transformer's base class, the point's method whose override means
+#: "also a plugin of the point").
 TRANSFORMER_CLASSES: Mapping[str, tuple[type, str]] = {
-    "preFilter": (PreFilterTransformer, "pre_filter"),
-    "filter": (FilterTransformer, "filter"),
-    "score": (ScoreTransformer, "score"),
-    "postFilter": (PostFilterTransformer, "post_filter"),
+    p.of: (p.base, _BY_NAME[p.of].method) for p in POINTS if p.kind == "transformer"
 }
+
+
+def point_named(name: str) -> Point:
+    """The row of :data:`POINTS` named ``name``."""
+    return _BY_NAME[name]
 
 
 def runs_at(plugin: object, point: str) -> bool:
@@ -586,22 +651,6 @@ def runs_at(plugin: object, point: str) -> bool:
         return True
     base = POINT_CLASSES[point]
     return getattr(type(plugin), spec[1]) is not getattr(base, spec[1])
-
-
-POINT_CLASSES: Mapping[str, type] = {
-    "preEnqueue": PreEnqueuePlugin,
-    "queueSort": QueueSortPlugin,
-    "preFilter": PreFilterPlugin,
-    "filter": FilterPlugin,
-    "postFilter": PostFilterPlugin,
-    "preScore": PreScorePlugin,
-    "score": ScorePlugin,
-    "reserve": ReservePlugin,
-    "permit": PermitPlugin,
-    "preBind": PreBindPlugin,
-    "bind": BindPlugin,
-    "postBind": PostBindPlugin,
-}
 
 
 def points_of(plugin: object | type) -> frozenset[str]:

@@ -195,3 +195,34 @@ def test_the_documented_exception_tree_names_every_exception() -> None:
     documented = set(re.findall(r"[├└]── (\w+) ─", pluginhost.errors.__doc__ or ""))
     defined = {name for _, name in _exception_classes(ROOT)} - {"OutriggerError"}
     assert sorted(defined - documented) == [] and sorted(documented - defined) == []
+
+
+# What each part may not import (docs/architecture.md, "What each package may import"): the SDK stands
+# alone, clients speak only the contract, the core knows no remote wing, no server and no observer, and
+# the remote wing is a plugin provider the core calls, never a caller of the scheduler or its servers.
+CORE = ("framework.runtime", "framework.outcomes", "framework.transformers", "framework.waiting", "framework.hooks")
+SERVERS = ("framework.scheduler", "framework.service", "framework.cli", "framework.bench", "framework.kube",
+           "framework.httpserver", "framework.instrument", "framework.observe", "framework.demo")
+FORBIDDEN: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
+    (("pluginhost",), ("framework", "clients")),
+    (("clients",), ("framework",)),
+    (CORE, ("framework.remote", "framework.tracing", "framework.metrics", *SERVERS)),
+    (("framework.remote",), ("framework.runtime", *SERVERS)),
+]
+
+
+def _under(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_each_part_imports_only_what_it_may() -> None:
+    graph = import_graph(ROOT)
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for parts, forbidden in FORBIDDEN
+        if _under(module, parts)
+        for target in targets
+        if _under(target, forbidden)
+    )
+    assert wrong == []

@@ -11,13 +11,13 @@ from typing import Any
 
 from pluginhost import pb
 from pluginhost.plugin import (
+    CONFIGURED_POINTS,
     POINT_CLASSES,
+    POINTS,
     EnqueueExtensions,
-    FilterTransformer,
-    PostFilterTransformer,
-    PreFilterTransformer,
+    Point,
     ScoreExtensions,
-    ScoreTransformer,
+    point_named,
 )
 
 from ..hooks import BeforeCycle, FilterAhead
@@ -27,30 +27,20 @@ __all__ = ["adapter_class"]
 
 E = pb.plugin
 
-_ENUM_POINT: dict[int, str] = {
-    E.EXTENSION_POINT_PRE_ENQUEUE: "preEnqueue",
-    E.EXTENSION_POINT_QUEUE_SORT: "queueSort",
-    E.EXTENSION_POINT_PRE_FILTER: "preFilter",
-    E.EXTENSION_POINT_FILTER: "filter",
-    E.EXTENSION_POINT_POST_FILTER: "postFilter",
-    E.EXTENSION_POINT_PRE_SCORE: "preScore",
-    E.EXTENSION_POINT_SCORE: "score",
-    E.EXTENSION_POINT_RESERVE: "reserve",
-    E.EXTENSION_POINT_PERMIT: "permit",
-    E.EXTENSION_POINT_PRE_BIND: "preBind",
-    E.EXTENSION_POINT_BIND: "bind",
-    E.EXTENSION_POINT_POST_BIND: "postBind",
-    # A transformer is enabled with its plugin at the point it transforms for.
-    E.EXTENSION_POINT_PRE_FILTER_TRANSFORMER: "preFilter",
-    E.EXTENSION_POINT_FILTER_TRANSFORMER: "filter",
-    E.EXTENSION_POINT_SCORE_TRANSFORMER: "score",
-    E.EXTENSION_POINT_POST_FILTER_TRANSFORMER: "postFilter",
+
+
+def _enum(p: Point) -> int:
+    return int(E.ExtensionPoint.Value(p.enum))
+
+
+# From the points table: enum value -> the configured point it is enabled at (a transformer is
+# enabled with its plugin at the point it transforms for); a transformer's enum value -> (its point,
+# the point's enum value, its base class).
+_ENUM_POINT: dict[int, str] = {_enum(p): p.name for p in CONFIGURED_POINTS} | {
+    _enum(p): p.of for p in POINTS if p.kind == "transformer"
 }
 _TRANSFORMER_ENUMS: dict[int, tuple[str, int, type]] = {
-    E.EXTENSION_POINT_PRE_FILTER_TRANSFORMER: ("preFilter", E.EXTENSION_POINT_PRE_FILTER, PreFilterTransformer),
-    E.EXTENSION_POINT_FILTER_TRANSFORMER: ("filter", E.EXTENSION_POINT_FILTER, FilterTransformer),
-    E.EXTENSION_POINT_SCORE_TRANSFORMER: ("score", E.EXTENSION_POINT_SCORE, ScoreTransformer),
-    E.EXTENSION_POINT_POST_FILTER_TRANSFORMER: ("postFilter", E.EXTENSION_POINT_POST_FILTER, PostFilterTransformer),
+    _enum(p): (p.of, _enum(point_named(p.of)), p.base) for p in POINTS if p.kind == "transformer"
 }
 
 
