@@ -1,6 +1,6 @@
 """Decoding Kubernetes objects and configuration documents: one YAML/JSON front end and one strict,
 typed field reader, shared by manifests (:mod:`pluginhost.manifest`), the KubeSchedulerConfiguration
-(:mod:`framework.config`) and the RemotePlugins document (:mod:`framework.remoteconfig`).
+(:mod:`framework.config`) and the RemotePlugins document (:mod:`framework.remote.config`).
 
 **Text to documents.** :func:`load_documents` reads a YAML stream or one JSON object,
 :func:`load_document` exactly one document (a configuration file). JSON takes the ``json`` module's

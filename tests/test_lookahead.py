@@ -1,6 +1,6 @@
 """Lookahead: remote plugins whose Filter and Score read only the pod and the nodes declare
 ``lookahead``, and the framework asks their hosts for the next queued pods' answers before their
-cycles (framework.lookahead).
+cycles (framework.remote.lookahead).
 
 Covered: which plugin classes may declare it; a burst of pods scheduled from answers asked ahead,
 with the same placements and explain output as the same plugin answering in each cycle; answers
