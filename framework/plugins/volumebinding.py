@@ -646,7 +646,7 @@ def _store(state: CycleState, handle: Handle | None) -> VolumeStore:
 def _read_state(state: CycleState) -> _State:
     s = state.get(_STATE_KEY)
     if not isinstance(s, _State):
-        raise KeyError("not found")
+        raise RuntimeError("not found")  # the cycle state's error: PreFilter did not run
     return s
 
 
