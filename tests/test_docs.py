@@ -257,6 +257,11 @@ def check_python_module(argv: list[str]) -> None:
 
         names = args[args.index("--scenarios") + 1].split(",")
         assert set(names) <= set(SCENARIOS), names
+    if module == "framework.kube.compare" and "--workloads" in args:
+        from framework.kube.workloads import WORKLOADS
+
+        names = args[args.index("--workloads") + 1].split(",")
+        assert set(names) <= {*WORKLOADS, "none"}, names
 
 
 #: Commands the test does not run, each with the check above that applies and the test(s) that run
@@ -265,6 +270,9 @@ CHECKS: list[tuple[str, Callable[[list[str]], None], str]] = [
     (r"make( [\w.-]+)+", check_make, " ".join(MAKE_TARGETS.values())),
     (r"\.venv/bin/python -m framework\.bench( .*)?", check_python_module,
      "tests/test_bench.py::test_quick_bench_end_to_end, tests/test_bench.py::test_scenario_subset_and_unknown"),
+    (r"\.venv/bin/python -m framework\.kube\.compare( .*)?", check_python_module,
+     "tests/test_kube_compare.py::test_every_pod_of_a_deterministic_workload_lands_where_kube_scheduler_puts_it, "
+     "tests/test_kube_compare.py::test_bad_arguments_get_one_line_and_run_nothing"),
     (r"docker build .*", check_docker_build,
      "tests/test_deploy.py::test_python_images_install_the_package_and_run_as_a_non_root_user"),
     (r"docker compose up( --build)?", check_compose_up,
