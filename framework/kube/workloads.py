@@ -19,10 +19,11 @@ container port, 100m CPU and 500Mi requests = limits) or the workload's template
 
 **Throughput** is what the benchmark issue defines: measured pods divided by the time from just before
 the first of them is created to the moment the watch shows the last of them bound. Pods are created as
-fast as the API server takes them (``concurrency`` requests in flight, each body encoded once), and
-"bound" is seen on a watch of the namespace filtered on ``spec.nodeName!=``, so the harness decodes
-one event per bound pod and never the scheduler's own counters. The same code times kube-scheduler
-and Outrigger.
+fast as the API server takes them (``concurrency`` requests in flight), and "bound" is seen on a watch
+of the namespace filtered on ``spec.nodeName!=``, so the harness decodes one event per bound pod and
+never reads the scheduler's own counters. The same code times kube-scheduler and Outrigger
+(:mod:`framework.kube.compare`). The ``apiserver`` benchmark scenario (:mod:`framework.kube.bench`)
+measures SchedulingBasic for Outrigger alone the same way, with its pod creator in a process of its own.
 """
 
 from __future__ import annotations
