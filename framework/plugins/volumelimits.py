@@ -57,6 +57,7 @@ __all__ = ["MSG_MAX_VOLUME_COUNT", "NodeVolumeLimits"]
 MSG_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 
 _SKIP = Status(Code.Skip)
+_OK = Status()
 _NAME = "NodeVolumeLimits"
 
 
@@ -95,13 +96,24 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         store = snapshot.volumes
         table = snapshot.table
         statuses: list[Status] = []
+        # The pod's own volumes depend on the node only through its CSINode: worked out once per CSINode
+        # (nodes without one share the answer).
+        wanted: dict[int, dict[str, str] | Status] = {}
         for row in batch.rows.tolist():
-            node = table.nodes[row]
-            csinode = store.csinode(node.name)
-            statuses.append(self._node(store, pod, csinode, snapshot.pods[row]))
+            csinode = store.csinode(table.nodes[row].name)
+            new = wanted.get(id(csinode))
+            if new is None:
+                new = wanted[id(csinode)] = self._new_volumes(store, pod, csinode)
+            if isinstance(new, Status):
+                statuses.append(new)
+            elif not new or csinode is None or not csinode.limits():
+                statuses.append(_OK)
+            else:
+                statuses.append(self._node(store, dict(new), csinode, snapshot.pods[row]))
         return FilterResult.from_statuses(statuses)
 
-    def _node(self, store: VolumeStore, pod: Pod, csinode: CSINode | None, placed: tuple[Pod, ...]) -> Status:
+    def _new_volumes(self, store: VolumeStore, pod: Pod, csinode: CSINode | None) -> dict[str, str] | Status:
+        """The pod's attachable volumes on a node with ``csinode``, or why they cannot be worked out."""
         new: dict[str, str] = {}
         try:
             self._attachable(store, pod, csinode, True, new)
@@ -109,11 +121,11 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return Status(Code.UnschedulableAndUnresolvable, (str(exc),), _NAME)
         except _NotOwner as exc:
             return Status(Code.Error, (str(exc),), _NAME)
-        if not new:
-            return Status()
-        limits = csinode.limits() if csinode is not None else {}
-        if not limits:
-            return Status()
+        return new
+
+    def _node(self, store: VolumeStore, new: dict[str, str], csinode: CSINode, placed: tuple[Pod, ...]) -> Status:
+        """Whether ``new`` (the pod's volumes) fit the node's limits with the volumes of ``placed``."""
+        limits = csinode.limits()
         attached: dict[str, str] = {}
         try:
             for other in placed:
