@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-cluster test test-latest lock lint typecheck unit k8s proto bench compare fuzz faults clean go-proto go-build go-test
+.PHONY: install demo demo-cluster test test-latest lock lint typecheck unit k8s proto bench compare fuzz faults faults-cluster clean go-proto go-build go-test
 
 # Every Python package at the version and hash in requirements.lock (docs/dependencies.md), then this
 # project itself, editable, built by the lock's setuptools. An existing .venv is brought to the lock in
@@ -93,6 +93,13 @@ fuzz: $(STAMP)
 # The full fault harness (tests/fault_harness.py; `make test` runs a short version): a few minutes.
 faults: $(STAMP)
 	$(BIN)/python tests/fault_harness.py
+
+# The live-cluster fault harness (tests/kube_fault_harness.py; `make test` runs a short version): 2000 pods
+# through two Outrigger replicas with leader election (kube-scheduler's 15 s lease) and two plugin replicas on
+# a real API server of its own, while the leader is killed, the API server restarted, a plugin replica killed
+# and another stalled; checked through the API. A few minutes, everything on 127.0.0.1.
+faults-cluster: $(STAMP) k8s
+	$(BIN)/python tests/kube_fault_harness.py --pods 2000
 
 clean:
 	rm -rf $(VENV) $(LATEST) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

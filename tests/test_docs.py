@@ -207,6 +207,7 @@ MAKE_TARGETS = {
     "compare": "tests/test_kube_compare.py (the same comparisons, small)",
     "fuzz": "tests/test_bad_input.py::test_make_fuzz_runs_the_fuzz_tests_with_a_long_random_budget",
     "faults": "tests/test_fault_harness.py::test_short_fault_run_keeps_every_invariant",
+    "faults-cluster": "tests/test_kube_fault_harness.py (the same harness, short)",
     "install": "tests/test_dependencies.py::test_every_installed_package_is_the_locked_version",
     "lock": "tests/test_dependencies.py::test_lock_pins_every_declared_dependency_within_its_range_with_hashes",
     "test-latest": "CI's newest-versions job (.ci/run), checked by tests/test_dependencies.py",
