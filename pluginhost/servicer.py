@@ -644,16 +644,23 @@ class Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         answer, failed = await self._invoke(call, lambda: getattr(inst, method)(state, pod, request.node_name), None)
         return answer, failed, state
 
+    async def _node_status(self, request: Any, context: grpc.aio.ServicerContext, point: str, method: str) -> Any:
+        """A point about one node answered with a Status (Reserve, PreBindPreFlight, PreBind, Bind)."""
+        status, failed, state = await self._node_call(request, context, point, method)
+        return pb.plugin.StatusReply(status=status_to_proto(failed or status), state_writes=state.drain_writes())
+
+    async def _node_notice(self, request: Any, context: grpc.aio.ServicerContext, point: str, method: str) -> Any:
+        """An informational point about one node (Unreserve, PostBind): a failure is logged."""
+        _, failed, _ = await self._node_call(request, context, point, method)
+        if failed is not None:
+            log.error("%s of plugin %s failed: %s", point, request.ctx.plugin, failed.message())
+        return pb.plugin.Ack()
+
     async def Reserve(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        status, failed, state = await self._node_call(request, context, "Reserve", "reserve")
-        status = failed or status
-        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+        return await self._node_status(request, context, "Reserve", "reserve")
 
     async def Unreserve(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        _, failed, _ = await self._node_call(request, context, "Unreserve", "unreserve")
-        if failed is not None:
-            log.error("Unreserve of plugin %s failed: %s", request.ctx.plugin, failed.message())
-        return pb.plugin.Ack()
+        return await self._node_notice(request, context, "Unreserve", "unreserve")
 
     async def Permit(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         answer, failed, state = await self._node_call(request, context, "Permit", "permit")
@@ -663,22 +670,13 @@ class Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         )
 
     async def PreBindPreFlight(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        status, failed, state = await self._node_call(request, context, "PreBindPreFlight", "pre_bind_pre_flight")
-        status = failed or status
-        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+        return await self._node_status(request, context, "PreBindPreFlight", "pre_bind_pre_flight")
 
     async def PreBind(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        status, failed, state = await self._node_call(request, context, "PreBind", "pre_bind")
-        status = failed or status
-        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+        return await self._node_status(request, context, "PreBind", "pre_bind")
 
     async def Bind(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        status, failed, state = await self._node_call(request, context, "Bind", "bind")
-        status = failed or status
-        return pb.plugin.StatusReply(status=status_to_proto(status), state_writes=state.drain_writes())
+        return await self._node_status(request, context, "Bind", "bind")
 
     async def PostBind(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        _, failed, _ = await self._node_call(request, context, "PostBind", "post_bind")
-        if failed is not None:
-            log.error("PostBind of plugin %s failed: %s", request.ctx.plugin, failed.message())
-        return pb.plugin.Ack()
+        return await self._node_notice(request, context, "PostBind", "post_bind")
