@@ -6,8 +6,8 @@
   (one call failed).
 - :mod:`.endpoint`: an endpoint's replicas: channels, handshake, health, failover order, idle streams.
 - :mod:`.streams`: Filter and Score over streams of node batches, one exchange per (cycle, method).
-- :mod:`.adapter`, :mod:`.classes`: :class:`RemotePlugin`, the adapter the runtime calls, and its
-  classes per set of declared points.
+- :mod:`.adapter`, :mod:`.classes`, :mod:`.convert`: :class:`RemotePlugin`, the adapter the runtime
+  calls, its classes per set of declared points (and hooks), the cycle's objects in wire form.
 - :mod:`.lookahead`: Filter/Score answers asked for before the pods' cycles.
 - :mod:`.publisher`: the snapshot mirror the hosts follow; :mod:`.services`: the Handle and CycleState
   services the hosts call back.
