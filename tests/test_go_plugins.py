@@ -296,22 +296,10 @@ async def explain_both(address: str, plugin: str, inputs: list[Input]) -> Outcom
     return out
 
 
-SKEW = ("Unschedulable", ("node(s) didn't match pod topology spread constraints",))
-FITS = ("Success", ())
-
-# Where the two sides disagree, with the side that is wrong. kube-scheduler's code is the truth.
-KNOWN_DISAGREEMENTS: dict[str, dict[str, dict[str, Any]]] = {
-    "PodTopologySpread": {
-        # An empty (non-nil) labelSelector: kube-scheduler counts no pods for it (countPodsMatchSelector
-        # returns 0 when selector.Empty(), pkg/scheduler/framework/plugins/podtopologyspread/common.go),
-        # so with 3 matching pods in zone z1 every node passes. Outrigger's Python plugin counts every
-        # pod (framework/plugins/podtopologyspread.py): the Python side is wrong here.
-        "test_filter[empty-selector-matches-all]": {
-            "n1": ((SKEW, None), (FITS, None)),
-            "n2": ((SKEW, None), (FITS, None)),
-        },
-    },
-}
+# Where the two sides disagree, with the side that is wrong (kube-scheduler's code is the truth): none.
+# The last one, PodTopologySpread counting every pod for an empty labelSelector, was the Python side's
+# and is fixed (test_plugin_podtopologyspread.py, empty-selector-counts-no-existing-pods).
+KNOWN_DISAGREEMENTS: dict[str, dict[str, dict[str, Any]]] = {}
 
 # Args only one side accepts: Outrigger's InterPodAffinity takes `namespaceLabels` (the labels of
 # namespaces, which the embedded cluster does not hold as objects); kube-scheduler's args type has no

@@ -389,11 +389,13 @@ FILTER_CASES: list[Any] = [
         {"n1": OK, "n2": OK, "n3": SKEW, "n4": SKEW},
         id="selector-does-not-exist",
     ),
+    # An empty (non-nil) selector matches every pod, yet kube-scheduler's countPodsMatchSelector counts
+    # none for it: only the pod itself (selfMatch) counts, so every zone is at skew 1 and all nodes pass.
     pytest.param(
         four_nodes(), {"n1": foo_pods(3)},
         mk_pod(labels={"foo": "bar"}, constraints=[spread(1, ZONE, selector={})]),
-        {"n1": SKEW, "n2": SKEW, "n3": OK, "n4": OK},
-        id="empty-selector-matches-all",
+        {"n1": OK, "n2": OK, "n3": OK, "n4": OK},
+        id="empty-selector-counts-no-existing-pods",
     ),
     pytest.param(
         four_nodes(), {"n1": foo_pods(3)},

@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from framework.plugins.helpers import (
     LabelSelectorMatcher,
+    PodColumns,
     compile_label_selector,
     do_not_schedule_taint,
     find_matching_untolerated_taint,
@@ -174,6 +175,15 @@ def _filter_constraints(
             )
         )
     return out
+
+
+def _matching_pods(idx: PodColumns, selector: LabelSelectorMatcher, namespace: str) -> IntArray:
+    """Per node row, the pods a constraint counts: kube-scheduler's countPodsMatchSelector, which counts
+    none for an empty (non-nil) selector although the selector matches every pod — so with ``labelSelector:
+    {}`` only the incoming pod itself (selfMatch) and pods added in a what-if (AddPod) count."""
+    if selector.everything:
+        return np.zeros(len(idx.snapshot), dtype=np.int64)
+    return idx.node_counts(selector, namespace)
 
 
 def _all_keys_mask(table: NodeTable, constraints: Sequence[_Constraint]) -> BoolArray:
@@ -446,7 +456,7 @@ class PodTopologySpread(
             eligible = all_keys if inc is None else all_keys & inc
             per_node = by_selector.get(c.selector)
             if per_node is None:
-                per_node = by_selector[c.selector] = idx.node_counts(c.selector, pod.namespace)
+                per_node = by_selector[c.selector] = _matching_pods(idx, c.selector, pod.namespace)
             rows = np.flatnonzero(eligible)
             dom_rows = dom[rows]
             counts.append(np.bincount(dom_rows, weights=per_node[rows], minlength=size).astype(np.int64))
@@ -559,7 +569,7 @@ class PodTopologySpread(
             dom = np.where(has, raw, vocab.get("", len(vocab))).astype(np.int64)
             per_node = by_selector.get(c.selector)
             if per_node is None:
-                per_node = by_selector[c.selector] = idx.node_counts(c.selector, pod.namespace)
+                per_node = by_selector[c.selector] = _matching_pods(idx, c.selector, pod.namespace)
             has_key.append(has)
             domains.append(dom)
             if c.topology_key == LABEL_HOSTNAME:
