@@ -1114,6 +1114,10 @@ async def _serve_elected(
             tasks.append(loop.create_task(_announce_sync(source)))
         print(f"outrigger framework standing by as {lock.identity}: contending for lease {lock.describe()} at "
               f"{config.server}", flush=True)
+        if (election.resource_namespace, election.resource_name) == ("kube-system", "kube-scheduler"):
+            log.warning("leader election on kube-scheduler's own Lease (kube-system/kube-scheduler): beside "
+                        "kube-scheduler, set leaderElection.resourceNamespace and resourceName (or leaderElect: "
+                        "false), or the two take turns")
         election_task = loop.create_task(elector.run())
         tasks.append(election_task)
         await _first(stop, leading, task=election_task)
