@@ -435,3 +435,35 @@ def test_a_leader_that_cannot_renew_exits_1_and_comes_back_as_a_standby(
         kube_cluster.start_apiserver()
         proc.kill()
         again.stop()
+
+
+def test_delay_cache_until_active_keeps_a_standbys_informers_stopped_until_it_leads(
+        kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path) -> None:
+    kubeconfig = outrigger_kubeconfig(kube_cluster)
+    node = f"{kube_namespace[:40]}-n"
+    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(node_manifest(node)))
+    config = tmp_path / "scheduler.yaml"
+    config.write_text(REPLICA_CONFIG)
+    delayed = tmp_path / "delayed.yaml"
+    delayed.write_text(REPLICA_CONFIG.replace("profiles:", "delayCacheUntilActive: true\nprofiles:"))
+    leader = FrameworkProcess(kubeconfig, config).start()
+    standby = FrameworkProcess(kubeconfig, delayed)
+    try:
+        wait_for(lambda: leads(leader), 3 * LEASE_SECONDS, "the first replica to lead")
+        standby.start(wait_synced=False)
+        wait_for(lambda: identity_of(standby) if any("standing by as" in x for x in standby.lines) else "", 30,
+                 "the standby")
+        time.sleep(2)
+        assert not any(x.startswith("in sync with the cluster") for x in standby.lines)  # nothing listed yet
+        leader.kill()
+        wait_for(lambda: leads(standby), LEASE_SECONDS + 5, "the standby to take over")
+        wait_for(lambda: any(x.startswith("in sync with the cluster") for x in standby.lines), 30, "its first list")
+        first = [x.split(" as ")[0] for x in standby.lines if x.startswith(("outrigger framework leading as",
+                                                                             "in sync with the cluster"))]
+        assert first[0] == "outrigger framework leading"  # it listed only once it led
+        kube_cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(pod_manifest("late", kube_namespace, PROFILE)))
+        assert wait_for(lambda: bound(kube_cluster, kube_namespace).get("late"), 30, "the pod bound") == node
+    finally:
+        leader.kill()
+        standby.stop()
+        kube_cluster.kubectl("delete", "node", node)
