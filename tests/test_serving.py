@@ -826,14 +826,16 @@ def test_outrigger_serve_on_a_live_cluster_is_ready_only_once_its_informers_sync
 
     try:
         body = until(500, 60)
+        # Leader election is on (kube-scheduler's default): a standby is healthy, its informers decide.
         assert body == ("[+]ping ok\n[+]shutdown ok\n[-]informer-sync failed: reason withheld\n"
-                        "readyz check failed\n")
+                        "[+]leaderElection ok\nreadyz check failed\n")
         role = manifest("outrigger-scheduler", "ClusterRole", DEPLOY / "rbac.yaml")
         kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(role))
         kube_cluster.kubectl("create", "clusterrolebinding", f"outrigger-scheduler:{kube_namespace}",
                              "--clusterrole", "outrigger-scheduler",
                              f"--serviceaccount={kube_namespace}:outrigger")
-        assert until(200, 60) == "[+]ping ok\n[+]shutdown ok\n[+]informer-sync ok\nreadyz check passed\n"
+        assert until(200, 60) == ("[+]ping ok\n[+]shutdown ok\n[+]informer-sync ok\n[+]leaderElection ok\n"
+                                  "readyz check passed\n")
     finally:
         proc.terminate()
         try:
