@@ -112,10 +112,18 @@ class Framework:
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
         )
         self._reader = asyncio.get_running_loop().create_task(self._read())
-        try:
-            await asyncio.wait_for(self.synced.wait(), timeout)
-        except TimeoutError:
-            raise RuntimeError(f"outrigger serve was not in sync after {timeout:.0f}s; its log: {self.log}") from None
+        proc = self.proc
+        waits = [asyncio.ensure_future(self.synced.wait()), asyncio.ensure_future(proc.wait())]
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
+        if self.synced.is_set():
+            return
+        if proc.returncode is not None:
+            await asyncio.wait_for(self._reader, 5)
+            last = next((line for line in reversed(self.lines) if line.strip()), "no output")
+            raise RuntimeError(f"outrigger serve exited {proc.returncode} before it was in sync: {last}")
+        raise RuntimeError(f"outrigger serve was not in sync after {timeout:.0f}s; its log: {self.log}")
 
     async def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
