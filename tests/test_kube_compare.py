@@ -95,9 +95,8 @@ def test_a_throughput_run_binds_every_measured_pod(bin_dir: Path, tmp_path: Path
     run = run_throughput(workload, scheduler, 1, tmp_path, bin_dir, timeout=120)
     assert (run.error, run.workload, run.scheduler, run.pods) == ("", "SchedulingPodAntiAffinity", scheduler, 15)
     assert run.seconds > 0 and run.pods_per_second == pytest.approx(15 / run.seconds)
-    # The window starts before the first create and ends with the last binding: creating fits inside it.
-    # (CPU per pod is not asserted: /proc counts in 10 ms ticks, more than 15 pods may take.)
-    assert 0 < run.create_seconds <= run.seconds
+    # CPU per pod is not asserted: /proc counts in 10 ms ticks, more than 15 pods may take.
+    assert run.create_seconds > 0
 
 
 # ---- kube-scheduler's log --------------------------------------------------------------------------------
