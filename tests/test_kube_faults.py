@@ -17,6 +17,7 @@ PROFILE = "outrigger-scheduler"
 CONFIG = f"""\
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
+leaderElection: {{leaderElect: false}}  # one framework (tests/test_kube_leader.py elects)
 profiles:
 - schedulerName: {PROFILE}
 """

@@ -29,6 +29,7 @@ CONFIG = f"""\
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection: {{qps: 2000, burst: 2000}}
+leaderElection: {{leaderElect: false}}  # one framework (tests/test_kube_leader.py elects)
 profiles:
 - schedulerName: {PROFILE}
 """

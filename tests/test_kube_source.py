@@ -27,6 +27,7 @@ CONFIG = f"""\
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection: {{qps: 1000, burst: 1000}}
+leaderElection: {{leaderElect: false}}  # one framework (tests/test_kube_leader.py elects)
 profiles:
 - schedulerName: {PROFILE}
   plugins:
