@@ -33,11 +33,17 @@ What goes out (schedule_one.go, the preemption executor):
 - **Binding** through ``pods/binding`` (with the pod's uid, so a replaced pod is not bound), from the
   binding cycle; the scheduler's binding cycles run concurrently. A refusal because the pod is already
   bound (409) is handled: the pod is not requeued, the watch brings its binding. A binding to a node
-  the informer no longer has fails before any request.
+  the informer no longer has fails before any request. A binding without an answer (the connection
+  broke, a 5xx) may have been applied: the pod stays assumed while the API is asked how it ended.
 - **Events** (``Scheduled``, ``FailedScheduling``, ``Preempted``) and **pod status** (``PodScheduled``,
   ``nominatedNodeName``) in the background (:mod:`framework.kube.events`): one binding and one event
   per scheduled pod.
 - **Victims** get the ``DisruptionTarget`` condition (``PreemptionByScheduler``), then are deleted.
+
+With leader election (:func:`serve_cluster`, :mod:`framework.kube.leader`) a source built without a
+scheduler is a standby's: its informers fill their stores and nothing is written; :meth:`KubeSource.attach`
+hands the stores to the scheduler when the replica takes over, and ``fence`` keeps every write inside
+the lease.
 - **Volume bindings** (VolumeBinding's PreBind): a PersistentVolume's ``claimRef``, a claim's
   ``volumeName`` and annotations, with ``PUT`` and the resourceVersion read (a conflict fails the
   binding cycle, which is retried); the phases through the ``status`` subresources, best effort (a
