@@ -175,8 +175,6 @@ class LeaderElector:
         # When the last successful acquire or renewal was sent (monotonic), for the fence.
         self._renewed_at = float("-inf")
         self.leading = False
-        #: When this replica last became leader (monotonic; None before).
-        self.started_leading_at: float | None = None
         self.slowpath = 0
         self._failing = ""
 
@@ -226,7 +224,6 @@ class LeaderElector:
         try:
             await self._acquire()
             self.leading = True
-            self.started_leading_at = self._clock()
             self.on_started_leading()
             await self._renew()
         except asyncio.CancelledError:
