@@ -282,7 +282,8 @@ def test_pod_round_trip(name: str) -> None:
 def test_rich_pod_sets_every_field() -> None:
     pod, default = rich_pod(), m.Pod(name="")
     unset = [f.name for f in dataclasses.fields(m.Pod) if getattr(pod, f.name) == getattr(default, f.name)]
-    assert unset == []
+    # A pod's volumes are not on the wire (yet): the volume plugins are in-process, remote plugins see none.
+    assert unset == ["volumes"]
     node, default_node = rich_node(), m.Node(name="")
     unset = [
         f.name for f in dataclasses.fields(m.Node) if getattr(node, f.name) == getattr(default_node, f.name)
