@@ -75,7 +75,7 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import NodeTable, VolumeStore, VolumeStoreError
 from pluginhost.status import SUCCESS, Code, Status
 
-from .helpers import BoolArray, IntArray
+from .helpers import BoolArray, IntArray, label_selector_matches
 from .noderesources import PluginArgsError
 from .volumeutil import (
     CSI_NODE,
@@ -659,8 +659,6 @@ def _revert(store: VolumeStore, volumes: PodVolumes) -> None:
 
 
 def _selector_matches(pvc: PersistentVolumeClaim, pv: PersistentVolume) -> bool:
-    from .helpers import label_selector_matches
-
     return label_selector_matches(pvc.selector, pv.labels)
 
 

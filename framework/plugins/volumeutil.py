@@ -25,7 +25,7 @@ from pluginhost.model import (
     StorageClass,
     Volume,
 )
-from pluginhost.plugin import ActionType, ClusterEvent
+from pluginhost.plugin import ActionType
 from pluginhost.snapshot import NodeTable, VolumeStore
 
 from .helpers import NodeSelectorMatcher, compile_node_selector
@@ -33,6 +33,7 @@ from .helpers import NodeSelectorMatcher, compile_node_selector
 __all__ = [
     "CSI_NODE",
     "MIGRATED_DRIVERS",
+    "MIGRATED_PROVISIONERS",
     "PERSISTENT_VOLUME",
     "PERSISTENT_VOLUME_CLAIM",
     "STORAGE_CLASS",
@@ -40,10 +41,13 @@ __all__ = [
     "UPDATE",
     "ClaimProblem",
     "VolumeAffinity",
+    "claim_names",
     "claim_problem",
     "delay_binding",
     "migrated_disk",
     "not_found",
+    "not_owner",
+    "owned_by",
     "pv_affinity",
     "pv_topologies",
     "topology_mask",
@@ -261,6 +265,3 @@ def claim_names(pod: Pod, *, ephemeral: bool = True) -> Iterable[tuple[Volume, s
         elif ephemeral and v.source == "ephemeral":
             yield v, v.claim(pod.name), True
 
-
-def storage_event(resource: str, action: ActionType) -> ClusterEvent:
-    return ClusterEvent(resource, action)
