@@ -72,7 +72,7 @@ status:
 
 def test_a_node_applied_with_kubectl_keeps_its_allocatable_and_gets_no_taint(
         kube_cluster: LocalCluster, kube_namespace: str) -> None:
-    name = f"{kube_namespace}-node"[:63]
+    name = f"{kube_namespace}-node"  # a node name may be 253 characters (a namespace at most 63)
     kube_cluster.kubectl("apply", "-f", "-", input=NODE.format(name=name))
     try:
         node = get_json(kube_cluster, "node", name)
