@@ -61,7 +61,7 @@ def check_structure(text: str, limit: int = MAX_DEPTH) -> tuple[str, str] | None
     try:
         return _scan(text, limit, _ScanLoader)
     except yaml.YAMLError as err:
-        # libyaml since 0.2.6 refuses flow collections nested past its own limit (1000) while scanning,
+        # The libyaml PyYAML 6.0.4 ships refuses flow collections nested past its own limit (1000) while scanning,
         # tokens ahead of the parser's events; the pure-Python parser has no such limit and does not
         # recurse either, so it finds the first collection past ours.
         if "nesting depth" not in str(err) or not _LIBYAML:
