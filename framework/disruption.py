@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 from pluginhost.model import Pod, PodDisruptionBudget
 
-from .plugins.helpers import compile_label_selector
+from .plugins.labels import compile_label_selector
 
 __all__ = ["embedded_status", "scaled"]
 

@@ -28,7 +28,7 @@ from pluginhost.model import PODS, RESERVATION_ANNOTATION, RESERVATION_NAMESPACE
 from pluginhost.status import Code, Status
 
 from . import tracing
-from .plugins.helpers import label_selector_matches
+from .plugins.labels import label_selector_matches
 
 __all__ = [
     "AVAILABLE",

@@ -31,10 +31,10 @@ from framework.bench import (
 from framework.kube import bench as kube_bench
 from framework.kube.local import BIN_ENV
 from framework.plugins.balancedallocation import NodeResourcesBalancedAllocation, _balanced_score
-from framework.plugins.helpers import changed_rows
 from framework.plugins.interpodaffinity import InterPodAffinity, _PodIndex
 from framework.plugins.nodeports import _PortIndex
 from framework.plugins.noderesources import NodeResourcesFit, allocatable_and_requested, broken_linear
+from framework.plugins.podcolumns import changed_rows
 from pluginhost.manifest import finish_pod, node_from_dict, pod_from_dict
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import CycleState, NodeBatch

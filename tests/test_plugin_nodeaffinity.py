@@ -16,15 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.plugins.helpers import (
-    compile_label_selector,
-    compile_node_selector,
-    label_key_errors,
-    label_selector_matches,
-    parse_int64,
-)
+from framework.plugins.labels import compile_label_selector, label_key_errors, label_selector_matches, parse_int64
 from framework.plugins.nodeaffinity import NodeAffinity
 from framework.plugins.noderesources import PluginArgsError
+from framework.plugins.nodeselectors import compile_node_selector
 from pluginhost import model
 from pluginhost.manifest import pod_from_dict
 from pluginhost.model import (

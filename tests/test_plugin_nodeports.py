@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.plugins.helpers import HostPortInfo, host_ports
+from framework.plugins.hostports import HostPortInfo, host_ports
 from framework.plugins.nodeports import NodePorts
 from pluginhost.manifest import node_from_dict, pod_from_dict
 from pluginhost.model import ContainerPort, Pod

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from framework.plugins.helpers import default_normalize_score, taint_set_index
+from framework.plugins.helpers import default_normalize_score
+from framework.plugins.taints import taint_set_index
 from framework.plugins.tainttoleration import TaintToleration
 from pluginhost.manifest import node_from_dict, pod_from_dict
 from pluginhost.model import Node, Pod

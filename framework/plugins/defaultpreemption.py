@@ -42,7 +42,7 @@ from pluginhost.plugin import CycleState, NodeToStatus, PostFilterPlugin, PostFi
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
-from .helpers import LabelSelectorMatcher, compile_label_selector
+from .labels import LabelSelectorMatcher, compile_label_selector
 from .noderesources import PluginArgsError
 
 if TYPE_CHECKING:

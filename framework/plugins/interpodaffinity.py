@@ -89,15 +89,9 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import NodeTable, Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
-from .helpers import (
-    LabelSelectorMatcher,
-    PodColumns,
-    Requirement,
-    changed_rows,
-    compile_label_selector,
-    pod_columns,
-)
+from .labels import LabelSelectorMatcher, Requirement, compile_label_selector
 from .noderesources import PluginArgsError
+from .podcolumns import PodColumns, changed_rows, pod_columns
 
 __all__ = [
     "ERR_AFFINITY_RULES_NOT_MATCH",

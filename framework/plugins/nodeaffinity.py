@@ -42,17 +42,16 @@ from pluginhost.plugin import (
 )
 from pluginhost.status import SUCCESS, Code, Status
 
-from .helpers import (
-    IntArray,
+from .helpers import IntArray, default_normalize_score
+from .noderesources import PluginArgsError
+from .nodeselectors import (
     NodeSelectorMatcher,
     PreferredTermsScorer,
     RequiredNodeAffinity,
     compile_node_selector,
     compile_preferred_terms,
-    default_normalize_score,
     required_node_affinity,
 )
-from .noderesources import PluginArgsError
 
 __all__ = ["ERR_REASON_CONFLICT", "ERR_REASON_ENFORCED", "ERR_REASON_POD", "NodeAffinity"]
 

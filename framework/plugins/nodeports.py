@@ -37,7 +37,8 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
-from .helpers import DEFAULT_BIND_ALL_HOST_IP, HostPortInfo, changed_rows, host_ports
+from .hostports import DEFAULT_BIND_ALL_HOST_IP, HostPortInfo, host_ports
+from .podcolumns import changed_rows
 
 __all__ = ["ERR_REASON", "NodePorts"]
 

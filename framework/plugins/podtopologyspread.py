@@ -39,18 +39,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from framework.plugins.helpers import (
-    LabelSelectorMatcher,
-    PodColumns,
-    compile_label_selector,
-    do_not_schedule_taint,
-    find_matching_untolerated_taint,
-    merge_label_set,
-    pod_columns,
-    required_node_affinity,
-    taint_set_index,
-)
+from framework.plugins.labels import LabelSelectorMatcher, compile_label_selector, merge_label_set
 from framework.plugins.noderesources import PluginArgsError
+from framework.plugins.nodeselectors import required_node_affinity
+from framework.plugins.podcolumns import PodColumns, pod_columns
+from framework.plugins.taints import do_not_schedule_taint, find_matching_untolerated_taint, taint_set_index
 from pluginhost.model import LabelSelector, Pod, TopologySpreadConstraint
 from pluginhost.plugin import (
     MAX_NODE_SCORE,

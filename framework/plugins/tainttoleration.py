@@ -9,7 +9,7 @@ kube-scheduler's (v1.35), so the fit error counts all such nodes under one entry
 not tolerate; NormalizeScore maps the counts to [0, 100] reversed (fewest untolerated taints → 100).
 
 Nodes are grouped by their distinct taint lists (a per-node-table memo, see
-:func:`framework.plugins.helpers.taint_set_index`), so a pod's tolerations are evaluated once per
+:func:`framework.plugins.taints.taint_set_index`), so a pod's tolerations are evaluated once per
 distinct list and the per-node answers are a gather.
 """
 
@@ -41,9 +41,8 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import NodeTable
 from pluginhost.status import SUCCESS, Code, Status
 
-from .helpers import (
-    IntArray,
-    default_normalize_score,
+from .helpers import IntArray, default_normalize_score
+from .taints import (
     do_not_schedule_taint,
     find_matching_untolerated_taint,
     taint_set_index,

@@ -75,7 +75,8 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import NodeTable, VolumeStore, VolumeStoreError
 from pluginhost.status import SUCCESS, Code, Status
 
-from .helpers import BoolArray, IntArray, label_selector_matches
+from .helpers import BoolArray, IntArray
+from .labels import label_selector_matches
 from .noderesources import PluginArgsError
 from .volumeutil import (
     CSI_NODE,

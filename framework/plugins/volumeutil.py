@@ -28,7 +28,7 @@ from pluginhost.model import (
 from pluginhost.plugin import ActionType
 from pluginhost.snapshot import NodeTable, VolumeStore
 
-from .helpers import NodeSelectorMatcher, compile_node_selector
+from .nodeselectors import NodeSelectorMatcher, compile_node_selector
 
 __all__ = [
     "CSI_NODE",
