@@ -26,7 +26,7 @@ import numpy as np
 from pluginhost import pb
 from pluginhost.errors import OutriggerError
 from pluginhost.model import CPU, MEMORY, PODS, Node, Pod
-from pluginhost.snapshot import NodeTable, Snapshot, _zone_order, non_zero_requests
+from pluginhost.snapshot import NodeTable, Snapshot, non_zero_requests, zone_order
 
 __all__ = [
     "VIEW_STATE_KEY",
@@ -267,7 +267,7 @@ def apply_view(snapshot: Snapshot, view: NodeView | None) -> Snapshot:
             names=names,
             index=index,
             ids=ids,
-            order=_zone_order(nodes),
+            order=zone_order(nodes),
             unschedulable=np.fromiter((n.unschedulable for n in nodes), dtype=np.bool_, count=len(nodes)),
         )
     return Snapshot(

@@ -1,0 +1,56 @@
+"""The cluster as plugins read it: a columnar table of nodes and placed pods, its immutable
+snapshots, and the storage objects the volume plugins read.
+
+- ``_table``: :class:`ClusterTable`, the mutable store (one row per node, resource usage as NumPy
+  arrays, copy-on-write), and the :class:`Snapshot` it hands out at a generation, with the node-tree
+  order Filter walks (:func:`zone_order`) and the change events a table tells its listeners.
+- ``_volumes``: :class:`VolumeStore`, the PersistentVolumeClaims, PersistentVolumes, StorageClasses
+  and CSINodes with the volume binder's assume cache, live like kube-scheduler's listers (every
+  snapshot refers to its table's store), and the :class:`VolumeWriter` PreBind writes through.
+"""
+
+from pluginhost.snapshot._table import (
+    BASE_RESOURCES,
+    NODE_REMOVED,
+    NODE_UPSERTED,
+    POD_PLACED,
+    POD_UNPLACED,
+    ChangeListener,
+    ClusterTable,
+    NodeTable,
+    Snapshot,
+    non_zero_requests,
+    zone_key,
+    zone_order,
+)
+from pluginhost.snapshot._volumes import (
+    MemoryVolumeWriter,
+    StorageListener,
+    StorageObject,
+    VolumeStore,
+    VolumeStoreError,
+    VolumeWriter,
+    storage_kind,
+)
+
+__all__ = [
+    "BASE_RESOURCES",
+    "NODE_REMOVED",
+    "NODE_UPSERTED",
+    "POD_PLACED",
+    "POD_UNPLACED",
+    "ChangeListener",
+    "ClusterTable",
+    "MemoryVolumeWriter",
+    "NodeTable",
+    "Snapshot",
+    "StorageListener",
+    "StorageObject",
+    "VolumeStore",
+    "VolumeStoreError",
+    "VolumeWriter",
+    "non_zero_requests",
+    "storage_kind",
+    "zone_key",
+    "zone_order",
+]
