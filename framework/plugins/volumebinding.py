@@ -18,12 +18,13 @@ the pod.
 - **Reserve** assumes the choice for the node picked: each chosen volume reads as pre-bound to its
   claim (``spec.claimRef``, ``pv.kubernetes.io/bound-by-controller``), each claim to provision reads
   as annotated with the node, so the next pods see them taken. **Unreserve** rolls that back.
-- **PreBind** writes the bindings through the cluster's :class:`~pluginhost.snapshot.VolumeWriter`
-  (the volume's ``claimRef``; the claim's ``selected-node``), then completes each static binding as the
-  PV controller does (the claim's ``volumeName`` with ``pv.kubernetes.io/bind-completed`` and
-  ``bound-by-controller``, both objects' phase ``Bound``), and waits, up to ``bindTimeoutSeconds``
-  (600), until the cluster shows every claim fully bound. A provisioned claim waits for its
-  provisioner and the PV controller (the embedded store provisions at once).
+- **PreBind** (:mod:`.bindvolumes`) writes the bindings through the cluster's
+  :class:`~pluginhost.snapshot.VolumeWriter` (the volume's ``claimRef``; the claim's ``selected-node``),
+  then completes each static binding as the PV controller does (the claim's ``volumeName`` with
+  ``pv.kubernetes.io/bind-completed`` and ``bound-by-controller``, both objects' phase ``Bound``), and
+  waits, up to ``bindTimeoutSeconds`` (600), until the cluster shows every claim fully bound. A
+  provisioned claim waits for its provisioner and the PV controller (the embedded store provisions at
+  once).
 - **PreScore/Score**: kube-scheduler scores only with its StorageCapacityScoring feature gate, off by
   default in v1.35, so PreScore answers Skip; ``shape`` in the args is refused as upstream refuses it
   with the gate off.
@@ -34,21 +35,16 @@ translation of a volume's node affinity, and VolumeAttributesClass checks beyond
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from pluginhost.model import (
-    ANN_BIND_COMPLETED,
-    ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     NO_PROVISIONER,
-    ClaimRef,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -75,6 +71,7 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import NodeTable, VolumeStore, VolumeStoreError
 from pluginhost.status import SUCCESS, Code, Status
 
+from .bindvolumes import PodVolumes, bind_pod_volumes, bind_volume_to_claim, revert_assumed
 from .helpers import BoolArray, IntArray
 from .labels import label_selector_matches
 from .noderesources import PluginArgsError
@@ -88,7 +85,6 @@ from .volumeutil import (
     claim_names,
     claim_problem,
     delay_binding,
-    not_found,
     pv_affinity,
     topology_mask,
 )
@@ -100,9 +96,7 @@ __all__ = [
     "MSG_NOT_ENOUGH_SPACE",
     "MSG_PV_NOT_EXIST",
     "MSG_UNBOUND_IMMEDIATE",
-    "PodVolumes",
     "VolumeBinding",
-    "bind_volume_to_claim",
 ]
 
 log = logging.getLogger("outrigger.volumebinding")
@@ -120,15 +114,6 @@ POLL_SECONDS = 0.1
 _STATE_KEY = "VolumeBinding"
 _SKIP = Status(Code.Skip)
 _NAME = "VolumeBinding"
-
-
-@dataclass(slots=True)
-class PodVolumes:
-    """What binding the pod's claims on one node takes: volumes to bind to claims (static) and claims
-    to provision (dynamic)."""
-
-    static: list[tuple[PersistentVolume, PersistentVolumeClaim]] = field(default_factory=list)
-    dynamic: list[PersistentVolumeClaim] = field(default_factory=list)
 
 
 _NOTHING = PodVolumes()
@@ -160,30 +145,8 @@ class _State:
 _NO_CLAIMS = _State(VolumeStore(), all_bound=True)
 
 
-def bind_volume_to_claim(pv: PersistentVolume, pvc: PersistentVolumeClaim) -> tuple[PersistentVolume, bool]:
-    """GetBindVolumeToClaim: ``pv`` with its ``claimRef`` on ``pvc`` and, when the binding is new,
-    ``pv.kubernetes.io/bound-by-controller``; and whether anything changed."""
-    dirty = False
-    new = pv
-    if not pv.bound_to(pvc) or pv.claim_ref is None or pv.claim_ref.uid != pvc.uid:
-        new = dataclasses.replace(new, claim_ref=ClaimRef(pvc.namespace, pvc.name, pvc.uid))
-        dirty = True
-    if not pv.bound_to(pvc) and ANN_BOUND_BY_CONTROLLER not in pv.annotations:
-        new = dataclasses.replace(new, annotations={**new.annotations, ANN_BOUND_BY_CONTROLLER: "yes"})
-        dirty = True
-    return new, dirty
-
-
 def _size(pvc: PersistentVolumeClaim) -> int:
     return pvc.storage or 0
-
-
-def _version(rv: str) -> int:
-    """A resourceVersion for comparison (the API's are integers; none is 0)."""
-    try:
-        return int(rv)
-    except ValueError:
-        return 0
 
 
 class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, PreBindPlugin,
@@ -454,7 +417,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
                 store.assume_claim(annotated)
                 dynamic.append(annotated)
         except VolumeStoreError as exc:
-            _revert(store, PodVolumes(static, dynamic))
+            revert_assumed(store, PodVolumes(static, dynamic))
             return Status.failure(str(exc), plugin=_NAME)
         s.by_node[node_name] = PodVolumes(static, dynamic)
         return SUCCESS
@@ -473,7 +436,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
             return
         volumes = s.by_node.get(node_name)
         if volumes is not None:
-            _revert(s.store, volumes)
+            revert_assumed(s.store, volumes)
 
     # ---- PreBind -------------------------------------------------------------------------------
 
@@ -504,123 +467,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         if node is None:
             return Status.failure(f'binding volumes: failed to get node "{node_name}": node "{node_name}" not found',
                                   plugin=_NAME)
-        try:
-            written = await self._write(s.store, volumes)
-            await self._wait(s.store, node, volumes=written)
-        except (VolumeStoreError, _BindError) as exc:
-            return Status.failure(str(exc), plugin=_NAME)
-        except Exception as exc:  # a source's own error (the API refused a write, or is gone)
-            return Status.failure(str(exc), plugin=_NAME, error=exc)
-        return SUCCESS
-
-    async def _write(self, store: VolumeStore, volumes: PodVolumes) -> PodVolumes:
-        """bindAPIUpdate, then the PV controller's half of each static binding. Assumed objects not
-        yet written are rolled back when a write fails."""
-        writer = store.writer
-        static: list[tuple[PersistentVolume, PersistentVolumeClaim]] = []
-        dynamic: list[PersistentVolumeClaim] = []
-        done_static = done_dynamic = 0
-        try:
-            for pv, pvc in volumes.static:
-                static.append((await writer.update_volume(pv), pvc))
-                done_static += 1
-            for pvc in volumes.dynamic:
-                dynamic.append(await writer.update_claim(pvc))
-                done_dynamic += 1
-        finally:
-            _revert(store, PodVolumes(volumes.static[done_static:], volumes.dynamic[done_dynamic:]))
-        for i, (pv, pvc) in enumerate(static):
-            static[i] = (pv, await self._complete(store, pv, pvc))
-        return PodVolumes(static, dynamic)
-
-    @staticmethod
-    async def _complete(store: VolumeStore, pv: PersistentVolume, pvc: PersistentVolumeClaim
-                        ) -> PersistentVolumeClaim:
-        """The PV controller's bind (bindVolumeToClaim's status, bindClaimToVolume, the claim's
-        status), done here since a cluster need not run one; a claim the controller bound to this
-        volume meanwhile is taken as it is."""
-        writer = store.writer
-        current = store.claims.get(pvc.key) or pvc
-        if current.uid != pvc.uid:
-            raise _BindError(f'persistentvolumeclaim "{pvc.name}" was replaced while binding')
-        if current.volume_name and current.volume_name != pv.name:
-            raise _BindError(f'persistentvolumeclaim "{pvc.name}" was bound to "{current.volume_name}" meanwhile')
-        if pv.phase != "Bound":
-            try:
-                await writer.volume_phase(pv, "Bound")
-            except VolumeStoreError:
-                pass  # the controller got there first; the claim's side below decides
-        claim = current
-        if not claim.fully_bound:
-            annotations = {**claim.annotations, ANN_BIND_COMPLETED: "yes"}
-            if not claim.volume_name:
-                annotations[ANN_BOUND_BY_CONTROLLER] = "yes"
-            try:
-                claim = await writer.update_claim(dataclasses.replace(claim, volume_name=pv.name,
-                                                                      annotations=annotations))
-            except VolumeStoreError:
-                latest = store.claims.get(pvc.key)
-                if latest is None or latest.volume_name != pv.name:
-                    raise
-                claim = latest
-        if claim.phase != "Bound":
-            try:
-                claim = await writer.claim_bound(claim, pv)
-            except VolumeStoreError:
-                pass  # the controller set it meanwhile
-        return claim
-
-    async def _wait(self, store: VolumeStore, node: Node, *, volumes: PodVolumes) -> None:
-        """Poll (checkBindings) until every claim is fully bound, within bindTimeoutSeconds."""
-        deadline = time.monotonic() + self.bind_timeout
-        for _ in range(int(self.bind_timeout / POLL_SECONDS) + 2):
-            if self._check(store, node, volumes):
-                return
-            if time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(POLL_SECONDS)
-        raise _BindError("binding volumes: context deadline exceeded")
-
-    @staticmethod
-    def _check(store: VolumeStore, node: Node, volumes: PodVolumes) -> bool:
-        """checkBindings on the cluster's own objects (not the assumed ones): True when all bound,
-        False to look again, _BindError when binding must be retried."""
-        for pv_written, pvc in volumes.static:
-            pv = store.volumes.get(pv_written.name)
-            if pv is None:
-                missing = not_found(PERSISTENT_VOLUME, pv_written.name)
-                raise _BindError(f"binding volumes: failed to check binding: {missing}")
-            claim = store.claims.get(pvc.key)
-            if claim is None:
-                raise _BindError(
-                    f"binding volumes: failed to check binding: {not_found(PERSISTENT_VOLUME_CLAIM, pvc.key)}"
-                )
-            if _version(pv_written.resource_version) > _version(pv.resource_version):
-                return False
-            if not _affinity_allows(pv, node):
-                raise _BindError(_affinity_message(pv, node))
-            if pv.claim_ref is None or not pv.claim_ref.uid:
-                raise _BindError(f'binding volumes: ClaimRef got reset for pv "{pv.name}"')
-            if not claim.fully_bound:
-                return False
-        for written in volumes.dynamic:
-            claim = store.claims.get(written.key)
-            if claim is None:
-                raise _BindError(f"binding volumes: failed to check provisioning pvc: "
-                                 f"{not_found(PERSISTENT_VOLUME_CLAIM, written.key)}")
-            if _version(written.resource_version) > _version(claim.resource_version):
-                return False
-            if claim.annotations.get(ANN_SELECTED_NODE) != node.name:
-                raise _BindError(f'binding volumes: provisioning failed for PVC "{claim.name}"')
-            if claim.volume_name:
-                pv = store.volumes.get(claim.volume_name)
-                if pv is None:
-                    return False
-                if not _affinity_allows(pv, node):
-                    raise _BindError(_affinity_message(pv, node))
-            if not claim.fully_bound:
-                return False
-        return True
+        return await bind_pod_volumes(s.store, node, volumes, timeout=self.bind_timeout, plugin=_NAME)
 
     # ---- EnqueueExtensions ---------------------------------------------------------------------
 
@@ -635,10 +482,6 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         ]
 
 
-class _BindError(RuntimeError):
-    """Binding the pod's volumes failed, and scheduling the pod is to be retried."""
-
-
 def _store(state: CycleState, handle: Handle | None) -> VolumeStore:
     snapshot = state.snapshot if state.snapshot is not None else (handle.snapshot() if handle is not None else None)
     return snapshot.volumes if snapshot is not None else VolumeStore()
@@ -651,14 +494,6 @@ def _read_state(state: CycleState) -> _State:
     return s
 
 
-def _revert(store: VolumeStore, volumes: PodVolumes) -> None:
-    """RevertAssumedPodVolumes: the assumed volumes and claims read as the cluster has them again."""
-    for pv, _ in volumes.static:
-        store.restore_volume(pv)
-    for pvc in volumes.dynamic:
-        store.restore_claim(pvc)
-
-
 def _selector_matches(pvc: PersistentVolumeClaim, pv: PersistentVolume) -> bool:
     return label_selector_matches(pvc.selector, pv.labels)
 
@@ -669,16 +504,6 @@ def _node(state: CycleState, handle: Handle | None, name: str) -> Node | None:
         return None
     row = snapshot.row(name)
     return None if row is None else snapshot.table.nodes[row]
-
-
-def _affinity_allows(pv: PersistentVolume, node: Node) -> bool:
-    affinity = pv_affinity(pv)
-    return affinity.selector is None or affinity.selector.matches(node)
-
-
-def _affinity_message(pv: PersistentVolume, node: Node) -> str:
-    return (f'binding volumes: pv "{pv.name}" node affinity doesn\'t match node "{node.name}": '
-            "no matching NodeSelectorTerms")
 
 
 def _after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
