@@ -146,142 +146,190 @@ def apply_view(snapshot: Snapshot, view: NodeView | None) -> Snapshot:
     """
     if not view:
         return snapshot
-    resources = list(snapshot.resources)
-    columns = dict(snapshot.columns)
-
-    def col(resource: str) -> int:
-        c = columns.get(resource)
-        if c is None:
-            c = columns[resource] = len(resources)
-            resources.append(resource)
-        return c
-
-    for _, node in view.added_nodes:
-        for r in node.allocatable:
-            col(r)
-    for pod in view.added_pods:
-        for r in pod.requests:
-            col(r)
-    for ch in view.changes:
-        for r in (*ch.allocatable, *ch.requested):
-            col(r)
-    n_old = len(snapshot)
-    n_new = n_old + len(view.added_nodes)
-    width = len(resources)
-
-    def widened(arr: Any, cols: int) -> Any:
-        out = np.zeros((n_new, cols), dtype=np.int64)
-        out[:n_old, : arr.shape[1]] = arr
-        return out
-
+    resources, columns = _resource_columns(snapshot, view)
+    rows = _ViewRows.start(snapshot, view, resources, columns)
+    # Removed pods first (as NodeView says), so a pod the view moves leaves its old node before it
+    # lands on its new one.
+    rows.remove_pods(view.removed_pods)
+    rows.fill_added_nodes(view.added_nodes)
+    rows.place_pods(view.added_pods)
+    rows.change_nodes(view.changes)
     table = snapshot.table
-    index = dict(table.index) if view.added_nodes else table.index
-    nodes = list(table.nodes)
-    ids = table.ids
-    for _, node in view.added_nodes:
-        if node.name in index:
-            raise ViewError(f"the view adds node {node.name!r}, which is already in the snapshot")
-        index[node.name] = len(nodes)
-        nodes.append(node)
-    if view.added_nodes:
-        ids = np.concatenate((table.ids, np.asarray([nid for nid, _ in view.added_nodes], dtype=np.uint32)))
-    alloc_changes = any(ch.allocatable for ch in view.changes)
-    label_changes = any(ch.labels or ch.remove_labels for ch in view.changes)
-    req_changes = bool(view.added_pods or view.removed_pods) or any(ch.requested for ch in view.changes)
-    new_table = bool(view.added_nodes) or alloc_changes or label_changes
-    grown = n_new != n_old or width != snapshot.allocatable.shape[1]
-
-    allocatable = widened(snapshot.allocatable, width) if grown or alloc_changes else snapshot.allocatable
-    requested = widened(snapshot.requested, width) if grown or req_changes else snapshot.requested
-    non_zero = widened(snapshot.non_zero_requested, 2) if grown or req_changes else snapshot.non_zero_requested
-    pods: Sequence[tuple[Pod, ...]] = snapshot.pods
-    if view.added_nodes or view.added_pods or view.removed_pods:
-        pods = list(snapshot.pods) + [()] * len(view.added_nodes)
-    versions = np.concatenate((snapshot.row_versions, np.zeros(n_new - n_old, dtype=np.int64)))
-    pods_col = columns[PODS]
-    for uid, node_name in view.removed_pods:
-        row_or_none = index.get(node_name)
-        if row_or_none is None:
-            raise _unknown(node_name, snapshot)
-        row = row_or_none
-        assert isinstance(pods, list)
-        gone = next((p for p in pods[row] if p.uid == uid), None)
-        if gone is None:
-            raise ViewError(f"the view removes pod {uid!r} from node {node_name!r}, which does not hold it")
-        pods[row] = tuple(p for p in pods[row] if p.uid != uid)
-        for r, amount in gone.requests.items():
-            if r != PODS and r in columns:
-                requested[row, columns[r]] -= amount
-        requested[row, pods_col] -= 1
-        cpu, mem = non_zero_requests(gone)
-        non_zero[row, 0] -= cpu
-        non_zero[row, 1] -= mem
-        versions[row] = next_view_version()
-    for row in range(n_old, n_new):
-        _, node = view.added_nodes[row - n_old]
-        for r, amount in node.allocatable.items():
-            allocatable[row, columns[r]] = amount
-        versions[row] = next_view_version()
-    for pod in view.added_pods:
-        row_or_none = index.get(pod.node_name)
-        if row_or_none is None:
-            raise _unknown(pod.node_name, snapshot)
-        row = row_or_none
-        for r, amount in pod.requests.items():
-            if r != PODS:
-                requested[row, columns[r]] += amount
-        requested[row, pods_col] += 1
-        cpu, mem = non_zero_requests(pod)
-        non_zero[row, 0] += cpu
-        non_zero[row, 1] += mem
-        assert isinstance(pods, list)
-        pods[row] = (*pods[row], pod)
-        versions[row] = next_view_version()
-    for ch in view.changes:
-        row_or_none = index.get(ch.node)
-        if row_or_none is None:
-            raise _unknown(ch.node, snapshot)
-        row = row_or_none
-        for r, amount in ch.allocatable.items():
-            allocatable[row, columns[r]] += amount
-        for r, amount in ch.requested.items():
-            requested[row, columns[r]] += amount
-            if r == CPU:
-                non_zero[row, 0] += amount
-            elif r == MEMORY:
-                non_zero[row, 1] += amount
-        if ch.allocatable or ch.labels or ch.remove_labels:
-            node = nodes[row]
-            labels = {k: v for k, v in node.labels.items() if k not in ch.remove_labels}
-            labels.update(ch.labels)
-            alloc = dict(node.allocatable)
-            for r, amount in ch.allocatable.items():
-                alloc[r] = alloc.get(r, 0) + amount
-            nodes[row] = dataclasses.replace(node, labels=labels, allocatable=alloc)
-        versions[row] = next_view_version()
-    if new_table:
-        names = tuple(n.name for n in nodes)
-        table = NodeTable(
-            generation=table.generation,
-            nodes=tuple(nodes),
-            names=names,
-            index=index,
-            ids=ids,
-            order=zone_order(nodes),
-            unschedulable=np.fromiter((n.unschedulable for n in nodes), dtype=np.bool_, count=len(nodes)),
-        )
+    if view.added_nodes or any(ch.allocatable or ch.labels or ch.remove_labels for ch in view.changes):
+        table = _node_table(table.generation, rows.nodes, rows.index, rows.ids)
     return Snapshot(
         generation=snapshot.generation,
         table=table,
         resources=tuple(resources),
         columns=columns,
-        allocatable=allocatable,
-        requested=requested,
-        non_zero_requested=non_zero,
-        pods=pods,
-        row_versions=versions,
+        allocatable=rows.allocatable,
+        requested=rows.requested,
+        non_zero_requested=rows.non_zero,
+        pods=rows.pods,
+        row_versions=rows.versions,
         volumes=snapshot.volumes,
     )
+
+
+def _resource_columns(snapshot: Snapshot, view: NodeView) -> tuple[list[str], dict[str, int]]:
+    """The snapshot's resources and their columns, plus a new column for each resource only the view
+    names (an added node's allocatable, an added pod's requests, a change's deltas)."""
+    resources = list(snapshot.resources)
+    columns = dict(snapshot.columns)
+    named = (
+        *(r for _, node in view.added_nodes for r in node.allocatable),
+        *(r for pod in view.added_pods for r in pod.requests),
+        *(r for ch in view.changes for r in (*ch.allocatable, *ch.requested)),
+    )
+    for resource in named:
+        if resource not in columns:
+            columns[resource] = len(resources)
+            resources.append(resource)
+    return resources, columns
+
+
+def _widened(arr: Any, n_old: int, n_new: int, cols: int) -> Any:
+    """A copy of the ``n_old`` rows of ``arr`` in ``n_new`` rows of ``cols`` columns, zeros elsewhere."""
+    out = np.zeros((n_new, cols), dtype=np.int64)
+    out[:n_old, : arr.shape[1]] = arr
+    return out
+
+
+def _node_table(generation: int, nodes: list[Node], index: dict[str, int], ids: Any) -> NodeTable:
+    """The node table of a view whose nodes differ from its base's (added, relabelled, resized)."""
+    return NodeTable(
+        generation=generation,
+        nodes=tuple(nodes),
+        names=tuple(n.name for n in nodes),
+        index=index,
+        ids=ids,
+        order=zone_order(nodes),
+        unschedulable=np.fromiter((n.unschedulable for n in nodes), dtype=np.bool_, count=len(nodes)),
+    )
+
+
+@dataclass(slots=True)
+class _ViewRows:
+    """The rows of a view snapshot while :func:`apply_view` builds it: copies of the columns the view
+    touches (widened for added nodes and new resources), the base snapshot's own arrays otherwise.
+    Every row a step changes gets a fresh view version."""
+
+    snapshot: Snapshot
+    columns: dict[str, int]
+    index: dict[str, int]
+    nodes: list[Node]
+    ids: Any
+    pods: Sequence[tuple[Pod, ...]]
+    allocatable: Any
+    requested: Any
+    non_zero: Any
+    versions: Any
+
+    @classmethod
+    def start(cls, snapshot: Snapshot, view: NodeView, resources: list[str], columns: dict[str, int]) -> _ViewRows:
+        table = snapshot.table
+        index = dict(table.index) if view.added_nodes else table.index
+        nodes = list(table.nodes)
+        ids = table.ids
+        for _, node in view.added_nodes:
+            if node.name in index:
+                raise ViewError(f"the view adds node {node.name!r}, which is already in the snapshot")
+            index[node.name] = len(nodes)
+            nodes.append(node)
+        if view.added_nodes:
+            ids = np.concatenate((table.ids, np.asarray([nid for nid, _ in view.added_nodes], dtype=np.uint32)))
+        n_old = len(snapshot)
+        n_new = n_old + len(view.added_nodes)
+        width = len(resources)
+        alloc_changes = any(ch.allocatable for ch in view.changes)
+        req_changes = bool(view.added_pods or view.removed_pods) or any(ch.requested for ch in view.changes)
+        grown = n_new != n_old or width != snapshot.allocatable.shape[1]
+        allocatable = _widened(snapshot.allocatable, n_old, n_new, width) if grown or alloc_changes \
+            else snapshot.allocatable
+        requested = _widened(snapshot.requested, n_old, n_new, width) if grown or req_changes else snapshot.requested
+        non_zero = _widened(snapshot.non_zero_requested, n_old, n_new, 2) if grown or req_changes \
+            else snapshot.non_zero_requested
+        pods: Sequence[tuple[Pod, ...]] = snapshot.pods
+        if view.added_nodes or view.added_pods or view.removed_pods:
+            pods = list(snapshot.pods) + [()] * len(view.added_nodes)
+        versions = np.concatenate((snapshot.row_versions, np.zeros(n_new - n_old, dtype=np.int64)))
+        return cls(snapshot, columns, index, nodes, ids, pods, allocatable, requested, non_zero, versions)
+
+    def row(self, node: str) -> int:
+        """The row of node ``node``; :class:`ViewError` when the snapshot (and the view) has none."""
+        row = self.index.get(node)
+        if row is None:
+            raise _unknown(node, self.snapshot)
+        return row
+
+    def remove_pods(self, removed: Iterable[tuple[str, str]]) -> None:
+        """Take each ``(uid, node name)`` pod off its node, its requests with it."""
+        columns = self.columns
+        for uid, node_name in removed:
+            row = self.row(node_name)
+            pods = self.pods
+            assert isinstance(pods, list)
+            gone = next((p for p in pods[row] if p.uid == uid), None)
+            if gone is None:
+                raise ViewError(f"the view removes pod {uid!r} from node {node_name!r}, which does not hold it")
+            pods[row] = tuple(p for p in pods[row] if p.uid != uid)
+            for r, amount in gone.requests.items():
+                if r != PODS and r in columns:
+                    self.requested[row, columns[r]] -= amount
+            self.requested[row, columns[PODS]] -= 1
+            cpu, mem = non_zero_requests(gone)
+            self.non_zero[row, 0] -= cpu
+            self.non_zero[row, 1] -= mem
+            self.versions[row] = next_view_version()
+
+    def fill_added_nodes(self, added: Sequence[tuple[int, Node]]) -> None:
+        """The allocatable of the rows of added nodes (the last ``len(added)`` rows)."""
+        n_old = len(self.snapshot)
+        for row in range(n_old, n_old + len(added)):
+            _, node = added[row - n_old]
+            for r, amount in node.allocatable.items():
+                self.allocatable[row, self.columns[r]] = amount
+            self.versions[row] = next_view_version()
+
+    def place_pods(self, added: Iterable[Pod]) -> None:
+        """Put each pod on the node its ``node_name`` names, its requests with it."""
+        columns = self.columns
+        for pod in added:
+            row = self.row(pod.node_name)
+            for r, amount in pod.requests.items():
+                if r != PODS:
+                    self.requested[row, columns[r]] += amount
+            self.requested[row, columns[PODS]] += 1
+            cpu, mem = non_zero_requests(pod)
+            self.non_zero[row, 0] += cpu
+            self.non_zero[row, 1] += mem
+            pods = self.pods
+            assert isinstance(pods, list)
+            pods[row] = (*pods[row], pod)
+            self.versions[row] = next_view_version()
+
+    def change_nodes(self, changes: Iterable[NodeChange]) -> None:
+        """Apply each node change in order: amounts added, labels set and removed."""
+        columns = self.columns
+        for ch in changes:
+            row = self.row(ch.node)
+            for r, amount in ch.allocatable.items():
+                self.allocatable[row, columns[r]] += amount
+            for r, amount in ch.requested.items():
+                self.requested[row, columns[r]] += amount
+                if r == CPU:
+                    self.non_zero[row, 0] += amount
+                elif r == MEMORY:
+                    self.non_zero[row, 1] += amount
+            if ch.allocatable or ch.labels or ch.remove_labels:
+                node = self.nodes[row]
+                labels = {k: v for k, v in node.labels.items() if k not in ch.remove_labels}
+                labels.update(ch.labels)
+                alloc = dict(node.allocatable)
+                for r, amount in ch.allocatable.items():
+                    alloc[r] = alloc.get(r, 0) + amount
+                self.nodes[row] = dataclasses.replace(node, labels=labels, allocatable=alloc)
+            self.versions[row] = next_view_version()
 
 
 # ---- wire form ---------------------------------------------------------------------------------
