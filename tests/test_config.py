@@ -25,6 +25,7 @@ from framework.config import (
     default_config,
     load_config,
     load_config_file,
+    resolution,
 )
 
 # The default plugins' real extension points in kube-scheduler v1.33, plus two fakes. DefaultPreemption
@@ -788,7 +789,7 @@ def test_default_plugin_missing_from_known() -> None:
 
 def test_score_overflow_check(monkeypatch: pytest.MonkeyPatch) -> None:
     # Int32 weights cannot reach 2**63 in practice, so shrink the bound to exercise getScoreWeights' check.
-    monkeypatch.setattr(config, "MAX_TOTAL_SCORE", 1000)
+    monkeypatch.setattr(resolution, "MAX_TOTAL_SCORE", 1000)
     with pytest.raises(ConfigError) as info:
         default_config(KNOWN)
     assert (

@@ -48,6 +48,7 @@ import yaml
 from framework import config as kconfig
 from framework.cli import parser as outrigger_parser
 from framework.config import ConfigError
+from framework.config import decoding as kdecoding
 from framework.remote import config as remoteconfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -725,9 +726,9 @@ def _documented(text: str) -> set[str]:
 def test_configuration_reference_names_every_kube_scheduler_field() -> None:
     text = _documented(_section("KubeSchedulerConfiguration"))
     fields = (
-        set(kconfig._TOP_LEVEL_FIELDS) | set(kconfig._PROFILE_FIELDS) | set(kconfig.EXTENSION_POINTS)
+        set(kdecoding._TOP_LEVEL_FIELDS) | set(kdecoding._PROFILE_FIELDS) | set(kconfig.EXTENSION_POINTS)
         | {kconfig.MULTI_POINT, "enabled", "disabled", "name", "weight", "args", "*"}
-        | set(kconfig._LEADER_ELECTION_FIELDS) | set(kconfig._CLIENT_CONNECTION_FIELDS)
+        | set(kdecoding._LEADER_ELECTION_FIELDS) | set(kdecoding._CLIENT_CONNECTION_FIELDS)
     )
     assert fields - text == set()
     assert {p.name for p in kconfig.DEFAULT_MULTIPOINT} - text == set()

@@ -40,7 +40,8 @@ from pluginhost import decode
 from pluginhost.decode import FieldError
 from pluginhost.security import ClientTLS
 
-from ..config import EXTENSION_POINTS, ConfigError, _document
+from ..config import EXTENSION_POINTS, ConfigError
+from ..config.decoding import read_document
 from .security import parse_tls_block
 
 __all__ = [
@@ -138,7 +139,7 @@ def _optional_duration(entry: Mapping[str, Any], key: str, default: float, path:
 
 def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[EndpointConfig]:
     """A RemotePlugins YAML document; :class:`ConfigError` naming the field otherwise."""
-    document = _document(text, source)
+    document = read_document(text, source)
     doc = document.value
     problems: list[tuple[str, str]] = []
 
