@@ -31,9 +31,10 @@ from framework.bench import (
 from framework.kube import bench as kube_bench
 from framework.kube.local import BIN_ENV
 from framework.plugins.balancedallocation import NodeResourcesBalancedAllocation, _balanced_score
-from framework.plugins.interpodaffinity import InterPodAffinity, _PodIndex
+from framework.plugins.interpodaffinity import InterPodAffinity
 from framework.plugins.nodeports import _PortIndex
 from framework.plugins.noderesources import NodeResourcesFit, allocatable_and_requested, broken_linear
+from framework.plugins.podaffinityindex import PodIndex
 from framework.plugins.podcolumns import changed_rows
 from pluginhost.manifest import finish_pod, node_from_dict, pod_from_dict
 from pluginhost.model import Node, Pod
@@ -355,7 +356,7 @@ def test_inter_pod_affinity_index_is_incremental_and_exact() -> None:
             placed = [u for u in placed if u not in {p.uid for p in table.remove_node(gone)}]
         snap = table.snapshot()
         incremental = plugin._pod_index(snap)
-        fresh = _PodIndex(snap, None)
+        fresh = PodIndex(snap, None)
         assert incremental.with_affinity == fresh.with_affinity
         assert incremental.with_required_anti == fresh.with_required_anti
 

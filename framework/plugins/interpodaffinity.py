@@ -59,14 +59,13 @@ Args (``InterPodAffinityArgs``): ``hardPodAffinityWeight`` (int in [0, 100], def
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from pluginhost.model import Node, Pod, PodAffinity, PodAffinityTerm, WeightedPodAffinityTerm
+from pluginhost.model import Node, Pod
 from pluginhost.plugin import (
     MAX_NODE_SCORE,
     ActionType,
@@ -86,12 +85,14 @@ from pluginhost.plugin import (
     ScoreExtensions,
     ScorePlugin,
 )
-from pluginhost.snapshot import NodeTable, Snapshot
+from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
-from .labels import LabelSelectorMatcher, Requirement, compile_label_selector
+from .helpers import IntArray
 from .noderesources import PluginArgsError
-from .podcolumns import PodColumns, changed_rows, pod_columns
+from .podaffinityindex import PodIndex
+from .podaffinityterms import PodTerms, compile_pod_terms, matches_all
+from .topologycounts import DomainCounts
 
 __all__ = [
     "ERR_AFFINITY_RULES_NOT_MATCH",
@@ -106,9 +107,6 @@ ERR_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rule
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-
 _NAME = "InterPodAffinity"
 _PRE_FILTER_KEY = "PreFilter" + _NAME
 _PRE_SCORE_KEY = "PreScore" + _NAME
@@ -116,244 +114,15 @@ _ARG_KEYS = frozenset(
     {"apiVersion", "kind", "hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods", "namespaceLabels"}
 )
 
-# ---- affinity terms --------------------------------------------------------------------------
-
-NsLabels = Callable[[str], Mapping[str, str]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Term:
-    """A processed PodAffinityTerm (kube-scheduler's ``framework.AffinityTerm``), with its weight."""
-
-    topology_key: str
-    selector: LabelSelectorMatcher
-    namespaces: frozenset[str]
-    ns_selector: LabelSelectorMatcher
-    weight: int = 0
-
-    def namespace_matches(self, namespace: str, ns_labels: NsLabels) -> bool:
-        if namespace in self.namespaces:
-            return True
-        return self.ns_selector.matches(ns_labels(namespace))
-
-    def matches(self, pod: Pod, ns_labels: NsLabels) -> bool:
-        return self.namespace_matches(pod.namespace, ns_labels) and self.selector.matches(pod.labels)
-
-
-def _term(owner: Pod, t: PodAffinityTerm, weight: int = 0) -> _Term:
-    extra: list[Requirement] = []
-    if t.label_selector is not None:
-        for key in t.match_label_keys:
-            if key in owner.labels:
-                extra.append(Requirement(key, "In", (owner.labels[key],)))
-        for key in t.mismatch_label_keys:
-            if key in owner.labels:
-                extra.append(Requirement(key, "NotIn", (owner.labels[key],)))
-    if not t.namespaces and t.namespace_selector is None:
-        namespaces = frozenset((owner.namespace,))
-    else:
-        namespaces = frozenset(t.namespaces)
-    return _Term(
-        topology_key=t.topology_key,
-        selector=compile_label_selector(t.label_selector).with_requirements(extra),
-        namespaces=namespaces,
-        ns_selector=compile_label_selector(t.namespace_selector),
-        weight=weight,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _PodTerms:
-    required_affinity: tuple[_Term, ...] = ()
-    required_anti: tuple[_Term, ...] = ()
-    preferred_affinity: tuple[_Term, ...] = ()
-    preferred_anti: tuple[_Term, ...] = ()
-
-
-_NO_TERMS = _PodTerms()
-
-
-def _compile_pod(pod: Pod) -> _PodTerms:
-    a = pod.affinity
-    if a is None or (a.pod_affinity is None and a.pod_anti_affinity is None):
-        return _NO_TERMS
-
-    def required(pa: PodAffinity | None) -> tuple[_Term, ...]:
-        return () if pa is None else tuple(_term(pod, t) for t in pa.required)
-
-    def preferred(pa: PodAffinity | None) -> tuple[_Term, ...]:
-        ws: list[WeightedPodAffinityTerm] = [] if pa is None else pa.preferred
-        return tuple(_term(pod, w.term, w.weight) for w in ws)
-
-    return _PodTerms(
-        required(a.pod_affinity),
-        required(a.pod_anti_affinity),
-        preferred(a.pod_affinity),
-        preferred(a.pod_anti_affinity),
-    )
-
-
-def _has_pod_affinity(pod: Pod) -> bool:
-    a = pod.affinity
-    return a is not None and (a.pod_affinity is not None or a.pod_anti_affinity is not None)
-
-
-def _matches_all(terms: Sequence[_Term], pod: Pod, ns_labels: NsLabels) -> bool:
-    """kube-scheduler's podMatchesAllAffinityTerms: false for no terms."""
-    return bool(terms) and all(t.matches(pod, ns_labels) for t in terms)
-
-
-# ---- the pods of a snapshot, column-wise -----------------------------------------------------
-
-
-_RowTerms = tuple[tuple[int, _PodTerms], ...]  # (node row, compiled terms) of a node's pods with affinity
-
-
-class _PodIndex:
-    """The pods placed in a snapshot, as this plugin reads them.
-
-    - ``with_affinity`` / ``with_required_anti``: the compiled terms of the pods with pod
-      (anti-)affinity and their node rows, in row order (kube-scheduler's ``PodsWithAffinity`` and
-      ``PodsWithRequiredAntiAffinity``). Built incrementally from the previous snapshot's index:
-      only the rows whose pods changed (:func:`changed_rows`, one comparison of the two snapshots'
-      row versions) are looked at, and only rows holding pods with affinity are kept, so a
-      cycle costs no Python work per node.
-    - :attr:`columns`: every pod column-wise (:class:`PodColumns`), for array matching of the
-      incoming pod's terms against all pods; built on first use, only for pods that have such terms.
-    """
-
-    _row_terms: dict[int, _RowTerms]  # only rows with a pod with affinity; never mutated once built
-
-    def __init__(self, snap: Snapshot, previous: _PodIndex | None) -> None:
-        self.snapshot = snap
-        tuples = snap.pods
-        row_terms: dict[int, _RowTerms]
-        if previous is None:
-            row_terms = {}
-            rows: Sequence[int] = range(len(tuples))
-        else:
-            row_terms = previous._row_terms
-            rows = changed_rows(snap, previous.snapshot)
-            gone = len(tuples) < len(previous.snapshot) and any(r >= len(tuples) for r in row_terms)
-            if rows or gone:
-                row_terms = {r: t for r, t in row_terms.items() if r < len(tuples)}
-        for r in rows:
-            entry = tuple((r, _compile_pod(p)) for p in tuples[r] if _has_pod_affinity(p))
-            if entry:
-                row_terms[r] = entry
-            else:
-                row_terms.pop(r, None)
-        self._row_terms = row_terms
-        self._with_affinity: list[tuple[int, _PodTerms]] | None = None
-        self._with_required_anti: list[tuple[int, _PodTerms]] | None = None
-
-    @property
-    def with_affinity(self) -> list[tuple[int, _PodTerms]]:
-        if self._with_affinity is None:
-            self._with_affinity = [x for _, entry in sorted(self._row_terms.items()) for x in entry]
-        return self._with_affinity
-
-    @property
-    def with_required_anti(self) -> list[tuple[int, _PodTerms]]:
-        if self._with_required_anti is None:
-            self._with_required_anti = [x for x in self.with_affinity if x[1].required_anti]
-        return self._with_required_anti
-
-    @property
-    def columns(self) -> PodColumns:
-        """Every placed pod column-wise (shared with other plugins of the cycle), built on first use."""
-        return pod_columns(self.snapshot)
-
-    def term_mask(self, term: _Term, ns_labels: NsLabels) -> BoolArray:
-        """Which pods ``term`` matches (namespace and label selector)."""
-        columns = self.columns
-        mask = columns.selector_mask(term.selector)
-        if mask.any():
-            names = columns.ns_names
-            ok = np.fromiter((term.namespace_matches(ns, ns_labels) for ns in names), dtype=np.bool_, count=len(names))
-            mask &= ok[columns.ns_codes]
-        return mask
-
-
-# ---- counts per topology domain --------------------------------------------------------------
-
-
-class _DomainCounts:
-    """A ``(topologyKey, value) -> int`` map held as one int64 array per key, indexed by the node
-    table's value codes for that key."""
-
-    __slots__ = ("arrays", "table")
-
-    def __init__(self, table: NodeTable, arrays: dict[str, IntArray] | None = None) -> None:
-        self.table = table
-        self.arrays: dict[str, IntArray] = arrays if arrays is not None else {}
-
-    def clone(self) -> _DomainCounts:
-        return _DomainCounts(self.table, {k: a.copy() for k, a in self.arrays.items()})
-
-    def _array(self, key: str) -> IntArray:
-        arr = self.arrays.get(key)
-        if arr is None:
-            arr = self.arrays[key] = np.zeros(len(self.table.label_codes(key)[1]), dtype=np.int64)
-        return arr
-
-    def add_rows(self, key: str, node_rows: IntArray, value: int) -> bool:
-        """Add ``value`` once per entry of ``node_rows`` (node rows, repeats allowed) to its node's
-        domain; rows whose node lacks ``key`` are ignored. True if any row had the key."""
-        codes = self.table.label_codes(key)[0][node_rows]
-        codes = codes[codes >= 0]
-        if codes.shape[0] == 0:
-            return False
-        arr = self._array(key)
-        arr += np.bincount(codes, minlength=arr.shape[0]).astype(np.int64) * value
-        return True
-
-    def add_row(self, key: str, node_row: int, value: int) -> bool:
-        code = int(self.table.label_codes(key)[0][node_row])
-        if code < 0:
-            return False
-        self._array(key)[code] += value
-        return True
-
-    def nonzero(self) -> bool:
-        """True if some domain's count is not 0 (the Go map is not empty)."""
-        return any(bool(a.any()) for a in self.arrays.values())
-
-    def lookup(self, table: NodeTable, key: str, rows: IntArray) -> tuple[BoolArray, IntArray]:
-        """For node ``rows`` of ``table``: whether each node has ``key``, and its domain's count."""
-        codes = table.label_codes(key)[0][rows]
-        present = codes >= 0
-        arr = self.arrays.get(key)
-        if arr is None or arr.shape[0] == 0:
-            return present, np.zeros(len(rows), dtype=np.int64)
-        if table is not self.table:
-            arr = self._remap(table, key, arr)
-            if arr.shape[0] == 0:
-                return present, np.zeros(len(rows), dtype=np.int64)
-        counts = np.where(present, arr[np.maximum(codes, 0)], 0).astype(np.int64)
-        return present, counts
-
-    def _remap(self, table: NodeTable, key: str, arr: IntArray) -> IntArray:
-        """``arr`` re-indexed by another node table's codes (the nodes changed since PreFilter)."""
-        src = self.table.label_codes(key)[1]
-        dst = table.label_codes(key)[1]
-        out = np.zeros(len(dst), dtype=np.int64)
-        for value, code in dst.items():
-            s = src.get(value)
-            if s is not None:
-                out[code] = arr[s]
-        return out
-
-
 # ---- cycle state -----------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
 class _FilterState:
-    terms: _PodTerms  # the incoming pod's
-    existing_anti: _DomainCounts  # existing pods' required anti-affinity terms matching the pod
-    affinity: _DomainCounts  # existing pods matching all the pod's required affinity terms
-    anti: _DomainCounts  # existing pods matching the pod's required anti-affinity terms
+    terms: PodTerms  # the incoming pod's
+    existing_anti: DomainCounts  # existing pods' required anti-affinity terms matching the pod
+    affinity: DomainCounts  # existing pods matching all the pod's required affinity terms
+    anti: DomainCounts  # existing pods matching the pod's required anti-affinity terms
     matches_own_affinity: bool  # the pod matches all its own required affinity terms
 
     def clone(self) -> _FilterState:
@@ -368,7 +137,7 @@ class _FilterState:
 
 @dataclass(slots=True)
 class _ScoreState:
-    scores: _DomainCounts
+    scores: DomainCounts
     touched: bool  # some term contributed to some domain (the Go map is not empty)
 
     def clone(self) -> _ScoreState:
@@ -433,7 +202,7 @@ class InterPodAffinity(
         # A live cluster's Namespace labels, when the handle has them (None: the embedded store).
         self._live_namespaces: Callable[[str], Mapping[str, str] | None] | None = getattr(
             handle, "namespace_labels_of", None)
-        self._index: _PodIndex | None = None
+        self._index: PodIndex | None = None
 
     # ---- helpers -------------------------------------------------------------------------------
 
@@ -448,11 +217,11 @@ class InterPodAffinity(
             hit = self._ns_cache[namespace] = {**self._namespaces.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
         return hit
 
-    def _pod_index(self, snap: Snapshot) -> _PodIndex:
+    def _pod_index(self, snap: Snapshot) -> PodIndex:
         """The pods of ``snap``, built once per snapshot (the last one is kept)."""
         idx = self._index
         if idx is None or idx.snapshot is not snap:
-            idx = self._index = _PodIndex(snap, idx)
+            idx = self._index = PodIndex(snap, idx)
         return idx
 
     # ---- PreFilter / Filter --------------------------------------------------------------------
@@ -464,18 +233,18 @@ class InterPodAffinity(
         idx = self._pod_index(snap)
         table = snap.table
         ns_labels = self.namespace_labels
-        terms = _compile_pod(pod)
+        terms = compile_pod_terms(pod)
 
         # (1) existing pods' required anti-affinity terms that match the incoming pod.
-        existing = _DomainCounts(table)
+        existing = DomainCounts(table)
         for row, other in idx.with_required_anti:
             for t in other.required_anti:
                 if t.matches(pod, ns_labels):
                     existing.add_row(t.topology_key, row, 1)
 
         # (2), (3): existing pods matching the incoming pod's required terms.
-        affinity = _DomainCounts(table)
-        anti = _DomainCounts(table)
+        affinity = DomainCounts(table)
+        anti = DomainCounts(table)
         if terms.required_affinity and len(idx.columns):
             mask = np.ones(len(idx.columns), dtype=np.bool_)
             for t in terms.required_affinity:
@@ -494,7 +263,7 @@ class InterPodAffinity(
 
         if not existing.nonzero() and not terms.required_affinity and not terms.required_anti:
             return None, Status.skip()
-        own = _matches_all(terms.required_affinity, pod, ns_labels)
+        own = matches_all(terms.required_affinity, pod, ns_labels)
         state.write(_PRE_FILTER_KEY, _FilterState(terms, existing, affinity, anti, own))
         return None, SUCCESS
 
@@ -507,11 +276,11 @@ class InterPodAffinity(
             # PreFilter skipped this pod (kube-scheduler does not call the extensions then).
             return SUCCESS
         ns_labels = self.namespace_labels
-        other_terms = _compile_pod(other)
+        other_terms = compile_pod_terms(other)
         for t in other_terms.required_anti:
             if t.matches(pod, ns_labels):
                 s.existing_anti.add_row(t.topology_key, node_row, value)
-        if _matches_all(s.terms.required_affinity, other, ns_labels):
+        if matches_all(s.terms.required_affinity, other, ns_labels):
             for t in s.terms.required_affinity:
                 s.affinity.add_row(t.topology_key, node_row, value)
         for t in s.terms.required_anti:
@@ -594,8 +363,8 @@ class InterPodAffinity(
         snap = state.snapshot if state.snapshot is not None else nodes.snapshot
         idx = self._pod_index(snap)
         ns_labels = self.namespace_labels
-        terms = _compile_pod(pod)
-        scores = _DomainCounts(snap.table)
+        terms = compile_pod_terms(pod)
+        scores = DomainCounts(snap.table)
         touched = False
 
         # The incoming pod's preferred terms against every existing pod.
@@ -674,28 +443,28 @@ class InterPodAffinity(
         if (new is not None and not new.node_name) or (old is not None and not old.node_name):
             return QueueingHint.QueueSkip  # an unscheduled pod changes nothing for this plugin
         ns_labels = self.namespace_labels
-        terms = _compile_pod(pod)
+        terms = compile_pod_terms(pod)
         affinity, anti = terms.required_affinity, terms.required_anti
         if old is not None and new is not None:  # labels updated
-            if not _matches_all(affinity, old, ns_labels) and _matches_all(affinity, new, ns_labels):
+            if not matches_all(affinity, old, ns_labels) and matches_all(affinity, new, ns_labels):
                 return QueueingHint.Queue
-            if _matches_all(anti, old, ns_labels) and not _matches_all(anti, new, ns_labels):
+            if matches_all(anti, old, ns_labels) and not matches_all(anti, new, ns_labels):
                 return QueueingHint.Queue
             return QueueingHint.QueueSkip
         if new is not None:  # added
-            return QueueingHint.Queue if _matches_all(affinity, new, ns_labels) else QueueingHint.QueueSkip
+            return QueueingHint.Queue if matches_all(affinity, new, ns_labels) else QueueingHint.QueueSkip
         assert old is not None  # deleted
-        if _matches_all(anti, old, ns_labels):
+        if matches_all(anti, old, ns_labels):
             return QueueingHint.Queue
         # The deleted pod's own anti-affinity may have kept the pod away (kubernetes/kubernetes#135325).
-        if any(t.matches(pod, ns_labels) for t in _compile_pod(old).required_anti):
+        if any(t.matches(pod, ns_labels) for t in compile_pod_terms(old).required_anti):
             return QueueingHint.Queue
         return QueueingHint.QueueSkip
 
     def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         if not isinstance(new, Node) or not isinstance(old, Node | None):
             return QueueingHint.Queue
-        terms = _compile_pod(pod)
+        terms = compile_pod_terms(pod)
         for t in terms.required_affinity:
             key = t.topology_key
             if old is None:
