@@ -264,7 +264,6 @@ class _ViewRows:
 
     def remove_pods(self, removed: Iterable[tuple[str, str]]) -> None:
         """Take each ``(uid, node name)`` pod off its node, its requests with it."""
-        columns = self.columns
         for uid, node_name in removed:
             row = self.row(node_name)
             pods = self.pods
@@ -273,14 +272,7 @@ class _ViewRows:
             if gone is None:
                 raise ViewError(f"the view removes pod {uid!r} from node {node_name!r}, which does not hold it")
             pods[row] = tuple(p for p in pods[row] if p.uid != uid)
-            for r, amount in gone.requests.items():
-                if r != PODS and r in columns:
-                    self.requested[row, columns[r]] -= amount
-            self.requested[row, columns[PODS]] -= 1
-            cpu, mem = non_zero_requests(gone)
-            self.non_zero[row, 0] -= cpu
-            self.non_zero[row, 1] -= mem
-            self.versions[row] = next_view_version()
+            self._count(row, gone, -1)
 
     def fill_added_nodes(self, added: Sequence[tuple[int, Node]]) -> None:
         """The allocatable of the rows of added nodes (the last ``len(added)`` rows)."""
@@ -293,20 +285,26 @@ class _ViewRows:
 
     def place_pods(self, added: Iterable[Pod]) -> None:
         """Put each pod on the node its ``node_name`` names, its requests with it."""
-        columns = self.columns
         for pod in added:
             row = self.row(pod.node_name)
-            for r, amount in pod.requests.items():
-                if r != PODS:
-                    self.requested[row, columns[r]] += amount
-            self.requested[row, columns[PODS]] += 1
-            cpu, mem = non_zero_requests(pod)
-            self.non_zero[row, 0] += cpu
-            self.non_zero[row, 1] += mem
             pods = self.pods
             assert isinstance(pods, list)
             pods[row] = (*pods[row], pod)
-            self.versions[row] = next_view_version()
+            self._count(row, pod, 1)
+
+    def _count(self, row: int, pod: Pod, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) ``pod``'s requests, its non-zero ones and one pod on
+        ``row``. Every resource of a pod the view places has a column; one removed may request a
+        resource no node offers."""
+        columns = self.columns
+        for r, amount in pod.requests.items():
+            if r != PODS and r in columns:
+                self.requested[row, columns[r]] += sign * amount
+        self.requested[row, columns[PODS]] += sign
+        cpu, mem = non_zero_requests(pod)
+        self.non_zero[row, 0] += sign * cpu
+        self.non_zero[row, 1] += sign * mem
+        self.versions[row] = next_view_version()
 
     def change_nodes(self, changes: Iterable[NodeChange]) -> None:
         """Apply each node change in order: amounts added, labels set and removed."""
