@@ -22,12 +22,12 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	pb "outrigger.dev/clients/go/gen/outrigger/v1"
+	"outrigger.dev/clients/go/kube/internal/fwk"
 	"outrigger.dev/clients/go/outrigger"
 )
 

@@ -13,9 +13,9 @@ import (
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 
+	"outrigger.dev/clients/go/kube/internal/fwk"
 	"outrigger.dev/clients/go/outrigger"
 )
 

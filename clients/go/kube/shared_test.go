@@ -8,9 +8,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	pb "outrigger.dev/clients/go/gen/outrigger/v1"
+	"outrigger.dev/clients/go/kube/internal/fwk"
 	"outrigger.dev/clients/go/outrigger"
 )
 

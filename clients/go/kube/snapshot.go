@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"outrigger.dev/clients/go/kube/internal/fwk"
 	"outrigger.dev/clients/go/outrigger"
 )
 
