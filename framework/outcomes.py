@@ -25,6 +25,8 @@ __all__ = [
     "check_filter_result",
     "failed_status",
     "num_feasible_nodes_to_find",
+    "plugin_failure",
+    "quoted",
     "raised_status",
     "record_rejections",
 ]
@@ -93,11 +95,36 @@ class ScoreOutcome:
     error: Status | None = None
 
 
+def quoted(name: str) -> str:
+    """``name`` in double quotes, as Go's ``%q`` writes the plugin names in kube-scheduler's messages."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# kube-scheduler's wording of a plugin's failure where it is not "running <point> plugin "<name>": ..."
+# (pkg/scheduler/framework/runtime/framework.go); "filter" is the runtime's name for a Filter answer.
+_FAILURE_WORDING = {
+    "Filter": "running {plugin} filter plugin: {why}",
+    "filter": "running {plugin} filter plugin: {why}",
+    "PreFilterExtensionAddPod": "running AddPod on PreFilter plugin {plugin}: {why}",
+    "PreFilterExtensionRemovePod": "running RemovePod on PreFilter plugin {plugin}: {why}",
+    "Score": "running Score plugins: plugin {plugin} failed with: {why}",
+    "NormalizeScore": "running Normalize on Score plugins: plugin {plugin} failed with: {why}",
+    "PreBindPreFlight": "running PreBindPreFlight {plugin}: {why}",
+}
+
+
+def plugin_failure(point: str, name: str, why: str) -> str:
+    """The message of plugin ``name``'s failure at ``point`` in kube-scheduler's words:
+    ``running PreBind plugin "X": why``, ``running "X" filter plugin: why``, ..."""
+    wording = _FAILURE_WORDING.get(point, f"running {point} plugin {{plugin}}: {{why}}")
+    return wording.format(plugin=quoted(name), why=why)
+
+
 def failed_status(point: str, plugin: Plugin, status: Status) -> Status:
     """A plugin's non-Success answer as the Error that fails the cycle, naming the point and plugin."""
     return Status(
         Code.Error,
-        (f"running {point} plugin {plugin.name!r}: {status.message() or status.code.name}",),
+        (plugin_failure(point, plugin.name, status.message() or status.code.name),),
         plugin.name,
         status.error,
     )
@@ -105,7 +132,7 @@ def failed_status(point: str, plugin: Plugin, status: Status) -> Status:
 
 def raised_status(point: str, plugin: Plugin, exc: BaseException) -> Status:
     """A plugin's exception as the Error that fails the cycle, naming the point and plugin."""
-    return Status(Code.Error, (f"running {point} plugin {plugin.name!r}: {exc}",), plugin.name, exc)
+    return Status(Code.Error, (plugin_failure(point, plugin.name, str(exc)),), plugin.name, exc)
 
 
 Rejection = tuple[Plugin, IntArray, FilterResult, npt.NDArray[np.bool_]]  # plugin, positions, answer, rejected
@@ -136,11 +163,11 @@ def record_rejections(diagnosis: Diagnosis, names: Sequence[str], rows: IntArray
 def check_filter_result(pl: Plugin, res: Any, n: int) -> Status | None:
     """A plugin's Filter answer must have one valid code per node it was sent."""
     if not isinstance(res, FilterResult):
-        return Status.failure(f"running filter plugin {pl.name!r}: returned {type(res).__name__}", plugin=pl.name)
+        return Status.failure(plugin_failure("Filter", pl.name, f"returned {type(res).__name__}"), plugin=pl.name)
     if len(res) != n:
         return Status.failure(
-            f"running filter plugin {pl.name!r}: returned {len(res)} answers for {n} nodes", plugin=pl.name
+            plugin_failure("Filter", pl.name, f"returned {len(res)} answers for {n} nodes"), plugin=pl.name
         )
     if n and (int(res.codes.min()) < 0 or int(res.codes.max()) > max(_VALID_CODES)):
-        return Status.failure(f"running filter plugin {pl.name!r}: returned an unknown status code", plugin=pl.name)
+        return Status.failure(plugin_failure("Filter", pl.name, "returned an unknown status code"), plugin=pl.name)
     return None

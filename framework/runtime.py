@@ -63,6 +63,8 @@ from .outcomes import (
     ScoreOutcome,
     check_filter_result,
     failed_status,
+    plugin_failure,
+    quoted,
     raised_status,
     record_rejections,
 )
@@ -542,8 +544,8 @@ class Framework:
             raw = np.asarray(got)
             if raw.shape != (n,) or not np.issubdtype(raw.dtype, np.integer):
                 out.error = Status.failure(
-                    f"running Score plugin {pl.name!r}: returned {raw.shape[0] if raw.ndim else 0} "
-                    f"scores for {n} nodes",
+                    plugin_failure("Score", pl.name, f"returned {raw.shape[0] if raw.ndim else 0} scores for {n} "
+                                   "nodes"),
                     plugin=pl.name,
                 )
                 return out
@@ -560,8 +562,8 @@ class Framework:
             if n and (int(scores.min()) < MIN_NODE_SCORE or int(scores.max()) > MAX_NODE_SCORE):
                 bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
                 out.error = Status.failure(
-                    f"plugin {pl.name!r} returns an invalid score {bad}, it should in the range of "
-                    f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                    f"applying score defaultWeights on Score plugins: plugin {quoted(pl.name)} returns an invalid "
+                    f"score {bad}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
                     plugin=pl.name,
                 )
                 return out

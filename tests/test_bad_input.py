@@ -660,19 +660,20 @@ class _ScoringHost(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         return pb.plugin.NormalizeScoreReply(status=pb.types.Status(), scores=scores)
 
 
+_INVALID_SCORE = ('applying score defaultWeights on Score plugins: plugin "Bad" returns an invalid score {}, it should '
+                  "in the range of [0, 100] after normalizing")
+
+
 @pytest.mark.parametrize(
     ("mode", "message"),
     [
-        ("score-negative", "plugin 'Bad' returns an invalid score -1, it should in the range of [0, 100] after "
-         "normalizing"),
-        ("score-huge", f"plugin 'Bad' returns an invalid score {2**63 - 1}, it should in the range of [0, 100] "
-         "after normalizing"),
-        ("normalize-long", "running NormalizeScore plugin 'Bad': returned 4 normalized scores for 3 nodes"),
-        ("normalize-range", "plugin 'Bad' returns an invalid score -5, it should in the range of [0, 100] after "
-         "normalizing"),
-        ("with-filter-short", "running Filter plugin 'Bad': sent 2 scores for the 3 nodes of Filter batch 0"),
-        ("with-filter-range", "plugin 'Bad' returns an invalid score 101, it should in the range of [0, 100] after "
-         "normalizing"),
+        ("score-negative", _INVALID_SCORE.format(-1)),
+        ("score-huge", _INVALID_SCORE.format(2**63 - 1)),
+        ("normalize-long",
+         'running Normalize on Score plugins: plugin "Bad" failed with: returned 4 normalized scores for 3 nodes'),
+        ("normalize-range", _INVALID_SCORE.format(-5)),
+        ("with-filter-short", 'running "Bad" filter plugin: sent 2 scores for the 3 nodes of Filter batch 0'),
+        ("with-filter-range", _INVALID_SCORE.format(101)),
     ],
 )  # fmt: skip
 def test_remote_scores_out_of_range_or_wrong_length_fail_the_cycle_naming_the_plugin(mode: str,

@@ -202,8 +202,8 @@ def test_successful_pod_meets_every_extension_point_once_in_order(mode: str, tmp
     ("answer", "code", "message"),
     [
         pytest.param(st("Unschedulable", "gate closed"), Code.Unschedulable, "gate closed", id="unschedulable"),
-        pytest.param(st("Error", "boom"), Code.Error, "running PreEnqueue plugin 'G': boom", id="error"),
-        pytest.param(boom("kaboom"), Code.Error, "running PreEnqueue plugin 'G': kaboom", id="raises"),
+        pytest.param(st("Error", "boom"), Code.Error, 'running PreEnqueue plugin "G": boom', id="error"),
+        pytest.param(boom("kaboom"), Code.Error, 'running PreEnqueue plugin "G": kaboom', id="raises"),
     ],
 )
 def test_pre_enqueue_rejection_gates_pod(mode: str, tmp_path: Path, answer: Any, code: Code, message: str) -> None:
@@ -231,9 +231,9 @@ def test_pre_enqueue_rejection_gates_pod(mode: str, tmp_path: Path, answer: Any,
         pytest.param(st("UnschedulableAndUnresolvable", "pf1 says never"), False, (),
                      Code.UnschedulableAndUnresolvable, f"0/3 nodes are available: pf1 says never. {NO_VICTIMS}",
                      "unschedulable", id="unresolvable"),
-        pytest.param(st("Error", "boom"), False, (), Code.Error, "running PreFilter plugin 'PF1': boom", "backoff",
+        pytest.param(st("Error", "boom"), False, (), Code.Error, 'running PreFilter plugin "PF1": boom', "backoff",
                      id="error"),
-        pytest.param(boom("kaboom"), False, (), Code.Error, "running PreFilter plugin 'PF1': kaboom", "backoff",
+        pytest.param(boom("kaboom"), False, (), Code.Error, 'running PreFilter plugin "PF1": kaboom', "backoff",
                      id="raises"),
     ],
 )  # fmt: skip
@@ -317,9 +317,9 @@ def test_filter_reports_first_rejecting_plugin_and_skips_later_ones(mode: str, t
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        pytest.param(st("Error", "disk on fire"), "running filter plugin 'F2': disk on fire", id="error"),
-        pytest.param(st("Skip"), "running filter plugin 'F2': Skip", id="skip-is-not-a-filter-answer"),
-        pytest.param(boom("kaboom"), "running Filter plugin 'F2': kaboom", id="raises"),
+        pytest.param(st("Error", "disk on fire"), 'running "F2" filter plugin: disk on fire', id="error"),
+        pytest.param(st("Skip"), 'running "F2" filter plugin: Skip', id="skip-is-not-a-filter-answer"),
+        pytest.param(boom("kaboom"), 'running "F2" filter plugin: kaboom', id="raises"),
     ],
 )
 def test_filter_error_aborts_cycle_without_post_filter(mode: str, tmp_path: Path, answer: Any, message: str) -> None:
@@ -372,10 +372,10 @@ def test_post_filter_runs_in_order_until_one_decides(
     ("pre_score", "expected", "message"),
     [
         pytest.param(st("Skip"), [("preScore", "P1"), ("preScore", "P2"), ("score", "P2")], "", id="skip"),
-        pytest.param(st("Error", "no data"), [("preScore", "P1")], "running PreScore plugin 'P1': no data",
+        pytest.param(st("Error", "no data"), [("preScore", "P1")], 'running PreScore plugin "P1": no data',
                      id="error"),
         pytest.param(st("Unschedulable", "not a prescore answer"), [("preScore", "P1")],
-                     "running PreScore plugin 'P1': not a prescore answer", id="rejection-is-an-error"),
+                     'running PreScore plugin "P1": not a prescore answer', id="rejection-is-an-error"),
     ],
 )  # fmt: skip
 def test_pre_score_status_decides_which_scores_run(
@@ -392,7 +392,8 @@ def test_pre_score_status_decides_which_scores_run(
         assert s.queue_of("uid-p1") == "backoff"
 
 
-INVALID = "plugin 'S' returns an invalid score {}, it should in the range of [0, 100] after normalizing"
+INVALID = ('applying score defaultWeights on Score plugins: plugin "S" returns an invalid score {}, it should in the '
+           "range of [0, 100] after normalizing")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -403,9 +404,12 @@ INVALID = "plugin 'S' returns an invalid score {}, it should in the range of [0,
         pytest.param({"score": per_node(n1=50, n2=60), "normalize": {"set": [0, -1]}}, INVALID.format(-1),
                      id="normalized-minus-1"),
         pytest.param({"score": per_node(n1=50), "normalize": {"status": st("Error", "cannot normalize")}},
-                     "running NormalizeScore plugin 'S': cannot normalize", id="normalize-error"),
-        pytest.param({"score": boom("kaboom")}, "running Score plugin 'S': kaboom", id="score-raises"),
-        pytest.param({"scores": [1]}, "running Score plugin 'S': returned 1 scores for 2 nodes", id="wrong-length"),
+                     'running Normalize on Score plugins: plugin "S" failed with: cannot normalize',
+                     id="normalize-error"),
+        pytest.param({"score": boom("kaboom")}, 'running Score plugins: plugin "S" failed with: kaboom',
+                     id="score-raises"),
+        pytest.param({"scores": [1]}, 'running Score plugins: plugin "S" failed with: returned 1 scores for 2 nodes',
+                     id="wrong-length"),
     ],
 )  # fmt: skip
 def test_score_failure_aborts_cycle(mode: str, tmp_path: Path, behaviour: dict[str, Any], message: str) -> None:
@@ -442,7 +446,7 @@ REVERSE_UNRESERVE = [("unreserve", "R3", "p1", "n1"), ("unreserve", "R2", "p1", 
     [
         pytest.param("R3", st("Unschedulable", "r3 full"), ["R1", "R2", "R3"], Code.Unschedulable, "r3 full",
                      id="last-rejects"),
-        pytest.param("R2", boom("kaboom"), ["R1", "R2"], Code.Error, "running Reserve plugin 'R2': kaboom",
+        pytest.param("R2", boom("kaboom"), ["R1", "R2"], Code.Error, 'running Reserve plugin "R2": kaboom',
                      id="middle-raises"),
     ],
 )  # fmt: skip
@@ -463,7 +467,7 @@ def test_reserve_failure_unreserves_all_in_reverse_order(
     ("answer", "code", "message"),
     [
         pytest.param(st("Unschedulable", "not now"), Code.Unschedulable, "not now", id="reject"),
-        pytest.param(boom("kaboom"), Code.Error, "running Permit plugin 'W': kaboom", id="raises"),
+        pytest.param(boom("kaboom"), Code.Error, 'running Permit plugin "W": kaboom', id="raises"),
     ],
 )
 def test_permit_failure_unreserves_and_requeues(
@@ -524,7 +528,7 @@ def test_permit_wait_times_out_and_unreserves(mode: str, tmp_path: Path) -> None
     ("answer", "code", "message"),
     [
         pytest.param(st("Unschedulable", "volume not ready"), Code.Unschedulable, "volume not ready", id="reject"),
-        pytest.param(st("Error", "attach failed"), Code.Error, "running PreBind plugin 'PB1': attach failed",
+        pytest.param(st("Error", "attach failed"), Code.Error, 'running PreBind plugin "PB1": attach failed',
                      id="error"),
     ],
 )  # fmt: skip
@@ -547,7 +551,7 @@ def test_pre_bind_failure_unreserves_and_requeues(
     [
         pytest.param(st("Skip"), ["B1", "B2"], "B2", id="skip-then-second-binds"),
         pytest.param(BIND, ["B1"], "B1", id="first-binds-second-never-called"),
-        pytest.param(st("Error", "api down"), ["B1"], "running Bind plugin 'B1': api down", id="first-errors"),
+        pytest.param(st("Error", "api down"), ["B1"], 'running Bind plugin "B1": api down', id="first-errors"),
     ],
 )  # fmt: skip
 def test_bind_first_non_skip_plugin_wins(

@@ -117,19 +117,19 @@ class _BadHost(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
 @pytest.mark.parametrize(
     ("mode", "message"),
     [
-        pytest.param("unknown-seq", "running Filter plugin 'Bad': answered Filter batch 99, which was not sent "
+        pytest.param("unknown-seq", 'running "Bad" filter plugin: answered Filter batch 99, which was not sent '
                      "(or twice)", id="node-reference-not-sent"),
-        pytest.param("short", "running Filter plugin 'Bad': answered 2 of the 3 nodes of Filter batch 0",
+        pytest.param("short", 'running "Bad" filter plugin: answered 2 of the 3 nodes of Filter batch 0',
                      id="missing-answer"),
-        pytest.param("eof", "running Filter plugin 'Bad': the plugin closed its Filter stream with 1 batch(es) "
+        pytest.param("eof", 'running "Bad" filter plugin: the plugin closed its Filter stream with 1 batch(es) '
                      "unanswered (plugin host 'bad' at {address})", id="stream-closed-early"),
-        pytest.param("bad-code", "running Filter plugin 'Bad': returned an unknown status code", id="bad-code"),
-        pytest.param("hang", "running Filter plugin 'Bad': DEADLINE_EXCEEDED: no answer within 0.3s (plugin host 'bad' "
-                     "at {address})", id="deadline"),
-        pytest.param("score-short", "running Score plugin 'Bad': returned 1 scores for 3 nodes",
+        pytest.param("bad-code", 'running "Bad" filter plugin: returned an unknown status code', id="bad-code"),
+        pytest.param("hang", 'running "Bad" filter plugin: DEADLINE_EXCEEDED: no answer within 0.3s '
+                     "(plugin host 'bad' at {address})", id="deadline"),
+        pytest.param("score-short", 'running Score plugins: plugin "Bad" failed with: returned 1 scores for 3 nodes',
                      id="score-missing-answer"),
-        pytest.param("score-range", "plugin 'Bad' returns an invalid score 500, it should in the range of [0, 100] "
-                     "after normalizing", id="score-out-of-range"),
+        pytest.param("score-range", 'applying score defaultWeights on Score plugins: plugin "Bad" returns an invalid '
+                     "score 500, it should in the range of [0, 100] after normalizing", id="score-out-of-range"),
     ],
 )  # fmt: skip
 def test_misbehaving_host_answers_are_errors_naming_the_plugin(mode: str, message: str) -> None:
@@ -216,7 +216,7 @@ def test_pre_filter_extensions_pre_bind_pre_flight_and_context(mode: str, tmp_pa
     assert out["add"].ok and out["after_add"] == 1
     assert out["remove"].ok and out["after_remove"] == 0
     assert out["blocked"] == Status(
-        Code.Error, ("running PreFilterExtensionAddPod plugin 'Contract': blocker cannot go to n1",), "Contract"
+        Code.Error, ('running AddPod on PreFilter plugin "Contract": blocker cannot go to n1',), "Contract"
     )
     assert out["preflight"].ok and out["preflight_skip"].is_skip
     assert out["permit"].ok

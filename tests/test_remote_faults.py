@@ -144,7 +144,7 @@ def test_killed_host_fails_the_cycle_naming_the_plugin_and_scheduling_resumes_af
     status = seen["status"]
     assert status.code is Code.Error and status.plugin == "Slow"
     message = status.message()
-    assert message.startswith("running Filter plugin 'Slow': UNAVAILABLE")
+    assert message.startswith('running "Slow" filter plugin: UNAVAILABLE')
     assert f"plugin host 'fakes' at 127.0.0.1:{port}" in message
     assert seen["queue"] == "backoff"  # requeued, with backoff
     assert seen["leaks_after_failure"]["cycle_states"] == 0 and seen["leaks_after_failure"]["assumed_pods"] == 0
@@ -379,7 +379,7 @@ def test_declared_key_holding_a_python_object_is_an_error_naming_key_and_plugin(
     assert r is not None and r.last_status is not None
     assert r.last_status.code is Code.Error and r.last_status.plugin == "Remote"
     assert r.last_status.message() == (
-        "running PreFilter plugin 'Remote': cycle state key 'shared/declared' for plugin 'Remote' holds a dict, "
+        "running PreFilter plugin \"Remote\": cycle state key 'shared/declared' for plugin 'Remote' holds a dict, "
         "not a StateValue: only StateValue(content_type, bytes) values can be shared with plugins in other processes"
     )
     assert reads == []

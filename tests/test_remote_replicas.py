@@ -277,7 +277,7 @@ def test_every_replica_killed_ignore_keeps_scheduling_fail_holds_pods_until_one_
         assert got["ignored"] >= 4  # every later pod's cycle skipped F
     else:
         assert got["held"] == ["Pending"]
-        assert got["reason"].startswith("running Filter plugin 'F': ")
+        assert got["reason"].startswith('running "F" filter plugin: ')
         assert got["after"] == ["n3"]
 
 

@@ -26,7 +26,7 @@ import numpy.typing as npt
 import pytest
 
 from framework.config import load_config
-from framework.outcomes import num_feasible_nodes_to_find
+from framework.outcomes import failed_status, num_feasible_nodes_to_find, quoted, raised_status
 from framework.plugins import in_tree_registry
 from framework.scheduler import Scheduler
 from framework.waiting import MAX_PERMIT_TIMEOUT
@@ -490,8 +490,8 @@ def test_successful_pod_meets_every_extension_point_once_in_order() -> None:
         pytest.param(
             Status.unresolvable("gate closed"), Code.UnschedulableAndUnresolvable, "gate closed", id="unresolvable"
         ),
-        pytest.param(Status.failure("boom"), Code.Error, "running PreEnqueue plugin 'G': boom", id="error"),
-        pytest.param(raises("kaboom"), Code.Error, "running PreEnqueue plugin 'G': kaboom", id="raises"),
+        pytest.param(Status.failure("boom"), Code.Error, 'running PreEnqueue plugin "G": boom', id="error"),
+        pytest.param(raises("kaboom"), Code.Error, 'running PreEnqueue plugin "G": kaboom', id="raises"),
     ],
 )
 def test_pre_enqueue_rejection_gates_pod_without_attempting_it(answer: Any, code: Code, message: str) -> None:
@@ -563,11 +563,11 @@ PRE_FILTER_CASES = [
         id="unresolvable",
     ),
     pytest.param(
-        PreFilterCase(Status.failure("boom"), False, (), Code.Error, "running PreFilter plugin 'PF1': boom", "backoff"),
+        PreFilterCase(Status.failure("boom"), False, (), Code.Error, 'running PreFilter plugin "PF1": boom', "backoff"),
         id="error",
     ),
     pytest.param(
-        PreFilterCase(raises("kaboom"), False, (), Code.Error, "running PreFilter plugin 'PF1': kaboom", "backoff"),
+        PreFilterCase(raises("kaboom"), False, (), Code.Error, 'running PreFilter plugin "PF1": kaboom', "backoff"),
         id="raises",
     ),
 ]
@@ -776,9 +776,9 @@ def test_filter_single_feasible_node_is_chosen_without_scoring() -> None:
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        pytest.param(Status.failure("disk on fire"), "running filter plugin 'F2': disk on fire", id="error"),
-        pytest.param(Status.skip(), "running filter plugin 'F2': Skip", id="skip-is-not-a-filter-answer"),
-        pytest.param(raises("kaboom"), "running Filter plugin 'F2': kaboom", id="raises"),
+        pytest.param(Status.failure("disk on fire"), 'running "F2" filter plugin: disk on fire', id="error"),
+        pytest.param(Status.skip(), 'running "F2" filter plugin: Skip', id="skip-is-not-a-filter-answer"),
+        pytest.param(raises("kaboom"), 'running "F2" filter plugin: kaboom', id="raises"),
     ],
 )
 def test_filter_error_aborts_cycle_without_post_filter(answer: Any, message: str) -> None:
@@ -889,14 +889,14 @@ def test_post_filter_not_called_when_a_node_fits() -> None:
             Status.failure("no data"),
             [("preScore", "P1")],
             Code.Error,
-            "running PreScore plugin 'P1': no data",
+            'running PreScore plugin "P1": no data',
             id="error",
         ),
         pytest.param(
             Status.unschedulable("not a prescore answer"),
             [("preScore", "P1")],
             Code.Error,
-            "running PreScore plugin 'P1': not a prescore answer",
+            'running PreScore plugin "P1": not a prescore answer',
             id="rejection-is-an-error",
         ),
     ],
@@ -918,37 +918,47 @@ def test_pre_score_status_decides_which_scores_run(
         assert s.queue_of("uid-p1") == "backoff"
 
 
+INVALID_SCORE = (
+    'applying score defaultWeights on Score plugins: plugin "S" returns an invalid score {}, it should in the range of '
+    "[0, 100] after normalizing"
+)
+
+
 @pytest.mark.parametrize(
     ("behaviour", "message"),
     [
         pytest.param(
             {"score": by_node(n1=101)},
-            "plugin 'S' returns an invalid score 101, it should in the range of [0, 100] after normalizing",
+            INVALID_SCORE.format(101),
             id="raw-101",
         ),
         pytest.param(
             {"score": by_node(n1=-1)},
-            "plugin 'S' returns an invalid score -1, it should in the range of [0, 100] after normalizing",
+            INVALID_SCORE.format(-1),
             id="raw-minus-1",
         ),
         pytest.param(
             {"score": by_node(n1=50, n2=60), "normalize": set_scores(101, 0)},
-            "plugin 'S' returns an invalid score 101, it should in the range of [0, 100] after normalizing",
+            INVALID_SCORE.format(101),
             id="normalized-101",
         ),
         pytest.param(
             {"score": by_node(n1=50, n2=60), "normalize": set_scores(0, -1)},
-            "plugin 'S' returns an invalid score -1, it should in the range of [0, 100] after normalizing",
+            INVALID_SCORE.format(-1),
             id="normalized-minus-1",
         ),
         pytest.param(
             {"score": by_node(n1=50), "normalize": lambda scores: Status.failure("cannot normalize")},
-            "running NormalizeScore plugin 'S': cannot normalize",
+            'running Normalize on Score plugins: plugin "S" failed with: cannot normalize',
             id="normalize-error",
         ),
-        pytest.param({"score": raises("kaboom")}, "running Score plugin 'S': kaboom", id="score-raises"),
         pytest.param(
-            {"scores": lambda p: [1]}, "running Score plugin 'S': returned 1 scores for 2 nodes", id="wrong-length"
+            {"score": raises("kaboom")}, 'running Score plugins: plugin "S" failed with: kaboom', id="score-raises"
+        ),
+        pytest.param(
+            {"scores": lambda p: [1]},
+            'running Score plugins: plugin "S" failed with: returned 1 scores for 2 nodes',
+            id="wrong-length",
         ),
     ],
 )
@@ -1003,10 +1013,10 @@ REVERSE_UNRESERVE = [("unreserve", "R3", "p1", "n1"), ("unreserve", "R2", "p1", 
         pytest.param("R2", Status.unresolvable("r2 never"), ["R1", "R2"], Code.UnschedulableAndUnresolvable,
                      "r2 never", "unschedulable", id="middle-rejects"),
         pytest.param("R1", Status.failure("disk on fire"), ["R1"], Code.Error,
-                     "running Reserve plugin 'R1': disk on fire", "backoff", id="first-errors"),
-        pytest.param("R2", raises("kaboom"), ["R1", "R2"], Code.Error, "running Reserve plugin 'R2': kaboom",
+                     'running Reserve plugin "R1": disk on fire', "backoff", id="first-errors"),
+        pytest.param("R2", raises("kaboom"), ["R1", "R2"], Code.Error, 'running Reserve plugin "R2": kaboom',
                      "backoff", id="middle-raises"),
-        pytest.param("R2", Status.skip(), ["R1", "R2"], Code.Error, "running Reserve plugin 'R2': Skip",
+        pytest.param("R2", Status.skip(), ["R1", "R2"], Code.Error, 'running Reserve plugin "R2": Skip',
                      "backoff", id="skip-is-an-error"),
     ],
 )  # fmt: skip
@@ -1037,10 +1047,10 @@ def test_reserve_failure_unreserves_all_in_reverse_order(
     ("answer", "code", "message", "queue"),
     [
         pytest.param(Status.unschedulable("not now"), Code.Unschedulable, "not now", "unschedulable", id="reject"),
-        pytest.param(Status.failure("broken"), Code.Error, "running Permit plugin 'W': broken", "backoff",
+        pytest.param(Status.failure("broken"), Code.Error, 'running Permit plugin "W": broken', "backoff",
                      id="error"),
-        pytest.param(raises("kaboom"), Code.Error, "running Permit plugin 'W': kaboom", "backoff", id="raises"),
-        pytest.param(Status.skip(), Code.Error, "running Permit plugin 'W': Skip", "backoff", id="skip"),
+        pytest.param(raises("kaboom"), Code.Error, 'running Permit plugin "W": kaboom', "backoff", id="raises"),
+        pytest.param(Status.skip(), Code.Error, 'running Permit plugin "W": Skip', "backoff", id="skip"),
     ],
 )  # fmt: skip
 def test_permit_failure_unreserves_and_requeues(answer: Any, code: Code, message: str, queue: str) -> None:
@@ -1196,9 +1206,9 @@ def test_permit_timeout_is_capped_at_fifteen_minutes() -> None:
     [
         pytest.param(Status.unschedulable("volume not ready"), Code.Unschedulable, "volume not ready",
                      id="reject"),
-        pytest.param(Status.failure("attach failed"), Code.Error, "running PreBind plugin 'PB1': attach failed",
+        pytest.param(Status.failure("attach failed"), Code.Error, 'running PreBind plugin "PB1": attach failed',
                      id="error"),
-        pytest.param(raises("kaboom"), Code.Error, "running PreBind plugin 'PB1': kaboom", id="raises"),
+        pytest.param(raises("kaboom"), Code.Error, 'running PreBind plugin "PB1": kaboom', id="raises"),
     ],
 )  # fmt: skip
 def test_pre_bind_failure_unreserves_and_requeues(answer: Any, code: Code, message: str) -> None:
@@ -1262,9 +1272,9 @@ def test_bind_first_non_skip_plugin_wins(b1: Any, b2: Any, bind_calls: list[str]
     ("b1", "b2", "bind_calls", "message"),
     [
         pytest.param(Status.skip(), Status.skip(), ["B1", "B2"], "bind status: Skip", id="all-skip"),
-        pytest.param(Status.failure("api down"), BIND, ["B1"], "running Bind plugin 'B1': api down",
+        pytest.param(Status.failure("api down"), BIND, ["B1"], 'running Bind plugin "B1": api down',
                      id="first-errors"),
-        pytest.param(raises("kaboom"), BIND, ["B1"], "running Bind plugin 'B1': kaboom", id="first-raises"),
+        pytest.param(raises("kaboom"), BIND, ["B1"], 'running Bind plugin "B1": kaboom', id="first-raises"),
     ],
 )  # fmt: skip
 def test_bind_failure_unreserves_and_requeues_with_backoff(
@@ -1492,3 +1502,36 @@ def test_rejected_pod_is_not_requeued_by_its_own_forget() -> None:
     s, _ = scenario(specs, one_node_one_pod)
     assert status_of(s, "p1") == Status(Code.Unschedulable, ("quota exceeded",), "Quota")
     assert (rec(s, "p1").phase, s.queue_of("uid-p1")) == ("Unschedulable", "unschedulable")
+
+
+@dataclass
+class _Named:
+    name: str
+
+
+@pytest.mark.parametrize(
+    ("point", "message"),
+    [
+        # pkg/scheduler/framework/runtime/framework.go, v1.35: the format string each point uses.
+        pytest.param("PreFilter", 'running PreFilter plugin "X": why', id="running PreFilter plugin %q: %w"),
+        pytest.param("filter", 'running "X" filter plugin: why', id="running %q filter plugin: %w"),
+        pytest.param("PreFilterExtensionAddPod", 'running AddPod on PreFilter plugin "X": why',
+                     id="running AddPod on PreFilter plugin %q: %w"),
+        pytest.param("PreFilterExtensionRemovePod", 'running RemovePod on PreFilter plugin "X": why',
+                     id="running RemovePod on PreFilter plugin %q: %w"),
+        pytest.param("PreScore", 'running PreScore plugin "X": why', id="running PreScore plugin %q: %w"),
+        pytest.param("Score", 'running Score plugins: plugin "X" failed with: why',
+                     id="running Score plugins: plugin %q failed with: %w"),
+        pytest.param("NormalizeScore", 'running Normalize on Score plugins: plugin "X" failed with: why',
+                     id="running Normalize on Score plugins: plugin %q failed with: %w"),
+        pytest.param("Reserve", 'running Reserve plugin "X": why', id="running Reserve plugin %q: %w"),
+        pytest.param("Permit", 'running Permit plugin "X": why', id="running Permit plugin %q: %w"),
+        pytest.param("PreBindPreFlight", 'running PreBindPreFlight "X": why', id="running PreBindPreFlight %q: %w"),
+        pytest.param("PreBind", 'running PreBind plugin "X": why', id="running PreBind plugin %q: %w"),
+        pytest.param("Bind", 'running Bind plugin "X": why', id="running Bind plugin %q: %w"),
+    ],
+)  # fmt: skip
+def test_a_plugin_failure_is_worded_as_kube_scheduler_words_it(point: str, message: str) -> None:
+    assert failed_status(point, _Named("X"), Status.failure("why")) == Status(Code.Error, (message,), "X")
+    assert raised_status(point, _Named("X"), RuntimeError("why")).reasons == (message,)
+    assert quoted('a"b\\c') == '"a\\"b\\\\c"'  # Go's %q escapes quotes and backslashes

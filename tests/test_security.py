@@ -345,7 +345,7 @@ def test_a_plugin_host_without_a_valid_client_certificate_is_refused_by_the_fram
         if reason:
             (message,) = got[name][1]
             assert re.fullmatch(
-                r"running PreFilter plugin 'NodeLabels': UNAVAILABLE: snapshot generation \d+ not reached within "
+                r"running PreFilter plugin \"NodeLabels\": UNAVAILABLE: snapshot generation \d+ not reached within "
                 r"5s \(the mirror is at generation 0\) \(plugin host 'labels' at 127\.0\.0\.1:\d+\)", message
             ), (name, message)
 
