@@ -75,10 +75,11 @@ __all__ = ["Framework", "ObservedCall", "PluginObserver"]
 
 log = logging.getLogger("outrigger.runtime")
 
-_VALID_CODES = frozenset(int(c) for c in Code)
 # Filter walks the cluster in windows so it can stop once it has enough feasible nodes without a
 # Python loop per node; a window is never smaller than this.
 MIN_FILTER_WINDOW = 256
+# CycleState key of the PreBind plugins whose PreBindPreFlight answered Skip for the cycle's pod.
+SKIP_PRE_BIND_KEY = "outrigger.io/skip-pre-bind"
 
 T = TypeVar("T")
 
@@ -636,23 +637,30 @@ class Framework:
     # ---- binding cycle -------------------------------------------------------------------------
 
     async def run_pre_bind_pre_flights(self, state: CycleState, pod: Pod, node: str) -> Status:
-        """Success if any PreBind plugin has work for this pod, Skip if none has."""
-        result = Status.skip()
+        """Success if any PreBind plugin has work for this pod, Skip if none has; the plugins that
+        answered Skip are not called at PreBind (kube-scheduler's SkipPreBindPlugins)."""
+        skip: set[str] = set()
         for pl in self.pre_bind_plugins:
             try:
                 status = await pl.pre_bind_pre_flight(state, pod, node)
             except Exception as exc:
                 return raised_status("PreBindPreFlight", pl, exc)
+            if status.code is Code.Error:
+                return failed_status("PreBindPreFlight", pl, status)
+            if not status.ok and not status.is_skip:
+                return Status.failure(
+                    f'PreBindPreFlight {pl.name} returned "{status.code.name}", which is unsupported. It is supposed '
+                    "to return Success, Skip, or Error status", plugin=pl.name)
             if status.is_skip:
-                continue
-            if not status.ok:
-                return status.with_plugin(pl.name) if status.is_rejected else failed_status(
-                    "PreBindPreFlight", pl, status)
-            result = SUCCESS
-        return result
+                skip.add(pl.name)
+        state.write(SKIP_PRE_BIND_KEY, frozenset(skip))
+        return SUCCESS if len(skip) < len(self.pre_bind_plugins) else Status.skip()
 
     async def run_pre_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
+        skip = state.get(SKIP_PRE_BIND_KEY, frozenset())
         for pl in self.pre_bind_plugins:
+            if pl.name in skip:
+                continue
             status = await self._observed("PreBind", pl, pl.pre_bind(state, pod, node))
             if isinstance(status, _Raised):
                 return status.status

@@ -1068,7 +1068,12 @@ class Scheduler:
     ) -> None:
         pod = assumed
         try:
-            status = await fwk.wait_on_permit(pod)
+            # Which PreBind plugins have work for the pod: those answering Skip are not called at PreBind.
+            status = await fwk.run_pre_bind_pre_flights(state, pod, host)
+            if status.is_skip or status.ok:
+                status = await fwk.wait_on_permit(pod)
+            else:
+                self._drop_waiting(pod, status)
             # Only a Permit rejection names the plugins that may requeue the pod (kube-scheduler's
             # FitError in bindingCycle); PreBind/Bind failures have no rejector and retry after backoff.
             rejectors = {status.plugin} if status.is_rejected and status.plugin else set()
@@ -1097,6 +1102,13 @@ class Scheduler:
             self._fail(info, Status.failure(f"binding cycle failed: {exc}", error=exc), set())
         finally:
             self._free_state(state.cycle_id)
+
+    def _drop_waiting(self, pod: Pod, status: Status) -> None:
+        """A binding cycle that fails before it waits at Permit stops the pod's wait (its timers too)."""
+        waiting = self.waiting_pods.get(pod.uid)
+        if waiting is not None:
+            waiting.reject(status.plugin, status.message())
+            self.waiting_pods.remove(pod.uid)
 
     def _fail(self, info: QueuedPodInfo, status: Status, rejectors: set[str]) -> None:
         pod = info.pod

@@ -154,6 +154,10 @@ class Fake(
         ans = self._get("permit", SUCCESS, pod, node_name)
         return ans if isinstance(ans, tuple) else (ans, 0.0)
 
+    async def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        self.calls.append(("preBindPreFlight", self.name, pod.name, node_name))
+        return self._get("preBindPreFlight", SUCCESS, pod, node_name)
+
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         self.calls.append(("preBind", self.name, pod.name, node_name))
         return self._get("preBind", SUCCESS, pod, node_name)
@@ -469,6 +473,7 @@ def test_successful_pod_meets_every_extension_point_once_in_order() -> None:
         ("normalizeScore", "A", "p1", (5, 10)),
         ("reserve", "A", "p1", "n2"),
         ("permit", "A", "p1", "n2"),
+        ("preBindPreFlight", "A", "p1", "n2"),
         ("preBind", "A", "p1", "n2"),
         ("bind", "A", "p1", "n2"),
         ("postBind", "A", "p1", "n2"),
@@ -1232,6 +1237,46 @@ def test_pre_bind_failure_unreserves_and_requeues(answer: Any, code: Code, messa
     expected = ("Pending", "backoff") if code is Code.Error else ("Unschedulable", "unschedulable")
     assert (rec(s, "p1").phase, s.queue_of("uid-p1")) == expected
     assert s.cache.pod_count() == 0
+
+
+@pytest.mark.parametrize(
+    ("pb1", "pb2", "pre_bind_calls", "outcome"),
+    [
+        # kube-scheduler's RunPreBindPreFlights: the plugins answering Skip go into the cycle's
+        # SkipPreBindPlugins, which RunPreBindPlugins does not call.
+        pytest.param(Status.skip(), SUCCESS, ["PB2"], "Bound", id="first-skips"),
+        pytest.param(Status.skip(), Status.skip(), [], "Bound", id="both-skip"),
+        pytest.param(SUCCESS, SUCCESS, ["PB1", "PB2"], "Bound", id="none-skips"),
+        # An Error fails the binding cycle before PreBind; a rejection is not a pre-flight answer.
+        pytest.param(Status.failure("no api"), SUCCESS, [], 'running PreBindPreFlight "PB1": no api', id="error"),
+        pytest.param(Status.unschedulable("later"), SUCCESS, [],
+                     'PreBindPreFlight PB1 returned "Unschedulable", which is unsupported. It is supposed to return '
+                     "Success, Skip, or Error status", id="rejection-is-an-error"),
+    ],
+)  # fmt: skip
+def test_pre_bind_skips_the_plugins_whose_pre_flight_skipped(
+    pb1: Status, pb2: Status, pre_bind_calls: list[str], outcome: str
+) -> None:
+    specs = [fake("PB1", "preBind", preBindPreFlight=pb1), fake("PB2", "preBind", preBindPreFlight=pb2)]
+    s, calls = scenario(specs, one_node_one_pod)
+    # Every plugin is asked unless one fails the pre-flights.
+    asked = ["PB1"] if outcome != "Bound" else ["PB1", "PB2"]
+    assert [c[1] for c in points(calls, "preBindPreFlight")] == asked
+    assert [c[1] for c in points(calls, "preBind")] == pre_bind_calls
+    if outcome == "Bound":
+        assert rec(s, "p1").phase == "Bound"
+    else:
+        assert status_of(s, "p1") == Status(Code.Error, (outcome,), "PB1")
+        assert s.queue_of("uid-p1") == "backoff" and s.cache.pod_count() == 0
+
+
+def test_pre_flight_error_of_a_pod_waiting_at_permit_ends_its_wait() -> None:
+    """kube-scheduler runs the pre-flights before WaitOnPermit: an Error fails the binding cycle at
+    once, and the pod's wait (with its timer) is dropped rather than left behind."""
+    specs = [fake("W", "permit", permit=(Status.wait(), 60.0)), fake("PB", "preBind", preBindPreFlight=raises("gone"))]
+    s, calls = scenario(specs, one_node_one_pod)  # the invariants: no waiting pod, nothing assumed
+    assert status_of(s, "p1") == Status(Code.Error, ('running PreBindPreFlight "PB": gone',), "PB")
+    assert points(calls, "preBind") == []
 
 
 def test_pre_bind_plugins_all_run_before_bind() -> None:
