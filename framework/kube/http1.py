@@ -4,21 +4,26 @@
 ::
 
     pool = Pool("https://127.0.0.1:6443", ssl_context, max_connections=32)
-    answer = await pool.send(b"POST", "/api/v1/namespaces/ns/pods/p/binding", headers, body, timeout=30)
+    answer = await pool.send("POST", "/api/v1/namespaces/ns/pods/p/binding", headers, body, timeout=30)
     answer.status, answer.body, answer.retry_after
     await pool.close()
 
 Why not aiohttp here: a scheduled pod costs two writes (the binding and its event), and aiohttp's
-client spends about 190 µs of CPU on each against this one's 60 µs (docs/benchmarks.md, "apiserver").
-This does only what those requests need: one request at a time per connection, a ``Content-Length``
-or chunked answer (or one ended by the server closing), ``Connection: close`` honoured, no redirects,
-cookies or compression. A connection is opened when none is idle (at most ``max_connections``, later
-requests wait for one), and reused while the server keeps it open.
+client spends about 150-190 µs of CPU on each against this pool's 90-100 µs (docs/benchmarks.md,
+"apiserver"). The pool does only what those requests need: one request at a time per connection, no
+redirects, cookies or compression. A connection is opened when none is idle (at most
+``max_connections``, later requests wait for one), and reused while the server keeps it open. Answers
+are parsed by ``httptools`` (llhttp, the parser uvicorn and Node use): framing by ``Content-Length``,
+chunks or the server closing, interim ``1xx`` answers, ``Connection: close`` and HTTP/1.0.
 
 Failures are :class:`ConnectionError` (refused, reset, closed before the answer ended, a malformed
-answer) or :class:`TimeoutError`; the caller names them. A request that fails on a *reused*
-connection before any byte of the answer came is sent once more on a new connection: the server may
-have closed an idle connection just as the request went out (Go's servers close idle ones).
+answer) or :class:`TimeoutError`; the caller names them. An idle connection found closed is passed
+over before anything is written to it. A request that failed is sent again on a new connection only
+by the rule of Go's ``net/http`` (``shouldRetryRequest``): the connection was a reused one, the
+method may be replayed (GET, HEAD, OPTIONS, TRACE) and no byte of the answer came. Servers close idle
+connections (Go's do), and one may do so just as a request goes out; a POST that met that fate may
+still have been read and applied, so it fails instead and its caller, who knows what it asked for,
+decides (see :func:`_may_resend`).
 """
 
 from __future__ import annotations
@@ -29,10 +34,13 @@ from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
+import httptools
+
 __all__ = ["Answer", "Pool"]
 
 MAX_HEAD = 64 * 1024  # bytes of status line and headers an answer may have
-_HEAD_END = b"\r\n\r\n"
+#: Methods a request may be sent again with after it may have reached the server (Go's isReplayable).
+REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 
 @dataclass(slots=True)
@@ -44,26 +52,24 @@ class Answer:
 
 
 class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection, one request in flight at a time; the answer parsed as it arrives."""
+    """One HTTP/1.1 connection, one request in flight at a time; the answer parsed as it arrives (by
+    ``httptools``, whose callbacks are the ``on_*`` methods below)."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         #: Whether any byte of the current answer arrived (a failure before that may be retried).
         self.answered = False
-        self._buf = bytearray()
+        self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[tuple[Answer, bool]] | None = None
         self._head_only = False
-        self._status = 0
         self._retry_after: str | None = None
-        self._keep_alive = True
-        # Body framing: "length" (``_left`` bytes), "chunked", "eof" (until the server closes).
-        self._framing = ""
-        self._left = 0
         self._chunks: list[bytes] = []
+        # Whether the answer's headers are in, and whether they frame its body (a length or chunks);
+        # an answer without either ends when the server closes the connection.
         self._in_body = False
-        self._chunk_crlf = False
-        self._trailers = False
+        self._framed = False
+        self._head_bytes = 0
 
     # ---- asyncio.Protocol ---------------------------------------------------------------------------
 
@@ -75,18 +81,21 @@ class _Connection(asyncio.Protocol):
             self._fail(ConnectionError("the server sent data with no request in flight"))
             return
         self.answered = True
-        self._buf += data
         try:
-            self._parse()
-        except (ValueError, IndexError) as exc:
-            self._fail(ConnectionError(f"malformed HTTP answer: {exc}"))
+            self._parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            self._fail(ConnectionError(f"malformed HTTP answer: {exc or type(exc).__name__}"))
+            return
+        if not self._in_body and self._waiter is not None:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD:
+                self._fail(ConnectionError(f"malformed HTTP answer: headers longer than {MAX_HEAD} bytes"))
 
     def eof_received(self) -> bool | None:
-        if self._waiter is not None and self._in_body and self._framing == "eof":
-            self._chunks.append(bytes(self._buf))
-            self._buf.clear()
-            self._keep_alive = False
-            self._finish()
+        if self._waiter is None:
+            self.closed = True  # an idle connection the server closed: not taken again
+        elif self._in_body and not self._framed:
+            self._finish(keep_alive=False)
         return None  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -100,24 +109,55 @@ class _Connection(asyncio.Protocol):
             self._waiter.set_exception(exc)
         self._waiter = None
 
+    # ---- httptools' callbacks -----------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self._waiter is None:  # bytes beyond the answer: the connection is out of step, do not reuse it
+            self.abort()
+        self._retry_after = None
+        self._chunks = []
+        self._framed = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"retry-after":
+            self._retry_after = value.strip().decode("latin-1")
+        elif name in (b"content-length", b"transfer-encoding"):
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status < 200:
+            return  # an interim answer (100 Continue): the real one follows
+        self._in_body = True
+        if status in (204, 304):
+            self._framed = True  # no body, whatever the headers say
+        elif self._head_only:
+            # The parser cannot be told that an answer to HEAD has no body: the answer ends here and
+            # the connection, whose parser waits for a body that will not come, is not used again.
+            self._finish(keep_alive=False)
+            self.abort()
+
+    def on_body(self, body: bytes) -> None:
+        self._chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._parser.get_status_code() >= 200 and self._waiter is not None:
+            self._finish(keep_alive=self._parser.should_keep_alive())
+
     # ---- a request ----------------------------------------------------------------------------------
 
     def send(self, head: bytes, body: bytes | None, head_only: bool) -> asyncio.Future[tuple[Answer, bool]]:
         """Write one request; the future's result: the answer and whether the connection stays usable."""
         assert self.transport is not None and self._waiter is None
+        if self.closed or self.transport.is_closing():
+            raise ConnectionError("the connection was closed before the request was sent")
         loop = asyncio.get_running_loop()
         self._waiter = waiter = loop.create_future()
         self.answered = False
         self._head_only = head_only
-        self._status = 0
-        self._retry_after = None
-        self._keep_alive = True
-        self._framing = ""
-        self._left = 0  # a sized answer before leaves its length here
-        self._chunks = []
         self._in_body = False
-        self._chunk_crlf = False
-        self._trailers = False
+        self._head_bytes = 0
         self.transport.write(head + body if body else head)
         return waiter
 
@@ -132,115 +172,13 @@ class _Connection(asyncio.Protocol):
             waiter.set_exception(exc)
         self.abort()
 
-    def _finish(self) -> None:
+    def _finish(self, *, keep_alive: bool) -> None:
         waiter, self._waiter = self._waiter, None
         body = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks = []
+        self._in_body = False
         if waiter is not None and not waiter.done():
-            waiter.set_result((Answer(self._status, body, self._retry_after), self._keep_alive))
-        if self._buf:  # bytes beyond the answer: the connection is out of step, do not reuse it
-            self._keep_alive = False
-            self.abort()
-
-    def _parse(self) -> None:
-        buf = self._buf
-        if not self._in_body:
-            end = buf.find(_HEAD_END)
-            if end < 0:
-                if len(buf) > MAX_HEAD:
-                    raise ValueError(f"headers longer than {MAX_HEAD} bytes")
-                return
-            self._head(bytes(buf[:end]))
-            del buf[: end + 4]
-            if self._status < 200:  # an interim answer (100 Continue): the real one follows
-                self._in_body = False
-                self._parse()
-                return
-            if self._framing == "":
-                self._finish()
-                return
-        if self._framing == "length":
-            if len(buf) < self._left:
-                return
-            self._chunks.append(bytes(buf[: self._left]))
-            del buf[: self._left]
-            self._finish()
-        elif self._framing == "chunked":
-            self._parse_chunks()
-
-    def _head(self, head: bytes) -> None:
-        lines = head.split(b"\r\n")
-        status_line = lines[0]
-        if not status_line.startswith(b"HTTP/1."):
-            raise ValueError(f"status line {status_line[:40]!r}")
-        self._status = int(status_line[9:12])
-        http10 = status_line.startswith(b"HTTP/1.0")
-        length: int | None = None
-        chunked = False
-        connection = b""
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif name == b"connection":
-                connection = value.strip().lower()
-            elif name == b"retry-after":
-                self._retry_after = value.strip().decode("latin-1")
-        self._keep_alive = connection != b"close" and (not http10 or connection == b"keep-alive")
-        self._in_body = True
-        if self._head_only or self._status < 200 or self._status in (204, 304):
-            self._framing = ""  # no body, whatever the headers say
-        elif chunked:
-            self._framing = "chunked"
-        elif length is not None:
-            self._framing = "length" if length > 0 else ""
-            self._left = length
-        else:
-            self._framing = "eof"
-            self._keep_alive = False
-
-    def _parse_chunks(self) -> None:
-        buf = self._buf
-        while True:
-            if self._trailers:  # after the last chunk: optional trailers, then an empty line
-                if buf[:2] == b"\r\n":
-                    del buf[:2]
-                    self._finish()
-                    return
-                end = buf.find(_HEAD_END)
-                if end < 0:
-                    return
-                del buf[: end + 4]
-                self._finish()
-                return
-            if self._chunk_crlf:
-                if len(buf) < 2:
-                    return
-                if buf[:2] != b"\r\n":
-                    raise ValueError("chunk not followed by CRLF")
-                del buf[:2]
-                self._chunk_crlf = False
-            if self._left == 0:
-                line_end = buf.find(b"\r\n")
-                if line_end < 0:
-                    return
-                size = int(bytes(buf[:line_end]).split(b";", 1)[0], 16)
-                del buf[: line_end + 2]
-                if size == 0:
-                    self._trailers = True
-                    continue
-                self._left = size
-            if not buf:
-                return
-            take = min(self._left, len(buf))
-            self._chunks.append(bytes(buf[:take]))
-            del buf[:take]
-            self._left -= take
-            if self._left == 0:
-                self._chunk_crlf = True
+            waiter.set_result((Answer(self._parser.get_status_code(), body, self._retry_after), keep_alive))
 
 
 class Pool:
@@ -285,13 +223,13 @@ class Pool:
                     conn = await self._connect(deadline)
                 try:
                     answer, keep = await self._exchange(conn, head, body, method == "HEAD", deadline)
-                except TimeoutError:
+                except TimeoutError:  # an OSError too, but never sent again: the deadline is the caller's
                     self._drop(conn)
                     raise
                 except (ConnectionError, OSError, ssl.SSLError):
                     self._drop(conn)
-                    if reused and not conn.answered and attempt == 0:
-                        continue  # an idle connection the server had closed: once more on a new one
+                    if attempt == 0 and reused and _may_resend(method, conn):
+                        continue  # a kept-alive connection the server had closed: once more on a new one
                     raise
                 except BaseException:  # timeout, cancellation: the connection is out of step
                     self._drop(conn)
@@ -306,9 +244,9 @@ class Pool:
     def _take(self) -> _Connection | None:
         while self._idle:
             conn = self._idle.pop()
-            if not conn.closed:
+            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
                 return conn
-            self._all.discard(conn)
+            self._drop(conn)
         return None
 
     def _drop(self, conn: _Connection) -> None:
@@ -349,3 +287,17 @@ class Pool:
 def _expire(waiter: asyncio.Future[tuple[Answer, bool]]) -> None:
     if not waiter.done():
         waiter.set_exception(TimeoutError("no answer in time"))
+
+
+def _may_resend(method: str, conn: _Connection) -> bool:
+    """Whether a request that failed on a reused connection may go once more on a new one (Go's
+    ``shouldRetryRequest``): when it may be replayed and no byte of the answer came. (Go also sends
+    again a request of which nothing was written; here a connection found closed is never written to:
+    :meth:`Pool._take` passes over it.)
+
+    A binding (a POST) is never sent twice here. Had the first one landed, the second would be refused
+    as "already assigned", which :meth:`KubeSource.bind` takes for a binding by someone else: the
+    binding cycle of a pod that is bound where it was meant to be would fail. The client raises
+    instead, and the source asks the API server how the binding ended (``_binding_outcome``), sending
+    it again only while the pod is unbound."""
+    return method in REPLAYABLE and not conn.answered
