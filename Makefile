@@ -74,14 +74,22 @@ go-proto: $(STAMP)
 	clients/go/genproto.sh
 
 # The Go plugin hosts (clients/go/cmd/*) into clients/go/.bin (ignored by git). CGO_ENABLED=0 -trimpath
-# as tests/k8s/build.sh builds kube-scheduler, so the build cache is shared.
+# as tests/k8s/build.sh builds kube-scheduler, so the build cache is shared. clients/go/schedplugins is a
+# module of its own at the Kubernetes release sigs.k8s.io/scheduler-plugins is built against (1.34:
+# -tags k8s1.34 gives the adapter that release's framework types); its host goes to the same folder.
+GO_SCHEDPLUGINS_TAGS = -tags k8s1.34
+
 go-build:
 	cd clients/go && CGO_ENABLED=0 go build -trimpath -o .bin/ ./cmd/...
+	cd clients/go/schedplugins && CGO_ENABLED=0 go build -trimpath $(GO_SCHEDPLUGINS_TAGS) -o ../.bin/ ./cmd/...
 
+# Vet and test both modules; the adapter (package kube) is vetted and tested against 1.34 as well.
 go-test:
 	cd clients/go && CGO_ENABLED=0 go vet -trimpath ./... && CGO_ENABLED=0 go test -trimpath ./...
+	cd clients/go/schedplugins && CGO_ENABLED=0 go vet -trimpath $(GO_SCHEDPLUGINS_TAGS) ./... outrigger.dev/clients/go/kube/... \
+		&& CGO_ENABLED=0 go test -trimpath $(GO_SCHEDPLUGINS_TAGS) ./... outrigger.dev/clients/go/kube/...
 
-# Every benchmark scenario (framework/bench.py): prints a table, writes bench-results.json (under 10 minutes).
+# Every benchmark scenario (framework/bench/): prints a table, writes bench-results.json (under 10 minutes).
 bench: $(STAMP)
 	$(BIN)/python -m framework.bench --out bench-results.json
 
