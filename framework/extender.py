@@ -13,7 +13,7 @@ names, no JSON tags, so ``Pod``, ``Nodes``, ``NodeNames``, ...):
 - ``POST /cache/nodes`` (not part of the extender API): a ``v1.NodeList`` for the node cache a
   ``nodeCacheCapable`` extender keeps (a real one fills it from an informer).
 
-The logic is :class:`framework.bench.BenchTier`'s: nodes without the ``bench.outrigger.dev/tier`` label
+The logic is :class:`framework.bench.plugins.BenchTier`'s: nodes without the ``bench.outrigger.dev/tier`` label
 fail (unresolvable), gold scores 10, silver 5, bronze 0.
 
 Run it with ``python -m framework.extender --listen 127.0.0.1:0``: the first line of output is

@@ -17,17 +17,14 @@ import numpy.typing as npt
 import pytest
 from kube_cluster import built_bin_dir
 
-from framework.bench import (
-    SCENARIOS,
-    BenchTier,
-    RunResult,
-    RunSpec,
-    evaluate_targets,
-    format_table,
-    median_run,
-    node_manifest,
-    run_one,
-)
+import framework.bench.extender as extender_scenarios
+from framework.bench.plugins import BenchTier
+from framework.bench.report import evaluate_targets, format_table
+from framework.bench.runner import median_run, run_one
+from framework.bench.runs import RunResult, RunSpec
+from framework.bench.scenarios import SCENARIOS
+from framework.bench.servers import ServerProcess
+from framework.bench.workload import node_manifest
 from framework.kube import bench as kube_bench
 from framework.kube.local import BIN_ENV
 from framework.plugins.balancedallocation import NodeResourcesBalancedAllocation, _balanced_score
@@ -510,19 +507,17 @@ def test_balanced_allocation_matches_the_per_resource_form(resources: list[str] 
 def test_scenario_processes_are_stopped_on_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     """A process that does not come up is an error naming it; one that did is stopped when the run
     fails inside the scenario's environment."""
-    import framework.bench as bench
-
     with pytest.raises(RuntimeError, match="extender did not start"):
-        bench.ServerProcess([sys.executable, "-c", "print('nope')"], "extender").start()
+        ServerProcess([sys.executable, "-c", "print('nope')"], "extender").start()
 
-    seen: list[bench.ServerProcess] = []
+    seen: list[ServerProcess] = []
 
-    class Spy(bench.ServerProcess):
+    class Spy(ServerProcess):
         def start(self) -> str:
             seen.append(self)
             return super().start()
 
-    monkeypatch.setattr(bench, "ServerProcess", Spy)
+    monkeypatch.setattr(extender_scenarios, "ServerProcess", Spy)
 
     async def main() -> None:
         scenario = SCENARIOS["extender-names"]

@@ -255,7 +255,7 @@ def check_python_module(argv: list[str]) -> None:
         if word.startswith("--"):
             assert re.search(rf"(^|\s){re.escape(word)}\b", proc.stdout), f"{module} has no flag {word}"
     if module == "framework.bench" and "--scenarios" in args:
-        from framework.bench import SCENARIOS
+        from framework.bench.scenarios import SCENARIOS
 
         names = args[args.index("--scenarios") + 1].split(",")
         assert set(names) <= set(SCENARIOS), names
@@ -451,7 +451,7 @@ class Session:
         """``clients/go/.bin/CMD --listen ADDR &``: a Go plugin host, built as ``make go-build`` builds it."""
         if shutil.which("go") is None:
             pytest.skip(f"{cmd.where}: go is not installed")
-        from framework.bench import go_binary
+        from framework.bench.gohost import go_binary
 
         assert cmd.background and "--listen" in cmd.words, f"{cmd.where}: Go plugin hosts run in the background"
         argv = [go_binary(Path(cmd.words[0]).name), *(self.word(w) for w in cmd.words[1:])]

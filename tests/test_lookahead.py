@@ -27,7 +27,7 @@ from test_remote_harness import HostProcess, Hosts, RemoteRig, endpoint, remote_
 from test_remote_replicas import only_tier_scores
 
 import pluginhost.host as host_module
-from framework.bench import TIER_LABEL, BenchTier
+from framework.bench.plugins import TIER_LABEL, BenchTier
 from framework.config import load_config
 from framework.plugins.basic import PrioritySort
 from framework.queue import SchedulingQueue

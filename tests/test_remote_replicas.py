@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2
 from test_remote_faults import NO_LEAKS, config, fakes_env
 from test_remote_harness import HostProcess, Hosts, endpoint, remote_rig, until
 
-from framework.bench import TIER_LABEL, BenchTier
+from framework.bench.plugins import TIER_LABEL, BenchTier
 from framework.config import load_config
 from framework.remote import EndpointConfig, parse_remote_plugins
 from pluginhost.host import PluginHost

@@ -1,7 +1,8 @@
 """The ``apiserver`` benchmark scenario: scheduler_perf's SchedulingBasic through a real kube-apiserver.
 
-``python -m framework.bench --scenarios apiserver`` runs it (framework/bench.py registers it); each run
-is one child process that drives everything below and reports a :class:`~framework.bench.RunResult`:
+``python -m framework.bench --scenarios apiserver`` runs it (:mod:`framework.bench.scenarios` registers
+it); each run is one child process that drives everything below and reports a
+:class:`~framework.bench.runs.RunResult`:
 
 1. a fresh :class:`~framework.kube.local.LocalCluster` (etcd and kube-apiserver on loopback, its own data);
 2. the nodes, scheduler_perf's ``templates/node-default.yaml`` (4 CPU, 32Gi, 110 pods, Ready), created
@@ -48,7 +49,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from ..bench import RunResult, RunSpec, pod_manifest
+from ..bench.runs import RunResult, RunSpec
+from ..bench.workload import pod_manifest
 from ..outcomes import num_feasible_nodes_to_find
 from .client import ApiClient, ApiError, ApiUnreachable, KubeConfig
 from .local import LocalCluster

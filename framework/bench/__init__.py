@@ -1,0 +1,45 @@
+"""The benchmark (``python -m framework.bench``): scheduling throughput, latency and memory of the framework.
+
+Each scenario is a list of *runs*; every run executes in a fresh child process (so its peak RSS is its
+own) and drives a :class:`~framework.scheduler.Scheduler` in-process, without gRPC, the way
+kube-scheduler's ``scheduler_perf`` drives kube-scheduler (:mod:`framework.bench.runner`). Nodes and pods
+are scheduler_perf's ``node-default.yaml`` and ``pod-default.yaml`` (:mod:`framework.bench.workload`).
+
+Scenarios (:data:`framework.bench.scenarios.SCENARIOS`):
+
+- ``basic``: SchedulingBasic 5000Nodes_10000Pods (5000 nodes, 1000 initial pods, 10000 measured),
+  kube-scheduler's default plugin set.
+- ``scale``: ``basic`` at 500, 1000, 5000 and 15000 nodes.
+- ``inprocess-plugin``: ``basic`` plus :class:`~framework.bench.plugins.BenchTier`, a cheap Filter+Score
+  plugin written against the batch API, enabled through an ordinary KubeSchedulerConfiguration; the
+  in-process baseline a remote plugin is compared with.
+- ``remote``: ``inprocess-plugin`` with BenchTier served by a plugin host process
+  (``outrigger plugin serve framework.bench.plugins:RemoteBenchTier``, ``filter_and_score``); reports
+  bytes on the wire per pod from the adapter's counters.
+- ``extender`` / ``extender-names``: the same logic as a kube-scheduler HTTP/JSON extender in its own
+  process (:mod:`framework.extender`), called by :class:`~framework.extender.ExtenderPlugin` with full
+  v1 Node objects / in ``nodeCacheCapable`` mode with node names; 1000 measured pods.
+- ``remote-traced``: ``remote`` with tracing on (always-on sampler, a batch span processor into an
+  in-process sink); reports spans per pod.
+- ``remote-go``: ``remote-streams`` with BenchTier written with the Go SDK (clients/go, built with
+  ``go build`` on first use); ``remote-go-ahead``: ``remote`` (lookahead) with that Go host;
+  ``remote-go-fit``: ``basic`` with kube-scheduler's own NodeResourcesFit served remotely by the Go
+  adapter in place of the in-process one.
+- ``replicas-1`` / ``replicas-2``: ``basic`` plus :class:`~framework.bench.plugins.HeavyScore`, a remote
+  Score plugin with a fixed amount of CPU work per node, on one and on two plugin host processes (each
+  pod's Score batch is split over the replicas); 1000 measured pods.
+- ``apiserver`` (asked for by name): ``basic`` through a real kube-apiserver (:mod:`framework.kube.bench`).
+
+A new scenario is a :class:`~framework.bench.scenario.Scenario` subclass registered in ``SCENARIOS``.
+
+The modules: :mod:`~framework.bench.workload` (the nodes and pods), :mod:`~framework.bench.runs` (a run
+and its result), :mod:`~framework.bench.plugins` (BenchTier, HeavyScore), :mod:`~framework.bench.scenario`
+(what a scenario is), :mod:`~framework.bench.inprocess`, :mod:`~framework.bench.remote`,
+:mod:`~framework.bench.extender` and :mod:`~framework.bench.gohost` (the scenarios),
+:mod:`~framework.bench.servers` (the processes scenarios start), :mod:`~framework.bench.scenarios` (the
+table), :mod:`~framework.bench.runner` (child processes, rounds), :mod:`~framework.bench.report` (the
+machine, the targets, the table) and ``__main__`` (the command line).
+
+``make bench`` runs every scenario and writes ``bench-results.json``; ``--quick`` runs tiny sizes in a
+few seconds (what the tests run).
+"""

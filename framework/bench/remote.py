@@ -1,0 +1,211 @@
+"""The scenarios with remote plugins in plugin host processes (``outrigger plugin serve``): ``remote``
+(BenchTier with lookahead), ``remote-streams`` (without), ``remote-traced`` (``remote`` with tracing on)
+and ``replicas-1`` / ``replicas-2`` (:class:`~framework.bench.plugins.HeavyScore` on one and two hosts).
+Each reports the adapter's bytes on the wire and calls per measured pod."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from ..config import SchedulerConfig
+from ..plugins import Registry
+from .inprocess import InProcessPlugin
+from .plugins import HeavyScore
+from .runs import RunSpec
+from .scenario import profile_with
+from .servers import STARTUP_SECONDS, ServerProcess, call_metrics
+
+if TYPE_CHECKING:
+    from ..scheduler import Scheduler
+
+__all__ = ["RemotePluginScenario", "RemoteStreamsScenario", "ReplicasScenario", "TracedRemoteScenario"]
+
+
+class RemotePluginScenario(InProcessPlugin):
+    """``inprocess-plugin`` with BenchTier in a plugin host process (``outrigger plugin serve``)."""
+
+    name = "remote"
+    description = (
+        "basic plus BenchTier as a remote Filter+Score plugin (filter_and_score, lookahead) in a separate plugin "
+        "host process"
+    )
+    TARGET = "framework.bench.plugins:RemoteBenchTier"
+    HOST = "plugin host"  # what its processes are called when one does not start
+    ENDPOINT = "bench"  # the RemotePlugins endpoint's name
+    DEADLINE = 10.0  # seconds, every point
+    replicas = 1  # plugin host processes behind the endpoint
+
+    def __init__(self) -> None:
+        self._addresses: list[str] = []
+        self._services: Any = None
+        self._remote: Any = None
+        self._mark: tuple[float, ...] = (0, 0, 0, 0.0, 0)
+        self._final: tuple[float, ...] = (0, 0, 0, 0.0, 0)
+
+    def host_argv(self) -> list[str]:
+        """The command line of one plugin host process (run in a thread: it may build the host first)."""
+        return [sys.executable, "-m", "framework.cli", "plugin", "serve", self.TARGET, "--listen", "127.0.0.1:0"]
+
+    @contextlib.asynccontextmanager
+    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
+        argv = await asyncio.get_running_loop().run_in_executor(None, self.host_argv)
+        async with contextlib.AsyncExitStack() as stack:
+            hosts = [await stack.enter_async_context(ServerProcess(argv, self.HOST)) for _ in range(self.replicas)]
+            self._addresses = [h.address for h in hosts]
+            try:
+                yield
+            finally:
+                await self._close()
+
+    async def prepare(self, spec: RunSpec) -> tuple[Registry, SchedulerConfig]:
+        from ..profiles import build_registry_with_remote
+        from ..remote import EndpointConfig
+        from ..service import start_plugin_services
+
+        self._services = await start_plugin_services()
+        endpoint = EndpointConfig(
+            self.ENDPOINT, tuple(self._addresses), {"default": self.DEADLINE}, connect_timeout=STARTUP_SECONDS
+        )
+        registry, self._remote = await build_registry_with_remote(
+            [endpoint], self._services.address, self._services.services
+        )
+        return registry, self.config(registry)
+
+    async def attach(self, scheduler: Scheduler) -> None:
+        assert self._remote is not None
+        await self._remote.attach(scheduler)
+
+    def _totals(self) -> tuple[float, ...]:
+        """Bytes each way, exchanges (Filter/Score answered from a Filter reply or a lookahead answer
+        are not exchanges), seconds inside them, and cycles answered from a lookahead answer."""
+        if self._remote is None:
+            return (0, 0, 0, 0.0, 0)
+        sent = received = calls = ahead = 0
+        seconds = 0.0
+        for points in self._remote.stats().values():
+            for point, st in points.items():
+                sent += st.bytes_sent
+                received += st.bytes_received
+                seconds += st.seconds
+                if point == "Filter (lookahead)":
+                    ahead += st.calls
+                elif " (" not in point:
+                    calls += st.calls
+        return sent, received, calls, seconds, ahead
+
+    def mark(self) -> None:
+        self._mark = self._totals()
+
+    async def detach(self) -> None:
+        self._final = self._totals()
+        await self._close()
+
+    async def _close(self) -> None:
+        remote, services = self._remote, self._services
+        self._remote = self._services = None
+        if remote is not None:
+            await remote.close()
+        if services is not None:
+            await services.stop(0.2)
+
+    def metrics(self, measured_pods: int) -> dict[str, float]:
+        return call_metrics(self._mark, self._final, measured_pods)
+
+
+class TracedRemoteScenario(RemotePluginScenario):
+    """``remote`` with tracing on: every scheduling context sampled (always-on), spans through a batch
+    span processor into an in-process sink (the cost a production setup pays, without a backend); the
+    plugin host gets the trace context with every request. Compared with ``remote``."""
+
+    name = "remote-traced"
+    description = "remote with tracing on (always-on sampler, batch span processor into an in-process sink)"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tracing: Any = None
+        self._sink: Any = None
+        self._spans_at_mark = 0
+
+    async def attach(self, scheduler: Scheduler) -> None:
+        from ..instrument import instrument
+        from ..tracing import benchmark_tracing
+
+        await super().attach(scheduler)
+        self._tracing, self._sink = benchmark_tracing()
+        instrument(scheduler, tracing=self._tracing)
+
+    def mark(self) -> None:
+        super().mark()
+        self._spans_at_mark = self._span_count()
+
+    def _span_count(self) -> int:
+        return int(self._sink.spans) if self._sink is not None else 0  # SinkExporter counts what it got
+
+    async def detach(self) -> None:
+        await super().detach()
+        if self._tracing is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._tracing.shutdown)
+
+    def metrics(self, measured_pods: int) -> dict[str, float]:
+        out = super().metrics(measured_pods)
+        out["spans_per_pod"] = round((self._span_count() - self._spans_at_mark) / max(measured_pods, 1), 1)
+        return out
+
+
+class RemoteStreamsScenario(RemotePluginScenario):
+    """``remote`` with the plugin not declaring lookahead: each cycle exchanges Filter (with scores)."""
+
+    name = "remote-streams"
+    description = (
+        "remote without lookahead: one Filter exchange (scores included) on a kept-open stream per cycle; "
+        "5000 measured pods"
+    )
+    TARGET = "framework.bench.plugins:RemoteStreamsBenchTier"
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        if quick:
+            return [RunSpec(self.name, nodes=200, init_pods=100, measure_pods=500)]
+        return [RunSpec(self.name, nodes=5000, init_pods=1000, measure_pods=5000)]  # bounds `make bench`
+
+
+class ReplicasScenario(RemotePluginScenario):
+    """``basic`` plus :class:`HeavyScore` served by ``replicas`` plugin host processes; the framework
+    splits each pod's Score batch over the replicas (``replicas-1`` vs ``replicas-2``)."""
+
+    TARGET = "framework.bench.plugins:HeavyScore"
+    ENDPOINT = "heavy"
+    DEADLINE = 30.0
+
+    def __init__(self, replicas: int) -> None:
+        super().__init__()
+        self.replicas = replicas
+        self.name = f"replicas-{replicas}"
+        self.description = (
+            f"basic plus a CPU-heavy remote Score plugin (fixed work per node) on {replicas} plugin host "
+            f"replica(s); 1000 measured pods"
+        )
+        self._used = 0
+
+    def runs(self, quick: bool) -> list[RunSpec]:
+        if quick:
+            return [RunSpec(self.name, nodes=200, init_pods=100, measure_pods=100)]
+        return [RunSpec(self.name, nodes=5000, init_pods=1000, measure_pods=1000)]
+
+    def node_labels(self, i: int) -> dict[str, str]:
+        return {}
+
+    async def detach(self) -> None:
+        if self._remote is not None:
+            self._used = sum(1 for ep in self._remote.endpoints for r in ep.replicas if r.picked)
+        await super().detach()
+
+    def metrics(self, measured_pods: int) -> dict[str, float]:
+        return {**super().metrics(measured_pods), "replicas_used": float(self._used)}
+
+    def config(self, registry: Registry) -> SchedulerConfig:
+        return profile_with(registry, HeavyScore.name)
+

@@ -1,0 +1,73 @@
+"""A benchmark run: :class:`RunSpec` (what to run, handed to a child process as JSON) and
+:class:`RunResult` (what it measured, handed back as JSON).
+
+Every scenario reports a :class:`RunResult`, in-process runs (:mod:`framework.bench.runner`) and the
+``apiserver`` scenario's runs through a real API server (:mod:`framework.kube.bench`) alike; this module
+imports neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+__all__ = ["RunResult", "RunSpec", "failed_result"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One measured run; JSON-serializable, so it can be handed to a child process."""
+
+    scenario: str
+    nodes: int
+    init_pods: int
+    measure_pods: int
+    chunk: int = 500  # pods per apply while measuring (the demo's request size)
+    timeout: float = 300.0  # seconds for the measured part
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        return cls(**json.loads(text))
+
+
+@dataclass(slots=True)
+class RunResult:
+    scenario: str
+    nodes: int
+    init_pods: int
+    measure_pods: int
+    nodes_scored: int  # kube-scheduler's adaptive numFeasibleNodesToFind for this cluster
+    bound: int  # measured pods bound
+    unschedulable: int
+    errors: int
+    all_scheduled: bool
+    seconds: float  # the measurement window
+    pods_per_second: float
+    cycle_pods_per_second: float  # measured pods / time spent inside scheduling cycles
+    attempt_p50_ms: float
+    attempt_p99_ms: float
+    attempt_max_ms: float
+    setup_seconds: float  # nodes + initial pods (not measured)
+    peak_rss_mib: float
+    setup_rss_mib: float  # peak RSS when the measurement started (the cluster, the initial pods)
+    leaks: dict[str, int] = field(default_factory=dict)
+    error: str = ""
+    # Scenario-specific figures (remote: bytes on the wire per pod; extender: HTTP calls and bytes).
+    metrics: dict[str, float] = field(default_factory=dict)
+    # With repeats, the run with the median pods/s is reported; these are every repeat's pods/s,
+    # and peak_rss_mib is the highest of them.
+    pods_per_second_samples: list[float] = field(default_factory=list)
+
+
+def failed_result(spec: RunSpec, message: str) -> RunResult:
+    """The result of a run that did not finish: nothing measured, ``message`` as its error."""
+    return RunResult(
+        scenario=spec.scenario, nodes=spec.nodes, init_pods=spec.init_pods, measure_pods=spec.measure_pods,
+        nodes_scored=0, bound=0, unschedulable=0, errors=0, all_scheduled=False, seconds=0.0,
+        pods_per_second=0.0, cycle_pods_per_second=0.0, attempt_p50_ms=0.0, attempt_p99_ms=0.0,
+        attempt_max_ms=0.0, setup_seconds=0.0, peak_rss_mib=0.0, setup_rss_mib=0.0, error=message,
+    )
