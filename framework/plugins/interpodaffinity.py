@@ -235,12 +235,12 @@ class InterPodAffinity(
         ns_labels = self.namespace_labels
         terms = compile_pod_terms(pod)
 
-        # (1) existing pods' required anti-affinity terms that match the incoming pod.
+        # (1) existing pods' required anti-affinity terms that match the incoming pod: each distinct
+        # term is matched once and counted once per pod carrying it.
         existing = DomainCounts(table)
-        for row, other in idx.with_required_anti:
-            for t in other.required_anti:
-                if t.matches(pod, ns_labels):
-                    existing.add_row(t.topology_key, row, 1)
+        for t, rows, pods in idx.required_anti:
+            if t.matches(pod, ns_labels):
+                existing.add_rows(t.topology_key, rows, 1, pods)
 
         # (2), (3): existing pods matching the incoming pod's required terms.
         affinity = DomainCounts(table)
@@ -375,19 +375,17 @@ class InterPodAffinity(
                     if mask.any():
                         touched |= scores.add_rows(t.topology_key, idx.columns.rows[mask], sign * t.weight)
 
-        # Existing pods' terms against the incoming pod.
+        # Existing pods' terms against the incoming pod: each distinct term matched once, counted once
+        # per pod carrying it.
         hard = self.hard_pod_affinity_weight
-        for row, other in idx.with_affinity:
-            if hard > 0:
-                for t in other.required_affinity:
-                    if t.matches(pod, ns_labels):
-                        touched |= scores.add_row(t.topology_key, row, hard)
-            for t in other.preferred_affinity:
+        kinds = [(idx.preferred_affinity, 1), (idx.preferred_anti, -1)]
+        if hard > 0:
+            kinds.insert(0, (idx.required_affinity, 0))
+        for groups, sign in kinds:
+            for t, rows, pods in groups:
                 if t.matches(pod, ns_labels):
-                    touched |= scores.add_row(t.topology_key, row, t.weight)
-            for t in other.preferred_anti:
-                if t.matches(pod, ns_labels):
-                    touched |= scores.add_row(t.topology_key, row, -t.weight)
+                    weight = hard if sign == 0 else sign * t.weight
+                    touched |= scores.add_rows(t.topology_key, rows, weight, pods)
 
         if not touched:
             return Status.skip()

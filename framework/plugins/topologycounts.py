@@ -33,15 +33,20 @@ class DomainCounts:
             arr = self.arrays[key] = np.zeros(len(self.table.label_codes(key)[1]), dtype=np.int64)
         return arr
 
-    def add_rows(self, key: str, node_rows: IntArray, value: int) -> bool:
+    def add_rows(self, key: str, node_rows: IntArray, value: int, times: IntArray | None = None) -> bool:
         """Add ``value`` once per entry of ``node_rows`` (node rows, repeats allowed) to its node's
-        domain; rows whose node lacks ``key`` are ignored. True if any row had the key."""
+        domain, or ``times[i]`` times for entry ``i`` when ``times`` is given; rows whose node lacks
+        ``key`` are ignored. True if any row had the key."""
         codes = self.table.label_codes(key)[0][node_rows]
-        codes = codes[codes >= 0]
+        keep = codes >= 0
+        codes = codes[keep]
         if codes.shape[0] == 0:
             return False
         arr = self._array(key)
-        arr += np.bincount(codes, minlength=arr.shape[0]).astype(np.int64) * value
+        if times is None:
+            arr += np.bincount(codes, minlength=arr.shape[0]).astype(np.int64) * value
+        else:
+            np.add.at(arr, codes, times[keep] * value)
         return True
 
     def add_row(self, key: str, node_row: int, value: int) -> bool:
