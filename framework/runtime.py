@@ -510,7 +510,7 @@ class Framework:
                 # kube-scheduler keeps a PostFilter plugin's error as it is (its message ends the fit
                 # error: "... pod affinity terms conflict. not found"), unlike the other points'.
                 return None, Status(Code.Error, (status.message() or status.code.name,), pl.name, status.error)
-            if r is not None and r.nominated_node_name:
+            if r is not None:  # kube-scheduler keeps any result but a no-op: "" clears the nomination
                 result = r
             reasons.extend(status.reasons)
             rejector = rejector or pl.name

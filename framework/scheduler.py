@@ -912,18 +912,17 @@ class Scheduler:
             log.exception("scheduling cycle of %s failed", pod.key)
             host, status = None, Status.failure(f"scheduling cycle failed: {exc}", error=exc)
         if host is None:
+            nominating: str | None = ""  # kube-scheduler's clearNominatedNode, unless PostFilter says otherwise
             # PostFilter (preemption) runs for a pod that fits no node, not when there are no nodes.
             if status.is_rejected and fwk.post_filter_plugins and status.reasons != (NO_NODES_MSG,):
                 result, pf = await self._post_filter(fwk, state, pod, snapshot, diagnosis)
-                if pf.ok and result is not None and result.nominated_node_name:
-                    pod = info.pod = self._nominate(rec, result.nominated_node_name)
-                    self._emit(EV_NOMINATED, "Pod", pod, node=result.nominated_node_name)
-                elif not pf.ok and pf.reasons:
+                nominating = None if result is None else result.nominated_node_name
+                if not pf.ok and pf.reasons:
                     diagnosis.post_filter_msg = pf.message()
                 if status.reasons and status.reasons[0].startswith("0/"):
                     status = Status(status.code, (fit_error_message(len(snapshot), diagnosis),), status.plugin)
             self._free_state(cycle_id)
-            self._fail(info, status, diagnosis.unschedulable_plugins | diagnosis.pending_plugins)
+            self._fail(info, status, diagnosis.unschedulable_plugins | diagnosis.pending_plugins, nominating)
             self.stats.attempt_seconds.append(time.perf_counter() - started)
             return
         if self.cache.node_of(pod.uid) is not None:
@@ -1110,12 +1109,20 @@ class Scheduler:
             waiting.reject(status.plugin, status.message())
             self.waiting_pods.remove(pod.uid)
 
-    def _fail(self, info: QueuedPodInfo, status: Status, rejectors: set[str]) -> None:
+    def _fail(self, info: QueuedPodInfo, status: Status, rejectors: set[str], nominating: str | None = "") -> None:
+        """Requeue a pod whose attempt failed (kube-scheduler's handleSchedulingFailure). ``nominating``
+        is its nomination from now on: a node, "" to clear it (what every failure but PostFilter's
+        does), or None to leave it as it is (PostFilter returned no result)."""
         pod = info.pod
         rec = self.pods.get(pod.uid)
         if rec is None or self.source.already_bound(pod):  # deleted or bound meanwhile: nothing to requeue
             self.queue.done(pod.uid)
             return
+        if nominating:
+            info.pod = self._nominate(rec, nominating)
+            self._emit(EV_NOMINATED, "Pod", info.pod, node=nominating)
+        elif nominating == "" and (rec.pod.nominated_node_name or pod.uid in self.nominated):
+            info.pod = self._set_nomination(rec, "")
         where = self.queue.requeue(info, status, rejectors)
         rec.last_status = status
         rec.phase = UNSCHEDULABLE_PHASE if where == UNSCHEDULABLE else PENDING

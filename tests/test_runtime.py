@@ -862,6 +862,45 @@ def test_post_filter_runs_in_order_until_one_decides(
     assert ("Nominated" in events_of(s, "p1")) == bool(nominated)
 
 
+def nominated_pod() -> list[Pod | Node]:
+    """Three nodes and a pod that a former preemption nominated to n1 (status.nominatedNodeName)."""
+    p1 = pod_from_dict({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "uid": "uid-p1"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]},
+        "status": {"nominatedNodeName": "n1"},
+    })  # fmt: skip
+    return [node("n1"), node("n2"), node("n3"), p1]
+
+
+@pytest.mark.parametrize(
+    ("specs", "nominated"),
+    [
+        # kube-scheduler's DefaultPreemption answers NewPostFilterResultWithNominatedNode("") when no node
+        # can be made room on (ModeOverride, ""): handleSchedulingFailure clears the nomination.
+        pytest.param([fake("F", "filter", filter=REJECT_ALL),
+                      fake("Post", "postFilter", postFilter=(PostFilterResult(""), Status.unschedulable("none")))],
+                     "", id="post-filter-result-without-node-clears"),
+        # No result at all (a pod not eligible to preempt) is ModeNoop: the nomination stays.
+        pytest.param([fake("F", "filter", filter=REJECT_ALL),
+                      fake("Post", "postFilter", postFilter=Status.unschedulable("not eligible"))],
+                     "n1", id="no-post-filter-result-keeps"),
+        pytest.param([fake("F", "filter", filter=REJECT_ALL),
+                      fake("Post", "postFilter", postFilter=(PostFilterResult("n2"), SUCCESS))],
+                     "n2", id="post-filter-result-nominates"),
+        # Every other failure passes clearNominatedNode: no PostFilter plugin, Reserve, Permit.
+        pytest.param([fake("F", "filter", filter=REJECT_ALL)], "", id="no-post-filter-plugin-clears"),
+        pytest.param([fake("R", "reserve", reserve=Status.unschedulable("full"))], "", id="reserve-failure-clears"),
+        pytest.param([fake("W", "permit", permit=Status.failure("broken"))], "", id="permit-failure-clears"),
+    ],
+)  # fmt: skip
+def test_a_failed_attempt_sets_the_nomination_as_kube_scheduler_does(specs: list[Spec], nominated: str) -> None:
+    s, _ = scenario(specs, nominated_pod)
+    r = rec(s, "p1")
+    assert (r.nominated_node, s.nominated.get("uid-p1", "")) == (nominated, nominated)
+    info = s.queue.info("uid-p1")
+    assert info is not None and info.pod.nominated_node_name == nominated
+
+
 def test_post_filter_not_called_when_a_node_fits() -> None:
     specs = [fake("F", "filter", filter=reject_nodes(Code.Unschedulable, "nope", "n1")), fake("Post", "postFilter")]
     s, calls = scenario(specs, three_nodes_one_pod)
