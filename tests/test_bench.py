@@ -578,6 +578,7 @@ def test_the_apiserver_run_is_scheduler_perfs_schedulingbasic() -> None:
     node, pod = kube_bench.node_object(7), kube_bench.pod_object("namespace-2", 3)
     assert node["metadata"]["name"] == "scheduler-perf-00007"
     assert node["status"] == {"capacity": {"pods": "110", "cpu": "4", "memory": "32Gi"},
+                              "allocatable": {"pods": "110", "cpu": "4", "memory": "32Gi"},
                               "conditions": [{"status": "True", "type": "Ready"}], "phase": "Running"}
     (container,) = pod["spec"]["containers"]
     assert (pod["metadata"], container["image"], container["ports"]) == (

@@ -5,8 +5,8 @@ it); each run is one child process that drives everything below and reports a
 :class:`~framework.bench.runs.RunResult`:
 
 1. a fresh :class:`~framework.kube.local.LocalCluster` (etcd and kube-apiserver on loopback, its own data);
-2. the nodes, scheduler_perf's ``templates/node-default.yaml`` (4 CPU, 32Gi, 110 pods, Ready), created
-   through the API;
+2. the nodes, scheduler_perf's ``templates/node-default.yaml`` (4 CPU, 32Gi, 110 pods, Ready; the
+   harness's :func:`~framework.kube.workloads.node_manifest`), created through the API;
 3. ``outrigger serve --kubeconfig`` in its own process: kube-scheduler's default profile, with
    ``clientConnection`` qps and burst both :data:`SCHEDULER_QPS` (5000, what scheduler_perf gives the
    scheduler's client; the comparison with kube-scheduler, framework/kube/compare.py, gives both the
@@ -15,7 +15,8 @@ it); each run is one child process that drives everything below and reports a
    created and waited for (not measured);
 5. the measured pods in ``namespace-2``, created by a separate process (``python -m framework.kube.bench
    create-pods``) over :data:`CREATE_CONNECTIONS` keep-alive connections, while a watch of the bound pods
-   (``fieldSelector=spec.nodeName!=``) in this process notes when each one's binding arrives.
+   (``fieldSelector=spec.nodeName!=``, :class:`~framework.kube.workloads.BoundWatch`) in this process
+   notes when each one's binding arrives.
 
 Throughput is measured pods / (the last binding seen on the watch - the first create request sent): the
 API server admitting the pods, the framework decoding them, scheduling, binding and writing its events,
@@ -50,10 +51,12 @@ import aiohttp
 import orjson
 
 from ..bench.runs import RunResult, RunSpec
-from ..bench.workload import pod_manifest
+from ..bench.servers import stop_process
+from ..bench.workload import node_name, pod_name
 from ..outcomes import num_feasible_nodes_to_find
 from .client import ApiClient, ApiError, ApiUnreachable, KubeConfig
 from .local import LocalCluster
+from .workloads import BoundWatch, node_manifest, pod_manifest
 
 __all__ = [
     "CREATE_CONNECTIONS",
@@ -102,26 +105,14 @@ def scheduler_config(scheduler_name: str = "default-scheduler") -> str:
 
 
 def node_object(i: int) -> dict[str, Any]:
-    """scheduler_perf's ``templates/node-default.yaml``, named (the API server makes allocatable = capacity)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": f"scheduler-perf-{i:05d}"},
-        "spec": {},
-        "status": {
-            "capacity": {"pods": "110", "cpu": "4", "memory": "32Gi"},
-            "conditions": [{"status": "True", "type": "Ready"}],
-            "phase": "Running",
-        },
-    }
+    """Node ``i`` of the run: scheduler_perf's ``templates/node-default.yaml``, ``scheduler-perf-NNNNN``."""
+    return node_manifest(node_name(i))
 
 
 def pod_object(namespace: str, i: int, scheduler_name: str = "") -> dict[str, Any]:
-    """scheduler_perf's ``templates/pod-default.yaml``, named ``pod-NNNNNN`` rather than generated."""
-    pod = pod_manifest(namespace, i)
-    if scheduler_name:
-        pod["spec"]["schedulerName"] = scheduler_name
-    return pod
+    """Pod ``i`` of ``namespace``: scheduler_perf's ``templates/pod-default.yaml``, named ``pod-NNNNNN``
+    rather than generated, for ``scheduler_name`` (kube-scheduler's default when empty)."""
+    return pod_manifest(pod_name(i), namespace, scheduler_name or "default-scheduler")
 
 
 # ---- CPU accounting -----------------------------------------------------------------------------------
@@ -286,63 +277,6 @@ async def _create_pods_main(kubeconfig: Path, namespace: str, start: int, count:
             "errors": created.errors[:20], "error_count": len(created.errors), "cpu_seconds": cpu}
 
 
-# ---- watching bindings --------------------------------------------------------------------------------
-
-
-class BoundWatch:
-    """The pods of one namespace whose binding the watch has shown, with when it arrived."""
-
-    def __init__(self, client: ApiClient, namespace: str) -> None:
-        self.client = client
-        self.path = f"/api/v1/namespaces/{namespace}/pods?fieldSelector=spec.nodeName%21%3D"
-        self.bound_at: dict[str, float] = {}
-        self.nodes: dict[str, str] = {}
-        self.changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        items, rv = await self.client.list(self.path, resource="pods")
-        now = time.monotonic()
-        for obj in items:
-            self._seen(obj, now)
-        self._task = asyncio.get_running_loop().create_task(self._follow(rv))
-
-    def _seen(self, obj: dict[str, Any], now: float) -> None:
-        name = obj["metadata"]["name"]
-        if name not in self.bound_at:
-            self.bound_at[name] = now
-            self.nodes[name] = obj["spec"].get("nodeName") or ""
-            self.changed.set()
-
-    async def _follow(self, rv: str) -> None:
-        for _ in range(1000):  # a watch broken mid-run resumes from where it was
-            events = self.client.watch(self.path, rv, resource="pods", timeout_seconds=3600)
-            try:
-                async with contextlib.aclosing(events):
-                    async for kind, obj in events:
-                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                        if kind == "ADDED" or kind == "MODIFIED":
-                            self._seen(obj, time.monotonic())
-            except ApiUnreachable:
-                await asyncio.sleep(0.2)
-
-    async def wait_for(self, count: int, deadline: float) -> bool:
-        """Until ``count`` pods were seen bound (True) or the monotonic ``deadline`` passed (False)."""
-        while len(self.bound_at) < count:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), min(remaining, 1.0))
-        return True
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-
 # ---- the framework process ----------------------------------------------------------------------------
 
 
@@ -392,15 +326,7 @@ class Framework:
         return self.proc.pid
 
     def stop(self) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(STOP_SECONDS)
+        stop_process(self.proc, STOP_SECONDS)
 
 
 async def scrape(address: str) -> dict[str, Any]:
@@ -479,126 +405,208 @@ async def measure(spec: RunSpec) -> RunResult:
 async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
     load = os.getloadavg()[0]
     setup_started = time.monotonic()
-    async with _cluster(tmp / "cluster") as cluster:
-        admin = _admin_client(cluster.admin_kubeconfig, CREATE_CONNECTIONS)
-        watch_client = _admin_client(cluster.admin_kubeconfig, 2)
-        config = tmp / "scheduler.yaml"
-        config.write_text(scheduler_config())
-        framework = Framework(cluster.admin_kubeconfig, config)
-        watches: list[BoundWatch] = []
-        try:
-            for ns in (INIT_NAMESPACE, MEASURED_NAMESPACE):
-                await admin.request("POST", "/api/v1/namespaces", verb="create", resource="namespaces",
-                                    body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-            nodes = await create_objects(admin, "/api/v1/nodes", "nodes",
-                                         [node_object(i) for i in range(spec.nodes)], CREATE_CONNECTIONS)
-            if nodes.errors:
-                raise RuntimeError(f"creating nodes: {nodes.errors[0]}")
-            framework.start()
-            await framework.wait_synced(STARTUP_SECONDS)
-            init_watch = BoundWatch(watch_client, INIT_NAMESPACE)
-            watches.append(init_watch)
-            await init_watch.start()
-            init = await create_objects(admin, f"/api/v1/namespaces/{INIT_NAMESPACE}/pods", "pods",
-                                        [pod_object(INIT_NAMESPACE, i) for i in range(spec.init_pods)],
-                                        CREATE_CONNECTIONS)
-            if init.errors:
-                raise RuntimeError(f"creating the initial pods: {init.errors[0]}")
-            if not await init_watch.wait_for(spec.init_pods, time.monotonic() + spec.timeout):
-                raise RuntimeError(f"only {len(init_watch.bound_at)} of {spec.init_pods} initial pods were bound "
-                                   f"within {spec.timeout:.0f}s: {framework.tail()}")
-            await init_watch.stop()
-            watches.remove(init_watch)
-            setup = time.monotonic() - setup_started
-            setup_rss = peak_rss_mib(framework.pid)
+    async with _cluster(tmp / "cluster") as cluster, _harness(cluster, tmp) as run:
+        await _set_up(run, spec)
+        setup = time.monotonic() - setup_started
+        setup_rss = peak_rss_mib(run.framework.pid)
+        window = await _measured_window(run, spec, tmp)
+    return _run_result(spec, window, setup, setup_rss, load)
 
-            watch = BoundWatch(watch_client, MEASURED_NAMESPACE)
-            watches.append(watch)
-            await watch.start()
-            before = await scrape(framework.http)
-            pids = {"apiserver": _pid(cluster.apiserver.proc), "etcd": _pid(cluster.etcd.proc),
-                    "framework": framework.pid}
-            report_file, creator_log = tmp / "creator.json", (tmp / "creator.log").open("wb")
-            creator = await asyncio.create_subprocess_exec(
-                *DIE_WITH_PARENT, sys.executable, "-m", "framework.kube.bench", "create-pods",
-                "--kubeconfig", str(cluster.admin_kubeconfig), "--namespace", MEASURED_NAMESPACE,
-                "--count", str(spec.measure_pods), "--connections", str(CREATE_CONNECTIONS),
-                "--report", str(report_file),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=creator_log, cwd=ROOT,
-            )
-            creator_log.close()
-            assert creator.stdin is not None and creator.stdout is not None
-            ready = await asyncio.wait_for(creator.stdout.readline(), STARTUP_SECONDS)
-            if ready.strip() != b"ready":
-                creator.kill()
-                raise RuntimeError(f"the pod creator did not start: {ready!r}")
-            profiler = _profiler(framework.pid)
-            cpu0 = CpuSample.take(pids)
-            creator.stdin.write(b"go\n")
-            await creator.stdin.drain()
-            deadline = time.monotonic() + spec.timeout
-            connections = Connections(framework.pid, int(cluster.server.rsplit(":", 1)[1]))
-            counting = asyncio.get_running_loop().create_task(connections.follow())
-            all_bound = await watch.wait_for(spec.measure_pods, deadline)
-            cpu1 = CpuSample.take(pids)
-            counting.cancel()
-            await asyncio.gather(counting, return_exceptions=True)
-            if profiler is not None:
-                profiler.send_signal(signal.SIGINT)
-                await asyncio.to_thread(profiler.wait, 60)
-            after = await scrape(framework.http)
-            peak_rss = peak_rss_mib(framework.pid)
-            try:
-                await asyncio.wait_for(creator.wait(), max(10.0, deadline - time.monotonic()))
-            except TimeoutError:
-                creator.kill()
-                await creator.wait()
-            report = _creator_report(report_file, tmp / "creator.log", creator.returncode)
-            unschedulable = 0 if all_bound else await _unschedulable(admin, MEASURED_NAMESPACE)
-        finally:
-            for w in watches:
-                await w.stop()
-            await asyncio.to_thread(framework.stop)
-            await admin.close()
-            await watch_client.close()
-    measured = [t for name, t in watch.bound_at.items() if name in report["done_at"]]
+
+@dataclass(slots=True)
+class _Run:
+    """One run's clients (``admin`` creates, ``watch_client`` watches), its framework process and the
+    watches open on it; :func:`_harness` closes them all."""
+
+    cluster: LocalCluster
+    admin: ApiClient
+    watch_client: ApiClient
+    framework: Framework
+    watches: list[BoundWatch] = field(default_factory=list)
+
+    async def watch(self, namespace: str) -> BoundWatch:
+        """A watch of the pods bound in ``namespace`` from now on."""
+        watch = BoundWatch(self.watch_client, namespace)
+        self.watches.append(watch)
+        await watch.start()
+        return watch
+
+    async def unwatch(self, watch: BoundWatch) -> None:
+        await watch.stop()
+        self.watches.remove(watch)
+
+
+@contextlib.asynccontextmanager
+async def _harness(cluster: LocalCluster, tmp: Path) -> AsyncIterator[_Run]:
+    config = tmp / "scheduler.yaml"
+    config.write_text(scheduler_config())
+    run = _Run(cluster, _admin_client(cluster.admin_kubeconfig, CREATE_CONNECTIONS),
+               _admin_client(cluster.admin_kubeconfig, 2), Framework(cluster.admin_kubeconfig, config))
+    try:
+        yield run
+    finally:
+        for w in run.watches:
+            await w.stop()
+        await asyncio.to_thread(run.framework.stop)
+        await run.admin.close()
+        await run.watch_client.close()
+
+
+async def _set_up(run: _Run, spec: RunSpec) -> None:
+    """The namespaces and nodes, the framework in sync with them, the initial pods bound (not measured)."""
+    for ns in (INIT_NAMESPACE, MEASURED_NAMESPACE):
+        await run.admin.request("POST", "/api/v1/namespaces", verb="create", resource="namespaces",
+                                body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    nodes = await create_objects(run.admin, "/api/v1/nodes", "nodes",
+                                 [node_object(i) for i in range(spec.nodes)], CREATE_CONNECTIONS)
+    if nodes.errors:
+        raise RuntimeError(f"creating nodes: {nodes.errors[0]}")
+    run.framework.start()
+    await run.framework.wait_synced(STARTUP_SECONDS)
+    init_watch = await run.watch(INIT_NAMESPACE)
+    init = await create_objects(run.admin, f"/api/v1/namespaces/{INIT_NAMESPACE}/pods", "pods",
+                                [pod_object(INIT_NAMESPACE, i) for i in range(spec.init_pods)], CREATE_CONNECTIONS)
+    if init.errors:
+        raise RuntimeError(f"creating the initial pods: {init.errors[0]}")
+    if not await _all_bound(init_watch, spec.init_pods, time.monotonic() + spec.timeout):
+        raise RuntimeError(f"only {len(init_watch.bound)} of {spec.init_pods} initial pods were bound "
+                           f"within {spec.timeout:.0f}s: {run.framework.tail()}")
+    await run.unwatch(init_watch)
+
+
+async def _all_bound(watch: BoundWatch, count: int, deadline: float) -> bool:
+    """Whether pods ``pod-000000`` up to ``count`` were all seen bound before the monotonic ``deadline``."""
+    try:
+        await watch.wait([pod_name(i) for i in range(count)], deadline - time.monotonic())
+    except TimeoutError:
+        return False
+    return True
+
+
+@dataclass(slots=True)
+class _Window:
+    """What the measured window saw."""
+
+    bound_at: dict[str, float]  # measured pod -> when the watch saw it bound (monotonic)
+    creator: dict[str, Any]  # the pod creator's report
+    all_bound: bool
+    unschedulable: int
+    attempts: dict[str, Any]  # the framework's scheduling-attempt histogram over the window
+    cpu: dict[str, float]  # each process's CPU share and milliseconds per pod
+    connections: Connections
+    peak_rss: float
+
+
+async def _measured_window(run: _Run, spec: RunSpec, tmp: Path) -> _Window:
+    """The measured pods created by the pod creator while the watch notes each one's binding, each
+    process's CPU sampled at both ends, the framework's attempt histogram scraped at both ends."""
+    cluster, framework = run.cluster, run.framework
+    watch = await run.watch(MEASURED_NAMESPACE)
+    before = await scrape(framework.http)
+    pids = {"apiserver": _pid(cluster.apiserver.proc), "etcd": _pid(cluster.etcd.proc), "framework": framework.pid}
+    report_file, log = tmp / "creator.json", tmp / "creator.log"
+    creator = await _start_creator(cluster.admin_kubeconfig, spec.measure_pods, report_file, log)
+    profiler = _profiler(framework.pid)
+    cpu0 = CpuSample.take(pids)
+    assert creator.stdin is not None
+    creator.stdin.write(b"go\n")
+    await creator.stdin.drain()
+    deadline = time.monotonic() + spec.timeout
+    connections = Connections(framework.pid, int(cluster.server.rsplit(":", 1)[1]))
+    counting = asyncio.get_running_loop().create_task(connections.follow())
+    all_bound = await _all_bound(watch, spec.measure_pods, deadline)
+    cpu1 = CpuSample.take(pids)
+    counting.cancel()
+    await asyncio.gather(counting, return_exceptions=True)
+    if profiler is not None:
+        profiler.send_signal(signal.SIGINT)
+        await asyncio.to_thread(profiler.wait, 60)
+    after = await scrape(framework.http)
+    peak_rss = peak_rss_mib(framework.pid)
+    report = await _creator_done(creator, deadline, report_file, log)
+    unschedulable = 0 if all_bound else await _unschedulable(run.admin, MEASURED_NAMESPACE)
+    return _Window({name: t for name, (t, _node) in watch.bound.items()}, report, all_bound, unschedulable,
+                   _delta(before, after), cpu0.shares(cpu1, spec.measure_pods, {"creator": report["cpu_seconds"]}),
+                   connections, peak_rss)
+
+
+async def _start_creator(kubeconfig: Path, count: int, report: Path, log: Path) -> asyncio.subprocess.Process:
+    """The pod creator (``create-pods``), started and ready: it creates the pods when told to go."""
+    with log.open("wb") as creator_log:
+        creator = await asyncio.create_subprocess_exec(
+            *DIE_WITH_PARENT, sys.executable, "-m", "framework.kube.bench", "create-pods",
+            "--kubeconfig", str(kubeconfig), "--namespace", MEASURED_NAMESPACE,
+            "--count", str(count), "--connections", str(CREATE_CONNECTIONS), "--report", str(report),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=creator_log, cwd=ROOT,
+        )
+    assert creator.stdin is not None and creator.stdout is not None
+    ready = await asyncio.wait_for(creator.stdout.readline(), STARTUP_SECONDS)
+    if ready.strip() != b"ready":
+        creator.kill()
+        raise RuntimeError(f"the pod creator did not start: {ready!r}")
+    return creator
+
+
+async def _creator_done(creator: asyncio.subprocess.Process, deadline: float, report: Path,
+                        log: Path) -> dict[str, Any]:
+    """The pod creator's report once it has exited (killed when still running at the run's deadline,
+    or 10 s from now if that is later)."""
+    try:
+        await asyncio.wait_for(creator.wait(), max(10.0, deadline - time.monotonic()))
+    except TimeoutError:
+        creator.kill()
+        await creator.wait()
+    return _creator_report(report, log, creator.returncode)
+
+
+def _run_result(spec: RunSpec, w: _Window, setup: float, setup_rss: float, load: float) -> RunResult:
+    """The run's figures: throughput from the first create request sent to the last binding seen."""
+    report = w.creator
+    measured = [t for name, t in w.bound_at.items() if name in report["done_at"]]
     first, last = report["first_sent"], max(measured, default=0.0)
     window = last - first if measured and first else 0.0
     bound = len(measured)
-    latencies = [watch.bound_at[n] - t for n, t in report["done_at"].items() if n in watch.bound_at]
-    backlog = _min_backlog(report["done_at"].values(), measured)
-    attempts = _delta(before, after)
     error = ""
     if report["error_count"]:
         error = f"{report['error_count']} pods not created: {report['errors'][0]}"
-    elif not all_bound:
+    elif not w.all_bound:
         error = f"{bound} of {spec.measure_pods} measured pods bound within {spec.timeout:.0f}s"
-    metrics: dict[str, float] = {
-        "create_pods_per_second": round(len(report["done_at"]) / (report["last_done"] - first), 1)
-        if report["last_done"] > first else 0.0,
-        "create_to_bound_p50_ms": round(_percentile(latencies, 0.5) * 1000, 1),
-        "create_to_bound_p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
-        "min_backlog": float(backlog),
-        # The framework's connections to the API server: at most at once, and in all (watches included).
-        "framework_connections_most": float(connections.most),
-        "framework_connections_seen": float(len(connections.seen)),
-        "load_average_1m": round(load, 2),
-        "nproc": float(os.cpu_count() or 1),
-        "qps": float(SCHEDULER_QPS),
-        "burst": float(SCHEDULER_BURST),
-    }
-    metrics.update(cpu0.shares(cpu1, spec.measure_pods, {"creator": report["cpu_seconds"]}))
+    attempts = w.attempts
     return RunResult(
         scenario=spec.scenario, nodes=spec.nodes, init_pods=spec.init_pods, measure_pods=spec.measure_pods,
-        nodes_scored=num_feasible_nodes_to_find(0, spec.nodes), bound=bound, unschedulable=unschedulable,
+        nodes_scored=num_feasible_nodes_to_find(0, spec.nodes), bound=bound, unschedulable=w.unschedulable,
         errors=report["error_count"], all_scheduled=bound == spec.measure_pods and not error,
         seconds=round(window, 3), pods_per_second=round(bound / window, 1) if window > 0 else 0.0,
         cycle_pods_per_second=round(attempts["count"] / attempts["sum"], 1) if attempts["sum"] > 0 else 0.0,
         attempt_p50_ms=round(histogram_quantile(0.5, attempts["buckets"]) * 1000, 3),
         attempt_p99_ms=round(histogram_quantile(0.99, attempts["buckets"]) * 1000, 3),
-        attempt_max_ms=0.0, setup_seconds=round(setup, 3), peak_rss_mib=round(peak_rss, 1),
-        setup_rss_mib=round(setup_rss, 1), error=error, metrics=metrics,
+        attempt_max_ms=0.0, setup_seconds=round(setup, 3), peak_rss_mib=round(w.peak_rss, 1),
+        setup_rss_mib=round(setup_rss, 1), error=error, metrics=_window_metrics(w, measured, load),
     )
+
+
+def _window_metrics(w: _Window, measured: list[float], load: float) -> dict[str, float]:
+    """The apiserver scenario's own figures: creation, create-to-bound latency, backlog, connections,
+    the machine, and each process's CPU."""
+    report = w.creator
+    first = report["first_sent"]
+    latencies = [w.bound_at[n] - t for n, t in report["done_at"].items() if n in w.bound_at]
+    metrics: dict[str, float] = {
+        "create_pods_per_second": round(len(report["done_at"]) / (report["last_done"] - first), 1)
+        if report["last_done"] > first else 0.0,
+        "create_to_bound_p50_ms": round(_percentile(latencies, 0.5) * 1000, 1),
+        "create_to_bound_p99_ms": round(_percentile(latencies, 0.99) * 1000, 1),
+        "min_backlog": float(_min_backlog(report["done_at"].values(), measured)),
+        # The framework's connections to the API server: at most at once, and in all (watches included).
+        "framework_connections_most": float(w.connections.most),
+        "framework_connections_seen": float(len(w.connections.seen)),
+        "load_average_1m": round(load, 2),
+        "nproc": float(os.cpu_count() or 1),
+        "qps": float(SCHEDULER_QPS),
+        "burst": float(SCHEDULER_BURST),
+    }
+    metrics.update(w.cpu)
+    return metrics
 
 
 def _profiler(pid: int) -> subprocess.Popen[bytes] | None:

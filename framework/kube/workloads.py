@@ -15,7 +15,8 @@ The shapes are kubernetes ``test/integration/scheduler_perf`` v1.35's (``perform
 ``misc``, ``affinity`` and ``topology_spreading``, and ``templates/``): nodes are ``node-default.yaml``
 (4 CPU, 32 GiB, 110 pods, capacity = allocatable, the ``kubernetes.io/hostname`` label, and the workload's
 ``labelNodePrepareStrategy`` label given round-robin); pods are ``pod-default.yaml`` (the pause image, one
-container port, 100m CPU and 500Mi requests = limits) or the workload's template built on it.
+container port, 100m CPU and 500Mi requests = limits) or the workload's template built on it. The
+capacity and the container are :mod:`framework.bench.workload`'s, the in-process benchmark's.
 
 **Throughput** is what the benchmark issue defines: measured pods divided by the time from just before
 the first of them is created to the moment the watch shows the last of them bound. Pods are created as
@@ -23,7 +24,8 @@ fast as the API server takes them (``concurrency`` requests in flight), and "bou
 of the namespace filtered on ``spec.nodeName!=``, so the harness decodes one event per bound pod and
 never reads the scheduler's own counters. The same code times kube-scheduler and Outrigger
 (:mod:`framework.kube.compare`). The ``apiserver`` benchmark scenario (:mod:`framework.kube.bench`)
-measures SchedulingBasic for Outrigger alone the same way, with its pod creator in a process of its own.
+measures SchedulingBasic for Outrigger alone the same way, with these nodes and pods and this watch, and
+its pod creator in a process of its own.
 """
 
 from __future__ import annotations
@@ -34,20 +36,21 @@ import dataclasses
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
 
+from ..bench.workload import NODE_CAPACITY, pause_container
 from .client import ApiError, ApiUnreachable, KubeConfig
 
 __all__ = [
-    "PAUSE_IMAGE",
     "WORKLOADS",
     "Api",
     "BoundWatch",
     "PodSet",
     "Timing",
+    "WatchClient",
     "Workload",
     "create_and_wait",
     "create_cluster",
@@ -56,12 +59,15 @@ __all__ = [
     "pod_manifest",
 ]
 
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 NODE_PREFIX = "scheduler-perf-"
 #: Requests in flight while creating objects: enough to keep the API server busy on two cores.
 CONCURRENCY = 24
+#: Seconds the API server keeps a watch of :class:`BoundWatch` open before the watch is started again.
+WATCH_SECONDS = 1800
+#: Times in a row a broken watch is resumed before :class:`BoundWatch` gives up on it.
+WATCH_RESUMES = 10
 
 
 # ---- the harness's own client -----------------------------------------------------------------------
@@ -138,22 +144,15 @@ class Api:
 
 
 def node_manifest(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """scheduler_perf's ``node-default.yaml`` as ``createNodes`` makes it: the hostname label, and
+    """scheduler_perf's ``node-default.yaml`` as ``createNodes`` makes it: the hostname label, Ready, and
     allocatable = capacity (no kubelet here to report it)."""
-    capacity = {"pods": "110", "cpu": "4", "memory": "32Gi"}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {**(labels or {}), HOSTNAME_LABEL: name}},
         "spec": {},
-        "status": {"capacity": capacity, "allocatable": dict(capacity),
+        "status": {"capacity": dict(NODE_CAPACITY), "allocatable": dict(NODE_CAPACITY),
                    "conditions": [{"type": "Ready", "status": "True"}], "phase": "Running"},
     }
-
-
-def _container() -> dict[str, Any]:
-    resources = {"cpu": "100m", "memory": "500Mi"}
-    return {"name": "pause", "image": PAUSE_IMAGE, "ports": [{"containerPort": 80}],
-            "resources": {"limits": dict(resources), "requests": dict(resources)}}
 
 
 def pod_manifest(name: str, namespace: str, scheduler: str, *, labels: dict[str, str] | None = None,
@@ -163,7 +162,7 @@ def pod_manifest(name: str, namespace: str, scheduler: str, *, labels: dict[str,
     if labels:
         meta["labels"] = dict(labels)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"schedulerName": scheduler, "containers": [_container()], **spec}}
+            "spec": {"schedulerName": scheduler, "containers": [pause_container()], **spec}}
 
 
 def _term(color: str, key: str, namespaces: list[str]) -> dict[str, Any]:
@@ -327,16 +326,29 @@ async def create_pods(client: Api, manifests: list[dict[str, Any]], concurrency:
 # ---- watching ------------------------------------------------------------------------------------
 
 
+class WatchClient(Protocol):
+    """The requests :class:`BoundWatch` makes: the harness's :class:`Api`, or the
+    :class:`~framework.kube.client.ApiClient` of the ``apiserver`` benchmark's watcher."""
+
+    async def request(self, method: str, path: str, /, *, verb: str, resource: str,
+                      params: dict[str, str] | None = None) -> Any: ...
+
+    def watch(self, path: str, rv: str, /, *, resource: str,
+              timeout_seconds: int = ...) -> AsyncGenerator[tuple[str, dict[str, Any]], None]: ...
+
+
 @dataclass
 class BoundWatch:
     """Pods of ``namespace`` seen bound (``spec.nodeName`` set) on a watch, with when and where.
 
     ``start()`` watches from the namespace's current resourceVersion (``fieldSelector=spec.nodeName!=``:
     a pod enters the watch when it is bound), so only pods bound from then on are seen; ``wait(names,
-    timeout)`` returns once every named pod was seen bound.
+    timeout)`` returns once every named pod was seen bound. A watch the server ends is started again
+    from where it was, and so is one whose connection broke (up to :data:`WATCH_RESUMES` times in a row);
+    any other failure is raised by ``wait``.
     """
 
-    client: Api
+    client: WatchClient
     namespace: str
     #: pod name -> (monotonic time first seen bound, node)
     bound: dict[str, tuple[float, str]] = field(default_factory=dict)
@@ -363,14 +375,22 @@ class BoundWatch:
 
     async def _run(self, rv: str) -> None:
         path = f"{self._path}?fieldSelector=spec.nodeName%21%3D"
+        broken = 0
         try:
             while True:
-                events = self.client.watch(path, rv, resource="pods")
-                async with contextlib.aclosing(events):
-                    async for kind, obj in events:
-                        rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                        if kind in ("ADDED", "MODIFIED"):
-                            self._seen(obj, time.monotonic())
+                events = self.client.watch(path, rv, resource="pods", timeout_seconds=WATCH_SECONDS)
+                try:
+                    async with contextlib.aclosing(events):
+                        async for kind, obj in events:
+                            broken = 0
+                            rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                            if kind in ("ADDED", "MODIFIED"):
+                                self._seen(obj, time.monotonic())
+                except ApiUnreachable:
+                    broken += 1
+                    if broken > WATCH_RESUMES:
+                        raise
+                    await asyncio.sleep(0.2)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # reported by wait()
