@@ -258,79 +258,124 @@ def _shown_events(cluster: LocalCluster, pod: str) -> list[str]:
 
 async def run(nodes: int, pods: int, *, seed: int = 7, labelled: int = 60, provisioned: int = 12,
               timeout: float = 300.0) -> DemoResult:
-    """The demo (see the module docstring); what it found."""
+    """The demo (see the module docstring); what it found. Each process it starts is stopped before it
+    returns or raises, the last started first."""
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="outrigger-demo-cluster-") as tmp:
         work = Path(tmp)
-        cluster = await asyncio.to_thread(LocalCluster.start, work / "cluster", bin_dir=bin_dir())
-        sidecars = Sidecars()
-        framework: Framework | None = None
-        watcher: asyncio.Task[None] | None = None
-        admin = ApiClient(KubeConfig.from_file(cluster.admin_kubeconfig), qps=-1, burst=0)
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            cluster = await asyncio.to_thread(LocalCluster.start, work / "cluster", bin_dir=bin_dir())
+            stack.push_async_callback(asyncio.to_thread, cluster.stop)
             print(f"local cluster: etcd and kube-apiserver at {cluster.server} ({work / 'cluster'})", flush=True)
-            await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(DEPLOY / "namespace.yaml"),
-                                    "-f", str(DEPLOY / "rbac.yaml"))
-            kubeconfig = await asyncio.to_thread(cluster.service_account_kubeconfig, "outrigger", "outrigger")
-            endpoints = await asyncio.to_thread(sidecars.start)
-            print("plugin hosts (sidecars): " + ", ".join(f"{n} at {a}" for n, a in sidecars.addresses.items()),
-                  flush=True)
-            del endpoints
-            config, plugins = work / "scheduler.yaml", work / "remote-plugins.yaml"
-            (work / "volumes").mkdir()
-            config.write_text(scheduler_config(work / "volumes"))
-            plugins.write_text(remote_plugins(sidecars.addresses))
-            framework = Framework([sys.executable, "-m", "framework.cli", "serve", "--kubeconfig", str(kubeconfig),
-                                   "--config", str(config), "--plugins", str(plugins), "--listen", "127.0.0.1:0",
-                                   "--secure-port", "0"], work / "outrigger.log")
-            await framework.start(STARTUP_SECONDS)
-            print("outrigger serve --kubeconfig (ServiceAccount outrigger/outrigger, its log in "
-                  f"{framework.log.name}):", flush=True)
-            for line in framework.lines:
-                if line.startswith(("outrigger framework", "in sync")):
-                    print(f"  {line}", flush=True)
+            await _start_outrigger(stack, cluster, work)
+            await _apply_nodes(cluster, work, nodes, rng)
+            workload = await _prepare_workload(cluster, work, generate_workload(pods, rng)
+                                               + generate_jobs(rng, labelled, provisioned))
+            outcome = await _watch(stack, cluster)
+            settled, seconds = await _apply_pods(cluster, work, workload, outcome, timeout)
+            await _show(cluster, outcome, len(workload))
+            result = _result(workload, outcome, seconds, settled)
+    _print_summary(result)
+    return result
 
-            node_objects = generate_cluster(nodes, rng)
-            await asyncio.to_thread(_kubectl_apply, cluster, node_objects, "nodes", work)
-            print(f"kubectl apply: {nodes} nodes in 3 zones (a tainted GPU pool, a few cordoned)", flush=True)
-            await asyncio.to_thread(cluster.kubectl, "create", "namespace", NAMESPACE)
-            workload = generate_workload(pods, rng) + generate_jobs(rng, labelled, provisioned)
-            for pod in workload:
-                pod["metadata"]["namespace"] = NAMESPACE
-            await asyncio.to_thread(_kubectl_apply, cluster, priority_classes(workload), "priorityclasses", work)
-            outcome = Outcome(admin)
-            watcher = asyncio.get_running_loop().create_task(outcome.follow())
-            started = time.monotonic()
-            await asyncio.to_thread(_kubectl_apply, cluster, workload, "pods", work)
-            remote = sum(1 for p in workload if p["spec"].get("schedulerName") == REMOTE_PROFILE)
-            print(f"kubectl apply: {len(workload)} pods ({remote} for {REMOTE_PROFILE}: gangs, node labels, "
-                  "volumes)", flush=True)
-            settled = await outcome.settle(len(workload), started + timeout)
-            last = max((t for _, t in outcome.bound.values()), default=started)
-            wide = await asyncio.to_thread(cluster.kubectl, "get", "pods", "-n", NAMESPACE, "-o", "wide")
-            rows = sample_rows(wide.stdout.splitlines())
-            print(f"\n$ kubectl get pods -n {NAMESPACE} -o wide   ({len(rows) - 1} of {len(workload)} rows: "
-                  f"the first {ROWS_PER_KIND} of each kind of pod)")
-            print("\n".join(rows))
-            for name in ("gang-train-0", next((n for n in sorted(outcome.unschedulable) if n.startswith("huge")), "")):
-                if name:
-                    print(f"\n$ kubectl describe pod {name} -n {NAMESPACE}   (its events)")
-                    print("\n".join(await asyncio.to_thread(_shown_events, cluster, name)))
-            reasons = collections.Counter(outcome.unschedulable.values())
-            gangs = collections.Counter(p["metadata"]["name"].rsplit("-", 1)[0] for p in workload
-                                        if p["metadata"]["name"].startswith("gang-"))
-            placed = collections.Counter(n.rsplit("-", 1)[0] for n in outcome.bound if n.startswith("gang-"))
-            result = DemoResult(len(workload), len(outcome.bound), dict(reasons), last - started, settled,
-                                {g: (placed.get(g, 0), n) for g, n in sorted(gangs.items())})
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-                await asyncio.gather(watcher, return_exceptions=True)
-            await admin.close()
-            if framework is not None:
-                await framework.stop()
-            await asyncio.to_thread(sidecars.stop)
-            await asyncio.to_thread(cluster.stop)
+
+async def _start_outrigger(stack: contextlib.AsyncExitStack, cluster: LocalCluster, work: Path) -> None:
+    """deploy/kubernetes' namespace and RBAC, the example plugins as sidecars, and ``outrigger serve
+    --kubeconfig`` with the ServiceAccount's token, in sync with the cluster; both stopped with ``stack``."""
+    await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(DEPLOY / "namespace.yaml"),
+                            "-f", str(DEPLOY / "rbac.yaml"))
+    kubeconfig = await asyncio.to_thread(cluster.service_account_kubeconfig, "outrigger", "outrigger")
+    sidecars = Sidecars()
+    stack.push_async_callback(asyncio.to_thread, sidecars.stop)
+    await asyncio.to_thread(sidecars.start)
+    print("plugin hosts (sidecars): " + ", ".join(f"{n} at {a}" for n, a in sidecars.addresses.items()),
+          flush=True)
+    config, plugins = work / "scheduler.yaml", work / "remote-plugins.yaml"
+    (work / "volumes").mkdir()
+    config.write_text(scheduler_config(work / "volumes"))
+    plugins.write_text(remote_plugins(sidecars.addresses))
+    framework = Framework([sys.executable, "-m", "framework.cli", "serve", "--kubeconfig", str(kubeconfig),
+                           "--config", str(config), "--plugins", str(plugins), "--listen", "127.0.0.1:0",
+                           "--secure-port", "0"], work / "outrigger.log")
+    stack.push_async_callback(framework.stop)
+    await framework.start(STARTUP_SECONDS)
+    print("outrigger serve --kubeconfig (ServiceAccount outrigger/outrigger, its log in "
+          f"{framework.log.name}):", flush=True)
+    for line in framework.lines:
+        if line.startswith(("outrigger framework", "in sync")):
+            print(f"  {line}", flush=True)
+
+
+async def _apply_nodes(cluster: LocalCluster, work: Path, nodes: int, rng: random.Random) -> None:
+    """``make demo``'s cluster, and the namespace of the pods."""
+    node_objects = generate_cluster(nodes, rng)
+    await asyncio.to_thread(_kubectl_apply, cluster, node_objects, "nodes", work)
+    print(f"kubectl apply: {nodes} nodes in 3 zones (a tainted GPU pool, a few cordoned)", flush=True)
+    await asyncio.to_thread(cluster.kubectl, "create", "namespace", NAMESPACE)
+
+
+async def _prepare_workload(cluster: LocalCluster, work: Path,
+                            workload: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``make demo``'s pods in the demo namespace, with the PriorityClasses they name applied."""
+    for pod in workload:
+        pod["metadata"]["namespace"] = NAMESPACE
+    await asyncio.to_thread(_kubectl_apply, cluster, priority_classes(workload), "priorityclasses", work)
+    return workload
+
+
+async def _watch(stack: contextlib.AsyncExitStack, cluster: LocalCluster) -> Outcome:
+    """The pods of the demo namespace, followed from now on (until ``stack`` closes)."""
+    admin = ApiClient(KubeConfig.from_file(cluster.admin_kubeconfig), qps=-1, burst=0)
+    stack.push_async_callback(admin.close)
+    outcome = Outcome(admin)
+    watcher = asyncio.get_running_loop().create_task(outcome.follow())
+
+    async def stop() -> None:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+
+    stack.push_async_callback(stop)
+    return outcome
+
+
+async def _apply_pods(cluster: LocalCluster, work: Path, workload: list[dict[str, Any]], outcome: Outcome,
+                      timeout: float) -> tuple[bool, float]:
+    """Every pod in one ``kubectl apply``, then until each is bound or unschedulable: whether all were
+    before ``timeout``, and the seconds from the apply to the last binding the watch saw."""
+    started = time.monotonic()
+    await asyncio.to_thread(_kubectl_apply, cluster, workload, "pods", work)
+    remote = sum(1 for p in workload if p["spec"].get("schedulerName") == REMOTE_PROFILE)
+    print(f"kubectl apply: {len(workload)} pods ({remote} for {REMOTE_PROFILE}: gangs, node labels, "
+          "volumes)", flush=True)
+    settled = await outcome.settle(len(workload), started + timeout)
+    last = max((t for _, t in outcome.bound.values()), default=started)
+    return settled, last - started
+
+
+async def _show(cluster: LocalCluster, outcome: Outcome, total: int) -> None:
+    """The first rows of ``kubectl get pods -o wide``, and the events of a gang member and of a pod
+    that fits nowhere."""
+    wide = await asyncio.to_thread(cluster.kubectl, "get", "pods", "-n", NAMESPACE, "-o", "wide")
+    rows = sample_rows(wide.stdout.splitlines())
+    print(f"\n$ kubectl get pods -n {NAMESPACE} -o wide   ({len(rows) - 1} of {total} rows: "
+          f"the first {ROWS_PER_KIND} of each kind of pod)")
+    print("\n".join(rows))
+    for name in ("gang-train-0", next((n for n in sorted(outcome.unschedulable) if n.startswith("huge")), "")):
+        if name:
+            print(f"\n$ kubectl describe pod {name} -n {NAMESPACE}   (its events)")
+            print("\n".join(await asyncio.to_thread(_shown_events, cluster, name)))
+
+
+def _result(workload: Sequence[dict[str, Any]], outcome: Outcome, seconds: float, settled: bool) -> DemoResult:
+    reasons = collections.Counter(outcome.unschedulable.values())
+    gangs = collections.Counter(p["metadata"]["name"].rsplit("-", 1)[0] for p in workload
+                                if p["metadata"]["name"].startswith("gang-"))
+    placed = collections.Counter(n.rsplit("-", 1)[0] for n in outcome.bound if n.startswith("gang-"))
+    return DemoResult(len(workload), len(outcome.bound), dict(reasons), seconds, settled,
+                      {g: (placed.get(g, 0), n) for g, n in sorted(gangs.items())})
+
+
+def _print_summary(result: DemoResult) -> None:
     print(f"\npods: {result.total}   bound: {result.bound}   unschedulable: {sum(result.unschedulable.values())}")
     for reason, count in sorted(result.unschedulable.items(), key=lambda kv: -kv[1]):
         print(f"  {count:5d} x {reason}")
@@ -340,7 +385,6 @@ async def run(nodes: int, pods: int, *, seed: int = 7, labelled: int = 60, provi
     print(f"throughput: {rate:.0f} pods/s bound ({result.seconds:.2f}s from kubectl apply to the last binding "
           "a watch saw; kubectl creates the pods one at a time)")
     print("stopped: outrigger, the plugin hosts, kube-apiserver and etcd")
-    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
