@@ -24,6 +24,8 @@ from clients import Event, EventType, ObjectRef, SchedulerClient, Status
 from clients.describe import event_rows, qos_class
 from clients.printers import TabWriter, human_duration
 from framework import cli
+from framework.cli import apply as cli_apply
+from framework.cli import get as cli_get
 from framework.cli import main
 from framework.progress import ProgressBar
 
@@ -341,7 +343,7 @@ def test_commands_print_exact_output(served: tuple[str, Path], capsys: pytest.Ca
                                      want: str | tuple[str, str]) -> None:
     """``want``: what is printed (or what is printed and what goes to stderr)."""
     address, tmp = served
-    monkeypatch.setattr(cli, "clock", lambda: FIVE_MINUTES_LATER)
+    monkeypatch.setattr(cli_get, "clock", lambda: FIVE_MINUTES_LATER)
     argv = [a.replace("{tmp}", str(tmp)) for a in argv]
     out, err = want if isinstance(want, tuple) else (want, "")
     assert run_cli(capsys, *argv, "--server", address) == (0, out, err)
@@ -625,7 +627,7 @@ Events:              <none>
 """),
     ]
     for argv, now, want in cases:
-        monkeypatch.setattr(cli, "clock", lambda now=now: now)
+        monkeypatch.setattr(cli_get, "clock", lambda now=now: now)
         assert run_cli(capsys, *argv, "--server", address) == (0, want, ""), argv
 
 
@@ -640,7 +642,7 @@ def test_get_watch_prints_the_list_then_each_change_until_the_request_timeout(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """``get pods -w``: kubectl's rows for the list, then one per change (widths remembered, as kubectl's
     printer does, so a wider cell shifts its row), until --request-timeout ends the watch."""
-    monkeypatch.setattr(cli, "clock", lambda: FIVE_MINUTES_LATER)
+    monkeypatch.setattr(cli_get, "clock", lambda: FIVE_MINUTES_LATER)
     gated = {"apiVersion": "v1", "kind": "Pod",
              "metadata": {"name": "gated", "labels": {"app": "web"}, "creationTimestamp": CREATED},
              "spec": {"schedulingGates": [{"name": "wait"}], "containers": [{"name": "c"}, {"name": "d"}]}}
@@ -696,7 +698,7 @@ def test_apply_wait_and_delete_with_progress_on_a_terminal(capsys: pytest.Captur
              "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}} for i in range(3)]
     (tmp_path / "nodes.yaml").write_text(SERVED.split("---\n")[0])
     (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
-    monkeypatch.setattr(cli, "APPLY_CHUNK", 2)  # 4 objects are sent in two parts: the bar moves twice
+    monkeypatch.setattr(cli_apply, "APPLY_CHUNK", 2)  # 4 objects are sent in two parts: the bar moves twice
     with FrameworkThread() as fw:
         tty = TTY()
         monkeypatch.setattr(sys, "stderr", tty)

@@ -1,0 +1,66 @@
+"""How an ``outrigger`` subcommand is made: registered with :func:`command` (its flags, its run function
+and the examples its ``--help`` shows), raising :class:`UserError` for a mistake in what it was given,
+and running its asynchronous work with :func:`run_async`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pluginhost.errors import OutriggerError
+
+__all__ = ["COMMANDS", "Command", "UserError", "command", "run_async"]
+
+
+class UserError(OutriggerError):
+    """A mistake in the command line or its inputs: printed as one line, exit code 1."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``outrigger`` subcommand: its flags (``arguments``), what it does (``run``) and the examples
+    its ``--help`` shows."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    examples: str = ""
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None],
+            examples: str = "") -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Register a subcommand (in definition order)::
+
+        def _hello_args(p: argparse.ArgumentParser) -> None:
+            add_server(p)
+
+        @command("hello", "say hello to the framework", _hello_args, examples="outrigger hello")
+        def cmd_hello(args: argparse.Namespace) -> int:
+            ...
+    """
+
+    def register(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        if name in COMMANDS:
+            raise ValueError(f"command {name!r} is registered twice")
+        COMMANDS[name] = Command(name, help, arguments, fn, examples)
+        return fn
+
+    return register
+
+
+
+def run_async(coro: Any) -> Any:
+    """Run a command's coroutine to its end, on uvloop."""
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but keep the CLI usable without it
+        return asyncio.run(coro)

@@ -1,0 +1,125 @@
+"""``outrigger serve``, the framework service (on the embedded store or a live cluster), and
+``outrigger plugin serve``, a plugin host beside it."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..observe.serving import add_serving_flags
+from ..security import add_plugin_host_flags, add_server_flags, server_tls
+from .configfiles import remote_endpoints, scheduler_config
+from .flags import DEFAULT_SERVER
+from .registry import UserError, command, run_async
+
+__all__ = ["cmd_plugin", "cmd_serve"]
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
+    p.add_argument("--listen", default=DEFAULT_SERVER, help=f"address to serve on (default {DEFAULT_SERVER})")
+    p.add_argument("--plugins", metavar="FILE", help="RemotePlugins document: remote plugin endpoints")
+    p.add_argument("--advertise", metavar="ADDR",
+                   help="address plugin hosts use to reach this framework (default: the bound address)")
+    p.add_argument("--http", metavar="ADDR",
+                   help="also serve the secure port's endpoints over plain HTTP on ADDR, without TLS or "
+                        "authentication: for local use (a loopback address)")
+    p.add_argument("--debug-scores", type=int, default=0, metavar="N",
+                   help="log (and keep) the top N nodes' per-plugin scores of each pod (0: off; switchable "
+                        "over HTTP)")
+    p.add_argument("--trace-exporter", metavar="NAMES",
+                   help="otlp, console or none, comma-separated (default: $OTEL_TRACES_EXPORTER, else none)")
+    p.add_argument("--otlp-endpoint", metavar="URL",
+                   help="OTLP/gRPC collector (default: $OTEL_EXPORTER_OTLP_ENDPOINT, else localhost:4317)")
+    p.add_argument("--service-name", help="service.name of the spans (default: $OTEL_SERVICE_NAME, else "
+                                          "outrigger-framework)")
+    p.add_argument("--trace-sampler", help="default: $OTEL_TRACES_SAMPLER, else parentbased_always_on")
+    p.add_argument("--trace-sampler-arg", help="the ratio of *traceidratio samplers ($OTEL_TRACES_SAMPLER_ARG)")
+    p.add_argument("--trace-store", type=int, metavar="N",
+                   help="keep the last N traces in process for `outrigger trace` (turns tracing on)")
+    p.add_argument("--kubeconfig", metavar="PATH",
+                   help="schedule the Kubernetes cluster of this kubeconfig (default: the configuration's "
+                        "clientConnection.kubeconfig; without either, the embedded store)")
+    p.add_argument("--in-cluster", action="store_true",
+                   help="schedule the cluster this pod runs in, with its service account")
+    add_server_flags(p, "clients and plugin hosts")
+    add_serving_flags(p)
+
+
+@command("serve", "run the framework service", _serve_args, examples="""\
+  outrigger serve                                   # kube-scheduler's default profile on 127.0.0.1:50051
+  outrigger serve --config scheduler.yaml --listen 0.0.0.0:50051
+  outrigger serve --config scheduler.yaml --plugins remote-plugins.yaml
+  outrigger serve --http 127.0.0.1:10251 --trace-store 1000 --debug-scores 5
+  outrigger serve --bind-address 0.0.0.0 --token-auth-file tokens.csv   # HTTPS on 10259 (docs/security.md)
+  outrigger serve --config scheduler.yaml --kubeconfig ~/.kube/config   # a live cluster (docs/kubernetes.md)
+  OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 outrigger serve""")
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ..observability import ObservabilityConfig
+    from ..observe.serving import ServingConfigError, serving_config
+    from ..service import serve
+    from ..tracing import TracingConfig, TracingConfigError
+
+    endpoints = remote_endpoints(args.plugins)
+    try:
+        tracing = TracingConfig.from_env(
+            exporters=args.trace_exporter, endpoint=args.otlp_endpoint, service_name=args.service_name,
+            sampler=args.trace_sampler, sampler_arg=args.trace_sampler_arg, store=args.trace_store,
+        )
+    except TracingConfigError as exc:
+        raise UserError(str(exc)) from None
+    if args.debug_scores < 0:
+        raise UserError(f"--debug-scores must be >= 0, got {args.debug_scores}")
+    from ..kube.client import KubeConfigError
+    from ..kube.serve import serve_cluster
+    from ..kube.settings import configured_kubeconfig
+
+    kubeconfig = args.kubeconfig or configured_kubeconfig(args.config)
+    try:
+        secure = serving_config(args, kubeconfig)  # delegates to the cluster it schedules
+    except ServingConfigError as exc:
+        raise UserError(str(exc)) from None
+    obs = ObservabilityConfig(tracing=tracing if tracing.enabled else None, http=args.http,
+                              debug_scores=args.debug_scores, secure=secure)
+    try:
+        if kubeconfig or args.in_cluster:
+            run_async(serve_cluster(lambda registry: scheduler_config(args.config, registry), args.listen,
+                                    endpoints, args.advertise, obs, tls=server_tls(args), kubeconfig=kubeconfig,
+                                    in_cluster=args.in_cluster, config_file=args.config))
+        else:
+            run_async(serve(lambda registry: scheduler_config(args.config, registry), args.listen, endpoints,
+                            args.advertise, obs, tls=server_tls(args)))
+    except (OSError, KubeConfigError, ServingConfigError) as exc:
+        raise UserError(str(exc)) from None
+    return 0
+
+
+def _plugin_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="plugin_command", required=True, metavar="COMMAND")
+    ps = sub.add_parser("serve", help="serve plugin classes over gRPC",
+                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""examples:
+  outrigger plugin serve pluginhost.examples.coscheduling:Coscheduling --listen 127.0.0.1:50061
+  outrigger plugin serve mypackage.plugins:PLUGINS --framework 127.0.0.1:50051""")
+    ps.add_argument("target", metavar="MODULE:ATTR", help="a plugin class, or a list of them (or a function)")
+    ps.add_argument("--listen", default="127.0.0.1:50061", help="address to serve on (default 127.0.0.1:50061)")
+    ps.add_argument("--framework", metavar="ADDR",
+                    help="the framework's address (default: the one it announces when it connects)")
+    add_server_flags(ps, "the framework")
+    add_plugin_host_flags(ps)
+
+
+@command("plugin", "host plugins for a framework (a sidecar)", _plugin_args, examples="""\
+  outrigger plugin serve pluginhost.examples.coscheduling:Coscheduling --listen 127.0.0.1:50061""")
+def cmd_plugin(args: argparse.Namespace) -> int:
+    from pluginhost.definition import PluginDefinitionError
+    from pluginhost.host import load_plugins, serve
+
+    from ..security import plugin_host_security
+
+    try:
+        plugins = load_plugins(args.target)
+        serve(plugins, args.listen, args.framework, **plugin_host_security(args))
+    except PluginDefinitionError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"cannot serve on {args.listen}: {exc}") from None
+    return 0
