@@ -52,7 +52,9 @@ from .queue import GATED
 from .remote import EndpointConfig, RemotePlugins
 from .remote.services import FrameworkServices, waiting_pod_to_proto
 from .reservations import is_reserve_pod
-from .scheduler import (
+from .scheduler import Scheduler
+from .scheduler.explain import explain_pod
+from .scheduler.records import (
     BOUND,
     EV_APPLIED,
     EV_BOUND,
@@ -65,8 +67,6 @@ from .scheduler import (
     ApplyResult,
     Event,
     PodRecord,
-    Scheduler,
-    explain_pod,
 )
 from .whatif import with_node_pods
 

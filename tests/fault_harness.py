@@ -41,7 +41,7 @@ from test_remote_harness import HostProcess, endpoint, remote_rig
 
 from framework.config import load_config
 from framework.remote import EndpointConfig
-from framework.scheduler import EV_BOUND, EV_ERROR
+from framework.scheduler.records import EV_BOUND, EV_ERROR
 from pluginhost.manifest import parse_objects
 from pluginhost.model import Node, Pod
 

@@ -21,7 +21,8 @@ from framework.plugins.defaultpreemption import (
 )
 from framework.plugins.noderesources import PluginArgsError
 from framework.profiles import build_registry, default_scheduler_config
-from framework.scheduler import EV_DELETED, EV_NOMINATED, EV_PREEMPTED, ApplyResult, Scheduler
+from framework.scheduler import ApplyResult, Scheduler
+from framework.scheduler.records import EV_DELETED, EV_NOMINATED, EV_PREEMPTED
 from pluginhost.manifest import ManifestError, node_from_dict, parse_objects, pdb_from_dict, pod_from_dict
 from pluginhost.model import LabelSelector, PodDisruptionBudget
 

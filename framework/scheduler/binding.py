@@ -1,0 +1,70 @@
+"""The binding cycle (kube-scheduler's ``bindingCycle``): PreBindPreFlight, the wait at Permit, PreBind,
+Bind and PostBind for a pod its scheduling cycle assumed on a node; on failure the pod's reservations
+are undone and it is requeued."""
+
+from __future__ import annotations
+
+import logging
+
+from pluginhost.model import Pod
+from pluginhost.plugin import ActionType, ClusterEvent, CycleState, QueuedPodInfo
+from pluginhost.status import Status
+
+from ..runtime import Framework
+from .failure import FailureHandling
+from .records import BINDING
+
+__all__ = ["BindingCycle"]
+
+log = logging.getLogger("outrigger.scheduler")
+
+
+class BindingCycle(FailureHandling):
+    """A pod's binding cycle, run as its own task once its scheduling cycle has reserved a node."""
+
+    async def _binding_cycle(
+        self, fwk: Framework, state: CycleState, info: QueuedPodInfo, assumed: Pod, host: str
+    ) -> None:
+        pod = assumed
+        try:
+            # Which PreBind plugins have work for the pod: those answering Skip are not called at PreBind.
+            status = await fwk.run_pre_bind_pre_flights(state, pod, host)
+            if status.is_skip or status.ok:
+                status = await fwk.wait_on_permit(pod)
+            else:
+                self._drop_waiting(pod, status)
+            # Only a Permit rejection names the plugins that may requeue the pod (kube-scheduler's
+            # FitError in bindingCycle); PreBind/Bind failures have no rejector and retry after backoff.
+            rejectors = {status.plugin} if status.is_rejected and status.plugin else set()
+            rec = self.pods.get(pod.uid)
+            if rec is not None and status.ok:
+                rec.phase = BINDING
+            if status.ok:
+                status = await fwk.run_pre_bind(state, pod, host)
+            if status.ok:
+                status = await fwk.run_bind(state, pod, host)
+            if status.ok:
+                self.cache.finish_binding(pod.uid)
+                self.queue.done(pod.uid)
+                self.source.scheduled(pod, host)
+                await fwk.run_post_bind(state, pod, host)
+                return
+            await fwk.run_unreserve(state, pod, host)
+            self.cache.forget_pod(pod.uid)
+            self._fail(info, status, rejectors)
+            # The pod's resources are free again: other pods waiting for room may fit now.
+            self._cluster_event(ClusterEvent("Pod", ActionType.Delete), pod, None, exclude=pod.uid)
+        except Exception as exc:
+            log.exception("binding cycle of %s failed", pod.key)
+            await fwk.run_unreserve(state, pod, host)
+            self.cache.forget_pod(pod.uid)
+            self._fail(info, Status.failure(f"binding cycle failed: {exc}", error=exc), set())
+        finally:
+            self._free_state(state.cycle_id)
+
+    def _drop_waiting(self, pod: Pod, status: Status) -> None:
+        """A binding cycle that fails before it waits at Permit stops the pod's wait (its timers too)."""
+        waiting = self.waiting_pods.get(pod.uid)
+        if waiting is not None:
+            waiting.reject(status.plugin, status.message())
+            self.waiting_pods.remove(pod.uid)

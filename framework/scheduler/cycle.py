@@ -1,0 +1,294 @@
+"""The scheduling cycle (kube-scheduler's ``schedule_one.go``): PreFilter, Filter (the nominated node
+first, pods nominated to a node counted on it), PostFilter when no node fits, Score, then Reserve and
+Permit on the chosen node before the binding cycle starts; and kube-scheduler's fit error text."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import time
+
+import numpy as np
+
+from pluginhost.model import Pod
+from pluginhost.plugin import CycleState, NodeBatch, PostFilterResult, PreFilterResult, QueuedPodInfo
+from pluginhost.snapshot import Snapshot
+from pluginhost.status import SUCCESS, Code, Status
+from pluginhost.view import VIEW_STATE_KEY
+
+from ..outcomes import Diagnosis, IntArray, num_feasible_nodes_to_find
+from ..runtime import Framework
+from .binding import BindingCycle
+from .records import BINDING, WAITING
+
+__all__ = ["NO_NODES_MSG", "POD_VIEW_KEY", "SchedulingCycle", "filter_candidates", "fit_error_message"]
+
+log = logging.getLogger("outrigger.scheduler")
+
+NO_NODES_MSG = "no nodes available to schedule pods"
+# CycleState key of the pod as the cycle's transformers made it look (absent: no PreFilter transformer).
+POD_VIEW_KEY = "outrigger.io/pod-view"
+
+
+def fit_error_message(num_nodes: int, diagnosis: Diagnosis) -> str:
+    """kube-scheduler's FitError text: "0/3 nodes are available: 1 Insufficient cpu, 2 ..."."""
+    msg = f"0/{num_nodes} nodes are available:"
+    if diagnosis.pre_filter_msg:
+        msg += f" {diagnosis.pre_filter_msg}."
+    else:
+        counts: collections.Counter[str] = collections.Counter()
+        for status in diagnosis.node_to_status.statuses.values():
+            counts.update(status.reasons)
+        if diagnosis.absent_nodes:
+            counts.update({reason: diagnosis.absent_nodes for reason in diagnosis.node_to_status.absent.reasons})
+        if counts:
+            msg += " " + ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items())) + "."
+    if diagnosis.post_filter_msg:
+        # Appended as it is: preemption's own message already ends its sentence.
+        msg += f" {diagnosis.post_filter_msg}"
+    return msg
+
+
+def filter_candidates(snapshot: Snapshot, pre: PreFilterResult | None, diagnosis: Diagnosis) -> IntArray:
+    """The rows Filter walks, in node-tree order: all nodes, or those a PreFilter result kept (the
+    others take kube-scheduler's "node(s) didn't satisfy plugin(s) [...]" status, naming the plugins
+    that narrowed the nodes)."""
+    order = snapshot.table.order
+    if pre is None or pre.node_names is None:
+        return order
+    keep = np.zeros(len(snapshot), dtype=np.bool_)
+    for name in pre.node_names:
+        row = snapshot.row(name)
+        if row is not None:
+            keep[row] = True
+    candidates = order[keep[order]]
+    diagnosis.absent_nodes = len(snapshot) - int(candidates.shape[0])
+    narrowed = " ".join(sorted(diagnosis.unschedulable_plugins))
+    diagnosis.node_to_status.absent = Status(
+        Code.UnschedulableAndUnresolvable, (f"node(s) didn't satisfy plugin(s) [{narrowed}]",)
+    )
+    return candidates
+
+
+
+class SchedulingCycle(BindingCycle):
+    """One pod's scheduling cycle (kube-scheduler's ``schedulingCycle`` and ``schedulePod``)."""
+
+    async def schedule_one(self, info: QueuedPodInfo) -> None:
+        pod = info.pod
+        rec = self.pods.get(pod.uid)
+        fwk = self.profiles.get(pod.scheduler_name)
+        if rec is None or fwk is None or rec.pod.node_name:
+            self.queue.done(pod.uid)
+            return
+        started = time.perf_counter()
+        rec.attempts = info.attempts
+        self.stats.attempts += 1
+        snapshot = self.cache.snapshot()
+        self.current_snapshot = snapshot
+        cycle_id = f"{pod.uid}:{info.attempts}:{next(self._cycle_ids)}"
+        state = CycleState(cycle_id, snapshot, info.attempts)
+        self.cycle_states[cycle_id] = state
+        if fwk.before_cycle_plugins:
+            await self._look_ahead(fwk, pod, snapshot)
+        diagnosis = Diagnosis()
+        host: str | None
+        try:
+            host, status = await self._schedule_pod(fwk, state, pod, snapshot, diagnosis)
+        except Exception as exc:
+            log.exception("scheduling cycle of %s failed", pod.key)
+            host, status = None, Status.failure(f"scheduling cycle failed: {exc}", error=exc)
+        if host is None:
+            nominating: str | None = ""  # kube-scheduler's clearNominatedNode, unless PostFilter says otherwise
+            # PostFilter (preemption) runs for a pod that fits no node, not when there are no nodes.
+            if status.is_rejected and fwk.post_filter_plugins and status.reasons != (NO_NODES_MSG,):
+                result, pf = await self._post_filter(fwk, state, pod, snapshot, diagnosis)
+                nominating = None if result is None else result.nominated_node_name
+                if not pf.ok and pf.reasons:
+                    diagnosis.post_filter_msg = pf.message()
+                if status.reasons and status.reasons[0].startswith("0/"):
+                    status = Status(status.code, (fit_error_message(len(snapshot), diagnosis),), status.plugin)
+            self._free_state(cycle_id)
+            self._fail(info, status, diagnosis.unschedulable_plugins | diagnosis.pending_plugins, nominating)
+            self.stats.attempt_seconds.append(time.perf_counter() - started)
+            return
+        if self.cache.node_of(pod.uid) is not None:
+            # Bound by another scheduler while its cycle ran (a source's informer placed it).
+            self._free_state(cycle_id)
+            self.queue.done(pod.uid)
+            return
+        assumed = dataclasses.replace(pod, node_name=host)
+        self.cache.assume_pod(assumed, host)
+        status = await fwk.run_reserve(state, assumed, host)
+        if status.ok:
+            status = await fwk.run_permit(state, assumed, host)
+        if not status.ok and status.code is not Code.Wait:
+            await fwk.run_unreserve(state, assumed, host)
+            self.cache.forget_pod(pod.uid)
+            self._free_state(cycle_id)
+            self._fail(info, status, {status.plugin} if status.plugin else set())
+            self.stats.attempt_seconds.append(time.perf_counter() - started)
+            return
+        self.stats.scheduled += 1
+        rec.phase = WAITING if status.code is Code.Wait else BINDING
+        self.stats.attempt_seconds.append(time.perf_counter() - started)
+        task = asyncio.get_running_loop().create_task(self._binding_cycle(fwk, state, info, assumed, host))
+        self._binding_tasks.add(task)
+        task.add_done_callback(self._binding_tasks.discard)
+
+    async def _look_ahead(self, fwk: Framework, pod: Pod, snapshot: Snapshot) -> None:
+        """Tell the profile's before-cycle plugins (framework.hooks) that this pod's cycle starts, with
+        the pods queued behind it: remote plugins with lookahead ask their hosts for those pods'
+        answers, so hosts work on them while earlier pods are scheduled."""
+        fwk.run_before_cycle(snapshot, pod, lambda n: [
+            i.pod for i in self.queue.peek(n) if i.pod.scheduler_name == pod.scheduler_name
+        ])
+
+    async def _post_filter(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        """PostFilter for the pod as the cycle saw it, on the PostFilter transformers' view."""
+        view_pod: Pod = state.get(POD_VIEW_KEY, pod)
+        if not fwk.post_filter_transformers:
+            return await fwk.run_post_filter(state, view_pod, diagnosis.node_to_status)
+        base_view = state.get(VIEW_STATE_KEY)
+        _, status = await fwk.run_node_transformers("postFilter", state, view_pod, snapshot)
+        try:
+            if not status.ok:
+                return None, status
+            return await fwk.run_post_filter(state, view_pod, diagnosis.node_to_status)
+        finally:
+            fwk.end_view(state, snapshot, base_view)
+
+    async def _schedule_pod(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[str | None, Status]:
+        """Find the node for ``pod``: (node, Success) or (None, why not)."""
+        n_all = len(snapshot)
+        if n_all == 0:
+            return None, Status(Code.UnschedulableAndUnresolvable, (NO_NODES_MSG,))
+        if fwk.pre_filter_transformers:
+            pod, status = await fwk.run_pre_filter_transformers(state, pod)
+            state.write(POD_VIEW_KEY, pod)
+            if not status.ok:
+                return None, status
+        pre, status = await fwk.run_pre_filter(state, pod, diagnosis)
+        if not status.ok:
+            if status.code is Code.Error:
+                return None, status
+            diagnosis.node_to_status.absent = status
+            diagnosis.pre_filter_msg = status.message()
+            return None, Status(status.code, (fit_error_message(n_all, diagnosis),), status.plugin)
+        base, base_view = snapshot, state.get(VIEW_STATE_KEY)
+        if fwk.filter_transformers:
+            snapshot, status = await fwk.run_node_transformers("filter", state, pod, base)
+            if not status.ok:
+                return None, status
+        try:
+            host, feasible, status = await self._filter(fwk, state, pod, snapshot, diagnosis, pre)
+        finally:
+            if fwk.filter_transformers:
+                fwk.end_view(state, base, base_view)
+        if feasible is None:
+            return host, status
+        if fwk.score_transformers:
+            view, status = await fwk.run_node_transformers("score", state, pod, base, feasible)
+            if not status.ok:
+                return None, status
+            try:
+                return await self._score(fwk, state, pod, view, feasible)
+            finally:
+                fwk.end_view(state, base, base_view)
+        return await self._score(fwk, state, pod, base, feasible)
+
+    async def _filter(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis,
+        pre: PreFilterResult | None,
+    ) -> tuple[str | None, IntArray | None, Status]:
+        """Filter on ``snapshot`` (the Filter view): the feasible rows to score, or the outcome
+        itself (a node, or why none) when there is nothing to score."""
+        n_all = len(snapshot)
+        candidates = filter_candidates(snapshot, pre, diagnosis)
+        n_cand = int(candidates.shape[0])
+        if n_cand == 0:
+            return None, None, Status(Code.UnschedulableAndUnresolvable, (fit_error_message(n_all, diagnosis),))
+        if pod.nominated_node_name:
+            # The node a preemption made room on is most likely the one: try it first (evaluateNominatedNode).
+            row = snapshot.row(pod.nominated_node_name)
+            if row is not None and bool(np.any(candidates == row)):
+                tried = Diagnosis()
+                fits = await fwk.run_filter(state, pod, snapshot, np.asarray([row], dtype=np.int64), 1, tried)
+                if fits.error is not None:
+                    return None, None, fits.error
+                nominated = await self._filter_with_nominated(fwk, state, pod, snapshot, fits.feasible, tried)
+                if nominated.shape[0]:
+                    return pod.nominated_node_name, None, SUCCESS
+        start = self._next_start % n_cand
+        walk = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
+        to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n_cand)
+        outcome = await fwk.run_filter(state, pod, snapshot, walk, to_find, diagnosis)
+        self._next_start = (self._next_start + outcome.processed) % max(n_all, 1)
+        if outcome.error is not None:
+            return None, None, outcome.error
+        feasible = await self._filter_with_nominated(fwk, state, pod, snapshot, outcome.feasible, diagnosis)
+        if feasible.shape[0] == 0:
+            return None, None, Status(Code.Unschedulable, (fit_error_message(n_all, diagnosis),))
+        if feasible.shape[0] == 1:
+            return snapshot.table.names[int(feasible[0])], None, SUCCESS
+        return None, feasible, SUCCESS
+
+    async def _score(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, feasible: IntArray
+    ) -> tuple[str | None, Status]:
+        batch = NodeBatch(snapshot, feasible)
+        status = await fwk.run_pre_score(state, pod, batch)
+        if not status.ok:
+            return None, status
+        scores = await fwk.run_score(state, pod, batch)
+        if scores.error is not None:
+            return None, scores.error
+        return snapshot.table.names[fwk.select_host(feasible, scores.totals)], SUCCESS
+
+    def _nominated_pods_by_row(self, snapshot: Snapshot, pod: Pod) -> dict[int, list[Pod]]:
+        """Pods nominated to a node that outrank (or equal) ``pod``: Filter counts them as present."""
+        out: dict[int, list[Pod]] = {}
+        for uid, node in self.nominated.items():
+            rec = self.pods.get(uid)
+            row = snapshot.row(node)
+            if uid == pod.uid or rec is None or row is None or rec.pod.priority < pod.priority:
+                continue
+            out.setdefault(row, []).append(rec.pod)
+        return out
+
+    async def _filter_with_nominated(
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, feasible: IntArray,
+        diagnosis: Diagnosis,
+    ) -> IntArray:
+        """kube-scheduler's RunFilterPluginsWithNominatedPods for the feasible nodes that have
+        nominated pods: the pod must also fit with those pods added (so it does not take the room a
+        preemption freed for a more important pod)."""
+        nominated = self._nominated_pods_by_row(snapshot, pod)
+        if not nominated:
+            return feasible
+        keep = np.ones(feasible.shape[0], dtype=np.bool_)
+        for i, row in enumerate(feasible.tolist()):
+            extra = nominated.get(row)
+            if not extra:
+                continue
+            what_if_state = state.clone()
+            status = SUCCESS
+            for other in extra:
+                status = await fwk.run_pre_filter_extension_add_pod(what_if_state, pod, other, row)
+                if not status.ok:
+                    break
+            if status.ok:
+                status = await fwk.run_filter_with_node_pods(
+                    what_if_state, pod, snapshot, row, (*snapshot.pods[row], *extra)
+                )
+            if not status.ok:
+                keep[i] = False
+                diagnosis.node_to_status.statuses[snapshot.table.names[row]] = status
+                diagnosis.add_plugin_status(status)
+        return feasible[keep]

@@ -1,0 +1,65 @@
+"""The framework handle plugins get (kube-scheduler's ``framework.Handle``): the cycle's snapshot,
+waiting pods, binding and deleting pods through the cluster source, reservations, PDBs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pluginhost.model import Pod, PodDisruptionBudget
+from pluginhost.snapshot import Snapshot
+from pluginhost.status import Code, Status
+
+from ..reservations import Reservations
+from ..runtime import Framework
+from ..waiting import WaitingPodHandle
+from .base import SchedulerBase
+from .records import EV_PREEMPTED
+
+__all__ = ["SchedulerHandle"]
+
+
+class SchedulerHandle:
+    """The framework handle given to plugins (kube-scheduler's ``framework.Handle``)."""
+
+    def __init__(self, scheduler: SchedulerBase) -> None:
+        self._s = scheduler
+
+    def snapshot(self) -> Snapshot:
+        return self._s.current_snapshot or self._s.cache.snapshot()
+
+    def waiting_pods(self) -> list[WaitingPodHandle]:
+        return list(self._s.waiting_pods)
+
+    def waiting_pod(self, uid: str) -> WaitingPodHandle | None:
+        return self._s.waiting_pods.get(uid)
+
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool:
+        wp = self._s.waiting_pods.get(uid)
+        if wp is None:
+            return False
+        wp.reject(plugin, message)
+        return True
+
+    async def bind_pod(self, pod: Pod, node_name: str) -> Status:
+        return await self._s.source.bind(pod, node_name)
+
+    async def delete_pod(self, pod: Pod, reason: str) -> Status:
+        return await self._s.source.delete_pod(pod, reason)
+
+    def reservations(self) -> Reservations:
+        return self._s.reservations
+
+    def framework_for(self, pod: Pod) -> Framework | None:
+        return self._s.profiles.get(pod.scheduler_name)
+
+    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
+        return self._s.source.pod_disruption_budgets()
+
+    def namespace_labels_of(self, namespace: str) -> Mapping[str, str] | None:
+        """A Namespace's labels from the cluster source (None: it has no Namespace objects)."""
+        return self._s.source.namespace_labels_of(namespace)
+
+    def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
+        reason = Status(Code.Unschedulable, (f"preempted by {preemptor.key} on node {node_name}",))
+        self._s._emit(EV_PREEMPTED, "Pod", victim, node=node_name, status=reason)
+        self._s.source.preempted(victim, preemptor, node_name)
