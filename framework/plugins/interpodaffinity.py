@@ -55,6 +55,11 @@ Namespaces
 
 Args (``InterPodAffinityArgs``): ``hardPodAffinityWeight`` (int in [0, 100], default 1),
 ``ignorePreferredTermsOfExistingPods`` (bool, default false), and ``namespaceLabels`` (above).
+
+The pieces: :mod:`.podaffinityterms` compiles terms, :mod:`.podaffinityindex` keeps the existing pods'
+terms grouped by identical term between snapshots (each distinct term is matched against the incoming
+pod once and counted by how many pods on each node carry it), :mod:`.topologycounts` holds the counts
+per topology domain.
 """
 
 from __future__ import annotations
@@ -218,9 +223,10 @@ class InterPodAffinity(
         return hit
 
     def _pod_index(self, snap: Snapshot) -> PodIndex:
-        """The pods of ``snap``, built once per snapshot (the last one is kept)."""
+        """The pods of ``snap``, built once per snapshot from the last one's (only the last is kept)."""
         idx = self._index
         if idx is None or idx.snapshot is not snap:
+            self._index = None  # the new index takes the old one's tables: if building it fails, start over
             idx = self._index = PodIndex(snap, idx)
         return idx
 
