@@ -12,8 +12,9 @@ import yaml
 
 from framework.config import SchedulerConfig
 from framework.kube.client import ApiError, Gone, KubeConfig, KubeConfigError, TokenBucket
+from framework.kube.convert import convert_pod, unsupported
 from framework.kube.events import _changed_condition, truncate_note
-from framework.kube.source import ClientConnection, client_connection, convert_pod, unsupported
+from framework.kube.settings import ClientConnection, client_connection
 
 CA = b"-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n"
 

@@ -1,5 +1,5 @@
 """A pod's change on the watch reuses the pod converted before when only its binding or status moved
-(framework/kube/source.py reconvert_pod), and converts it again whenever anything the scheduler reads moved."""
+(framework/kube/convert.py reconvert_pod), and converts it again whenever anything the scheduler reads moved."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from framework.kube.source import convert_pod, reconvert_pod
+from framework.kube.convert import convert_pod, reconvert_pod
 
 PENDING: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Pod",

@@ -29,7 +29,7 @@ from framework.config import LeaderElectionConfig, format_duration, leader_elect
 from framework.kube.client import ApiClient, KubeConfig, KubeConfigError
 from framework.kube.leader import LeaderElector, LeaderMetrics, LeaseLock
 from framework.kube.local import LocalCluster, free_ports
-from framework.kube.source import leader_election
+from framework.kube.settings import leader_election
 
 MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 # In this process: short enough for a test, valid for client-go (2 > 1.5 > 1.2 x 0.5).

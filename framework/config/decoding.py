@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 # Top-level fields of the v1 type outside the scheduling model, kept verbatim in `extra`. On a live cluster
-# `outrigger serve` reads clientConnection (kubeconfig, qps, burst: framework/kube/source.py's
+# `outrigger serve` reads clientConnection (kubeconfig, qps, burst: framework/kube/settings.py's
 # client_connection) and leaderElection (framework/config/leaderelection.py); the others are accepted and not used.
 _EXTRA_FIELDS = (
     "parallelism",
