@@ -2,7 +2,7 @@
 typed field reader, shared by manifests (:mod:`pluginhost.manifest`), the KubeSchedulerConfiguration
 (:mod:`framework.config`) and the RemotePlugins document (:mod:`framework.remote.config`).
 
-Three steps, one private module each, all imported from here:
+Three steps, one private module each; their names (each module's ``__all__``) are imported from here:
 
 - **Text to documents** (``_text``): :func:`load_documents` reads a YAML stream or one JSON object,
   :func:`load_document` exactly one document; the only exception is :class:`TextError`, and no input
@@ -19,80 +19,10 @@ Three steps, one private module each, all imported from here:
   ``warn`` and ``ignore``.
 """
 
-from pluginhost.decode._fields import (
-    FieldError,
-    as_bool,
-    as_int,
-    as_list,
-    as_map,
-    as_str,
-    get_bool,
-    get_int,
-    get_list,
-    get_map,
-    get_str,
-    item_map,
-    join,
-    one_line,
-    one_of,
-    required_str,
-    str_map,
-    str_tuple,
-    timestamp,
-    type_name,
-    wrong_type,
-)
-from pluginhost.decode._strict import (
-    LIST,
-    MAP,
-    OBJECT,
-    VALIDATE_MODES,
-    Schema,
-    check_validate,
-    report,
-    schemas,
-    strict_problems,
-    unknown_fields,
-)
-from pluginhost.decode._text import Document, TextError, load_document, load_documents, paused_gc
+from pluginhost.decode import _fields, _strict, _text
+from pluginhost.decode._fields import *  # noqa: F403
+from pluginhost.decode._strict import *  # noqa: F403
+from pluginhost.decode._text import *  # noqa: F403
 from pluginhost.safeyaml import MAX_DEPTH
 
-__all__ = [
-    "LIST",
-    "MAP",
-    "MAX_DEPTH",
-    "OBJECT",
-    "VALIDATE_MODES",
-    "Document",
-    "FieldError",
-    "Schema",
-    "TextError",
-    "as_bool",
-    "as_int",
-    "as_list",
-    "as_map",
-    "as_str",
-    "check_validate",
-    "get_bool",
-    "get_int",
-    "get_list",
-    "get_map",
-    "get_str",
-    "item_map",
-    "join",
-    "load_document",
-    "load_documents",
-    "one_line",
-    "one_of",
-    "paused_gc",
-    "report",
-    "required_str",
-    "schemas",
-    "str_map",
-    "str_tuple",
-    "strict_problems",
-    "timestamp",
-    "type_name",
-    "unknown_fields",
-    "wrong_type",
-]
+__all__ = ["MAX_DEPTH", *_fields.__all__, *_strict.__all__, *_text.__all__]

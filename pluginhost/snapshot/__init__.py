@@ -9,48 +9,8 @@ snapshots, and the storage objects the volume plugins read.
   snapshot refers to its table's store), and the :class:`VolumeWriter` PreBind writes through.
 """
 
-from pluginhost.snapshot._table import (
-    BASE_RESOURCES,
-    NODE_REMOVED,
-    NODE_UPSERTED,
-    POD_PLACED,
-    POD_UNPLACED,
-    ChangeListener,
-    ClusterTable,
-    NodeTable,
-    Snapshot,
-    non_zero_requests,
-    zone_key,
-    zone_order,
-)
-from pluginhost.snapshot._volumes import (
-    MemoryVolumeWriter,
-    StorageListener,
-    StorageObject,
-    VolumeStore,
-    VolumeStoreError,
-    VolumeWriter,
-    storage_kind,
-)
+from pluginhost.snapshot import _table, _volumes
+from pluginhost.snapshot._table import *  # noqa: F403
+from pluginhost.snapshot._volumes import *  # noqa: F403
 
-__all__ = [
-    "BASE_RESOURCES",
-    "NODE_REMOVED",
-    "NODE_UPSERTED",
-    "POD_PLACED",
-    "POD_UNPLACED",
-    "ChangeListener",
-    "ClusterTable",
-    "MemoryVolumeWriter",
-    "NodeTable",
-    "Snapshot",
-    "StorageListener",
-    "StorageObject",
-    "VolumeStore",
-    "VolumeStoreError",
-    "VolumeWriter",
-    "non_zero_requests",
-    "storage_kind",
-    "zone_key",
-    "zone_order",
-]
+__all__ = [*_table.__all__, *_volumes.__all__]
