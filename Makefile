@@ -93,7 +93,7 @@ go-test:
 bench: $(STAMP)
 	$(BIN)/python -m framework.bench --out bench-results.json
 
-# Outrigger side by side with the real kube-scheduler (framework/kube/compare.py): scheduler_perf workloads through a
+# Outrigger side by side with the real kube-scheduler (framework/kube/compare/): scheduler_perf workloads through a
 # fresh API server each (throughput), placements pod by pod against kube-scheduler's logged scores, FailedScheduling
 # messages verbatim; writes compare-results.md and compare-results.json (under 15 minutes once `make k8s` has built).
 compare: $(STAMP) k8s

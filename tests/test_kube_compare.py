@@ -1,4 +1,4 @@
-"""The comparison with the real kube-scheduler (framework/kube/compare.py, ``make compare``), small.
+"""The comparison with the real kube-scheduler (framework/kube/compare/, ``make compare``), small.
 
 Each comparison starts its own etcd + kube-apiserver per scheduler (the binaries of ``make k8s``, with
 kube-scheduler). On the live clusters: Outrigger puts every pod of a deterministic workload on the node
@@ -17,25 +17,20 @@ from typing import Any
 import pytest
 from kube_cluster import built_bin_dir
 
-from framework.kube import compare
-from framework.kube.compare import (
-    KUBE,
-    OUTRIGGER,
-    CompareResults,
+from framework.kube.compare.kubescores import parse_kube_scores
+from framework.kube.compare.placement_workloads import placement_workloads
+from framework.kube.compare.placements import (
     PlacementReport,
+    PluginAgreement,
     PodPlacement,
-    PodReason,
-    ReasonsReport,
-    ThroughputRun,
-    parse_kube_scores,
-    placement_workloads,
+    ScoreDisagreement,
     run_placements,
-    run_reasons,
-    run_throughput,
-    throughput_summary,
-    to_json,
-    to_markdown,
 )
+from framework.kube.compare.reasons import PodReason, ReasonsReport, run_reasons
+from framework.kube.compare.report import CompareResults, throughput_summary, to_json, to_markdown
+from framework.kube.compare.run import main
+from framework.kube.compare.schedulers import KUBE, OUTRIGGER
+from framework.kube.compare.throughput import ThroughputRun, run_throughput
 from framework.kube.workloads import WORKLOADS
 
 SCORE_PLUGINS = {"TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
@@ -173,8 +168,8 @@ def test_the_report_lists_every_disagreement_in_both_forms() -> None:
     placements = PlacementReport("Mixed", "12 nodes", True, pods=[
         PodPlacement("default/a", "n1", "n1", ["n1"], "deterministic", True, 500, 500, 500),
         PodPlacement("default/b", "n2", "n3", ["n1", "n2"], "tie", False, 400, 400, 390),
-    ], moved=1, score_disagreements=[compare.ScoreDisagreement("default/b", "n3", "NodeResourcesFit", 90, 80)])
-    placements.plugins["NodeResourcesFit"] = compare.PluginAgreement("NodeResourcesFit", 4, 3, 0, 0)
+    ], moved=1, score_disagreements=[ScoreDisagreement("default/b", "n3", "NodeResourcesFit", 90, 80)])
+    placements.plugins["NodeResourcesFit"] = PluginAgreement("NodeResourcesFit", 4, 3, 0, 0)
     reasons = ReasonsReport([PodReason("p", "0/1 nodes are available: x.", "0/1 nodes are available: y.", "c", "c"),
                              PodReason("q", "same", "same", "m", "m")])
     results = CompareResults(RUNS[:2], [placements], reasons, {"SchedulingBasic": "5 nodes"}, 12.0)
@@ -211,6 +206,6 @@ def test_the_report_lists_every_disagreement_in_both_forms() -> None:
 def test_bad_arguments_get_one_line_and_run_nothing(capsys: pytest.CaptureFixture[str], argv: list[str],
                                                     error: str) -> None:
     with pytest.raises(SystemExit) as exit_:
-        compare.main(argv)
+        main(argv)
     err = capsys.readouterr().err
     assert (exit_.value.code, err.splitlines()[-1]) == (2, f"python -m framework.kube.compare: error: {error}")

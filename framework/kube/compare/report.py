@@ -1,0 +1,205 @@
+"""The report of a comparison: what it found (:class:`CompareResults`), summed up per workload against the
+targets (docs/benchmarks.md), as JSON and as Markdown.
+
+::
+
+    doc = to_json(results, commit="abc1234")
+    Path("compare-results.md").write_text(to_markdown(doc))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .placements import PlacementReport, PluginAgreement
+from .reasons import ReasonsReport
+from .schedulers import KUBE, OUTRIGGER, SCHEDULERS
+from .throughput import ThroughputRun
+
+__all__ = [
+    "CompareResults",
+    "machine_info",
+    "placement_summary",
+    "throughput_summary",
+    "to_json",
+    "to_markdown",
+]
+
+
+TARGET_BASIC_RATIO = 1.0
+TARGET_BASIC_PODS_PER_SECOND = 680.0
+TARGET_OTHER_RATIO = 0.8
+TARGET_TIE_AGREEMENT = 0.99
+
+
+@dataclass
+class CompareResults:
+    throughput: list[ThroughputRun] = field(default_factory=list)
+    placements: list[PlacementReport] = field(default_factory=list)
+    reasons: ReasonsReport | None = None
+    sizes: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def throughput_summary(runs: Sequence[ThroughputRun]) -> list[dict[str, Any]]:
+    """Per workload: both schedulers' medians, the median of the per-round ratios, and the target."""
+    out = []
+    for name in dict.fromkeys(r.workload for r in runs):
+        mine = [r for r in runs if r.workload == name and not r.error]
+        by: dict[str, list[ThroughputRun]] = {s: [r for r in mine if r.scheduler == s] for s in SCHEDULERS}
+        rounds = sorted({r.round for r in mine})
+        ratios = []
+        for rnd in rounds:
+            k = [r for r in by[KUBE] if r.round == rnd]
+            o = [r for r in by[OUTRIGGER] if r.round == rnd]
+            if k and o and k[0].pods_per_second > 0:
+                ratios.append(o[0].pods_per_second / k[0].pods_per_second)
+        ratio = _median(ratios)
+        basic = name == "SchedulingBasic"
+        target = TARGET_BASIC_RATIO if basic else TARGET_OTHER_RATIO
+        row: dict[str, Any] = {
+            "workload": name, "rounds": len(rounds), "ratio": round(ratio, 3), "ratios": [round(x, 3) for x in ratios],
+            "target_ratio": target, "ratio_met": bool(ratios) and ratio >= target,
+            "errors": [f"{r.scheduler} round {r.round}: {r.error}" for r in runs if r.workload == name and r.error],
+        }
+        for s, rs in by.items():
+            row[s] = {
+                "pods_per_second": round(_median([r.pods_per_second for r in rs]), 1),
+                "runs": [round(r.pods_per_second, 1) for r in rs],
+                "create_seconds": round(_median([r.create_seconds for r in rs]), 2),
+                "cpu_ms_per_pod": round(_median([r.scheduler_cpu_ms_per_pod for r in rs]), 3),
+                "apiserver_cpu_ms_per_pod": round(_median([r.apiserver_cpu_ms_per_pod for r in rs]), 3),
+                "etcd_cpu_ms_per_pod": round(_median([r.etcd_cpu_ms_per_pod for r in rs]), 3),
+                "harness_cpu_ms_per_pod": round(_median([r.harness_cpu_ms_per_pod for r in rs]), 3),
+                "other_cpu_share": round(_median([r.other_cpu_share for r in rs]), 3),
+            }
+        if basic:
+            row["target_pods_per_second"] = TARGET_BASIC_PODS_PER_SECOND
+            row["pods_per_second_met"] = row[OUTRIGGER]["pods_per_second"] >= TARGET_BASIC_PODS_PER_SECOND
+        out.append(row)
+    return out
+
+
+def placement_summary(report: PlacementReport) -> dict[str, Any]:
+    det, det_ok = report.count("deterministic")
+    tie, tie_ok = report.count("tie")
+    single, single_ok = report.count("single")
+    return {
+        "workload": report.workload, "description": report.description, "deterministic_workload": report.deterministic,
+        "pods": len(report.pods), "one_best_node": det, "same_node": det_ok, "tied": tie, "within_best": tie_ok,
+        "single_feasible_node": single, "single_same": single_ok, "moved": report.moved,
+        "all_agree": det == det_ok and tie == tie_ok and single == single_ok and not report.error,
+        # The issue's targets: every pod with one best node on it, and 99% of tied pods within the best.
+        "target_met": (not report.error and det == det_ok and single == single_ok
+                       and (tie == 0 or tie_ok >= TARGET_TIE_AGREEMENT * tie)),
+        "score_disagreements": len(report.score_disagreements), "error": report.error,
+    }
+
+
+def to_json(results: CompareResults, commit: str = "") -> dict[str, Any]:
+    plugins: dict[str, PluginAgreement] = {}
+    for rep in results.placements:
+        for name, a in rep.plugins.items():
+            total = plugins.setdefault(name, PluginAgreement(name))
+            total.compared += a.compared
+            total.equal += a.equal
+            total.only_kube += a.only_kube
+            total.only_outrigger += a.only_outrigger
+    reasons = results.reasons
+    return {
+        "commit": commit, "machine": machine_info(), "seconds": round(results.seconds, 1), "sizes": results.sizes,
+        "throughput": {"summary": throughput_summary(results.throughput),
+                       "runs": [dataclasses.asdict(r) for r in results.throughput]},
+        "placements": {
+            "summary": [placement_summary(r) for r in results.placements],
+            "plugins": [dataclasses.asdict(a) for a in sorted(plugins.values(), key=lambda a: a.plugin)],
+            "disagreements": {r.workload: [dataclasses.asdict(p) for p in r.pods if not p.agrees]
+                              for r in results.placements},
+            "score_disagreements": {r.workload: [dataclasses.asdict(d) for d in r.score_disagreements]
+                                    for r in results.placements},
+        },
+        "reasons": None if reasons is None else {
+            "identical": sum(p.identical for p in reasons.pods), "pods": len(reasons.pods), "error": reasons.error,
+            "by_pod": [{**dataclasses.asdict(p), "identical": p.identical} for p in reasons.pods],
+        },
+    }
+
+
+def machine_info() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _cpu(row: dict[str, Any]) -> str:
+    ms = " / ".join(f"{row.get(k, 0.0):.2f}" for k in ("cpu_ms_per_pod", "apiserver_cpu_ms_per_pod",
+                                                        "etcd_cpu_ms_per_pod", "harness_cpu_ms_per_pod"))
+    return f"{ms} (others: {100 * row.get('other_cpu_share', 0.0):.0f}%)"
+
+
+def to_markdown(doc: dict[str, Any], *, details: int = 30) -> str:
+    lines = [f"Commit `{doc['commit'] or 'unknown'}`, {doc['machine']['cpus']} CPUs, "
+             f"{doc['seconds']:.0f} s in all.", "", "Throughput (pods/s, medians over rounds; CPU ms per measured pod: "
+             "scheduler / API server / etcd / the harness creating and watching, and the share of the machine's "
+             "CPU taken by other processes meanwhile):", "",
+             f"| workload | size | rounds | {KUBE} | {OUTRIGGER} | ratio (per round) | target | CPU {KUBE} | "
+             f"CPU {OUTRIGGER} |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in doc["throughput"]["summary"]:
+        k, o = row[KUBE], row[OUTRIGGER]
+        target = f"≥ {row['target_ratio']}x" + (f", ≥ {row['target_pods_per_second']:.0f} pods/s"
+                                               if "target_pods_per_second" in row else "")
+        met = "met" if row["ratio_met"] and row.get("pods_per_second_met", True) else "not met"
+        lines.append(f"| {row['workload']} | {doc['sizes'].get(row['workload'], '')} | {row['rounds']} | "
+                     f"{k['pods_per_second']:.0f} | {o['pods_per_second']:.0f} | {row['ratio']:.2f} "
+                     f"({', '.join(f'{x:.2f}' for x in row['ratios'])}) | {target}: {met} | "
+                     f"{_cpu(k)} | {_cpu(o)} |")
+        lines.extend(f"| | failed: {e} | | | | | | | |" for e in row["errors"])
+    lines += ["", "Placements (Outrigger on kube-scheduler's cluster state, pod by pod):", "",
+              "| workload | pods | one best node: same node | tied best: within kube-scheduler's best | "
+              "one feasible node: same | moved | score disagreements |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for s in doc["placements"]["summary"]:
+        lines.append(f"| {s['workload']} ({s['description']}) | {s['pods']} | {s['same_node']}/{s['one_best_node']} "
+                     f"| {s['within_best']}/{s['tied']} | {s['single_same']}/{s['single_feasible_node']} "
+                     f"| {s['moved']} | {s['score_disagreements']} |"
+                     + (f" failed: {s['error']}" if s["error"] else ""))
+    lines += ["", "Per-plugin agreement (every Score plugin's weighted score on every node of every scored pod):", "",
+              "| plugin | scores compared | equal | only kube-scheduler ran it | only Outrigger ran it |",
+              "| --- | --- | --- | --- | --- |"]
+    for a in doc["placements"]["plugins"]:
+        lines.append(f"| {a['plugin']} | {a['compared']} | {a['equal']} | {a['only_kube']} | {a['only_outrigger']} |")
+    wrong = [(w, p) for w, ps in doc["placements"]["disagreements"].items() for p in ps]
+    lines += ["", f"Placement disagreements: {len(wrong)}."]
+    if wrong:
+        lines += ["", "| workload | pod | kube-scheduler's node (best set) | Outrigger's node | totals: kube on its "
+                  "node / Outrigger on that node / Outrigger on its node |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {w} | {p['pod']} | {p['kube_node']} ({', '.join(p['kube_best'])}) | {p['outrigger_node']} | "
+                  f"{p['kube_total']} / {p['outrigger_total_on_kube_node']} / {p['outrigger_total']} |"
+                  for w, p in wrong[:details]]
+    scores = [(w, d) for w, ds in doc["placements"]["score_disagreements"].items() for d in ds]
+    lines += ["", f"Score disagreements: {len(scores)}" + (f" (the first {details}; all in the JSON)."
+                                                           if len(scores) > details else ".")]
+    if scores:
+        lines += ["", "| workload | pod | node | plugin | kube-scheduler | Outrigger |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {w} | {d['pod']} | {d['node']} | {d['plugin']} | {d['kube']} | {d['outrigger']} |"
+                  for w, d in scores[:details]]
+    reasons = doc["reasons"]
+    if reasons is not None:
+        lines += ["", f"FailedScheduling messages: {reasons['identical']}/{reasons['pods']} identical"
+                  + (f" (failed: {reasons['error']})" if reasons["error"] else "") + ".", ""]
+        lines += ["| pod | identical | message (kube-scheduler's; Outrigger's when it differs) |",
+                  "| --- | --- | --- |"]
+        for p in reasons["by_pod"]:
+            msg = p["kube"] if p["identical"] else f"{p['kube']}<br>Outrigger: {p['outrigger']}"
+            lines.append(f"| {p['pod']} | {'yes' if p['identical'] else 'no'} | {msg} |")
+    return "\n".join(lines) + "\n"
