@@ -5,7 +5,8 @@
         async for event in c.watch(timeout=10):
             print(event.sequence, event.type.label, event.object)
 
-Same answers (:mod:`clients.types`), same :class:`ClientError`, same watch resume.
+Same answers (:mod:`clients.types`, named ``answers`` here), same :class:`ClientError`, same watch resume:
+what the two clients send and read is built once, in :mod:`clients._calls` and :mod:`clients._watch`.
 """
 
 from __future__ import annotations
