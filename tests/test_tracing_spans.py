@@ -144,11 +144,9 @@ WEB_TRACE: list[tuple[str, dict[str, Any]]] = [
         'outrigger.status.code': 'Success'}),
     ('    Permit', {'outrigger.extension_point': 'Permit', 'outrigger.status.code': 'Success'}),
     ('  BindingCycle', {'outrigger.result': 'bound', 'outrigger.status.code': 'Success'}),
+    # Neither PreBind plugin has work for a pod without volumes or claims: their PreBindPreFlight
+    # answers Skip, so PreBind calls neither (kube-scheduler's SkipPreBindPlugins).
     ('    PreBind', {'outrigger.extension_point': 'PreBind', 'outrigger.status.code': 'Success'}),
-    ('      PreBind/VolumeBinding', {'outrigger.plugin': 'VolumeBinding',
-        'outrigger.extension_point': 'PreBind', 'outrigger.status.code': 'Success'}),
-    ('      PreBind/DynamicResources', {'outrigger.plugin': 'DynamicResources', 'outrigger.extension_point': 'PreBind',
-        'outrigger.status.code': 'Success'}),
     ('    Bind', {'outrigger.extension_point': 'Bind', 'outrigger.status.code': 'Success',
         'outrigger.status.plugin': 'DefaultBinder'}),
     ('      Bind/DefaultBinder', {'outrigger.plugin': 'DefaultBinder', 'outrigger.extension_point': 'Bind',
