@@ -9,7 +9,7 @@ it); each run is one child process that drives everything below and reports a
    harness's :func:`~framework.kube.workloads.node_manifest`), created through the API;
 3. ``outrigger serve --kubeconfig`` in its own process: kube-scheduler's default profile, with
    ``clientConnection`` qps and burst both :data:`SCHEDULER_QPS` (5000, what scheduler_perf gives the
-   scheduler's client; the comparison with kube-scheduler, framework/kube/compare.py, gives both the
+   scheduler's client; the comparison with kube-scheduler, framework/kube/compare/, gives both the
    same) and no leader election (:func:`scheduler_config`);
 4. the initial pods (``templates/pod-default.yaml``: 100m CPU, 500Mi, port 80) in ``namespace-1``,
    created and waited for (not measured);
