@@ -1,105 +1,41 @@
-"""The framework service: the Scheduler API over gRPC, the Handle and CycleState services for plugin
-hosts, the standard health service, and the scheduler loop, in one process.
-
-``serve`` builds the scheduler from a configuration, starts the gRPC server and the scheduling loop,
-and on SIGTERM/SIGINT flips health to NOT_SERVING, stops taking pods, lets binding cycles finish, and
-stops the server with a grace period. Bad requests get ``INVALID_ARGUMENT`` (or ``NOT_FOUND``) with a
-message naming what is wrong, and change nothing.
-
-With remote plugins (:func:`start_service`), the order matters: the server's port is bound first (plugin
-hosts are told where to connect back during the handshake), then every endpoint is handshaken (the
-registry needs their manifests), the configuration is loaded against that registry, the scheduler is
-built and its remote plugins configured, and only then does the server start taking requests.
-
-Every server here may serve TLS (``tls``, a :class:`~pluginhost.security.ServerTLS`; mutual TLS with a
-client CA): the Scheduler API and the Handle/CycleState services share the port, so clients and plugin
-hosts then both present certificates. See docs/security.md.
-"""
+"""The public Scheduler API (``outrigger.v1.Scheduler``) over a :class:`~framework.scheduler.Scheduler`:
+Apply and Delete (a request is checked as a whole and refused with ``INVALID_ARGUMENT`` naming what is
+wrong, changing nothing), reading pods, nodes and events, Watch, Explain and what-if, reservations,
+waiting pods, traces and debug scores."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
-import logging
-import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from clients.selector import Selector, SelectorError, parse_selector
 from pluginhost import pb
 from pluginhost.convert import status_to_proto
-from pluginhost.manifest import ManifestError, ManifestObject, node_to_dict, parse_objects, pod_to_dict
+from pluginhost.manifest import ManifestError, ManifestObject, parse_objects
 from pluginhost.model import Node, PersistentVolumeClaim, Pod
-from pluginhost.security import ServerTLS, add_port
 from pluginhost.snapshot import Snapshot
-from pluginhost.status import Code
 from pluginhost.view import ViewError
-from pluginhost.wire import MAX_MESSAGE_BYTES, SERVER_OPTIONS, server_interceptors
 
-from .config import SchedulerConfig
-from .observability import Observability, ObservabilityConfig
-from .plugins import Registry
-from .profiles import build_registry_with_remote
-from .queue import GATED
-from .remote import EndpointConfig, RemotePlugins
-from .remote.services import FrameworkServices, waiting_pod_to_proto
-from .reservations import is_reserve_pod
-from .scheduler import Scheduler
-from .scheduler.explain import explain_pod
-from .scheduler.records import (
-    BOUND,
-    EV_APPLIED,
-    EV_BOUND,
-    EV_DELETED,
-    EV_ERROR,
-    EV_NOMINATED,
-    EV_PREEMPTED,
-    EV_UNSCHEDULABLE,
-    ApplyError,
-    ApplyResult,
-    Event,
-    PodRecord,
-)
-from .whatif import with_node_pods
+from ..observability import Observability
+from ..remote.services import waiting_pod_to_proto
+from ..reservations import is_reserve_pod
+from ..scheduler import Scheduler
+from ..scheduler.explain import explain_pod
+from ..scheduler.records import ApplyError, ApplyResult, Event, PodRecord
+from ..whatif import with_node_pods
+from .objects import KNOWN_EVENT_TYPES, as_applied, event_to_proto, node_object, object_ref, pod_object
 
-__all__ = [
-    "MAX_MESSAGE_BYTES",
-    "PluginServices",
-    "SchedulerService",
-    "Server",
-    "advertised_address",
-    "node_object",
-    "pod_object",
-    "serve",
-    "start_plugin_services",
-    "start_server",
-    "start_service",
-]
+__all__ = ["SERVICE_NAME", "SchedulerService"]
 
-log = logging.getLogger("outrigger.service")
 
 SERVICE_NAME = "outrigger.v1.Scheduler"
 
-_EVENT_TYPES = {
-    EV_BOUND: pb.scheduler.EVENT_TYPE_BOUND,
-    EV_UNSCHEDULABLE: pb.scheduler.EVENT_TYPE_UNSCHEDULABLE,
-    EV_PREEMPTED: pb.scheduler.EVENT_TYPE_PREEMPTED,
-    EV_APPLIED: pb.scheduler.EVENT_TYPE_APPLIED,
-    EV_DELETED: pb.scheduler.EVENT_TYPE_DELETED,
-    EV_ERROR: pb.scheduler.EVENT_TYPE_ERROR,
-    EV_NOMINATED: pb.scheduler.EVENT_TYPE_NOMINATED,
-}
-
-
-_KNOWN_EVENT_TYPES = frozenset(_EVENT_TYPES.values())
 # The volume plugins' objects (the embedded store keeps them for the volume plugins).
 _STORAGE = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
 # What an Apply may hold.
@@ -160,107 +96,6 @@ def _check_references(s: Scheduler, objects: Sequence[_Object]) -> None:
                     f"Pod {obj.key}: spec.nodeName {obj.node_name!r} names no node (apply the node first, "
                     "or in the same request)"
                 )
-
-
-def object_ref(obj: Pod | Node) -> Any:
-    if isinstance(obj, Pod):
-        return pb.scheduler.ObjectRef(kind="Pod", namespace=obj.namespace, name=obj.name, uid=obj.uid)
-    return pb.scheduler.ObjectRef(kind="Node", name=obj.name, uid=obj.uid)
-
-
-# ---- v1 objects: what `outrigger get -o yaml` prints and `outrigger apply` takes back ----------------
-
-# Metadata the API server fills in: a manifest that differs from the applied one only here (and in
-# status, and in a bound pod's own spec.nodeName) is the same manifest, as `kubectl apply` sees it.
-_SERVER_METADATA = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields", "selfLink")
-GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
-
-
-def _timestamp(ts: float) -> str:
-    return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _pod_scheduled(rec: PodRecord, queue: str) -> dict[str, str] | None:
-    """The PodScheduled condition kube-scheduler would have written (None before a first verdict)."""
-    if rec.phase == BOUND:
-        return {"type": "PodScheduled", "status": "True"}
-    if queue == GATED:
-        return {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "message": GATED_MESSAGE}
-    status = rec.last_status
-    if status is None or status.ok:
-        return None
-    reason = "SchedulerError" if status.code is Code.Error else "Unschedulable"
-    return {"type": "PodScheduled", "status": "False", "reason": reason, "message": status.message()}
-
-
-def _with_metadata(raw: Mapping[str, Any], kind: str, first: dict[str, Any]) -> dict[str, Any]:
-    """``raw`` as a v1 object of ``kind`` (its fields copied one level deep): apiVersion and kind
-    first, then metadata led by ``first`` (values the manifest gives win)."""
-    meta = raw.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    head = {k: meta.get(k, v) for k, v in first.items()}
-    obj: dict[str, Any] = {"apiVersion": "v1", "kind": kind,
-                           "metadata": head | {k: v for k, v in meta.items() if k not in head}}
-    obj.update((k, v) for k, v in raw.items() if k not in ("apiVersion", "kind", "metadata"))
-    return obj
-
-
-def pod_object(rec: PodRecord, queue: str = "") -> dict[str, Any]:
-    """The pod as a v1 Pod: the manifest as applied (quantities as written), with what the server
-    fills in: metadata.namespace, uid and creationTimestamp, spec.nodeName once bound, and a status
-    (phase Pending, as no kubelet runs it; the PodScheduled condition; nominatedNodeName). ``queue``:
-    the scheduling queue holding the pod (``gated`` makes the condition SchedulingGated)."""
-    pod = rec.pod
-    obj = _with_metadata(pod_to_dict(pod), "Pod", {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid,
-                                                   "creationTimestamp": _timestamp(pod.creation_timestamp)})
-    if pod.node_name:
-        obj["spec"] = {**(obj.get("spec") or {}), "nodeName": pod.node_name}
-    # The server owns a pod's status: what the manifest said there is replaced.
-    status: dict[str, Any] = {"phase": "Pending"}
-    condition = _pod_scheduled(rec, queue)
-    if condition is not None:
-        status["conditions"] = [condition]
-    if pod.nominated_node_name:
-        status["nominatedNodeName"] = pod.nominated_node_name
-    obj["status"] = status
-    return obj
-
-
-def node_object(node: Node, created: float | None = None) -> dict[str, Any]:
-    """The node as a v1 Node: the manifest as applied (status included: it is what the scheduler
-    reads), with metadata.uid and, when known, creationTimestamp."""
-    first: dict[str, Any] = {"name": node.name, "uid": node.uid}
-    if created is not None:
-        first["creationTimestamp"] = _timestamp(created)
-    return _with_metadata(node_to_dict(node), "Node", first)
-
-
-def _as_applied(raw: Mapping[str, Any], kind: str, node_name: str) -> dict[str, Any]:
-    """``raw`` without what the server fills in: metadata it owns, a pod's status, and a pod's
-    spec.nodeName when it names ``node_name`` (the node the pod is bound to)."""
-    out = {k: v for k, v in raw.items() if not (kind == "Pod" and k == "status")}
-    meta = raw.get("metadata")
-    if isinstance(meta, dict):
-        out["metadata"] = {k: v for k, v in meta.items() if k not in _SERVER_METADATA
-                           and not (kind == "Pod" and k == "namespace" and v == "default")}
-    spec = raw.get("spec")
-    if kind == "Pod" and isinstance(spec, dict) and node_name and spec.get("nodeName") == node_name:
-        out["spec"] = {k: v for k, v in spec.items() if k != "nodeName"}
-    return out
-
-
-def event_to_proto(ev: Event) -> Any:
-    out = pb.scheduler.Event(
-        sequence=ev.sequence,
-        type=_EVENT_TYPES[ev.type],
-        object=pb.scheduler.ObjectRef(kind=ev.kind, namespace=ev.namespace, name=ev.name, uid=ev.uid),
-        node_name=ev.node_name,
-        timestamp=ev.timestamp,
-        attempts=ev.attempts,
-    )
-    if ev.status is not None:
-        out.status.CopyFrom(status_to_proto(ev.status))
-    return out
 
 
 class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[misc]
@@ -328,12 +163,12 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
                         obj.creation_timestamp = old.creation_timestamp
                     bound = old.node_name
                     if (obj.raw and old.raw and _explicit_uid(obj) in ("", old.uid)
-                            and _as_applied(obj.raw, "Pod", bound) == _as_applied(old.raw, "Pod", bound)):
+                            and as_applied(obj.raw, "Pod", bound) == as_applied(old.raw, "Pod", bound)):
                         obj.raw = old.raw
             elif isinstance(obj, Node):
                 node = self.s.nodes.get(obj.name)
                 if (node is not None and obj.raw and node.raw
-                        and _as_applied(obj.raw, "Node", "") == _as_applied(node.raw, "Node", "")):
+                        and as_applied(obj.raw, "Node", "") == as_applied(node.raw, "Node", "")):
                     unchanged[id(obj)] = ApplyResult("Node", "", node.name, node.uid, "unchanged")
                     continue
             kept.append(obj)
@@ -471,7 +306,7 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
 
     async def Watch(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         wanted = {int(t) for t in request.types}
-        unknown = sorted(wanted - _KNOWN_EVENT_TYPES)
+        unknown = sorted(wanted - KNOWN_EVENT_TYPES)
         if unknown:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown event type(s) {unknown} in types")
         since = request.since_sequence if request.run_id in ("", self.run_id) else 0
@@ -587,7 +422,7 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         return pb.handle.ListWaitingPodsResponse(pods=[waiting_pod_to_proto(wp) for wp in pods])
 
     async def GetTrace(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        from .tracecli import spans_to_proto
+        from ..tracecli import spans_to_proto
 
         store = self.obs.tracing.store if self.obs is not None and self.obs.tracing is not None else None
         if store is None:
@@ -608,194 +443,3 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
             await context.abort(grpc.StatusCode.NOT_FOUND,
                                 f"no debug score table for pod {key} (are debug scores on? --debug-scores N)")
         return pb.scheduler.GetDebugScoresResponse(json=json.dumps(table))
-
-
-@dataclass
-class Server:
-    """A running framework service (see :func:`start_server` and :func:`start_service`)."""
-
-    scheduler: Scheduler
-    server: grpc.aio.Server
-    health: health.aio.HealthServicer
-    port: int
-    loop_task: asyncio.Task[None]
-    services: FrameworkServices | None = None
-    remote: RemotePlugins | None = None
-    observability: Observability | None = None
-    _stopped: bool = False
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def stop(self, grace: float = 5.0) -> None:
-        """Graceful stop: NOT_SERVING, no new pods, binding cycles finished, server stopped. Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
-        await self.health.enter_graceful_shutdown()
-        if self.observability is not None:
-            await self.observability.stop_http()
-        await self.scheduler.stop()
-        self.loop_task.cancel()
-        try:
-            await self.loop_task
-        except asyncio.CancelledError:
-            pass
-        if self.remote is not None:
-            await self.remote.close()
-        elif self.services is not None:
-            self.services.close()
-        await self.server.stop(grace)
-        if self.observability is not None:
-            self.observability.shutdown()  # after the last binding cycle: every trace is complete
-
-
-def _new_server() -> grpc.aio.Server:
-    # The message size limits and the undecodable-request guard are pluginhost.wire's, shared by every server.
-    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors())
-
-
-def _bind(server: grpc.aio.Server, listen: str, tls: ServerTLS | None = None) -> int:
-    return add_port(server, listen, tls)
-
-
-def advertised_address(listen: str, port: int) -> str:
-    """Where plugin hosts reach a framework listening on ``listen`` (a wildcard host becomes loopback:
-    sidecars run next to the framework; use ``--advertise`` otherwise)."""
-    host = listen.rsplit(":", 1)[0].strip("[]")
-    if host in ("", "0.0.0.0", "::", "*"):
-        host = "127.0.0.1"
-    return f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
-
-
-async def _start(
-    config: SchedulerConfig,
-    registry: Registry,
-    server: grpc.aio.Server,
-    port: int,
-    services: FrameworkServices,
-    remote: RemotePlugins | None,
-    seed: int | None,
-    observability: ObservabilityConfig | None = None,
-) -> Server:
-    scheduler = Scheduler(config, registry, seed=seed)
-    if remote is not None:
-        await remote.attach(scheduler)  # profiles, snapshot publisher, Configure (errors fail startup)
-    else:
-        services.attach(scheduler)
-    obs = await Observability.start(observability, scheduler, remote) if observability is not None else None
-    servicer = SchedulerService(scheduler, obs)
-    pb.scheduler_grpc.add_SchedulerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    await server.start()
-    await health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
-    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    loop_task = asyncio.get_running_loop().create_task(scheduler.run())
-    return Server(scheduler, server, health_servicer, port, loop_task, services, remote, obs)
-
-
-async def start_server(config: SchedulerConfig, registry: Registry, listen: str = "127.0.0.1:0",
-                       *, seed: int | None = None, observability: ObservabilityConfig | None = None,
-                       tls: ServerTLS | None = None) -> Server:
-    """Build the scheduler and start serving on ``listen`` (port 0 picks a free port)."""
-    server = _new_server()
-    port = _bind(server, listen, tls)
-    services = FrameworkServices()
-    services.add_to(server)
-    return await _start(config, registry, server, port, services, None, seed, observability)
-
-
-async def start_service(
-    config_for: Callable[[Registry], SchedulerConfig],
-    endpoints: Sequence[EndpointConfig] = (),
-    listen: str = "127.0.0.1:0",
-    *,
-    advertise: str | None = None,
-    seed: int | None = None,
-    observability: ObservabilityConfig | None = None,
-    tls: ServerTLS | None = None,
-) -> Server:
-    """The whole framework with remote plugins: bind ``listen``, handshake ``endpoints`` (telling them to
-    connect back to ``advertise``, by default the bound address), load the configuration with
-    ``config_for(registry)``, configure the remote plugins, start serving."""
-    server = _new_server()
-    port = _bind(server, listen, tls)
-    services = FrameworkServices()
-    services.add_to(server)
-    remote: RemotePlugins | None = None
-    try:
-        registry, remote = await build_registry_with_remote(
-            endpoints, advertise or advertised_address(listen, port), services
-        )
-        return await _start(config_for(registry), registry, server, port, services, remote, seed, observability)
-    except BaseException:
-        if remote is not None:
-            await remote.close()
-        await server.stop(0)
-        raise
-
-
-@dataclass
-class PluginServices:
-    """Handle and CycleState served on their own port: for a scheduler without the Scheduler API
-    (``explain`` offline, tests) whose remote plugins must still reach back."""
-
-    server: grpc.aio.Server
-    services: FrameworkServices
-    port: int
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def stop(self, grace: float = 1.0) -> None:
-        self.services.close()
-        await self.server.stop(grace)
-
-
-async def start_plugin_services(listen: str = "127.0.0.1:0", *, tls: ServerTLS | None = None) -> PluginServices:
-    """Serve the Handle and CycleState services (attach a scheduler with ``services.attach`` or
-    :meth:`RemotePlugins.attach`)."""
-    server = _new_server()
-    port = _bind(server, listen, tls)
-    services = FrameworkServices()
-    services.add_to(server)
-    await server.start()
-    return PluginServices(server, services, port)
-
-
-def ready_line(listen: str, srv: Server) -> str:
-    """The line ``outrigger serve`` prints once it serves: where the Scheduler API (and the secure and
-    plain HTTP ports) can be reached."""
-    host = listen.rsplit(":", 1)[0] if ":" in listen else listen
-    line = f"outrigger: serving the Scheduler API on {host}:{srv.port}"
-    if srv.observability is not None and srv.observability.secure is not None:
-        line += f", HTTPS on {srv.observability.secure.address}"
-    if srv.observability is not None and srv.observability.http is not None:
-        line += f", HTTP on {srv.observability.http.address}"
-    return line
-
-
-async def serve(
-    config_for: Callable[[Registry], SchedulerConfig],
-    listen: str,
-    endpoints: Sequence[EndpointConfig] = (),
-    advertise: str | None = None,
-    observability: ObservabilityConfig | None = None,
-    *,
-    tls: ServerTLS | None = None,
-) -> None:
-    """Run the framework service until SIGTERM or SIGINT."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)  # before announcing: a SIGTERM right after is graceful
-    srv = await start_service(config_for, endpoints, listen, advertise=advertise, observability=observability,
-                              tls=tls)
-    log.info("outrigger framework serving on %s (profiles: %s)", listen, ", ".join(srv.scheduler.profiles))
-    print(ready_line(listen, srv), flush=True)
-    await stop.wait()
-    log.info("shutting down")
-    await srv.stop()
