@@ -9,10 +9,12 @@
         async for kind, obj in events: ...
     await client.close()
 
-The HTTP client (aiohttp) and the JSON decoder (orjson) were chosen by measurement: decoding watch
-events and the per-request cost of bindings and events are what the scheduler pays in Python
-(docs/benchmarks.md, "Kubernetes API client"). Every request waits for a token of a bucket filled at
-``qps`` up to ``burst`` (client-go's default rate limiter; ``qps <= 0`` turns it off).
+The HTTP clients and the JSON decoder (orjson) were chosen by measurement: decoding watch events and
+the per-request cost of bindings and events are what the scheduler pays in Python (docs/benchmarks.md,
+"Kubernetes API client"). Watches are read with aiohttp; every other request goes over the keep-alive
+pool of :mod:`framework.kube.http1` (answers parsed by httptools), which costs half of aiohttp's CPU
+per write. Every request waits for a token of a bucket filled at ``qps`` up to ``burst`` (client-go's
+default rate limiter; ``qps <= 0`` turns it off).
 
 Exceptions, each naming the verb and the resource it was about (``list pods``, ``create pods/binding``):
 
