@@ -58,7 +58,8 @@ class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        #: Whether any byte of the current answer arrived (a failure before that may be retried).
+        #: Whether any byte of the current answer arrived (a replayable request that failed before that
+        #: may be sent again: :func:`_may_resend`).
         self.answered = False
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[tuple[Answer, bool]] | None = None
