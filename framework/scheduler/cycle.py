@@ -72,7 +72,6 @@ def filter_candidates(snapshot: Snapshot, pre: PreFilterResult | None, diagnosis
     return candidates
 
 
-
 class SchedulingCycle(BindingCycle):
     """One pod's scheduling cycle (kube-scheduler's ``schedulingCycle`` and ``schedulePod``)."""
 

@@ -50,7 +50,8 @@ __all__ = ["Scheduler", "tune_gc"]
 
 log = logging.getLogger("outrigger.scheduler")
 
-
+# What requeues a pod a plugin without EnqueueExtensions rejected: any event (kube-scheduler's
+# defaultEnqueueExtension).
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent("*", ActionType.All))]
 
 
@@ -60,7 +61,6 @@ def tune_gc() -> None:
     that walk them took a quarter of the scheduling time at 5000 nodes. Process-wide: called by the
     command line (serve, demo) and the benchmark, not by the library."""
     gc.set_threshold(10_000, 50, 100)
-
 
 
 class Scheduler(SchedulingCycle, ObjectStore):
