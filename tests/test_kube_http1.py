@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+import httptools
 import pytest
 
 from framework.kube.http1 import Answer, Pool
@@ -40,11 +41,7 @@ class Server:
         self.writers.append(writer)
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             for _ in range(100):
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                body = await reader.readexactly(length)
-                self.requests.append(head + body)
+                self.requests.append(await read_request(reader))
                 reply = self.script(len(self.requests))
                 if reply.silent:
                     await asyncio.sleep(30)
@@ -55,6 +52,30 @@ class Server:
                 if reply.close:
                     break
         writer.close()
+
+
+class _Complete:
+    """httptools' callbacks: only the end of a message matters here."""
+
+    done = False
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One request's bytes as the client wrote them, framed by httptools (the client has one request in
+    flight at a time, so what arrives before the message completes is that request)."""
+    complete = _Complete()
+    parser = httptools.HttpRequestParser(complete)
+    raw = b""
+    while not complete.done:
+        chunk = await reader.read(65536)
+        if not chunk:
+            raise asyncio.IncompleteReadError(raw, None)
+        raw += chunk
+        parser.feed_data(chunk)
+    return raw
 
 
 @contextlib.asynccontextmanager

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httptools
 import pytest
 import yaml
 from cryptography import x509
@@ -440,18 +441,39 @@ def test_configz_is_the_effective_configuration_and_loads_back_to_the_same_profi
 async def raw_exchange(port: int, ctx: ssl.SSLContext, data: bytes, answers: int) -> list[bytes]:
     """Send ``data`` on one TLS connection and read ``answers`` HTTP responses (heads and bodies)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
-    out = []
+    responses = _Responses()
     try:
         writer.write(data)
         await writer.drain()
-        for _ in range(answers):
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
-            out.append(head.split(b"\r\n")[0] + b" " + await asyncio.wait_for(reader.readexactly(length), 10))
+        while len(responses.out) < answers:
+            chunk = await asyncio.wait_for(reader.read(65536), 10)
+            assert chunk, f"the server closed after {len(responses.out)} of {answers} responses"
+            responses.parser.feed_data(chunk)
     finally:
         writer.close()
-    return out
+    return responses.out
+
+
+class _Responses:
+    """Responses framed by httptools, each kept as its status line, a space and its body."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.out: list[bytes] = []
+        self.reason = b""
+        self.body = b""
+
+    def on_status(self, reason: bytes) -> None:
+        self.reason += reason
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        version = self.parser.get_http_version().encode()
+        status = self.parser.get_status_code()
+        self.out.append(b"HTTP/%s %d %s %s" % (version, status, self.reason, self.body))
+        self.reason = self.body = b""
 
 
 def test_keep_alive_and_request_limits() -> None:
