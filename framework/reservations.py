@@ -27,7 +27,7 @@ from typing import Any
 from pluginhost.model import PODS, RESERVATION_ANNOTATION, RESERVATION_NAMESPACE, Pod, Reservation, ResourceList
 from pluginhost.status import Code, Status
 
-from . import tracing
+from .observe import tracing
 from .plugins.labels import label_selector_matches
 
 __all__ = [

@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from framework.config import SchedulerConfig
-from framework.observability import ObservabilityConfig
+from framework.observe.observability import ObservabilityConfig
 from framework.plugins import Registry
 from framework.profiles import build_registry, default_scheduler_config
 from framework.service import Server, start_server

@@ -219,7 +219,7 @@ def test_extender_wire_format_and_plugin() -> None:
     import http.client
     import threading
 
-    from framework.extender import ExtenderPlugin, ExtenderServer
+    from framework.bench.httpextender import ExtenderPlugin, ExtenderServer
 
     server = ExtenderServer(("127.0.0.1", 0))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

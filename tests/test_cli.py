@@ -27,7 +27,7 @@ from framework import cli
 from framework.cli import apply as cli_apply
 from framework.cli import get as cli_get
 from framework.cli import main
-from framework.progress import ProgressBar
+from framework.cli.progress import ProgressBar
 
 CLUSTER = """\
 apiVersion: v1

@@ -32,7 +32,7 @@ from clients import (
 from clients.selector import SelectorError, parse_selector
 from clients.types import PROTO_EVENT_TYPES
 from framework.config import SchedulerConfig, load_config
-from framework.observability import ObservabilityConfig
+from framework.observe.observability import ObservabilityConfig
 from framework.plugins import Registry
 from framework.service import start_server
 from pluginhost.plugin import CycleState, PermitPlugin

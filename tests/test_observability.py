@@ -31,12 +31,12 @@ from test_remote_harness import HostProcess, endpoint, until
 from clients.client import ClientError, SchedulerClient
 from framework import cli
 from framework.config import load_config
-from framework.debugscores import DebugScores
-from framework.observability import ObservabilityConfig
+from framework.observe.debugscores import DebugScores
+from framework.observe.observability import ObservabilityConfig
+from framework.observe.tracing import SpanStore, Tracing, TracingConfig, TracingConfigError, make_sampler
 from framework.plugins import in_tree_registry
 from framework.scheduler import explain_pod
 from framework.service import Server, start_server, start_service
-from framework.tracing import SpanStore, Tracing, TracingConfig, TracingConfigError, make_sampler
 from pluginhost import pb
 from pluginhost import tracing as host_tracing
 from pluginhost.examples import Coscheduling
@@ -533,7 +533,7 @@ def test_host_span_parent_comes_from_the_context_then_from_metadata() -> None:
 
 def test_code_in_a_traced_cycle_describes_itself_on_the_framework_span() -> None:
     # What plugins (e.g. Reservation) call: the framework's span when one is current, OpenTelemetry's otherwise.
-    from framework import tracing as fw_tracing
+    from framework.observe import tracing as fw_tracing
 
     store = SpanStore(1)
     tr = Tracing(store=store)

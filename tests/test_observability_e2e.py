@@ -17,9 +17,9 @@ from test_remote_harness import HostProcess, Hosts, endpoint, until
 from traced_plugins import AUTHOR_SPAN
 
 from framework.config import load_config
-from framework.observability import ObservabilityConfig
+from framework.observe.observability import ObservabilityConfig
+from framework.observe.tracing import TracingConfig
 from framework.service import start_service
-from framework.tracing import TracingConfig
 from pluginhost.examples.coscheduling import TIMEOUT
 from pluginhost.examples.nodelabels import PREFER, REQUIRE
 

@@ -31,9 +31,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from framework import cli
 from framework.config import load_config
-from framework.httpserver import MAX_BODY
 from framework.kube.local import LocalCluster
-from framework.observability import ObservabilityConfig
 from framework.observe.auth import (
     ANONYMOUS,
     Decision,
@@ -50,6 +48,8 @@ from framework.observe.auth import (
 from framework.observe.certs import fingerprint
 from framework.observe.configz import componentconfig
 from framework.observe.health import HealthChecks
+from framework.observe.httpserver import MAX_BODY
+from framework.observe.observability import ObservabilityConfig
 from framework.observe.serving import (
     SECURE_PORT_ENV,
     SecureServing,

@@ -14,9 +14,9 @@ from test_observability import bound, in_process
 from test_remote_examples import config, nodes, objects, pod
 from test_remote_harness import until
 
-from framework.observability import ObservabilityConfig
+from framework.observe.observability import ObservabilityConfig
+from framework.observe.tracing import READABLE_SPAN_FIELDS, SCOPE, Span, Tracing
 from framework.service import Server
-from framework.tracing import READABLE_SPAN_FIELDS, SCOPE, Span, Tracing
 
 
 def test_span_sets_every_field_of_the_sdks_readable_span() -> None:
@@ -195,9 +195,9 @@ def test_plugin_calls_are_observed_by_the_runtime_not_wrapped() -> None:
 
     from test_runtime import PROFILE, drive, fake, make_scheduler, manifest, raises
 
-    from framework import tracing as fw_tracing
-    from framework.instrument import instrument
-    from framework.metrics import SchedulerMetrics
+    from framework.observe import tracing as fw_tracing
+    from framework.observe.instrument import instrument
+    from framework.observe.metrics import SchedulerMetrics
     from pluginhost.status import SUCCESS
 
     seen: list[str] = []

@@ -17,8 +17,9 @@ Scenarios (:data:`framework.bench.scenarios.SCENARIOS`):
   (``outrigger plugin serve framework.bench.plugins:RemoteBenchTier``, ``filter_and_score``); reports
   bytes on the wire per pod from the adapter's counters.
 - ``extender`` / ``extender-names``: the same logic as a kube-scheduler HTTP/JSON extender in its own
-  process (:mod:`framework.extender`), called by :class:`~framework.extender.ExtenderPlugin` with full
-  v1 Node objects / in ``nodeCacheCapable`` mode with node names; 1000 measured pods.
+  process (:mod:`framework.bench.httpextender`), called by
+  :class:`~framework.bench.httpextender.ExtenderPlugin` with full v1 Node objects / in
+  ``nodeCacheCapable`` mode with node names; 1000 measured pods.
 - ``remote-traced``: ``remote`` with tracing on (always-on sampler, a batch span processor into an
   in-process sink); reports spans per pod.
 - ``remote-go``: ``remote-streams`` with BenchTier written with the Go SDK (clients/go, built with
@@ -36,6 +37,7 @@ The modules: :mod:`~framework.bench.workload` (the nodes and pods), :mod:`~frame
 and its result), :mod:`~framework.bench.plugins` (BenchTier, HeavyScore), :mod:`~framework.bench.scenario`
 (what a scenario is), :mod:`~framework.bench.inprocess`, :mod:`~framework.bench.remote`,
 :mod:`~framework.bench.extender` and :mod:`~framework.bench.gohost` (the scenarios),
+:mod:`~framework.bench.httpextender` (the HTTP/JSON extender peer and the plugin that calls it),
 :mod:`~framework.bench.servers` (the processes scenarios start), :mod:`~framework.bench.scenarios` (the
 table), :mod:`~framework.bench.runner` (child processes, rounds), :mod:`~framework.bench.report` (the
 machine, the targets, the table) and ``__main__`` (the command line).

@@ -1,5 +1,5 @@
 """The extender scenarios: BenchTier's logic as a kube-scheduler HTTP/JSON extender in its own process
-(:mod:`framework.extender`), called by :class:`~framework.extender.ExtenderPlugin` with full v1 Node
+(:mod:`framework.bench.httpextender`), called by :class:`~framework.bench.httpextender.ExtenderPlugin` with full v1 Node
 objects (``extender``) or in ``nodeCacheCapable`` mode with node names (``extender-names``)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["ExtenderNamesScenario", "ExtenderScenario"]
 
 class ExtenderScenario(InProcessPlugin):
     """``inprocess-plugin`` with BenchTier as a kube-scheduler HTTP extender in a separate process,
-    called by :class:`~framework.extender.ExtenderPlugin` with full v1 Node objects."""
+    called by :class:`~framework.bench.httpextender.ExtenderPlugin` with full v1 Node objects."""
 
     name = "extender"
     description = (
@@ -51,7 +51,7 @@ class ExtenderScenario(InProcessPlugin):
 
     @contextlib.asynccontextmanager
     async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
-        argv = [sys.executable, "-m", "framework.extender", "--listen", "127.0.0.1:0"]
+        argv = [sys.executable, "-m", "framework.bench.httpextender", "--listen", "127.0.0.1:0"]
         async with ServerProcess(argv, "extender") as server:
             self._url = f"http://{server.address}"
             try:
@@ -67,14 +67,14 @@ class ExtenderScenario(InProcessPlugin):
                 self._close()
 
     def registry(self) -> Registry:
-        from ..extender import ExtenderPlugin
+        from .httpextender import ExtenderPlugin
 
         registry = build_registry()
         registry.register_class(ExtenderPlugin)
         return registry
 
     def config(self, registry: Registry) -> SchedulerConfig:
-        from ..extender import ExtenderPlugin
+        from .httpextender import ExtenderPlugin
 
         return profile_with(registry, ExtenderPlugin.name, {
             "urlPrefix": self._url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
@@ -82,7 +82,7 @@ class ExtenderScenario(InProcessPlugin):
         })
 
     async def attach(self, scheduler: Scheduler) -> None:
-        from ..extender import ExtenderPlugin
+        from .httpextender import ExtenderPlugin
 
         self._plugins = [
             p for fwk in scheduler.profiles.values() for p in fwk.plugins.values() if isinstance(p, ExtenderPlugin)

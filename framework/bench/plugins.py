@@ -4,7 +4,7 @@
 The scenarios start their plugin hosts with ``outrigger plugin serve framework.bench.plugins:<class>``:
 :class:`RemoteBenchTier` (``remote``, lookahead), :class:`RemoteStreamsBenchTier` (``remote-streams``)
 and :class:`HeavyScore` (``replicas-N``). The Go SDK's ``outrigger-benchtier`` (clients/go) and the
-extender (:mod:`framework.extender`) implement BenchTier's logic too.
+extender (:mod:`framework.bench.httpextender`) implement BenchTier's logic too.
 """
 
 from __future__ import annotations

@@ -131,8 +131,8 @@ class TracedRemoteScenario(RemotePluginScenario):
         self._spans_at_mark = 0
 
     async def attach(self, scheduler: Scheduler) -> None:
-        from ..instrument import instrument
-        from ..tracing import benchmark_tracing
+        from ..observe.instrument import instrument
+        from ..observe.tracing import benchmark_tracing
 
         await super().attach(scheduler)
         self._tracing, self._sink = benchmark_tracing()

@@ -12,9 +12,9 @@ from pluginhost.manifest import load_documents, parse_objects
 from pluginhost.model import PersistentVolumeClaim, Pod, PodDisruptionBudget, Reservation
 from pluginhost.snapshot import StorageObject, storage_kind
 
-from ..progress import ProgressBar
 from .flags import add_filename, add_namespace, add_output, add_server, client, read_input
 from .output import emit
+from .progress import ProgressBar
 from .registry import UserError, command
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""``outrigger demo``: a generated cluster and workload, scheduled end to end (framework/demo.py)."""
+"""``outrigger demo``: a generated cluster and workload, scheduled end to end (framework/cli/demorun.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
   outrigger demo
   outrigger demo --nodes 40 --pods 300 --in-tree-only""")
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from .demorun import run_demo
 
     return run_demo(nodes=args.nodes, pods=args.pods, seed=args.seed, plugins=args.plugins,
                     remote=not args.in_tree_only)

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..security import add_client_flags, client_tls
 from .registry import UserError
+from .security import add_client_flags, client_tls
 
 if TYPE_CHECKING:
     from clients.client import SchedulerClient

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 
 from ..observe.serving import add_serving_flags
-from ..security import add_plugin_host_flags, add_server_flags, server_tls
 from .configfiles import remote_endpoints, scheduler_config
 from .flags import DEFAULT_SERVER
 from .registry import UserError, command, run_async
+from .security import add_plugin_host_flags, add_server_flags, server_tls
 
 __all__ = ["cmd_plugin", "cmd_serve"]
 
@@ -54,10 +54,10 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
   outrigger serve --config scheduler.yaml --kubeconfig ~/.kube/config   # a live cluster (docs/kubernetes.md)
   OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 outrigger serve""")
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..observability import ObservabilityConfig
+    from ..observe.observability import ObservabilityConfig
     from ..observe.serving import ServingConfigError, serving_config
+    from ..observe.tracing import TracingConfig, TracingConfigError
     from ..service import serve
-    from ..tracing import TracingConfig, TracingConfigError
 
     endpoints = remote_endpoints(args.plugins)
     try:
@@ -113,7 +113,7 @@ def cmd_plugin(args: argparse.Namespace) -> int:
     from pluginhost.definition import PluginDefinitionError
     from pluginhost.host import load_plugins, serve
 
-    from ..security import plugin_host_security
+    from .security import plugin_host_security
 
     try:
         plugins = load_plugins(args.target)

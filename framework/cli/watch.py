@@ -68,7 +68,7 @@ def _trace_args(p: argparse.ArgumentParser) -> None:
   outrigger trace web-1
   outrigger trace prod/web-1 -o json""")
 def cmd_trace(args: argparse.Namespace) -> int:
-    from ..tracecli import format_tree
+    from ..observe.tracecli import format_tree
 
     ns, name = pod_ref(args.pod, args.namespace)
     with client(args) as c:
@@ -89,7 +89,7 @@ def _debug_scores_args(p: argparse.ArgumentParser) -> None:
   outrigger debug-scores web-1
   outrigger debug-scores prod/web-1 -o json""")
 def cmd_debug_scores(args: argparse.Namespace) -> int:
-    from ..debugscores import format_table
+    from ..observe.debugscores import format_table
 
     ns, name = pod_ref(args.pod, args.namespace)
     with client(args) as c:

@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from ..demo import GANG_TIMEOUT, REMOTE_PROFILE, Sidecars, generate_cluster, generate_jobs, generate_workload
+from ..cli.demorun import GANG_TIMEOUT, REMOTE_PROFILE, Sidecars, generate_cluster, generate_jobs, generate_workload
 from .client import ApiClient, ApiUnreachable, KubeConfig
 from .local import BIN_ENV, BINARIES, BUILD_SCRIPT, LocalCluster, find_bin_dir
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import LeaderElectionConfig
-from ..metrics import SchedulerMetrics
 from ..observe.health import HealthChecks
+from ..observe.metrics import SchedulerMetrics
 from .client import ApiClient
 from .leader import LeaderElector, LeaderMetrics, LeaseLock, new_identity
 from .settings import client_connection, client_connection_from, config_document, kube_config, leader_election
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pluginhost.security import ServerTLS
 
     from ..config import SchedulerConfig
-    from ..observability import ObservabilityConfig
+    from ..observe.observability import ObservabilityConfig
     from ..plugins import Registry
     from ..remote import EndpointConfig
     from ..scheduler import Scheduler

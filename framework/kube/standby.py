@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import orjson
 
 from ..config import format_duration
-from ..httpserver import HttpServer
-from ..metrics import SchedulerMetrics
 from ..observe.health import ENDPOINTS as HEALTH_ENDPOINTS
 from ..observe.health import HealthChecks
+from ..observe.httpserver import HttpServer
+from ..observe.metrics import SchedulerMetrics
 from .leader import LeaderElector
 
 if TYPE_CHECKING:
-    from ..observability import ObservabilityConfig
+    from ..observe.observability import ObservabilityConfig
 
 __all__ = ["Standby", "StandbyHttp", "exit_lost", "first"]
 

@@ -34,7 +34,7 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Status
 from pluginhost.view import NodeChange
 
-from .. import tracing
+from ..observe import tracing
 
 __all__ = ["Reservation"]
 

@@ -54,8 +54,8 @@ from pluginhost.view import (
     pod_change_from_proto,
 )
 
-from .. import tracing
 from ..hooks import BeforeCycle, OutOfProcess, Upcoming
+from ..observe import tracing
 from .convert import converted, view_proto
 from .endpoint import Endpoint, Replica
 from .errors import RemotePluginError, RemotePluginsError, describe

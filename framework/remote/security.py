@@ -8,7 +8,7 @@ token, and the credential the framework issues to the host.
 - :func:`parse_tls_block`: the endpoint's ``tls`` mapping (``caFile``, ``certFile``, ``keyFile``,
   ``serverName``) as :class:`~pluginhost.security.ClientTLS`.
 
-The command-line flags of servers and clients are :mod:`framework.security`; docs/security.md has the
+The command-line flags of servers and clients are :mod:`framework.cli.security`; docs/security.md has the
 whole picture.
 """
 

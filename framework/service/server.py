@@ -19,7 +19,7 @@ from pluginhost.security import ServerTLS, add_port
 from pluginhost.wire import SERVER_OPTIONS, server_interceptors
 
 from ..config import SchedulerConfig
-from ..observability import Observability, ObservabilityConfig
+from ..observe.observability import Observability, ObservabilityConfig
 from ..plugins import Registry
 from ..profiles import build_registry_with_remote
 from ..remote import EndpointConfig, RemotePlugins

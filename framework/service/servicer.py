@@ -22,7 +22,7 @@ from pluginhost.model import Node, PersistentVolumeClaim, Pod
 from pluginhost.snapshot import Snapshot
 from pluginhost.view import ViewError
 
-from ..observability import Observability
+from ..observe.observability import Observability
 from ..remote.services import waiting_pod_to_proto
 from ..reservations import is_reserve_pod
 from ..scheduler import Scheduler
@@ -422,7 +422,7 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         return pb.handle.ListWaitingPodsResponse(pods=[waiting_pod_to_proto(wp) for wp in pods])
 
     async def GetTrace(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        from ..tracecli import spans_to_proto
+        from ..observe.tracecli import spans_to_proto
 
         store = self.obs.tracing.store if self.obs is not None and self.obs.tracing is not None else None
         if store is None:

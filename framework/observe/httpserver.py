@@ -5,7 +5,7 @@ authorized: :mod:`framework.observe`) and, for local use, on the plain ``--http`
 ``GET /healthz``, ``/livez``, ``/readyz``    named checks, kube's way (``?verbose``, ``?exclude=``,
                                              ``/readyz/<check>``): :mod:`framework.observe.health`
 ``GET /configz``                             the effective KubeSchedulerConfiguration
-``GET /metrics``                             Prometheus text format (:mod:`framework.metrics`)
+``GET /metrics``                             Prometheus text format (:mod:`framework.observe.metrics`)
 ``GET /debug/flags/scores``                  ``{"top": N}``: the debug scores switch (0: off)
 ``PUT|POST /debug/flags/scores?top=N``       switch debug scores to the top N nodes (body ``N`` works too)
 ``GET /debug/scores/<namespace>/<name>``     a pod's last debug score table
@@ -36,14 +36,14 @@ from typing import Any
 import grpc
 from aiohttp import web
 
+from ..hooks import OutOfProcess
+from ..remote.errors import RemotePluginError
+from .auth import Gate, status_body
+from .certs import ServingTLS
+from .configz import configz
 from .debugscores import DebugScores
-from .hooks import OutOfProcess
+from .health import ENDPOINTS, HealthChecks
 from .metrics import CONTENT_TYPE, SchedulerMetrics
-from .observe.auth import Gate, status_body
-from .observe.certs import ServingTLS
-from .observe.configz import configz
-from .observe.health import ENDPOINTS, HealthChecks
-from .remote.errors import RemotePluginError
 
 __all__ = ["IDLE_TIMEOUT", "MAX_BODY", "MAX_HEADERS", "MAX_LINE", "REQUEST_TIMEOUT", "HttpServer", "node_view"]
 

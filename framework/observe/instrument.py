@@ -32,8 +32,8 @@ from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from pluginhost.status import Code, Status
 
+from ..hooks import OutOfProcess
 from .debugscores import DebugScores
-from .hooks import OutOfProcess
 from .metrics import SchedulerMetrics
 from .tracing import PluginCall, Span, Tracing, _current, _time_ns
 

@@ -151,7 +151,7 @@ class Span(ReadableSpan):
         self.trace_id = trace_id
         self.leaf = False  # no child spans below this one (preemption's per-node what-ifs)
         self.tracing = tracing
-        # An extension point's plugin calls (framework.instrument): the one running, and all of them, made
+        # An extension point's plugin calls (framework.observe.instrument): the one running, and all of them, made
         # child spans when the point ends.
         self.active: PluginCall | None = None
         self.calls: list[PluginCall] | None = None
@@ -200,7 +200,7 @@ READABLE_SPAN_FIELDS = frozenset({
 
 class PluginCall:
     """A plugin call under an extension point's span, recorded by the runtime's observer
-    (:mod:`framework.instrument`) and made a child span of the point's span when the point ends. Its span
+    (:mod:`framework.observe.instrument`) and made a child span of the point's span when the point ends. Its span
     id is chosen when the call starts, so that a remote plugin's request carries it as the parent of the
     host's spans; code running in the call records on it as on a span (attributes, events)."""
 
@@ -208,7 +208,7 @@ class PluginCall:
                  "span_id", "start", "started")
 
     def __init__(self, observer: Any, info: Any, owner: Span | None, nodes: int, leaf: bool) -> None:
-        self.observer = observer  # what ends the call (framework.instrument)
+        self.observer = observer  # what ends the call (framework.observe.instrument)
         self.info = info  # the observer's precomputed pieces of this plugin's spans at this point
         self.owner = owner  # the extension point's span (None: timed for metrics only)
         self.nodes = nodes
@@ -564,7 +564,7 @@ def benchmark_tracing(store: int = 0) -> tuple[Tracing, SinkExporter]:
     through a batch span processor into a :class:`SinkExporter`. For the benchmark's tracing scenario::
 
         tracing, sink = benchmark_tracing()
-        instrument(scheduler, tracing=tracing)        # framework.instrument
+        instrument(scheduler, tracing=tracing)        # framework.observe.instrument
         ...
         tracing.shutdown(); print(sink.spans)
     """

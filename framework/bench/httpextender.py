@@ -16,7 +16,7 @@ names, no JSON tags, so ``Pod``, ``Nodes``, ``NodeNames``, ...):
 The logic is :class:`framework.bench.plugins.BenchTier`'s: nodes without the ``bench.outrigger.dev/tier`` label
 fail (unresolvable), gold scores 10, silver 5, bronze 0.
 
-Run it with ``python -m framework.extender --listen 127.0.0.1:0``: the first line of output is
+Run it with ``python -m framework.bench.httpextender --listen 127.0.0.1:0``: the first line of output is
 ``extender listening on HOST:PORT``. :class:`ExtenderPlugin` is a Filter+Score plugin that calls an
 extender from the framework's Filter/Score path with a keep-alive ``http.client`` connection (the
 blocking calls run on a one-thread executor so the event loop keeps running).
@@ -171,7 +171,7 @@ class ExtenderServer(ThreadingHTTPServer):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m framework.extender", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m framework.bench.httpextender", description=__doc__.split("\n\n")[0])
     p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (port 0: a free one)")
     p.add_argument("--prefix", default="", help="URL prefix of the filter and prioritize verbs")
     args = p.parse_args(argv)

@@ -36,11 +36,11 @@ from pluginhost.examples.coscheduling import GROUP_LABEL, MIN_AVAILABLE, TIMEOUT
 from pluginhost.examples.nodelabels import PREFER, REQUIRE
 from pluginhost.examples.provisioner import FAIL, PROVISION
 
-from .config import SchedulerConfig, load_config
-from .plugins import Registry
-from .profiles import default_scheduler_config
-from .remote import EndpointConfig, PointStats, load_remote_plugins
-from .service import Server, start_service
+from ..config import SchedulerConfig, load_config
+from ..plugins import Registry
+from ..profiles import default_scheduler_config
+from ..remote import EndpointConfig, PointStats, load_remote_plugins
+from ..service import Server, start_service
 
 __all__ = [
     "REMOTE_PROFILE",

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .debugscores import DebugScores
+from .health import HealthChecks
 from .httpserver import HttpServer
 from .instrument import Instrumentation, instrument
 from .metrics import SchedulerMetrics
-from .observe.health import HealthChecks
-from .observe.serving import Built, SecureServing, is_loopback
+from .serving import Built, SecureServing, is_loopback
 from .tracing import Tracing, TracingConfig
 
 log = logging.getLogger("outrigger.observability")
