@@ -120,6 +120,9 @@ class SchedulingCycle(BindingCycle):
             return
         assumed = dataclasses.replace(pod, node_name=host)
         self.cache.assume_pod(assumed, host)
+        # kube-scheduler's assume: an assumed pod leaves the nominator (DeleteNominatedPodIfExists), or
+        # other pods' Filter would count it twice on its node, as placed there and as nominated.
+        self.nominated.pop(pod.uid, None)
         status = await fwk.run_reserve(state, assumed, host)
         if status.ok:
             status = await fwk.run_permit(state, assumed, host)

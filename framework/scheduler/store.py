@@ -327,7 +327,10 @@ class ObjectStore(SchedulerBase):
             return
         if not pod.node_name and not spec_changed:
             # Only the status moved: the nomination stays the scheduler's own (it may be ahead of the API).
-            rec.pod = dataclasses.replace(pod, nominated_node_name=self.nominated.get(pod.uid, ""))
+            # An assumed pod (its binding cycle runs) is out of the nominator but keeps the nomination
+            # it was scheduled with: kube-scheduler leaves assumed pods alone on update.
+            nominated = rec.pod.nominated_node_name if self.cache.node_of(pod.uid) else ""
+            rec.pod = dataclasses.replace(pod, nominated_node_name=self.nominated.get(pod.uid, nominated))
             info = self.queue.info(pod.uid)
             if info is not None:
                 info.pod = rec.pod
