@@ -1,9 +1,16 @@
 """The binding cycle (kube-scheduler's ``bindingCycle``): PreBindPreFlight, the wait at Permit, PreBind,
 Bind and PostBind for a pod its scheduling cycle assumed on a node; on failure the pod's reservations
-are undone and it is requeued."""
+are undone and it is requeued.
+
+A pod whose binding will take a while (it waits at Permit, or a PreBind plugin has work for it) gets
+its node as ``nominatedNodeName`` first, so that others (another scheduler, a cluster autoscaler) see
+where it is going: kube-scheduler's NominatedNodeNameForExpectation, on by default since v1.35. The
+binding clears it (the API server does, ClearingNominatedNodeNameAfterBinding); a failed binding cycle
+clears it only if the pod had a nomination when it was scheduled (see :mod:`.failure`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from pluginhost.model import Pod
@@ -30,6 +37,8 @@ class BindingCycle(FailureHandling):
             # Which PreBind plugins have work for the pod: those answering Skip are not called at PreBind.
             status = await fwk.run_pre_bind_pre_flights(state, pod, host)
             if status.is_skip or status.ok:
+                if status.ok or fwk.waiting_pods.get(pod.uid) is not None:
+                    self._expect(pod, host)
                 status = await fwk.wait_on_permit(pod)
             else:
                 self._drop_waiting(pod, status)
@@ -61,6 +70,17 @@ class BindingCycle(FailureHandling):
             self._fail(info, Status.failure(f"binding cycle failed: {exc}", error=exc), set())
         finally:
             self._free_state(state.cycle_id)
+
+    def _expect(self, assumed: Pod, host: str) -> None:
+        """Set the pod's ``nominatedNodeName`` to the node it is being bound to (kube-scheduler's
+        updatePod with ModeOverride in bindingCycle): on the pod, through the cluster source, and not
+        in the nominator, which an assumed pod has left. Nothing is written if the pod, as it was
+        scheduled, already names that node."""
+        rec = self.pods.get(assumed.uid)
+        if rec is None or assumed.nominated_node_name == host:
+            return
+        rec.pod = dataclasses.replace(rec.pod, nominated_node_name=host)
+        self.source.nominated(rec.pod, host)
 
     def _drop_waiting(self, pod: Pod, status: Status) -> None:
         """A binding cycle that fails before it waits at Permit stops the pod's wait (its timers too)."""

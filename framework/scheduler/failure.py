@@ -32,8 +32,13 @@ class FailureHandling(SchedulerBase):
         if nominating:
             info.pod = self._nominate(rec, nominating)
             self._emit(EV_NOMINATED, "Pod", info.pod, node=nominating)
-        elif nominating == "" and (rec.pod.nominated_node_name or pod.uid in self.nominated):
-            info.pod = self._set_nomination(rec, "")
+        elif nominating == "":
+            # clearNominatedNode: the pod leaves the nominator, and its nominatedNodeName is cleared if
+            # the pod as its cycle saw it had one (kube-scheduler's updatePod diffs against that copy).
+            # So a node the binding cycle set on a pod that had none stays on it, and the pod is
+            # requeued as the cluster has it (kube-scheduler requeues the informer's copy).
+            self.nominated.pop(pod.uid, None)
+            info.pod = self._set_nomination(rec, "") if pod.nominated_node_name else rec.pod
         where = self.queue.requeue(info, status, rejectors)
         rec.last_status = status
         rec.phase = UNSCHEDULABLE_PHASE if where == UNSCHEDULABLE else PENDING
