@@ -606,7 +606,11 @@ class Servicer(pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
         (result, status), failed = await self._invoke(call, post_filter, (None, SUCCESS))
         status = failed or status
         reply = pb.plugin.PostFilterReply(status=status_to_proto(status), state_writes=state.drain_writes())
-        if result is not None and result.nominated_node_name:
+        # A result nominates its node, or clears the nomination when it names none; no result leaves it.
+        if result is None:
+            reply.nominating_mode = pb.plugin.NOMINATING_MODE_NOOP
+        else:
+            reply.nominating_mode = pb.plugin.NOMINATING_MODE_OVERRIDE
             reply.nominated_node_name = result.nominated_node_name
         return reply
 

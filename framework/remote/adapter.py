@@ -66,7 +66,7 @@ from .services import FrameworkServices, join_cycle
 from .stats import PointStats
 from .streams import CycleStreams, NodeExchange, Window
 
-__all__ = ["RemotePlugin"]
+__all__ = ["RemotePlugin", "post_filter_result"]
 
 log = logging.getLogger("outrigger.remote")
 
@@ -482,8 +482,7 @@ class RemotePlugin(Plugin, OutOfProcess):
                 return None, Status(Code.Unschedulable, (f"remote plugin {self.name} failed and was ignored",))
             raise
         apply_entries(state, reply.state_writes)
-        result = PostFilterResult(reply.nominated_node_name) if reply.nominated_node_name else None
-        return result, status_from_proto(reply.status)
+        return post_filter_result(reply), status_from_proto(reply.status)
 
     # ---- PreScore / Score / NormalizeScore -------------------------------------------------------------
 
@@ -678,3 +677,15 @@ class _RemoteExtensions(PreFilterExtensions):
 
     async def remove_pod(self, state: CycleState, pod: Pod, other: Pod, node_row: int) -> Status:
         return await self.adapter._extension(state, pod, other, node_row, add=False)
+
+
+def post_filter_result(reply: Any) -> PostFilterResult | None:
+    """The PostFilterResult a PostFilterReply carries: None (no result, the nomination stays) or a
+    result whose node, "" included, is the pod's nomination from now on. A host that does not say
+    (nominating_mode unset, as hosts before it) has a result only when it names a node."""
+    mode = reply.nominating_mode
+    if mode == pb.plugin.NOMINATING_MODE_OVERRIDE:
+        return PostFilterResult(reply.nominated_node_name)
+    if mode == pb.plugin.NOMINATING_MODE_UNSPECIFIED and reply.nominated_node_name:
+        return PostFilterResult(reply.nominated_node_name)
+    return None

@@ -35,6 +35,12 @@ class ExtensionPoint(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXTENSION_POINT_SCORE_TRANSFORMER: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_POST_FILTER_TRANSFORMER: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_CONTROLLER: _ClassVar[ExtensionPoint]
+
+class NominatingMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NOMINATING_MODE_UNSPECIFIED: _ClassVar[NominatingMode]
+    NOMINATING_MODE_NOOP: _ClassVar[NominatingMode]
+    NOMINATING_MODE_OVERRIDE: _ClassVar[NominatingMode]
 EXTENSION_POINT_UNSPECIFIED: ExtensionPoint
 EXTENSION_POINT_PRE_ENQUEUE: ExtensionPoint
 EXTENSION_POINT_QUEUE_SORT: ExtensionPoint
@@ -57,6 +63,9 @@ EXTENSION_POINT_FILTER_TRANSFORMER: ExtensionPoint
 EXTENSION_POINT_SCORE_TRANSFORMER: ExtensionPoint
 EXTENSION_POINT_POST_FILTER_TRANSFORMER: ExtensionPoint
 EXTENSION_POINT_CONTROLLER: ExtensionPoint
+NOMINATING_MODE_UNSPECIFIED: NominatingMode
+NOMINATING_MODE_NOOP: NominatingMode
+NOMINATING_MODE_OVERRIDE: NominatingMode
 
 class HandshakeRequest(_message.Message):
     __slots__ = ("framework_version", "profile", "framework_address", "credential")
@@ -337,16 +346,18 @@ class PostFilterRequest(_message.Message):
     def __init__(self, ctx: _Optional[_Union[CycleContext, _Mapping]] = ..., node_statuses: _Optional[_Mapping[str, _types_pb2.Status]] = ...) -> None: ...
 
 class PostFilterReply(_message.Message):
-    __slots__ = ("status", "nominated_node_name", "state_writes", "victims")
+    __slots__ = ("status", "nominated_node_name", "state_writes", "victims", "nominating_mode")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     NOMINATED_NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_WRITES_FIELD_NUMBER: _ClassVar[int]
     VICTIMS_FIELD_NUMBER: _ClassVar[int]
+    NOMINATING_MODE_FIELD_NUMBER: _ClassVar[int]
     status: _types_pb2.Status
     nominated_node_name: str
     state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
     victims: _containers.RepeatedCompositeFieldContainer[_types_pb2.PodRef]
-    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., nominated_node_name: _Optional[str] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., victims: _Optional[_Iterable[_Union[_types_pb2.PodRef, _Mapping]]] = ...) -> None: ...
+    nominating_mode: NominatingMode
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., nominated_node_name: _Optional[str] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., victims: _Optional[_Iterable[_Union[_types_pb2.PodRef, _Mapping]]] = ..., nominating_mode: _Optional[_Union[NominatingMode, str]] = ...) -> None: ...
 
 class PreScoreRequest(_message.Message):
     __slots__ = ("ctx", "feasible_node_ids", "feasible_node_names")

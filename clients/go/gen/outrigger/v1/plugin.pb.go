@@ -175,6 +175,60 @@ func (ExtensionPoint) EnumDescriptor() ([]byte, []int) {
 	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{0}
 }
 
+// How a PostFilter reply changes the pod's nomination (kube-scheduler's NominatingMode).
+type NominatingMode int32
+
+const (
+	// Not said: nominated_node_name decides (a node: override; empty: noop).
+	NominatingMode_NOMINATING_MODE_UNSPECIFIED NominatingMode = 0
+	// No result (kube-scheduler's nil PostFilterResult, ModeNoop): the nomination stays as it is.
+	NominatingMode_NOMINATING_MODE_NOOP NominatingMode = 1
+	// A result (ModeOverride): nominated_node_name is the pod's nomination from now on, empty
+	// clearing it (kube-scheduler's DefaultPreemption when no node can be made room on).
+	NominatingMode_NOMINATING_MODE_OVERRIDE NominatingMode = 2
+)
+
+// Enum value maps for NominatingMode.
+var (
+	NominatingMode_name = map[int32]string{
+		0: "NOMINATING_MODE_UNSPECIFIED",
+		1: "NOMINATING_MODE_NOOP",
+		2: "NOMINATING_MODE_OVERRIDE",
+	}
+	NominatingMode_value = map[string]int32{
+		"NOMINATING_MODE_UNSPECIFIED": 0,
+		"NOMINATING_MODE_NOOP":        1,
+		"NOMINATING_MODE_OVERRIDE":    2,
+	}
+)
+
+func (x NominatingMode) Enum() *NominatingMode {
+	p := new(NominatingMode)
+	*p = x
+	return p
+}
+
+func (x NominatingMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NominatingMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_outrigger_v1_plugin_proto_enumTypes[1].Descriptor()
+}
+
+func (NominatingMode) Type() protoreflect.EnumType {
+	return &file_outrigger_v1_plugin_proto_enumTypes[1]
+}
+
+func (x NominatingMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NominatingMode.Descriptor instead.
+func (NominatingMode) EnumDescriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{1}
+}
+
 // The framework introduces itself.
 type HandshakeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1968,14 +2022,18 @@ type PostFilterReply struct {
 	// CODE_SUCCESS when the plugin made the pod schedulable (e.g. chose victims); CODE_UNSCHEDULABLE
 	// when it could not.
 	Status *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	// The node the pod should be nominated to; empty for none.
+	// The node the pod should be nominated to; empty for none (see nominating_mode).
 	NominatedNodeName string `protobuf:"bytes,2,opt,name=nominated_node_name,json=nominatedNodeName,proto3" json:"nominated_node_name,omitempty"`
 	// CycleState writes.
 	StateWrites []*StateEntry `protobuf:"bytes,3,rep,name=state_writes,json=stateWrites,proto3" json:"state_writes,omitempty"`
 	// Pods the framework should preempt (delete) to make room on nominated_node_name.
-	Victims       []*PodRef `protobuf:"bytes,4,rep,name=victims,proto3" json:"victims,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Victims []*PodRef `protobuf:"bytes,4,rep,name=victims,proto3" json:"victims,omitempty"`
+	// What the reply does to the pod's nomination (kube-scheduler's PostFilterResult.NominatingInfo).
+	// A host that leaves it unset (hosts written before it) means: a node in nominated_node_name
+	// nominates the pod there, an empty one leaves the nomination as it is.
+	NominatingMode NominatingMode `protobuf:"varint,5,opt,name=nominating_mode,json=nominatingMode,proto3,enum=outrigger.v1.NominatingMode" json:"nominating_mode,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PostFilterReply) Reset() {
@@ -2034,6 +2092,13 @@ func (x *PostFilterReply) GetVictims() []*PodRef {
 		return x.Victims
 	}
 	return nil
+}
+
+func (x *PostFilterReply) GetNominatingMode() NominatingMode {
+	if x != nil {
+		return x.NominatingMode
+	}
+	return NominatingMode_NOMINATING_MODE_UNSPECIFIED
 }
 
 // PreScore: the nodes that passed Filter.
@@ -3649,12 +3714,13 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\rnode_statuses\x18\x02 \x03(\v21.outrigger.v1.PostFilterRequest.NodeStatusesEntryR\fnodeStatuses\x1aU\n" +
 	"\x11NodeStatusesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05value\x18\x02 \x01(\v2\x14.outrigger.v1.StatusR\x05value:\x028\x01\"\xdc\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x14.outrigger.v1.StatusR\x05value:\x028\x01\"\xa3\x02\n" +
 	"\x0fPostFilterReply\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12.\n" +
 	"\x13nominated_node_name\x18\x02 \x01(\tR\x11nominatedNodeName\x12;\n" +
 	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\x12.\n" +
-	"\avictims\x18\x04 \x03(\v2\x14.outrigger.v1.PodRefR\avictims\"\x9b\x01\n" +
+	"\avictims\x18\x04 \x03(\v2\x14.outrigger.v1.PodRefR\avictims\x12E\n" +
+	"\x0fnominating_mode\x18\x05 \x01(\x0e2\x1c.outrigger.v1.NominatingModeR\x0enominatingMode\"\x9b\x01\n" +
 	"\x0fPreScoreRequest\x12,\n" +
 	"\x03ctx\x18\x01 \x01(\v2\x1a.outrigger.v1.CycleContextR\x03ctx\x12*\n" +
 	"\x11feasible_node_ids\x18\x02 \x03(\rR\x0ffeasibleNodeIds\x12.\n" +
@@ -3809,7 +3875,11 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\"EXTENSION_POINT_FILTER_TRANSFORMER\x10\x12\x12%\n" +
 	"!EXTENSION_POINT_SCORE_TRANSFORMER\x10\x13\x12+\n" +
 	"'EXTENSION_POINT_POST_FILTER_TRANSFORMER\x10\x14\x12\x1e\n" +
-	"\x1aEXTENSION_POINT_CONTROLLER\x10\x152\xa5\x10\n" +
+	"\x1aEXTENSION_POINT_CONTROLLER\x10\x15*i\n" +
+	"\x0eNominatingMode\x12\x1f\n" +
+	"\x1bNOMINATING_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14NOMINATING_MODE_NOOP\x10\x01\x12\x1c\n" +
+	"\x18NOMINATING_MODE_OVERRIDE\x10\x022\xa5\x10\n" +
 	"\x06Plugin\x12L\n" +
 	"\tHandshake\x12\x1e.outrigger.v1.HandshakeRequest\x1a\x1f.outrigger.v1.HandshakeResponse\x12I\n" +
 	"\tConfigure\x12\x1e.outrigger.v1.ConfigureRequest\x1a\x1c.outrigger.v1.ConfigureReply\x12A\n" +
@@ -3854,210 +3924,212 @@ func file_outrigger_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_outrigger_v1_plugin_proto_rawDescData
 }
 
-var file_outrigger_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_outrigger_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_outrigger_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_outrigger_v1_plugin_proto_goTypes = []any{
 	(ExtensionPoint)(0),               // 0: outrigger.v1.ExtensionPoint
-	(*HandshakeRequest)(nil),          // 1: outrigger.v1.HandshakeRequest
-	(*PluginManifest)(nil),            // 2: outrigger.v1.PluginManifest
-	(*HandshakeResponse)(nil),         // 3: outrigger.v1.HandshakeResponse
-	(*ConfigureRequest)(nil),          // 4: outrigger.v1.ConfigureRequest
-	(*ConfigureReply)(nil),            // 5: outrigger.v1.ConfigureReply
-	(*CycleContext)(nil),              // 6: outrigger.v1.CycleContext
-	(*CycleRequest)(nil),              // 7: outrigger.v1.CycleRequest
-	(*PodRequest)(nil),                // 8: outrigger.v1.PodRequest
-	(*NodeRequest)(nil),               // 9: outrigger.v1.NodeRequest
-	(*StatusReply)(nil),               // 10: outrigger.v1.StatusReply
-	(*Ack)(nil),                       // 11: outrigger.v1.Ack
-	(*QueueSortKeyRequest)(nil),       // 12: outrigger.v1.QueueSortKeyRequest
-	(*SortKeyPart)(nil),               // 13: outrigger.v1.SortKeyPart
-	(*QueueSortKeyReply)(nil),         // 14: outrigger.v1.QueueSortKeyReply
-	(*EventsRequest)(nil),             // 15: outrigger.v1.EventsRequest
-	(*EventsReply)(nil),               // 16: outrigger.v1.EventsReply
-	(*QueueingHintRequest)(nil),       // 17: outrigger.v1.QueueingHintRequest
-	(*QueueingHintReply)(nil),         // 18: outrigger.v1.QueueingHintReply
-	(*PreFilterReply)(nil),            // 19: outrigger.v1.PreFilterReply
-	(*PreFilterExtensionRequest)(nil), // 20: outrigger.v1.PreFilterExtensionRequest
-	(*FilterStart)(nil),               // 21: outrigger.v1.FilterStart
-	(*FilterRequest)(nil),             // 22: outrigger.v1.FilterRequest
-	(*ReasonSet)(nil),                 // 23: outrigger.v1.ReasonSet
-	(*FilterReply)(nil),               // 24: outrigger.v1.FilterReply
-	(*PostFilterRequest)(nil),         // 25: outrigger.v1.PostFilterRequest
-	(*PostFilterReply)(nil),           // 26: outrigger.v1.PostFilterReply
-	(*PreScoreRequest)(nil),           // 27: outrigger.v1.PreScoreRequest
-	(*ScoreStart)(nil),                // 28: outrigger.v1.ScoreStart
-	(*ScoreRequest)(nil),              // 29: outrigger.v1.ScoreRequest
-	(*ScoreReply)(nil),                // 30: outrigger.v1.ScoreReply
-	(*NormalizeScoreRequest)(nil),     // 31: outrigger.v1.NormalizeScoreRequest
-	(*NormalizeScoreReply)(nil),       // 32: outrigger.v1.NormalizeScoreReply
-	(*LookaheadRequest)(nil),          // 33: outrigger.v1.LookaheadRequest
-	(*PodVerdict)(nil),                // 34: outrigger.v1.PodVerdict
-	(*LookaheadReply)(nil),            // 35: outrigger.v1.LookaheadReply
-	(*PermitReply)(nil),               // 36: outrigger.v1.PermitReply
-	(*NodeChange)(nil),                // 37: outrigger.v1.NodeChange
-	(*AddedNode)(nil),                 // 38: outrigger.v1.AddedNode
-	(*RemovedPod)(nil),                // 39: outrigger.v1.RemovedPod
-	(*NodeView)(nil),                  // 40: outrigger.v1.NodeView
-	(*PodChange)(nil),                 // 41: outrigger.v1.PodChange
-	(*TransformPodReply)(nil),         // 42: outrigger.v1.TransformPodReply
-	(*TransformNodesRequest)(nil),     // 43: outrigger.v1.TransformNodesRequest
-	(*TransformNodesReply)(nil),       // 44: outrigger.v1.TransformNodesReply
-	(*StopRequest)(nil),               // 45: outrigger.v1.StopRequest
-	(*DebugRequest)(nil),              // 46: outrigger.v1.DebugRequest
-	(*DebugReply)(nil),                // 47: outrigger.v1.DebugReply
-	nil,                               // 48: outrigger.v1.CycleContext.TraceContextEntry
-	nil,                               // 49: outrigger.v1.PostFilterRequest.NodeStatusesEntry
-	nil,                               // 50: outrigger.v1.NodeChange.AllocatableEntry
-	nil,                               // 51: outrigger.v1.NodeChange.RequestedEntry
-	nil,                               // 52: outrigger.v1.NodeChange.LabelsEntry
-	nil,                               // 53: outrigger.v1.PodChange.LabelsEntry
-	nil,                               // 54: outrigger.v1.PodChange.AnnotationsEntry
-	nil,                               // 55: outrigger.v1.PodChange.RequestsEntry
-	nil,                               // 56: outrigger.v1.PodChange.NodeSelectorEntry
-	(*ClusterEventWithHint)(nil),      // 57: outrigger.v1.ClusterEventWithHint
-	(*Status)(nil),                    // 58: outrigger.v1.Status
-	(*Pod)(nil),                       // 59: outrigger.v1.Pod
-	(*StateEntry)(nil),                // 60: outrigger.v1.StateEntry
-	(*ClusterEvent)(nil),              // 61: outrigger.v1.ClusterEvent
-	(*NodeBatch)(nil),                 // 62: outrigger.v1.NodeBatch
-	(Code)(0),                         // 63: outrigger.v1.Code
-	(*PodRef)(nil),                    // 64: outrigger.v1.PodRef
-	(*Node)(nil),                      // 65: outrigger.v1.Node
+	(NominatingMode)(0),               // 1: outrigger.v1.NominatingMode
+	(*HandshakeRequest)(nil),          // 2: outrigger.v1.HandshakeRequest
+	(*PluginManifest)(nil),            // 3: outrigger.v1.PluginManifest
+	(*HandshakeResponse)(nil),         // 4: outrigger.v1.HandshakeResponse
+	(*ConfigureRequest)(nil),          // 5: outrigger.v1.ConfigureRequest
+	(*ConfigureReply)(nil),            // 6: outrigger.v1.ConfigureReply
+	(*CycleContext)(nil),              // 7: outrigger.v1.CycleContext
+	(*CycleRequest)(nil),              // 8: outrigger.v1.CycleRequest
+	(*PodRequest)(nil),                // 9: outrigger.v1.PodRequest
+	(*NodeRequest)(nil),               // 10: outrigger.v1.NodeRequest
+	(*StatusReply)(nil),               // 11: outrigger.v1.StatusReply
+	(*Ack)(nil),                       // 12: outrigger.v1.Ack
+	(*QueueSortKeyRequest)(nil),       // 13: outrigger.v1.QueueSortKeyRequest
+	(*SortKeyPart)(nil),               // 14: outrigger.v1.SortKeyPart
+	(*QueueSortKeyReply)(nil),         // 15: outrigger.v1.QueueSortKeyReply
+	(*EventsRequest)(nil),             // 16: outrigger.v1.EventsRequest
+	(*EventsReply)(nil),               // 17: outrigger.v1.EventsReply
+	(*QueueingHintRequest)(nil),       // 18: outrigger.v1.QueueingHintRequest
+	(*QueueingHintReply)(nil),         // 19: outrigger.v1.QueueingHintReply
+	(*PreFilterReply)(nil),            // 20: outrigger.v1.PreFilterReply
+	(*PreFilterExtensionRequest)(nil), // 21: outrigger.v1.PreFilterExtensionRequest
+	(*FilterStart)(nil),               // 22: outrigger.v1.FilterStart
+	(*FilterRequest)(nil),             // 23: outrigger.v1.FilterRequest
+	(*ReasonSet)(nil),                 // 24: outrigger.v1.ReasonSet
+	(*FilterReply)(nil),               // 25: outrigger.v1.FilterReply
+	(*PostFilterRequest)(nil),         // 26: outrigger.v1.PostFilterRequest
+	(*PostFilterReply)(nil),           // 27: outrigger.v1.PostFilterReply
+	(*PreScoreRequest)(nil),           // 28: outrigger.v1.PreScoreRequest
+	(*ScoreStart)(nil),                // 29: outrigger.v1.ScoreStart
+	(*ScoreRequest)(nil),              // 30: outrigger.v1.ScoreRequest
+	(*ScoreReply)(nil),                // 31: outrigger.v1.ScoreReply
+	(*NormalizeScoreRequest)(nil),     // 32: outrigger.v1.NormalizeScoreRequest
+	(*NormalizeScoreReply)(nil),       // 33: outrigger.v1.NormalizeScoreReply
+	(*LookaheadRequest)(nil),          // 34: outrigger.v1.LookaheadRequest
+	(*PodVerdict)(nil),                // 35: outrigger.v1.PodVerdict
+	(*LookaheadReply)(nil),            // 36: outrigger.v1.LookaheadReply
+	(*PermitReply)(nil),               // 37: outrigger.v1.PermitReply
+	(*NodeChange)(nil),                // 38: outrigger.v1.NodeChange
+	(*AddedNode)(nil),                 // 39: outrigger.v1.AddedNode
+	(*RemovedPod)(nil),                // 40: outrigger.v1.RemovedPod
+	(*NodeView)(nil),                  // 41: outrigger.v1.NodeView
+	(*PodChange)(nil),                 // 42: outrigger.v1.PodChange
+	(*TransformPodReply)(nil),         // 43: outrigger.v1.TransformPodReply
+	(*TransformNodesRequest)(nil),     // 44: outrigger.v1.TransformNodesRequest
+	(*TransformNodesReply)(nil),       // 45: outrigger.v1.TransformNodesReply
+	(*StopRequest)(nil),               // 46: outrigger.v1.StopRequest
+	(*DebugRequest)(nil),              // 47: outrigger.v1.DebugRequest
+	(*DebugReply)(nil),                // 48: outrigger.v1.DebugReply
+	nil,                               // 49: outrigger.v1.CycleContext.TraceContextEntry
+	nil,                               // 50: outrigger.v1.PostFilterRequest.NodeStatusesEntry
+	nil,                               // 51: outrigger.v1.NodeChange.AllocatableEntry
+	nil,                               // 52: outrigger.v1.NodeChange.RequestedEntry
+	nil,                               // 53: outrigger.v1.NodeChange.LabelsEntry
+	nil,                               // 54: outrigger.v1.PodChange.LabelsEntry
+	nil,                               // 55: outrigger.v1.PodChange.AnnotationsEntry
+	nil,                               // 56: outrigger.v1.PodChange.RequestsEntry
+	nil,                               // 57: outrigger.v1.PodChange.NodeSelectorEntry
+	(*ClusterEventWithHint)(nil),      // 58: outrigger.v1.ClusterEventWithHint
+	(*Status)(nil),                    // 59: outrigger.v1.Status
+	(*Pod)(nil),                       // 60: outrigger.v1.Pod
+	(*StateEntry)(nil),                // 61: outrigger.v1.StateEntry
+	(*ClusterEvent)(nil),              // 62: outrigger.v1.ClusterEvent
+	(*NodeBatch)(nil),                 // 63: outrigger.v1.NodeBatch
+	(Code)(0),                         // 64: outrigger.v1.Code
+	(*PodRef)(nil),                    // 65: outrigger.v1.PodRef
+	(*Node)(nil),                      // 66: outrigger.v1.Node
 }
 var file_outrigger_v1_plugin_proto_depIdxs = []int32{
 	0,   // 0: outrigger.v1.PluginManifest.points:type_name -> outrigger.v1.ExtensionPoint
-	57,  // 1: outrigger.v1.PluginManifest.events:type_name -> outrigger.v1.ClusterEventWithHint
-	2,   // 2: outrigger.v1.HandshakeResponse.plugins:type_name -> outrigger.v1.PluginManifest
-	58,  // 3: outrigger.v1.ConfigureReply.status:type_name -> outrigger.v1.Status
-	59,  // 4: outrigger.v1.CycleContext.pod:type_name -> outrigger.v1.Pod
-	60,  // 5: outrigger.v1.CycleContext.state:type_name -> outrigger.v1.StateEntry
-	48,  // 6: outrigger.v1.CycleContext.trace_context:type_name -> outrigger.v1.CycleContext.TraceContextEntry
-	40,  // 7: outrigger.v1.CycleContext.node_view:type_name -> outrigger.v1.NodeView
-	6,   // 8: outrigger.v1.CycleRequest.ctx:type_name -> outrigger.v1.CycleContext
-	59,  // 9: outrigger.v1.PodRequest.pod:type_name -> outrigger.v1.Pod
-	6,   // 10: outrigger.v1.NodeRequest.ctx:type_name -> outrigger.v1.CycleContext
-	58,  // 11: outrigger.v1.StatusReply.status:type_name -> outrigger.v1.Status
-	60,  // 12: outrigger.v1.StatusReply.state_writes:type_name -> outrigger.v1.StateEntry
-	59,  // 13: outrigger.v1.QueueSortKeyRequest.pod:type_name -> outrigger.v1.Pod
-	13,  // 14: outrigger.v1.QueueSortKeyReply.key:type_name -> outrigger.v1.SortKeyPart
-	57,  // 15: outrigger.v1.EventsReply.events:type_name -> outrigger.v1.ClusterEventWithHint
-	59,  // 16: outrigger.v1.QueueingHintRequest.pod:type_name -> outrigger.v1.Pod
-	61,  // 17: outrigger.v1.QueueingHintRequest.event:type_name -> outrigger.v1.ClusterEvent
-	58,  // 18: outrigger.v1.PreFilterReply.status:type_name -> outrigger.v1.Status
-	60,  // 19: outrigger.v1.PreFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
-	6,   // 20: outrigger.v1.PreFilterExtensionRequest.ctx:type_name -> outrigger.v1.CycleContext
-	59,  // 21: outrigger.v1.PreFilterExtensionRequest.other_pod:type_name -> outrigger.v1.Pod
-	6,   // 22: outrigger.v1.FilterStart.ctx:type_name -> outrigger.v1.CycleContext
-	62,  // 23: outrigger.v1.FilterStart.batch:type_name -> outrigger.v1.NodeBatch
-	21,  // 24: outrigger.v1.FilterRequest.start:type_name -> outrigger.v1.FilterStart
-	62,  // 25: outrigger.v1.FilterRequest.batch:type_name -> outrigger.v1.NodeBatch
-	63,  // 26: outrigger.v1.FilterReply.codes:type_name -> outrigger.v1.Code
-	23,  // 27: outrigger.v1.FilterReply.reason_table:type_name -> outrigger.v1.ReasonSet
-	60,  // 28: outrigger.v1.FilterReply.state_writes:type_name -> outrigger.v1.StateEntry
-	58,  // 29: outrigger.v1.FilterReply.error:type_name -> outrigger.v1.Status
-	6,   // 30: outrigger.v1.PostFilterRequest.ctx:type_name -> outrigger.v1.CycleContext
-	49,  // 31: outrigger.v1.PostFilterRequest.node_statuses:type_name -> outrigger.v1.PostFilterRequest.NodeStatusesEntry
-	58,  // 32: outrigger.v1.PostFilterReply.status:type_name -> outrigger.v1.Status
-	60,  // 33: outrigger.v1.PostFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
-	64,  // 34: outrigger.v1.PostFilterReply.victims:type_name -> outrigger.v1.PodRef
-	6,   // 35: outrigger.v1.PreScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
-	6,   // 36: outrigger.v1.ScoreStart.ctx:type_name -> outrigger.v1.CycleContext
-	62,  // 37: outrigger.v1.ScoreStart.batch:type_name -> outrigger.v1.NodeBatch
-	28,  // 38: outrigger.v1.ScoreRequest.start:type_name -> outrigger.v1.ScoreStart
-	62,  // 39: outrigger.v1.ScoreRequest.batch:type_name -> outrigger.v1.NodeBatch
-	60,  // 40: outrigger.v1.ScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	58,  // 41: outrigger.v1.ScoreReply.error:type_name -> outrigger.v1.Status
-	6,   // 42: outrigger.v1.NormalizeScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
-	58,  // 43: outrigger.v1.NormalizeScoreReply.status:type_name -> outrigger.v1.Status
-	60,  // 44: outrigger.v1.NormalizeScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	59,  // 45: outrigger.v1.LookaheadRequest.pods:type_name -> outrigger.v1.Pod
-	23,  // 46: outrigger.v1.PodVerdict.reason_table:type_name -> outrigger.v1.ReasonSet
-	58,  // 47: outrigger.v1.PodVerdict.error:type_name -> outrigger.v1.Status
-	34,  // 48: outrigger.v1.LookaheadReply.verdicts:type_name -> outrigger.v1.PodVerdict
-	58,  // 49: outrigger.v1.LookaheadReply.error:type_name -> outrigger.v1.Status
-	58,  // 50: outrigger.v1.PermitReply.status:type_name -> outrigger.v1.Status
-	60,  // 51: outrigger.v1.PermitReply.state_writes:type_name -> outrigger.v1.StateEntry
-	50,  // 52: outrigger.v1.NodeChange.allocatable:type_name -> outrigger.v1.NodeChange.AllocatableEntry
-	51,  // 53: outrigger.v1.NodeChange.requested:type_name -> outrigger.v1.NodeChange.RequestedEntry
-	52,  // 54: outrigger.v1.NodeChange.labels:type_name -> outrigger.v1.NodeChange.LabelsEntry
-	65,  // 55: outrigger.v1.AddedNode.node:type_name -> outrigger.v1.Node
-	38,  // 56: outrigger.v1.NodeView.added_nodes:type_name -> outrigger.v1.AddedNode
-	59,  // 57: outrigger.v1.NodeView.added_pods:type_name -> outrigger.v1.Pod
-	37,  // 58: outrigger.v1.NodeView.changes:type_name -> outrigger.v1.NodeChange
-	39,  // 59: outrigger.v1.NodeView.removed_pods:type_name -> outrigger.v1.RemovedPod
-	53,  // 60: outrigger.v1.PodChange.labels:type_name -> outrigger.v1.PodChange.LabelsEntry
-	54,  // 61: outrigger.v1.PodChange.annotations:type_name -> outrigger.v1.PodChange.AnnotationsEntry
-	55,  // 62: outrigger.v1.PodChange.requests:type_name -> outrigger.v1.PodChange.RequestsEntry
-	56,  // 63: outrigger.v1.PodChange.node_selector:type_name -> outrigger.v1.PodChange.NodeSelectorEntry
-	58,  // 64: outrigger.v1.TransformPodReply.status:type_name -> outrigger.v1.Status
-	41,  // 65: outrigger.v1.TransformPodReply.change:type_name -> outrigger.v1.PodChange
-	60,  // 66: outrigger.v1.TransformPodReply.state_writes:type_name -> outrigger.v1.StateEntry
-	6,   // 67: outrigger.v1.TransformNodesRequest.ctx:type_name -> outrigger.v1.CycleContext
-	58,  // 68: outrigger.v1.TransformNodesReply.status:type_name -> outrigger.v1.Status
-	37,  // 69: outrigger.v1.TransformNodesReply.changes:type_name -> outrigger.v1.NodeChange
-	60,  // 70: outrigger.v1.TransformNodesReply.state_writes:type_name -> outrigger.v1.StateEntry
-	58,  // 71: outrigger.v1.PostFilterRequest.NodeStatusesEntry.value:type_name -> outrigger.v1.Status
-	1,   // 72: outrigger.v1.Plugin.Handshake:input_type -> outrigger.v1.HandshakeRequest
-	4,   // 73: outrigger.v1.Plugin.Configure:input_type -> outrigger.v1.ConfigureRequest
-	8,   // 74: outrigger.v1.Plugin.PreEnqueue:input_type -> outrigger.v1.PodRequest
-	12,  // 75: outrigger.v1.Plugin.QueueSortKey:input_type -> outrigger.v1.QueueSortKeyRequest
-	15,  // 76: outrigger.v1.Plugin.EventsToRegister:input_type -> outrigger.v1.EventsRequest
-	17,  // 77: outrigger.v1.Plugin.QueueingHint:input_type -> outrigger.v1.QueueingHintRequest
-	7,   // 78: outrigger.v1.Plugin.PreFilter:input_type -> outrigger.v1.CycleRequest
-	20,  // 79: outrigger.v1.Plugin.PreFilterAddPod:input_type -> outrigger.v1.PreFilterExtensionRequest
-	20,  // 80: outrigger.v1.Plugin.PreFilterRemovePod:input_type -> outrigger.v1.PreFilterExtensionRequest
-	22,  // 81: outrigger.v1.Plugin.Filter:input_type -> outrigger.v1.FilterRequest
-	25,  // 82: outrigger.v1.Plugin.PostFilter:input_type -> outrigger.v1.PostFilterRequest
-	27,  // 83: outrigger.v1.Plugin.PreScore:input_type -> outrigger.v1.PreScoreRequest
-	29,  // 84: outrigger.v1.Plugin.Score:input_type -> outrigger.v1.ScoreRequest
-	31,  // 85: outrigger.v1.Plugin.NormalizeScore:input_type -> outrigger.v1.NormalizeScoreRequest
-	33,  // 86: outrigger.v1.Plugin.Lookahead:input_type -> outrigger.v1.LookaheadRequest
-	9,   // 87: outrigger.v1.Plugin.Reserve:input_type -> outrigger.v1.NodeRequest
-	9,   // 88: outrigger.v1.Plugin.Unreserve:input_type -> outrigger.v1.NodeRequest
-	9,   // 89: outrigger.v1.Plugin.Permit:input_type -> outrigger.v1.NodeRequest
-	9,   // 90: outrigger.v1.Plugin.PreBindPreFlight:input_type -> outrigger.v1.NodeRequest
-	9,   // 91: outrigger.v1.Plugin.PreBind:input_type -> outrigger.v1.NodeRequest
-	9,   // 92: outrigger.v1.Plugin.Bind:input_type -> outrigger.v1.NodeRequest
-	9,   // 93: outrigger.v1.Plugin.PostBind:input_type -> outrigger.v1.NodeRequest
-	7,   // 94: outrigger.v1.Plugin.BeforePreFilter:input_type -> outrigger.v1.CycleRequest
-	43,  // 95: outrigger.v1.Plugin.BeforeFilter:input_type -> outrigger.v1.TransformNodesRequest
-	43,  // 96: outrigger.v1.Plugin.BeforePostFilter:input_type -> outrigger.v1.TransformNodesRequest
-	43,  // 97: outrigger.v1.Plugin.BeforeScore:input_type -> outrigger.v1.TransformNodesRequest
-	45,  // 98: outrigger.v1.Plugin.Stop:input_type -> outrigger.v1.StopRequest
-	46,  // 99: outrigger.v1.Plugin.Debug:input_type -> outrigger.v1.DebugRequest
-	3,   // 100: outrigger.v1.Plugin.Handshake:output_type -> outrigger.v1.HandshakeResponse
-	5,   // 101: outrigger.v1.Plugin.Configure:output_type -> outrigger.v1.ConfigureReply
-	10,  // 102: outrigger.v1.Plugin.PreEnqueue:output_type -> outrigger.v1.StatusReply
-	14,  // 103: outrigger.v1.Plugin.QueueSortKey:output_type -> outrigger.v1.QueueSortKeyReply
-	16,  // 104: outrigger.v1.Plugin.EventsToRegister:output_type -> outrigger.v1.EventsReply
-	18,  // 105: outrigger.v1.Plugin.QueueingHint:output_type -> outrigger.v1.QueueingHintReply
-	19,  // 106: outrigger.v1.Plugin.PreFilter:output_type -> outrigger.v1.PreFilterReply
-	10,  // 107: outrigger.v1.Plugin.PreFilterAddPod:output_type -> outrigger.v1.StatusReply
-	10,  // 108: outrigger.v1.Plugin.PreFilterRemovePod:output_type -> outrigger.v1.StatusReply
-	24,  // 109: outrigger.v1.Plugin.Filter:output_type -> outrigger.v1.FilterReply
-	26,  // 110: outrigger.v1.Plugin.PostFilter:output_type -> outrigger.v1.PostFilterReply
-	10,  // 111: outrigger.v1.Plugin.PreScore:output_type -> outrigger.v1.StatusReply
-	30,  // 112: outrigger.v1.Plugin.Score:output_type -> outrigger.v1.ScoreReply
-	32,  // 113: outrigger.v1.Plugin.NormalizeScore:output_type -> outrigger.v1.NormalizeScoreReply
-	35,  // 114: outrigger.v1.Plugin.Lookahead:output_type -> outrigger.v1.LookaheadReply
-	10,  // 115: outrigger.v1.Plugin.Reserve:output_type -> outrigger.v1.StatusReply
-	11,  // 116: outrigger.v1.Plugin.Unreserve:output_type -> outrigger.v1.Ack
-	36,  // 117: outrigger.v1.Plugin.Permit:output_type -> outrigger.v1.PermitReply
-	10,  // 118: outrigger.v1.Plugin.PreBindPreFlight:output_type -> outrigger.v1.StatusReply
-	10,  // 119: outrigger.v1.Plugin.PreBind:output_type -> outrigger.v1.StatusReply
-	10,  // 120: outrigger.v1.Plugin.Bind:output_type -> outrigger.v1.StatusReply
-	11,  // 121: outrigger.v1.Plugin.PostBind:output_type -> outrigger.v1.Ack
-	42,  // 122: outrigger.v1.Plugin.BeforePreFilter:output_type -> outrigger.v1.TransformPodReply
-	44,  // 123: outrigger.v1.Plugin.BeforeFilter:output_type -> outrigger.v1.TransformNodesReply
-	44,  // 124: outrigger.v1.Plugin.BeforePostFilter:output_type -> outrigger.v1.TransformNodesReply
-	44,  // 125: outrigger.v1.Plugin.BeforeScore:output_type -> outrigger.v1.TransformNodesReply
-	11,  // 126: outrigger.v1.Plugin.Stop:output_type -> outrigger.v1.Ack
-	47,  // 127: outrigger.v1.Plugin.Debug:output_type -> outrigger.v1.DebugReply
-	100, // [100:128] is the sub-list for method output_type
-	72,  // [72:100] is the sub-list for method input_type
-	72,  // [72:72] is the sub-list for extension type_name
-	72,  // [72:72] is the sub-list for extension extendee
-	0,   // [0:72] is the sub-list for field type_name
+	58,  // 1: outrigger.v1.PluginManifest.events:type_name -> outrigger.v1.ClusterEventWithHint
+	3,   // 2: outrigger.v1.HandshakeResponse.plugins:type_name -> outrigger.v1.PluginManifest
+	59,  // 3: outrigger.v1.ConfigureReply.status:type_name -> outrigger.v1.Status
+	60,  // 4: outrigger.v1.CycleContext.pod:type_name -> outrigger.v1.Pod
+	61,  // 5: outrigger.v1.CycleContext.state:type_name -> outrigger.v1.StateEntry
+	49,  // 6: outrigger.v1.CycleContext.trace_context:type_name -> outrigger.v1.CycleContext.TraceContextEntry
+	41,  // 7: outrigger.v1.CycleContext.node_view:type_name -> outrigger.v1.NodeView
+	7,   // 8: outrigger.v1.CycleRequest.ctx:type_name -> outrigger.v1.CycleContext
+	60,  // 9: outrigger.v1.PodRequest.pod:type_name -> outrigger.v1.Pod
+	7,   // 10: outrigger.v1.NodeRequest.ctx:type_name -> outrigger.v1.CycleContext
+	59,  // 11: outrigger.v1.StatusReply.status:type_name -> outrigger.v1.Status
+	61,  // 12: outrigger.v1.StatusReply.state_writes:type_name -> outrigger.v1.StateEntry
+	60,  // 13: outrigger.v1.QueueSortKeyRequest.pod:type_name -> outrigger.v1.Pod
+	14,  // 14: outrigger.v1.QueueSortKeyReply.key:type_name -> outrigger.v1.SortKeyPart
+	58,  // 15: outrigger.v1.EventsReply.events:type_name -> outrigger.v1.ClusterEventWithHint
+	60,  // 16: outrigger.v1.QueueingHintRequest.pod:type_name -> outrigger.v1.Pod
+	62,  // 17: outrigger.v1.QueueingHintRequest.event:type_name -> outrigger.v1.ClusterEvent
+	59,  // 18: outrigger.v1.PreFilterReply.status:type_name -> outrigger.v1.Status
+	61,  // 19: outrigger.v1.PreFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	7,   // 20: outrigger.v1.PreFilterExtensionRequest.ctx:type_name -> outrigger.v1.CycleContext
+	60,  // 21: outrigger.v1.PreFilterExtensionRequest.other_pod:type_name -> outrigger.v1.Pod
+	7,   // 22: outrigger.v1.FilterStart.ctx:type_name -> outrigger.v1.CycleContext
+	63,  // 23: outrigger.v1.FilterStart.batch:type_name -> outrigger.v1.NodeBatch
+	22,  // 24: outrigger.v1.FilterRequest.start:type_name -> outrigger.v1.FilterStart
+	63,  // 25: outrigger.v1.FilterRequest.batch:type_name -> outrigger.v1.NodeBatch
+	64,  // 26: outrigger.v1.FilterReply.codes:type_name -> outrigger.v1.Code
+	24,  // 27: outrigger.v1.FilterReply.reason_table:type_name -> outrigger.v1.ReasonSet
+	61,  // 28: outrigger.v1.FilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	59,  // 29: outrigger.v1.FilterReply.error:type_name -> outrigger.v1.Status
+	7,   // 30: outrigger.v1.PostFilterRequest.ctx:type_name -> outrigger.v1.CycleContext
+	50,  // 31: outrigger.v1.PostFilterRequest.node_statuses:type_name -> outrigger.v1.PostFilterRequest.NodeStatusesEntry
+	59,  // 32: outrigger.v1.PostFilterReply.status:type_name -> outrigger.v1.Status
+	61,  // 33: outrigger.v1.PostFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	65,  // 34: outrigger.v1.PostFilterReply.victims:type_name -> outrigger.v1.PodRef
+	1,   // 35: outrigger.v1.PostFilterReply.nominating_mode:type_name -> outrigger.v1.NominatingMode
+	7,   // 36: outrigger.v1.PreScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
+	7,   // 37: outrigger.v1.ScoreStart.ctx:type_name -> outrigger.v1.CycleContext
+	63,  // 38: outrigger.v1.ScoreStart.batch:type_name -> outrigger.v1.NodeBatch
+	29,  // 39: outrigger.v1.ScoreRequest.start:type_name -> outrigger.v1.ScoreStart
+	63,  // 40: outrigger.v1.ScoreRequest.batch:type_name -> outrigger.v1.NodeBatch
+	61,  // 41: outrigger.v1.ScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	59,  // 42: outrigger.v1.ScoreReply.error:type_name -> outrigger.v1.Status
+	7,   // 43: outrigger.v1.NormalizeScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
+	59,  // 44: outrigger.v1.NormalizeScoreReply.status:type_name -> outrigger.v1.Status
+	61,  // 45: outrigger.v1.NormalizeScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	60,  // 46: outrigger.v1.LookaheadRequest.pods:type_name -> outrigger.v1.Pod
+	24,  // 47: outrigger.v1.PodVerdict.reason_table:type_name -> outrigger.v1.ReasonSet
+	59,  // 48: outrigger.v1.PodVerdict.error:type_name -> outrigger.v1.Status
+	35,  // 49: outrigger.v1.LookaheadReply.verdicts:type_name -> outrigger.v1.PodVerdict
+	59,  // 50: outrigger.v1.LookaheadReply.error:type_name -> outrigger.v1.Status
+	59,  // 51: outrigger.v1.PermitReply.status:type_name -> outrigger.v1.Status
+	61,  // 52: outrigger.v1.PermitReply.state_writes:type_name -> outrigger.v1.StateEntry
+	51,  // 53: outrigger.v1.NodeChange.allocatable:type_name -> outrigger.v1.NodeChange.AllocatableEntry
+	52,  // 54: outrigger.v1.NodeChange.requested:type_name -> outrigger.v1.NodeChange.RequestedEntry
+	53,  // 55: outrigger.v1.NodeChange.labels:type_name -> outrigger.v1.NodeChange.LabelsEntry
+	66,  // 56: outrigger.v1.AddedNode.node:type_name -> outrigger.v1.Node
+	39,  // 57: outrigger.v1.NodeView.added_nodes:type_name -> outrigger.v1.AddedNode
+	60,  // 58: outrigger.v1.NodeView.added_pods:type_name -> outrigger.v1.Pod
+	38,  // 59: outrigger.v1.NodeView.changes:type_name -> outrigger.v1.NodeChange
+	40,  // 60: outrigger.v1.NodeView.removed_pods:type_name -> outrigger.v1.RemovedPod
+	54,  // 61: outrigger.v1.PodChange.labels:type_name -> outrigger.v1.PodChange.LabelsEntry
+	55,  // 62: outrigger.v1.PodChange.annotations:type_name -> outrigger.v1.PodChange.AnnotationsEntry
+	56,  // 63: outrigger.v1.PodChange.requests:type_name -> outrigger.v1.PodChange.RequestsEntry
+	57,  // 64: outrigger.v1.PodChange.node_selector:type_name -> outrigger.v1.PodChange.NodeSelectorEntry
+	59,  // 65: outrigger.v1.TransformPodReply.status:type_name -> outrigger.v1.Status
+	42,  // 66: outrigger.v1.TransformPodReply.change:type_name -> outrigger.v1.PodChange
+	61,  // 67: outrigger.v1.TransformPodReply.state_writes:type_name -> outrigger.v1.StateEntry
+	7,   // 68: outrigger.v1.TransformNodesRequest.ctx:type_name -> outrigger.v1.CycleContext
+	59,  // 69: outrigger.v1.TransformNodesReply.status:type_name -> outrigger.v1.Status
+	38,  // 70: outrigger.v1.TransformNodesReply.changes:type_name -> outrigger.v1.NodeChange
+	61,  // 71: outrigger.v1.TransformNodesReply.state_writes:type_name -> outrigger.v1.StateEntry
+	59,  // 72: outrigger.v1.PostFilterRequest.NodeStatusesEntry.value:type_name -> outrigger.v1.Status
+	2,   // 73: outrigger.v1.Plugin.Handshake:input_type -> outrigger.v1.HandshakeRequest
+	5,   // 74: outrigger.v1.Plugin.Configure:input_type -> outrigger.v1.ConfigureRequest
+	9,   // 75: outrigger.v1.Plugin.PreEnqueue:input_type -> outrigger.v1.PodRequest
+	13,  // 76: outrigger.v1.Plugin.QueueSortKey:input_type -> outrigger.v1.QueueSortKeyRequest
+	16,  // 77: outrigger.v1.Plugin.EventsToRegister:input_type -> outrigger.v1.EventsRequest
+	18,  // 78: outrigger.v1.Plugin.QueueingHint:input_type -> outrigger.v1.QueueingHintRequest
+	8,   // 79: outrigger.v1.Plugin.PreFilter:input_type -> outrigger.v1.CycleRequest
+	21,  // 80: outrigger.v1.Plugin.PreFilterAddPod:input_type -> outrigger.v1.PreFilterExtensionRequest
+	21,  // 81: outrigger.v1.Plugin.PreFilterRemovePod:input_type -> outrigger.v1.PreFilterExtensionRequest
+	23,  // 82: outrigger.v1.Plugin.Filter:input_type -> outrigger.v1.FilterRequest
+	26,  // 83: outrigger.v1.Plugin.PostFilter:input_type -> outrigger.v1.PostFilterRequest
+	28,  // 84: outrigger.v1.Plugin.PreScore:input_type -> outrigger.v1.PreScoreRequest
+	30,  // 85: outrigger.v1.Plugin.Score:input_type -> outrigger.v1.ScoreRequest
+	32,  // 86: outrigger.v1.Plugin.NormalizeScore:input_type -> outrigger.v1.NormalizeScoreRequest
+	34,  // 87: outrigger.v1.Plugin.Lookahead:input_type -> outrigger.v1.LookaheadRequest
+	10,  // 88: outrigger.v1.Plugin.Reserve:input_type -> outrigger.v1.NodeRequest
+	10,  // 89: outrigger.v1.Plugin.Unreserve:input_type -> outrigger.v1.NodeRequest
+	10,  // 90: outrigger.v1.Plugin.Permit:input_type -> outrigger.v1.NodeRequest
+	10,  // 91: outrigger.v1.Plugin.PreBindPreFlight:input_type -> outrigger.v1.NodeRequest
+	10,  // 92: outrigger.v1.Plugin.PreBind:input_type -> outrigger.v1.NodeRequest
+	10,  // 93: outrigger.v1.Plugin.Bind:input_type -> outrigger.v1.NodeRequest
+	10,  // 94: outrigger.v1.Plugin.PostBind:input_type -> outrigger.v1.NodeRequest
+	8,   // 95: outrigger.v1.Plugin.BeforePreFilter:input_type -> outrigger.v1.CycleRequest
+	44,  // 96: outrigger.v1.Plugin.BeforeFilter:input_type -> outrigger.v1.TransformNodesRequest
+	44,  // 97: outrigger.v1.Plugin.BeforePostFilter:input_type -> outrigger.v1.TransformNodesRequest
+	44,  // 98: outrigger.v1.Plugin.BeforeScore:input_type -> outrigger.v1.TransformNodesRequest
+	46,  // 99: outrigger.v1.Plugin.Stop:input_type -> outrigger.v1.StopRequest
+	47,  // 100: outrigger.v1.Plugin.Debug:input_type -> outrigger.v1.DebugRequest
+	4,   // 101: outrigger.v1.Plugin.Handshake:output_type -> outrigger.v1.HandshakeResponse
+	6,   // 102: outrigger.v1.Plugin.Configure:output_type -> outrigger.v1.ConfigureReply
+	11,  // 103: outrigger.v1.Plugin.PreEnqueue:output_type -> outrigger.v1.StatusReply
+	15,  // 104: outrigger.v1.Plugin.QueueSortKey:output_type -> outrigger.v1.QueueSortKeyReply
+	17,  // 105: outrigger.v1.Plugin.EventsToRegister:output_type -> outrigger.v1.EventsReply
+	19,  // 106: outrigger.v1.Plugin.QueueingHint:output_type -> outrigger.v1.QueueingHintReply
+	20,  // 107: outrigger.v1.Plugin.PreFilter:output_type -> outrigger.v1.PreFilterReply
+	11,  // 108: outrigger.v1.Plugin.PreFilterAddPod:output_type -> outrigger.v1.StatusReply
+	11,  // 109: outrigger.v1.Plugin.PreFilterRemovePod:output_type -> outrigger.v1.StatusReply
+	25,  // 110: outrigger.v1.Plugin.Filter:output_type -> outrigger.v1.FilterReply
+	27,  // 111: outrigger.v1.Plugin.PostFilter:output_type -> outrigger.v1.PostFilterReply
+	11,  // 112: outrigger.v1.Plugin.PreScore:output_type -> outrigger.v1.StatusReply
+	31,  // 113: outrigger.v1.Plugin.Score:output_type -> outrigger.v1.ScoreReply
+	33,  // 114: outrigger.v1.Plugin.NormalizeScore:output_type -> outrigger.v1.NormalizeScoreReply
+	36,  // 115: outrigger.v1.Plugin.Lookahead:output_type -> outrigger.v1.LookaheadReply
+	11,  // 116: outrigger.v1.Plugin.Reserve:output_type -> outrigger.v1.StatusReply
+	12,  // 117: outrigger.v1.Plugin.Unreserve:output_type -> outrigger.v1.Ack
+	37,  // 118: outrigger.v1.Plugin.Permit:output_type -> outrigger.v1.PermitReply
+	11,  // 119: outrigger.v1.Plugin.PreBindPreFlight:output_type -> outrigger.v1.StatusReply
+	11,  // 120: outrigger.v1.Plugin.PreBind:output_type -> outrigger.v1.StatusReply
+	11,  // 121: outrigger.v1.Plugin.Bind:output_type -> outrigger.v1.StatusReply
+	12,  // 122: outrigger.v1.Plugin.PostBind:output_type -> outrigger.v1.Ack
+	43,  // 123: outrigger.v1.Plugin.BeforePreFilter:output_type -> outrigger.v1.TransformPodReply
+	45,  // 124: outrigger.v1.Plugin.BeforeFilter:output_type -> outrigger.v1.TransformNodesReply
+	45,  // 125: outrigger.v1.Plugin.BeforePostFilter:output_type -> outrigger.v1.TransformNodesReply
+	45,  // 126: outrigger.v1.Plugin.BeforeScore:output_type -> outrigger.v1.TransformNodesReply
+	12,  // 127: outrigger.v1.Plugin.Stop:output_type -> outrigger.v1.Ack
+	48,  // 128: outrigger.v1.Plugin.Debug:output_type -> outrigger.v1.DebugReply
+	101, // [101:129] is the sub-list for method output_type
+	73,  // [73:101] is the sub-list for method input_type
+	73,  // [73:73] is the sub-list for extension type_name
+	73,  // [73:73] is the sub-list for extension extendee
+	0,   // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_plugin_proto_init() }
@@ -4084,7 +4156,7 @@ func file_outrigger_v1_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_plugin_proto_rawDesc), len(file_outrigger_v1_plugin_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
