@@ -17,15 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pluginhost.context import CallContext, context, in_host
+    from pluginhost.definition import defn
     from pluginhost.host import PluginHost, serve
     from pluginhost.state import StateValue
 
-__all__ = ["CallContext", "PluginHost", "StateValue", "context", "in_host", "serve"]
+__all__ = ["CallContext", "PluginHost", "StateValue", "context", "defn", "in_host", "serve"]
 
 _LAZY = {
     "CallContext": "pluginhost.context",
     "context": "pluginhost.context",
     "in_host": "pluginhost.context",
+    "defn": "pluginhost.definition",
     "PluginHost": "pluginhost.host",
     "serve": "pluginhost.host",
     "StateValue": "pluginhost.state",

@@ -5,12 +5,21 @@
 debug endpoints readable from a bare instance) and builds its ``PluginManifest``: which points the
 framework calls, what it sends with them. A class that cannot be served raises
 :class:`PluginDefinitionError` saying what to fix, when the host is built rather than at its first call.
+
+:func:`defn` moves that check to the class statement itself, as temporalio's ``@workflow.defn`` does::
+
+    @pluginhost.defn(name="GpuPack")
+    class GpuPack(FilterPlugin, ScorePlugin): ...
+
+A mistake then fails the import of the plugin's module, in the author's test run, with the same
+message; the host reuses the manifest built there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pluginhost import pb
 from pluginhost.errors import OutriggerError
@@ -30,7 +39,7 @@ from pluginhost.plugin import (
     ScoreExtensions,
 )
 
-__all__ = ["Hosted", "PluginDefinitionError", "action_from_text", "action_text", "manifest_of"]
+__all__ = ["Hosted", "PluginDefinitionError", "action_from_text", "action_text", "defn", "manifest_of"]
 
 E = pb.plugin  # the ExtensionPoint enum lives in plugin.proto
 
@@ -43,6 +52,39 @@ _SNAPSHOT_POINTS = frozenset({"preFilter", "filter", "postFilter", "preScore", "
 
 class PluginDefinitionError(OutriggerError, TypeError):
     """A class handed to the host is not a valid plugin (the message says what to fix)."""
+
+
+_MANIFEST = "__outrigger_manifest__"  # where :func:`defn` keeps the manifest it built, on the class itself
+
+P = TypeVar("P", bound=type[Plugin])
+
+
+@overload
+def defn(cls: P, /) -> P: ...
+
+
+@overload
+def defn(*, name: str | None = None) -> Callable[[P], P]: ...
+
+
+def defn(cls: P | None = None, /, *, name: str | None = None) -> P | Callable[[P], P]:
+    """Declare a plugin class: check it now and keep its manifest (``@defn`` or ``@defn(name="X")``,
+    which also sets the class's ``name``). :class:`PluginDefinitionError` at the class statement when
+    it cannot be served."""
+
+    def declare(c: P) -> P:
+        if name is not None:
+            c.name = name
+        setattr(c, _MANIFEST, manifest_of(c))
+        return c
+
+    return declare if cls is None else declare(cls)
+
+
+def declared_manifest(cls: type) -> Any:
+    """The manifest :func:`defn` built for ``cls`` itself (not inherited by a subclass), or a new one."""
+    built = vars(cls).get(_MANIFEST) if isinstance(cls, type) else None
+    return built if built is not None else manifest_of(cls)
 
 
 def _overrides(cls: type, base: type, method: str) -> bool:

@@ -47,7 +47,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from pluginhost import pb
 from pluginhost.context import CallContext
-from pluginhost.definition import Hosted, PluginDefinitionError, manifest_of
+from pluginhost.definition import Hosted, PluginDefinitionError, declared_manifest
 from pluginhost.handle_client import HandleClient
 from pluginhost.mirror import SnapshotMirror
 from pluginhost.plugin import Controller, Plugin
@@ -94,7 +94,7 @@ class PluginHost:
     ) -> None:
         self.plugins: dict[str, Hosted] = {}
         for cls in plugins:
-            manifest = manifest_of(cls)
+            manifest = declared_manifest(cls)
             if manifest.name in self.plugins:
                 raise PluginDefinitionError(f"two hosted plugins are named {manifest.name!r}")
             self.plugins[manifest.name] = Hosted(cls, manifest)

@@ -16,6 +16,7 @@ import pytest
 from test_remote_fakes import SPEC_ENV
 from test_remote_harness import ROOT, HostProcess, Hosts, endpoint, remote_rig, until
 
+import pluginhost
 from framework.config import ConfigError, load_config
 from framework.remote import (
     EndpointConfig,
@@ -265,6 +266,43 @@ class _HalfFilterAndScore(FilterPlugin):
 def test_host_refuses_invalid_plugin_classes(cls: type, problem: str) -> None:
     with pytest.raises(PluginDefinitionError, match=problem):
         manifest_of(cls)
+
+
+@pytest.mark.parametrize(
+    ("cls", "problem"),
+    [
+        pytest.param(_NoName, "has no name", id="no-name"),
+        pytest.param(_KeyOnlyLess, "must implement sort_key()", id="queue-sort-less-only"),
+        pytest.param(_HalfFilterAndScore, "filter_and_score needs both Filter and Score", id="filter-and-score"),
+    ],
+)  # fmt: skip
+def test_defn_refuses_the_class_at_its_declaration(cls: type, problem: str) -> None:
+    with pytest.raises(PluginDefinitionError, match=problem):
+        pluginhost.defn(type(cls.__name__, (cls,), {}))
+
+
+def test_defn_names_the_class_and_the_host_serves_the_manifest_it_built() -> None:
+    @pluginhost.defn(name="Declared")
+    class Declared(FilterPlugin):
+        async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+            return FilterResult.passing(len(batch))
+
+    @pluginhost.defn
+    class Bare(FilterPlugin):
+        name = "Bare"
+
+        async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
+            return FilterResult.passing(len(batch))
+
+    class Derived(Declared):
+        name = "Derived"
+
+    built = Declared.__outrigger_manifest__  # type: ignore[attr-defined]
+    assert (Declared.name, built.name, Bare.__outrigger_manifest__.name) == ("Declared", "Declared", "Bare")  # type: ignore[attr-defined]
+    host = pluginhost.PluginHost([Declared, Bare, Derived], listen="127.0.0.1:0")
+    assert host.plugins["Declared"].manifest is built  # built once, at the class statement
+    assert host.plugins["Derived"].manifest.name == "Derived"  # a subclass gets its own, not its base's
+    assert host.plugins["Derived"].manifest == manifest_of(Derived)
 
 
 def test_rejected_configuration_fails_startup_with_the_plugins_reason() -> None:
