@@ -93,7 +93,7 @@ class ObservedCall(Protocol):
 
 
 class PluginObserver(Protocol):
-    """Told about each plugin call of the per-point loops (framework.instrument: spans and metrics).
+    """Told about each plugin call of the per-point loops (framework.observe.instrument: spans and metrics).
     ``start`` returns None for a call it does not follow."""
 
     def start(self, point: str, plugin: Plugin, nodes: int = -1) -> ObservedCall | None: ...
@@ -190,7 +190,7 @@ class Framework:
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self.handle = handle
         self._rng = rng or random.Random()
-        self.observer: PluginObserver | None = None  # set by framework.instrument when traced or measured
+        self.observer: PluginObserver | None = None  # set by framework.observe.instrument when traced or measured
         self.plugins: dict[str, Plugin] = {}
         for point_plugins in plugins.values():
             for p in point_plugins:
