@@ -13,6 +13,7 @@
  *   addPod / removePod(state, pod, other, node, call) -> Status   (PreFilterExtensions)
  *   filter(state, pod, nodes, call)           -> Array<Status|null> (null: the node fits)
  *   postFilter(state, pod, nodeStatuses, call) -> Status | {status, nominatedNodeName}
+ *                                             (a result: the pod's nomination, '' clearing it)
  *   preScore(state, pod, nodes, call)         -> Status
  *   score(state, pod, nodes, call)            -> number[] (integers)
  *   normalizeScore(state, pod, nodes, scores, call) -> Status (scores normalized in place)
@@ -471,12 +472,7 @@ class PluginHost {
       PreFilterRemovePod: unary((req, rpc) => this._extension('PreFilterRemovePod', 'removePod', req, rpc)),
       Filter: (rpc) => this._batches('Filter', rpc),
       PostFilter: unary((req, rpc) => this._cycleCall('PostFilter', req, rpc, async (inst, state, pod, call) => {
-        const answer = await inst.postFilter(state, pod, req.node_statuses || {}, call);
-        const isResult = answer && typeof answer === 'object' && 'status' in answer;
-        return {
-          status: toStatus(isResult ? answer.status : answer, 'postFilter'),
-          nominated_node_name: (isResult && answer.nominatedNodeName) || '',
-        };
+        return postFilterReply(await inst.postFilter(state, pod, req.node_statuses || {}, call));
       })),
       PreScore: unary((req, rpc) => this._cycleCall('PreScore', req, rpc, async (inst, state, pod, call) => {
         const nodes = nodesOf(req.feasible_node_ids, req.feasible_node_names);
@@ -810,6 +806,25 @@ function checkScores(scores, n, what) {
   }
 }
 
+/**
+ * The PostFilterReply for what postFilter answered. `{status, nominatedNodeName}` is a result
+ * (kube-scheduler's PostFilterResult, NOMINATING_MODE_OVERRIDE): its node, '' included, is the pod's
+ * nomination from now on, '' clearing it. A Status alone, or an answer without a nominatedNodeName
+ * (null or missing), is no result (NOMINATING_MODE_NOOP): the nomination stays as it is.
+ */
+function postFilterReply(answer) {
+  const isResult = answer && typeof answer === 'object' && 'status' in answer;
+  const status = toStatus(isResult ? answer.status : answer, 'postFilter');
+  const node = isResult ? answer.nominatedNodeName : undefined;
+  if (node === undefined || node === null) {
+    return { status, nominated_node_name: '', nominating_mode: 'NOMINATING_MODE_NOOP' };
+  }
+  if (typeof node !== 'string') {
+    throw new TypeError(`postFilter returned nominatedNodeName ${JSON.stringify(node)}, not a node name`);
+  }
+  return { status, nominated_node_name: node, nominating_mode: 'NOMINATING_MODE_OVERRIDE' };
+}
+
 async function scoresOf(inst, state, pod, nodes, call) {
   const scores = await inst.score(state, pod, nodes, call);
   checkScores(scores, nodes.length, 'score');
@@ -867,4 +882,5 @@ module.exports = {
   applyView,
   loadProtos,
   manifestOf,
+  postFilterReply,
 };
