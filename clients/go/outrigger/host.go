@@ -138,7 +138,8 @@ func pointsOf(p Plugin) []pb.ExtensionPoint {
 	_, ok = p.(FilterPlugin)
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_FILTER)
 	_, ok = p.(PostFilterPlugin)
-	add(ok, pb.ExtensionPoint_EXTENSION_POINT_POST_FILTER)
+	_, withResult := p.(PostFilterResultPlugin)
+	add(ok || withResult, pb.ExtensionPoint_EXTENSION_POINT_POST_FILTER)
 	_, ok = p.(PreScorePlugin)
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_PRE_SCORE)
 	_, ok = p.(ScorePlugin)
@@ -597,26 +598,44 @@ func (h *Host) PreFilterRemovePod(ctx context.Context, req *pb.PreFilterExtensio
 	return h.extension(ctx, "PreFilterRemovePod", req, false)
 }
 
-// PostFilter runs the plugin's PostFilter.
+// PostFilter runs the plugin's PostFilter (PostFilterResult when it has it).
 func (h *Host) PostFilter(ctx context.Context, req *pb.PostFilterRequest) (*pb.PostFilterReply, error) {
-	var nominated string
+	var result *PostFilterResult
 	st, call, err := h.unary(ctx, "PostFilter", req.GetCtx(), func(inst Plugin, call *Call) *Status {
-		p, ok := inst.(PostFilterPlugin)
-		if !ok {
-			return missing("PostFilter")
-		}
 		statuses := make(map[string]*Status, len(req.GetNodeStatuses()))
 		for name, s := range req.GetNodeStatuses() {
 			statuses[name] = StatusFromProto(s)
 		}
 		var st *Status
-		nominated, st = p.PostFilter(call, req.GetCtx().GetPod(), statuses)
+		switch p := inst.(type) {
+		case PostFilterResultPlugin:
+			result, st = p.PostFilterResult(call, req.GetCtx().GetPod(), statuses)
+		case PostFilterPlugin:
+			var nominated string
+			if nominated, st = p.PostFilter(call, req.GetCtx().GetPod(), statuses); nominated != "" {
+				result = &PostFilterResult{NominatedNodeName: nominated}
+			}
+		default:
+			return missing("PostFilter")
+		}
 		return st
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &pb.PostFilterReply{Status: st.ToProto(), NominatedNodeName: nominated, StateWrites: writes(call)}, nil
+	return postFilterReply(st, result, writes(call)), nil
+}
+
+// postFilterReply says what the PostFilter answer does to the pod's nomination: a result overrides it
+// with its node ("" clearing it), no result leaves it (or a failed call: result is nil then).
+func postFilterReply(st *Status, result *PostFilterResult, stateWrites []*pb.StateEntry) *pb.PostFilterReply {
+	reply := &pb.PostFilterReply{Status: st.ToProto(), StateWrites: stateWrites,
+		NominatingMode: pb.NominatingMode_NOMINATING_MODE_NOOP}
+	if result != nil {
+		reply.NominatingMode = pb.NominatingMode_NOMINATING_MODE_OVERRIDE
+		reply.NominatedNodeName = result.NominatedNodeName
+	}
+	return reply
 }
 
 // nodesOf resolves a request's node ids (and names) against the call's snapshot.

@@ -66,10 +66,26 @@ type FilterPlugin interface {
 }
 
 // PostFilterPlugin runs when no node passed Filter. statuses holds each node's rejection by name
-// ("" for the nodes not listed).
+// ("" for the nodes not listed). A node in nominatedNode nominates the pod there; "" leaves the pod's
+// nomination as it is (a plugin that must clear it implements PostFilterResultPlugin instead).
 type PostFilterPlugin interface {
 	Plugin
 	PostFilter(c *Call, pod *pb.Pod, statuses map[string]*Status) (nominatedNode string, status *Status)
+}
+
+// PostFilterResult is what a PostFilter found (kube-scheduler's PostFilterResult): NominatedNodeName
+// is the pod's nomination from now on, "" clearing it.
+type PostFilterResult struct {
+	NominatedNodeName string
+}
+
+// PostFilterResultPlugin is a PostFilter plugin that tells no result (nil: the pod's nomination stays
+// as it is) from a result naming no node (which clears it, as kube-scheduler's DefaultPreemption does
+// when no node can be made room on). The host calls PostFilterResult, not PostFilter, on a plugin
+// that has it.
+type PostFilterResultPlugin interface {
+	Plugin
+	PostFilterResult(c *Call, pod *pb.Pod, statuses map[string]*Status) (*PostFilterResult, *Status)
 }
 
 // PreScorePlugin precomputes state for Score over the feasible nodes.
