@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -103,6 +105,8 @@ type shared struct {
 	parallelism int
 	startOnce   sync.Once
 	keys        []SharedState
+	// podsInformed says the Handle's pod informer runs (a plugin asked for it before start).
+	podsInformed atomic.Bool
 
 	mu     sync.Mutex
 	cycles map[string]*cycle
@@ -114,6 +118,8 @@ type cycle struct {
 	ran   map[string]bool // "PreFilter/<plugin>", "PreScore/<plugin>": points run for this cycle here
 	used  time.Time
 	seen  map[string]fwk.StateData // shared keys: the value last exchanged with the framework
+	// activated are the pods of PodsToActivate already handed to the framework ("namespace/name").
+	activated map[string]bool
 }
 
 func newShared(cfg Config) (*shared, error) {
@@ -156,8 +162,35 @@ func (s *shared) start() {
 		s.informers.Start(stop)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s.informers.WaitForCacheSync(ctx.Done())
+		synced := s.informers.WaitForCacheSync(ctx.Done())
+		s.podsInformed.Store(synced[reflect.TypeOf(&v1.Pod{})])
 	})
+}
+
+// PodWait bounds how long a PreFilter call waits for the Handle's pod informer to hold its pod.
+const PodWait = 2 * time.Second
+
+// awaitPod waits, up to PodWait, until the Handle's pod informer holds pod (when it runs). kube-scheduler
+// schedules the pods its own informer delivers, so its plugins' pod listers always hold the pod of the
+// cycle and every pod created before it (Coscheduling counts a gang's pods there); the framework
+// watches the apiserver on its own, and its request may overtake this host's watch.
+func (s *shared) awaitPod(ctx context.Context, pod *v1.Pod) {
+	if !s.podsInformed.Load() || pod.Name == "" {
+		return
+	}
+	lister := s.informers.Core().V1().Pods().Lister().Pods(pod.Namespace)
+	deadline := time.Now().Add(PodWait)
+	for {
+		got, err := lister.Get(pod.Name)
+		if err == nil && (pod.UID == "" || got.UID == pod.UID) {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			klog.V(2).InfoS("the pod informer does not hold the pod yet; running PreFilter without it", "pod", klog.KObj(pod))
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // cycle is the CycleState of cycleID (a new one the first time).
@@ -170,7 +203,8 @@ func (s *shared) cycle(cycleID string) *cycle {
 		if len(s.cycles) >= MaxCycles {
 			s.expire(now)
 		}
-		c = &cycle{state: framework.NewCycleState(), ran: map[string]bool{}, seen: map[string]fwk.StateData{}}
+		c = &cycle{state: newCycleState(), ran: map[string]bool{}, seen: map[string]fwk.StateData{},
+			activated: map[string]bool{}}
 		s.cycles[cycleID] = c
 	}
 	c.used = now
@@ -443,14 +477,16 @@ func (p *Plugin) cycleOf(c *outrigger.Call) *cycle {
 	return cyc
 }
 
-// publish puts on the call's reply the shared keys the plugin wrote or deleted during the call.
+// publish puts on the call's reply the shared keys the plugin wrote or deleted during the call, and
+// the pods it asked to activate.
 func (p *Plugin) publish(c *outrigger.Call) {
-	if len(p.shared.keys) == 0 || c.State == nil || whatIf(c.View) {
+	if c.State == nil || whatIf(c.View) {
 		return
 	}
 	cyc := p.shared.cycle(c.CycleID)
 	cyc.mu.Lock()
 	defer cyc.mu.Unlock()
+	publishActivations(c, cyc)
 	for _, k := range p.shared.keys {
 		data, err := cyc.state.Read(fwk.StateKey(k.Key))
 		switch {
@@ -482,6 +518,7 @@ func (p *Plugin) PreEnqueue(c *outrigger.Call, pod *pb.Pod) *outrigger.Status {
 }
 
 func (p *Plugin) preFilter(c *outrigger.Call, cyc *cycle, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status) {
+	p.shared.awaitPod(c, pod)
 	result, st := p.p.(fwk.PreFilterPlugin).PreFilter(c, cyc.state, pod, nodeInfos(c))
 	cyc.ran["PreFilter/"+p.served] = true
 	return result, st

@@ -83,7 +83,8 @@ func (h *Handle) DeleteNominatedPodIfExists(*v1.Pod) {}
 // UpdateNominatedPod does nothing.
 func (h *Handle) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo) {}
 
-// Activate does nothing: the framework requeues pods on cluster events.
+// Activate does nothing: the Handle has no way to the framework's queue. Pods a plugin puts in the
+// cycle's PodsToActivate reach it (activate.go), and the framework requeues pods on cluster events.
 func (h *Handle) Activate(klog.Logger, map[string]*v1.Pod) {}
 
 func notHere(what string) *fwk.Status {

@@ -20,6 +20,7 @@ type (
 const (
 	Error         = framework.Error
 	Unschedulable = framework.Unschedulable
+	Wait          = framework.Wait
 	All           = framework.All
 	Queue         = framework.Queue
 )
