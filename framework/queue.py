@@ -7,6 +7,9 @@
   moves a rejected pod back when one of the plugins that rejected it registered that event (or
   when no plugin is on record, on any event); pods left there longer than
   ``max_unschedulable_seconds`` are flushed back too.
+- **activate** moves pods to activeQ at once, out of the unschedulable pool or backoffQ, when a plugin
+  asks (kube-scheduler's ``Activate``, fed by a cycle's PodsToActivate); a pod in flight then goes to
+  activeQ if its attempt fails.
 
 A pod is always in exactly one place: one of the three queues, or "in flight" (popped and being
 scheduled) until :meth:`done`/:meth:`requeue` returns it. That is what lets the scheduler promise
@@ -113,6 +116,10 @@ class SchedulingQueue:
         self._events_log: list[tuple[ClusterEvent, str]] = []  # (event, the uid it must not move)
         self._log_base = 0  # the position of _events_log[0] since the queue began
         self._in_flight_since: dict[str, int] = {}  # uid -> the log position when it was popped
+        # Pods activated while in flight: activeQ when their attempt fails (kube-scheduler's ForceActivate).
+        self._force_active: set[str] = set()
+        # uid -> the sequence of its live backoffQ entry; an entry left behind by activate() is skipped.
+        self._backoff_seq: dict[str, int] = {}
 
     # ---- adding --------------------------------------------------------------------------------
 
@@ -172,7 +179,9 @@ class SchedulingQueue:
     def _push_backoff(self, info: QueuedPodInfo) -> None:
         uid = info.pod.uid
         self._where[uid] = BACKOFF
-        heapq.heappush(self._backoff, (self._backoff_expiry(info), next(self._seq), info))
+        seq = next(self._seq)
+        self._backoff_seq[uid] = seq
+        heapq.heappush(self._backoff, (self._backoff_expiry(info), seq, info))
         self._wakeup.set()
 
     # ---- popping -------------------------------------------------------------------------------
@@ -232,10 +241,12 @@ class SchedulingQueue:
     def _flush_backoff(self) -> None:
         now = self._clock()
         while self._backoff and self._backoff[0][0] <= now:
-            _, _, info = heapq.heappop(self._backoff)
+            _, seq, info = heapq.heappop(self._backoff)
             uid = info.pod.uid
-            if self._where.get(uid) == BACKOFF and self._infos.get(uid) is info:
-                self._push_active(info)
+            if self._backoff_seq.get(uid) == seq:
+                del self._backoff_seq[uid]
+                if self._where.get(uid) == BACKOFF and self._infos.get(uid) is info:
+                    self._push_active(info)
 
     def flush_unschedulable_leftover(self) -> int:
         """Move pods that waited longer than ``max_unschedulable_seconds`` (kube-scheduler's
@@ -268,6 +279,7 @@ class SchedulingQueue:
     def done(self, uid: str) -> None:
         """The in-flight pod left the queue for good (bound, or deleted)."""
         self._leave_flight(uid)
+        self._force_active.discard(uid)
         if self._where.get(uid) == IN_FLIGHT:
             del self._where[uid]
             self._infos.pop(uid, None)
@@ -285,9 +297,14 @@ class SchedulingQueue:
         info.last_status = status
         info.timestamp = self._clock()
         info.unschedulable_plugins = set(rejectors)
+        forced = uid in self._force_active
+        self._force_active.discard(uid)
         if not status.is_rejected:
             self._push_backoff(info)
             return BACKOFF
+        if forced:
+            self._push_active(info)
+            return ACTIVE
         if any(self._worth_moving(info, ev, None, None) for ev in events):
             self._push_backoff(info)
             return BACKOFF
@@ -302,6 +319,8 @@ class SchedulingQueue:
             return False
         self._infos.pop(uid, None)
         self._unschedulable.pop(uid, None)
+        self._backoff_seq.pop(uid, None)
+        self._force_active.discard(uid)
         self._leave_flight(uid)
         entry = self._entries.pop(uid, None)
         if entry is not None:
@@ -337,6 +356,27 @@ class SchedulingQueue:
                 if reg.hint is None or reg.hint(info.pod, old, new) is QueueingHint.Queue:
                     return True
         return False
+
+    def activate(self, uids: Iterable[str]) -> list[QueuedPodInfo]:
+        """Move these pods to activeQ now, whatever their backoff (kube-scheduler's ``Activate``, for
+        the pods a plugin put in a cycle's PodsToActivate). Returns the pods moved.
+
+        A pod in the unschedulable pool or backoffQ moves; a pod in flight is marked, and goes to activeQ
+        if its attempt is rejected; a pod gated by PreEnqueue stays gated (PreEnqueue decides), and a
+        pod the queue does not hold is ignored."""
+        moved: list[QueuedPodInfo] = []
+        for uid in uids:
+            where, info = self._where.get(uid), self._infos.get(uid)
+            if info is None:
+                continue
+            if where == IN_FLIGHT:
+                self._force_active.add(uid)
+            elif where in (UNSCHEDULABLE, BACKOFF):
+                self._unschedulable.pop(uid, None)
+                self._backoff_seq.pop(uid, None)  # its backoffQ entry is left behind, and skipped
+                self._push_active(info)
+                moved.append(info)
+        return moved
 
     def _move(self, info: QueuedPodInfo) -> None:
         uid = info.pod.uid

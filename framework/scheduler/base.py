@@ -1,20 +1,24 @@
-"""What every part of the scheduler shares: :class:`SchedulerBase` declares the scheduler's state and
-keeps its event log. The parts are mixed into :class:`~framework.scheduler.scheduler.Scheduler` on top
-of it, as kube-scheduler's ``Scheduler`` methods live in several files: :mod:`~framework.scheduler.store`
-(the objects), :mod:`~framework.scheduler.failure` (failed attempts), :mod:`~framework.scheduler.binding`
-(binding cycles) and :mod:`~framework.scheduler.cycle` (scheduling cycles)."""
+"""What every part of the scheduler shares: :class:`SchedulerBase` declares the scheduler's state, keeps
+its event log, and tells the queue of cluster events (custom resources' too) and of the pods plugins
+ask to activate (:data:`PODS_TO_ACTIVATE_KEY`). The parts are mixed into
+:class:`~framework.scheduler.scheduler.Scheduler` on top of it, as kube-scheduler's ``Scheduler`` methods
+live in several files: :mod:`~framework.scheduler.store` (the objects), :mod:`~framework.scheduler.failure`
+(failed attempts), :mod:`~framework.scheduler.binding` (binding cycles) and :mod:`~framework.scheduler.cycle`
+(scheduling cycles)."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from pluginhost.model import Node, Pod, PodDisruptionBudget
-from pluginhost.plugin import ClusterEvent, CycleState
+from pluginhost.plugin import ActionType, ClusterEvent, ClusterEventWithHint, CycleState
 from pluginhost.snapshot import Snapshot
+from pluginhost.state import StateValue
 from pluginhost.status import Status
 
 from ..cache import Cache
@@ -26,7 +30,15 @@ from ..waiting import WaitingPods
 from .records import PENDING, CycleStats, Event, PodRecord
 from .source import ClusterSource
 
-__all__ = ["SchedulerBase"]
+__all__ = ["PODS_TO_ACTIVATE_KEY", "SchedulerBase"]
+
+log = logging.getLogger("outrigger.scheduler")
+
+#: The CycleState key under which plugins name pods to move to activeQ at the end of a successful
+#: scheduling cycle (kube-scheduler's ``framework.PodsToActivateKey``; Coscheduling puts a gang's
+#: siblings there): a :class:`~pluginhost.state.StateValue` holding a JSON list of ``namespace/name``
+#: (what the Go adapter sends), or, from an in-process plugin, any collection of those keys.
+PODS_TO_ACTIVATE_KEY = "kubernetes.io/pods-to-activate"
 
 
 class SchedulerBase:
@@ -54,6 +66,8 @@ class SchedulerBase:
     stats: CycleStats
     profiles: dict[str, Framework]
     queue: SchedulingQueue
+    #: The cluster events each plugin registered (EnqueueExtensions), by plugin name.
+    _plugin_events: dict[str, list[ClusterEventWithHint]]
     _cycle_ids: Iterator[int]
     _next_start: int
     _binding_tasks: set[asyncio.Task[None]]
@@ -106,6 +120,39 @@ class SchedulerBase:
 
     def _cluster_event(self, event: ClusterEvent, old: Any, new: Any, exclude: str = "") -> None:
         for info in self.queue.on_event(event, old, new, exclude):
+            rec = self.pods.get(info.pod.uid)
+            if rec is not None:
+                rec.phase = PENDING
+
+    def custom_resources(self) -> list[str]:
+        """The custom resources plugins registered events for, sorted: kube-scheduler's GVK strings
+        (``plural.version.group``, e.g. ``podgroups.v1alpha1.scheduling.x-k8s.io``; at least two dots,
+        which no built-in resource's name has). A live cluster's source watches each and reports its
+        changes to :meth:`custom_resource_changed`, as kube-scheduler's dynamic informers do."""
+        return sorted({reg.event.resource for regs in self._plugin_events.values() for reg in regs
+                       if reg.event.resource.count(".") >= 2})
+
+    def custom_resource_changed(self, resource: str, old: Any, new: Any) -> None:
+        """An object of a custom resource was added (``old`` None), changed, or deleted (``new`` None):
+        the queue moves the pods whose rejecting plugins registered that event."""
+        action = ActionType.Add if old is None else ActionType.Delete if new is None else ActionType.Update
+        self._cluster_event(ClusterEvent(resource, action), old, new)
+
+    def _activate_pods(self, state: CycleState) -> None:
+        """Move the pods plugins put under :data:`PODS_TO_ACTIVATE_KEY` to activeQ (kube-scheduler does
+        at the end of a successful scheduling cycle), and clear the key."""
+        value = state.get(PODS_TO_ACTIVATE_KEY)
+        if value is None:
+            return
+        state.delete(PODS_TO_ACTIVATE_KEY)
+        try:
+            keys = value.as_json() if isinstance(value, StateValue) else value
+            uids = [uid for key in keys if isinstance(key, str) and (uid := self._uid_by_key.get(key)) is not None]
+        except (TypeError, ValueError) as exc:
+            log.warning("cycle state %s is not a list of namespace/name (%s): no pod activated",
+                        PODS_TO_ACTIVATE_KEY, exc)
+            return
+        for info in self.queue.activate(uids):
             rec = self.pods.get(info.pod.uid)
             if rec is not None:
                 rec.phase = PENDING

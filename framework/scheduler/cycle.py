@@ -133,6 +133,7 @@ class SchedulingCycle(BindingCycle):
             self._fail(info, status, {status.plugin} if status.plugin else set())
             self.stats.attempt_seconds.append(time.perf_counter() - started)
             return
+        self._activate_pods(state)  # the end of a successful scheduling cycle, as in kube-scheduler
         self.stats.scheduled += 1
         rec.phase = WAITING if status.code is Code.Wait else BINDING
         self.stats.attempt_seconds.append(time.perf_counter() - started)
