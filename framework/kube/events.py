@@ -13,7 +13,16 @@ limit applies). Field values are kube-scheduler's, so ``kubectl describe pod`` r
   a new Event per attempt;
 - a status patch is sent only when it changes something (podutil.UpdatePodCondition: the condition's
   status, reason or message; ``lastTransitionTime`` moves only when its status does). Several changes
-  to one pod before its patch is sent make one patch.
+  to one pod before its patch is sent make one patch (two when it nominates a node: see next);
+- a node is written to ``nominatedNodeName`` only while the pod is unbound: a JSON patch whose first
+  operation tests that ``spec.nodeName`` is unset, refused (422) once the pod is bound and then dropped
+  without a word. The binding cycle's expectation (kube-scheduler's NominatedNodeNameForExpectation) is
+  queued here while the binding is sent directly, so it may arrive after the binding, which cleared
+  the field (ClearingNominatedNodeNameAfterBinding). An API server with that gate (v1.35) refuses a
+  node for a bound pod anyway ("may not be set on pods that are already bound to a node"), which would
+  be logged as a refusal; one without it would take the node and leave the bound pod nominated.
+  kube-scheduler's API dispatcher drops such a patch too: a pod's binding call overwrites its pending
+  status patch (``PodBinding`` outranks ``PodStatusPatch``).
 
 Writes that fail are retried a few times with backoff when the server could not be reached; a pod
 that is gone (404) is dropped; any other refusal is logged in one line naming the verb and resource.
@@ -39,6 +48,8 @@ from .client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiClient, ApiError, Api
 __all__ = ["EventRecorder", "StatusWriter", "Writer", "micro_time", "truncate_note"]
 
 log = logging.getLogger("outrigger.kube")
+
+JSON_PATCH = "application/json-patch+json"
 
 NOTE_LIMIT = 1024  # validation.NoteLengthLimit
 SERIES_WINDOW = 360.0  # seconds an event stays isomorphic (client-go's finishTime)
@@ -284,7 +295,9 @@ class StatusWriter:
     """Pod status patches: ``PodScheduled`` False with a reason and message, ``nominatedNodeName``.
 
     ``current(key, uid)`` gives the pod's status as last seen by the informer, to patch only what
-    differs. One patch per pod at a time; changes arriving meanwhile are merged into the next one."""
+    differs. One patch per pod at a time; changes arriving meanwhile are merged into the next one. A
+    node to nominate goes in a patch of its own that applies only to an unbound pod (see the module's
+    docstring); a pod found bound then gets nothing else either: its binding said where it is."""
 
     def __init__(self, client: ApiClient, writer: Writer, current: PodStatusLookup) -> None:
         self.client = client
@@ -339,9 +352,13 @@ class StatusWriter:
             if cond is not None:
                 patch["conditions"] = [cond]
         nominated, on_pod = wanted.nominated, status.get("nominatedNodeName") or ""
+        nominate = ""  # a node: sent first, to the pod only while it is unbound
         if nominated is not None and nominated != sent_nominated and on_pod != nominated:
-            patch["nominatedNodeName"] = nominated or None
-        if not patch:
+            if nominated:
+                nominate = nominated
+            else:
+                patch["nominatedNodeName"] = None
+        if not patch and not nominate:
             return
         self._sent[wanted.uid] = (
             wanted.condition if wanted.condition is not None else sent_condition,
@@ -349,11 +366,32 @@ class StatusWriter:
         )
         path = f"/api/v1/namespaces/{wanted.namespace}/pods/{wanted.name}/status"
         try:
-            await self.client.request("PATCH", path, verb="patch", resource="pods/status", body={"status": patch},
-                                      content_type=STRATEGIC_MERGE_PATCH)
+            if nominate and not await self._nominate_unbound(path, nominate):
+                log.debug("pod %s/%s was bound before its nomination to %s was sent: not sent",
+                          wanted.namespace, wanted.name, nominate)
+                return
+            if patch:
+                await self.client.request("PATCH", path, verb="patch", resource="pods/status",
+                                          body={"status": patch}, content_type=STRATEGIC_MERGE_PATCH)
         except Exception:
             self._sent.pop(wanted.uid, None)
             raise
+
+    async def _nominate_unbound(self, path: str, node_name: str) -> bool:
+        """Set ``nominatedNodeName`` to ``node_name`` if the pod is unbound: False when the API server
+        found it bound. The JSON patch's test of ``spec.nodeName`` then fails with a 422 whose message
+        says only "the server rejected our request due to an error in our request"; the patch has
+        nothing else the server could find invalid in a node's name it listed."""
+        ops = [{"op": "test", "path": "/spec/nodeName", "value": None},
+               {"op": "add", "path": "/status/nominatedNodeName", "value": node_name}]
+        try:
+            await self.client.request("PATCH", path, verb="patch", resource="pods/status", body=ops,
+                                      content_type=JSON_PATCH)
+        except ApiError as exc:
+            if exc.code == 422:
+                return False
+            raise
+        return True
 
 
 def _changed_condition(

@@ -5,8 +5,12 @@ are undone and it is requeued.
 A pod whose binding will take a while (it waits at Permit, or a PreBind plugin has work for it) gets
 its node as ``nominatedNodeName`` first, so that others (another scheduler, a cluster autoscaler) see
 where it is going: kube-scheduler's NominatedNodeNameForExpectation, on by default since v1.35. The
-binding clears it (the API server does, ClearingNominatedNodeNameAfterBinding); a failed binding cycle
-clears it only if the pod had a nomination when it was scheduled (see :mod:`.failure`)."""
+source is told before the wait at Permit, so before the binding is sent, and the binding cycle does
+not wait for the write: a live cluster queues it with the other status patches, and the API server
+refuses one that arrives after the binding (``framework.kube.events``), while the binding clears one
+that arrived before it (ClearingNominatedNodeNameAfterBinding). Either way a bound pod is left with no
+nomination. A failed binding cycle clears it only if the pod had a nomination when it was scheduled
+(see :mod:`.failure`)."""
 
 from __future__ import annotations
 
