@@ -638,6 +638,7 @@ OUTRIGGER_GRANTS = {  # (apiGroup, resource, resourceName or "*") -> verbs, over
     ("storage.k8s.io", "csidrivers", "*"): {"get", "list", "watch"},
     ("storage.k8s.io", "csistoragecapacities", "*"): {"get", "list", "watch"},
     ("storage.k8s.io", "volumeattachments", "*"): {"get", "list", "watch"},
+    ("scheduling.x-k8s.io", "podgroups", "*"): {"list", "watch"},
     ("coordination.k8s.io", "leases", "*"): {"create"},
     ("coordination.k8s.io", "leases", "outrigger"): {"get", "update"},
 }

@@ -207,7 +207,7 @@ def grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
             for v in rule["verbs"] for n in rule.get("resourceNames") or ["*"]}
 
 
-def test_every_grant_is_one_kube_schedulers_own_roles_hold_except_the_lease_name(
+def test_every_grant_is_one_kube_schedulers_own_roles_hold_except_the_lease_name_and_custom_resources(
         kube_cluster: LocalCluster, outrigger_kubeconfig: Path) -> None:
     theirs = set()
     for role in ("system:kube-scheduler", "system:volume-scheduler"):
@@ -217,6 +217,10 @@ def test_every_grant_is_one_kube_schedulers_own_roles_hold_except_the_lease_name
     assert {g for g in ours if g not in theirs} == {
         ("coordination.k8s.io", "leases", "get", "outrigger"),
         ("coordination.k8s.io", "leases", "update", "outrigger"),
+        # A custom resource a plugin registers events for (Coscheduling's PodGroups), watched as
+        # kube-scheduler's dynamic informers do: its own deployments grant it the same way.
+        ("scheduling.x-k8s.io", "podgroups", "list", "*"),
+        ("scheduling.x-k8s.io", "podgroups", "watch", "*"),
     }
     # And the scheduling essentials are all there.
     assert {("", "pods/binding", "create", "*"), ("", "pods/status", "patch", "*"), ("", "nodes", "watch", "*"),

@@ -24,6 +24,9 @@ What comes in (kube-scheduler's eventhandlers.go):
 - **PersistentVolumeClaims**, **PersistentVolumes**, **StorageClasses** and **CSINodes** are listed and
   watched into the cache's volume store (what the volume plugins read); each change may requeue pods
   the volume plugins rejected. Pods are listed once these and the nodes are in.
+- **Custom resources** the plugins register events for (kube-scheduler's ``plural.version.group``, e.g.
+  Coscheduling's PodGroups) are listed and watched once the source has a scheduler, and each change is
+  a cluster event under that name (:mod:`framework.kube.customresources`); they are not waited for.
 - A pod of a profile that Outrigger cannot model (it does not convert, or it needs dynamic resources,
   which Outrigger does not implement) is not queued: it gets a ``FailedScheduling`` event and
   ``PodScheduled=False`` (``SchedulerError``) naming the reason, once per reason.
@@ -79,6 +82,7 @@ from .convert import (
     storage_class_from_api,
     storage_converter,
 )
+from .customresources import custom_resource_informers
 from .events import EventRecorder, StatusWriter, Writer, rfc3339
 from .informer import Informer
 from .volumewriter import ApiVolumeWriter
@@ -226,6 +230,8 @@ class KubeSource:
         self.csinodes: Informer[StorageObject | None] = Informer(
             client, "/apis/storage.k8s.io/v1/csinodes", "csinodes",
             storage_converter(csinode_from_api, "CSINode"), _Storage(self, "CSINode"))
+        #: The custom resources the scheduler's plugins registered events for (once it has one).
+        self.custom: list[Informer[dict[str, Any]]] = []
         #: Namespace name -> labels, as the API has them.
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # Pods whose binding the API refused as already bound (the watch brings where).
@@ -259,10 +265,21 @@ class KubeSource:
                        loop.create_task(self.pdbs.run()),
                        *(loop.create_task(i.run()) for i in self.storage_informers()),
                        loop.create_task(self._start_pods())]
+        if self._scheduler is not None:
+            self._watch_custom_resources(self._scheduler)
 
     def storage_informers(self) -> tuple[Informer[StorageObject | None], ...]:
         """The informers of the volume plugins' objects: claims, volumes, classes, CSINodes."""
         return self.claims, self.volumes, self.storage_classes, self.csinodes
+
+    def _watch_custom_resources(self, scheduler: Scheduler) -> None:
+        """Start the informers of the custom resources ``scheduler``'s plugins registered events for
+        (once: a standby's source starts them when it attaches)."""
+        if self.custom:
+            return
+        self.custom = custom_resource_informers(scheduler, self.client)
+        loop = asyncio.get_running_loop()
+        self._tasks.extend(loop.create_task(i.run()) for i in self.custom)
 
     async def _start_pods(self) -> None:
         await self.nodes.synced.wait()
@@ -278,6 +295,7 @@ class KubeSource:
         self._scheduler = scheduler
         scheduler.source = self
         scheduler.cache.volumes.writer = ApiVolumeWriter(self)
+        self._watch_custom_resources(scheduler)
         for informer in self.storage_informers():
             for obj in list(informer.store.values()):
                 if obj is not None:
