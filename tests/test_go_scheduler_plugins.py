@@ -12,9 +12,12 @@ The PodGroup CRD is applied from the scheduler-plugins module in Go's module cac
 - NodeResourcesAllocatable's score decides a placement: the node with the least allocatable CPU, where the
   default plugins pick the emptiest one.
 
-The gang's pods are created before the framework starts: Coscheduling's PreFilter counts a group's pods in
-the host's pod informer, which lists them when the framework configures the plugin, so no cycle runs
-before the host has seen every pod of its group.
+- Pods created while Outrigger runs are not left waiting for the five-minute flush: a gang's pods created
+  one by one are bound once the last one comes (its Permit names the others to activate, as kube-scheduler's
+  PodsToActivate does), and pods created before their PodGroup are bound once it is created (the framework
+  watches PodGroups, the custom resource Coscheduling registers events for).
+
+The first two cases create a gang's pods before the framework starts, the last two while it runs.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import contextlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -97,7 +101,8 @@ def scheduling(cluster: LocalCluster, binary: Path, tmp_path: Path, nodes: dict[
     config.write_text(json.dumps(scheduler_config()))
     try:
         cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-        cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(objects))
+        if objects:
+            cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(objects))
         with GoHost(binary, "--kubeconfig", str(cluster.admin_kubeconfig)) as host:
             plugins.write_text(json.dumps({"apiVersion": "outrigger.io/v1alpha1", "kind": "RemotePlugins",
                                            "plugins": [{"name": "scheduler-plugins", "address": host.address}]}))
@@ -199,6 +204,53 @@ def test_coscheduling_binds_none_of_a_gang_whose_pods_cannot_all_fit(
     for pod, message in [*why.items(), *notes]:
         assert message == rejected or unfit(pod, message), (pod, message)
     assert {m == rejected for _, m in notes} == {True, False}, notes  # both were said
+
+
+# Pods created while the framework and the host run: bound well before the five-minute flush would retry
+# them (a bound on behaviour, not on speed).
+SETTLE_SECONDS = 60
+PAUSE_SECONDS = 2  # between one pod and the next: each is tried, and turned away, before the next comes
+
+
+def create(cluster: LocalCluster, *objects: dict[str, Any]) -> None:
+    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(objects))
+
+
+def test_coscheduling_binds_a_gang_whose_pods_are_created_one_by_one_while_outrigger_runs(
+    scheduler_plugins: Path, kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path
+) -> None:
+    # The first two are turned away by PreFilter (too few pods in the group); the third's Permit waits
+    # and names the other two to activate, which moves them out of the unschedulable pool at once.
+    pods = gang("onebyone", kube_namespace, 3, cpu="1")
+    names = [p["metadata"]["name"] for p in pods]
+    with scheduling(kube_cluster, scheduler_plugins, tmp_path, NODES, [pod_group("onebyone", kube_namespace, 3)]):
+        for i, pod in enumerate(pods):
+            if i:
+                time.sleep(PAUSE_SECONDS)
+            create(kube_cluster, pod)
+        bound = wait_for(all_of(lambda: placements(kube_cluster, kube_namespace), names), SETTLE_SECONDS,
+                         "the gang created pod by pod to bind")
+        failures = failed_scheduling(kube_cluster, kube_namespace)
+    assert sorted(bound) == names and set(bound.values()) <= set(NODES)
+    assert set(failures) <= set(names[:2]), failures  # only the pods that came before the group was whole
+
+
+def test_coscheduling_binds_a_gang_whose_podgroup_is_created_after_its_pods(
+    scheduler_plugins: Path, kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path
+) -> None:
+    # Without their PodGroup, Coscheduling's Permit turns every pod away ("PodGroup not found"); the
+    # PodGroup's creation is an event Coscheduling registered, which moves them.
+    pods = gang("late", kube_namespace, 3, cpu="1")
+    names = [p["metadata"]["name"] for p in pods]
+    with scheduling(kube_cluster, scheduler_plugins, tmp_path, NODES, []):
+        create(kube_cluster, *pods)
+        why = wait_for(all_of(lambda: unschedulable(kube_cluster, kube_namespace), names), SETTLE_SECONDS,
+                       "every pod to be turned away for want of its PodGroup")
+        create(kube_cluster, pod_group("late", kube_namespace, 3))
+        bound = wait_for(all_of(lambda: placements(kube_cluster, kube_namespace), names), SETTLE_SECONDS,
+                         "the gang to bind once its PodGroup exists")
+    assert set(why.values()) == {"PodGroup not found"}, why
+    assert sorted(bound) == names and set(bound.values()) <= set(NODES)
 
 
 # NodeResourcesAllocatable (mode Least) prefers the node with the least allocatable CPU; the default
