@@ -135,6 +135,7 @@ class Gang(EventedFake):
     arrived: set[str]
     ready: list[bool]
     activation: Callable[[list[str]], Any] | None
+    at: str  # the point that names the siblings: "permit" (scheduling cycle) or "preBind" (binding cycle)
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         self.calls.append(("preFilter", self.name, pod.name))
@@ -144,23 +145,33 @@ class Gang(EventedFake):
 
     async def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
         self.calls.append(("permit", self.name, pod.name, node_name))
+        if self.at == "permit":
+            self._name_siblings(state, pod)
+        return SUCCESS, 0.0
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        self.calls.append(("preBind", self.name, pod.name, node_name))
+        if self.at == "preBind":
+            self._name_siblings(state, pod)
+        return SUCCESS
+
+    def _name_siblings(self, state: CycleState, pod: Pod) -> None:
         if self.activation is not None:
             state.write(PODS_TO_ACTIVATE_KEY, self.activation([f"{pod.namespace}/{n}" for n in GROUP if n != pod.name]))
-        return SUCCESS, 0.0
 
 
 def gang_scheduler(activation: Callable[[list[str]], Any] | None, *, ready: bool = True,
-                   events: list[ClusterEvent] | None = None) -> tuple[Scheduler, Gang]:
+                   events: list[ClusterEvent] | None = None, at: str = "permit") -> tuple[Scheduler, Gang]:
     reg = in_tree_registry()
     gang: list[Gang] = []
 
     def factory(args: dict[str, Any], handle: Any) -> Fake:
         plugin = Gang("Gang", [], handle, {"events": events or [ClusterEvent(GVK, ActionType.Add | ActionType.Update)]})
-        plugin.arrived, plugin.ready, plugin.activation = set(), [ready], activation
+        plugin.arrived, plugin.ready, plugin.activation, plugin.at = set(), [ready], activation, at
         gang.append(plugin)
         return plugin
 
-    reg.register("Gang", factory, frozenset({"preFilter", "permit"}))
+    reg.register("Gang", factory, frozenset({"preFilter", "permit", "preBind"}))
     entries = [("PrioritySort", 0), ("NodeResourcesFit", 0), ("Gang", 0), ("DefaultBinder", 0)]
     s = Scheduler(load_config(config_yaml(entries, None), reg.points(), "test-config.yaml"), reg, seed=0)
     return s, gang[0]
@@ -208,6 +219,13 @@ ACTIVATION_CASES = [
                          ids=[c[0] for c in ACTIVATION_CASES])
 def test_pods_a_plugin_names_to_activate_are_scheduled_at_once(activation: Any, want: dict[str, str]) -> None:
     s, gang = gang_scheduler(activation)
+    assert asyncio.run(run_gang(s, gang)) == want
+
+
+@pytest.mark.parametrize(("activation", "want"), [c[1:] for c in ACTIVATION_CASES],
+                         ids=[c[0] for c in ACTIVATION_CASES])
+def test_pods_named_in_the_binding_cycle_are_activated_when_it_succeeds(activation: Any, want: dict[str, str]) -> None:
+    s, gang = gang_scheduler(activation, at="preBind")
     assert asyncio.run(run_gang(s, gang)) == want
 
 

@@ -61,6 +61,7 @@ class BindingCycle(FailureHandling):
                 self.queue.done(pod.uid)
                 self.source.scheduled(pod, host)
                 await fwk.run_post_bind(state, pod, host)
+                self._activate_pods(state)  # the end of a successful binding cycle, as in kube-scheduler
                 return
             await fwk.run_unreserve(state, pod, host)
             self.cache.forget_pod(pod.uid)
