@@ -14,8 +14,8 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 
-from pluginhost.model import PODS, Node, Pod
-from pluginhost.snapshot import Snapshot, non_zero_requests
+from pluginhost.model import Node, Pod
+from pluginhost.snapshot import Snapshot, count_pod
 from pluginhost.view import NodeView, ViewError
 
 __all__ = ["HOSTNAME_LABEL", "hypothetical_nodes", "node_pods_view", "with_node_pods"]
@@ -34,16 +34,8 @@ def with_node_pods(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> Snapsho
     requested[row] = 0
     non_zero[row] = 0
     columns = snapshot.columns
-    pods_col = columns[PODS]
     for pod in pods:
-        for resource, amount in pod.requests.items():
-            col = columns.get(resource)
-            if col is not None and col != pods_col:
-                requested[row, col] += amount
-        requested[row, pods_col] += 1
-        cpu, mem = non_zero_requests(pod)
-        non_zero[row, 0] += cpu
-        non_zero[row, 1] += mem
+        count_pod(requested, non_zero, columns, row, pod)
     placed = list(snapshot.pods)
     placed[row] = tuple(pods)
     versions = snapshot.row_versions.copy()

@@ -25,8 +25,8 @@ import numpy as np
 
 from pluginhost import pb
 from pluginhost.errors import OutriggerError
-from pluginhost.model import CPU, MEMORY, PODS, Node, Pod
-from pluginhost.snapshot import NodeTable, Snapshot, non_zero_requests, zone_order
+from pluginhost.model import CPU, MEMORY, Node, Pod
+from pluginhost.snapshot import NodeTable, Snapshot, count_pod, zone_order
 
 __all__ = [
     "VIEW_STATE_KEY",
@@ -296,14 +296,7 @@ class _ViewRows:
         """Add (``sign`` 1) or take away (-1) ``pod``'s requests, its non-zero ones and one pod on
         ``row``. Every resource of a pod the view places has a column; one removed may request a
         resource no node offers."""
-        columns = self.columns
-        for r, amount in pod.requests.items():
-            if r != PODS and r in columns:
-                self.requested[row, columns[r]] += sign * amount
-        self.requested[row, columns[PODS]] += sign
-        cpu, mem = non_zero_requests(pod)
-        self.non_zero[row, 0] += sign * cpu
-        self.non_zero[row, 1] += sign * mem
+        count_pod(self.requested, self.non_zero, self.columns, row, pod, sign)
         self.versions[row] = next_view_version()
 
     def change_nodes(self, changes: Iterable[NodeChange]) -> None:

@@ -19,7 +19,7 @@ live :class:`~pluginhost.snapshot.VolumeStore` (:attr:`Snapshot.volumes`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "ClusterTable",
     "NodeTable",
     "Snapshot",
+    "count_pod",
     "non_zero_requests",
     "zone_key",
     "zone_order",
@@ -77,6 +78,23 @@ def zone_key(node: Node) -> str:
     if not region and not zone:
         return ""
     return f"{region}:\x00:{zone}"
+
+
+def count_pod(requested: IntArray, non_zero: IntArray, columns: Mapping[str, int], row: int, pod: Pod,
+              sign: int = 1) -> None:
+    """Add (``sign`` 1) or take away (-1) ``pod`` on ``row``: its requests in ``requested`` (a resource no
+    column holds is passed over), one pod, and its CPU and memory as scoring counts them
+    (:func:`non_zero_requests`) in ``non_zero``. The one placement arithmetic: the cluster's table, a
+    node view and a what-if snapshot all count a pod with it."""
+    pods_col = columns[PODS]
+    for resource, amount in pod.requests.items():
+        col = columns.get(resource)
+        if col is not None and col != pods_col:
+            requested[row, col] += sign * amount
+    requested[row, pods_col] += sign
+    cpu, mem = non_zero_requests(pod)
+    non_zero[row, 0] += sign * cpu
+    non_zero[row, 1] += sign * mem
 
 
 def non_zero_requests(pod: Pod) -> tuple[int, int]:
@@ -389,15 +407,7 @@ class ClusterTable:
     # ---- internals -----------------------------------------------------------------------------
 
     def _apply(self, row: int, pod: Pod, sign: int) -> None:
-        req = self._req
-        cols = self._columns
-        for res, amount in pod.requests.items():
-            if res != PODS:
-                req[row, cols[res]] += sign * amount
-        req[row, cols[PODS]] += sign
-        cpu, mem = non_zero_requests(pod)
-        self._nz[row, 0] += sign * cpu
-        self._nz[row, 1] += sign * mem
+        count_pod(self._req, self._nz, self._columns, row, pod, sign)
 
     def _bump(self, row: int) -> None:
         self._ver_seq += 1
