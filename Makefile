@@ -35,7 +35,7 @@ test-latest:
 
 # Rewrite requirements.lock from pyproject.toml: the newest versions its ranges allow, with hashes.
 lock: $(STAMP)
-	$(BIN)/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+	$(BIN)/uv pip compile pyproject.toml --upgrade --extra dev --generate-hashes --python-version 3.11 \
 		--python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" -o requirements.lock
 
 demo: $(STAMP)
