@@ -196,15 +196,15 @@ def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
     return box[0] if box else ""
 
 
-def demo_config(registry: Registry, remote: bool, provision_root: str = "") -> SchedulerConfig:
-    """kube-scheduler's default profile, plus (with remote plugins) the ``gang-scheduler`` profile."""
-    if not remote:
-        return default_scheduler_config(registry)
+def demo_config_text(provision_root: str = "", head: Sequence[str] = ()) -> str:
+    """The demo's KubeSchedulerConfiguration: ``head`` lines (top-level settings), kube-scheduler's default
+    profile and the ``gang-scheduler`` profile of the example sidecars."""
     args = {"Coscheduling": {"permitWaitingTimeSeconds": GANG_TIMEOUT},
             "Provisioner": {"delaySeconds": 0.02, **({"root": provision_root} if provision_root else {})}}
-    text = "\n".join([
+    return "\n".join([
         "apiVersion: kubescheduler.config.k8s.io/v1",
         "kind: KubeSchedulerConfiguration",
+        *head,
         "profiles:",
         "- schedulerName: default-scheduler",
         f"- schedulerName: {REMOTE_PROFILE}",
@@ -214,7 +214,13 @@ def demo_config(registry: Registry, remote: bool, provision_root: str = "") -> S
         "  pluginConfig:",
         *(f"  - {{name: {name}, args: {json.dumps(a)}}}" for name, a in args.items()),
     ]) + "\n"  # fmt: skip
-    return load_config(text, registry.points(), "<demo>")
+
+
+def demo_config(registry: Registry, remote: bool, provision_root: str = "") -> SchedulerConfig:
+    """kube-scheduler's default profile, plus (with remote plugins) the ``gang-scheduler`` profile."""
+    if not remote:
+        return default_scheduler_config(registry)
+    return load_config(demo_config_text(provision_root), registry.points(), "<demo>")
 
 
 class Progress:

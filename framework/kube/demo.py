@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import json
 import os
 import random
 import signal
@@ -41,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from ..cli.demorun import GANG_TIMEOUT, REMOTE_PROFILE, Sidecars, generate_cluster, generate_jobs, generate_workload
+from ..cli.demorun import REMOTE_PROFILE, Sidecars, demo_config_text, generate_cluster, generate_jobs, generate_workload
 from .client import ApiClient, ApiUnreachable, KubeConfig
 from .local import BIN_ENV, BINARIES, BUILD_SCRIPT, LocalCluster, find_bin_dir
 
@@ -57,22 +56,10 @@ STOP_SECONDS = 20.0
 
 def scheduler_config(provision_root: Path) -> str:
     """The two profiles, as ``make demo`` has them; leader election on the Lease rbac.yaml grants."""
-    args = {"Coscheduling": {"permitWaitingTimeSeconds": GANG_TIMEOUT},
-            "Provisioner": {"delaySeconds": 0.02, "root": str(provision_root)}}
-    return "\n".join([
-        "apiVersion: kubescheduler.config.k8s.io/v1",
-        "kind: KubeSchedulerConfiguration",
+    return demo_config_text(str(provision_root), head=(
         "clientConnection: {qps: 500, burst: 1000}",
         "leaderElection: {leaderElect: true, resourceNamespace: outrigger, resourceName: outrigger}",
-        "profiles:",
-        "- schedulerName: default-scheduler",
-        f"- schedulerName: {REMOTE_PROFILE}",
-        "  plugins:",
-        "    multiPoint:",
-        "      enabled: [{name: Coscheduling}, {name: NodeLabels}, {name: Provisioner}]",
-        "  pluginConfig:",
-        *(f"  - {{name: {name}, args: {json.dumps(a)}}}" for name, a in args.items()),
-    ]) + "\n"  # fmt: skip
+    ))
 
 
 def remote_plugins(addresses: dict[str, str]) -> str:
