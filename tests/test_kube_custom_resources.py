@@ -32,7 +32,8 @@ WIDGETS = "widgets.v1.example.com"  # neither installed nor granted
 class Changes:
     """A scheduler as the informers see it: the resources its plugins registered, and what it is told."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace  # the test's own: other tests' objects of the resource are in the cluster too
         self.seen: list[tuple[str, str, str]] = []
 
     def custom_resources(self) -> list[str]:
@@ -40,7 +41,9 @@ class Changes:
 
     def custom_resource_changed(self, resource: str, old: Any, new: Any) -> None:
         what = "Add" if old is None else "Delete" if new is None else "Update"
-        self.seen.append((resource, what, (new or old)["metadata"]["name"]))
+        meta = (new or old)["metadata"]
+        if meta.get("namespace") == self.namespace:
+            self.seen.append((resource, what, meta["name"]))
 
 
 def test_podgroup_changes_reach_the_scheduler_and_an_unreadable_resource_is_a_warning(
@@ -49,7 +52,7 @@ def test_podgroup_changes_reach_the_scheduler_and_an_unreadable_resource_is_a_wa
     kube_cluster.kubectl("apply", "-f", str(podgroup_crd()))
     kube_cluster.kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.x-k8s.io", "--timeout=30s")
     kubeconfig = outrigger_kubeconfig(kube_cluster)
-    changes = Changes()
+    changes = Changes(kube_namespace)
 
     def kubectl(*args: str, **kw: Any) -> Any:
         return asyncio.to_thread(kube_cluster.kubectl, *args, **kw)
