@@ -419,28 +419,10 @@ class _Observer:
             call.started = time.perf_counter()
         return call
 
-    def done(self, call: PluginCall, result: Any) -> None:
-        call.result = result
-        self._end(call)
-        if call.started:
-            self._observe(call, _call_code(call))
-
-    def failed(self, call: PluginCall, exc: BaseException) -> None:
-        call.error = f"{type(exc).__name__}: {exc}"
-        self._end(call)
-        if call.started:
-            self._observe(call, "Error")
-
-    @staticmethod
-    def _end(call: PluginCall) -> None:
-        call.end = _time_ns()
-        owner = call.owner
-        if owner is not None and owner.active is call:
-            owner.active = None
-
-    def _observe(self, call: PluginCall, code: str) -> None:
-        """The sampled call's duration in the plugin execution histogram."""
+    def observe(self, call: PluginCall) -> None:
+        """The sampled call's duration in the plugin execution histogram (the call has just ended)."""
         assert self.metrics is not None
+        code = "Error" if call.error is not None else _call_code(call)
         self.metrics.observe_plugin(call.info.name, call.info.point, code, time.perf_counter() - call.started)
 
 
@@ -460,7 +442,7 @@ def _end_calls(span: Span) -> None:
     span.calls = None
     span.active = None
     tracing, trace_id, parent = span.tracing, span.trace_id, span._context
-    ended = tracing.ended
+    children = []
     now = 0
     for call in calls:
         info = call.info
@@ -500,4 +482,5 @@ def _end_calls(span: Span) -> None:
         if error is not None:
             child.error(error)
         child._end_time = end
-        ended(child)
+        children.append(child)
+    tracing.ended_all(children)
