@@ -384,8 +384,6 @@ class Tracing:
         self.store = store
         if store is not None:
             self.processors.append(store)
-        # Each processor with the SDK batch queue it is, when it is one (see _enqueue).
-        self._targets = [(p, _batch_queue(p)) for p in self.processors]
         self.resource = resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME})
         self.sampler = sampler or ParentBased(ALWAYS_ON)
         # ALWAYS_ON samples every context whatever it is asked (and builds a SamplingResult per pod to say so).
@@ -448,9 +446,7 @@ class Tracing:
         ended = self._ended
         while ended:
             spans = [ended.popleft() for _ in range(len(ended))]
-            for p, queue in self._targets:
-                if queue is not None and _enqueue(queue, spans):
-                    continue
+            for p in self.processors:
                 for span in spans:
                     try:
                         p.on_end(span)
@@ -475,38 +471,6 @@ class Tracing:
                 p.shutdown()
             except Exception:  # a backend gone away must not stop the framework's shutdown
                 log.exception("span processor %r failed to shut down", p)
-
-
-# The SDK's BatchSpanProcessor.on_end, span by span, checks the span is sampled (every span here is), that
-# the processor is not shut down and the process has not forked (a system call), then queues the span. A
-# trace's spans arrive together, so the checks are made once for them all and the spans queued in one
-# step, in the order on_end would have queued them; anything else (shut down, forked, a queue without the
-# room) takes on_end's own path, with its warnings and drops.
-_BATCH_QUEUE_FIELDS = ("_shutdown", "_pid", "_queue", "_max_queue_size", "_max_export_batch_size", "_worker_awaken")
-_getpid = os.getpid
-
-
-def _batch_queue(p: SpanProcessor) -> Any:
-    """The batch queue behind ``p`` when ``p`` is the SDK's own BatchSpanProcessor (not a subclass, which
-    may do more in ``on_end``) and has the fields :func:`_enqueue` uses; otherwise None."""
-    if type(p) is not BatchSpanProcessor:
-        return None
-    queue = getattr(p, "_batch_processor", None)
-    if queue is None or not all(hasattr(queue, name) for name in _BATCH_QUEUE_FIELDS):
-        return None
-    return queue
-
-
-def _enqueue(queue: Any, spans: list[Span]) -> bool:
-    """Queue ``spans`` as the batch processor's ``emit`` would one by one; False (nothing queued) when
-    one of them would not simply be queued."""
-    q = queue._queue
-    if queue._shutdown or queue._pid != _getpid() or len(q) + len(spans) > queue._max_queue_size:
-        return False
-    q.extendleft(spans)
-    if len(q) >= queue._max_export_batch_size and not queue._worker_awaken.is_set():
-        queue._worker_awaken.set()
-    return True
 
 
 def make_sampler(name: str, arg: str | None = None) -> Sampler:
