@@ -27,10 +27,12 @@ flock 9
 
 # What each binary says about its version once built: a binary that says otherwise (an older pin's, or
 # one built without the version stamped) is built again.
+# The first line by awk, which reads to the end: `head -n 1` would close the pipe early, and a binary
+# still writing gets SIGPIPE, which pipefail turns into a failed build.
 reports() { # binary path
     case "$1" in
-        etcd) "$2" --version 2>/dev/null | head -n 1 ;;
-        kubectl) "$2" version --client 2>/dev/null | head -n 1 ;;
+        etcd) "$2" --version 2>/dev/null | awk 'NR == 1' ;;
+        kubectl) "$2" version --client 2>/dev/null | awk 'NR == 1' ;;
         *) "$2" --version 2>/dev/null ;;
     esac
 }
