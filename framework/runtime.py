@@ -51,7 +51,7 @@ from pluginhost.plugin import (
 )
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
-from pluginhost.view import VIEW_STATE_KEY, NodeView
+from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 
 from .hooks import BeforeCycle, FilterAhead, Upcoming
 from .outcomes import (
@@ -442,13 +442,13 @@ class Framework:
         """Every Filter plugin on node ``row`` as if it held exactly ``pods`` (preemption's victims
         removed, nominated pods added). In-process plugins read the what-if snapshot; remote ones get
         the same difference as a node view (CycleContext.node_view) to apply to their mirror."""
-        from .whatif import node_pods_view, with_node_pods
+        from .whatif import node_pods_view
 
         base = state.get(VIEW_STATE_KEY)
-        view = (base if isinstance(base, NodeView) else NodeView()).then(node_pods_view(snapshot, row, pods))
-        state.write(VIEW_STATE_KEY, view)
+        change = node_pods_view(snapshot, row, pods)
+        state.write(VIEW_STATE_KEY, (base if isinstance(base, NodeView) else NodeView()).then(change))
         try:
-            return await self.run_filter_on_node(state, pod, with_node_pods(snapshot, row, pods), row)
+            return await self.run_filter_on_node(state, pod, apply_view(snapshot, change), row)
         finally:
             if base is None:
                 state.delete(VIEW_STATE_KEY)

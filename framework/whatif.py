@@ -11,47 +11,22 @@ pending pods would fit if I added these nodes?": :func:`hypothetical_nodes` desc
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Sequence
 
 from pluginhost.model import Node, Pod
-from pluginhost.snapshot import Snapshot, count_pod
-from pluginhost.view import NodeView, ViewError
+from pluginhost.snapshot import Snapshot
+from pluginhost.view import NodeView, ViewError, apply_view
 
 __all__ = ["HOSTNAME_LABEL", "hypothetical_nodes", "node_pods_view", "with_node_pods"]
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
-# What-if rows get versions no real row has (tables count up from 1), each one new, so plugins that
-# keep per-row data between snapshots redo the row.
-_WHAT_IF_VERSIONS = itertools.count(-1, -1)
-
 
 def with_node_pods(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> Snapshot:
-    """``snapshot`` with node ``row`` holding exactly ``pods`` (its requested columns recomputed)."""
-    requested = snapshot.requested.copy()
-    non_zero = snapshot.non_zero_requested.copy()
-    requested[row] = 0
-    non_zero[row] = 0
-    columns = snapshot.columns
-    for pod in pods:
-        count_pod(requested, non_zero, columns, row, pod)
-    placed = list(snapshot.pods)
-    placed[row] = tuple(pods)
-    versions = snapshot.row_versions.copy()
-    versions[row] = next(_WHAT_IF_VERSIONS)
-    return Snapshot(
-        generation=snapshot.generation,
-        table=snapshot.table,
-        resources=snapshot.resources,
-        columns=columns,
-        allocatable=snapshot.allocatable,
-        requested=requested,
-        non_zero_requested=non_zero,
-        pods=placed,
-        row_versions=versions,
-        volumes=snapshot.volumes,
-    )
+    """``snapshot`` with node ``row`` holding exactly ``pods``: :func:`node_pods_view` applied by
+    :func:`~pluginhost.view.apply_view`, the one what-if path, so in-process plugins read the same
+    snapshot a remote plugin host builds from the view."""
+    return apply_view(snapshot, node_pods_view(snapshot, row, pods))
 
 
 def node_pods_view(snapshot: Snapshot, row: int, pods: Sequence[Pod]) -> NodeView:

@@ -109,30 +109,44 @@ def test_remote_filter_sees_the_victims_gone_and_the_preemptor_binds_after_them(
 # ---- the view itself ------------------------------------------------------------------------------
 
 
-def _snapshot() -> Any:
+def _snapshot(placed: tuple[tuple[str, str, str], ...] = (("a", "n0", "100m"), ("b", "n0", "100m"),
+                                                          ("c", "n1", "100m"))) -> Any:
+    """A cache's snapshot of nodes n0 and n1 holding ``placed`` (name, node, cpu request) pods."""
     from framework.cache import Cache
 
     cache = Cache()
     for n in (node("n0"), node("n1")):
         cache.add_node(n)
-    for p in (pod("a", 0, "n0"), pod("b", 0, "n0"), pod("c", 0, "n1")):
-        cache.add_pod(p)
+    for name, node_name, cpu in placed:
+        cache.add_pod(_sized(name, node_name, cpu))
     return cache.snapshot()
 
 
-def test_node_pods_view_applied_equals_the_what_if_snapshot() -> None:
+def _sized(name: str, node_name: str, cpu: str) -> Pod:
+    return pod_from_dict({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+    })
+
+
+def test_node_pods_view_gives_the_snapshot_of_a_cache_that_holds_those_pods() -> None:
+    # The what-if (pod a evicted from n0, x nominated there) against a cache where that really happened.
     snap = _snapshot()
     row = snap.row("n0")
     assert row is not None
-    target = [p for p in snap.pods[row] if p.name == "b"] + [pod("x", 0)]
+    target = [p for p in snap.pods[row] if p.name == "b"] + [_sized("x", "", "300m")]
     view = node_pods_view(snap, row, target)
     assert [u for u, _ in view.removed_pods] == ["uid-a"]
     assert [(p.name, p.node_name) for p in view.added_pods] == [("x", "n0")]
-    seen, want = apply_view(snap, view), with_node_pods(snap, row, target)
-    assert sorted(p.name for p in seen.pods[row]) == sorted(p.name for p in want.pods[row]) == ["b", "x"]
-    assert seen.requested[row].tolist() == want.requested[row].tolist()
-    assert seen.non_zero_requested[row].tolist() == want.non_zero_requested[row].tolist()
-    assert seen.requested[snap.row("n1")].tolist() == snap.requested[snap.row("n1")].tolist()
+    want = _snapshot((("b", "n0", "100m"), ("x", "n0", "300m"), ("c", "n1", "100m")))
+    for seen in (apply_view(snap, view), with_node_pods(snap, row, target)):
+        assert sorted(p.name for p in seen.pods[row]) == ["b", "x"]
+        for r in ("n0", "n1"):
+            at, there = seen.row(r), want.row(r)
+            assert seen.requested[at].tolist() == want.requested[there].tolist(), r
+            assert seen.non_zero_requested[at].tolist() == want.non_zero_requested[there].tolist(), r
+        assert seen.row_versions[row] < 0  # a fresh what-if version: per-row caches redo the row
+    assert snap.requested[row, snap.columns["cpu"]] == 200  # the base snapshot untouched
 
 
 def test_a_view_removing_a_pod_the_node_does_not_hold_is_an_error() -> None:
