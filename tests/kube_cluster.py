@@ -4,8 +4,8 @@
 (a few seconds; the binaries are ``make k8s``'s, built first if missing) and stops it when the session
 ends. ``kube_namespace`` creates a namespace for one test; afterwards its pods are deleted at once and
 the namespace is deleted, which leaves it Terminating with whatever else it held: no namespace
-controller runs to empty it. Nodes are cluster-wide: a test that creates nodes deletes them (or names
-them after its namespace).
+controller runs to empty it. Nodes are cluster-wide: a test that creates nodes deletes them, or names
+them after its namespace (starting with its ``t<n>-``), and the fixture deletes those however it ended.
 """
 
 from __future__ import annotations
@@ -55,5 +55,13 @@ def kube_namespace(kube_cluster: LocalCluster, request: pytest.FixtureRequest) -
     kube_cluster.kubectl("create", "namespace", name)
     yield name
     kube_cluster.start_apiserver()  # a test that stopped it and failed leaves it running again for the next
-    kube_cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force")
+    # Nodes named after the namespace (``t<n>-...``) go with it, also when the test failed before deleting
+    # them: the next test must not find them in the cluster and schedule onto them.
+    prefix = name.split("-", 1)[0] + "-"
+    ours = [n for n in kube_cluster.kubectl("get", "nodes", "-o", "name").stdout.split()
+            if n.removeprefix("node/").startswith(prefix)]
+    if ours:
+        kube_cluster.kubectl("delete", *ours, "--ignore-not-found", timeout=120)
+    # Every pod at once, whatever their number (one request, where kubectl deletes them one by one).
+    kube_cluster.kubectl("delete", "--raw", f"/api/v1/namespaces/{name}/pods?gracePeriodSeconds=0", timeout=120)
     kube_cluster.kubectl("delete", "namespace", name, "--wait=false")

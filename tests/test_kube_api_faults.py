@@ -150,8 +150,10 @@ def test_api_server_killed_mid_run_every_pod_ends_bound_once_or_pending_with_its
         proc.stop()
     placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in items if p["spec"].get("nodeName")}
     pending = [p for p in items if not p["spec"].get("nodeName")]
-    assert (len(placed), len(pending)) == (nodes * node_cpu, count - nodes * node_cpu)
-    assert max(collections.Counter(placed.values()).values()) <= node_cpu  # none over-committed
+    per_node = collections.Counter(placed.values())
+    assert (len(placed), len(pending)) == (nodes * node_cpu, count - nodes * node_cpu), (per_node,
+                                                                                         proc.output()[-6000:])
+    assert max(per_node.values()) <= node_cpu  # none over-committed
     fit = f"0/{nodes} nodes are available: {nodes} Insufficient cpu."
     assert all(c["message"].startswith(fit) for p in pending for c in p["status"]["conditions"]
                if c["type"] == "PodScheduled")
