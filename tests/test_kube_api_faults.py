@@ -310,6 +310,27 @@ def test_a_binding_refused_409_because_the_pod_was_bound_meanwhile_is_handled_no
     assert "Traceback" not in slow.framework.output()
 
 
+def test_a_binding_refused_409_because_the_pod_is_already_on_the_chosen_node_is_a_binding(slow: SlowBinding) -> None:
+    # What the scheduler sees when an earlier send of its own binding landed (the client sends a binding again
+    # after a 5xx with Retry-After): the API server refuses the second as "already assigned" to that node. The
+    # pod is bound where it was assumed, so it keeps its room: no Unreserve, a Scheduled event, no failure.
+    ns = slow.namespace
+    slow.create("web")
+    uid = slow.uid("web")
+    assumed = slow.assumed_on(uid)
+    status, _ = api(slow.cluster, "POST", f"/api/v1/namespaces/{ns}/pods/web/binding", {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web", "namespace": ns},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": assumed}})
+    assert status == 201
+    scheduled = wait_for(lambda: events(slow.cluster, ns, "Scheduled"), 30, "web's Scheduled event")
+    assert [(e["regarding"]["name"], e["note"]) for e in scheduled] == [
+        ("web", f"Successfully assigned {ns}/web to {assumed}")]
+    assert slow.claims() == [uid]  # Reserve's claim kept: the pod holds the node it is bound to
+    assert node_of(slow.cluster, ns, "web") == assumed
+    assert events(slow.cluster, ns, "FailedScheduling") == []
+    assert "Traceback" not in slow.framework.output()
+
+
 @pytest.mark.parametrize("recreate", [False, True], ids=["deleted", "deleted-and-created-again"])
 def test_a_pod_deleted_during_its_binding_cycle_is_forgotten(slow: SlowBinding, recreate: bool) -> None:
     ns = slow.namespace

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -405,7 +406,14 @@ class KubeSource:
                                       timeout=timeout)
         except ApiError as exc:
             if exc.code == 409 and "already assigned" in exc.message:
-                # Bound before (by this scheduler before a restart, or by another): handled, not retried.
+                if assigned_node(exc.message) == node_name:
+                    # On the node this cycle chose: an earlier send of this binding landed (the client sends
+                    # a binding again after a 5xx with Retry-After), or another binder agreed. The pod is
+                    # bound where it is assumed, so it keeps its room until the watch confirms it.
+                    log.info("pod %s: %s; bound as chosen", pod.key, exc.message)
+                    self.scheduler.stats.bound += 1
+                    return SUCCESS
+                # Bound elsewhere (by this scheduler before a restart, or by another): handled, not retried.
                 self._bound_elsewhere.add(pod.uid)
                 log.info("pod %s: %s", pod.key, exc.message)
             elif exc.code >= 500:
@@ -534,3 +542,13 @@ class KubeSource:
         self.events.record(victim, type_="Normal", reason="Preempted", action="Preempting",
                            note=f"Preempted by pod {preemptor.uid} on node {node_name}",
                            controller=preemptor.scheduler_name, related=preemptor)
+
+
+_ASSIGNED = re.compile(r'already assigned to node "([^"]*)"')
+
+
+def assigned_node(message: str) -> str | None:
+    """The node a ``409 Conflict`` refusing a binding names (the API server's ``pod P is already assigned to
+    node "N"``); None when the message does not say."""
+    found = _ASSIGNED.search(message)
+    return found.group(1) if found else None
