@@ -10,14 +10,24 @@ verify a self-signed port pin its certificate (its SHA-256 fingerprint is logged
 verified certificate authenticates its caller (:mod:`framework.observe.authn`); a certificate the CA
 did not sign fails the TLS handshake.
 
+The files are read again when they change, as kube-scheduler's dynamic serving certificate and client
+CA are (a certificate rotated by cert-manager or a mounted Secret takes effect without a restart):
+:class:`CertificateFiles` looks at them every :data:`RELOAD_SECONDS`, builds a new context from them
+(a self-signed certificate stays the same), and every new connection gets the newest context (the
+listening one hands each handshake over to it); open connections keep theirs. Files that cannot be
+loaded are logged once per change, and the last good context stays in use.
+
 Errors are :class:`CertificateError`, one line naming the flag and the file.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import hashlib
 import ipaddress
+import logging
+import os
 import socket
 import ssl
 import tempfile
@@ -32,9 +42,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pluginhost.errors import OutriggerError
 
-__all__ = ["CertificateError", "ServingTLS", "self_signed", "server_context"]
+__all__ = ["CertificateError", "CertificateFiles", "ServingTLS", "self_signed", "server_context"]
+
+log = logging.getLogger("outrigger.serving")
 
 SELF_SIGNED_DAYS = 365
+#: How often the certificate, key and client CA files are looked at for a change (seconds).
+RELOAD_SECONDS = 10.0
 
 
 class CertificateError(OutriggerError, ValueError):
@@ -51,6 +65,8 @@ class ServingTLS:
     fingerprint: str
     cert_pem: bytes
     client_ca: str = ""
+    #: The files behind it, read again when they change (None for a self-signed port without a client CA).
+    files: CertificateFiles | None = None
 
 
 def _names(hosts: Iterable[str]) -> list[x509.GeneralName]:
@@ -109,8 +125,12 @@ def _read(path: str, flag: str) -> bytes:
 
 
 def server_context(cert_file: str = "", key_file: str = "", client_ca_file: str = "",
-                   hosts: Iterable[str] = ()) -> ServingTLS:
-    """The secure port's TLS (see the module docstring); :class:`CertificateError` naming a bad flag."""
+                   hosts: Iterable[str] = (), *, watch: bool = True,
+                   pair: tuple[bytes, bytes] | None = None) -> ServingTLS:
+    """The secure port's TLS (see the module docstring); :class:`CertificateError` naming a bad flag.
+    ``watch``: files given are read again when they change (:attr:`ServingTLS.files`); ``pair``: the
+    self-signed certificate and key to serve when no certificate file is given (made here otherwise)."""
+    hosts = list(hosts)
     if bool(cert_file) != bool(key_file):
         raise CertificateError("--tls-cert-file and --tls-private-key-file go together (the certificate and its key)")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -125,7 +145,7 @@ def server_context(cert_file: str = "", key_file: str = "", client_ca_file: str 
                                    f"{exc.reason or exc} (not a PEM certificate and its key?)") from None
         source = cert_file
     else:
-        cert_pem, key_pem = self_signed(hosts)
+        cert_pem, key_pem = pair if pair is not None else self_signed(hosts)
         # ssl loads a certificate chain only from files: a private folder, gone once loaded.
         with tempfile.TemporaryDirectory(prefix="outrigger-serving-") as tmp:
             cert_path, key_path = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
@@ -147,4 +167,74 @@ def server_context(cert_file: str = "", key_file: str = "", client_ca_file: str 
                                    "(not a PEM certificate?)") from None
         # Ask for a certificate, verify one when given; callers without one authenticate otherwise.
         ctx.verify_mode = ssl.CERT_OPTIONAL
-    return ServingTLS(ctx, source, digest, cert_pem, client_ca_file)
+    if not (watch and (cert_file or client_ca_file)):
+        return ServingTLS(ctx, source, digest, cert_pem, client_ca_file)
+    files = CertificateFiles(cert_file, key_file, client_ca_file, hosts, None if cert_file else (cert_pem, key_pem))
+    ctx.sni_callback = files.hand_over
+    files.latest = ServingTLS(ctx, source, digest, cert_pem, client_ca_file, files)
+    return files.latest
+
+
+class CertificateFiles:
+    """The certificate, key and client CA files of a secure port, read again when they change.
+
+    :meth:`reload` (every :data:`RELOAD_SECONDS` in :meth:`watch`) compares each file's size and
+    modification time with what it last saw and, on a change, builds the port's TLS anew from the files;
+    :meth:`hand_over`, the listening context's SNI callback (called for every handshake, with or without
+    a server name), moves each new connection to the newest context. A change that does not load (a key
+    that does not match, a half-written file) is logged and left: the last good context keeps serving,
+    and the files are tried again when they change again.
+    """
+
+    latest: ServingTLS
+
+    def __init__(self, cert_file: str, key_file: str, client_ca_file: str, hosts: list[str],
+                 pair: tuple[bytes, bytes] | None) -> None:
+        self.cert_file, self.key_file, self.client_ca_file = cert_file, key_file, client_ca_file
+        self.hosts, self.pair = hosts, pair
+        self.reloads = 0
+        self.seen = self.stamps()
+
+    def stamps(self) -> tuple[tuple[int, int] | None, ...]:
+        """Each file's (modification time, size) as it is now (None: not there)."""
+        out: list[tuple[int, int] | None] = []
+        for path in (self.cert_file, self.key_file, self.client_ca_file):
+            try:
+                st = os.stat(path) if path else None
+            except OSError:
+                st = None
+            out.append(None if st is None else (st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
+    def reload(self) -> bool:
+        """Load the files again if any changed since they were last looked at; True when the port now
+        serves what they hold."""
+        stamps = self.stamps()
+        if stamps == self.seen:
+            return False
+        self.seen = stamps
+        try:
+            fresh = server_context(self.cert_file, self.key_file, self.client_ca_file, self.hosts, watch=False,
+                                   pair=self.pair)
+        except (CertificateError, OSError) as exc:
+            log.error("secure port: the changed certificate files were not loaded; the previous ones stay in "
+                      "use: %s", exc)
+            return False
+        self.latest = fresh
+        self.reloads += 1
+        log.warning("secure port: certificate files reloaded (%s certificate, SHA-256 %s%s)", fresh.source,
+                    fresh.fingerprint, f"; client CA {fresh.client_ca}" if fresh.client_ca else "")
+        return True
+
+    def hand_over(self, conn: ssl.SSLObject | ssl.SSLSocket, server_name: str | None,
+                  context: ssl.SSLContext) -> None:
+        """The listening context's SNI callback: a new connection gets the newest context."""
+        newest = self.latest.context
+        if newest is not context:
+            conn.context = newest
+
+    async def watch(self) -> None:
+        """Look at the files every :data:`RELOAD_SECONDS` until cancelled."""
+        while True:
+            await asyncio.sleep(RELOAD_SECONDS)
+            self.reload()

@@ -26,6 +26,7 @@ scheduler's loop: nothing here is on the hot path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -108,6 +109,7 @@ class HttpServer:
         self.tls = tls
         self.gate = gate
         self._runner: web.AppRunner | None = None
+        self._watch: asyncio.Task[None] | None = None  # the certificate files' reload
         self.port = 0
         self.host = "127.0.0.1"
 
@@ -151,9 +153,16 @@ class HttpServer:
         self._runner = runner
         self.host = host
         self.port = int(runner.addresses[0][1])
+        if self.tls is not None and self.tls.files is not None:
+            self._watch = asyncio.get_running_loop().create_task(self.tls.files.watch())
         return self
 
     async def stop(self) -> None:
+        if self._watch is not None:
+            watch, self._watch = self._watch, None
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
