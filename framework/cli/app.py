@@ -37,9 +37,10 @@ from ..config import ConfigError
 from ..plugins import PluginArgsError
 from ..remote import RemotePluginsError
 from . import apply, demo, explain, get, serve, watch
+from .output import OutputClosed, OutputError, standard_streams
 from .registry import COMMANDS, Command, UserError
 
-__all__ = ["main", "parser", "version"]
+__all__ = ["CLOSED_PIPE_EXIT", "main", "parser", "version"]
 
 #: The command modules (each registers its commands when imported), in the order ``outrigger --help``
 #: lists their commands: the server, then kubectl's verbs, then the looking glasses.
@@ -91,8 +92,31 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The exit status when the reader of the output went away (``outrigger get pods | head -n 1``): the
+#: status a shell reports for coreutils and kubectl there (128 + SIGPIPE), with nothing on stderr.
+CLOSED_PIPE_EXIT = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command ``argv`` (default ``sys.argv[1:]``); the exit code (a mistake: one line, 1)."""
+    """Run the command ``argv`` (default ``sys.argv[1:]``); the exit code (a mistake: one line, 1).
+
+    Everything the command prints reaches stdout whatever the reader's pace; a failed write is an error
+    (a line on stderr, exit status 1), a reader gone (a closed pipe) ends the command quietly with
+    :data:`CLOSED_PIPE_EXIT`."""
+    with standard_streams():
+        try:
+            try:
+                return _run(argv)
+            finally:
+                sys.stdout.flush()  # what was printed before an error is output all the same
+        except OutputClosed:
+            return CLOSED_PIPE_EXIT
+        except OutputError as exc:
+            print(f"error: cannot write the output to {exc.stream}: {exc.strerror}", file=sys.stderr)
+            return 1
+
+
+def _run(argv: Sequence[str] | None) -> int:
     from clients import ClientError
 
     args = parser().parse_args(argv)
@@ -111,6 +135,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `outrigger watch | head`
-        return 0
 
