@@ -45,12 +45,12 @@ demo: $(STAMP)
 # example sidecar plugins, nodes and pods applied with kubectl, `kubectl get pods -o wide`, a summary, then
 # everything stopped (docs/kubernetes.md).
 demo-cluster: $(STAMP) k8s
-	$(BIN)/python -m framework.kube.demo
+	$(BIN)/python -m tools.democluster
 
 test: $(STAMP) lint typecheck go-test unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check pluginhost framework clients tests
+	$(BIN)/ruff check pluginhost framework clients tools tests
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -89,15 +89,15 @@ go-test:
 	cd clients/go/schedplugins && CGO_ENABLED=0 go vet -trimpath $(GO_SCHEDPLUGINS_TAGS) ./... outrigger.dev/clients/go/kube/... \
 		&& CGO_ENABLED=0 go test -trimpath $(GO_SCHEDPLUGINS_TAGS) ./... outrigger.dev/clients/go/kube/...
 
-# Every benchmark scenario (framework/bench/): prints a table, writes bench-results.json (under 10 minutes).
+# Every benchmark scenario (tools/bench/): prints a table, writes bench-results.json (under 10 minutes).
 bench: $(STAMP)
-	$(BIN)/python -m framework.bench --out bench-results.json
+	$(BIN)/python -m tools.bench --out bench-results.json
 
-# Outrigger side by side with the real kube-scheduler (framework/kube/compare/): scheduler_perf workloads through a
+# Outrigger side by side with the real kube-scheduler (tools/compare/): scheduler_perf workloads through a
 # fresh API server each (throughput), placements pod by pod against kube-scheduler's logged scores, FailedScheduling
 # messages verbatim; writes compare-results.md and compare-results.json (under 15 minutes once `make k8s` has built).
 compare: $(STAMP) k8s
-	$(BIN)/python -m framework.kube.compare --out compare-results
+	$(BIN)/python -m tools.compare --out compare-results
 
 # The fuzz tests with 50 x their `make test` budget and fresh random examples (docs/bad-input.md).
 fuzz: $(STAMP)

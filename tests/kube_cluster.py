@@ -1,6 +1,6 @@
 """The live-cluster fixtures: one real etcd + kube-apiserver per test session, a fresh namespace per test.
 
-``kube_cluster`` starts a :class:`framework.kube.local.LocalCluster` the first time a test asks for it
+``kube_cluster`` starts a :class:`tools.localcluster.LocalCluster` the first time a test asks for it
 (a few seconds; the binaries are ``make k8s``'s, built first if missing) and stops it when the session
 ends. ``kube_namespace`` creates a namespace for one test; afterwards its pods are deleted at once and
 the namespace is deleted, which leaves it Terminating with whatever else it held: no namespace
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from framework.kube.local import BIN_ENV, BUILD_SCRIPT, ClusterError, LocalCluster, find_bin_dir
+from tools.localcluster import BIN_ENV, BUILD_SCRIPT, ClusterError, LocalCluster, find_bin_dir
 
 __all__ = ["kube_cluster", "kube_namespace"]
 

@@ -59,7 +59,7 @@ import yaml
 from kube_framework import DEPLOY, FrameworkProcess, node_manifest, pod_manifest
 from test_remote_harness import HostProcess
 
-from framework.kube.local import LocalCluster, free_ports
+from tools.localcluster import LocalCluster, free_ports
 
 PROFILE = "outrigger-scheduler"
 LEASE = ("outrigger", "outrigger")  # deploy/kubernetes/rbac.yaml grants this one

@@ -1,4 +1,4 @@
-"""The benchmark harness: ``python -m framework.bench --quick`` end to end, and its pieces."""
+"""The benchmark harness: ``python -m tools.bench --quick`` end to end, and its pieces."""
 
 from __future__ import annotations
 
@@ -17,16 +17,7 @@ import numpy.typing as npt
 import pytest
 from kube_cluster import built_bin_dir
 
-import framework.bench.extender as extender_scenarios
-from framework.bench.plugins import BenchTier
-from framework.bench.report import evaluate_targets, format_table
-from framework.bench.runner import median_run, run_one
-from framework.bench.runs import RunResult, RunSpec
-from framework.bench.scenarios import SCENARIOS
-from framework.bench.servers import ServerProcess
-from framework.bench.workload import node_manifest
-from framework.kube import bench as kube_bench
-from framework.kube.local import BIN_ENV
+import tools.bench.extender as extender_scenarios
 from framework.plugins.balancedallocation import NodeResourcesBalancedAllocation, _balanced_score
 from framework.plugins.interpodaffinity import InterPodAffinity
 from framework.plugins.nodeports import _PortIndex
@@ -38,6 +29,15 @@ from pluginhost.model import Node, Pod
 from pluginhost.plugin import CycleState, NodeBatch
 from pluginhost.snapshot import ClusterTable, Snapshot
 from pluginhost.status import Code
+from tools.bench import apiserver as kube_bench
+from tools.bench.plugins import BenchTier
+from tools.bench.report import evaluate_targets, format_table
+from tools.bench.runner import median_run, run_one
+from tools.bench.runs import RunResult, RunSpec
+from tools.bench.scenarios import SCENARIOS
+from tools.bench.servers import ServerProcess
+from tools.bench.workload import node_manifest
+from tools.localcluster import BIN_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_quick_bench_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "framework.bench", "--quick", "--out", str(out)],
+        [sys.executable, "-m", "tools.bench", "--quick", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -89,7 +89,7 @@ def test_quick_bench_end_to_end(tmp_path: Path) -> None:
 def test_quick_apiserver_run_goes_through_the_api_server(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "framework.bench", "--quick", "--scenarios", "apiserver", "--out", str(out)],
+        [sys.executable, "-m", "tools.bench", "--quick", "--scenarios", "apiserver", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=240, env={**os.environ, BIN_ENV: str(built_bin_dir())},
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -112,13 +112,13 @@ def test_quick_apiserver_run_goes_through_the_api_server(tmp_path: Path) -> None
 def test_scenario_subset_and_unknown(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "framework.bench", "--quick", "--scenarios", "basic", "--out", str(out)],
+        [sys.executable, "-m", "tools.bench", "--quick", "--scenarios", "basic", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert list(json.loads(out.read_text())["scenarios"]) == ["basic"]
     bad = subprocess.run(
-        [sys.executable, "-m", "framework.bench", "--scenarios", "nope", "--out", str(out)],
+        [sys.executable, "-m", "tools.bench", "--scenarios", "nope", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert bad.returncode == 2
@@ -219,7 +219,7 @@ def test_extender_wire_format_and_plugin() -> None:
     import http.client
     import threading
 
-    from framework.bench.httpextender import ExtenderPlugin, ExtenderServer
+    from tools.bench.httpextender import ExtenderPlugin, ExtenderServer
 
     server = ExtenderServer(("127.0.0.1", 0))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -531,7 +531,7 @@ def test_scenario_processes_are_stopped_on_errors(monkeypatch: pytest.MonkeyPatc
     assert proc is not None and proc.poll() is not None  # stopped
 
 
-# ---- the apiserver scenario's arithmetic (framework/kube/bench.py) ----------------------------------------
+# ---- the apiserver scenario's arithmetic (tools/bench/apiserver.py) ----------------------------------------
 
 
 @pytest.mark.parametrize(("q", "buckets", "want"), [

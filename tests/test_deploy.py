@@ -578,7 +578,7 @@ def test_compose_topology_on_loopback_schedules_through_the_same_configuration(
                                 "--prefix", "Upstream"}
     from test_go_plugins import GoHost
 
-    from framework.bench.gohost import go_binary
+    from tools.bench.gohost import go_binary
 
     hosts.append(GoHost(Path(go_binary("outrigger-kube-plugins")), "--prefix", "Upstream"))
     with Hosts(*hosts) as addresses:

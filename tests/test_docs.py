@@ -254,13 +254,13 @@ def check_python_module(argv: list[str]) -> None:
     for word in args:
         if word.startswith("--"):
             assert re.search(rf"(^|\s){re.escape(word)}\b", proc.stdout), f"{module} has no flag {word}"
-    if module == "framework.bench" and "--scenarios" in args:
-        from framework.bench.scenarios import SCENARIOS
+    if module == "tools.bench" and "--scenarios" in args:
+        from tools.bench.scenarios import SCENARIOS
 
         names = args[args.index("--scenarios") + 1].split(",")
         assert set(names) <= set(SCENARIOS), names
-    if module == "framework.kube.compare" and "--workloads" in args:
-        from framework.kube.workloads import WORKLOADS
+    if module == "tools.compare" and "--workloads" in args:
+        from tools.workloads import WORKLOADS
 
         names = args[args.index("--workloads") + 1].split(",")
         assert set(names) <= {*WORKLOADS, "none"}, names
@@ -270,9 +270,9 @@ def check_python_module(argv: list[str]) -> None:
 #: what it does.
 CHECKS: list[tuple[str, Callable[[list[str]], None], str]] = [
     (r"make( [\w.-]+)+", check_make, " ".join(MAKE_TARGETS.values())),
-    (r"\.venv/bin/python -m framework\.bench( .*)?", check_python_module,
+    (r"\.venv/bin/python -m tools\.bench( .*)?", check_python_module,
      "tests/test_bench.py::test_quick_bench_end_to_end, tests/test_bench.py::test_scenario_subset_and_unknown"),
-    (r"\.venv/bin/python -m framework\.kube\.compare( .*)?", check_python_module,
+    (r"\.venv/bin/python -m tools\.compare( .*)?", check_python_module,
      "tests/test_kube_compare.py::test_every_pod_of_a_deterministic_workload_lands_where_kube_scheduler_puts_it, "
      "tests/test_kube_compare.py::test_bad_arguments_get_one_line_and_run_nothing"),
     (r"docker build .*", check_docker_build,
@@ -451,7 +451,7 @@ class Session:
         """``clients/go/.bin/CMD --listen ADDR &``: a Go plugin host, built as ``make go-build`` builds it."""
         if shutil.which("go") is None:
             pytest.skip(f"{cmd.where}: go is not installed")
-        from framework.bench.gohost import go_binary
+        from tools.bench.gohost import go_binary
 
         assert cmd.background and "--listen" in cmd.words, f"{cmd.where}: Go plugin hosts run in the background"
         argv = [go_binary(Path(cmd.words[0]).name), *(self.word(w) for w in cmd.words[1:])]

@@ -431,8 +431,8 @@ def test_upstream_plugins_schedule_through_the_framework_and_their_spans_join_it
 
 
 def test_benchtier_in_go_filters_and_scores_through_the_framework(benchtier: Path) -> None:
-    from framework.bench.plugins import TIER_LABEL
     from pluginhost.manifest import node_from_dict, pod_from_dict
+    from tools.bench.plugins import TIER_LABEL
 
     text = json.dumps({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                        "profiles": [{"schedulerName": "default-scheduler", "plugins": {"multiPoint": {
@@ -536,10 +536,10 @@ class BatchClock:
         self.seconds: list[float] = []
 
     async def __aenter__(self) -> BatchClock:
-        from framework.bench.inprocess import InProcessPlugin
-        from framework.bench.workload import node_manifest
         from pluginhost.convert import pod_to_proto
         from pluginhost.manifest import node_from_dict, pod_from_dict
+        from tools.bench.inprocess import InProcessPlugin
+        from tools.bench.workload import node_manifest
 
         self.rig = await remote_rig([endpoint("tier", self.address)], lambda reg: load_config(self.TEXT, reg.points()))
         s = self.rig.scheduler
@@ -584,7 +584,7 @@ def test_the_go_host_answers_a_5000_node_batch_at_least_as_fast_as_the_python_ho
                 await py.once()
         return sorted(go.seconds), sorted(py.seconds)
 
-    with GoHost(benchtier) as go_host, HostProcess("framework.bench.plugins:RemoteStreamsBenchTier") as py_host:
+    with GoHost(benchtier) as go_host, HostProcess("tools.bench.plugins:RemoteStreamsBenchTier") as py_host:
         go_s, py_s = asyncio.run(main(go_host.address, py_host.address))
     median = BATCH_ROUNDS // 2
     print(f"5000-node Filter+Score exchange: Go {go_s[median] * 1000:.2f} ms, Python {py_s[median] * 1000:.2f} ms "

@@ -36,7 +36,7 @@ import yaml
 from kube_framework import FrameworkProcess, get_json, node_manifest, outrigger_kubeconfig, pod_manifest, wait_for
 from test_go_plugins import BIN, BUILD_SECONDS, GO_DIR, GoHost, _go
 
-from framework.kube.local import LocalCluster
+from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 T = TypeVar("T")

@@ -38,8 +38,8 @@ from test_remote_harness import HostProcess
 
 from framework.kube.client import ApiClient, KubeConfig
 from framework.kube.informer import Informer
-from framework.kube.local import LocalCluster
 from pluginhost.examples.provisioner import PROVISION
+from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 

@@ -1,4 +1,4 @@
-"""The comparison with the real kube-scheduler (framework/kube/compare/, ``make compare``), small.
+"""The comparison with the real kube-scheduler (tools/compare/, ``make compare``), small.
 
 Each comparison starts its own etcd + kube-apiserver per scheduler (the binaries of ``make k8s``, with
 kube-scheduler). On the live clusters: Outrigger puts every pod of a deterministic workload on the node
@@ -17,21 +17,21 @@ from typing import Any
 import pytest
 from kube_cluster import built_bin_dir
 
-from framework.kube.compare.kubescores import parse_kube_scores
-from framework.kube.compare.placement_workloads import placement_workloads
-from framework.kube.compare.placements import (
+from tools.compare.kubescores import parse_kube_scores
+from tools.compare.placement_workloads import placement_workloads
+from tools.compare.placements import (
     PlacementReport,
     PluginAgreement,
     PodPlacement,
     ScoreDisagreement,
     run_placements,
 )
-from framework.kube.compare.reasons import PodReason, ReasonsReport, run_reasons
-from framework.kube.compare.report import CompareResults, throughput_summary, to_json, to_markdown
-from framework.kube.compare.run import main
-from framework.kube.compare.schedulers import KUBE, OUTRIGGER
-from framework.kube.compare.throughput import ThroughputRun, run_throughput
-from framework.kube.workloads import WORKLOADS
+from tools.compare.reasons import PodReason, ReasonsReport, run_reasons
+from tools.compare.report import CompareResults, throughput_summary, to_json, to_markdown
+from tools.compare.run import main
+from tools.compare.schedulers import KUBE, OUTRIGGER
+from tools.compare.throughput import ThroughputRun, run_throughput
+from tools.workloads import WORKLOADS
 
 SCORE_PLUGINS = {"TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
                  "DynamicResources", "NodeResourcesBalancedAllocation", "ImageLocality"}
@@ -208,4 +208,4 @@ def test_bad_arguments_get_one_line_and_run_nothing(capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     err = capsys.readouterr().err
-    assert (exit_.value.code, err.splitlines()[-1]) == (2, f"python -m framework.kube.compare: error: {error}")
+    assert (exit_.value.code, err.splitlines()[-1]) == (2, f"python -m tools.compare: error: {error}")

@@ -20,8 +20,8 @@ from test_go_scheduler_plugins import pod_group, podgroup_crd
 
 from framework.kube.client import ApiClient, KubeConfig
 from framework.kube.customresources import custom_resource_informers
-from framework.kube.local import LocalCluster
 from framework.scheduler import Scheduler
+from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 

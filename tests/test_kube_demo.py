@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from kube_cluster import built_bin_dir
 
-from framework.kube.demo import priority_classes, sample_rows
-from framework.kube.local import BIN_ENV
+from tools.democluster import priority_classes, sample_rows
+from tools.localcluster import BIN_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +32,7 @@ def listening(address: str) -> bool:
 def test_demo_cluster_schedules_through_the_api_server_and_stops_everything() -> None:
     env = {**os.environ, BIN_ENV: str(built_bin_dir())}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "framework.kube.demo", "--nodes", "12", "--pods", "40", "--labelled", "6",
+        [sys.executable, "-m", "tools.democluster", "--nodes", "12", "--pods", "40", "--labelled", "6",
          "--provisioned", "3", "--timeout", "120"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kube_fault_harness import FAULTS, Options, render, run
 
-from framework.kube.local import LocalCluster
+from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 

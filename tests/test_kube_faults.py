@@ -9,7 +9,7 @@ import pytest
 import yaml
 from kube_framework import DEPLOY, FrameworkProcess, node_manifest, pod_manifest, wait_for
 
-from framework.kube.local import LocalCluster
+from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 

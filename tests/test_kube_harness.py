@@ -1,4 +1,4 @@
-"""The live-cluster harness: a real etcd + kube-apiserver (framework.kube.local), driven by the built kubectl.
+"""The live-cluster harness: a real etcd + kube-apiserver (tools.localcluster), driven by the built kubectl.
 
 Nothing is faked: the binaries are the pinned ones tests/k8s/build.sh builds, RBAC is on, service accounts
 get their tokens from the TokenRequest API, and TLS is verified against the cluster's CA. The RBAC rows run
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from framework.kube.local import ClusterError, KubectlError, LocalCluster, find_bin_dir
+from tools.localcluster import ClusterError, KubectlError, LocalCluster, find_bin_dir
 
 pytestmark = pytest.mark.kube
 

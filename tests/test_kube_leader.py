@@ -28,8 +28,8 @@ from kube_framework import FrameworkProcess, get_json, node_manifest, outrigger_
 from framework.config import LeaderElectionConfig, format_duration, leader_election_config, parse_duration
 from framework.kube.client import ApiClient, KubeConfig, KubeConfigError
 from framework.kube.leader import LeaderElector, LeaderMetrics, LeaseLock
-from framework.kube.local import LocalCluster, free_ports
 from framework.kube.settings import leader_election
+from tools.localcluster import LocalCluster, free_ports
 
 MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 # In this process: short enough for a test, valid for client-go (2 > 1.5 > 1.2 x 0.5).

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from kube_framework import FrameworkProcess, node_manifest, outrigger_kubeconfig, pod_manifest, wait_for
 
-from framework.kube.local import LocalCluster
 from framework.plugins.interpodaffinity import InterPodAffinity
+from tools.localcluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = "outrigger-scheduler"

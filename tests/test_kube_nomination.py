@@ -30,11 +30,11 @@ from test_scheduler_nomination import PRE_BIND_WORKS, RecordingSource, hold_at_p
 
 from framework.kube.client import ApiClient, ApiError, KubeConfig
 from framework.kube.events import JSON_PATCH, StatusWriter
-from framework.kube.local import LocalCluster
 from framework.kube.source import KubeSource
 from framework.scheduler import Scheduler
 from pluginhost.model import Pod
 from pluginhost.status import Status
+from tools.localcluster import LocalCluster
 
 # ---------------------------------------------------------------------------------------------------
 # The scheduler: the nomination is handed over before the binding is sent

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from kube_framework import FrameworkProcess, get_json, node_manifest, outrigger_kubeconfig, pod_manifest, wait_for
 
-from framework.kube.local import LocalCluster
+from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 

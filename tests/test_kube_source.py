@@ -17,8 +17,8 @@ import yaml
 from kube_framework import FrameworkProcess, get_json, node_manifest, outrigger_kubeconfig, pod_manifest, wait_for
 from test_remote_harness import HostProcess
 
-from framework.kube.local import LocalCluster
 from pluginhost.examples.nodelabels import REQUIRE
+from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 

@@ -1,7 +1,7 @@
-"""The package layout holds: no import cycle among the modules of framework/, pluginhost/ and clients/,
-counting every import statement wherever it is (module level, inside a function, under
-``TYPE_CHECKING``); every exception the project defines derives from ``OutriggerError``; no
-hand-written module over 700 lines and no function over 80."""
+"""The package layout holds: no import cycle among the modules of framework/, pluginhost/, clients/ and
+tools/, counting every import statement wherever it is (module level, inside a function, under
+``TYPE_CHECKING``); the product packages never import the tools; every exception the project defines
+derives from ``OutriggerError``; no hand-written module over 700 lines and no function over 80."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("framework", "pluginhost", "clients")
+PACKAGES = ("framework", "pluginhost", "clients", "tools")
+#: What a live cluster needs; :data:`TOOLS` may import these, never the other way round.
+PRODUCT = ("framework", "pluginhost", "clients")
+TOOLS = ("tools",)
 
 # Cycles tolerated for now, each a sorted list of module names (none: every cycle fails the test).
 KNOWN_CYCLES: list[list[str]] = []
@@ -202,7 +205,7 @@ def test_the_documented_exception_tree_names_every_exception() -> None:
 # framework.observe holds both: its tracing and metrics are observers the remote wing feeds too, the rest
 # serves (the secure port, its HTTP endpoints) or wraps the scheduler (instrument).
 CORE = ("framework.runtime", "framework.outcomes", "framework.transformers", "framework.waiting", "framework.hooks")
-SERVERS = ("framework.scheduler", "framework.service", "framework.cli", "framework.bench", "framework.kube",
+SERVERS = ("framework.scheduler", "framework.service", "framework.cli", "framework.kube",
            "framework.observe.httpserver", "framework.observe.instrument",
            *(f"framework.observe.{m}" for m in ("auth", "certs", "configz", "delegated", "health", "serving")))
 FORBIDDEN: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
@@ -217,17 +220,46 @@ def _under(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-def test_each_part_imports_only_what_it_may() -> None:
-    graph = import_graph(ROOT)
-    wrong = sorted(
+def wrong_imports(graph: dict[str, set[str]], rules: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> list[str]:
+    """``module -> target`` for each import ``graph`` has that one of ``rules`` (importers, forbidden) forbids."""
+    return sorted(
         f"{module} -> {target}"
         for module, targets in graph.items()
-        for parts, forbidden in FORBIDDEN
+        for parts, forbidden in rules
         if _under(module, parts)
         for target in targets
         if _under(target, forbidden)
     )
-    assert wrong == []
+
+
+def test_each_part_imports_only_what_it_may() -> None:
+    assert wrong_imports(import_graph(ROOT), FORBIDDEN) == []
+
+
+def test_no_product_module_imports_the_tools() -> None:
+    graph = import_graph(ROOT)
+    assert len([m for m in graph if _under(m, TOOLS)]) >= 20  # the walk sees the tools (not an empty list)
+    assert wrong_imports(graph, [(PRODUCT, TOOLS)]) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "want"),
+    [
+        pytest.param({"tools/t.py": "from framework import k\n", "framework/k.py": "x = 1\n"}, [],
+                     id="a-tool-imports-the-product"),
+        pytest.param({"tools/t.py": "x = 1\n", "framework/k.py": "import tools.t\n"}, ["framework.k -> tools.t"],
+                     id="product-imports-a-tool"),
+        pytest.param({"tools/__init__.py": "", "tools/t.py": "x = 1\n",
+                      "clients/c.py": "def f():\n    from tools import t\n"}, ["clients.c -> tools.t"],
+                     id="deferred-import-of-a-tool"),
+        pytest.param({"tools/__init__.py": "", "tools/t.py": "x = 1\n",
+                      "pluginhost/__init__.py": "", "pluginhost/p.py": "from ..tools import t\n"},
+                     ["pluginhost.p -> tools.t"], id="relative-import-of-a-tool"),
+    ],
+)
+def test_product_imports_of_the_tools_are_found(tmp_path: Path, files: dict[str, str], want: list[str]) -> None:
+    _write(tmp_path, files)
+    assert wrong_imports(import_graph(tmp_path), [(PRODUCT, TOOLS)]) == want
 
 
 # The size a newcomer can read in one sitting (docs/architecture.md); generated code aside.

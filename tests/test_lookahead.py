@@ -27,7 +27,6 @@ from test_remote_harness import HostProcess, Hosts, RemoteRig, endpoint, remote_
 from test_remote_replicas import only_tier_scores
 
 import pluginhost.host as host_module
-from framework.bench.plugins import TIER_LABEL, BenchTier
 from framework.config import load_config
 from framework.plugins.basic import PrioritySort
 from framework.queue import SchedulingQueue
@@ -54,6 +53,7 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Status
 from pluginhost.view import NodeChange
+from tools.bench.plugins import TIER_LABEL, BenchTier
 
 # ---------------------------------------------------------------------------------------------------
 # Plugins and clusters

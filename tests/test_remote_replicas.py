@@ -18,13 +18,13 @@ from grpc_health.v1 import health_pb2
 from test_remote_faults import NO_LEAKS, config, fakes_env
 from test_remote_harness import HostProcess, Hosts, endpoint, remote_rig, until
 
-from framework.bench.plugins import TIER_LABEL, BenchTier
 from framework.config import load_config
 from framework.remote import EndpointConfig, parse_remote_plugins
 from pluginhost.host import PluginHost
 from pluginhost.manifest import parse_objects
 from pluginhost.model import Node, Pod
 from pluginhost.status import Code
+from tools.bench.plugins import TIER_LABEL, BenchTier
 
 TIERS = {"n0": "bronze", "n1": "gold", "n2": None, "n3": "silver"}  # n2 has no tier label: BenchTier rejects it
 

@@ -31,7 +31,6 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from framework import cli
 from framework.config import load_config
-from framework.kube.local import LocalCluster
 from framework.observe.auth import (
     ANONYMOUS,
     Decision,
@@ -60,6 +59,7 @@ from framework.observe.serving import (
 )
 from framework.profiles import build_registry, default_scheduler_config
 from framework.service import Server, start_server
+from tools.localcluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "kubernetes"

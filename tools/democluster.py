@@ -1,7 +1,7 @@
-"""``make demo-cluster`` (``python -m framework.kube.demo``): Outrigger scheduling a real Kubernetes API
+"""``make demo-cluster`` (``python -m tools.democluster``): Outrigger scheduling a real Kubernetes API
 server on this machine, in one command, then everything stopped again.
 
-1. a :class:`~framework.kube.local.LocalCluster`: etcd and kube-apiserver (the pinned release) on
+1. a :class:`~tools.localcluster.LocalCluster`: etcd and kube-apiserver (the pinned release) on
    loopback, in a temporary folder; the binaries are ``make k8s``'s, built first when missing;
 2. the example plugins (``pluginhost/examples``: Coscheduling, NodeLabels, Provisioner) as sidecar
    processes, as ``make demo`` runs them;
@@ -40,13 +40,21 @@ from typing import Any
 
 import yaml
 
-from ..cli.demorun import REMOTE_PROFILE, Sidecars, demo_config_text, generate_cluster, generate_jobs, generate_workload
-from .client import ApiClient, ApiUnreachable, KubeConfig
-from .local import BIN_ENV, BINARIES, BUILD_SCRIPT, LocalCluster, find_bin_dir
+from framework.cli.demorun import (
+    REMOTE_PROFILE,
+    Sidecars,
+    demo_config_text,
+    generate_cluster,
+    generate_jobs,
+    generate_workload,
+)
+from framework.kube.client import ApiClient, ApiUnreachable, KubeConfig
+
+from .localcluster import BIN_ENV, BINARIES, BUILD_SCRIPT, LocalCluster, find_bin_dir
 
 __all__ = ["DemoResult", "main", "run"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy" / "kubernetes"
 NAMESPACE = "demo"
 ROWS_PER_KIND = 2
@@ -375,7 +383,7 @@ def _print_summary(result: DemoResult) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m framework.kube.demo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.democluster", description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=60, help="nodes to create (default 60)")
     p.add_argument("--pods", type=int, default=300, help="pods of the default profile (default 300)")
     p.add_argument("--labelled", type=int, default=60, help=f"{REMOTE_PROFILE} pods placed by node labels")

@@ -69,7 +69,7 @@ __all__ = ["BIN_ENV", "BUILD_SCRIPT", "ClusterError", "KubectlError", "LocalClus
 
 #: The folder of etcd, kube-apiserver and kubectl, when not the one tests/k8s/build.sh builds into.
 BIN_ENV = "OUTRIGGER_K8S_BIN"
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "tests" / "k8s" / "build.sh"
+BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "k8s" / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kubectl")
 ADMIN_USER = "outrigger-admin"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"

@@ -16,14 +16,14 @@ The shapes are kubernetes ``test/integration/scheduler_perf`` v1.35's (``perform
 (4 CPU, 32 GiB, 110 pods, capacity = allocatable, the ``kubernetes.io/hostname`` label, and the workload's
 ``labelNodePrepareStrategy`` label given round-robin); pods are ``pod-default.yaml`` (the pause image, one
 container port, 100m CPU and 500Mi requests = limits) or the workload's template built on it. The
-capacity and the container are :mod:`framework.bench.workload`'s, the in-process benchmark's.
+capacity and the container are :mod:`tools.bench.workload`'s, the in-process benchmark's.
 
 **Throughput** is what the benchmark issue defines: measured pods divided by the time from just before
 the first of them is created to the moment the watch shows the last of them bound. Pods are created as
 fast as the API server takes them (``concurrency`` requests in flight), and "bound" is seen on a watch
 of the namespace filtered on ``spec.nodeName!=``, so the harness decodes one event per bound pod and
 never reads the scheduler's own counters. The same code times kube-scheduler and Outrigger
-(:mod:`framework.kube.compare`). The ``apiserver`` benchmark scenario (:mod:`framework.kube.bench`)
+(:mod:`tools.compare`). The ``apiserver`` benchmark scenario (:mod:`tools.bench.apiserver`)
 measures SchedulingBasic for Outrigger alone the same way, with these nodes and pods and this watch, and
 its pod creator in a process of its own.
 """
@@ -41,8 +41,9 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
-from ..bench.workload import NODE_CAPACITY, pause_container
-from .client import ApiError, ApiUnreachable, KubeConfig
+from framework.kube.client import ApiError, ApiUnreachable, KubeConfig
+
+from .bench.workload import NODE_CAPACITY, pause_container
 
 __all__ = [
     "WORKLOADS",

@@ -1,4 +1,4 @@
-"""``python -m framework.bench``: scheduling throughput, latency and memory of the framework.
+"""``python -m tools.bench``: scheduling throughput, latency and memory of the framework.
 
 Runs the scenarios named (``--scenarios``; every default one otherwise), prints the machine, a table of
 the runs and the targets met or not, and writes the report as JSON (``--out``). Exits 1 when a run did
@@ -23,7 +23,7 @@ DEFAULT_OUT = "bench-results.json"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m framework.bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes, a few seconds (smoke test)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"JSON results file (default {DEFAULT_OUT})")
     p.add_argument("--scenarios", default="", help=f"comma-separated subset of: {', '.join(SCENARIOS)} (default: "

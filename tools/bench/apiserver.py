@@ -1,21 +1,21 @@
 """The ``apiserver`` benchmark scenario: scheduler_perf's SchedulingBasic through a real kube-apiserver.
 
-``python -m framework.bench --scenarios apiserver`` runs it (:mod:`framework.bench.scenarios` registers
+``python -m tools.bench --scenarios apiserver`` runs it (:mod:`tools.bench.scenarios` registers
 it); each run is one child process that drives everything below and reports a
-:class:`~framework.bench.runs.RunResult`:
+:class:`~tools.bench.runs.RunResult`:
 
-1. a fresh :class:`~framework.kube.local.LocalCluster` (etcd and kube-apiserver on loopback, its own data);
+1. a fresh :class:`~tools.localcluster.LocalCluster` (etcd and kube-apiserver on loopback, its own data);
 2. the nodes, scheduler_perf's ``templates/node-default.yaml`` (4 CPU, 32Gi, 110 pods, Ready; the
-   harness's :func:`~framework.kube.workloads.node_manifest`), created through the API;
+   harness's :func:`~tools.workloads.node_manifest`), created through the API;
 3. ``outrigger serve --kubeconfig`` in its own process: kube-scheduler's default profile, with
    ``clientConnection`` qps and burst both :data:`SCHEDULER_QPS` (5000, what scheduler_perf gives the
-   scheduler's client; the comparison with kube-scheduler, framework/kube/compare/, gives both the
+   scheduler's client; the comparison with kube-scheduler, tools/compare/, gives both the
    same) and no leader election (:func:`scheduler_config`);
 4. the initial pods (``templates/pod-default.yaml``: 100m CPU, 500Mi, port 80) in ``namespace-1``,
    created and waited for (not measured);
-5. the measured pods in ``namespace-2``, created by a separate process (``python -m framework.kube.bench
+5. the measured pods in ``namespace-2``, created by a separate process (``python -m tools.bench.apiserver
    create-pods``) over :data:`CREATE_CONNECTIONS` keep-alive connections, while a watch of the bound pods
-   (``fieldSelector=spec.nodeName!=``, :class:`~framework.kube.workloads.BoundWatch`) in this process
+   (``fieldSelector=spec.nodeName!=``, :class:`~tools.workloads.BoundWatch`) in this process
    notes when each one's binding arrives.
 
 Throughput is measured pods / (the last binding seen on the watch - the first create request sent): the
@@ -50,13 +50,14 @@ from typing import Any
 import aiohttp
 import orjson
 
-from ..bench.runs import RunResult, RunSpec
-from ..bench.servers import stop_process
-from ..bench.workload import node_name, pod_name
-from ..outcomes import num_feasible_nodes_to_find
-from .client import ApiClient, ApiError, ApiUnreachable, KubeConfig
-from .local import LocalCluster
-from .workloads import BoundWatch, node_manifest, pod_manifest
+from framework.kube.client import ApiClient, ApiError, ApiUnreachable, KubeConfig
+from framework.outcomes import num_feasible_nodes_to_find
+
+from ..localcluster import LocalCluster
+from ..workloads import BoundWatch, node_manifest, pod_manifest
+from .runs import RunResult, RunSpec
+from .servers import stop_process
+from .workload import node_name, pod_name
 
 __all__ = [
     "CREATE_CONNECTIONS",
@@ -534,7 +535,7 @@ async def _start_creator(kubeconfig: Path, count: int, report: Path, log: Path) 
     """The pod creator (``create-pods``), started and ready: it creates the pods when told to go."""
     with log.open("wb") as creator_log:
         creator = await asyncio.create_subprocess_exec(
-            *DIE_WITH_PARENT, sys.executable, "-m", "framework.kube.bench", "create-pods",
+            *DIE_WITH_PARENT, sys.executable, "-m", "tools.bench.apiserver", "create-pods",
             "--kubeconfig", str(kubeconfig), "--namespace", MEASURED_NAMESPACE,
             "--count", str(count), "--connections", str(CREATE_CONNECTIONS), "--report", str(report),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=creator_log, cwd=ROOT,
@@ -669,7 +670,7 @@ async def _unschedulable(client: ApiClient, namespace: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m framework.kube.bench",
+    p = argparse.ArgumentParser(prog="python -m tools.bench.apiserver",
                                 description="the apiserver benchmark's pod creator (run by the benchmark)")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("create-pods", help="create scheduler_perf's default pods; write a JSON report")

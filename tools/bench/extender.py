@@ -1,5 +1,5 @@
 """The extender scenarios: BenchTier's logic as a kube-scheduler HTTP/JSON extender in its own process
-(:mod:`framework.bench.httpextender`), called by :class:`~framework.bench.httpextender.ExtenderPlugin` with full v1 Node
+(:mod:`tools.bench.httpextender`), called by :class:`~tools.bench.httpextender.ExtenderPlugin` with full v1 Node
 objects (``extender``) or in ``nodeCacheCapable`` mode with node names (``extender-names``)."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ..config import SchedulerConfig
-from ..plugins import Registry
-from ..profiles import build_registry
+from framework.config import SchedulerConfig
+from framework.plugins import Registry
+from framework.profiles import build_registry
+
 from .inprocess import InProcessPlugin
 from .runs import RunSpec
 from .scenario import profile_with
@@ -21,14 +22,14 @@ from .servers import STARTUP_SECONDS, ServerProcess, call_metrics
 from .workload import node_manifest
 
 if TYPE_CHECKING:
-    from ..scheduler import Scheduler
+    from framework.scheduler import Scheduler
 
 __all__ = ["ExtenderNamesScenario", "ExtenderScenario"]
 
 
 class ExtenderScenario(InProcessPlugin):
     """``inprocess-plugin`` with BenchTier as a kube-scheduler HTTP extender in a separate process,
-    called by :class:`~framework.bench.httpextender.ExtenderPlugin` with full v1 Node objects."""
+    called by :class:`~tools.bench.httpextender.ExtenderPlugin` with full v1 Node objects."""
 
     name = "extender"
     description = (
@@ -51,7 +52,7 @@ class ExtenderScenario(InProcessPlugin):
 
     @contextlib.asynccontextmanager
     async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
-        argv = [sys.executable, "-m", "framework.bench.httpextender", "--listen", "127.0.0.1:0"]
+        argv = [sys.executable, "-m", "tools.bench.httpextender", "--listen", "127.0.0.1:0"]
         async with ServerProcess(argv, "extender") as server:
             self._url = f"http://{server.address}"
             try:

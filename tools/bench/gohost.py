@@ -10,9 +10,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from ..config import SchedulerConfig, load_config
-from ..plugins import Registry
-from ..profiles import unavailable_plugins
+from framework.config import SchedulerConfig, load_config
+from framework.plugins import Registry
+from framework.profiles import unavailable_plugins
+
 from .remote import RemotePluginScenario, RemoteStreamsScenario
 from .runs import RunSpec
 

@@ -13,10 +13,10 @@ names, no JSON tags, so ``Pod``, ``Nodes``, ``NodeNames``, ...):
 - ``POST /cache/nodes`` (not part of the extender API): a ``v1.NodeList`` for the node cache a
   ``nodeCacheCapable`` extender keeps (a real one fills it from an informer).
 
-The logic is :class:`framework.bench.plugins.BenchTier`'s: nodes without the ``bench.outrigger.dev/tier`` label
+The logic is :class:`tools.bench.plugins.BenchTier`'s: nodes without the ``bench.outrigger.dev/tier`` label
 fail (unresolvable), gold scores 10, silver 5, bronze 0.
 
-Run it with ``python -m framework.bench.httpextender --listen 127.0.0.1:0``: the first line of output is
+Run it with ``python -m tools.bench.httpextender --listen 127.0.0.1:0``: the first line of output is
 ``extender listening on HOST:PORT``. :class:`ExtenderPlugin` is a Filter+Score plugin that calls an
 extender from the framework's Filter/Score path with a keep-alive ``http.client`` connection (the
 blocking calls run on a one-thread executor so the event loop keeps running).
@@ -171,7 +171,7 @@ class ExtenderServer(ThreadingHTTPServer):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m framework.bench.httpextender", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.bench.httpextender", description=__doc__.split("\n\n")[0])
     p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (port 0: a free one)")
     p.add_argument("--prefix", default="", help="URL prefix of the filter and prioritize verbs")
     args = p.parse_args(argv)

@@ -1,12 +1,13 @@
 """The in-process scenarios: ``basic`` (scheduler_perf's SchedulingBasic), ``scale`` (``basic`` at
-several cluster sizes) and ``inprocess-plugin`` (``basic`` plus :class:`~framework.bench.plugins.BenchTier`,
+several cluster sizes) and ``inprocess-plugin`` (``basic`` plus :class:`~tools.bench.plugins.BenchTier`,
 the baseline a remote plugin is compared with)."""
 
 from __future__ import annotations
 
-from ..config import SchedulerConfig
-from ..plugins import Registry
-from ..profiles import build_registry
+from framework.config import SchedulerConfig
+from framework.plugins import Registry
+from framework.profiles import build_registry
+
 from .plugins import TIER_LABEL, BenchTier
 from .runs import RunSpec
 from .scenario import Scenario, profile_with

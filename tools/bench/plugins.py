@@ -1,10 +1,10 @@
 """The benchmark's own plugins: :class:`BenchTier` (a cheap label Filter + Score plugin) and
 :class:`HeavyScore` (a CPU-heavy Score plugin), with the classes a plugin host serves them as.
 
-The scenarios start their plugin hosts with ``outrigger plugin serve framework.bench.plugins:<class>``:
+The scenarios start their plugin hosts with ``outrigger plugin serve tools.bench.plugins:<class>``:
 :class:`RemoteBenchTier` (``remote``, lookahead), :class:`RemoteStreamsBenchTier` (``remote-streams``)
 and :class:`HeavyScore` (``replicas-N``). The Go SDK's ``outrigger-benchtier`` (clients/go) and the
-extender (:mod:`framework.bench.httpextender`) implement BenchTier's logic too.
+extender (:mod:`tools.bench.httpextender`) implement BenchTier's logic too.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The scenarios with remote plugins in plugin host processes (``outrigger plugin serve``): ``remote``
 (BenchTier with lookahead), ``remote-streams`` (without), ``remote-traced`` (``remote`` with tracing on)
-and ``replicas-1`` / ``replicas-2`` (:class:`~framework.bench.plugins.HeavyScore` on one and two hosts).
+and ``replicas-1`` / ``replicas-2`` (:class:`~tools.bench.plugins.HeavyScore` on one and two hosts).
 Each reports the adapter's bytes on the wire and calls per measured pod."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ..config import SchedulerConfig
-from ..plugins import Registry
+from framework.config import SchedulerConfig
+from framework.plugins import Registry
+
 from .inprocess import InProcessPlugin
 from .plugins import HeavyScore
 from .runs import RunSpec
@@ -20,7 +21,7 @@ from .scenario import profile_with
 from .servers import STARTUP_SECONDS, ServerProcess, call_metrics
 
 if TYPE_CHECKING:
-    from ..scheduler import Scheduler
+    from framework.scheduler import Scheduler
 
 __all__ = ["RemotePluginScenario", "RemoteStreamsScenario", "ReplicasScenario", "TracedRemoteScenario"]
 
@@ -33,7 +34,7 @@ class RemotePluginScenario(InProcessPlugin):
         "basic plus BenchTier as a remote Filter+Score plugin (filter_and_score, lookahead) in a separate plugin "
         "host process"
     )
-    TARGET = "framework.bench.plugins:RemoteBenchTier"
+    TARGET = "tools.bench.plugins:RemoteBenchTier"
     HOST = "plugin host"  # what its processes are called when one does not start
     ENDPOINT = "bench"  # the RemotePlugins endpoint's name
     DEADLINE = 10.0  # seconds, every point
@@ -62,9 +63,9 @@ class RemotePluginScenario(InProcessPlugin):
                 await self._close()
 
     async def prepare(self, spec: RunSpec) -> tuple[Registry, SchedulerConfig]:
-        from ..profiles import build_registry_with_remote
-        from ..remote import EndpointConfig
-        from ..service import start_plugin_services
+        from framework.profiles import build_registry_with_remote
+        from framework.remote import EndpointConfig
+        from framework.service import start_plugin_services
 
         self._services = await start_plugin_services()
         endpoint = EndpointConfig(
@@ -131,8 +132,8 @@ class TracedRemoteScenario(RemotePluginScenario):
         self._spans_at_mark = 0
 
     async def attach(self, scheduler: Scheduler) -> None:
-        from ..observe.instrument import instrument
-        from ..observe.tracing import benchmark_tracing
+        from framework.observe.instrument import instrument
+        from framework.observe.tracing import benchmark_tracing
 
         await super().attach(scheduler)
         self._tracing, self._sink = benchmark_tracing()
@@ -164,7 +165,7 @@ class RemoteStreamsScenario(RemotePluginScenario):
         "remote without lookahead: one Filter exchange (scores included) on a kept-open stream per cycle; "
         "5000 measured pods"
     )
-    TARGET = "framework.bench.plugins:RemoteStreamsBenchTier"
+    TARGET = "tools.bench.plugins:RemoteStreamsBenchTier"
 
     def runs(self, quick: bool) -> list[RunSpec]:
         if quick:
@@ -176,7 +177,7 @@ class ReplicasScenario(RemotePluginScenario):
     """``basic`` plus :class:`HeavyScore` served by ``replicas`` plugin host processes; the framework
     splits each pod's Score batch over the replicas (``replicas-1`` vs ``replicas-2``)."""
 
-    TARGET = "framework.bench.plugins:HeavyScore"
+    TARGET = "tools.bench.plugins:HeavyScore"
     ENDPOINT = "heavy"
     DEADLINE = 30.0
 

@@ -1,8 +1,8 @@
 """Running the benchmark: each run in a fresh child process (so its peak RSS is its own), rounds over
 the scenarios, and the median of each run's repeats.
 
-A child (``python -m framework.bench --child SPEC``) measures its run with :func:`run_one` and prints
-the :class:`~framework.bench.runs.RunResult` as one ``BENCH-RESULT`` line; :func:`run_in_child` reads
+A child (``python -m tools.bench --child SPEC``) measures its run with :func:`run_one` and prints
+the :class:`~tools.bench.runs.RunResult` as one ``BENCH-RESULT`` line; :func:`run_in_child` reads
 it back. An in-process run drives a :class:`~framework.scheduler.Scheduler` without gRPC, the way
 kube-scheduler's ``scheduler_perf`` drives kube-scheduler:
 
@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from framework.outcomes import num_feasible_nodes_to_find
+from framework.scheduler import Scheduler, tune_gc
 from pluginhost.manifest import node_from_dict, pod_from_dict
 from pluginhost.model import Node, Pod
 
-from ..outcomes import num_feasible_nodes_to_find
-from ..scheduler import Scheduler, tune_gc
 from .report import evaluate_targets, machine_info
 from .runs import RunResult, RunSpec, failed_result
 from .scenarios import SCENARIOS
@@ -165,7 +165,7 @@ def child_main(spec_json: str) -> int:
 
 def run_in_child(spec: RunSpec) -> RunResult:
     """Run ``spec`` in a fresh interpreter (so peak RSS is this run's alone)."""
-    cmd = [sys.executable, "-m", "framework.bench", "--child", spec.to_json()]
+    cmd = [sys.executable, "-m", "tools.bench", "--child", spec.to_json()]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=spec.timeout + 300)
     except subprocess.TimeoutExpired:

@@ -1,8 +1,8 @@
 """A benchmark run: :class:`RunSpec` (what to run, handed to a child process as JSON) and
 :class:`RunResult` (what it measured, handed back as JSON).
 
-Every scenario reports a :class:`RunResult`, in-process runs (:mod:`framework.bench.runner`) and the
-``apiserver`` scenario's runs through a real API server (:mod:`framework.kube.bench`) alike; this module
+Every scenario reports a :class:`RunResult`, in-process runs (:mod:`tools.bench.runner`) and the
+``apiserver`` scenario's runs through a real API server (:mod:`tools.bench.apiserver`) alike; this module
 imports neither.
 """
 

@@ -6,7 +6,7 @@ lists its runs (:meth:`~Scenario.runs`), may start what it needs around a run (p
 collectors) in :meth:`~Scenario.environment`, builds its registry and configuration in
 :meth:`~Scenario.prepare` (async: remote endpoints are handshaken there), and may finish wiring once the
 scheduler exists in :meth:`~Scenario.attach` (``RemotePlugins.attach``). Register it in
-:data:`framework.bench.scenarios.SCENARIOS`.
+:data:`tools.bench.scenarios.SCENARIOS`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ..config import SchedulerConfig, load_config
-from ..plugins import Registry
-from ..profiles import build_registry, default_scheduler_config, unavailable_plugins
+from framework.config import SchedulerConfig, load_config
+from framework.plugins import Registry
+from framework.profiles import build_registry, default_scheduler_config, unavailable_plugins
+
 from .runs import RunResult, RunSpec
 
 if TYPE_CHECKING:
-    from ..scheduler import Scheduler
+    from framework.scheduler import Scheduler
 
 __all__ = ["Scenario", "profile_with"]
 
@@ -74,7 +75,7 @@ class Scenario:
 
     async def measure(self, spec: RunSpec) -> RunResult | None:
         """A run measured its own way (through an API server, say); None: the in-process run of
-        :func:`~framework.bench.runner.run_one`."""
+        :func:`~tools.bench.runner.run_one`."""
         return None
 
 

@@ -1,5 +1,5 @@
 """The benchmark's scenarios by name (:data:`SCENARIOS`), and ``apiserver``: ``basic`` through a real
-kube-apiserver, measured by :mod:`framework.kube.bench`.
+kube-apiserver, measured by :mod:`tools.bench.apiserver`.
 
 That module is imported only when an ``apiserver`` run starts: an in-process run's peak RSS is the
 framework's, without the API-server harness's client libraries.
@@ -19,7 +19,7 @@ __all__ = ["SCENARIOS", "ApiServerScenario"]
 
 class ApiServerScenario(Scenario):
     """``basic`` through a real kube-apiserver and etcd, Outrigger as ``outrigger serve --kubeconfig``
-    (:mod:`framework.kube.bench`: how it is set up and measured)."""
+    (:mod:`tools.bench.apiserver`: how it is set up and measured)."""
 
     name = "apiserver"
     description = "scheduler_perf SchedulingBasic 5000Nodes_10000Pods through kube-apiserver + etcd on loopback"
@@ -31,7 +31,7 @@ class ApiServerScenario(Scenario):
         return [RunSpec(self.name, nodes=5000, init_pods=1000, measure_pods=10000, timeout=600.0)]
 
     async def measure(self, spec: RunSpec) -> RunResult | None:
-        from ..kube.bench import measure
+        from .apiserver import measure
 
         return await measure(spec)
 

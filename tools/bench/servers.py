@@ -38,7 +38,7 @@ class ServerProcess:
 
     Start-up is bounded (:data:`STARTUP_SECONDS`); its output is drained so it never blocks on a full
     pipe; :meth:`stop` sends SIGTERM and SIGKILL after :data:`STOP_SECONDS`. Used as an async context
-    manager by the scenarios' :meth:`~framework.bench.scenario.Scenario.environment`, so the process is
+    manager by the scenarios' :meth:`~tools.bench.scenario.Scenario.environment`, so the process is
     stopped on errors too.
     """
 

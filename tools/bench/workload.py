@@ -2,7 +2,7 @@
 
 ``templates/node-default.yaml`` (4 CPU, 32 GiB, 110 pods) and ``templates/pod-default.yaml`` (the pause
 image, container port 80, 100m CPU and 500Mi requests = limits), as the in-process runs apply them
-(:func:`node_manifest`, :func:`pod_manifest`). The API-server harness (:mod:`framework.kube.workloads`)
+(:func:`node_manifest`, :func:`pod_manifest`). The API-server harness (:mod:`tools.workloads`)
 builds its Node and Pod objects from the same :data:`NODE_CAPACITY` and :func:`pause_container`.
 """
 

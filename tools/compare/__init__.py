@@ -1,21 +1,21 @@
-"""``python -m framework.kube.compare`` (``make compare``): Outrigger side by side with the real
+"""``python -m tools.compare`` (``make compare``): Outrigger side by side with the real
 kube-scheduler on the same API server — speed, placements and reasons.
 
 Both schedulers are the ones a user runs: kube-scheduler v1.35.4 (``tests/k8s/build.sh`` builds it with
 the API server, same pin) and ``outrigger serve --kubeconfig``, each with a KubeSchedulerConfiguration that
 names the same ``clientConnection`` (qps and burst 5000, scheduler_perf's) and no leader election,
 kube-scheduler's default profile on both sides. They run **one after the other, each on a fresh etcd and
-API server** (:class:`framework.kube.local.LocalCluster`) holding an identical copy of the workload, so
+API server** (:class:`tools.localcluster.LocalCluster`) holding an identical copy of the workload, so
 neither sees the other's pods, events or load; rounds alternate which one goes first.
 
 Three comparisons:
 
-- **Throughput** of scheduler_perf workloads (:mod:`framework.kube.workloads`): nodes and the initial
+- **Throughput** of scheduler_perf workloads (:mod:`tools.workloads`): nodes and the initial
   pods first (not timed), then the measured pods; pods/s from just before the first measured pod is
   created to the moment a watch shows the last one bound, the same instrument for both. Per workload,
   several rounds; the report gives the medians and the median of the per-round ratios Outrigger /
   kube-scheduler, with the CPU per measured pod of the scheduler, the API server, etcd and the harness,
-  and the share of the machine other processes took meanwhile (:class:`framework.kube.bench.CpuSample`,
+  and the share of the machine other processes took meanwhile (:class:`tools.bench.apiserver.CpuSample`,
   the ``apiserver`` benchmark's accounting).
 - **Placements**, pod by pod, on identical cluster states. kube-scheduler runs first with
   ``--vmodule=schedule_one=10``, which logs every Score plugin's weighted score on every node and each

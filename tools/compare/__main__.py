@@ -1,4 +1,4 @@
-"""``python -m framework.kube.compare`` (``make compare``): :func:`framework.kube.compare.run.main`."""
+"""``python -m tools.compare`` (``make compare``): :func:`tools.compare.run.main`."""
 
 from .run import main
 

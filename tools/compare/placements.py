@@ -19,8 +19,9 @@ from typing import Any
 
 import aiohttp
 
-from ..client import ApiError
-from ..local import LocalCluster
+from framework.kube.client import ApiError
+
+from ..localcluster import LocalCluster
 from ..workloads import BoundWatch
 from .kubescores import PodScores, parse_kube_scores
 from .placement_workloads import PlacementWorkload

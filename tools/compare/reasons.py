@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..local import LocalCluster
+from ..localcluster import LocalCluster
 from ..workloads import node_manifest, pod_manifest
 from .schedulers import KUBE, OUTRIGGER, SCHEDULER_NAME, SCHEDULERS, cluster_api, create_pod, fresh_cluster
 

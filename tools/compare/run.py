@@ -1,4 +1,4 @@
-"""``python -m framework.kube.compare`` (``make compare``): Outrigger side by side with the real
+"""``python -m tools.compare`` (``make compare``): Outrigger side by side with the real
 kube-scheduler on the same API server — speed, placements and reasons.
 
 What runs (:class:`Plan`: throughput workloads with their rounds, placement workloads, reasons), running
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..local import find_bin_dir
+from ..localcluster import find_bin_dir
 from ..workloads import WORKLOADS, Workload
 from .placement_workloads import PlacementWorkload, placement_workloads
 from .placements import run_placements
@@ -31,7 +31,7 @@ from .throughput import run_throughput
 __all__ = ["Plan", "default_plan", "main", "run_compare"]
 
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = "compare-results"
 
 
@@ -92,7 +92,7 @@ def _commit() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m framework.kube.compare", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.compare", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=DEFAULT_OUT, help=f"report files OUT.md and OUT.json (default {DEFAULT_OUT})")
     p.add_argument("--rounds", type=int, help="rounds per throughput workload (default: 2 for SchedulingBasic, "
                                               "3 for the others)")

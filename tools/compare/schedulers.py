@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from ..local import LocalCluster, _spawner, free_ports
+from ..localcluster import LocalCluster, _spawner, free_ports
 from ..workloads import Api
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Throughput: a scheduler_perf workload on a fresh cluster with one scheduler, the measured pods timed from
 outside (from just before the first is created to a watch showing the last one bound, the same
 instrument for both schedulers), with the CPU per measured pod of the scheduler, the API server, etcd
-and the harness (:class:`framework.kube.bench.CpuSample`).
+and the harness (:class:`tools.bench.apiserver.CpuSample`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bench import CpuSample
-from ..local import LocalCluster
+from ..bench.apiserver import CpuSample
+from ..localcluster import LocalCluster
 from ..workloads import Workload, create_and_wait, create_cluster
 from .schedulers import SCHEDULER_NAME, SCHEDULERS, Scheduler, cluster_api, fresh_cluster
 
