@@ -31,6 +31,7 @@ __all__ = [
     "pod_to_proto",
     "status_from_proto",
     "status_to_proto",
+    "volume_from_proto",
 ]
 
 
@@ -362,6 +363,8 @@ def pod_to_proto(pod: m.Pod) -> types.Pod:
         spec.overhead.update(pod.overhead)
     if pod.affinity is not None:
         spec.affinity.CopyFrom(_affinity_to_proto(pod.affinity))
+    for v in pod.volumes:
+        _fill_volume(spec.volumes.add(), v)
     msg.status.SetInParent()
     msg.status.nominated_node_name = pod.nominated_node_name
     if pod.requests:
@@ -385,6 +388,24 @@ def _fill_container(msg: types.Container, c: m.Container) -> None:
     msg.restart_policy = c.restart_policy
 
 
+def _fill_volume(msg: types.PodVolume, v: m.Volume) -> None:
+    msg.name = v.name
+    msg.source = v.source
+    msg.claim_name = v.claim_name
+    msg.read_only = v.read_only
+    msg.disk = v.disk
+    msg.pool = v.pool
+    if v.monitors:
+        msg.monitors.extend(v.monitors)
+    msg.driver = v.driver
+
+
+def volume_from_proto(msg: types.PodVolume) -> m.Volume:
+    """A ``types.PodVolume`` as a model ``Volume``."""
+    return m.Volume(name=msg.name, source=msg.source, claim_name=msg.claim_name, read_only=msg.read_only,
+                    disk=msg.disk, pool=msg.pool, monitors=tuple(msg.monitors), driver=msg.driver)
+
+
 def pod_from_proto(msg: types.Pod) -> m.Pod:
     """A ``types.Pod`` as a model ``Pod`` (``raw`` is empty). Fields are taken as sent, without
     defaulting: the framework always sends complete pods."""
@@ -405,6 +426,7 @@ def pod_from_proto(msg: types.Pod) -> m.Pod:
         tolerations=[_toleration_from_proto(t) for t in spec.tolerations],
         topology_spread_constraints=[_spread_from_proto(c) for c in spec.topology_spread_constraints],
         scheduling_gates=tuple(spec.scheduling_gates),
+        volumes=tuple(volume_from_proto(v) for v in spec.volumes),
         containers=[_container_from_proto(c) for c in spec.containers],
         init_containers=[_container_from_proto(c) for c in spec.init_containers],
         overhead=dict(spec.overhead),

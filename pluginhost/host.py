@@ -103,6 +103,8 @@ class PluginHost:
         # Every plugin reading the snapshot reads node objects only (nodes_only, or lookahead): the
         # mirror needs nodes, not the pods placed on them.
         self.nodes_only = all(h.manifest.nodes_only for h in self.plugins.values() if h.manifest.needs_snapshot)
+        # Some plugin reads storage objects: the mirror follows them too (FollowRequest.volumes).
+        self.volumes = any(h.manifest.needs_volumes for h in self.plugins.values())
         self.listen = listen
         self.mirror_wait = mirror_wait
         self.mirror = SnapshotMirror()
@@ -171,7 +173,8 @@ class PluginHost:
             while True:
                 ready = asyncio.Event()
                 try:
-                    await self.mirror.follow_once(stub, name, ready, nodes_only=self.nodes_only)
+                    await self.mirror.follow_once(stub, name, ready, nodes_only=self.nodes_only,
+                                                  volumes=self.volumes)
                 except grpc.RpcError as exc:
                     log.debug("snapshot mirror stream from %s ended: %s", self.handle.address, exc)
                 if ready.is_set():

@@ -234,6 +234,13 @@ class Endpoint:
                 )
         if not first:
             raise RemotePluginsError(f"{self.where(self.replicas[0])} serves no plugins")
+        for m in first.values():
+            if m.needs_volumes and (not m.needs_snapshot or m.nodes_only or m.lookahead):
+                raise RemotePluginsError(
+                    f"{self.where(self.replicas[0])}: plugin {m.name!r} declares needs_volumes, which needs "
+                    "needs_snapshot and excludes nodes_only and lookahead (storage objects reach a host "
+                    "through the snapshot mirror, and their changes alter answers without a node change)"
+                )
         self.manifests = first
         # Its snapshot-reading plugins all read node objects only: its hosts follow the mirror nodes-only.
         self.nodes_only = all(m.nodes_only for m in first.values() if m.needs_snapshot)

@@ -15,6 +15,13 @@ so the delta is cut there. Followers that fall behind (their queue overflows) or
 generation the publisher no longer has get a full resync.
 
 Nothing is logged while nobody follows: the first follower starts from a full resync anyway.
+
+Storage objects (the table's :class:`~pluginhost.snapshot.VolumeStore`: claims, volumes, classes,
+CSINodes) are published only while some follower asked for them (``FollowRequest.volumes``): each
+change then counts as a table mutation (:meth:`ClusterTable.note_storage`), so it gets a generation
+and is ordered with the node and pod changes, and a cycle whose generation a host has applied sees
+every storage change before it. Followers that did not ask get the deltas without the storage fields
+(a storage-only delta still moves their generation). While nobody asks, storage changes cost nothing.
 """
 
 from __future__ import annotations
@@ -28,8 +35,17 @@ from typing import Any
 
 from pluginhost import pb
 from pluginhost.convert import node_to_proto, pod_placement_to_proto, pod_to_proto
+from pluginhost.convert_storage import storage_to_proto
 from pluginhost.model import Node, Pod
-from pluginhost.snapshot import NODE_REMOVED, NODE_UPSERTED, POD_PLACED, POD_UNPLACED, ClusterTable
+from pluginhost.snapshot import (
+    NODE_REMOVED,
+    NODE_UPSERTED,
+    POD_PLACED,
+    POD_UNPLACED,
+    STORAGE_CHANGED,
+    ClusterTable,
+    StorageObject,
+)
 
 __all__ = ["SnapshotPublisher"]
 
@@ -47,6 +63,18 @@ class _Follower:
     overflow: bool = False
     plugin: str = ""
     nodes_only: bool = False  # reads node objects only: pod placements may be left out
+    volumes: bool = False  # reads storage objects: deltas carry them
+
+
+def _without_storage(delta: Any) -> Any:
+    """``delta`` as followers that do not read storage objects get it (itself when it has none)."""
+    if not len(delta.storage_upserts) and not len(delta.storage_removed):
+        return delta
+    bare = pb.handle.SnapshotDelta()
+    bare.CopyFrom(delta)
+    bare.ClearField("storage_upserts")
+    bare.ClearField("storage_removed")
+    return bare
 
 
 def _placement(pod: Pod, node_id: int, node_name: str) -> Any:
@@ -71,10 +99,14 @@ class SnapshotPublisher:
         self._timer: asyncio.TimerHandle | None = None
         self.deltas_sent = 0
         self.resyncs_sent = 0
+        # Storage changes are in the history from this generation on (None: no follower reads them).
+        self._volumes_since: int | None = None
         table.add_listener(self._on_change)
+        table.volumes.add_listener(self._on_storage)
 
     def close(self) -> None:
         self.table.remove_listener(self._on_change)
+        self.table.volumes.remove_listener(self._on_storage)
         if self._timer is not None:
             self._timer.cancel()
         for f in self._followers:
@@ -97,6 +129,12 @@ class SnapshotPublisher:
                 self._timer = asyncio.get_running_loop().call_later(self.flush_delay, self._flush)
             except RuntimeError:  # no loop (a synchronous caller): the next publish_up_to sends it
                 pass
+
+    def _on_storage(self, kind: str, old: Any, new: Any) -> None:
+        if self._volumes_since is None:
+            return  # nobody reads storage objects
+        obj = new if new is not None else old
+        self.table.note_storage(kind, obj.key, new)  # -> _on_change(STORAGE_CHANGED, ...)
 
     def _flush(self) -> None:
         self._timer = None
@@ -133,21 +171,23 @@ class SnapshotPublisher:
         removed_ids: dict[str, int] = {}
         pods: dict[str, tuple[Pod, str] | None] = {}
         refs: dict[str, Any] = {}
+        storage: dict[tuple[str, str], StorageObject | None] = {}  # (kind, key) -> new state, None: deleted
         gen = self.published
 
         podless = False
 
         def cut() -> None:
             nonlocal podless
-            if nodes or pods or podless:
+            if nodes or pods or podless or storage:
                 if not with_pods:  # nobody reads pods: the delta moves the generation (and nodes)
                     self._podless_until = gen
-                out.append(self._delta(gen, nodes, removed_ids, pods, refs))
+                out.append(self._delta(gen, nodes, removed_ids, pods, refs, storage))
                 podless = False
             nodes.clear()
             removed_ids.clear()
             pods.clear()
             refs.clear()
+            storage.clear()
 
         for g, kind, subject, where in events:
             if kind == NODE_UPSERTED:
@@ -162,6 +202,8 @@ class SnapshotPublisher:
                 for uid, placed in list(pods.items()):  # (empty without pods)
                     if placed is not None and placed[1] == subject:
                         pods[uid] = None  # its pods went with it
+            elif kind == STORAGE_CHANGED:
+                storage[where] = subject  # (the last state wins: a delta applies removals first)
             elif not with_pods:
                 podless = True  # pod changes move the generation only
             elif kind == POD_PLACED:
@@ -181,8 +223,15 @@ class SnapshotPublisher:
         removed_ids: dict[str, int],
         pods: dict[str, tuple[Pod, str] | None],
         refs: dict[str, Any],
+        storage: dict[tuple[str, str], StorageObject | None],
     ) -> Any:
         delta = pb.handle.SnapshotDelta(generation=generation, node_generation=self._node_generation)
+        for (kind, key), obj in storage.items():
+            if obj is None:
+                namespace, _, name = key.rpartition("/")
+                delta.storage_removed.add(kind=kind, namespace=namespace, name=name)
+            else:
+                delta.storage_upserts.append(storage_to_proto(obj))
         ids: dict[str, int] = {}
         for name, up in nodes.items():
             if up is None:
@@ -205,6 +254,7 @@ class SnapshotPublisher:
         elif len(self._history) == self._history.maxlen:
             self._history_base = int(self._history[0].generation)
         self._history.append(delta)
+        bare = _without_storage(delta)
         for f in self._followers:
             if f.overflow:
                 continue
@@ -212,11 +262,12 @@ class SnapshotPublisher:
                 f.overflow = True  # it gets a full resync instead of an ever longer backlog
                 log.warning("snapshot follower %r fell behind; it will be resynced", f.plugin)
                 continue
-            f.queue.put_nowait(delta)
+            f.queue.put_nowait(delta if f.volumes else bare)
         self.deltas_sent += 1
 
-    def full_resync(self) -> Any:
-        """The whole table as one ``full_resync`` delta at the current generation."""
+    def full_resync(self, volumes: bool = False) -> Any:
+        """The whole table as one ``full_resync`` delta at the current generation (``volumes``: with
+        every storage object)."""
         snap = self.table.snapshot()
         delta = pb.handle.SnapshotDelta(generation=snap.generation, full_resync=True,
                                         node_generation=snap.table.generation)
@@ -227,25 +278,32 @@ class SnapshotPublisher:
         for row, placed in enumerate(snap.pods):
             for pod in placed:
                 delta.pods_added.append(_placement(pod, ids[row], names[row]))
+        if volumes:
+            store = self.table.volumes  # (the API's versions: assumed ones are the binder's own)
+            for objs in (store.classes, store.csinodes, store.volumes, store.claims):
+                delta.storage_upserts.extend(storage_to_proto(o) for o in objs.values())
         self.resyncs_sent += 1
         return delta
 
     # ---- following -----------------------------------------------------------------------------
 
-    def _catch_up(self, from_generation: int, nodes_only: bool = False) -> list[Any]:
+    def _catch_up(self, from_generation: int, nodes_only: bool = False, volumes: bool = False) -> list[Any]:
         """What a follower at ``from_generation`` needs first: deltas from history, or a resync."""
         if not nodes_only and from_generation < self._podless_until:
-            return [self.full_resync()]  # history after it lacks the pods this follower reads
+            return [self.full_resync(volumes)]  # history after it lacks the pods this follower reads
+        if volumes and (self._volumes_since is None or from_generation < self._volumes_since):
+            return [self.full_resync(volumes)]  # history lacks the storage changes it reads
         if from_generation and self._history_base is not None and self._history_base <= from_generation:
             if from_generation == self.published:
                 return []
             if from_generation < self.published:
-                return [d for d in self._history if d.generation > from_generation]
-        return [self.full_resync()]
+                return [d if volumes else _without_storage(d) for d in self._history if d.generation > from_generation]
+        return [self.full_resync(volumes)]
 
     async def follow(self, from_generation: int = 0, plugin: str = "", *,
-                     nodes_only: bool = False) -> AsyncIterator[Any]:
-        """The deltas for one follower, forever (until the publisher closes or the caller stops)."""
+                     nodes_only: bool = False, volumes: bool = False) -> AsyncIterator[Any]:
+        """The deltas for one follower, forever (until the publisher closes or the caller stops);
+        ``volumes``: with the storage objects."""
         if not self._followers:
             # Nothing was logged while nobody followed, so history is void.
             self._history.clear()
@@ -253,8 +311,10 @@ class SnapshotPublisher:
             self.published = self.table.generation
             self._pending.clear()
         self.publish_all()
-        follower = _Follower(plugin=plugin, nodes_only=nodes_only)
-        first = self._catch_up(from_generation, nodes_only)
+        follower = _Follower(plugin=plugin, nodes_only=nodes_only, volumes=volumes)
+        first = self._catch_up(from_generation, nodes_only, volumes)
+        if volumes and self._volumes_since is None:
+            self._volumes_since = self.published  # storage changes are logged from here on
         self._followers.add(follower)
         try:
             for delta in first:
@@ -268,8 +328,10 @@ class SnapshotPublisher:
                         follower.queue.get_nowait()
                     follower.overflow = False
                     self.publish_all()
-                    yield self.full_resync()
+                    yield self.full_resync(follower.volumes)
                     continue
                 yield delta
         finally:
             self._followers.discard(follower)
+            if not any(f.volumes for f in self._followers):
+                self._volumes_since = None

@@ -326,7 +326,8 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
         await _require(self.services, context)
         publisher = self.services.publisher
         assert publisher is not None
-        async for delta in publisher.follow(request.from_generation, request.plugin, nodes_only=request.nodes_only):
+        async for delta in publisher.follow(request.from_generation, request.plugin, nodes_only=request.nodes_only,
+                                            volumes=request.volumes):
             yield delta
 
 

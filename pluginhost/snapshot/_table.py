@@ -45,6 +45,7 @@ __all__ = [
     "NODE_UPSERTED",
     "POD_PLACED",
     "POD_UNPLACED",
+    "STORAGE_CHANGED",
     "ChangeListener",
     "ClusterTable",
     "NodeTable",
@@ -66,6 +67,8 @@ NODE_UPSERTED = "node-upserted"  # subject: the Node; where: its id
 NODE_REMOVED = "node-removed"  # subject: the node's name; where: its id (its pods went with it)
 POD_PLACED = "pod-placed"  # subject: the Pod; where: the node's name
 POD_UNPLACED = "pod-unplaced"  # subject: the pod's uid; where: the node's name
+# subject: the storage object's new state (None: deleted); where: (kind, key) (see note_storage)
+STORAGE_CHANGED = "storage-changed"
 
 ChangeListener = Callable[[str, Any, Any], None]
 
@@ -305,6 +308,15 @@ class ClusterTable:
         self._shared_usage = self._shared_alloc = True
         self._snapshot = snap
         return snap
+
+    def note_storage(self, kind: str, key: str, obj: Any) -> None:
+        """Count a change of the storage objects (``obj`` of ``kind`` named ``key``, None when it was
+        deleted) as a mutation: the generation advances and listeners hear ``STORAGE_CHANGED``. The
+        snapshot publisher calls it while a host follows storage objects, so they reach the host in
+        the same order and generations as node and pod changes; nodes and pods are unchanged."""
+        self.generation += 1
+        if self._listeners:
+            self._notify(STORAGE_CHANGED, obj, (kind, key))
 
     # ---- nodes ---------------------------------------------------------------------------------
 

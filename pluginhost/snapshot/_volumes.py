@@ -113,6 +113,10 @@ class VolumeStore:
         """Call ``listener(kind, old, new)`` after every change :meth:`upsert` and :meth:`remove` make."""
         self._listeners.append(listener)
 
+    def remove_listener(self, listener: StorageListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     # ---- reading (assumed objects first, as the binder's assume cache) --------------------------
 
     def claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:

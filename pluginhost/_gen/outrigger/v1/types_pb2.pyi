@@ -189,7 +189,7 @@ class TopologySpreadConstraint(_message.Message):
     def __init__(self, max_skew: _Optional[int] = ..., topology_key: _Optional[str] = ..., when_unsatisfiable: _Optional[str] = ..., label_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., min_domains: _Optional[int] = ..., node_affinity_policy: _Optional[str] = ..., node_taints_policy: _Optional[str] = ..., match_label_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ObjectMeta(_message.Message):
-    __slots__ = ("name", "namespace", "uid", "labels", "annotations", "creation_timestamp", "deletion_timestamp")
+    __slots__ = ("name", "namespace", "uid", "labels", "annotations", "creation_timestamp", "deletion_timestamp", "resource_version")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +211,7 @@ class ObjectMeta(_message.Message):
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     CREATION_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     DELETION_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
     name: str
     namespace: str
     uid: str
@@ -218,7 +219,8 @@ class ObjectMeta(_message.Message):
     annotations: _containers.ScalarMap[str, str]
     creation_timestamp: float
     deletion_timestamp: float
-    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., creation_timestamp: _Optional[float] = ..., deletion_timestamp: _Optional[float] = ...) -> None: ...
+    resource_version: str
+    def __init__(self, name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., creation_timestamp: _Optional[float] = ..., deletion_timestamp: _Optional[float] = ..., resource_version: _Optional[str] = ...) -> None: ...
 
 class ContainerPort(_message.Message):
     __slots__ = ("container_port", "host_port", "protocol", "host_ip")
@@ -263,7 +265,7 @@ class Container(_message.Message):
     def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., requests: _Optional[_Mapping[str, int]] = ..., limits: _Optional[_Mapping[str, int]] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., restart_policy: _Optional[str] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("scheduler_name", "node_name", "priority", "priority_class_name", "preemption_policy", "node_selector", "affinity", "tolerations", "topology_spread_constraints", "scheduling_gates", "containers", "init_containers", "overhead")
+    __slots__ = ("scheduler_name", "node_name", "priority", "priority_class_name", "preemption_policy", "node_selector", "affinity", "tolerations", "topology_spread_constraints", "scheduling_gates", "containers", "init_containers", "overhead", "volumes")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -291,6 +293,7 @@ class PodSpec(_message.Message):
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     INIT_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     OVERHEAD_FIELD_NUMBER: _ClassVar[int]
+    VOLUMES_FIELD_NUMBER: _ClassVar[int]
     scheduler_name: str
     node_name: str
     priority: int
@@ -304,7 +307,28 @@ class PodSpec(_message.Message):
     containers: _containers.RepeatedCompositeFieldContainer[Container]
     init_containers: _containers.RepeatedCompositeFieldContainer[Container]
     overhead: _containers.ScalarMap[str, int]
-    def __init__(self, scheduler_name: _Optional[str] = ..., node_name: _Optional[str] = ..., priority: _Optional[int] = ..., priority_class_name: _Optional[str] = ..., preemption_policy: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., scheduling_gates: _Optional[_Iterable[str]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    volumes: _containers.RepeatedCompositeFieldContainer[PodVolume]
+    def __init__(self, scheduler_name: _Optional[str] = ..., node_name: _Optional[str] = ..., priority: _Optional[int] = ..., priority_class_name: _Optional[str] = ..., preemption_policy: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., scheduling_gates: _Optional[_Iterable[str]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, int]] = ..., volumes: _Optional[_Iterable[_Union[PodVolume, _Mapping]]] = ...) -> None: ...
+
+class PodVolume(_message.Message):
+    __slots__ = ("name", "source", "claim_name", "read_only", "disk", "pool", "monitors", "driver")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    DISK_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    MONITORS_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    source: str
+    claim_name: str
+    read_only: bool
+    disk: str
+    pool: str
+    monitors: _containers.RepeatedScalarFieldContainer[str]
+    driver: str
+    def __init__(self, name: _Optional[str] = ..., source: _Optional[str] = ..., claim_name: _Optional[str] = ..., read_only: _Optional[bool] = ..., disk: _Optional[str] = ..., pool: _Optional[str] = ..., monitors: _Optional[_Iterable[str]] = ..., driver: _Optional[str] = ...) -> None: ...
 
 class PodStatus(_message.Message):
     __slots__ = ("nominated_node_name",)
@@ -498,3 +522,128 @@ class ClusterEventWithHint(_message.Message):
     event: ClusterEvent
     has_queueing_hint: bool
     def __init__(self, event: _Optional[_Union[ClusterEvent, _Mapping]] = ..., has_queueing_hint: _Optional[bool] = ...) -> None: ...
+
+class PersistentVolumeClaim(_message.Message):
+    __slots__ = ("metadata", "access_modes", "selector", "storage", "volume_name", "storage_class_name", "volume_mode", "volume_attributes_class_name", "phase", "owner_uid")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_MODES_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_NAME_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_MODE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_ATTRIBUTES_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_UID_FIELD_NUMBER: _ClassVar[int]
+    metadata: ObjectMeta
+    access_modes: _containers.RepeatedScalarFieldContainer[str]
+    selector: LabelSelector
+    storage: int
+    volume_name: str
+    storage_class_name: str
+    volume_mode: str
+    volume_attributes_class_name: str
+    phase: str
+    owner_uid: str
+    def __init__(self, metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., access_modes: _Optional[_Iterable[str]] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., storage: _Optional[int] = ..., volume_name: _Optional[str] = ..., storage_class_name: _Optional[str] = ..., volume_mode: _Optional[str] = ..., volume_attributes_class_name: _Optional[str] = ..., phase: _Optional[str] = ..., owner_uid: _Optional[str] = ...) -> None: ...
+
+class ClaimRef(_message.Message):
+    __slots__ = ("namespace", "name", "uid")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    uid: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
+
+class PersistentVolume(_message.Message):
+    __slots__ = ("metadata", "storage", "access_modes", "storage_class_name", "claim_ref", "node_affinity", "volume_mode", "volume_attributes_class_name", "phase", "source", "disk", "driver")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_MODES_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_REF_FIELD_NUMBER: _ClassVar[int]
+    NODE_AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_MODE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_ATTRIBUTES_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DISK_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    metadata: ObjectMeta
+    storage: int
+    access_modes: _containers.RepeatedScalarFieldContainer[str]
+    storage_class_name: str
+    claim_ref: ClaimRef
+    node_affinity: NodeSelector
+    volume_mode: str
+    volume_attributes_class_name: str
+    phase: str
+    source: str
+    disk: str
+    driver: str
+    def __init__(self, metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., storage: _Optional[int] = ..., access_modes: _Optional[_Iterable[str]] = ..., storage_class_name: _Optional[str] = ..., claim_ref: _Optional[_Union[ClaimRef, _Mapping]] = ..., node_affinity: _Optional[_Union[NodeSelector, _Mapping]] = ..., volume_mode: _Optional[str] = ..., volume_attributes_class_name: _Optional[str] = ..., phase: _Optional[str] = ..., source: _Optional[str] = ..., disk: _Optional[str] = ..., driver: _Optional[str] = ...) -> None: ...
+
+class StorageClass(_message.Message):
+    __slots__ = ("metadata", "provisioner", "volume_binding_mode", "allowed_topologies", "parameters")
+    class ParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    PROVISIONER_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_BINDING_MODE_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_TOPOLOGIES_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    metadata: ObjectMeta
+    provisioner: str
+    volume_binding_mode: str
+    allowed_topologies: _containers.RepeatedCompositeFieldContainer[NodeSelectorTerm]
+    parameters: _containers.ScalarMap[str, str]
+    def __init__(self, metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., provisioner: _Optional[str] = ..., volume_binding_mode: _Optional[str] = ..., allowed_topologies: _Optional[_Iterable[_Union[NodeSelectorTerm, _Mapping]]] = ..., parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CSINodeDriver(_message.Message):
+    __slots__ = ("name", "node_id", "topology_keys", "allocatable")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_KEYS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    node_id: str
+    topology_keys: _containers.RepeatedScalarFieldContainer[str]
+    allocatable: int
+    def __init__(self, name: _Optional[str] = ..., node_id: _Optional[str] = ..., topology_keys: _Optional[_Iterable[str]] = ..., allocatable: _Optional[int] = ...) -> None: ...
+
+class CSINode(_message.Message):
+    __slots__ = ("metadata", "drivers")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    DRIVERS_FIELD_NUMBER: _ClassVar[int]
+    metadata: ObjectMeta
+    drivers: _containers.RepeatedCompositeFieldContainer[CSINodeDriver]
+    def __init__(self, metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., drivers: _Optional[_Iterable[_Union[CSINodeDriver, _Mapping]]] = ...) -> None: ...
+
+class StorageObject(_message.Message):
+    __slots__ = ("persistent_volume_claim", "persistent_volume", "storage_class", "csi_node")
+    PERSISTENT_VOLUME_CLAIM_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENT_VOLUME_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CSI_NODE_FIELD_NUMBER: _ClassVar[int]
+    persistent_volume_claim: PersistentVolumeClaim
+    persistent_volume: PersistentVolume
+    storage_class: StorageClass
+    csi_node: CSINode
+    def __init__(self, persistent_volume_claim: _Optional[_Union[PersistentVolumeClaim, _Mapping]] = ..., persistent_volume: _Optional[_Union[PersistentVolume, _Mapping]] = ..., storage_class: _Optional[_Union[StorageClass, _Mapping]] = ..., csi_node: _Optional[_Union[CSINode, _Mapping]] = ...) -> None: ...
+
+class StorageObjectRef(_message.Message):
+    __slots__ = ("kind", "namespace", "name")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    namespace: str
+    name: str
+    def __init__(self, kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...

@@ -892,7 +892,15 @@ type FollowRequest struct {
 	// True: the follower reads node objects only (its plugins declared lookahead and implement
 	// nothing else that reads the snapshot), so deltas may leave out pod placements and removals while
 	// nobody else follows; generations still advance with every delta.
-	NodesOnly     bool `protobuf:"varint,3,opt,name=nodes_only,json=nodesOnly,proto3" json:"nodes_only,omitempty"`
+	NodesOnly bool `protobuf:"varint,3,opt,name=nodes_only,json=nodesOnly,proto3" json:"nodes_only,omitempty"`
+	// True: the follower reads storage objects (some plugin of its host declared
+	// PluginManifest.needs_volumes): its deltas carry the PersistentVolumeClaims, PersistentVolumes,
+	// StorageClasses and CSINodes of the framework's cache (SnapshotDelta.storage_upserts and
+	// storage_removed), and every change to them advances the generation, so a cycle whose
+	// snapshot_generation the follower has applied sees every storage change made before that
+	// cycle's snapshot was taken. False (the default): deltas never carry storage objects and storage
+	// changes cost this follower nothing.
+	Volumes       bool `protobuf:"varint,4,opt,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -944,6 +952,13 @@ func (x *FollowRequest) GetPlugin() string {
 func (x *FollowRequest) GetNodesOnly() bool {
 	if x != nil {
 		return x.NodesOnly
+	}
+	return false
+}
+
+func (x *FollowRequest) GetVolumes() bool {
+	if x != nil {
+		return x.Volumes
 	}
 	return false
 }
@@ -1004,9 +1019,14 @@ func (x *NodeUpsert) GetNode() *Node {
 }
 
 // The changes from the previous generation to `generation`. Apply in field order: (1) if
-// full_resync, drop all state; (2) upsert nodes; (3) remove removed_node_ids together with the pods
-// placed on them; (4) remove pods_removed; (5) add pods_added. A pod that moved or changed is sent as
-// removed and added in the same delta.
+// full_resync, drop all state (storage objects included); (2) upsert nodes; (3) remove
+// removed_node_ids together with the pods placed on them; (4) remove pods_removed; (5) add
+// pods_added; (6) remove storage_removed; (7) upsert storage_upserts. A pod that moved or changed is
+// sent as removed and added in the same delta. Storage objects are independent of nodes and pods
+// (a PersistentVolume survives its node; a CSINode may arrive before its node) and reach only
+// followers that asked for them (FollowRequest.volumes); a delta whose only changes are storage
+// changes still advances the generation for every follower, with the storage fields left empty for
+// those that did not ask.
 type SnapshotDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The generation this delta produces.
@@ -1024,6 +1044,13 @@ type SnapshotDelta struct {
 	// The generation of the last node change (add, update, removal) at or before `generation`
 	// (CycleContext.node_generation speaks of the same numbers).
 	NodeGeneration uint64 `protobuf:"varint,7,opt,name=node_generation,json=nodeGeneration,proto3" json:"node_generation,omitempty"`
+	// Storage objects added or changed since the previous generation, each in its full new state (the
+	// API's version: the volume binder's in-memory assumptions are not sent); in a full_resync, all of
+	// them. Only for followers with FollowRequest.volumes.
+	StorageUpserts []*StorageObject `protobuf:"bytes,8,rep,name=storage_upserts,json=storageUpserts,proto3" json:"storage_upserts,omitempty"`
+	// Storage objects deleted since the previous generation. Only for followers with
+	// FollowRequest.volumes.
+	StorageRemoved []*StorageObjectRef `protobuf:"bytes,9,rep,name=storage_removed,json=storageRemoved,proto3" json:"storage_removed,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1107,6 +1134,20 @@ func (x *SnapshotDelta) GetNodeGeneration() uint64 {
 	return 0
 }
 
+func (x *SnapshotDelta) GetStorageUpserts() []*StorageObject {
+	if x != nil {
+		return x.StorageUpserts
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetStorageRemoved() []*StorageObjectRef {
+	if x != nil {
+		return x.StorageRemoved
+	}
+	return nil
+}
+
 var File_outrigger_v1_handle_proto protoreflect.FileDescriptor
 
 const file_outrigger_v1_handle_proto_rawDesc = "" +
@@ -1163,16 +1204,17 @@ const file_outrigger_v1_handle_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12,\n" +
-	"\x05nodes\x18\x02 \x03(\v2\x16.outrigger.v1.NodeInfoR\x05nodes\"o\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x16.outrigger.v1.NodeInfoR\x05nodes\"\x89\x01\n" +
 	"\rFollowRequest\x12'\n" +
 	"\x0ffrom_generation\x18\x01 \x01(\x04R\x0efromGeneration\x12\x16\n" +
 	"\x06plugin\x18\x02 \x01(\tR\x06plugin\x12\x1d\n" +
 	"\n" +
-	"nodes_only\x18\x03 \x01(\bR\tnodesOnly\"D\n" +
+	"nodes_only\x18\x03 \x01(\bR\tnodesOnly\x12\x18\n" +
+	"\avolumes\x18\x04 \x01(\bR\avolumes\"D\n" +
 	"\n" +
 	"NodeUpsert\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12&\n" +
-	"\x04node\x18\x02 \x01(\v2\x12.outrigger.v1.NodeR\x04node\"\xc7\x02\n" +
+	"\x04node\x18\x02 \x01(\v2\x12.outrigger.v1.NodeR\x04node\"\xd6\x03\n" +
 	"\rSnapshotDelta\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -1184,7 +1226,9 @@ const file_outrigger_v1_handle_proto_rawDesc = "" +
 	"\n" +
 	"pods_added\x18\x05 \x03(\v2\x1a.outrigger.v1.PodPlacementR\tpodsAdded\x127\n" +
 	"\fpods_removed\x18\x06 \x03(\v2\x14.outrigger.v1.PodRefR\vpodsRemoved\x12'\n" +
-	"\x0fnode_generation\x18\a \x01(\x04R\x0enodeGeneration2\x81\x06\n" +
+	"\x0fnode_generation\x18\a \x01(\x04R\x0enodeGeneration\x12D\n" +
+	"\x0fstorage_upserts\x18\b \x03(\v2\x1b.outrigger.v1.StorageObjectR\x0estorageUpserts\x12G\n" +
+	"\x0fstorage_removed\x18\t \x03(\v2\x1e.outrigger.v1.StorageObjectRefR\x0estorageRemoved2\x81\x06\n" +
 	"\x06Handle\x12^\n" +
 	"\x0fListWaitingPods\x12$.outrigger.v1.ListWaitingPodsRequest\x1a%.outrigger.v1.ListWaitingPodsResponse\x12M\n" +
 	"\rGetWaitingPod\x12\".outrigger.v1.GetWaitingPodRequest\x1a\x18.outrigger.v1.WaitingPod\x12^\n" +
@@ -1234,6 +1278,8 @@ var file_outrigger_v1_handle_proto_goTypes = []any{
 	(*NodeInfo)(nil),                 // 21: outrigger.v1.NodeInfo
 	(*Node)(nil),                     // 22: outrigger.v1.Node
 	(*PodPlacement)(nil),             // 23: outrigger.v1.PodPlacement
+	(*StorageObject)(nil),            // 24: outrigger.v1.StorageObject
+	(*StorageObjectRef)(nil),         // 25: outrigger.v1.StorageObjectRef
 }
 var file_outrigger_v1_handle_proto_depIdxs = []int32{
 	18, // 0: outrigger.v1.WaitingPod.pod:type_name -> outrigger.v1.Pod
@@ -1247,29 +1293,31 @@ var file_outrigger_v1_handle_proto_depIdxs = []int32{
 	16, // 8: outrigger.v1.SnapshotDelta.nodes:type_name -> outrigger.v1.NodeUpsert
 	23, // 9: outrigger.v1.SnapshotDelta.pods_added:type_name -> outrigger.v1.PodPlacement
 	19, // 10: outrigger.v1.SnapshotDelta.pods_removed:type_name -> outrigger.v1.PodRef
-	0,  // 11: outrigger.v1.Handle.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
-	3,  // 12: outrigger.v1.Handle.GetWaitingPod:input_type -> outrigger.v1.GetWaitingPodRequest
-	4,  // 13: outrigger.v1.Handle.AllowWaitingPod:input_type -> outrigger.v1.AllowWaitingPodRequest
-	6,  // 14: outrigger.v1.Handle.RejectWaitingPod:input_type -> outrigger.v1.RejectWaitingPodRequest
-	8,  // 15: outrigger.v1.Handle.BindPod:input_type -> outrigger.v1.BindPodRequest
-	10, // 16: outrigger.v1.Handle.DeletePod:input_type -> outrigger.v1.DeletePodRequest
-	12, // 17: outrigger.v1.Handle.GetNodeInfo:input_type -> outrigger.v1.GetNodeInfoRequest
-	13, // 18: outrigger.v1.Handle.ListNodeInfos:input_type -> outrigger.v1.ListNodeInfosRequest
-	15, // 19: outrigger.v1.Handle.FollowSnapshot:input_type -> outrigger.v1.FollowRequest
-	2,  // 20: outrigger.v1.Handle.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
-	1,  // 21: outrigger.v1.Handle.GetWaitingPod:output_type -> outrigger.v1.WaitingPod
-	5,  // 22: outrigger.v1.Handle.AllowWaitingPod:output_type -> outrigger.v1.AllowWaitingPodResponse
-	7,  // 23: outrigger.v1.Handle.RejectWaitingPod:output_type -> outrigger.v1.RejectWaitingPodResponse
-	9,  // 24: outrigger.v1.Handle.BindPod:output_type -> outrigger.v1.BindPodResponse
-	11, // 25: outrigger.v1.Handle.DeletePod:output_type -> outrigger.v1.DeletePodResponse
-	21, // 26: outrigger.v1.Handle.GetNodeInfo:output_type -> outrigger.v1.NodeInfo
-	14, // 27: outrigger.v1.Handle.ListNodeInfos:output_type -> outrigger.v1.ListNodeInfosResponse
-	17, // 28: outrigger.v1.Handle.FollowSnapshot:output_type -> outrigger.v1.SnapshotDelta
-	20, // [20:29] is the sub-list for method output_type
-	11, // [11:20] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	24, // 11: outrigger.v1.SnapshotDelta.storage_upserts:type_name -> outrigger.v1.StorageObject
+	25, // 12: outrigger.v1.SnapshotDelta.storage_removed:type_name -> outrigger.v1.StorageObjectRef
+	0,  // 13: outrigger.v1.Handle.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
+	3,  // 14: outrigger.v1.Handle.GetWaitingPod:input_type -> outrigger.v1.GetWaitingPodRequest
+	4,  // 15: outrigger.v1.Handle.AllowWaitingPod:input_type -> outrigger.v1.AllowWaitingPodRequest
+	6,  // 16: outrigger.v1.Handle.RejectWaitingPod:input_type -> outrigger.v1.RejectWaitingPodRequest
+	8,  // 17: outrigger.v1.Handle.BindPod:input_type -> outrigger.v1.BindPodRequest
+	10, // 18: outrigger.v1.Handle.DeletePod:input_type -> outrigger.v1.DeletePodRequest
+	12, // 19: outrigger.v1.Handle.GetNodeInfo:input_type -> outrigger.v1.GetNodeInfoRequest
+	13, // 20: outrigger.v1.Handle.ListNodeInfos:input_type -> outrigger.v1.ListNodeInfosRequest
+	15, // 21: outrigger.v1.Handle.FollowSnapshot:input_type -> outrigger.v1.FollowRequest
+	2,  // 22: outrigger.v1.Handle.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
+	1,  // 23: outrigger.v1.Handle.GetWaitingPod:output_type -> outrigger.v1.WaitingPod
+	5,  // 24: outrigger.v1.Handle.AllowWaitingPod:output_type -> outrigger.v1.AllowWaitingPodResponse
+	7,  // 25: outrigger.v1.Handle.RejectWaitingPod:output_type -> outrigger.v1.RejectWaitingPodResponse
+	9,  // 26: outrigger.v1.Handle.BindPod:output_type -> outrigger.v1.BindPodResponse
+	11, // 27: outrigger.v1.Handle.DeletePod:output_type -> outrigger.v1.DeletePodResponse
+	21, // 28: outrigger.v1.Handle.GetNodeInfo:output_type -> outrigger.v1.NodeInfo
+	14, // 29: outrigger.v1.Handle.ListNodeInfos:output_type -> outrigger.v1.ListNodeInfosResponse
+	17, // 30: outrigger.v1.Handle.FollowSnapshot:output_type -> outrigger.v1.SnapshotDelta
+	22, // [22:31] is the sub-list for method output_type
+	13, // [13:22] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_handle_proto_init() }

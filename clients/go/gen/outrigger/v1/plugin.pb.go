@@ -344,7 +344,15 @@ type PluginManifest struct {
 	// it). A host whose snapshot-reading plugins all say so follows the mirror nodes-only
 	// (FollowRequest.nodes_only) and answers a cycle once it has the cycle's node set
 	// (CycleContext.node_generation), without waiting for the latest pod placements.
-	NodesOnly     bool `protobuf:"varint,10,opt,name=nodes_only,json=nodesOnly,proto3" json:"nodes_only,omitempty"`
+	NodesOnly bool `protobuf:"varint,10,opt,name=nodes_only,json=nodesOnly,proto3" json:"nodes_only,omitempty"`
+	// True: the plugin reads the storage objects behind pods' volumes (PersistentVolumeClaims,
+	// PersistentVolumes, StorageClasses, CSINodes: what kube-scheduler's volume plugins read through
+	// their listers). Requires needs_snapshot, and excludes lookahead and nodes_only (storage changes
+	// alter answers without a node change). The host then follows the mirror with
+	// FollowRequest.volumes, and once it has applied a cycle's snapshot_generation its storage objects
+	// are those of the framework's cache at that generation. A pod's own volumes (PodSpec.volumes)
+	// are sent to every plugin regardless.
+	NeedsVolumes  bool `protobuf:"varint,11,opt,name=needs_volumes,json=needsVolumes,proto3" json:"needs_volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -445,6 +453,13 @@ func (x *PluginManifest) GetLookahead() bool {
 func (x *PluginManifest) GetNodesOnly() bool {
 	if x != nil {
 		return x.NodesOnly
+	}
+	return false
+}
+
+func (x *PluginManifest) GetNeedsVolumes() bool {
+	if x != nil {
+		return x.NeedsVolumes
 	}
 	return false
 }
@@ -3597,7 +3612,7 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x11framework_address\x18\x03 \x01(\tR\x10frameworkAddress\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x04 \x01(\tR\n" +
-	"credential\"\x96\x03\n" +
+	"credential\"\xbb\x03\n" +
 	"\x0ePluginManifest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
 	"\x06points\x18\x02 \x03(\x0e2\x1c.outrigger.v1.ExtensionPointR\x06points\x12\x1d\n" +
@@ -3612,7 +3627,8 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\tlookahead\x18\t \x01(\bR\tlookahead\x12\x1d\n" +
 	"\n" +
 	"nodes_only\x18\n" +
-	" \x01(\bR\tnodesOnly\"\x8a\x01\n" +
+	" \x01(\bR\tnodesOnly\x12#\n" +
+	"\rneeds_volumes\x18\v \x01(\bR\fneedsVolumes\"\x8a\x01\n" +
 	"\x11HandshakeResponse\x126\n" +
 	"\aplugins\x18\x01 \x03(\v2\x1c.outrigger.v1.PluginManifestR\aplugins\x12!\n" +
 	"\fhost_version\x18\x02 \x01(\tR\vhostVersion\x12\x1a\n" +

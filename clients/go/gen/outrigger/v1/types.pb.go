@@ -1112,8 +1112,11 @@ type ObjectMeta struct {
 	CreationTimestamp float64 `protobuf:"fixed64,6,opt,name=creation_timestamp,json=creationTimestamp,proto3" json:"creation_timestamp,omitempty"`
 	// Deletion time, seconds since the Unix epoch. Unset: not being deleted.
 	DeletionTimestamp *float64 `protobuf:"fixed64,7,opt,name=deletion_timestamp,json=deletionTimestamp,proto3,oneof" json:"deletion_timestamp,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The object's resourceVersion as the API server (or the embedded store) gave it; set on storage
+	// objects (PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode), empty on pods and nodes.
+	ResourceVersion string `protobuf:"bytes,8,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ObjectMeta) Reset() {
@@ -1193,6 +1196,13 @@ func (x *ObjectMeta) GetDeletionTimestamp() float64 {
 		return *x.DeletionTimestamp
 	}
 	return 0
+}
+
+func (x *ObjectMeta) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
 }
 
 // A v1.ContainerPort.
@@ -1387,7 +1397,11 @@ type PodSpec struct {
 	// Init containers, in order.
 	InitContainers []*Container `protobuf:"bytes,12,rep,name=init_containers,json=initContainers,proto3" json:"init_containers,omitempty"`
 	// Pod overhead (RuntimeClass), canonical units.
-	Overhead      map[string]int64 `protobuf:"bytes,13,rep,name=overhead,proto3" json:"overhead,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Overhead map[string]int64 `protobuf:"bytes,13,rep,name=overhead,proto3" json:"overhead,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The volumes the volume plugins look at (spec.volumes entries whose source is one of those
+	// PodVolume.source names), in the pod's order. Volumes of other sources (configMap, secret,
+	// emptyDir, projected, hostPath...) are left out, so most pods have none.
+	Volumes       []*PodVolume `protobuf:"bytes,14,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1513,6 +1527,129 @@ func (x *PodSpec) GetOverhead() map[string]int64 {
 	return nil
 }
 
+func (x *PodSpec) GetVolumes() []*PodVolume {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
+// One entry of a pod's spec.volumes (v1.Volume), reduced to what the volume plugins compare
+// (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits).
+type PodVolume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The volume's name within the pod (spec.volumes[].name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The v1.VolumeSource field that is set, in its Kubernetes spelling: "persistentVolumeClaim",
+	// "ephemeral" (a generic ephemeral volume: its claim is named "<pod name>-<volume name>" and made
+	// by the ephemeral volume controller from the volumeClaimTemplate, which is not carried), "csi"
+	// (an inline CSI volume), or an in-tree disk: "gcePersistentDisk", "awsElasticBlockStore",
+	// "iscsi", "rbd", "azureDisk", "cinder".
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// "persistentVolumeClaim": the claim's name (in the pod's namespace); empty for other sources.
+	ClaimName string `protobuf:"bytes,3,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	// The source's readOnly flag (persistentVolumeClaim, gcePersistentDisk, awsElasticBlockStore,
+	// iscsi, rbd, azureDisk, cinder, csi).
+	ReadOnly bool `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// What identifies the disk among pods: gcePersistentDisk pdName, awsElasticBlockStore and cinder
+	// volumeID, iscsi iqn, rbd image, azureDisk diskURI; empty for the other sources.
+	Disk string `protobuf:"bytes,5,opt,name=disk,proto3" json:"disk,omitempty"`
+	// "rbd": the pool (empty: the API default "rbd" was not filled in).
+	Pool string `protobuf:"bytes,6,opt,name=pool,proto3" json:"pool,omitempty"`
+	// "rbd": the Ceph monitors.
+	Monitors []string `protobuf:"bytes,7,rep,name=monitors,proto3" json:"monitors,omitempty"`
+	// "csi": the CSI driver's name.
+	Driver        string `protobuf:"bytes,8,opt,name=driver,proto3" json:"driver,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodVolume) Reset() {
+	*x = PodVolume{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodVolume) ProtoMessage() {}
+
+func (x *PodVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodVolume.ProtoReflect.Descriptor instead.
+func (*PodVolume) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PodVolume) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodVolume) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PodVolume) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *PodVolume) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *PodVolume) GetDisk() string {
+	if x != nil {
+		return x.Disk
+	}
+	return ""
+}
+
+func (x *PodVolume) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *PodVolume) GetMonitors() []string {
+	if x != nil {
+		return x.Monitors
+	}
+	return nil
+}
+
+func (x *PodVolume) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
 // A v1.PodStatus, reduced to what scheduling reads.
 type PodStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1524,7 +1661,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[19]
+	mi := &file_outrigger_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1673,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[19]
+	mi := &file_outrigger_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1686,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PodStatus) GetNominatedNodeName() string {
@@ -1578,7 +1715,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[20]
+	mi := &file_outrigger_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1727,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[20]
+	mi := &file_outrigger_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1740,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Pod) GetMetadata() *ObjectMeta {
@@ -1649,7 +1786,7 @@ type PodRef struct {
 
 func (x *PodRef) Reset() {
 	*x = PodRef{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[21]
+	mi := &file_outrigger_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1798,7 @@ func (x *PodRef) String() string {
 func (*PodRef) ProtoMessage() {}
 
 func (x *PodRef) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[21]
+	mi := &file_outrigger_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1811,7 @@ func (x *PodRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodRef.ProtoReflect.Descriptor instead.
 func (*PodRef) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PodRef) GetUid() string {
@@ -1731,7 +1868,7 @@ type PodPlacement struct {
 
 func (x *PodPlacement) Reset() {
 	*x = PodPlacement{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[22]
+	mi := &file_outrigger_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1880,7 @@ func (x *PodPlacement) String() string {
 func (*PodPlacement) ProtoMessage() {}
 
 func (x *PodPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[22]
+	mi := &file_outrigger_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1893,7 @@ func (x *PodPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodPlacement.ProtoReflect.Descriptor instead.
 func (*PodPlacement) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PodPlacement) GetRef() *PodRef {
@@ -1842,7 +1979,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[23]
+	mi := &file_outrigger_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1991,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[23]
+	mi := &file_outrigger_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2004,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -1897,7 +2034,7 @@ type NodeSpec struct {
 
 func (x *NodeSpec) Reset() {
 	*x = NodeSpec{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[24]
+	mi := &file_outrigger_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2046,7 @@ func (x *NodeSpec) String() string {
 func (*NodeSpec) ProtoMessage() {}
 
 func (x *NodeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[24]
+	mi := &file_outrigger_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2059,7 @@ func (x *NodeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
 func (*NodeSpec) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeSpec) GetTaints() []*Taint {
@@ -1954,7 +2091,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[25]
+	mi := &file_outrigger_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2103,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[25]
+	mi := &file_outrigger_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2116,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeStatus) GetCapacity() map[string]int64 {
@@ -2018,7 +2155,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[26]
+	mi := &file_outrigger_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2167,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[26]
+	mi := &file_outrigger_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2180,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Node) GetMetadata() *ObjectMeta {
@@ -2089,7 +2226,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[27]
+	mi := &file_outrigger_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2238,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[27]
+	mi := &file_outrigger_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2251,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeInfo) GetNode() *Node {
@@ -2178,7 +2315,7 @@ type StateEntry struct {
 
 func (x *StateEntry) Reset() {
 	*x = StateEntry{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[28]
+	mi := &file_outrigger_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2327,7 @@ func (x *StateEntry) String() string {
 func (*StateEntry) ProtoMessage() {}
 
 func (x *StateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[28]
+	mi := &file_outrigger_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2340,7 @@ func (x *StateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateEntry.ProtoReflect.Descriptor instead.
 func (*StateEntry) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StateEntry) GetKey() string {
@@ -2252,7 +2389,7 @@ type NodeBatch struct {
 
 func (x *NodeBatch) Reset() {
 	*x = NodeBatch{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[29]
+	mi := &file_outrigger_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2401,7 @@ func (x *NodeBatch) String() string {
 func (*NodeBatch) ProtoMessage() {}
 
 func (x *NodeBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[29]
+	mi := &file_outrigger_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2414,7 @@ func (x *NodeBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBatch.ProtoReflect.Descriptor instead.
 func (*NodeBatch) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeBatch) GetSnapshotGeneration() uint64 {
@@ -2325,7 +2462,7 @@ type ClusterEvent struct {
 
 func (x *ClusterEvent) Reset() {
 	*x = ClusterEvent{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[30]
+	mi := &file_outrigger_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2474,7 @@ func (x *ClusterEvent) String() string {
 func (*ClusterEvent) ProtoMessage() {}
 
 func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[30]
+	mi := &file_outrigger_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2487,7 @@ func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterEvent.ProtoReflect.Descriptor instead.
 func (*ClusterEvent) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ClusterEvent) GetResource() string {
@@ -2381,7 +2518,7 @@ type ClusterEventWithHint struct {
 
 func (x *ClusterEventWithHint) Reset() {
 	*x = ClusterEventWithHint{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[31]
+	mi := &file_outrigger_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2530,7 @@ func (x *ClusterEventWithHint) String() string {
 func (*ClusterEventWithHint) ProtoMessage() {}
 
 func (x *ClusterEventWithHint) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[31]
+	mi := &file_outrigger_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2543,7 @@ func (x *ClusterEventWithHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterEventWithHint.ProtoReflect.Descriptor instead.
 func (*ClusterEventWithHint) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ClusterEventWithHint) GetEvent() *ClusterEvent {
@@ -2421,6 +2558,748 @@ func (x *ClusterEventWithHint) GetHasQueueingHint() bool {
 		return x.HasQueueingHint
 	}
 	return false
+}
+
+// A v1.PersistentVolumeClaim, reduced to what scheduling reads.
+type PersistentVolumeClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Metadata: name, namespace, uid, labels, annotations (the binder's
+	// "pv.kubernetes.io/bind-completed", "volume.kubernetes.io/selected-node", the beta class
+	// annotation "volume.beta.kubernetes.io/storage-class"...), resource_version, deletion_timestamp.
+	Metadata *ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec.accessModes ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod").
+	AccessModes []string `protobuf:"bytes,2,rep,name=access_modes,json=accessModes,proto3" json:"access_modes,omitempty"`
+	// spec.selector; unset when the claim has none.
+	Selector *LabelSelector `protobuf:"bytes,3,opt,name=selector,proto3" json:"selector,omitempty"`
+	// spec.resources.requests.storage in bytes; unset when not requested.
+	Storage *int64 `protobuf:"varint,4,opt,name=storage,proto3,oneof" json:"storage,omitempty"`
+	// spec.volumeName: the PersistentVolume the claim is bound (or pre-bound) to; empty when none.
+	VolumeName string `protobuf:"bytes,5,opt,name=volume_name,json=volumeName,proto3" json:"volume_name,omitempty"`
+	// spec.storageClassName. Unset: the field is unset (the beta annotation, if any, names the
+	// class); "": the claim asks for no class.
+	StorageClassName *string `protobuf:"bytes,6,opt,name=storage_class_name,json=storageClassName,proto3,oneof" json:"storage_class_name,omitempty"`
+	// spec.volumeMode: "Filesystem" or "Block".
+	VolumeMode string `protobuf:"bytes,7,opt,name=volume_mode,json=volumeMode,proto3" json:"volume_mode,omitempty"`
+	// spec.volumeAttributesClassName; empty when none.
+	VolumeAttributesClassName string `protobuf:"bytes,8,opt,name=volume_attributes_class_name,json=volumeAttributesClassName,proto3" json:"volume_attributes_class_name,omitempty"`
+	// status.phase: "Pending", "Bound" or "Lost".
+	Phase string `protobuf:"bytes,9,opt,name=phase,proto3" json:"phase,omitempty"`
+	// The uid of the claim's controlling owner (metadata.ownerReferences with controller: true): for
+	// an ephemeral volume's claim, the pod's uid. Empty when none.
+	OwnerUid      string `protobuf:"bytes,10,opt,name=owner_uid,json=ownerUid,proto3" json:"owner_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaim) Reset() {
+	*x = PersistentVolumeClaim{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaim) ProtoMessage() {}
+
+func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PersistentVolumeClaim) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetAccessModes() []string {
+	if x != nil {
+		return x.AccessModes
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetSelector() *LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetStorage() int64 {
+	if x != nil && x.Storage != nil {
+		return *x.Storage
+	}
+	return 0
+}
+
+func (x *PersistentVolumeClaim) GetVolumeName() string {
+	if x != nil {
+		return x.VolumeName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetStorageClassName() string {
+	if x != nil && x.StorageClassName != nil {
+		return *x.StorageClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetVolumeMode() string {
+	if x != nil {
+		return x.VolumeMode
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetVolumeAttributesClassName() string {
+	if x != nil {
+		return x.VolumeAttributesClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetOwnerUid() string {
+	if x != nil {
+		return x.OwnerUid
+	}
+	return ""
+}
+
+// A PersistentVolume's spec.claimRef: the claim it is bound or pre-bound to.
+type ClaimRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The claim's namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The claim's name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The claim's uid; empty for a pre-binding by name only.
+	Uid           string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimRef) Reset() {
+	*x = ClaimRef{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimRef) ProtoMessage() {}
+
+func (x *ClaimRef) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimRef.ProtoReflect.Descriptor instead.
+func (*ClaimRef) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ClaimRef) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ClaimRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClaimRef) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+// A v1.PersistentVolume, reduced to what scheduling reads.
+type PersistentVolume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Metadata: name, uid, labels (topology labels such as "topology.kubernetes.io/zone" that
+	// VolumeZone reads), annotations, resource_version, deletion_timestamp; namespace is empty.
+	Metadata *ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec.capacity.storage in bytes (0 when not given).
+	Storage int64 `protobuf:"varint,2,opt,name=storage,proto3" json:"storage,omitempty"`
+	// spec.accessModes.
+	AccessModes []string `protobuf:"bytes,3,rep,name=access_modes,json=accessModes,proto3" json:"access_modes,omitempty"`
+	// spec.storageClassName ("" for none); the beta annotation in metadata, when present, wins.
+	StorageClassName string `protobuf:"bytes,4,opt,name=storage_class_name,json=storageClassName,proto3" json:"storage_class_name,omitempty"`
+	// spec.claimRef; unset when the volume is not bound or pre-bound.
+	ClaimRef *ClaimRef `protobuf:"bytes,5,opt,name=claim_ref,json=claimRef,proto3" json:"claim_ref,omitempty"`
+	// spec.nodeAffinity.required: the node must match one of its terms. Unset: no node affinity
+	// (every node); set with no terms: no node matches.
+	NodeAffinity *NodeSelector `protobuf:"bytes,6,opt,name=node_affinity,json=nodeAffinity,proto3" json:"node_affinity,omitempty"`
+	// spec.volumeMode: "Filesystem" or "Block".
+	VolumeMode string `protobuf:"bytes,7,opt,name=volume_mode,json=volumeMode,proto3" json:"volume_mode,omitempty"`
+	// spec.volumeAttributesClassName; empty when none.
+	VolumeAttributesClassName string `protobuf:"bytes,8,opt,name=volume_attributes_class_name,json=volumeAttributesClassName,proto3" json:"volume_attributes_class_name,omitempty"`
+	// status.phase: "Available", "Bound", "Released", "Failed" or "Pending".
+	Phase string `protobuf:"bytes,9,opt,name=phase,proto3" json:"phase,omitempty"`
+	// The v1.PersistentVolumeSource field that is set ("csi", "gcePersistentDisk",
+	// "awsElasticBlockStore", "azureDisk", "cinder", "local", "hostPath", "nfs", ...).
+	Source string `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`
+	// The volume's identity for its source: a CSI volume's volumeHandle, an in-tree disk's
+	// pdName/volumeID/diskURI; empty when the source has none.
+	Disk string `protobuf:"bytes,11,opt,name=disk,proto3" json:"disk,omitempty"`
+	// "csi": the CSI driver's name.
+	Driver        string `protobuf:"bytes,12,opt,name=driver,proto3" json:"driver,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolume) Reset() {
+	*x = PersistentVolume{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolume) ProtoMessage() {}
+
+func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
+func (*PersistentVolume) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PersistentVolume) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetStorage() int64 {
+	if x != nil {
+		return x.Storage
+	}
+	return 0
+}
+
+func (x *PersistentVolume) GetAccessModes() []string {
+	if x != nil {
+		return x.AccessModes
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetStorageClassName() string {
+	if x != nil {
+		return x.StorageClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetClaimRef() *ClaimRef {
+	if x != nil {
+		return x.ClaimRef
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetNodeAffinity() *NodeSelector {
+	if x != nil {
+		return x.NodeAffinity
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetVolumeMode() string {
+	if x != nil {
+		return x.VolumeMode
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetVolumeAttributesClassName() string {
+	if x != nil {
+		return x.VolumeAttributesClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetDisk() string {
+	if x != nil {
+		return x.Disk
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+// A storage.k8s.io/v1 StorageClass, reduced to what scheduling reads.
+type StorageClass struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Metadata: name, uid, labels, annotations, resource_version.
+	Metadata *ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// provisioner, e.g. "ebs.csi.aws.com"; "kubernetes.io/no-provisioner" means no dynamic
+	// provisioning.
+	Provisioner string `protobuf:"bytes,2,opt,name=provisioner,proto3" json:"provisioner,omitempty"`
+	// volumeBindingMode: "Immediate" or "WaitForFirstConsumer".
+	VolumeBindingMode string `protobuf:"bytes,3,opt,name=volume_binding_mode,json=volumeBindingMode,proto3" json:"volume_binding_mode,omitempty"`
+	// allowedTopologies: a node must match one term (each term's requirements are "In" requirements on
+	// node labels); none: every node.
+	AllowedTopologies []*NodeSelectorTerm `protobuf:"bytes,4,rep,name=allowed_topologies,json=allowedTopologies,proto3" json:"allowed_topologies,omitempty"`
+	// parameters (opaque to scheduling).
+	Parameters    map[string]string `protobuf:"bytes,5,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageClass) Reset() {
+	*x = StorageClass{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageClass) ProtoMessage() {}
+
+func (x *StorageClass) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
+func (*StorageClass) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *StorageClass) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *StorageClass) GetProvisioner() string {
+	if x != nil {
+		return x.Provisioner
+	}
+	return ""
+}
+
+func (x *StorageClass) GetVolumeBindingMode() string {
+	if x != nil {
+		return x.VolumeBindingMode
+	}
+	return ""
+}
+
+func (x *StorageClass) GetAllowedTopologies() []*NodeSelectorTerm {
+	if x != nil {
+		return x.AllowedTopologies
+	}
+	return nil
+}
+
+func (x *StorageClass) GetParameters() map[string]string {
+	if x != nil {
+		return x.Parameters
+	}
+	return nil
+}
+
+// One CSI driver registered on a node (storage.k8s.io/v1 CSINodeDriver).
+type CSINodeDriver struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The driver's name, e.g. "ebs.csi.aws.com".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The node's id as the driver knows it.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// topologyKeys: the node labels the driver reports topology with.
+	TopologyKeys []string `protobuf:"bytes,3,rep,name=topology_keys,json=topologyKeys,proto3" json:"topology_keys,omitempty"`
+	// allocatable.count: how many of the driver's volumes the node can attach. Unset: no limit.
+	Allocatable   *int32 `protobuf:"varint,4,opt,name=allocatable,proto3,oneof" json:"allocatable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSINodeDriver) Reset() {
+	*x = CSINodeDriver{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSINodeDriver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSINodeDriver) ProtoMessage() {}
+
+func (x *CSINodeDriver) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSINodeDriver.ProtoReflect.Descriptor instead.
+func (*CSINodeDriver) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CSINodeDriver) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CSINodeDriver) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *CSINodeDriver) GetTopologyKeys() []string {
+	if x != nil {
+		return x.TopologyKeys
+	}
+	return nil
+}
+
+func (x *CSINodeDriver) GetAllocatable() int32 {
+	if x != nil && x.Allocatable != nil {
+		return *x.Allocatable
+	}
+	return 0
+}
+
+// A storage.k8s.io/v1 CSINode: the CSI drivers of the node of the same name.
+type CSINode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Metadata: name (the node's), uid, annotations ("storage.alpha.kubernetes.io/migrated-plugins"
+	// lists the in-tree plugins CSI drivers took over), resource_version.
+	Metadata *ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec.drivers.
+	Drivers       []*CSINodeDriver `protobuf:"bytes,2,rep,name=drivers,proto3" json:"drivers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSINode) Reset() {
+	*x = CSINode{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSINode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSINode) ProtoMessage() {}
+
+func (x *CSINode) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSINode.ProtoReflect.Descriptor instead.
+func (*CSINode) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CSINode) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CSINode) GetDrivers() []*CSINodeDriver {
+	if x != nil {
+		return x.Drivers
+	}
+	return nil
+}
+
+// One storage object, as the snapshot mirror carries it.
+type StorageObject struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The object.
+	//
+	// Types that are valid to be assigned to Object:
+	//
+	//	*StorageObject_PersistentVolumeClaim
+	//	*StorageObject_PersistentVolume
+	//	*StorageObject_StorageClass
+	//	*StorageObject_CsiNode
+	Object        isStorageObject_Object `protobuf_oneof:"object"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageObject) Reset() {
+	*x = StorageObject{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageObject) ProtoMessage() {}
+
+func (x *StorageObject) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageObject.ProtoReflect.Descriptor instead.
+func (*StorageObject) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *StorageObject) GetObject() isStorageObject_Object {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *StorageObject) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		if x, ok := x.Object.(*StorageObject_PersistentVolumeClaim); ok {
+			return x.PersistentVolumeClaim
+		}
+	}
+	return nil
+}
+
+func (x *StorageObject) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		if x, ok := x.Object.(*StorageObject_PersistentVolume); ok {
+			return x.PersistentVolume
+		}
+	}
+	return nil
+}
+
+func (x *StorageObject) GetStorageClass() *StorageClass {
+	if x != nil {
+		if x, ok := x.Object.(*StorageObject_StorageClass); ok {
+			return x.StorageClass
+		}
+	}
+	return nil
+}
+
+func (x *StorageObject) GetCsiNode() *CSINode {
+	if x != nil {
+		if x, ok := x.Object.(*StorageObject_CsiNode); ok {
+			return x.CsiNode
+		}
+	}
+	return nil
+}
+
+type isStorageObject_Object interface {
+	isStorageObject_Object()
+}
+
+type StorageObject_PersistentVolumeClaim struct {
+	// A PersistentVolumeClaim (key: namespace/name).
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3,oneof"`
+}
+
+type StorageObject_PersistentVolume struct {
+	// A PersistentVolume (key: name).
+	PersistentVolume *PersistentVolume `protobuf:"bytes,2,opt,name=persistent_volume,json=persistentVolume,proto3,oneof"`
+}
+
+type StorageObject_StorageClass struct {
+	// A StorageClass (key: name).
+	StorageClass *StorageClass `protobuf:"bytes,3,opt,name=storage_class,json=storageClass,proto3,oneof"`
+}
+
+type StorageObject_CsiNode struct {
+	// A CSINode (key: name, the node's).
+	CsiNode *CSINode `protobuf:"bytes,4,opt,name=csi_node,json=csiNode,proto3,oneof"`
+}
+
+func (*StorageObject_PersistentVolumeClaim) isStorageObject_Object() {}
+
+func (*StorageObject_PersistentVolume) isStorageObject_Object() {}
+
+func (*StorageObject_StorageClass) isStorageObject_Object() {}
+
+func (*StorageObject_CsiNode) isStorageObject_Object() {}
+
+// A storage object by identity.
+type StorageObjectRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kind: "PersistentVolumeClaim", "PersistentVolume", "StorageClass" or "CSINode".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The namespace; set for PersistentVolumeClaims only.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The name.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageObjectRef) Reset() {
+	*x = StorageObjectRef{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageObjectRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageObjectRef) ProtoMessage() {}
+
+func (x *StorageObjectRef) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageObjectRef.ProtoReflect.Descriptor instead.
+func (*StorageObjectRef) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *StorageObjectRef) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StorageObjectRef) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *StorageObjectRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
 }
 
 var File_outrigger_v1_types_proto protoreflect.FileDescriptor
@@ -2500,7 +3379,7 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"\x14node_affinity_policy\x18\x06 \x01(\tR\x12nodeAffinityPolicy\x12,\n" +
 	"\x12node_taints_policy\x18\a \x01(\tR\x10nodeTaintsPolicy\x12(\n" +
 	"\x10match_label_keys\x18\b \x03(\tR\x0ematchLabelKeysB\x0e\n" +
-	"\f_min_domains\"\xd0\x03\n" +
+	"\f_min_domains\"\xfb\x03\n" +
 	"\n" +
 	"ObjectMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -2509,7 +3388,8 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"\x06labels\x18\x04 \x03(\v2$.outrigger.v1.ObjectMeta.LabelsEntryR\x06labels\x12K\n" +
 	"\vannotations\x18\x05 \x03(\v2).outrigger.v1.ObjectMeta.AnnotationsEntryR\vannotations\x12-\n" +
 	"\x12creation_timestamp\x18\x06 \x01(\x01R\x11creationTimestamp\x122\n" +
-	"\x12deletion_timestamp\x18\a \x01(\x01H\x00R\x11deletionTimestamp\x88\x01\x01\x1a9\n" +
+	"\x12deletion_timestamp\x18\a \x01(\x01H\x00R\x11deletionTimestamp\x88\x01\x01\x12)\n" +
+	"\x10resource_version\x18\b \x01(\tR\x0fresourceVersion\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -2534,7 +3414,7 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
 	"\vLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xd1\x06\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x84\a\n" +
 	"\aPodSpec\x12%\n" +
 	"\x0escheduler_name\x18\x01 \x01(\tR\rschedulerName\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x1a\n" +
@@ -2551,13 +3431,24 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"containers\x18\v \x03(\v2\x17.outrigger.v1.ContainerR\n" +
 	"containers\x12@\n" +
 	"\x0finit_containers\x18\f \x03(\v2\x17.outrigger.v1.ContainerR\x0einitContainers\x12?\n" +
-	"\boverhead\x18\r \x03(\v2#.outrigger.v1.PodSpec.OverheadEntryR\boverhead\x1a?\n" +
+	"\boverhead\x18\r \x03(\v2#.outrigger.v1.PodSpec.OverheadEntryR\boverhead\x121\n" +
+	"\avolumes\x18\x0e \x03(\v2\x17.outrigger.v1.PodVolumeR\avolumes\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rOverheadEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\";\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xcf\x01\n" +
+	"\tPodVolume\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x03 \x01(\tR\tclaimName\x12\x1b\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12\x12\n" +
+	"\x04disk\x18\x05 \x01(\tR\x04disk\x12\x12\n" +
+	"\x04pool\x18\x06 \x01(\tR\x04pool\x12\x1a\n" +
+	"\bmonitors\x18\a \x03(\tR\bmonitors\x12\x16\n" +
+	"\x06driver\x18\b \x01(\tR\x06driver\";\n" +
 	"\tPodStatus\x12.\n" +
 	"\x13nominated_node_name\x18\x01 \x01(\tR\x11nominatedNodeName\"\x91\x02\n" +
 	"\x03Pod\x124\n" +
@@ -2645,7 +3536,73 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"\x06action\x18\x02 \x01(\tR\x06action\"t\n" +
 	"\x14ClusterEventWithHint\x120\n" +
 	"\x05event\x18\x01 \x01(\v2\x1a.outrigger.v1.ClusterEventR\x05event\x12*\n" +
-	"\x11has_queueing_hint\x18\x02 \x01(\bR\x0fhasQueueingHint*\x99\x01\n" +
+	"\x11has_queueing_hint\x18\x02 \x01(\bR\x0fhasQueueingHint\"\xd4\x03\n" +
+	"\x15PersistentVolumeClaim\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.outrigger.v1.ObjectMetaR\bmetadata\x12!\n" +
+	"\faccess_modes\x18\x02 \x03(\tR\vaccessModes\x127\n" +
+	"\bselector\x18\x03 \x01(\v2\x1b.outrigger.v1.LabelSelectorR\bselector\x12\x1d\n" +
+	"\astorage\x18\x04 \x01(\x03H\x00R\astorage\x88\x01\x01\x12\x1f\n" +
+	"\vvolume_name\x18\x05 \x01(\tR\n" +
+	"volumeName\x121\n" +
+	"\x12storage_class_name\x18\x06 \x01(\tH\x01R\x10storageClassName\x88\x01\x01\x12\x1f\n" +
+	"\vvolume_mode\x18\a \x01(\tR\n" +
+	"volumeMode\x12?\n" +
+	"\x1cvolume_attributes_class_name\x18\b \x01(\tR\x19volumeAttributesClassName\x12\x14\n" +
+	"\x05phase\x18\t \x01(\tR\x05phase\x12\x1b\n" +
+	"\towner_uid\x18\n" +
+	" \x01(\tR\bownerUidB\n" +
+	"\n" +
+	"\b_storageB\x15\n" +
+	"\x13_storage_class_name\"N\n" +
+	"\bClaimRef\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xe5\x03\n" +
+	"\x10PersistentVolume\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.outrigger.v1.ObjectMetaR\bmetadata\x12\x18\n" +
+	"\astorage\x18\x02 \x01(\x03R\astorage\x12!\n" +
+	"\faccess_modes\x18\x03 \x03(\tR\vaccessModes\x12,\n" +
+	"\x12storage_class_name\x18\x04 \x01(\tR\x10storageClassName\x123\n" +
+	"\tclaim_ref\x18\x05 \x01(\v2\x16.outrigger.v1.ClaimRefR\bclaimRef\x12?\n" +
+	"\rnode_affinity\x18\x06 \x01(\v2\x1a.outrigger.v1.NodeSelectorR\fnodeAffinity\x12\x1f\n" +
+	"\vvolume_mode\x18\a \x01(\tR\n" +
+	"volumeMode\x12?\n" +
+	"\x1cvolume_attributes_class_name\x18\b \x01(\tR\x19volumeAttributesClassName\x12\x14\n" +
+	"\x05phase\x18\t \x01(\tR\x05phase\x12\x16\n" +
+	"\x06source\x18\n" +
+	" \x01(\tR\x06source\x12\x12\n" +
+	"\x04disk\x18\v \x01(\tR\x04disk\x12\x16\n" +
+	"\x06driver\x18\f \x01(\tR\x06driver\"\xf0\x02\n" +
+	"\fStorageClass\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.outrigger.v1.ObjectMetaR\bmetadata\x12 \n" +
+	"\vprovisioner\x18\x02 \x01(\tR\vprovisioner\x12.\n" +
+	"\x13volume_binding_mode\x18\x03 \x01(\tR\x11volumeBindingMode\x12M\n" +
+	"\x12allowed_topologies\x18\x04 \x03(\v2\x1e.outrigger.v1.NodeSelectorTermR\x11allowedTopologies\x12J\n" +
+	"\n" +
+	"parameters\x18\x05 \x03(\v2*.outrigger.v1.StorageClass.ParametersEntryR\n" +
+	"parameters\x1a=\n" +
+	"\x0fParametersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x01\n" +
+	"\rCSINodeDriver\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12#\n" +
+	"\rtopology_keys\x18\x03 \x03(\tR\ftopologyKeys\x12%\n" +
+	"\vallocatable\x18\x04 \x01(\x05H\x00R\vallocatable\x88\x01\x01B\x0e\n" +
+	"\f_allocatable\"v\n" +
+	"\aCSINode\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.outrigger.v1.ObjectMetaR\bmetadata\x125\n" +
+	"\adrivers\x18\x02 \x03(\v2\x1b.outrigger.v1.CSINodeDriverR\adrivers\"\xbe\x02\n" +
+	"\rStorageObject\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2#.outrigger.v1.PersistentVolumeClaimH\x00R\x15persistentVolumeClaim\x12M\n" +
+	"\x11persistent_volume\x18\x02 \x01(\v2\x1e.outrigger.v1.PersistentVolumeH\x00R\x10persistentVolume\x12A\n" +
+	"\rstorage_class\x18\x03 \x01(\v2\x1a.outrigger.v1.StorageClassH\x00R\fstorageClass\x122\n" +
+	"\bcsi_node\x18\x04 \x01(\v2\x15.outrigger.v1.CSINodeH\x00R\acsiNodeB\b\n" +
+	"\x06object\"X\n" +
+	"\x10StorageObjectRef\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name*\x99\x01\n" +
 	"\x04Code\x12\x10\n" +
 	"\fCODE_SUCCESS\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -2669,7 +3626,7 @@ func file_outrigger_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_outrigger_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_outrigger_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_outrigger_v1_types_proto_goTypes = []any{
 	(Code)(0),                        // 0: outrigger.v1.Code
 	(*Status)(nil),                   // 1: outrigger.v1.Status
@@ -2691,37 +3648,47 @@ var file_outrigger_v1_types_proto_goTypes = []any{
 	(*ContainerPort)(nil),            // 17: outrigger.v1.ContainerPort
 	(*Container)(nil),                // 18: outrigger.v1.Container
 	(*PodSpec)(nil),                  // 19: outrigger.v1.PodSpec
-	(*PodStatus)(nil),                // 20: outrigger.v1.PodStatus
-	(*Pod)(nil),                      // 21: outrigger.v1.Pod
-	(*PodRef)(nil),                   // 22: outrigger.v1.PodRef
-	(*PodPlacement)(nil),             // 23: outrigger.v1.PodPlacement
-	(*ContainerImage)(nil),           // 24: outrigger.v1.ContainerImage
-	(*NodeSpec)(nil),                 // 25: outrigger.v1.NodeSpec
-	(*NodeStatus)(nil),               // 26: outrigger.v1.NodeStatus
-	(*Node)(nil),                     // 27: outrigger.v1.Node
-	(*NodeInfo)(nil),                 // 28: outrigger.v1.NodeInfo
-	(*StateEntry)(nil),               // 29: outrigger.v1.StateEntry
-	(*NodeBatch)(nil),                // 30: outrigger.v1.NodeBatch
-	(*ClusterEvent)(nil),             // 31: outrigger.v1.ClusterEvent
-	(*ClusterEventWithHint)(nil),     // 32: outrigger.v1.ClusterEventWithHint
-	nil,                              // 33: outrigger.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 34: outrigger.v1.ObjectMeta.LabelsEntry
-	nil,                              // 35: outrigger.v1.ObjectMeta.AnnotationsEntry
-	nil,                              // 36: outrigger.v1.Container.RequestsEntry
-	nil,                              // 37: outrigger.v1.Container.LimitsEntry
-	nil,                              // 38: outrigger.v1.PodSpec.NodeSelectorEntry
-	nil,                              // 39: outrigger.v1.PodSpec.OverheadEntry
-	nil,                              // 40: outrigger.v1.Pod.RequestsEntry
-	nil,                              // 41: outrigger.v1.PodPlacement.LabelsEntry
-	nil,                              // 42: outrigger.v1.PodPlacement.RequestsEntry
-	nil,                              // 43: outrigger.v1.NodeStatus.CapacityEntry
-	nil,                              // 44: outrigger.v1.NodeStatus.AllocatableEntry
-	nil,                              // 45: outrigger.v1.NodeInfo.RequestedEntry
-	nil,                              // 46: outrigger.v1.NodeInfo.NonZeroRequestedEntry
+	(*PodVolume)(nil),                // 20: outrigger.v1.PodVolume
+	(*PodStatus)(nil),                // 21: outrigger.v1.PodStatus
+	(*Pod)(nil),                      // 22: outrigger.v1.Pod
+	(*PodRef)(nil),                   // 23: outrigger.v1.PodRef
+	(*PodPlacement)(nil),             // 24: outrigger.v1.PodPlacement
+	(*ContainerImage)(nil),           // 25: outrigger.v1.ContainerImage
+	(*NodeSpec)(nil),                 // 26: outrigger.v1.NodeSpec
+	(*NodeStatus)(nil),               // 27: outrigger.v1.NodeStatus
+	(*Node)(nil),                     // 28: outrigger.v1.Node
+	(*NodeInfo)(nil),                 // 29: outrigger.v1.NodeInfo
+	(*StateEntry)(nil),               // 30: outrigger.v1.StateEntry
+	(*NodeBatch)(nil),                // 31: outrigger.v1.NodeBatch
+	(*ClusterEvent)(nil),             // 32: outrigger.v1.ClusterEvent
+	(*ClusterEventWithHint)(nil),     // 33: outrigger.v1.ClusterEventWithHint
+	(*PersistentVolumeClaim)(nil),    // 34: outrigger.v1.PersistentVolumeClaim
+	(*ClaimRef)(nil),                 // 35: outrigger.v1.ClaimRef
+	(*PersistentVolume)(nil),         // 36: outrigger.v1.PersistentVolume
+	(*StorageClass)(nil),             // 37: outrigger.v1.StorageClass
+	(*CSINodeDriver)(nil),            // 38: outrigger.v1.CSINodeDriver
+	(*CSINode)(nil),                  // 39: outrigger.v1.CSINode
+	(*StorageObject)(nil),            // 40: outrigger.v1.StorageObject
+	(*StorageObjectRef)(nil),         // 41: outrigger.v1.StorageObjectRef
+	nil,                              // 42: outrigger.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 43: outrigger.v1.ObjectMeta.LabelsEntry
+	nil,                              // 44: outrigger.v1.ObjectMeta.AnnotationsEntry
+	nil,                              // 45: outrigger.v1.Container.RequestsEntry
+	nil,                              // 46: outrigger.v1.Container.LimitsEntry
+	nil,                              // 47: outrigger.v1.PodSpec.NodeSelectorEntry
+	nil,                              // 48: outrigger.v1.PodSpec.OverheadEntry
+	nil,                              // 49: outrigger.v1.Pod.RequestsEntry
+	nil,                              // 50: outrigger.v1.PodPlacement.LabelsEntry
+	nil,                              // 51: outrigger.v1.PodPlacement.RequestsEntry
+	nil,                              // 52: outrigger.v1.NodeStatus.CapacityEntry
+	nil,                              // 53: outrigger.v1.NodeStatus.AllocatableEntry
+	nil,                              // 54: outrigger.v1.NodeInfo.RequestedEntry
+	nil,                              // 55: outrigger.v1.NodeInfo.NonZeroRequestedEntry
+	nil,                              // 56: outrigger.v1.StorageClass.ParametersEntry
 }
 var file_outrigger_v1_types_proto_depIdxs = []int32{
 	0,  // 0: outrigger.v1.Status.code:type_name -> outrigger.v1.Code
-	33, // 1: outrigger.v1.LabelSelector.match_labels:type_name -> outrigger.v1.LabelSelector.MatchLabelsEntry
+	42, // 1: outrigger.v1.LabelSelector.match_labels:type_name -> outrigger.v1.LabelSelector.MatchLabelsEntry
 	2,  // 2: outrigger.v1.LabelSelector.match_expressions:type_name -> outrigger.v1.LabelSelectorRequirement
 	4,  // 3: outrigger.v1.NodeSelectorTerm.match_expressions:type_name -> outrigger.v1.NodeSelectorRequirement
 	4,  // 4: outrigger.v1.NodeSelectorTerm.match_fields:type_name -> outrigger.v1.NodeSelectorRequirement
@@ -2738,45 +3705,60 @@ var file_outrigger_v1_types_proto_depIdxs = []int32{
 	11, // 15: outrigger.v1.Affinity.pod_affinity:type_name -> outrigger.v1.PodAffinity
 	11, // 16: outrigger.v1.Affinity.pod_anti_affinity:type_name -> outrigger.v1.PodAffinity
 	3,  // 17: outrigger.v1.TopologySpreadConstraint.label_selector:type_name -> outrigger.v1.LabelSelector
-	34, // 18: outrigger.v1.ObjectMeta.labels:type_name -> outrigger.v1.ObjectMeta.LabelsEntry
-	35, // 19: outrigger.v1.ObjectMeta.annotations:type_name -> outrigger.v1.ObjectMeta.AnnotationsEntry
-	36, // 20: outrigger.v1.Container.requests:type_name -> outrigger.v1.Container.RequestsEntry
-	37, // 21: outrigger.v1.Container.limits:type_name -> outrigger.v1.Container.LimitsEntry
+	43, // 18: outrigger.v1.ObjectMeta.labels:type_name -> outrigger.v1.ObjectMeta.LabelsEntry
+	44, // 19: outrigger.v1.ObjectMeta.annotations:type_name -> outrigger.v1.ObjectMeta.AnnotationsEntry
+	45, // 20: outrigger.v1.Container.requests:type_name -> outrigger.v1.Container.RequestsEntry
+	46, // 21: outrigger.v1.Container.limits:type_name -> outrigger.v1.Container.LimitsEntry
 	17, // 22: outrigger.v1.Container.ports:type_name -> outrigger.v1.ContainerPort
-	38, // 23: outrigger.v1.PodSpec.node_selector:type_name -> outrigger.v1.PodSpec.NodeSelectorEntry
+	47, // 23: outrigger.v1.PodSpec.node_selector:type_name -> outrigger.v1.PodSpec.NodeSelectorEntry
 	12, // 24: outrigger.v1.PodSpec.affinity:type_name -> outrigger.v1.Affinity
 	13, // 25: outrigger.v1.PodSpec.tolerations:type_name -> outrigger.v1.Toleration
 	15, // 26: outrigger.v1.PodSpec.topology_spread_constraints:type_name -> outrigger.v1.TopologySpreadConstraint
 	18, // 27: outrigger.v1.PodSpec.containers:type_name -> outrigger.v1.Container
 	18, // 28: outrigger.v1.PodSpec.init_containers:type_name -> outrigger.v1.Container
-	39, // 29: outrigger.v1.PodSpec.overhead:type_name -> outrigger.v1.PodSpec.OverheadEntry
-	16, // 30: outrigger.v1.Pod.metadata:type_name -> outrigger.v1.ObjectMeta
-	19, // 31: outrigger.v1.Pod.spec:type_name -> outrigger.v1.PodSpec
-	20, // 32: outrigger.v1.Pod.status:type_name -> outrigger.v1.PodStatus
-	40, // 33: outrigger.v1.Pod.requests:type_name -> outrigger.v1.Pod.RequestsEntry
-	22, // 34: outrigger.v1.PodPlacement.ref:type_name -> outrigger.v1.PodRef
-	41, // 35: outrigger.v1.PodPlacement.labels:type_name -> outrigger.v1.PodPlacement.LabelsEntry
-	42, // 36: outrigger.v1.PodPlacement.requests:type_name -> outrigger.v1.PodPlacement.RequestsEntry
-	17, // 37: outrigger.v1.PodPlacement.host_ports:type_name -> outrigger.v1.ContainerPort
-	12, // 38: outrigger.v1.PodPlacement.affinity:type_name -> outrigger.v1.Affinity
-	21, // 39: outrigger.v1.PodPlacement.pod:type_name -> outrigger.v1.Pod
-	14, // 40: outrigger.v1.NodeSpec.taints:type_name -> outrigger.v1.Taint
-	43, // 41: outrigger.v1.NodeStatus.capacity:type_name -> outrigger.v1.NodeStatus.CapacityEntry
-	44, // 42: outrigger.v1.NodeStatus.allocatable:type_name -> outrigger.v1.NodeStatus.AllocatableEntry
-	24, // 43: outrigger.v1.NodeStatus.images:type_name -> outrigger.v1.ContainerImage
-	16, // 44: outrigger.v1.Node.metadata:type_name -> outrigger.v1.ObjectMeta
-	25, // 45: outrigger.v1.Node.spec:type_name -> outrigger.v1.NodeSpec
-	26, // 46: outrigger.v1.Node.status:type_name -> outrigger.v1.NodeStatus
-	27, // 47: outrigger.v1.NodeInfo.node:type_name -> outrigger.v1.Node
-	45, // 48: outrigger.v1.NodeInfo.requested:type_name -> outrigger.v1.NodeInfo.RequestedEntry
-	46, // 49: outrigger.v1.NodeInfo.non_zero_requested:type_name -> outrigger.v1.NodeInfo.NonZeroRequestedEntry
-	23, // 50: outrigger.v1.NodeInfo.pods:type_name -> outrigger.v1.PodPlacement
-	31, // 51: outrigger.v1.ClusterEventWithHint.event:type_name -> outrigger.v1.ClusterEvent
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	48, // 29: outrigger.v1.PodSpec.overhead:type_name -> outrigger.v1.PodSpec.OverheadEntry
+	20, // 30: outrigger.v1.PodSpec.volumes:type_name -> outrigger.v1.PodVolume
+	16, // 31: outrigger.v1.Pod.metadata:type_name -> outrigger.v1.ObjectMeta
+	19, // 32: outrigger.v1.Pod.spec:type_name -> outrigger.v1.PodSpec
+	21, // 33: outrigger.v1.Pod.status:type_name -> outrigger.v1.PodStatus
+	49, // 34: outrigger.v1.Pod.requests:type_name -> outrigger.v1.Pod.RequestsEntry
+	23, // 35: outrigger.v1.PodPlacement.ref:type_name -> outrigger.v1.PodRef
+	50, // 36: outrigger.v1.PodPlacement.labels:type_name -> outrigger.v1.PodPlacement.LabelsEntry
+	51, // 37: outrigger.v1.PodPlacement.requests:type_name -> outrigger.v1.PodPlacement.RequestsEntry
+	17, // 38: outrigger.v1.PodPlacement.host_ports:type_name -> outrigger.v1.ContainerPort
+	12, // 39: outrigger.v1.PodPlacement.affinity:type_name -> outrigger.v1.Affinity
+	22, // 40: outrigger.v1.PodPlacement.pod:type_name -> outrigger.v1.Pod
+	14, // 41: outrigger.v1.NodeSpec.taints:type_name -> outrigger.v1.Taint
+	52, // 42: outrigger.v1.NodeStatus.capacity:type_name -> outrigger.v1.NodeStatus.CapacityEntry
+	53, // 43: outrigger.v1.NodeStatus.allocatable:type_name -> outrigger.v1.NodeStatus.AllocatableEntry
+	25, // 44: outrigger.v1.NodeStatus.images:type_name -> outrigger.v1.ContainerImage
+	16, // 45: outrigger.v1.Node.metadata:type_name -> outrigger.v1.ObjectMeta
+	26, // 46: outrigger.v1.Node.spec:type_name -> outrigger.v1.NodeSpec
+	27, // 47: outrigger.v1.Node.status:type_name -> outrigger.v1.NodeStatus
+	28, // 48: outrigger.v1.NodeInfo.node:type_name -> outrigger.v1.Node
+	54, // 49: outrigger.v1.NodeInfo.requested:type_name -> outrigger.v1.NodeInfo.RequestedEntry
+	55, // 50: outrigger.v1.NodeInfo.non_zero_requested:type_name -> outrigger.v1.NodeInfo.NonZeroRequestedEntry
+	24, // 51: outrigger.v1.NodeInfo.pods:type_name -> outrigger.v1.PodPlacement
+	32, // 52: outrigger.v1.ClusterEventWithHint.event:type_name -> outrigger.v1.ClusterEvent
+	16, // 53: outrigger.v1.PersistentVolumeClaim.metadata:type_name -> outrigger.v1.ObjectMeta
+	3,  // 54: outrigger.v1.PersistentVolumeClaim.selector:type_name -> outrigger.v1.LabelSelector
+	16, // 55: outrigger.v1.PersistentVolume.metadata:type_name -> outrigger.v1.ObjectMeta
+	35, // 56: outrigger.v1.PersistentVolume.claim_ref:type_name -> outrigger.v1.ClaimRef
+	6,  // 57: outrigger.v1.PersistentVolume.node_affinity:type_name -> outrigger.v1.NodeSelector
+	16, // 58: outrigger.v1.StorageClass.metadata:type_name -> outrigger.v1.ObjectMeta
+	5,  // 59: outrigger.v1.StorageClass.allowed_topologies:type_name -> outrigger.v1.NodeSelectorTerm
+	56, // 60: outrigger.v1.StorageClass.parameters:type_name -> outrigger.v1.StorageClass.ParametersEntry
+	16, // 61: outrigger.v1.CSINode.metadata:type_name -> outrigger.v1.ObjectMeta
+	38, // 62: outrigger.v1.CSINode.drivers:type_name -> outrigger.v1.CSINodeDriver
+	34, // 63: outrigger.v1.StorageObject.persistent_volume_claim:type_name -> outrigger.v1.PersistentVolumeClaim
+	36, // 64: outrigger.v1.StorageObject.persistent_volume:type_name -> outrigger.v1.PersistentVolume
+	37, // 65: outrigger.v1.StorageObject.storage_class:type_name -> outrigger.v1.StorageClass
+	39, // 66: outrigger.v1.StorageObject.csi_node:type_name -> outrigger.v1.CSINode
+	67, // [67:67] is the sub-list for method output_type
+	67, // [67:67] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_types_proto_init() }
@@ -2787,13 +3769,21 @@ func file_outrigger_v1_types_proto_init() {
 	file_outrigger_v1_types_proto_msgTypes[12].OneofWrappers = []any{}
 	file_outrigger_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
 	file_outrigger_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
+	file_outrigger_v1_types_proto_msgTypes[33].OneofWrappers = []any{}
+	file_outrigger_v1_types_proto_msgTypes[37].OneofWrappers = []any{}
+	file_outrigger_v1_types_proto_msgTypes[39].OneofWrappers = []any{
+		(*StorageObject_PersistentVolumeClaim)(nil),
+		(*StorageObject_PersistentVolume)(nil),
+		(*StorageObject_StorageClass)(nil),
+		(*StorageObject_CsiNode)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_types_proto_rawDesc), len(file_outrigger_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
