@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pluginhost.plugin import FilterResult, NodeToStatus, Plugin
+from pluginhost.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterResult, NodeToStatus, Plugin
 from pluginhost.status import Code, Status
 
 __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
     "MIN_FEASIBLE_NODES_TO_FIND",
+    "NIL_ERROR",
     "Diagnosis",
     "FilterOutcome",
     "IntArray",
@@ -23,7 +24,9 @@ __all__ = [
     "Rejection",
     "ScoreOutcome",
     "check_filter_result",
+    "error_text",
     "failed_status",
+    "invalid_score_status",
     "num_feasible_nodes_to_find",
     "plugin_failure",
     "quoted",
@@ -120,13 +123,30 @@ def plugin_failure(point: str, name: str, why: str) -> str:
     return wording.format(plugin=quoted(name), why=why)
 
 
+# What Go's fmt writes for a nil error under %w: kube-scheduler's Status.AsError is nil for Wait and
+# Skip, so a plugin answering one where the point does not take it fails with this as its reason.
+NIL_ERROR = "%!w(<nil>)"
+
+
+def error_text(status: Status) -> str:
+    """``status`` as kube-scheduler's ``Status.AsError`` renders inside a wrapped message: its reasons
+    joined (nothing when it has none), or :data:`NIL_ERROR` for Wait and Skip."""
+    if status.code in (Code.Wait, Code.Skip, Code.Success):
+        return NIL_ERROR
+    return status.message()
+
+
 def failed_status(point: str, plugin: Plugin, status: Status) -> Status:
     """A plugin's non-Success answer as the Error that fails the cycle, naming the point and plugin."""
-    return Status(
-        Code.Error,
-        (plugin_failure(point, plugin.name, status.message() or status.code.name),),
-        plugin.name,
-        status.error,
+    return Status(Code.Error, (plugin_failure(point, plugin.name, error_text(status)),), plugin.name, status.error)
+
+
+def invalid_score_status(plugin: Plugin, score: int) -> Status:
+    """The Error of a Score plugin whose (normalized) ``score`` is outside [0, 100], as kube-scheduler words it."""
+    return Status.failure(
+        f"applying score defaultWeights on Score plugins: plugin {quoted(plugin.name)} returns an invalid score "
+        f"{score}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+        plugin=plugin.name,
     )
 
 

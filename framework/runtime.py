@@ -62,9 +62,10 @@ from .outcomes import (
     Rejection,
     ScoreOutcome,
     check_filter_result,
+    error_text,
     failed_status,
+    invalid_score_status,
     plugin_failure,
-    quoted,
     raised_status,
     record_rejections,
 )
@@ -292,7 +293,7 @@ class Framework:
                 if status.code is Code.UnschedulableAndUnresolvable:
                     diagnosis.add_plugin_status(status)
                     return None, status
-                if status.code in (Code.Unschedulable, Code.Pending):
+                if status.code is Code.Unschedulable:  # Pending too is an Error here, as in kube-scheduler
                     # Keep going: later PreFilter plugins must still prepare state for preemption.
                     diagnosis.add_plugin_status(status)
                     returned = status
@@ -509,7 +510,7 @@ class Framework:
             if not status.is_rejected:
                 # kube-scheduler keeps a PostFilter plugin's error as it is (its message ends the fit
                 # error: "... pod affinity terms conflict. not found"), unlike the other points'.
-                return None, Status(Code.Error, (status.message() or status.code.name,), pl.name, status.error)
+                return None, Status(Code.Error, (error_text(status),), pl.name, status.error)
             if r is not None:  # kube-scheduler keeps any result but a no-op: "" clears the nomination
                 result = r
             reasons.extend(status.reasons)
@@ -562,11 +563,7 @@ class Framework:
                     return out
             if n and (int(scores.min()) < MIN_NODE_SCORE or int(scores.max()) > MAX_NODE_SCORE):
                 bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
-                out.error = Status.failure(
-                    f"applying score defaultWeights on Score plugins: plugin {quoted(pl.name)} returns an invalid "
-                    f"score {bad}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
-                    plugin=pl.name,
-                )
+                out.error = invalid_score_status(pl, bad)
                 return out
             weighted = scores * self.score_weights[pl.name]
             totals += weighted
@@ -671,24 +668,25 @@ class Framework:
         return SUCCESS
 
     async def run_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
-        """The first Bind plugin that does not Skip decides."""
+        """The first Bind plugin that does not Skip decides; if all Skip, the last one's reasons fail it."""
+        skipped = ""
         for pl in self.bind_plugins:
             status = await self._observed("Bind", pl, pl.bind(state, pod, node))
             if isinstance(status, _Raised):
                 return status.status
             if status.is_skip:
+                skipped = status.message()
                 continue
             if not status.ok:
                 return status.with_plugin(pl.name) if status.is_rejected else failed_status("Bind", pl, status)
             return status.with_plugin(pl.name)
-        return Status.failure("bind status: Skip, every Bind plugin skipped the pod")
+        return Status.failure(skipped)
 
     async def run_post_bind(self, state: CycleState, pod: Pod, node: str) -> None:
         for pl in self.post_bind_plugins:
             got = await self._observed("PostBind", pl, pl.post_bind(state, pod, node))
             if isinstance(got, _Raised):
                 log.error("PostBind of plugin %r failed for pod %s", pl.name, pod.key, exc_info=got.exc)
-
 
 
 def _discard(ahead: dict[str, Awaitable[FilterResult] | FilterResult]) -> None:

@@ -896,7 +896,7 @@ def test_describe_shows_kube_schedulers_events_counted_as_its_recorder_counts_th
         _event(2, "UNSCHEDULABLE", 101.0, reasons=(fit,)),
         _event(3, "NOMINATED", 102.0, node="n1"),
         _event(4, "UNSCHEDULABLE", 160.0, reasons=(fit,)),
-        _event(5, "ERROR", 170.0, reasons=("running PreBind plugin 'X': boom",)),
+        _event(5, "ERROR", 170.0, reasons=('running PreBind plugin "X": boom',)),
         _event(6, "BOUND", 200.0, node="n1"),
         _event(7, "PREEMPTED", 250.0, node="n1", reasons=("preempted by default/vip on node n1",)),
         _event(8, "DELETED", 251.0),
@@ -904,7 +904,7 @@ def test_describe_shows_kube_schedulers_events_counted_as_its_recorder_counts_th
     rows = [(r.type, r.reason, r.age(now=300.0), r.source, r.message) for r in event_rows(events, "packer")]
     assert rows == [
         ("Warning", "FailedScheduling", "2m20s (x2 over 3m19s)", "packer", fit),
-        ("Warning", "FailedScheduling", "2m10s", "packer", "running PreBind plugin 'X': boom"),
+        ("Warning", "FailedScheduling", "2m10s", "packer", 'running PreBind plugin "X": boom'),
         ("Normal", "Scheduled", "100s", "packer", "Successfully assigned default/web to n1"),
         ("Normal", "Preempted", "50s", "packer", "Preempted by default/vip on node n1"),
     ]

@@ -3,7 +3,7 @@ per set of declared points (:func:`adapter_class`), each call turned into gRPC t
 
 The adapter calls only the points of the plugin's manifest. Every call carries the point's deadline.
 A gRPC failure raises :class:`~framework.remote.errors.RemotePluginError` naming the code, the
-endpoint and its address; the runtime reports it as ``running Filter plugin 'X': UNAVAILABLE: ...``.
+endpoint and its address; the runtime reports it as ``running "X" filter plugin: UNAVAILABLE: ...``.
 Filter keeps one stream per (cycle, plugin) open across the runtime's windows and closes it in
 ``filter_finished``; Score sends one stream per cycle (:mod:`.streams`); declared CycleState keys ride
 on requests and writes come back on replies. Binding-cycle points wait for their replies except
