@@ -1,0 +1,18 @@
+"""Dynamic Resource Allocation: ``resource.k8s.io/v1`` models and the structured-parameters allocator
+of ``k8s.io/dynamic-resource-allocation/structured`` v0.37.2 (the incubating implementation, which
+kube-scheduler 1.37 uses with its default feature gates). Not yet wired into scheduling.
+
+Modelled (on by default in 1.37): ExactCount and All requests, ``firstAvailable`` prioritized lists
+(DRAPrioritizedList), admin access (DRAAdminAccess), device taints and request tolerations
+(DRADeviceTaints), ``matchAttribute`` and ``distinctAttribute`` constraints, per-node, node-selector,
+all-nodes and per-device node selection slices, partitionable devices (shared counters and
+``consumesCounters``, DRAPartitionableDevices), pools complete only with every slice of their newest
+generation, and devices with binding conditions (their pools are tried last).
+
+Not modelled: consumable capacity (DRAConsumableCapacity: ``allowMultipleAllocations`` devices are
+allocated as exclusive ones and ``capacity`` requests are refused), and the features off by default in
+1.37 (list-type attributes, derived attributes, compatibility groups, optional node operations).
+
+Modules: :mod:`.models` (typed objects, strict decoding), :mod:`.selectors` (CEL), :mod:`.pools`
+(which slices a node sees) and :mod:`.allocator` (the search).
+"""

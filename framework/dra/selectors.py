@@ -1,0 +1,367 @@
+"""CEL device selectors: compiled once per expression (an LRU cache), evaluated per device with the
+``device`` variable kube-scheduler gives them (``driver``, ``allowMultipleAllocations``,
+``attributes[domain][id]``, ``capacity[domain][id]``), and the Kubernetes functions selectors use.
+
+The evaluator is ``common-expression-language`` (CEL in Rust; the measurements behind the choice are in
+docs/dra.md). What it lacks is added here:
+
+- **Quantities and versions.** A quantity is the map ``{"@quantity": "<numerator>/<denominator>"}`` and a
+  version ``{"@semver": "1.2.3"}``, so equal values compare equal with ``==``. ``quantity(s)``,
+  ``isQuantity(s)``, ``semver(s)``, ``isSemver(s)`` build and check them; ``compareTo``, ``isGreaterThan``,
+  ``isLessThan``, ``add``, ``sub``, ``sign``, ``isInteger``, ``asInteger``, ``asApproximateFloat``,
+  ``major``, ``minor`` and ``patch`` work on them.
+- **``cel.bind(x, init, body)``** is rewritten to ``[init].map(x, body)[0]``, which means the same.
+- **The runtime cost limit** (``CELSelectorExpressionMaxCost`` = 1,000,000): the body of every
+  comprehension macro is wrapped in a counting call that charges the body's size per iteration and stops
+  the evaluation with kube-scheduler's ``operation cancelled: actual cost limit exceeded`` once the sum
+  passes the limit. The count approximates cel-go's; an expression without comprehensions costs far less
+  than the limit in both.
+- **A missing attribute domain** reads as an empty map, as kube-scheduler's map-with-default does.
+
+Not supported (a compile error): optional syntax (``.?field``, ``[?key]``), and ``.orValue``.
+Errors are :class:`SelectorError` with kube-scheduler's texts: ``compilation failed: ...`` and, at
+runtime, cel-go's ``no such key: <k>`` and the cost-limit text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import cel
+from cel import stdlib
+
+from pluginhost.quantity import QuantityError, parse_quantity
+
+__all__ = ["COST_LIMIT", "CompiledSelector", "SelectorError", "compile_selector", "quantity_value", "version_value"]
+
+#: ``resourceapi.CELSelectorExpressionMaxCost``.
+COST_LIMIT = 1_000_000
+COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
+_CACHE_SIZE = 256
+
+_Q, _V = "@quantity", "@semver"
+_SEMVER_RE = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"
+    r"(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+)
+_MACROS = frozenset({"map", "filter", "all", "exists", "exists_one"})
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STRING_RE = re.compile(r"""[rRbB]{0,2}("{3}|'{3}|"|')""")
+
+
+class SelectorError(Exception):
+    """A selector that does not compile (``compile`` true), or whose evaluation failed; the message is
+    kube-scheduler's."""
+
+    def __init__(self, message: str, compile: bool = False) -> None:
+        super().__init__(message)
+        self.compile = compile
+
+
+_BOUND_RE = re.compile(r"(?:\.(?:map|filter|all|exists|exists_one)|\bcel\.bind)\(\s*([A-Za-z_]\w*)\s*,")
+#: The variable, and the namespaces of library functions (``lists.range``) the evaluator reports as variables.
+_NAMESPACES = frozenset({"device", "lists", "math", "sets", "strings", "base64", "optional"})
+_CEL_TYPES = {int: "int", str: "string", float: "double", bytes: "bytes", list: "list(dyn)", dict: "map(string, dyn)"}
+
+
+def quantity_value(q: Fraction) -> dict[str, str]:
+    """The CEL value of a quantity."""
+    return {_Q: f"{q.numerator}/{q.denominator}"}
+
+
+def version_value(text: str) -> dict[str, str]:
+    """The CEL value of a semantic version (its text is checked when compared)."""
+    return {_V: text}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Kubernetes library functions
+
+
+def _as_q(v: object) -> Fraction | None:
+    if isinstance(v, dict) and _Q in v:
+        return Fraction(v[_Q])
+    return None
+
+
+def _semver_key(v: object) -> tuple[Any, ...]:
+    text = v[_V] if isinstance(v, dict) and _V in v else None
+    m = _SEMVER_RE.fullmatch(text) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError(f"invalid semver {text!r}")
+    pre = m.group(4)
+    # A release sorts after its pre-releases; numeric identifiers sort before alphanumeric ones.
+    pre_key = (1,) if pre is None else (0, *((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split(".")))
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3)), pre_key)
+
+
+def _quantity(s: object) -> dict[str, str]:
+    if not isinstance(s, str):
+        raise TypeError("quantity() takes a string")
+    neg = s.startswith("-")
+    try:
+        q = parse_quantity(s[1:] if neg else s)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    return quantity_value(-q if neg else q)
+
+
+def _is_quantity(s: object) -> bool:
+    try:
+        _quantity(s)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _semver(s: object) -> dict[str, str]:
+    v = version_value(str(s))
+    _semver_key(v)
+    return v
+
+
+def _is_semver(s: object) -> bool:
+    try:
+        _semver(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _compare(a: object, b: object) -> int:
+    qa, qb = _as_q(a), _as_q(b)
+    if qa is not None and qb is not None:
+        return (qa > qb) - (qa < qb)
+    ka, kb = _semver_key(a), _semver_key(b)
+    return (ka > kb) - (ka < kb)
+
+
+def _num(q: object) -> Fraction:
+    v = _as_q(q)
+    if v is None:
+        raise TypeError("not a quantity")
+    return v
+
+
+def _arith(sign: int) -> Any:
+    def op(a: object, b: object) -> dict[str, str]:
+        other = _num(b) if _as_q(b) is not None else Fraction(int(b))  # type: ignore[call-overload]
+        return quantity_value(_num(a) + sign * other)
+
+    return op
+
+
+_FUNCTIONS: dict[str, Any] = {
+    "quantity": _quantity,
+    "isQuantity": _is_quantity,
+    "semver": _semver,
+    "isSemver": _is_semver,
+    "compareTo": _compare,
+    "isGreaterThan": lambda a, b: _compare(a, b) > 0,
+    "isLessThan": lambda a, b: _compare(a, b) < 0,
+    "add": _arith(1),
+    "sub": _arith(-1),
+    "sign": lambda a: (_num(a) > 0) - (_num(a) < 0),
+    "isInteger": lambda a: _num(a).denominator == 1,
+    "asInteger": lambda a: int(_num(a)),
+    "asApproximateFloat": lambda a: float(_num(a)),
+    "major": lambda v: _semver_key(v)[0],
+    "minor": lambda v: _semver_key(v)[1],
+    "patch": lambda v: _semver_key(v)[2],
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rewriting: cel.bind and cost accounting
+
+
+def _string_at(expr: str, i: int) -> bool:
+    """Whether a string literal (maybe with an r/b prefix) starts at ``i``."""
+    if i > 0 and (expr[i - 1].isalnum() or expr[i - 1] == "_"):
+        return False
+    return _STRING_RE.match(expr, i) is not None
+
+
+def _skip_string(expr: str, i: int) -> int:
+    m = _STRING_RE.match(expr, i)
+    assert m is not None
+    quote = m.group(1)
+    j = m.end()
+    while j < len(expr):
+        if expr.startswith(quote, j):
+            return j + len(quote)
+        j += 2 if expr[j] == "\\" else 1
+    return len(expr)
+
+
+def _call_args(expr: str, start: int) -> tuple[list[str], int]:
+    """The top-level arguments of the call whose ``(`` is at ``start``, and the index after ``)``."""
+    args, depth, i, begin = [], 0, start + 1, start + 1
+    while i < len(expr):
+        c = expr[i]
+        if _string_at(expr, i):
+            i = _skip_string(expr, i)
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                args.append(expr[begin:i])
+                return args, i + 1
+            depth -= 1
+        elif c == "," and depth == 0:
+            args.append(expr[begin:i])
+            begin = i + 1
+        i += 1
+    raise SelectorError("compilation failed: unbalanced parentheses")
+
+
+def _body_cost(body: str) -> int:
+    return max(1, len(_IDENT_RE.findall(body)) + sum(body.count(op) for op in ("==", "!=", "<", ">", "+", "-", "*", "&&", "||", "[")))
+
+
+def _rewrite(expr: str) -> str:
+    out, i = [], 0
+    while i < len(expr):
+        c = expr[i]
+        if _string_at(expr, i):
+            j = _skip_string(expr, i)
+            out.append(expr[i:j])
+            i = j
+            continue
+        m = _IDENT_RE.match(expr, i)
+        if m is None:
+            out.append(c)
+            i += 1
+            continue
+        name, j = m.group(0), m.end()
+        dotted = i > 0 and expr[i - 1] == "."
+        if j < len(expr) and expr[j] == "(":
+            if dotted and name == "bind" and "".join(out).endswith("cel."):
+                args, end = _call_args(expr, j)
+                if len(args) == 3:
+                    del out[-4:]
+                    out.append(f"[{_rewrite(args[1])}].map({args[0].strip()}, {_rewrite(args[2])})[0]")
+                    i = end
+                    continue
+            if dotted and name in _MACROS:
+                args, end = _call_args(expr, j)
+                if len(args) >= 2:
+                    wrapped = [f"__cost({_body_cost(a)}, {_rewrite(a)})" for a in args[1:]]
+                    out.append(f"{name}({args[0]}, {', '.join(wrapped)})")
+                    i = end
+                    continue
+        out.append(name)
+        i = j
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Compilation and evaluation
+
+
+class _Budget:
+    __slots__ = ("exceeded", "spent")
+
+    def __init__(self) -> None:
+        self.spent = 0
+        self.exceeded = False
+
+    def charge(self, cost: int, value: object) -> object:
+        self.spent += cost
+        if self.spent > COST_LIMIT:
+            self.exceeded = True
+            raise RuntimeError(COST_EXCEEDED)
+        return value
+
+
+class CompiledSelector:
+    """One compiled selector expression; :meth:`matches` evaluates it for a device."""
+
+    __slots__ = ("_domains", "_program", "expression")
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        try:
+            self._program = cel.compile(_rewrite(expression))
+        except ValueError as exc:
+            text = re.sub(r"^Failed to parse expression '.*?': (?=ERROR)", "", str(exc), flags=re.S)
+            raise SelectorError(f"compilation failed: {_first_line(text)}", compile=True) from None
+        bound = set(_BOUND_RE.findall(expression))
+        unknown = [v for v in self._program.variables() if v not in _NAMESPACES and v not in bound]
+        if unknown:
+            raise SelectorError(
+                f"compilation failed: ERROR: <input>: undeclared reference to '{unknown[0]}' (in container '')",
+                compile=True,
+            )
+        # Every string literal may be a domain the expression looks up; a missing one reads as {}.
+        self._domains = tuple({s[1:-1] for s in re.findall(r'"[^"\\]*"|\'[^\'\\]*\'', expression)})
+
+    def matches(
+        self, driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Fraction], multiple: bool = False
+    ) -> bool:
+        """Evaluate for one device (attribute versions as ``("version", text)``); raise
+        :class:`SelectorError` with cel-go's runtime message on failure."""
+        budget = _Budget()
+        ctx = cel.Context(
+            variables={"device": self._device(driver, attributes, capacity, multiple)},
+            functions={**_FUNCTIONS, "__cost": budget.charge},
+        )
+        stdlib.add_stdlib_to_context(ctx)
+        try:
+            result = self._program.execute(ctx)
+        except KeyError as exc:
+            raise SelectorError(f"no such key: {exc.args[0]}") from None
+        except Exception as exc:  # the evaluator raises RuntimeError, TypeError, ValueError, ...
+            if budget.exceeded:
+                raise SelectorError(COST_EXCEEDED) from None
+            raise SelectorError(_first_line(str(exc))) from None
+        if not isinstance(result, bool):
+            # cel-go's type checker refuses this when compiling; here it shows on first evaluation.
+            kind = _CEL_TYPES.get(type(result), "null_type" if result is None else type(result).__name__)
+            raise SelectorError(f"must evaluate to bool or the unknown type, not {kind}", compile=True)
+        return result
+
+    def _device(
+        self, driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Fraction], multiple: bool
+    ) -> dict[str, Any]:
+        attrs: dict[str, dict[str, Any]] = {d: {} for d in self._domains}
+        for name, value in attributes.items():
+            domain, _, ident = name.rpartition("/")
+            if isinstance(value, tuple):
+                value = version_value(value[1])
+            attrs.setdefault(domain or driver, {})[ident] = value
+        caps: dict[str, dict[str, Any]] = {d: {} for d in self._domains}
+        for name, q in capacity.items():
+            domain, _, ident = name.rpartition("/")
+            caps.setdefault(domain or driver, {})[ident] = quantity_value(q)
+        return {"driver": driver, "allowMultipleAllocations": multiple, "attributes": attrs, "capacity": caps}
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+_cache: OrderedDict[str, CompiledSelector | SelectorError] = OrderedDict()
+
+
+def compile_selector(expression: str) -> CompiledSelector:
+    """The compiled selector for ``expression`` from the cache (compile errors are cached too)."""
+    hit = _cache.get(expression)
+    if hit is None:
+        try:
+            hit = CompiledSelector(expression)
+        except SelectorError as exc:
+            hit = exc
+        _cache[expression] = hit
+        if len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    else:
+        _cache.move_to_end(expression)
+    if isinstance(hit, SelectorError):
+        raise SelectorError(str(hit), hit.compile)
+    return hit
