@@ -347,7 +347,9 @@ def _node_selector(m: Mapping[str, Any], path: str) -> tuple[NodeSelectorTerm, .
 
 def _attribute(v: object, path: str) -> Any:
     a = as_map(v, path)
-    set_fields = [k for k in ("int", "bool", "string", "version", "ints", "bools", "strings", "versions") if a.get(k) is not None]
+    set_fields = [
+        k for k in ("int", "bool", "string", "version", "ints", "bools", "strings", "versions") if a.get(k) is not None
+    ]
     if len(set_fields) != 1:
         raise FieldError(path, f"must have exactly one value, got {len(set_fields)}")
     kind = set_fields[0]
@@ -370,7 +372,10 @@ def _device(v: object, path: str) -> Device:
         for k, c in get_map(d, "capacity", path).items()
     }
     consumes = tuple(
-        CounterSet(required_str(c, "counterSet", f"{path}.consumesCounters[{i}]"), _counters(c, f"{path}.consumesCounters[{i}]"))
+        CounterSet(
+            required_str(c, "counterSet", f"{path}.consumesCounters[{i}]"),
+            _counters(c, f"{path}.consumesCounters[{i}]"),
+        )
         for i, c in enumerate(get_list(d, "consumesCounters", path))
     )
     taints = []
@@ -409,8 +414,13 @@ def resource_slice_from_dict(obj: object) -> ResourceSlice:
         )
         if on
     ]
-    if len(selection) != 1:
-        raise FieldError("spec", f"exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection is required, got {len(selection)}")
+    # A slice that only publishes shared counters serves no node itself.
+    if len(selection) > 1 or (not selection and not spec.get("sharedCounters")):
+        raise FieldError(
+            "spec",
+            "exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection is required,"
+            f" got {len(selection)}",
+        )
     return ResourceSlice(
         name=required_str(get_map(doc, "metadata", ""), "name", "metadata"),
         driver=required_str(spec, "driver", "spec"),
@@ -446,7 +456,10 @@ def device_class_from_dict(obj: object) -> DeviceClass:
     """Decode a DeviceClass manifest."""
     doc = _check(obj, "DeviceClass")
     spec = get_map(doc, "spec", "")
-    config = tuple(_opaque(as_map(c, f"spec.config[{i}]"), f"spec.config[{i}]") for i, c in enumerate(get_list(spec, "config", "spec")))
+    config = tuple(
+        _opaque(as_map(c, f"spec.config[{i}]"), f"spec.config[{i}]")
+        for i, c in enumerate(get_list(spec, "config", "spec"))
+    )
     return DeviceClass(required_str(get_map(doc, "metadata", ""), "name", "metadata"), _selectors(spec, "spec"), config)
 
 
@@ -463,7 +476,9 @@ def _tolerations(m: Mapping[str, Any], path: str) -> tuple[DeviceToleration, ...
 
 
 def _exact(m: Mapping[str, Any], name: str, path: str, sub: bool) -> ExactRequest:
-    mode = one_of(get_str(m, "allocationMode", path, "ExactCount"), _ALLOCATION_MODES, f"{path}.allocationMode", "allocationMode")
+    mode = one_of(
+        get_str(m, "allocationMode", path, "ExactCount"), _ALLOCATION_MODES, f"{path}.allocationMode", "allocationMode"
+    )
     count = get_int(m, "count", path, 1 if mode == "ExactCount" else 0)
     if mode == "ExactCount" and count <= 0:
         raise FieldError(f"{path}.count", f"must be greater than zero, got {count}")
@@ -509,7 +524,11 @@ def _claim_spec(spec: Mapping[str, Any], path: str, meta: Mapping[str, Any]) -> 
     for i, c in enumerate(get_list(devices, "constraints", dpath)):
         cpath = f"{dpath}.constraints[{i}]"
         constraints.append(
-            DeviceConstraint(str_tuple(c, "requests", cpath), get_str(c, "matchAttribute", cpath), get_str(c, "distinctAttribute", cpath))
+            DeviceConstraint(
+                str_tuple(c, "requests", cpath),
+                get_str(c, "matchAttribute", cpath),
+                get_str(c, "distinctAttribute", cpath),
+            )
         )
     config = []
     for i, c in enumerate(get_list(devices, "config", dpath)):
@@ -558,7 +577,9 @@ def resource_claim_from_dict(obj: object) -> ResourceClaim:
     reserved = []
     for i, c in enumerate(get_list(status, "reservedFor", "status")):
         cpath = f"status.reservedFor[{i}]"
-        reserved.append((required_str(c, "resource", cpath), required_str(c, "name", cpath), required_str(c, "uid", cpath)))
+        reserved.append(
+            (required_str(c, "resource", cpath), required_str(c, "name", cpath), required_str(c, "uid", cpath))
+        )
     return ResourceClaim(
         claim.name,
         claim.namespace,

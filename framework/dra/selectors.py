@@ -221,7 +221,11 @@ def _call_args(expr: str, start: int) -> tuple[list[str], int]:
 
 
 def _body_cost(body: str) -> int:
-    return max(1, len(_IDENT_RE.findall(body)) + sum(body.count(op) for op in ("==", "!=", "<", ">", "+", "-", "*", "&&", "||", "[")))
+    return max(
+        1,
+        len(_IDENT_RE.findall(body))
+        + sum(body.count(op) for op in ("==", "!=", "<", ">", "+", "-", "*", "&&", "||", "[")),
+    )
 
 
 def _rewrite(expr: str) -> str:

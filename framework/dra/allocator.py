@@ -1,0 +1,499 @@
+"""The structured-parameters allocator: for one node, devices for every request of a pod's unallocated
+claims, or the reason there are none.
+
+The search is kube-scheduler 1.37's (``structured/internal/incubating``), so that the same devices are
+chosen for the same input: claims in order, requests in order, ``firstAvailable`` subrequests in order;
+for each device to pick, pools in :func:`~.pools.gather_pools` order, their slices by name, devices in
+slice order, starting after the device picked last for the same request; the first complete solution
+wins, and a dead end undoes the last pick and tries the next device (backtracking). ``All`` requests
+take every matching device of every pool, and fail when a pool is incomplete or invalid.
+
+:meth:`Allocator.allocate` returns one :class:`~.models.AllocationResult` per claim, None when the node
+cannot serve the claims, or raises :class:`AllocationError` (kube-scheduler's texts) for a claim that
+cannot be allocated anywhere (a missing class, a broken selector) or, with ``on_node`` set, for a node
+whose pools are invalid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from pluginhost.model import Node, NodeSelectorRequirement, NodeSelectorTerm
+
+from .models import (
+    AllocationResult,
+    Device,
+    DeviceClass,
+    DeviceConstraint,
+    DeviceResult,
+    ExactRequest,
+    ResourceClaim,
+    ResourceSlice,
+)
+from .pools import Pool, gather_pools, node_matches
+from .selectors import SelectorError, compile_selector
+
+__all__ = ["MAX_RESULTS", "AllocationError", "Allocator", "DeviceID"]
+
+#: ``resourceapi.AllocationResultsMaxSize``: devices per claim.
+MAX_RESULTS = 32
+_NO_KEY_HINT = (
+    ". consider using CEL optional chaining (.? followed by orValue())"
+    " or guarding the check with has() for optional fields"
+)
+
+#: (driver, pool, device).
+DeviceID = tuple[str, str, str]
+
+
+class AllocationError(Exception):
+    """Allocation failed with an error; ``on_node``: only on this node (invalid pools)."""
+
+    def __init__(self, message: str, on_node: bool = False) -> None:
+        super().__init__(message)
+        self.on_node = on_node
+
+
+class _MaxSize(Exception):
+    """A claim would get more than :data:`MAX_RESULTS` devices down this path."""
+
+
+@dataclass(slots=True)
+class _Request:
+    request: ExactRequest
+    parent: str  # the request's name when this is one of its subrequests
+    device_class: DeviceClass
+    count: int = 0
+    all_devices: list[tuple[Pool, ResourceSlice, Device]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.parent}/{self.request.name}" if self.parent else self.request.name
+
+
+class _Constraint:
+    """matchAttribute (all equal) or distinctAttribute (all different) over the devices of some requests."""
+
+    def __init__(self, c: DeviceConstraint) -> None:
+        self.requests = frozenset(c.requests)
+        self.attribute = c.match_attribute or c.distinct_attribute
+        self.distinct = not c.match_attribute
+        self.values: list[object] = []
+
+    def applies(self, request: str, sub: str) -> bool:
+        return not self.requests or request in self.requests or (bool(sub) and f"{request}/{sub}" in self.requests)
+
+    def add(self, request: str, sub: str, device: Device, driver: str) -> bool:
+        if not self.applies(request, sub):
+            return True
+        value = _attribute(device, driver, self.attribute)
+        if value is None:
+            return False
+        if self.distinct and any(_same(value, v) for v in self.values):
+            return False
+        if not self.distinct and self.values and not _same(value, self.values[0]):
+            return False
+        self.values.append(value)
+        return True
+
+    def remove(self, request: str, sub: str) -> None:
+        if self.applies(request, sub):
+            self.values.pop()
+
+
+def _attribute(device: Device, driver: str, name: str) -> object:
+    if name in device.attributes:
+        return device.attributes[name]
+    domain, _, ident = name.partition("/")
+    if ident and domain == driver:
+        return device.attributes.get(ident)
+    return None
+
+
+def _same(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _tolerated(device: Device, request: ExactRequest) -> bool:
+    return all(
+        any(t.tolerates(taint) for t in request.tolerations)
+        for taint in device.taints
+        if taint.effect in ("NoSchedule", "NoExecute")
+    )
+
+
+class Allocator:
+    """Allocation over one set of slices, classes (by name) and devices already allocated to other
+    claims; reusable for many nodes."""
+
+    def __init__(
+        self, slices: Sequence[ResourceSlice], classes: Mapping[str, DeviceClass], allocated: Collection[DeviceID] = ()
+    ) -> None:
+        self.slices = list(slices)
+        self.classes = classes
+        self.allocated = frozenset(allocated)
+
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> list[AllocationResult] | None:
+        """Devices for ``claims`` on ``node`` (see the module docstring)."""
+        return _Search(self, node, list(claims)).run()
+
+
+class _Search:
+    def __init__(self, owner: Allocator, node: Node, claims: list[ResourceClaim]) -> None:
+        self.node = node
+        self.claims = claims
+        self.classes = owner.classes
+        self.allocated = owner.allocated
+        self.pools = gather_pools(node, owner.slices)
+        self.requests: dict[tuple[int, int, int], _Request] = {}
+        self.chosen_sub: dict[tuple[int, int], int] = {}
+        self.constraints: list[list[_Constraint]] = []
+        self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
+        self.in_use: dict[DeviceID, set[int]] = {}
+        self.results: list[list[tuple[str, str, str, DeviceID, ResourceSlice, Device]]] = [[] for _ in claims]
+        self.available: dict[str, dict[str, dict[str, Fraction]]] = {}
+        self.consumed: dict[str, dict[str, dict[str, Fraction]]] = {}
+
+    def run(self) -> list[AllocationResult] | None:
+        for ci, claim in enumerate(self.claims):
+            self._prepare(ci, claim)
+        try:
+            done = self._one(ci=0, ri=0, si=0, di=0, in_sub=False, start=(0, 0, 0))
+        except _MaxSize:
+            raise AllocationError("allocation max size exceeded") from None
+        if not done:
+            if any(p.invalid for p in self.pools):
+                raise AllocationError("invalid resource pools were encountered", on_node=True)
+            return None
+        return [self._result(ci, claim) for ci, claim in enumerate(self.claims)]
+
+    # -- preparation -----------------------------------------------------------------------------
+
+    def _prepare(self, ci: int, claim: ResourceClaim) -> None:
+        total = 0
+        for ri, request in enumerate(claim.requests):
+            if request.exactly is not None:
+                rd = self._request_data(ci, ri, 0, claim, request.exactly, "")
+                least = rd.count
+            else:
+                least = MAX_RESULTS + 1
+                for si, sub in enumerate(request.first_available):
+                    rd = self._request_data(ci, ri, si, claim, sub, request.name)
+                    least = min(least, rd.count)
+            if least > MAX_RESULTS - total:
+                raise AllocationError(
+                    f"claim {claim.key}, request {request.name}: adding {least} devices exceeds the claim limit"
+                    f" of {MAX_RESULTS}, with {total} already accounted for"
+                )
+            total += least
+        constraints = []
+        for i, c in enumerate(claim.constraints):
+            if not c.match_attribute and not c.distinct_attribute:
+                raise AllocationError(
+                    f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                )
+            constraints.append(_Constraint(c))
+        self.constraints.append(constraints)
+
+    def _request_data(
+        self, ci: int, ri: int, si: int, claim: ResourceClaim, req: ExactRequest, parent: str
+    ) -> _Request:
+        where = f"claim {claim.key}, request {req.name}"
+        if req.capacity is not None:
+            raise AllocationError(f"{where}: capacity requests (DRAConsumableCapacity) are not modelled yet")
+        cls = self.classes.get(req.device_class)
+        if cls is None:
+            raise AllocationError(
+                f"{where}: could not retrieve device class {req.device_class}:"
+                f' deviceclass.resource.k8s.io "{req.device_class}" not found'
+            )
+        rd = _Request(req, parent, cls, count=req.count)
+        self.requests[(ci, ri, si)] = rd
+        if req.mode == "All":
+            for pool in self.pools:
+                if pool.incomplete:
+                    raise AllocationError(
+                        f"{where}: asks for all devices, but resource pool {pool.id} is currently being updated"
+                    )
+                if pool.invalid:
+                    raise AllocationError(
+                        f"{where}: asks for all devices, but resource pool {pool.id} is currently invalid"
+                    )
+                for s in pool.slices:
+                    for d in s.devices:
+                        if self._selectable(ci, ri, si, rd, s, d):
+                            rd.all_devices.append((pool, s, d))
+            rd.count = len(rd.all_devices)
+        return rd
+
+    # -- matching --------------------------------------------------------------------------------
+
+    def _selectable(self, ci: int, ri: int, si: int, rd: _Request, s: ResourceSlice, d: Device) -> bool:
+        key = ((s.driver, s.pool, d.name), ci, ri, si)
+        hit = self.matches.get(key)
+        if hit is not None:
+            return hit
+        ok = self._selectors(ci, rd.device_class.selectors, s, d, rd.device_class.name) and self._selectors(
+            ci, rd.request.selectors, s, d, ""
+        )
+        if ok and s.per_device_node_selection:
+            ok = node_matches(self.node, d.node_name, d.all_nodes, d.node_selector)
+        self.matches[key] = ok
+        return ok
+
+    def _selectors(self, ci: int, selectors: Sequence[str], s: ResourceSlice, d: Device, class_name: str) -> bool:
+        owner = f"class {class_name}" if class_name else f"claim {self.claims[ci].key}"
+        for i, expression in enumerate(selectors):
+            try:
+                if not compile_selector(expression).matches(
+                    s.driver, d.attributes, d.capacity, d.allow_multiple_allocations
+                ):
+                    return False
+            except SelectorError as exc:
+                if exc.compile:
+                    raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {exc}") from None
+                text = str(exc) + (_NO_KEY_HINT if "no such key:" in str(exc) else "")
+                device = f"{s.driver}/{s.pool}/{d.name}"
+                raise AllocationError(f"{owner}: selector #{i} on device {device}: CEL runtime error: {text}") from None
+        return True
+
+    # -- the search ------------------------------------------------------------------------------
+
+    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: tuple[int, int, int]) -> bool:
+        if ci >= len(self.claims):
+            return True
+        claim = self.claims[ci]
+        if ri >= len(claim.requests):
+            try:
+                return self._one(ci + 1, 0, 0, 0, False, (0, 0, 0))
+            except _MaxSize:
+                return False
+        rd = self.requests[(ci, ri, si)]
+        if not in_sub and rd.parent:
+            return self._subrequests(ci, ri)
+        if rd.request.mode == "All" and not rd.all_devices:
+            return False
+        if di >= rd.count:
+            return self._one(ci, ri + 1, 0, 0, False, (0, 0, 0))
+        if rd.count - di > MAX_RESULTS - len(self.results[ci]):
+            raise _MaxSize
+        if rd.request.mode == "All":
+            pool, s, d = rd.all_devices[di]
+            undo = self._take(ci, ri, si, rd, pool, s, d, must=True)
+            if undo is None:
+                return False
+            try:
+                if self._one(ci, ri, si, di + 1, in_sub, (0, 0, 0)):
+                    return True
+            except _MaxSize:
+                undo()
+                raise
+            undo()
+            return False
+        return self._pick(ci, ri, si, di, in_sub, start, rd)
+
+    def _subrequests(self, ci: int, ri: int) -> bool:
+        all_too_big = True
+        si = 0
+        while (ci, ri, si) in self.requests:
+            try:
+                done = self._one(ci, ri, si, 0, True, (0, 0, 0))
+            except _MaxSize:
+                si += 1
+                continue
+            all_too_big = False
+            if done:
+                self.chosen_sub[(ci, ri)] = si
+                return True
+            si += 1
+        if all_too_big:
+            raise _MaxSize
+        return False
+
+    def _pick(
+        self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: tuple[int, int, int], rd: _Request
+    ) -> bool:
+        admin = bool(rd.request.admin_access)
+        for pi in range(start[0], len(self.pools)):
+            pool = self.pools[pi]
+            if pool.incomplete or pool.invalid:
+                continue
+            first_slice = start[1] if pi == start[0] else 0
+            for sli in range(first_slice, len(pool.slices)):
+                s = pool.slices[sli]
+                first_device = start[2] if (pi, sli) == start[:2] else 0
+                for dvi in range(first_device, len(s.devices)):
+                    d = s.devices[dvi]
+                    device_id = (pool.driver, pool.name, d.name)
+                    if admin and ci in self.in_use.get(device_id, ()):
+                        continue
+                    if not admin and self._in_use(device_id):
+                        continue
+                    if not self._selectable(ci, ri, si, rd, s, d):
+                        continue
+                    undo = self._take(ci, ri, si, rd, pool, s, d, must=False)
+                    if undo is None:
+                        continue
+                    try:
+                        if self._one(ci, ri, si, di + 1, in_sub, (pi, sli, dvi + 1)):
+                            return True
+                    except _MaxSize:
+                        undo()
+                        raise
+                    undo()
+        return False
+
+    def _in_use(self, device_id: DeviceID) -> bool:
+        return device_id in self.allocated or bool(self.in_use.get(device_id))
+
+    def _take(
+        self, ci: int, ri: int, si: int, rd: _Request, pool: Pool, s: ResourceSlice, d: Device, must: bool
+    ) -> Callable[[], None] | None:
+        """Add one device to the claim's result; the undo, or None when it cannot be added."""
+        device_id = (pool.driver, pool.name, d.name)
+        admin = bool(rd.request.admin_access)
+        if admin and ci in self.in_use.get(device_id, ()):
+            return None
+        if not admin and self._in_use(device_id):
+            return None
+        if d.consumes_counters and not self._reserve_counters(pool, d):
+            return None
+        base, sub = (rd.parent, rd.request.name) if rd.parent else (rd.request.name, "")
+
+        def release_counters() -> None:
+            if d.consumes_counters:
+                self._counters_add(pool, d, -1)
+
+        if not _tolerated(d, rd.request):
+            release_counters()
+            return None
+        added: list[_Constraint] = []
+        for c in self.constraints[ci]:
+            if not c.add(base, sub, d, pool.driver):
+                for a in reversed(added):
+                    a.remove(base, sub)
+                release_counters()
+                if must:
+                    raise AllocationError(
+                        f"claim {self.claims[ci].key}, request {rd.request.name}: cannot add device"
+                        f" {'/'.join(device_id)} because a claim constraint would not be satisfied"
+                    )
+                return None
+            added.append(c)
+        self.in_use.setdefault(device_id, set()).add(ci)
+        self.results[ci].append((rd.name, rd.request.name, rd.parent, device_id, s, d))
+
+        def undo() -> None:
+            self.results[ci].pop()
+            self.in_use[device_id].discard(ci)
+            for a in reversed(added):
+                a.remove(base, sub)
+            release_counters()
+
+        return undo
+
+    # -- partitionable devices -------------------------------------------------------------------
+
+    def _reserve_counters(self, pool: Pool, d: Device) -> bool:
+        if pool.id not in self.available:
+            available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+            for s in [*pool.slices, *pool.other_slices]:
+                for other in s.devices:
+                    if (pool.driver, pool.name, other.name) not in self.allocated:
+                        continue
+                    for use in other.consumes_counters:
+                        have = available.get(use.name, {})
+                        for counter, amount in use.counters.items():
+                            if counter in have:
+                                have[counter] -= amount
+            self.available[pool.id] = available
+        self._counters_add(pool, d, 1)
+        consumed = self.consumed[pool.id]
+        for set_name, counters in self.available[pool.id].items():
+            for counter, left in counters.items():
+                if left < consumed.get(set_name, {}).get(counter, Fraction(0)):
+                    self._counters_add(pool, d, -1)
+                    return False
+        return True
+
+    def _counters_add(self, pool: Pool, d: Device, sign: int) -> None:
+        consumed = self.consumed.setdefault(pool.id, {})
+        for use in d.consumes_counters:
+            have = consumed.setdefault(use.name, {})
+            for counter, amount in use.counters.items():
+                have[counter] = have.get(counter, Fraction(0)) + sign * amount
+
+    # -- the result ------------------------------------------------------------------------------
+
+    def _result(self, ci: int, claim: ResourceClaim) -> AllocationResult:
+        out = []
+        for name, _req, _parent, (driver, pool, device), _s, _d in self.results[ci]:
+            request = self._request_by_name(ci, claim, name)
+            admin = True if request.admin_access else None
+            out.append(DeviceResult(name, driver, pool, device, admin, request.tolerations))
+        return AllocationResult(tuple(out), self._node_selector(ci), self._config(ci, claim))
+
+    def _selected(self, ci: int, ri: int) -> _Request:
+        return self.requests[(ci, ri, self.chosen_sub.get((ci, ri), 0))]
+
+    def _request_by_name(self, ci: int, claim: ResourceClaim, name: str) -> ExactRequest:
+        for ri in range(len(claim.requests)):
+            rd = self._selected(ci, ri)
+            if rd.name == name:
+                return rd.request
+        raise AssertionError(name)
+
+    def _config(self, ci: int, claim: ResourceClaim) -> tuple[tuple[str, tuple[str, ...], str, object], ...]:
+        config: list[list[object]] = []
+        by_class: dict[str, tuple[int, int]] = {}
+        for ri in range(len(claim.requests)):
+            rd = self._selected(ci, ri)
+            span = by_class.get(rd.device_class.name)
+            if span is not None:
+                for i in range(*span):
+                    config[i][1] = (*config[i][1], rd.name)  # type: ignore[misc]
+                continue
+            first = len(config)
+            config.extend(["FromClass", (rd.name,), drv, params] for drv, params in rd.device_class.config)
+            by_class[rd.device_class.name] = (first, len(config))
+        names = [self._selected(ci, ri).name for ri in range(len(claim.requests))]
+        for requests, drv, params in claim.config:
+            wanted = set(requests)
+            if not requests or any(r.name in wanted or n in wanted for r, n in zip(claim.requests, names, strict=True)):
+                config.append(["FromClaim", requests, drv, params])
+        out = []
+        for source, held, drv, params in config:
+            reqs: tuple[str, ...] = held  # type: ignore[assignment]
+            covers_all = all(r.name in reqs or n in reqs for r, n in zip(claim.requests, names, strict=True))
+            out.append((str(source), () if reqs and covers_all else reqs, str(drv), params))
+        return tuple(out)
+
+    def _node_selector(self, ci: int) -> tuple[NodeSelectorTerm, ...] | None:
+        fields: list[NodeSelectorRequirement] = []
+        labels: list[NodeSelectorRequirement] = []
+        for *_names, _id, s, d in self.results[ci]:
+            node_name, selector = (
+                (d.node_name, d.node_selector) if s.per_device_node_selection else (s.node_name, s.node_selector)
+            )
+            if node_name or d.binds_to_node:
+                pin = NodeSelectorRequirement("metadata.name", "In", (self.node.name,))
+                return (NodeSelectorTerm(match_fields=[pin]),)
+            if selector:
+                if len(selector) > 1:
+                    raise AllocationError(
+                        f"create NodeSelector for claim {self.claims[ci].name}:"
+                        f" unsupported ResourceSlice.NodeSelector with {len(selector)} terms"
+                    )
+                for have, new in ((fields, selector[0].match_fields), (labels, selector[0].match_expressions)):
+                    for req in new:
+                        if not any(_same_requirement(req, h) for h in have):
+                            have.append(req)
+        if fields or labels:
+            return (NodeSelectorTerm(match_expressions=labels, match_fields=fields),)
+        return None
+
+
+def _same_requirement(a: NodeSelectorRequirement, b: NodeSelectorRequirement) -> bool:
+    return a.key == b.key and a.operator == b.operator and set(a.values) == set(b.values)
