@@ -464,10 +464,10 @@ class _Search:
             if not requests or any(r.name in wanted or n in wanted for r, n in zip(claim.requests, names, strict=True)):
                 config.append(["FromClaim", requests, drv, params])
         out = []
-        for source, held, drv, params in config:
+        for source, held, driver, params in config:
             reqs: tuple[str, ...] = held  # type: ignore[assignment]
             covers_all = all(r.name in reqs or n in reqs for r, n in zip(claim.requests, names, strict=True))
-            out.append((str(source), () if reqs and covers_all else reqs, str(drv), params))
+            out.append((str(source), () if reqs and covers_all else reqs, str(driver), params))
         return tuple(out)
 
     def _node_selector(self, ci: int) -> tuple[NodeSelectorTerm, ...] | None:

@@ -1,0 +1,291 @@
+"""The DRA allocator (framework/dra): which devices it picks for which requests, in kube-scheduler 1.37's
+order, and its failures with kube-scheduler's texts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from framework.dra.allocator import AllocationError, Allocator
+from framework.dra.models import device_class_from_dict, resource_claim_from_dict, resource_slice_from_dict
+from pluginhost.model import Node
+
+DRV = "gpu.example.com"
+
+
+def dev(name: str, model: str = "a100", mem: str = "80Gi", **attrs: Any) -> dict[str, Any]:
+    a = {
+        "model": {"string": model},
+        **{k: {"int": v} if isinstance(v, int) else {"string": v} for k, v in attrs.items()},
+    }
+    return {"name": name, "attributes": a, "capacity": {"memory": {"value": mem}}}
+
+
+def rslice(
+    name: str,
+    devices: list[dict[str, Any]],
+    pool: str = "p1",
+    node: str | None = "n1",
+    gen: int = 1,
+    count: int = 1,
+    **spec: Any,
+) -> Any:
+    s: dict[str, Any] = {
+        "driver": DRV,
+        "pool": {"name": pool, "generation": gen, "resourceSliceCount": count},
+        "devices": devices,
+        **spec,
+    }
+    if node is not None:
+        s["nodeName"] = node
+    return resource_slice_from_dict(
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name}, "spec": s}
+    )
+
+
+def dclass(name: str = "gpu", *selectors: str) -> Any:
+    return device_class_from_dict(
+        {
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": e}} for e in selectors]},
+        }
+    )
+
+
+def exact(name: str, cls: str = "gpu", **kw: Any) -> dict[str, Any]:
+    e: dict[str, Any] = {"deviceClassName": cls}
+    if "selectors" in kw:
+        e["selectors"] = [{"cel": {"expression": x}} for x in kw.pop("selectors")]
+    e.update(kw)
+    return {"name": name, "exactly": e}
+
+
+def claim(*requests: dict[str, Any], name: str = "c1", constraints: list[Any] | None = None) -> Any:
+    devices: dict[str, Any] = {"requests": list(requests)}
+    if constraints:
+        devices["constraints"] = constraints
+    return resource_claim_from_dict(
+        {"kind": "ResourceClaim", "metadata": {"name": name, "namespace": "ns"}, "spec": {"devices": devices}}
+    )
+
+
+CLASSES = {
+    "gpu": dclass("gpu", f'device.driver == "{DRV}"'),
+    "small": dclass("small", f'device.attributes["{DRV}"].model == "t4"'),
+}
+N1 = Node(name="n1", labels={"zone": "a"})
+TWO = [rslice("s1", [dev("g0"), dev("g1", "t4", "16Gi"), dev("g2"), dev("g3", "t4", "16Gi")])]
+
+CASES: list[tuple[str, list[Any], list[Any], list[tuple[str, str, str]], list[Any]]] = [
+    # name, slices, claims, allocated devices (driver, pool, device), expected [(request, pool, device)] per claim
+    (
+        "simple count picks the first devices in slice order",
+        TWO,
+        [claim(exact("r", count=2))],
+        [],
+        [[("r", "p1", "g0"), ("r", "p1", "g1")]],
+    ),
+    (
+        "class selector narrows the devices",
+        TWO,
+        [claim(exact("r", "small", count=2))],
+        [],
+        [[("r", "p1", "g1"), ("r", "p1", "g3")]],
+    ),
+    (
+        "request selector with quantity()",
+        TWO,
+        [claim(exact("r", selectors=[f'device.capacity["{DRV}"].memory.compareTo(quantity("40Gi")) >= 0'], count=2))],
+        [],
+        [[("r", "p1", "g0"), ("r", "p1", "g2")]],
+    ),
+    (
+        "All mode takes every matching device",
+        TWO,
+        [claim(exact("r", "small", allocationMode="All"))],
+        [],
+        [[("r", "p1", "g1"), ("r", "p1", "g3")]],
+    ),
+    (
+        "devices in use are skipped",
+        TWO,
+        [claim(exact("r", count=2))],
+        [(DRV, "p1", "g0"), (DRV, "p1", "g2")],
+        [[("r", "p1", "g1"), ("r", "p1", "g3")]],
+    ),
+    (
+        "admin access may take a device in use",
+        TWO,
+        [claim(exact("r", adminAccess=True))],
+        [(DRV, "p1", "g0")],
+        [[("r", "p1", "g0")]],
+    ),
+    (
+        "firstAvailable falls back to the second subrequest",
+        TWO,
+        [
+            claim(
+                {
+                    "name": "r",
+                    "firstAvailable": [
+                        {"name": "big", "deviceClassName": "gpu", "count": 5},
+                        {"name": "one", "deviceClassName": "small"},
+                    ],
+                }
+            )
+        ],
+        [],
+        [[("r/one", "p1", "g1")]],
+    ),
+    (
+        "matchAttribute backtracks to a device with the same value",
+        [rslice("s1", [dev("g0", numa=0), dev("g1", numa=1), dev("g2", numa=1)])],
+        [claim(exact("a"), exact("b"), constraints=[{"requests": ["a", "b"], "matchAttribute": f"{DRV}/numa"}])],
+        [],
+        [[("a", "p1", "g1"), ("b", "p1", "g2")]],
+    ),
+    (
+        "two claims get distinct devices",
+        TWO,
+        [claim(exact("r")), claim(exact("r"), name="c2")],
+        [],
+        [[("r", "p1", "g0")], [("r", "p1", "g1")]],
+    ),
+    (
+        "pools in driver/pool order, node-local and selector slices together",
+        [
+            rslice("z", [dev("d0")], pool="zz"),
+            rslice(
+                "a",
+                [dev("d0")],
+                pool="aa",
+                node=None,
+                nodeSelector={
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+                },
+            ),
+        ],
+        [claim(exact("r", count=2))],
+        [],
+        [[("r", "aa", "d0"), ("r", "zz", "d0")]],
+    ),
+    (
+        "an incomplete pool is skipped",
+        [rslice("x1", [dev("d0")], pool="inc", count=2), rslice("y", [dev("d0")], pool="ok")],
+        [claim(exact("r"))],
+        [],
+        [[("r", "ok", "d0")]],
+    ),
+    (
+        "a slice of another node is not seen",
+        [rslice("s", [dev("d0")], node="n2"), rslice("t", [dev("d1")], pool="p2")],
+        [claim(exact("r"))],
+        [],
+        [[("r", "p2", "d1")]],
+    ),
+]
+
+
+@pytest.mark.parametrize(("slices", "claims", "allocated", "want"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_allocates_the_devices_kube_scheduler_picks(
+    slices: list[Any], claims: list[Any], allocated: list[Any], want: list[Any]
+) -> None:
+    results = Allocator(slices, CLASSES, allocated).allocate(N1, claims)
+    assert results is not None
+    got = [[(r.request, r.pool, r.device) for r in res.results] for res in results]
+    assert got == want
+    assert all(r.driver == DRV for res in results for r in res.results)
+
+
+def test_result_shape_with_node_selector_and_admin_access() -> None:
+    [res] = Allocator(TWO, CLASSES, [(DRV, "p1", "g0")]).allocate(N1, [claim(exact("r", adminAccess=True))]) or []
+    assert res.to_dict() == {
+        "devices": {"results": [{"request": "r", "driver": DRV, "pool": "p1", "device": "g0", "adminAccess": True}]},
+        "nodeSelector": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+        },
+    }
+
+
+def test_all_nodes_slice_gives_no_node_selector() -> None:
+    [res] = (
+        Allocator([rslice("s", [dev("d0")], node=None, allNodes=True)], CLASSES).allocate(N1, [claim(exact("r"))]) or []
+    )
+    assert res.node_selector is None
+
+
+NOT_FITTING = [
+    ("too few devices", TWO, [claim(exact("r", count=5))], []),
+    ("all in use", TWO, [claim(exact("r"))], [(DRV, "p1", d) for d in ("g0", "g1", "g2", "g3")]),
+    ("only pool incomplete", [rslice("x1", [dev("d0")], count=2)], [claim(exact("r"))], []),
+    (
+        "constraint cannot hold",
+        [rslice("s", [dev("g0", numa=0), dev("g1", numa=1)])],
+        [claim(exact("a"), exact("b"), constraints=[{"matchAttribute": f"{DRV}/numa"}])],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("slices", "claims", "allocated"), [c[1:] for c in NOT_FITTING], ids=[c[0] for c in NOT_FITTING]
+)
+def test_node_without_devices_gives_none(slices: list[Any], claims: list[Any], allocated: list[Any]) -> None:
+    assert Allocator(slices, CLASSES, allocated).allocate(N1, claims) is None
+
+
+ERRORS = [
+    (
+        "CEL compile error",
+        [claim(exact("r", selectors=["device.driver =="]))],
+        "claim ns/c1: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:17: Syntax error:",
+    ),
+    (
+        "CEL runtime error",
+        [claim(exact("r", selectors=[f'device.attributes["{DRV}"].missing == 1']))],
+        f"claim ns/c1: selector #0 on device {DRV}/p1/g0: CEL runtime error: no such key: missing. consider using CEL"
+        " optional chaining (.? followed by orValue()) or guarding the check with has() for optional fields",
+    ),
+    (
+        "cost limit",
+        [claim(exact("r", selectors=["lists.range(1000).all(i, lists.range(1000).all(j, i + j >= 0))"]))],
+        f"claim ns/c1: selector #0 on device {DRV}/p1/g0: CEL runtime error: operation cancelled: actual cost limit exceeded",
+    ),
+    (
+        "missing class",
+        [claim(exact("r", "nope"))],
+        'claim ns/c1, request r: could not retrieve device class nope: deviceclass.resource.k8s.io "nope" not found',
+    ),
+    (
+        "too many devices",
+        [claim(exact("r", count=33))],
+        "claim ns/c1, request r: adding 33 devices exceeds the claim limit of 32, with 0 already accounted for",
+    ),
+]
+
+
+@pytest.mark.parametrize(("claims", "message"), [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
+def test_errors_carry_kube_scheduler_text(claims: list[Any], message: str) -> None:
+    with pytest.raises(AllocationError) as err:
+        Allocator(TWO, CLASSES).allocate(N1, claims)
+    assert str(err.value).startswith(message)
+    assert err.value.on_node is False
+
+
+def test_all_mode_refuses_an_incomplete_pool() -> None:
+    slices = [*TWO, rslice("x1", [dev("d0")], pool="inc", count=2)]
+    with pytest.raises(
+        AllocationError,
+        match=r"^claim ns/c1, request r: asks for all devices, but resource pool "
+        r"gpu\.example\.com/inc is currently being updated$",
+    ):
+        Allocator(slices, CLASSES).allocate(N1, [claim(exact("r", allocationMode="All"))])
+
+
+def test_invalid_pool_is_an_error_on_this_node_only() -> None:
+    slices = [rslice("s", [dev("d0"), dev("d0")])]
+    with pytest.raises(AllocationError, match="^invalid resource pools were encountered$") as err:
+        Allocator(slices, CLASSES).allocate(N1, [claim(exact("r"))])
+    assert err.value.on_node is True
