@@ -32,7 +32,7 @@ from pluginhost.status import Code
 from tools.bench import apiserver as kube_bench
 from tools.bench.plugins import BenchTier
 from tools.bench.report import evaluate_targets, format_table
-from tools.bench.runner import median_run, run_one
+from tools.bench.runner import initial_pods, median_run, run_one
 from tools.bench.runs import RunResult, RunSpec
 from tools.bench.scenarios import SCENARIOS
 from tools.bench.servers import ServerProcess
@@ -131,6 +131,32 @@ def test_run_one_in_process() -> None:
     assert result.bound == 40
     assert result.nodes_scored == 30
     assert result.attempt_p50_ms > 0
+
+
+@pytest.mark.parametrize(
+    ("bound", "want"),
+    [
+        pytest.param(False, ["", "", "", "", ""], id="scheduled"),
+        pytest.param(True, ["scheduler-perf-00000", "scheduler-perf-00001", "scheduler-perf-00002",
+                            "scheduler-perf-00000", "scheduler-perf-00001"], id="bound-round-robin"),
+    ],
+)
+def test_initial_pods_are_bound_round_robin_when_the_scenario_asks(bound: bool, want: list[str]) -> None:
+    pods = initial_pods(RunSpec("basic", nodes=3, init_pods=5, measure_pods=1), bound)
+    assert [(p.namespace, p.name, p.node_name) for p in pods] == [
+        ("init", f"pod-00000{i}", node) for i, node in enumerate(want)]
+
+
+@pytest.mark.parametrize("name", ["basic", "remote", "replicas-1", "replicas-2", "extender", "extender-names"])
+def test_only_the_slow_plugin_scenarios_bind_their_initial_pods(name: str) -> None:
+    assert SCENARIOS[name].bind_init_pods == name.startswith(("replicas-", "extender"))
+
+
+def test_run_one_binds_the_initial_pods_without_a_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SCENARIOS["inprocess-plugin"], "bind_init_pods", True)
+    result = asyncio.run(run_one(RunSpec("inprocess-plugin", nodes=30, init_pods=10, measure_pods=40, chunk=7)))
+    # The store places the initial pods as they come (no settling wait) and the measured ones still fit.
+    assert (result.all_scheduled, result.bound, result.init_pods) == (True, 40, 10)
 
 
 def test_bench_tier_filters_and_scores() -> None:

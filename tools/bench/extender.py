@@ -37,6 +37,7 @@ class ExtenderScenario(InProcessPlugin):
         "ExtenderArgs with full v1 Node objects; 1000 measured pods"
     )
     node_cache_capable = False
+    bind_init_pods = True
 
     def __init__(self) -> None:
         self._url = ""

@@ -180,6 +180,7 @@ class ReplicasScenario(RemotePluginScenario):
     TARGET = "tools.bench.plugins:HeavyScore"
     ENDPOINT = "heavy"
     DEADLINE = 30.0
+    bind_init_pods = True
 
     def __init__(self, replicas: int) -> None:
         super().__init__()

@@ -96,6 +96,8 @@ def evaluate_targets(results: dict[str, list[RunResult]]) -> list[dict[str, Any]
 
 
 # (scenario, baseline, minimum ratio scenario/baseline pods/s, label); remote-plugin and extender targets.
+# remote-go-ahead against remote has none: the two are within the rounds' noise of each other on every
+# host measured (docs/benchmarks.md), so a line there would read met or not met by chance.
 RATIO_TARGETS = (
     ("remote", "basic", 0.6, "remote >= 0.6 x basic"),
     ("remote", "inprocess-plugin", 0.8, "remote >= 0.8 x inprocess-plugin (stretch)"),
@@ -104,7 +106,6 @@ RATIO_TARGETS = (
     ("replicas-2", "replicas-1", 1.6, "2 replicas >= 1.6 x 1 replica (CPU-heavy remote Score)"),
     ("remote-traced", "remote", 0.85, "tracing on >= 0.85 x tracing off (remote)"),
     ("remote-go", "remote-streams", 1.0, "Go plugin host >= Python plugin host (the same logic)"),
-    ("remote-go-ahead", "remote", 1.0, "Go plugin host >= Python plugin host, both answering ahead (lookahead)"),
 )
 
 

@@ -7,7 +7,8 @@ it back. An in-process run drives a :class:`~framework.scheduler.Scheduler` with
 kube-scheduler's ``scheduler_perf`` drives kube-scheduler:
 
 1. create the nodes (scheduler_perf's ``node-default.yaml``: 4 CPU, 32 GiB, 110 pods);
-2. create the initial pods and wait until they are bound (not measured);
+2. create the initial pods and wait until they are bound (not measured; a scenario whose plugin is slow
+   on purpose applies them already bound, :attr:`~tools.bench.scenario.Scenario.bind_init_pods`);
 3. start the clock, create the measured pods in chunks while the scheduling loop runs, and stop the
    clock when the last one is bound. Throughput is measured pods / that window, so it includes the
    framework ingesting the pods (queueing, PreEnqueue), scheduling them and binding them.
@@ -37,9 +38,9 @@ from pluginhost.model import Node, Pod
 from .report import evaluate_targets, machine_info
 from .runs import RunResult, RunSpec, failed_result
 from .scenarios import SCENARIOS
-from .workload import node_manifest, pod_manifest
+from .workload import node_manifest, node_name, pod_manifest
 
-__all__ = ["child_main", "median_run", "peak_rss_mib", "run_benchmarks", "run_in_child", "run_one"]
+__all__ = ["child_main", "initial_pods", "median_run", "peak_rss_mib", "run_benchmarks", "run_in_child", "run_one"]
 
 RESULT_PREFIX = "BENCH-RESULT "
 MIB = 1024 * 1024
@@ -77,6 +78,13 @@ async def _settle(s: Scheduler, target: int, deadline: float) -> None:
         await asyncio.sleep(0.002)
 
 
+def initial_pods(spec: RunSpec, bound: bool) -> list[Pod]:
+    """The run's initial pods; ``bound``: each already on a node, round-robin (pod ``i`` on node ``i mod
+    nodes``), so the store places them without a scheduling cycle."""
+    return [pod_from_dict(pod_manifest("init", i, node_name(i % spec.nodes) if bound else ""))
+            for i in range(spec.init_pods)]
+
+
 async def run_one(spec: RunSpec) -> RunResult:
     """Run ``spec`` in this process and measure it."""
     scenario = SCENARIOS[spec.scenario]
@@ -84,7 +92,8 @@ async def run_one(spec: RunSpec) -> RunResult:
     if custom is not None:
         return custom
     nodes: list[Node] = [node_from_dict(node_manifest(i, scenario.node_labels(i))) for i in range(spec.nodes)]
-    init_pods: list[Pod] = [pod_from_dict(pod_manifest("init", i)) for i in range(spec.init_pods)]
+    bind = scenario.bind_init_pods
+    init_pods = initial_pods(spec, bind)
     measured: list[Pod] = [pod_from_dict(pod_manifest("measured", i)) for i in range(spec.measure_pods)]
     async with scenario.environment(spec):
         registry, config = await scenario.prepare(spec)
@@ -98,7 +107,8 @@ async def run_one(spec: RunSpec) -> RunResult:
             for i in range(0, len(init_pods), spec.chunk):
                 await s.apply(init_pods[i : i + spec.chunk])
                 await asyncio.sleep(0)
-            await _settle(s, spec.init_pods, time.perf_counter() + spec.timeout)
+            if not bind:
+                await _settle(s, spec.init_pods, time.perf_counter() + spec.timeout)
             setup = time.perf_counter() - setup_started
             setup_rss = peak_rss_mib()
             base_bound, base_unsched, base_errors = s.stats.bound, s.stats.unschedulable, s.stats.errors

@@ -49,11 +49,9 @@ def node_manifest(i: int, labels: dict[str, str] | None = None) -> dict[str, Any
     }
 
 
-def pod_manifest(namespace: str, i: int) -> dict[str, Any]:
-    """scheduler_perf's ``templates/pod-default.yaml``."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod_name(i), "namespace": namespace},
-        "spec": {"containers": [pause_container()]},
-    }
+def pod_manifest(namespace: str, i: int, node: str = "") -> dict[str, Any]:
+    """scheduler_perf's ``templates/pod-default.yaml``; bound to ``node`` when one is named."""
+    spec: dict[str, Any] = {"containers": [pause_container()]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name(i), "namespace": namespace}, "spec": spec}
