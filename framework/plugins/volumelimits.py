@@ -26,25 +26,23 @@ from pluginhost.plugin import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
-    EnqueueExtensions,
-    FilterPlugin,
     FilterResult,
     Handle,
     NodeBatch,
-    PreFilterPlugin,
     PreFilterResult,
     QueueingHint,
 )
 from pluginhost.snapshot import VolumeStore
 from pluginhost.status import Code, Status
 
-from .noderesources import PluginArgsError
 from .volumeutil import (
     CSI_NODE,
     MIGRATED_DRIVERS,
     MIGRATED_PROVISIONERS,
     PERSISTENT_VOLUME_CLAIM,
+    SKIP,
     UPDATE,
+    VolumeFilterPlugin,
     claim_names,
     migrated_disk,
     not_found,
@@ -56,7 +54,6 @@ __all__ = ["MSG_MAX_VOLUME_COUNT", "NodeVolumeLimits"]
 
 MSG_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 
-_SKIP = Status(Code.Skip)
 _OK = Status()
 _NAME = "NodeVolumeLimits"
 
@@ -69,16 +66,13 @@ class _NotOwner(Exception):
     """An ephemeral claim another pod owns (an error, as upstream)."""
 
 
-class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+class NodeVolumeLimits(VolumeFilterPlugin):
     """kube-scheduler's NodeVolumeLimits (CSILimits; see the module docstring)."""
 
     name = _NAME
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
-        unknown = set(args or {}) - {"apiVersion", "kind"}
-        if unknown:
-            raise PluginArgsError(f"{_NAME}: unknown args field(s) {sorted(unknown)}")
-        self.handle = handle
+        super().__init__(args, handle)
         # Unbound claims are counted under a made-up handle that no real volume has.
         self._prefix = uuid.uuid4().hex
 
@@ -86,7 +80,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         for v in pod.volumes:
             if v.source in ("persistentVolumeClaim", "ephemeral") or v.source in MIGRATED_DRIVERS:
                 return None, Status()
-        return None, _SKIP
+        return None, SKIP
 
     async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
         n = len(batch)

@@ -26,21 +26,16 @@ from pluginhost.plugin import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
-    EnqueueExtensions,
-    FilterPlugin,
     FilterResult,
-    Handle,
     NodeBatch,
     PreFilterExtensions,
-    PreFilterPlugin,
     PreFilterResult,
     QueueingHint,
 )
 from pluginhost.snapshot import Snapshot, VolumeStore
 from pluginhost.status import SUCCESS, Code, Status
 
-from .noderesources import PluginArgsError
-from .volumeutil import PERSISTENT_VOLUME_CLAIM, claim_names, not_found
+from .volumeutil import PERSISTENT_VOLUME_CLAIM, SKIP, VolumeFilterPlugin, claim_names, not_found
 
 __all__ = ["MSG_DISK_CONFLICT", "MSG_RWOP_CONFLICT", "VolumeRestrictions", "used_claims"]
 
@@ -49,7 +44,6 @@ MSG_RWOP_CONFLICT = (
     "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod"
 )
 
-_SKIP = Status(Code.Skip)
 _NAME = "VolumeRestrictions"
 _STATE_KEY = "PreFilterVolumeRestrictions"
 _CHECKED = frozenset({"gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi"})
@@ -111,20 +105,14 @@ def _disks(snapshot: Snapshot) -> dict[tuple[str, str], list[tuple[int, Volume]]
     return out
 
 
-class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, EnqueueExtensions):
+class VolumeRestrictions(VolumeFilterPlugin, PreFilterExtensions):
     """kube-scheduler's VolumeRestrictions (see the module docstring)."""
 
     name = _NAME
 
-    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
-        unknown = set(args or {}) - {"apiVersion", "kind"}
-        if unknown:
-            raise PluginArgsError(f"{_NAME}: unknown args field(s) {sorted(unknown)}")
-        self.handle = handle
-
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         if not pod.volumes:
-            return None, _SKIP
+            return None, SKIP
         snapshot = state.snapshot if state.snapshot is not None else (
             self.handle.snapshot() if self.handle is not None else None)
         store = snapshot.volumes if snapshot is not None else VolumeStore()
@@ -142,7 +130,7 @@ class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Enq
             used = used_claims(snapshot)
             conflicts = sum(1 for name in rwop if f"{pod.namespace}/{name}" in used)
         if not needs_check and conflicts == 0:
-            return None, _SKIP
+            return None, SKIP
         state.write(_STATE_KEY, _State(frozenset(rwop), conflicts))
         return None, SUCCESS
 

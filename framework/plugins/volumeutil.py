@@ -1,4 +1,5 @@
-"""What the four volume plugins share: lookups worded as the API's listers word their misses, a
+"""What the four volume plugins share: the arguments they take (none) and their Skip status
+(:class:`VolumeFilterPlugin`), lookups worded as the API's listers word their misses, a
 PersistentVolume's node affinity compiled once and matched column-wise, StorageClass topologies, the
 in-tree disks that CSI drivers took over, and the storage events of :class:`~pluginhost.plugin.ClusterEvent`.
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,9 +27,11 @@ from pluginhost.model import (
     StorageClass,
     Volume,
 )
-from pluginhost.plugin import ActionType
+from pluginhost.plugin import ActionType, EnqueueExtensions, FilterPlugin, Handle, PreFilterPlugin
 from pluginhost.snapshot import NodeTable, VolumeStore
+from pluginhost.status import Code, Status
 
+from .noderesources import PluginArgsError
 from .nodeselectors import NodeSelectorMatcher, compile_node_selector
 
 __all__ = [
@@ -36,11 +40,13 @@ __all__ = [
     "MIGRATED_PROVISIONERS",
     "PERSISTENT_VOLUME",
     "PERSISTENT_VOLUME_CLAIM",
+    "SKIP",
     "STORAGE_CLASS",
     "TOPOLOGY_LABELS",
     "UPDATE",
     "ClaimProblem",
     "VolumeAffinity",
+    "VolumeFilterPlugin",
     "claim_names",
     "claim_problem",
     "delay_binding",
@@ -63,6 +69,20 @@ STORAGE_CLASS = "StorageClass"
 CSI_NODE = "CSINode"
 #: What a storage object's update event carries (every update bit: storage updates are not told apart).
 UPDATE = ActionType.Update
+#: PreFilter's answer for a pod none of whose volumes the plugin checks.
+SKIP = Status(Code.Skip)
+
+
+class VolumeFilterPlugin(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+    """The part NodeVolumeLimits, VolumeZone and VolumeRestrictions share: PreFilter, Filter and queueing
+    hints, and no arguments (as kube-scheduler's take none: an args document may carry only its
+    ``apiVersion`` and ``kind``)."""
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
+        unknown = set(args or {}) - {"apiVersion", "kind"}
+        if unknown:
+            raise PluginArgsError(f"{self.name}: unknown args field(s) {sorted(unknown)}")
+        self.handle = handle
 
 # The API's resource names as its NotFound errors print them (``<resource>.<group> "<name>" not found``).
 _RESOURCE = {

@@ -26,12 +26,8 @@ from pluginhost.plugin import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
-    EnqueueExtensions,
-    FilterPlugin,
     FilterResult,
-    Handle,
     NodeBatch,
-    PreFilterPlugin,
     PreFilterResult,
     QueueingHint,
 )
@@ -39,13 +35,14 @@ from pluginhost.snapshot import NodeTable, VolumeStore
 from pluginhost.status import SUCCESS, Code, Status
 
 from .helpers import BoolArray, IntArray
-from .noderesources import PluginArgsError
 from .volumeutil import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
+    SKIP,
     STORAGE_CLASS,
     TOPOLOGY_LABELS,
     UPDATE,
+    VolumeFilterPlugin,
     claim_names,
     not_found,
     pv_topologies,
@@ -55,7 +52,6 @@ __all__ = ["MSG_ZONE_CONFLICT", "VolumeZone"]
 
 MSG_ZONE_CONFLICT = "node(s) had no available volume zone"
 
-_SKIP = Status(Code.Skip)
 _NAME = "VolumeZone"
 _STATE_KEY = "PreFilterVolumeZone"
 _GA = {
@@ -86,16 +82,10 @@ def _label_mask(table: NodeTable, rows: IntArray, key: str, values: frozenset[st
     return hit
 
 
-class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+class VolumeZone(VolumeFilterPlugin):
     """kube-scheduler's VolumeZone (see the module docstring)."""
 
     name = _NAME
-
-    def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
-        unknown = set(args or {}) - {"apiVersion", "kind"}
-        if unknown:
-            raise PluginArgsError(f"{_NAME}: unknown args field(s) {sorted(unknown)}")
-        self.handle = handle
 
     def _topologies(self, store: VolumeStore, pod: Pod) -> list[tuple[str, frozenset[str]]] | Status:
         out: list[tuple[str, frozenset[str]]] = []
@@ -125,7 +115,7 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         if not pod.volumes:
-            return None, _SKIP
+            return None, SKIP
         snapshot = state.snapshot if state.snapshot is not None else (
             self.handle.snapshot() if self.handle is not None else None)
         store = snapshot.volumes if snapshot is not None else VolumeStore()
@@ -133,7 +123,7 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         if isinstance(found, Status):
             return None, found
         if not found:
-            return None, _SKIP
+            return None, SKIP
         state.write(_STATE_KEY, _State(tuple(found)))
         return None, SUCCESS
 
