@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from framework.dra.allocator import AllocationError, Allocator
+from framework.dra.allocator import Allocation, Allocator
 from framework.dra.models import device_class_from_dict, resource_claim_from_dict, resource_slice_from_dict
 from pluginhost.model import Node
 
@@ -192,15 +192,21 @@ CASES: list[tuple[str, list[Any], list[Any], list[tuple[str, str, str]], list[An
 def test_allocates_the_devices_kube_scheduler_picks(
     slices: list[Any], claims: list[Any], allocated: list[Any], want: list[Any]
 ) -> None:
-    results = Allocator(slices, CLASSES, allocated).allocate(N1, claims)
-    assert results is not None
-    got = [[(r.request, r.pool, r.device) for r in res.results] for res in results]
+    answer = Allocator(slices, CLASSES, allocated).allocate(N1, claims)
+    assert (answer.error, answer.on_node) == ("", False)
+    assert answer.results is not None
+    got = [[(r.request, r.pool, r.device) for r in res.results] for res in answer.results]
     assert got == want
-    assert all(r.driver == DRV for res in results for r in res.results)
+    assert all(r.driver == DRV for res in answer.results for r in res.results)
+
+
+def _only(answer: Allocation) -> Any:
+    assert answer.error == "" and answer.results is not None and len(answer.results) == 1
+    return answer.results[0]
 
 
 def test_result_shape_with_node_selector_and_admin_access() -> None:
-    [res] = Allocator(TWO, CLASSES, [(DRV, "p1", "g0")]).allocate(N1, [claim(exact("r", adminAccess=True))]) or []
+    res = _only(Allocator(TWO, CLASSES, [(DRV, "p1", "g0")]).allocate(N1, [claim(exact("r", adminAccess=True))]))
     assert res.to_dict() == {
         "devices": {"results": [{"request": "r", "driver": DRV, "pool": "p1", "device": "g0", "adminAccess": True}]},
         "nodeSelector": {
@@ -210,10 +216,8 @@ def test_result_shape_with_node_selector_and_admin_access() -> None:
 
 
 def test_all_nodes_slice_gives_no_node_selector() -> None:
-    [res] = (
-        Allocator([rslice("s", [dev("d0")], node=None, allNodes=True)], CLASSES).allocate(N1, [claim(exact("r"))]) or []
-    )
-    assert res.node_selector is None
+    slices = [rslice("s", [dev("d0")], node=None, allNodes=True)]
+    assert _only(Allocator(slices, CLASSES).allocate(N1, [claim(exact("r"))])).node_selector is None
 
 
 NOT_FITTING = [
@@ -232,16 +236,13 @@ NOT_FITTING = [
 @pytest.mark.parametrize(
     ("slices", "claims", "allocated"), [c[1:] for c in NOT_FITTING], ids=[c[0] for c in NOT_FITTING]
 )
-def test_node_without_devices_gives_none(slices: list[Any], claims: list[Any], allocated: list[Any]) -> None:
-    assert Allocator(slices, CLASSES, allocated).allocate(N1, claims) is None
+def test_node_without_devices_gives_no_results_and_no_error(
+    slices: list[Any], claims: list[Any], allocated: list[Any]
+) -> None:
+    assert Allocator(slices, CLASSES, allocated).allocate(N1, claims) == Allocation(None)
 
 
 ERRORS = [
-    (
-        "CEL compile error",
-        [claim(exact("r", selectors=["device.driver =="]))],
-        "claim ns/c1: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:17: Syntax error:",
-    ),
     (
         "CEL runtime error",
         [claim(exact("r", selectors=[f'device.attributes["{DRV}"].missing == 1']))],
@@ -251,7 +252,19 @@ ERRORS = [
     (
         "cost limit",
         [claim(exact("r", selectors=["lists.range(1000).all(i, lists.range(1000).all(j, i + j >= 0))"]))],
-        f"claim ns/c1: selector #0 on device {DRV}/p1/g0: CEL runtime error: operation cancelled: actual cost limit exceeded",
+        f"claim ns/c1: selector #0 on device {DRV}/p1/g0: CEL runtime error:"
+        " operation cancelled: actual cost limit exceeded",
+    ),
+    (
+        "undeclared variable",
+        [claim(exact("r", selectors=["gpu.memory > 1"]))],
+        "claim ns/c1: selector #0: CEL compile error: compilation failed: ERROR: <input>: undeclared reference to"
+        " 'gpu' (in container '')",
+    ),
+    (
+        "not a bool",
+        [claim(exact("r", selectors=["1 + 1"]))],
+        "claim ns/c1: selector #0: CEL compile error: must evaluate to bool or the unknown type, not int",
     ),
     (
         "missing class",
@@ -263,29 +276,49 @@ ERRORS = [
         [claim(exact("r", count=33))],
         "claim ns/c1, request r: adding 33 devices exceeds the claim limit of 32, with 0 already accounted for",
     ),
+    (
+        "All mode and an unmet constraint",
+        [claim(exact("r", allocationMode="All"), constraints=[{"matchAttribute": f"{DRV}/model"}])],
+        f"claim ns/c1, request r: cannot add device {DRV}/p1/g1 because a claim constraint would not be satisfied",
+    ),
+    (
+        "capacity requests",
+        [claim(exact("r", capacity={"requests": {"memory": "1Gi"}}))],
+        "claim ns/c1, request r: capacity requests (DRAConsumableCapacity) are not modelled yet",
+    ),
+    (
+        "empty constraint",
+        [claim(exact("r"), constraints=[{"requests": ["r"]}])],
+        "claim ns/c1, constraint #0: empty constraint (unsupported constraint type?)",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("claims", "message"), [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
 def test_errors_carry_kube_scheduler_text(claims: list[Any], message: str) -> None:
-    with pytest.raises(AllocationError) as err:
-        Allocator(TWO, CLASSES).allocate(N1, claims)
-    assert str(err.value).startswith(message)
-    assert err.value.on_node is False
+    assert Allocator(TWO, CLASSES).allocate(N1, claims) == Allocation(None, message, on_node=False)
+
+
+def test_cel_syntax_error_is_a_compile_error_with_the_position() -> None:
+    answer = Allocator(TWO, CLASSES).allocate(N1, [claim(exact("r", selectors=["device.driver =="]))])
+    prefix = "claim ns/c1: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:17: Syntax error:"
+    assert answer.results is None and answer.error.startswith(prefix)
+
+
+def test_class_selector_errors_name_the_class() -> None:
+    classes = {"gpu": dclass("gpu", "device.nope(")}
+    answer = Allocator(TWO, classes).allocate(N1, [claim(exact("r"))])
+    assert answer.error.startswith("class gpu: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:")
 
 
 def test_all_mode_refuses_an_incomplete_pool() -> None:
     slices = [*TWO, rslice("x1", [dev("d0")], pool="inc", count=2)]
-    with pytest.raises(
-        AllocationError,
-        match=r"^claim ns/c1, request r: asks for all devices, but resource pool "
-        r"gpu\.example\.com/inc is currently being updated$",
-    ):
-        Allocator(slices, CLASSES).allocate(N1, [claim(exact("r", allocationMode="All"))])
+    answer = Allocator(slices, CLASSES).allocate(N1, [claim(exact("r", allocationMode="All"))])
+    want = f"claim ns/c1, request r: asks for all devices, but resource pool {DRV}/inc is currently being updated"
+    assert answer == Allocation(None, want)
 
 
 def test_invalid_pool_is_an_error_on_this_node_only() -> None:
     slices = [rslice("s", [dev("d0"), dev("d0")])]
-    with pytest.raises(AllocationError, match="^invalid resource pools were encountered$") as err:
-        Allocator(slices, CLASSES).allocate(N1, [claim(exact("r"))])
-    assert err.value.on_node is True
+    answer = Allocator(slices, CLASSES).allocate(N1, [claim(exact("r"))])
+    assert answer == Allocation(None, "invalid resource pools were encountered", on_node=True)

@@ -8,10 +8,10 @@ slice order, starting after the device picked last for the same request; the fir
 wins, and a dead end undoes the last pick and tries the next device (backtracking). ``All`` requests
 take every matching device of every pool, and fail when a pool is incomplete or invalid.
 
-:meth:`Allocator.allocate` returns one :class:`~.models.AllocationResult` per claim, None when the node
-cannot serve the claims, or raises :class:`AllocationError` (kube-scheduler's texts) for a claim that
-cannot be allocated anywhere (a missing class, a broken selector) or, with ``on_node`` set, for a node
-whose pools are invalid.
+:meth:`Allocator.allocate` answers with an :class:`Allocation`: one :class:`~.models.AllocationResult`
+per claim; or none, because the node has not the devices, or with an error (kube-scheduler's texts) for
+claims that cannot be allocated anywhere (a missing class, a broken selector) or, with ``on_node`` set,
+for a node whose pools are invalid.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from .models import (
     ResourceSlice,
 )
 from .pools import Pool, gather_pools, node_matches
-from .selectors import SelectorError, compile_selector
+from .selectors import SelectorFailure, compile_selector
 
-__all__ = ["MAX_RESULTS", "AllocationError", "Allocator", "DeviceID"]
+__all__ = ["MAX_RESULTS", "Allocation", "Allocator", "DeviceID"]
 
 #: ``resourceapi.AllocationResultsMaxSize``: devices per claim.
 MAX_RESULTS = 32
@@ -48,8 +48,19 @@ _NO_KEY_HINT = (
 DeviceID = tuple[str, str, str]
 
 
-class AllocationError(Exception):
-    """Allocation failed with an error; ``on_node``: only on this node (invalid pools)."""
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """The allocator's answer for one node: ``results``, one per claim, when the claims fit; otherwise
+    None, with ``error`` empty (the node lacks the devices) or kube-scheduler's text; ``on_node``: the
+    error concerns this node only (invalid pools), other nodes may still serve the claims."""
+
+    results: tuple[AllocationResult, ...] | None
+    error: str = ""
+    on_node: bool = False
+
+
+class _Failed(Exception):
+    """Ends the search with an error (becomes :attr:`Allocation.error`)."""
 
     def __init__(self, message: str, on_node: bool = False) -> None:
         super().__init__(message)
@@ -135,9 +146,13 @@ class Allocator:
         self.classes = classes
         self.allocated = frozenset(allocated)
 
-    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> list[AllocationResult] | None:
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Allocation:
         """Devices for ``claims`` on ``node`` (see the module docstring)."""
-        return _Search(self, node, list(claims)).run()
+        try:
+            results = _Search(self, node, list(claims)).run()
+        except _Failed as failed:
+            return Allocation(None, str(failed), failed.on_node)
+        return Allocation(None if results is None else tuple(results))
 
 
 class _Search:
@@ -162,10 +177,10 @@ class _Search:
         try:
             done = self._one(ci=0, ri=0, si=0, di=0, in_sub=False, start=(0, 0, 0))
         except _MaxSize:
-            raise AllocationError("allocation max size exceeded") from None
+            raise _Failed("allocation max size exceeded") from None
         if not done:
             if any(p.invalid for p in self.pools):
-                raise AllocationError("invalid resource pools were encountered", on_node=True)
+                raise _Failed("invalid resource pools were encountered", on_node=True)
             return None
         return [self._result(ci, claim) for ci, claim in enumerate(self.claims)]
 
@@ -183,7 +198,7 @@ class _Search:
                     rd = self._request_data(ci, ri, si, claim, sub, request.name)
                     least = min(least, rd.count)
             if least > MAX_RESULTS - total:
-                raise AllocationError(
+                raise _Failed(
                     f"claim {claim.key}, request {request.name}: adding {least} devices exceeds the claim limit"
                     f" of {MAX_RESULTS}, with {total} already accounted for"
                 )
@@ -191,9 +206,7 @@ class _Search:
         constraints = []
         for i, c in enumerate(claim.constraints):
             if not c.match_attribute and not c.distinct_attribute:
-                raise AllocationError(
-                    f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)"
-                )
+                raise _Failed(f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)")
             constraints.append(_Constraint(c))
         self.constraints.append(constraints)
 
@@ -202,10 +215,10 @@ class _Search:
     ) -> _Request:
         where = f"claim {claim.key}, request {req.name}"
         if req.capacity is not None:
-            raise AllocationError(f"{where}: capacity requests (DRAConsumableCapacity) are not modelled yet")
+            raise _Failed(f"{where}: capacity requests (DRAConsumableCapacity) are not modelled yet")
         cls = self.classes.get(req.device_class)
         if cls is None:
-            raise AllocationError(
+            raise _Failed(
                 f"{where}: could not retrieve device class {req.device_class}:"
                 f' deviceclass.resource.k8s.io "{req.device_class}" not found'
             )
@@ -214,13 +227,11 @@ class _Search:
         if req.mode == "All":
             for pool in self.pools:
                 if pool.incomplete:
-                    raise AllocationError(
+                    raise _Failed(
                         f"{where}: asks for all devices, but resource pool {pool.id} is currently being updated"
                     )
                 if pool.invalid:
-                    raise AllocationError(
-                        f"{where}: asks for all devices, but resource pool {pool.id} is currently invalid"
-                    )
+                    raise _Failed(f"{where}: asks for all devices, but resource pool {pool.id} is currently invalid")
                 for s in pool.slices:
                     for d in s.devices:
                         if self._selectable(ci, ri, si, rd, s, d):
@@ -246,17 +257,20 @@ class _Search:
     def _selectors(self, ci: int, selectors: Sequence[str], s: ResourceSlice, d: Device, class_name: str) -> bool:
         owner = f"class {class_name}" if class_name else f"claim {self.claims[ci].key}"
         for i, expression in enumerate(selectors):
-            try:
-                if not compile_selector(expression).matches(
-                    s.driver, d.attributes, d.capacity, d.allow_multiple_allocations
-                ):
-                    return False
-            except SelectorError as exc:
-                if exc.compile:
-                    raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {exc}") from None
-                text = str(exc) + (_NO_KEY_HINT if "no such key:" in str(exc) else "")
+            selector = compile_selector(expression)
+            matched = (
+                selector
+                if isinstance(selector, SelectorFailure)
+                else selector.matches(s.driver, d.attributes, d.capacity, d.allow_multiple_allocations)
+            )
+            if matched is False:
+                return False
+            if isinstance(matched, SelectorFailure):
+                if matched.compile:
+                    raise _Failed(f"{owner}: selector #{i}: CEL compile error: {matched.message}")
+                text = matched.message + (_NO_KEY_HINT if "no such key:" in matched.message else "")
                 device = f"{s.driver}/{s.pool}/{d.name}"
-                raise AllocationError(f"{owner}: selector #{i} on device {device}: CEL runtime error: {text}") from None
+                raise _Failed(f"{owner}: selector #{i} on device {device}: CEL runtime error: {text}")
         return True
 
     # -- the search ------------------------------------------------------------------------------
@@ -376,7 +390,7 @@ class _Search:
                     a.remove(base, sub)
                 release_counters()
                 if must:
-                    raise AllocationError(
+                    raise _Failed(
                         f"claim {self.claims[ci].key}, request {rd.request.name}: cannot add device"
                         f" {'/'.join(device_id)} because a claim constraint would not be satisfied"
                     )
@@ -482,7 +496,7 @@ class _Search:
                 return (NodeSelectorTerm(match_fields=[pin]),)
             if selector:
                 if len(selector) > 1:
-                    raise AllocationError(
+                    raise _Failed(
                         f"create NodeSelector for claim {self.claims[ci].name}:"
                         f" unsupported ResourceSlice.NodeSelector with {len(selector)} terms"
                     )

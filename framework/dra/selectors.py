@@ -19,8 +19,8 @@ docs/dra.md). What it lacks is added here:
 - **A missing attribute domain** reads as an empty map, as kube-scheduler's map-with-default does.
 
 Not supported (a compile error): optional syntax (``.?field``, ``[?key]``), and ``.orValue``.
-Errors are :class:`SelectorError` with kube-scheduler's texts: ``compilation failed: ...`` and, at
-runtime, cel-go's ``no such key: <k>`` and the cost-limit text.
+Failures are values, :class:`SelectorFailure`, with kube-scheduler's texts: ``compilation failed: ...``
+and, at runtime, cel-go's ``no such key: <k>`` and the cost-limit text.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -36,7 +37,7 @@ from cel import stdlib
 
 from pluginhost.quantity import QuantityError, parse_quantity
 
-__all__ = ["COST_LIMIT", "CompiledSelector", "SelectorError", "compile_selector", "quantity_value", "version_value"]
+__all__ = ["COST_LIMIT", "CompiledSelector", "SelectorFailure", "compile_selector", "quantity_value", "version_value"]
 
 #: ``resourceapi.CELSelectorExpressionMaxCost``.
 COST_LIMIT = 1_000_000
@@ -53,13 +54,13 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STRING_RE = re.compile(r"""[rRbB]{0,2}("{3}|'{3}|"|')""")
 
 
-class SelectorError(Exception):
-    """A selector that does not compile (``compile`` true), or whose evaluation failed; the message is
+@dataclass(frozen=True, slots=True)
+class SelectorFailure:
+    """A selector that does not compile (``compile`` true), or whose evaluation failed; ``message`` is
     kube-scheduler's."""
 
-    def __init__(self, message: str, compile: bool = False) -> None:
-        super().__init__(message)
-        self.compile = compile
+    message: str
+    compile: bool = False
 
 
 _BOUND_RE = re.compile(r"(?:\.(?:map|filter|all|exists|exists_one)|\bcel\.bind)\(\s*([A-Za-z_]\w*)\s*,")
@@ -199,7 +200,8 @@ def _skip_string(expr: str, i: int) -> int:
 
 
 def _call_args(expr: str, start: int) -> tuple[list[str], int]:
-    """The top-level arguments of the call whose ``(`` is at ``start``, and the index after ``)``."""
+    """The top-level arguments of the call whose ``(`` is at ``start``, and the index after ``)``
+    (no arguments when the call is not closed: the compiler reports that)."""
     args, depth, i, begin = [], 0, start + 1, start + 1
     while i < len(expr):
         c = expr[i]
@@ -217,7 +219,7 @@ def _call_args(expr: str, start: int) -> tuple[list[str], int]:
             args.append(expr[begin:i])
             begin = i + 1
         i += 1
-    raise SelectorError("compilation failed: unbalanced parentheses")
+    return [], len(expr)
 
 
 def _body_cost(body: str) -> int:
@@ -288,28 +290,17 @@ class CompiledSelector:
 
     __slots__ = ("_domains", "_program", "expression")
 
-    def __init__(self, expression: str) -> None:
+    def __init__(self, expression: str, program: Any) -> None:
         self.expression = expression
-        try:
-            self._program = cel.compile(_rewrite(expression))
-        except ValueError as exc:
-            text = re.sub(r"^Failed to parse expression '.*?': (?=ERROR)", "", str(exc), flags=re.S)
-            raise SelectorError(f"compilation failed: {_first_line(text)}", compile=True) from None
-        bound = set(_BOUND_RE.findall(expression))
-        unknown = [v for v in self._program.variables() if v not in _NAMESPACES and v not in bound]
-        if unknown:
-            raise SelectorError(
-                f"compilation failed: ERROR: <input>: undeclared reference to '{unknown[0]}' (in container '')",
-                compile=True,
-            )
+        self._program = program
         # Every string literal may be a domain the expression looks up; a missing one reads as {}.
         self._domains = tuple({s[1:-1] for s in re.findall(r'"[^"\\]*"|\'[^\'\\]*\'', expression)})
 
     def matches(
         self, driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Fraction], multiple: bool = False
-    ) -> bool:
-        """Evaluate for one device (attribute versions as ``("version", text)``); raise
-        :class:`SelectorError` with cel-go's runtime message on failure."""
+    ) -> bool | SelectorFailure:
+        """Evaluate for one device (attribute versions as ``("version", text)``): the result, or the
+        failure with cel-go's runtime message."""
         budget = _Budget()
         ctx = cel.Context(
             variables={"device": self._device(driver, attributes, capacity, multiple)},
@@ -319,15 +310,13 @@ class CompiledSelector:
         try:
             result = self._program.execute(ctx)
         except KeyError as exc:
-            raise SelectorError(f"no such key: {exc.args[0]}") from None
+            return SelectorFailure(f"no such key: {exc.args[0]}")
         except Exception as exc:  # the evaluator raises RuntimeError, TypeError, ValueError, ...
-            if budget.exceeded:
-                raise SelectorError(COST_EXCEEDED) from None
-            raise SelectorError(_first_line(str(exc))) from None
+            return SelectorFailure(COST_EXCEEDED if budget.exceeded else _first_line(str(exc)))
         if not isinstance(result, bool):
             # cel-go's type checker refuses this when compiling; here it shows on first evaluation.
             kind = _CEL_TYPES.get(type(result), "null_type" if result is None else type(result).__name__)
-            raise SelectorError(f"must evaluate to bool or the unknown type, not {kind}", compile=True)
+            return SelectorFailure(f"must evaluate to bool or the unknown type, not {kind}", compile=True)
         return result
 
     def _device(
@@ -350,22 +339,31 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
-_cache: OrderedDict[str, CompiledSelector | SelectorError] = OrderedDict()
+def _compile(expression: str) -> CompiledSelector | SelectorFailure:
+    try:
+        program = cel.compile(_rewrite(expression))
+    except ValueError as exc:
+        text = re.sub(r"^Failed to parse expression '.*?': (?=ERROR)", "", str(exc), flags=re.S)
+        return SelectorFailure(f"compilation failed: {_first_line(text)}", compile=True)
+    bound = set(_BOUND_RE.findall(expression))
+    unknown = [v for v in program.variables() if v not in _NAMESPACES and v not in bound]
+    if unknown:
+        text = f"compilation failed: ERROR: <input>: undeclared reference to '{unknown[0]}' (in container '')"
+        return SelectorFailure(text, compile=True)
+    return CompiledSelector(expression, program)
 
 
-def compile_selector(expression: str) -> CompiledSelector:
-    """The compiled selector for ``expression`` from the cache (compile errors are cached too)."""
+_cache: OrderedDict[str, CompiledSelector | SelectorFailure] = OrderedDict()
+
+
+def compile_selector(expression: str) -> CompiledSelector | SelectorFailure:
+    """The compiled selector for ``expression``, or why it does not compile, from the cache."""
     hit = _cache.get(expression)
     if hit is None:
-        try:
-            hit = CompiledSelector(expression)
-        except SelectorError as exc:
-            hit = exc
+        hit = _compile(expression)
         _cache[expression] = hit
         if len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     else:
         _cache.move_to_end(expression)
-    if isinstance(hit, SelectorError):
-        raise SelectorError(str(hit), hit.compile)
     return hit
