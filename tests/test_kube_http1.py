@@ -201,6 +201,30 @@ def test_a_reused_connection_closed_before_its_answer_resends_only_replayable_re
     assert asyncio.run(run()) == (bodies, requests, connections)
 
 
+@pytest.mark.parametrize(("replayable", "bodies", "requests"), [(True, [BODY, BODY], 3), (False, None, 2)],
+                         ids=["a POST its caller calls replayable (a named create) is sent again",
+                              "a POST its caller does not call replayable is not"])
+def test_the_caller_says_whether_a_request_may_be_sent_again(replayable: bool, bodies: list[bytes] | None,
+                                                             requests: int) -> None:
+    # The API client's rule (framework.kube.client.resendable) decides for each request, not its method.
+    async def run() -> tuple[list[bytes] | None, int]:
+        script = lambda n: Reply(b"", close=True) if n == 2 else Reply(ok(BODY))  # noqa: E731
+        async with serving(script) as server:
+            pool = Pool(f"http://{server.address[0]}:{server.address[1]}", False)
+            got: list[bytes] = []
+            try:
+                for _ in range(2):
+                    got.append((await pool.send("POST", "/api/v1/x", "", b'{"a":1}', 5.0, replayable=replayable)).body)
+                answers: list[bytes] | None = got
+            except ConnectionError:
+                answers = None
+            finally:
+                await pool.close()
+            return answers, len(server.requests)
+
+    assert asyncio.run(run()) == (bodies, requests)
+
+
 def test_the_request_carries_its_line_headers_and_body() -> None:
     async def run() -> bytes:
         async with serving(lambda n: Reply(ok(BODY))) as server:

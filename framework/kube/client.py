@@ -16,6 +16,31 @@ pool of :mod:`framework.kube.http1` (answers parsed by httptools), which costs h
 per write. Every request waits for a token of a bucket filled at ``qps`` up to ``burst`` (client-go's
 default rate limiter; ``qps <= 0`` turns it off).
 
+Which requests are sent again, decided in one place (:func:`resendable`): a request is sent twice only
+when a second copy cannot apply it twice. A ``429`` with ``Retry-After`` was refused before the server
+did anything (API Priority and Fairness, ``--max-requests-inflight``): every request is sent again, as
+client-go does. A ``5xx`` with ``Retry-After`` (a ``504`` server timeout, say), or a connection lost
+after the request was written, leaves the outcome unknown: the first copy may have been applied, so
+the request is sent again only if a second copy is harmless and recognisable:
+
+====================================  ===========================================================
+request                               what a second copy of one that landed gets
+====================================  ===========================================================
+GET, HEAD                             the same answer (a read)
+PUT with ``metadata.resourceVersion``  ``409 Conflict`` (the version moved): nothing written twice
+PATCH the caller calls idempotent     the same object (the patch sets values; it adds nothing)
+POST of a create with a fixed name    ``409 AlreadyExists`` (an Event, named per occurrence) or
+                                      ``409 already assigned`` (a binding): the caller takes it as
+                                      done (:mod:`framework.kube.events`, ``KubeSource.bind``)
+DELETE with ``preconditions.uid``      ``404 NotFound``: the caller takes it as done
+anything else (a ``generateName``      not sent again: the caller gets the ``5xx`` or the
+create, a PUT without a version, a    connection error and decides
+PATCH not called idempotent)
+====================================  ===========================================================
+
+The connection pool follows the same rule when a kept-alive connection breaks under a request
+(:meth:`framework.kube.http1.Pool.send` is told whether it may send again).
+
 Exceptions, each naming the verb and the resource it was about (``list pods``, ``create pods/binding``):
 
     KubeError
@@ -56,6 +81,7 @@ __all__ = [
     "KubeConfigError",
     "KubeError",
     "TokenBucket",
+    "resendable",
     "retry_after",
 ]
 
@@ -322,6 +348,26 @@ class TokenBucket:
 # ---- the client -----------------------------------------------------------------------------------
 
 
+def resendable(method: str, body: Any, *, idempotent: bool = False) -> bool:
+    """Whether a request whose first copy may have been applied (a ``5xx`` with ``Retry-After``, a
+    connection lost under it) may be sent again: whether a second copy cannot apply it twice (the table
+    in the module's docstring). ``idempotent`` is the caller's word for a PATCH that only sets values."""
+    if method in ("GET", "HEAD"):
+        return True
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    if method == "PUT":
+        return isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+    if method == "PATCH":
+        return idempotent
+    if method == "POST":
+        # A fixed name makes a second create fail AlreadyExists; generateName would make a second object.
+        return isinstance(meta, dict) and bool(meta.get("name")) and not meta.get("generateName")
+    if method == "DELETE":
+        pre = body.get("preconditions") if isinstance(body, dict) else None
+        return isinstance(pre, dict) and bool(pre.get("uid"))
+    return False
+
+
 def retry_after(status: int, header: str | None) -> float | None:
     """Seconds to wait before sending a refused request again (client-go's checkWait): a 429 or a 5xx
     answer with a ``Retry-After`` header of whole seconds; None when the answer is final."""
@@ -335,10 +381,12 @@ def retry_after(status: int, header: str | None) -> float | None:
 class ApiClient:
     """Requests to one API server over a pool of keep-alive connections (``max_connections``).
 
-    A request answered 429 Too Many Requests (or a 5xx) with ``Retry-After`` is sent again after that
-    many seconds, up to :data:`MAX_RETRIES` times within its timeout, as client-go does: an API server
-    shedding load (``--max-requests-inflight``, API Priority and Fairness) slows the scheduler down
-    instead of failing its bindings. ``throttled`` counts those waits.
+    A request answered 429 Too Many Requests with ``Retry-After`` is sent again after that many seconds,
+    up to :data:`MAX_RETRIES` times within its timeout, as client-go does: an API server shedding load
+    (``--max-requests-inflight``, API Priority and Fairness) slows the scheduler down instead of failing
+    its bindings. A 5xx with ``Retry-After`` is waited on and sent again the same way only when
+    :func:`resendable` says a second copy is harmless; otherwise the caller gets the 5xx. ``throttled``
+    counts those waits.
     """
 
     def __init__(self, config: KubeConfig, *, qps: float = 50.0, burst: int = 100, max_connections: int = 32,
@@ -389,10 +437,12 @@ class ApiClient:
 
     async def request(
         self, method: str, path: str, *, verb: str, resource: str, params: Mapping[str, str] | None = None,
-        body: Any = None, content_type: str = JSON, timeout: float = REQUEST_TIMEOUT,
+        body: Any = None, content_type: str = JSON, timeout: float = REQUEST_TIMEOUT, idempotent: bool = False,
     ) -> Any:
-        """One request; the decoded JSON answer (None when empty). Raises ApiError or ApiUnreachable."""
+        """One request; the decoded JSON answer (None when empty). Raises ApiError or ApiUnreachable.
+        ``idempotent``: a PATCH that only sets values, which may be sent again (:func:`resendable`)."""
         key = f"{verb} {resource}"
+        again = resendable(method, body, idempotent=idempotent)
         data = None if body is None else orjson.dumps(body)
         target = path
         if params:
@@ -409,14 +459,16 @@ class ApiClient:
                 headers += f"Content-Type: {content_type}\r\n"
             try:
                 answer = await self._requests().send(method, target, headers, data,
-                                                     max(give_up - time.monotonic(), 0.001))
+                                                     max(give_up - time.monotonic(), 0.001), replayable=again)
             except (OSError, TimeoutError, ssl.SSLError) as exc:
                 raise ApiUnreachable(verb, resource, self.config.server, exc) from exc
             payload, status = answer.body, answer.status
             wait = retry_after(status, answer.retry_after)
+            if status != 429 and not again:
+                wait = None  # a 5xx: the first copy may have been applied, and a second is not harmless
             if wait is not None and attempt < MAX_RETRIES and time.monotonic() + wait < give_up:
-                # Throttled (429, or a 5xx with Retry-After): the request was not served; client-go
-                # waits as told and sends it again, up to 10 times.
+                # A 429 (not served) or a 5xx with Retry-After on a request a second copy cannot apply
+                # twice: client-go waits as told and sends it again, up to 10 times.
                 self.throttled += 1
                 await asyncio.sleep(wait)
                 continue

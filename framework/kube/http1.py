@@ -20,10 +20,12 @@ Failures are :class:`ConnectionError` (refused, reset, closed before the answer 
 answer) or :class:`TimeoutError`; the caller names them. An idle connection found closed is passed
 over before anything is written to it. A request that failed is sent again on a new connection only
 by the rule of Go's ``net/http`` (``shouldRetryRequest``): the connection was a reused one, the
-method may be replayed (GET, HEAD, OPTIONS, TRACE) and no byte of the answer came. Servers close idle
-connections (Go's do), and one may do so just as a request goes out; a POST that met that fate may
-still have been read and applied, so it fails instead and its caller, who knows what it asked for,
-decides (see :func:`_may_resend`).
+request may be replayed and no byte of the answer came. Servers close idle connections (Go's do), and
+one may do so just as a request goes out; a request that met that fate may still have been read and
+applied. Whether it may be replayed is the caller's to say (``replayable``): the API client's one rule
+(:func:`framework.kube.client.resendable`) lets through reads and the writes a second copy cannot
+apply twice; without a word, only GET, HEAD, OPTIONS and TRACE are (Go's ``isReplayable``). Any other
+request fails instead and its caller, who knows what it asked for, decides (see :func:`_may_resend`).
 """
 
 from __future__ import annotations
@@ -210,8 +212,11 @@ class Pool:
             text += f"Content-Length: {length}\r\n"
         return (text + "\r\n").encode("latin-1")
 
-    async def send(self, method: str, target: str, headers: str, body: bytes | None, timeout: float) -> Answer:
-        """One request, answered within ``timeout`` seconds (connecting included)."""
+    async def send(self, method: str, target: str, headers: str, body: bytes | None, timeout: float, *,
+                   replayable: bool | None = None) -> Answer:
+        """One request, answered within ``timeout`` seconds (connecting included). ``replayable``: whether
+        a second copy of it is harmless (None: only for the methods of :data:`REPLAYABLE`)."""
+        replay = method in REPLAYABLE if replayable is None else replayable
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         length = len(body) if body is not None else (0 if method in ("POST", "PUT", "PATCH") else None)
@@ -229,7 +234,7 @@ class Pool:
                     raise
                 except (ConnectionError, OSError, ssl.SSLError):
                     self._drop(conn)
-                    if attempt == 0 and reused and _may_resend(method, conn):
+                    if attempt == 0 and reused and _may_resend(replay, conn):
                         continue  # a kept-alive connection the server had closed: once more on a new one
                     raise
                 except BaseException:  # timeout, cancellation: the connection is out of step
@@ -290,15 +295,14 @@ def _expire(waiter: asyncio.Future[tuple[Answer, bool]]) -> None:
         waiter.set_exception(TimeoutError("no answer in time"))
 
 
-def _may_resend(method: str, conn: _Connection) -> bool:
+def _may_resend(replayable: bool, conn: _Connection) -> bool:
     """Whether a request that failed on a reused connection may go once more on a new one (Go's
     ``shouldRetryRequest``): when it may be replayed and no byte of the answer came. (Go also sends
     again a request of which nothing was written; here a connection found closed is never written to:
     :meth:`Pool._take` passes over it.)
 
-    A binding (a POST) is never sent twice here. Had the first one landed, the second would be refused
-    as "already assigned", which :meth:`KubeSource.bind` takes for a binding by someone else: the
-    binding cycle of a pod that is bound where it was meant to be would fail. The client raises
-    instead, and the source asks the API server how the binding ended (``_binding_outcome``), sending
-    it again only while the pod is unbound."""
-    return method in REPLAYABLE and not conn.answered
+    A request not called replayable is never sent twice here: a second binding, say, of one that
+    landed would be refused "already assigned"; the client raises instead, and the source asks the API
+    server how the binding ended (``KubeSource._binding_outcome``), sending it again only while the pod
+    is unbound."""
+    return replayable and not conn.answered
