@@ -26,10 +26,12 @@ and, at runtime, cel-go's ``no such key: <k>`` and the cost-limit text.
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import cel
@@ -83,9 +85,14 @@ def version_value(text: str) -> dict[str, str]:
 # Kubernetes library functions
 
 
+@lru_cache(maxsize=4096)
+def _fraction(text: str) -> Fraction:
+    return Fraction(text)
+
+
 def _as_q(v: object) -> Fraction | None:
     if isinstance(v, dict) and _Q in v:
-        return Fraction(v[_Q])
+        return _fraction(v[_Q])
     return None
 
 
@@ -270,29 +277,48 @@ def _rewrite(expr: str) -> str:
 # Compilation and evaluation
 
 
-class _Budget:
-    __slots__ = ("exceeded", "spent")
+class _Budget(threading.local):
+    """The cost spent by the evaluation running on this thread."""
 
     def __init__(self) -> None:
         self.spent = 0
         self.exceeded = False
 
-    def charge(self, cost: int, value: object) -> object:
-        self.spent += cost
-        if self.spent > COST_LIMIT:
-            self.exceeded = True
-            raise RuntimeError(COST_EXCEEDED)
-        return value
+
+_budget = _Budget()
+
+
+def _charge(cost: int, value: object) -> object:
+    _budget.spent += cost
+    if _budget.spent > COST_LIMIT:
+        _budget.exceeded = True
+        raise RuntimeError(COST_EXCEEDED)
+    return value
+
+
+def _library() -> dict[str, Any]:
+    ctx = cel.Context()
+    stdlib.add_stdlib_to_context(ctx)
+    return {**ctx.functions, **_FUNCTIONS, "__cost": _charge}
+
+
+#: Every extension function by name: the evaluator's own library and Kubernetes' (above).
+_LIBRARY = _library()
 
 
 class CompiledSelector:
     """One compiled selector expression; :meth:`matches` evaluates it for a device."""
 
-    __slots__ = ("_domains", "_program", "expression")
+    __slots__ = ("_domains", "_functions", "_program", "expression")
 
     def __init__(self, expression: str, program: Any) -> None:
         self.expression = expression
         self._program = program
+        # Only the functions the expression calls: a context costs per function it carries.
+        called = set(program.functions())
+        # A namespaced function (lists.range) shows as its namespace (a variable) and its last name.
+        called |= {f"{ns}.{name}" for ns in program.variables() for name in list(called)}
+        self._functions = {name: _LIBRARY[name] for name in called if name in _LIBRARY}
         # Every string literal may be a domain the expression looks up; a missing one reads as {}.
         self._domains = tuple({s[1:-1] for s in re.findall(r'"[^"\\]*"|\'[^\'\\]*\'', expression)})
 
@@ -301,18 +327,16 @@ class CompiledSelector:
     ) -> bool | SelectorFailure:
         """Evaluate for one device (attribute versions as ``("version", text)``): the result, or the
         failure with cel-go's runtime message."""
-        budget = _Budget()
+        _budget.spent, _budget.exceeded = 0, False
         ctx = cel.Context(
-            variables={"device": self._device(driver, attributes, capacity, multiple)},
-            functions={**_FUNCTIONS, "__cost": budget.charge},
+            variables={"device": self._device(driver, attributes, capacity, multiple)}, functions=self._functions
         )
-        stdlib.add_stdlib_to_context(ctx)
         try:
             result = self._program.execute(ctx)
         except KeyError as exc:
             return SelectorFailure(f"no such key: {exc.args[0]}")
         except Exception as exc:  # the evaluator raises RuntimeError, TypeError, ValueError, ...
-            return SelectorFailure(COST_EXCEEDED if budget.exceeded else _first_line(str(exc)))
+            return SelectorFailure(COST_EXCEEDED if _budget.exceeded else _first_line(str(exc)))
         if not isinstance(result, bool):
             # cel-go's type checker refuses this when compiling; here it shows on first evaluation.
             kind = _CEL_TYPES.get(type(result), "null_type" if result is None else type(result).__name__)
