@@ -188,6 +188,186 @@ CASES: list[tuple[str, list[Any], list[Any], list[tuple[str, str, str]], list[An
 ]
 
 
+def mem_at_least(q: str) -> str:
+    return f'device.capacity["{DRV}"].memory.compareTo(quantity("{q}")) >= 0'
+
+
+def sub(name: str, cls: str = "gpu", **kw: Any) -> dict[str, Any]:
+    return {"name": name, **exact(name, cls, **kw)["exactly"]}
+
+
+def with_(d: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {**d, **extra}
+
+
+COUNTERS = [{"name": "mem", "counters": {"gb": {"value": "8"}}}]
+
+
+def part(name: str, gb: str) -> dict[str, Any]:
+    return with_(dev(name), consumesCounters=[{"counterSet": "mem", "counters": {"gb": {"value": gb}}}])
+
+
+PARTITIONS = [
+    rslice("counters", [], count=2, sharedCounters=COUNTERS),
+    rslice("devs", [part("half-a", "4"), part("whole", "8"), part("half-b", "4")], count=2),
+]
+NO_SCHEDULE = {"key": "broken", "value": "yes", "effect": "NoSchedule"}
+ZONE_A = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}
+
+CASES += [
+    (
+        "a request backtracks so a later request can be served",
+        [rslice("s1", [dev("big", mem="2Gi"), dev("small", mem="1Gi")])],
+        [claim(exact("a", selectors=[mem_at_least("1Gi")]), exact("b", selectors=[mem_at_least("2Gi")]))],
+        [],
+        [[("a", "p1", "small"), ("b", "p1", "big")]],
+    ),
+    (
+        "a claim backtracks across claims",
+        [rslice("s1", [dev("big", mem="2Gi"), dev("small", mem="1Gi")])],
+        [
+            claim(exact("a", selectors=[mem_at_least("1Gi")])),
+            claim(exact("b", selectors=[mem_at_least("2Gi")]), name="c2"),
+        ],
+        [],
+        [[("a", "p1", "small")], [("b", "p1", "big")]],
+    ),
+    (
+        "two constraints, one for one request: the search retries",
+        [rslice("s1", [dev("d1", ver="a", tag="x"), dev("d2", ver="b", tag="y"), dev("d3", ver="c", tag="y")])],
+        [
+            claim(
+                exact("a"),
+                exact("b"),
+                constraints=[{"requests": ["a"], "matchAttribute": f"{DRV}/ver"}, {"matchAttribute": f"{DRV}/tag"}],
+            )
+        ],
+        [],
+        [[("a", "p1", "d2"), ("b", "p1", "d3")]],
+    ),
+    (
+        "firstAvailable backtracks into its second subrequest",
+        [rslice("s1", [dev("d1", mem="8Gi")]), rslice("s2", [dev("d2", mem="4Gi")], pool="p2")],
+        [
+            claim(
+                {
+                    "name": "a",
+                    "firstAvailable": [
+                        sub("big", selectors=[mem_at_least("8Gi")]),
+                        sub("any", selectors=[mem_at_least("4Gi")]),
+                    ],
+                },
+                exact("b", selectors=[mem_at_least("8Gi")]),
+            )
+        ],
+        [],
+        [[("a/any", "p2", "d2"), ("b", "p1", "d1")]],
+    ),
+    (
+        "a constraint naming a subrequest",
+        [rslice("s1", [dev("d0", numa=0), dev("d1", numa=1), dev("d2", numa=1), dev("d3", numa=1)])],
+        [
+            claim(
+                {"name": "a", "firstAvailable": [sub("x", count=2)]},
+                exact("b"),
+                constraints=[{"requests": ["a/x", "b"], "matchAttribute": f"{DRV}/numa"}],
+            )
+        ],
+        [],
+        [[("a/x", "p1", "d1"), ("a/x", "p1", "d2"), ("b", "p1", "d3")]],
+    ),
+    (
+        "distinctAttribute picks devices with different values",
+        [rslice("s1", [dev("d0", numa=0), dev("d1", numa=0), dev("d2", numa=1)])],
+        [claim(exact("a", count=2), constraints=[{"distinctAttribute": f"{DRV}/numa"}])],
+        [],
+        [[("a", "p1", "d0"), ("a", "p1", "d2")]],
+    ),
+    (
+        "a NoSchedule taint keeps a device out unless tolerated",
+        [rslice("s1", [with_(dev("d0"), taints=[NO_SCHEDULE]), dev("d1")])],
+        [claim(exact("a")), claim(exact("b", tolerations=[{"key": "broken", "operator": "Exists"}]), name="c2")],
+        [],
+        [[("a", "p1", "d1")], [("b", "p1", "d0")]],
+    ),
+    (
+        "a taint with effect None does not keep a device out",
+        [rslice("s1", [with_(dev("d0"), taints=[{"key": "k", "effect": "None"}])])],
+        [claim(exact("a"))],
+        [],
+        [[("a", "p1", "d0")]],
+    ),
+    (
+        "shared counters limit the partitions of a device",
+        PARTITIONS,
+        [claim(exact("a", count=2))],
+        [],
+        [[("a", "p1", "half-a"), ("a", "p1", "half-b")]],
+    ),
+    (
+        "counters used by allocated devices are not available",
+        PARTITIONS,
+        [claim(exact("a"))],
+        [(DRV, "p1", "half-a")],
+        [[("a", "p1", "half-b")]],
+    ),
+    (
+        "counters of a slice published for all nodes",
+        [
+            rslice("counters", [], node=None, count=2, allNodes=True, sharedCounters=COUNTERS),
+            rslice("devs", [part("whole", "8"), part("half-a", "4"), part("half-b", "4")], count=2),
+        ],
+        [claim(exact("a", count=2))],
+        [],
+        [[("a", "p1", "half-a"), ("a", "p1", "half-b")]],
+    ),
+    (
+        "per-device node selection: only the node's devices",
+        [
+            rslice(
+                "s1",
+                [with_(dev("d0"), nodeName="n2"), with_(dev("d1"), nodeName="n1"), with_(dev("d2"), allNodes=True)],
+                node=None,
+                perDeviceNodeSelection=True,
+            )
+        ],
+        [claim(exact("a", count=2))],
+        [],
+        [[("a", "p1", "d1"), ("a", "p1", "d2")]],
+    ),
+    (
+        "a pool with a newer generation elsewhere is skipped, even by All",
+        [
+            rslice("old", [dev("d0")], pool="p1", gen=1, count=2),
+            rslice("new", [dev("d9")], pool="p1", gen=2, count=2, node="n2"),
+            rslice("other", [dev("d1")], pool="p2"),
+        ],
+        [claim(exact("a", allocationMode="All"))],
+        [],
+        [[("a", "p2", "d1")]],
+    ),
+    (
+        "pools with binding conditions come last",
+        [
+            rslice(
+                "a", [with_(dev("d0"), bindingConditions=["ready"], bindingFailureConditions=["failed"])], pool="aa"
+            ),
+            rslice("z", [dev("d1")], pool="zz"),
+        ],
+        [claim(exact("r"))],
+        [],
+        [[("r", "zz", "d1")]],
+    ),
+    (
+        "All in a firstAvailable subrequest",
+        TWO,
+        [claim({"name": "r", "firstAvailable": [sub("many", "small", allocationMode="All")]})],
+        [],
+        [[("r/many", "p1", "g1"), ("r/many", "p1", "g3")]],
+    ),
+]
+
+
 @pytest.mark.parametrize(("slices", "claims", "allocated", "want"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_allocates_the_devices_kube_scheduler_picks(
     slices: list[Any], claims: list[Any], allocated: list[Any], want: list[Any]

@@ -414,8 +414,9 @@ def resource_slice_from_dict(obj: object) -> ResourceSlice:
         )
         if on
     ]
-    # A slice that only publishes shared counters serves no node itself.
-    if len(selection) > 1 or (not selection and not spec.get("sharedCounters")):
+    if spec.get("devices") and spec.get("sharedCounters"):
+        raise FieldError("spec", "only one of devices, sharedCounters may be set")
+    if len(selection) != 1:
         raise FieldError(
             "spec",
             "exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection is required,"
