@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, cast
 
 from pluginhost.errors import OutriggerError
 
@@ -68,27 +68,18 @@ def join(parent: str, key: str) -> str:
     return f"{parent}.{key}" if parent else key
 
 
+# Each type's word, in the order they are tried: a boolean is an int and a datetime a date to isinstance.
+_TYPE_NAMES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (dict, "mapping"), (list, "list"),
+    (datetime, "timestamp"), (date, "date"),
+)
+
+
 def type_name(v: object) -> str:
     """The JSON/YAML word for ``v``'s type, for messages: ``mapping``, ``list``, ``integer``, ..."""
     if v is None:
         return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, dict):
-        return "mapping"
-    if isinstance(v, list):
-        return "list"
-    if isinstance(v, datetime):
-        return "timestamp"
-    if isinstance(v, date):
-        return "date"
-    return type(v).__name__
+    return next((word for kind, word in _TYPE_NAMES if isinstance(v, kind)), type(v).__name__)
 
 
 class FieldError(OutriggerError, ValueError):
@@ -110,13 +101,37 @@ def wrong_type(path: str, expected: str, v: object) -> NoReturn:
 # field is the default. ``as_*`` check a value whose path is known.
 
 _EMPTY: Mapping[str, Any] = {}
+_T = TypeVar("_T")
+# What a reader of each type says it expected.
+_EXPECTED: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer"}
+
+
+def _is(v: object, kind: type) -> bool:
+    """Whether ``v`` is a ``kind``; a boolean is not an integer here (JSON and YAML tell them apart)."""
+    return isinstance(v, kind) and (kind is not int or not isinstance(v, bool))
+
+
+def _checked(v: object, path: str, kind: type[_T]) -> _T:
+    """``v`` if it is a ``kind``; else :class:`FieldError` at ``path``."""
+    if _is(v, kind):
+        return cast(_T, v)
+    wrong_type(path, _EXPECTED[kind], v)
+
+
+def _field(m: Mapping[str, Any], key: str, parent: str, kind: type[_T], default: _T) -> _T:
+    """Field ``key`` of ``m`` if it is a ``kind``, ``default`` when absent or null; the path is joined only
+    for the error."""
+    v = m.get(key)
+    if v is None:
+        return default
+    if _is(v, kind):
+        return cast(_T, v)
+    wrong_type(join(parent, key), _EXPECTED[kind], v)
 
 
 def as_map(v: object, path: str) -> dict[Any, Any]:
     """``v`` if it is a mapping."""
-    if isinstance(v, dict):
-        return v
-    wrong_type(path, "a mapping", v)
+    return _checked(v, path, dict)
 
 
 item_map = as_map
@@ -124,62 +139,38 @@ item_map = as_map
 
 def as_list(v: object, path: str) -> list[Any]:
     """``v`` if it is a list; null is the empty list."""
-    if v is None:
-        return []
-    if isinstance(v, list):
-        return v
-    wrong_type(path, "a list", v)
+    return [] if v is None else _checked(v, path, list)
 
 
 def as_str(v: object, path: str) -> str:
     """``v`` if it is a string."""
-    if isinstance(v, str):
-        return v
-    wrong_type(path, "a string", v)
+    return _checked(v, path, str)
 
 
 def as_bool(v: object, path: str) -> bool:
     """``v`` if it is a boolean."""
-    if isinstance(v, bool):
-        return v
-    wrong_type(path, "a boolean", v)
+    return _checked(v, path, bool)
 
 
 def as_int(v: object, path: str, bits: int = 0) -> int:
     """``v`` if it is an integer (booleans and integral floats are not), of at most ``bits`` bits
     (signed; 0: any) as Go's ``int32``/``int64`` fields decode."""
-    if isinstance(v, bool) or not isinstance(v, int):
-        wrong_type(path, "an integer", v)
-    if bits and not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
-        raise FieldError(path, f"Invalid value: {v}: must fit in a {bits}-bit integer")
-    return v
+    n = _checked(v, path, int)
+    if bits and not -(2 ** (bits - 1)) <= n < 2 ** (bits - 1):
+        raise FieldError(path, f"Invalid value: {n}: must fit in a {bits}-bit integer")
+    return n
 
 
 def get_map(m: Mapping[str, Any], key: str, parent: str) -> Mapping[str, Any]:
-    v = m.get(key)
-    if v is None:
-        return _EMPTY
-    if isinstance(v, dict):
-        return v
-    wrong_type(join(parent, key), "a mapping", v)
+    return _field(m, key, parent, dict, _EMPTY)
 
 
 def get_list(m: Mapping[str, Any], key: str, parent: str) -> list[Any]:
-    v = m.get(key)
-    if v is None:
-        return []
-    if isinstance(v, list):
-        return v
-    wrong_type(join(parent, key), "a list", v)
+    return _field(m, key, parent, list, [])
 
 
 def get_str(m: Mapping[str, Any], key: str, parent: str, default: str = "") -> str:
-    v = m.get(key)
-    if v is None:
-        return default
-    if isinstance(v, str):
-        return v
-    wrong_type(join(parent, key), "a string", v)
+    return _field(m, key, parent, str, default)
 
 
 def required_str(m: Mapping[str, Any], key: str, parent: str) -> str:
@@ -191,21 +182,11 @@ def required_str(m: Mapping[str, Any], key: str, parent: str) -> str:
 
 
 def get_int(m: Mapping[str, Any], key: str, parent: str, default: int) -> int:
-    v = m.get(key)
-    if v is None:
-        return default
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    wrong_type(join(parent, key), "an integer", v)
+    return _field(m, key, parent, int, default)
 
 
 def get_bool(m: Mapping[str, Any], key: str, parent: str) -> bool:
-    v = m.get(key)
-    if v is None:
-        return False
-    if isinstance(v, bool):
-        return v
-    wrong_type(join(parent, key), "a boolean", v)
+    return _field(m, key, parent, bool, False)
 
 
 def str_map(m: Mapping[str, Any], key: str, parent: str) -> dict[str, str]:

@@ -22,16 +22,8 @@ from typing import Any
 
 import numpy as np
 import yaml
+from yaml import events as ev
 from yaml.constructor import ConstructorError
-from yaml.events import (
-    AliasEvent,
-    DocumentStartEvent,
-    MappingEndEvent,
-    MappingStartEvent,
-    ScalarEvent,
-    SequenceEndEvent,
-    SequenceStartEvent,
-)
 from yaml.nodes import MappingNode
 
 from pluginhost.decode._fields import join
@@ -311,26 +303,26 @@ def _duplicate_paths(text: str, found: list[tuple[int, int, int]]) -> dict[int, 
     event: Any
     for event in yaml.parse(text, Loader=_BaseLoader):
         kind = type(event)
-        if kind is DocumentStartEvent:
+        if kind is ev.DocumentStartEvent:
             document += 1
             stack.clear()
             continue
-        if kind is MappingEndEvent or kind is SequenceEndEvent:
+        if kind is ev.MappingEndEvent or kind is ev.SequenceEndEvent:
             stack.pop()
             done()
             continue
-        if kind not in (ScalarEvent, AliasEvent, MappingStartEvent, SequenceStartEvent):
+        if kind not in (ev.ScalarEvent, ev.AliasEvent, ev.MappingStartEvent, ev.SequenceStartEvent):
             continue
         if stack and stack[-1][0] and stack[-1][1]:  # this node is a key
             mark = event.start_mark
-            key = event.value if kind is ScalarEvent else getattr(event, "anchor", None) or "?"
+            key = event.value if kind is ev.ScalarEvent else getattr(event, "anchor", None) or "?"
             if (document, mark.line, mark.column) in wanted:
                 where = f"line {mark.line + 1}, column {mark.column + 1}"
                 out.setdefault(document, []).append((join(path_here(), str(key)), where))
             stack[-1][2] = key
-        if kind is MappingStartEvent:
+        if kind is ev.MappingStartEvent:
             stack.append([True, True, None])
-        elif kind is SequenceStartEvent:
+        elif kind is ev.SequenceStartEvent:
             stack.append([False, 0])
         else:
             done()
