@@ -462,11 +462,6 @@ ERRORS = [
         f"claim ns/c1, request r: cannot add device {DRV}/p1/g1 because a claim constraint would not be satisfied",
     ),
     (
-        "capacity requests",
-        [claim(exact("r", capacity={"requests": {"memory": "1Gi"}}))],
-        "claim ns/c1, request r: capacity requests (DRAConsumableCapacity) are not modelled yet",
-    ),
-    (
         "empty constraint",
         [claim(exact("r"), constraints=[{"requests": ["r"]}])],
         "claim ns/c1, constraint #0: empty constraint (unsupported constraint type?)",
@@ -502,3 +497,102 @@ def test_invalid_pool_is_an_error_on_this_node_only() -> None:
     slices = [rslice("s", [dev("d0"), dev("d0")])]
     answer = Allocator(slices, CLASSES).allocate(N1, [claim(exact("r"))])
     assert answer == Allocation(None, "invalid resource pools were encountered", on_node=True)
+
+
+def shared_dev(name: str, mem: str = "80Gi", policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    capacity: dict[str, Any] = {"value": mem}
+    if policy:
+        capacity["requestPolicy"] = policy
+    return with_(dev(name), allowMultipleAllocations=True, capacity={"memory": capacity})
+
+
+def wants(name: str, mem: str, cname: str = "c1") -> Any:
+    return claim(exact("r", capacity={"requests": {"memory": mem}}), name=cname)
+
+
+CAPACITY_CASES = [
+    (
+        "claims share a device while its capacity lasts",
+        [rslice("s", [shared_dev("d0"), shared_dev("d1")])],
+        [wants("a", "40Gi"), wants("b", "40Gi", "c2"), wants("c", "40Gi", "c3")],
+        {},
+        [("d0", "40Gi"), ("d0", "40Gi"), ("d1", "40Gi")],
+    ),
+    (
+        "capacity consumed by allocated claims counts",
+        [rslice("s", [shared_dev("d0"), shared_dev("d1")])],
+        [wants("a", "40Gi")],
+        {(DRV, "p1", "d0"): {"memory": 60 * 2**30}},
+        [("d1", "40Gi")],
+    ),
+    (
+        "a request is rounded up to the policy's next step",
+        [
+            rslice(
+                "s",
+                [shared_dev("d0", policy={"default": "10Gi", "validRange": {"min": "10Gi", "step": "10Gi"}})],
+            )
+        ],
+        [wants("a", "15Gi"), claim(exact("r"), name="c2")],
+        {},
+        [("d0", "20Gi"), ("d0", "10Gi")],
+    ),
+    (
+        "a request above every valid value does not fit",
+        [
+            rslice(
+                "s",
+                [
+                    shared_dev("d0", policy={"default": "1Gi", "validValues": ["1Gi", "2Gi"]}),
+                    shared_dev("d1", policy={"default": "1Gi", "validValues": ["1Gi", "4Gi"]}),
+                ],
+            )
+        ],
+        [wants("a", "3Gi")],
+        {},
+        [("d1", "4Gi")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("slices", "claims", "shared", "want"), [c[1:] for c in CAPACITY_CASES], ids=[c[0] for c in CAPACITY_CASES]
+)
+def test_consumable_capacity(slices: list[Any], claims: list[Any], shared: dict[Any, Any], want: list[Any]) -> None:
+    from fractions import Fraction
+
+    shared_q = {k: {n: Fraction(v) for n, v in caps.items()} for k, caps in shared.items()}
+    answer = Allocator(slices, CLASSES, shared=shared_q).allocate(N1, claims)
+    assert answer.error == "" and answer.results is not None
+    got = []
+    for res in answer.results:
+        [r] = res.results
+        assert r.consumed_capacity is not None
+        got.append((r.device, f"{r.consumed_capacity['memory'] / 2**30}Gi"))
+    assert got == want
+    share_ids = [res.results[0].share_id for res in answer.results]
+    assert len(set(share_ids)) == len(share_ids) and all(len(i) == 36 for i in share_ids)
+
+
+def test_exclusive_device_without_the_requested_capacity_is_skipped() -> None:
+    slices = [rslice("s", [with_(dev("d0"), capacity={}), dev("d1")])]
+    answer = Allocator(slices, CLASSES).allocate(N1, [wants("a", "1Gi")])
+    res = _only(answer)
+    assert [(r.device, r.consumed_capacity, r.share_id) for r in res.results] == [("d1", None, "")]
+
+
+def test_result_carries_binding_conditions_and_tolerations() -> None:
+    slices = [rslice("s", [with_(dev("d0"), bindingConditions=["ready"], bindingFailureConditions=["failed"])])]
+    toleration = {"key": "k", "operator": "Exists", "effect": "NoSchedule"}
+    res = _only(Allocator(slices, CLASSES).allocate(N1, [claim(exact("r", tolerations=[toleration]))]))
+    assert res.to_dict()["devices"]["results"] == [
+        {
+            "request": "r",
+            "driver": DRV,
+            "pool": "p1",
+            "device": "d0",
+            "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+            "bindingConditions": ["ready"],
+            "bindingFailureConditions": ["failed"],
+        }
+    ]

@@ -6,13 +6,15 @@ Modelled (on by default in 1.37): ExactCount and All requests, ``firstAvailable`
 (DRAPrioritizedList), admin access (DRAAdminAccess), device taints and request tolerations
 (DRADeviceTaints), ``matchAttribute`` and ``distinctAttribute`` constraints, per-node, node-selector,
 all-nodes and per-device node selection slices, partitionable devices (shared counters and
-``consumesCounters``, DRAPartitionableDevices), pools complete only with every slice of their newest
-generation, and devices with binding conditions (their pools are tried last).
+``consumesCounters``, DRAPartitionableDevices), consumable capacity (``allowMultipleAllocations``
+devices shared by several claims, ``capacity`` requests, request policies with fractional ranges:
+DRAConsumableCapacity, DRAFractionalCapacityRange), pools complete only with every slice of their newest
+generation, and devices with binding conditions (DRADeviceBindingConditions with
+DRAResourceClaimDeviceStatus: their pools are tried last, the conditions copied to the result).
 
-Not modelled: consumable capacity (DRAConsumableCapacity: ``allowMultipleAllocations`` devices are
-allocated as exclusive ones and ``capacity`` requests are refused), and the features off by default in
-1.37 (list-type attributes, derived attributes, compatibility groups, optional node operations).
+Not modelled: the features off by default in 1.37 (list-type attributes, derived attributes,
+compatibility groups, optional node operations, node-allocatable resources).
 
 Modules: :mod:`.models` (typed objects, strict decoding), :mod:`.selectors` (CEL), :mod:`.pools`
-(which slices a node sees) and :mod:`.allocator` (the search).
+(which slices a node sees), :mod:`.capacity` (consumable capacity) and :mod:`.allocator` (the search).
 """

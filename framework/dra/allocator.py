@@ -16,12 +16,14 @@ for a node whose pools are invalid.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from pluginhost.model import Node, NodeSelectorRequirement, NodeSelectorTerm
 
+from .capacity import consumed_by, fits
 from .models import (
     AllocationResult,
     Device,
@@ -135,16 +137,34 @@ def _tolerated(device: Device, request: ExactRequest) -> bool:
     )
 
 
+@dataclass(slots=True)
+class _Pick:
+    """One device added to a claim's result."""
+
+    request: str  # request or request/subrequest
+    device_id: DeviceID
+    slice: ResourceSlice
+    device: Device
+    share_id: str = ""
+    consumed: dict[str, Fraction] | None = None
+
+
 class Allocator:
-    """Allocation over one set of slices, classes (by name) and devices already allocated to other
-    claims; reusable for many nodes."""
+    """Allocation over one set of slices, classes (by name) and what other claims hold: ``allocated``,
+    devices allocated to them exclusively; ``shared``, the capacity they consume of devices that allow
+    multiple allocations (kube-scheduler's AllocatedState). Reusable for many nodes."""
 
     def __init__(
-        self, slices: Sequence[ResourceSlice], classes: Mapping[str, DeviceClass], allocated: Collection[DeviceID] = ()
+        self,
+        slices: Sequence[ResourceSlice],
+        classes: Mapping[str, DeviceClass],
+        allocated: Collection[DeviceID] = (),
+        shared: Mapping[DeviceID, Mapping[str, Fraction]] | None = None,
     ) -> None:
         self.slices = list(slices)
         self.classes = classes
         self.allocated = frozenset(allocated)
+        self.shared = dict(shared or {})
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Allocation:
         """Devices for ``claims`` on ``node`` (see the module docstring)."""
@@ -161,13 +181,16 @@ class _Search:
         self.claims = claims
         self.classes = owner.classes
         self.allocated = owner.allocated
+        self.shared = owner.shared
+        #: Capacity being consumed by this search, per shared device: one entry per allocation.
+        self.sharing: dict[DeviceID, list[dict[str, Fraction]]] = {}
         self.pools = gather_pools(node, owner.slices)
         self.requests: dict[tuple[int, int, int], _Request] = {}
         self.chosen_sub: dict[tuple[int, int], int] = {}
         self.constraints: list[list[_Constraint]] = []
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
         self.in_use: dict[DeviceID, set[int]] = {}
-        self.results: list[list[tuple[str, str, str, DeviceID, ResourceSlice, Device]]] = [[] for _ in claims]
+        self.results: list[list[_Pick]] = [[] for _ in claims]
         self.available: dict[str, dict[str, dict[str, Fraction]]] = {}
         self.consumed: dict[str, dict[str, dict[str, Fraction]]] = {}
 
@@ -214,8 +237,6 @@ class _Search:
         self, ci: int, ri: int, si: int, claim: ResourceClaim, req: ExactRequest, parent: str
     ) -> _Request:
         where = f"claim {claim.key}, request {req.name}"
-        if req.capacity is not None:
-            raise _Failed(f"{where}: capacity requests (DRAConsumableCapacity) are not modelled yet")
         cls = self.classes.get(req.device_class)
         if cls is None:
             raise _Failed(
@@ -234,7 +255,8 @@ class _Search:
                     raise _Failed(f"{where}: asks for all devices, but resource pool {pool.id} is currently invalid")
                 for s in pool.slices:
                     for d in s.devices:
-                        if self._selectable(ci, ri, si, rd, s, d):
+                        # All means all that could serve the request, were they free (hence used = {}).
+                        if self._selectable(ci, ri, si, rd, s, d) and self._fits(ci, rd, s, d, {}, d.name):
                             rd.all_devices.append((pool, s, d))
             rd.count = len(rd.all_devices)
         return rd
@@ -347,6 +369,8 @@ class _Search:
                         continue
                     if not self._selectable(ci, ri, si, rd, s, d):
                         continue
+                    if not self._fits(ci, rd, s, d, self._used(device_id), "/".join(device_id)):
+                        continue
                     undo = self._take(ci, ri, si, rd, pool, s, d, must=False)
                     if undo is None:
                         continue
@@ -368,16 +392,19 @@ class _Search:
         """Add one device to the claim's result; the undo, or None when it cannot be added."""
         device_id = (pool.driver, pool.name, d.name)
         admin = bool(rd.request.admin_access)
-        if admin and ci in self.in_use.get(device_id, ()):
+        multiple = d.allow_multiple_allocations
+        if not multiple and admin and ci in self.in_use.get(device_id, ()):
             return None
         if not admin and self._in_use(device_id):
             return None
-        if d.consumes_counters and not self._reserve_counters(pool, d):
+        # Another share of a device already shared consumes no more counters.
+        counting = bool(d.consumes_counters) and not (multiple and self._shared(device_id))
+        if counting and not self._reserve_counters(pool, d):
             return None
         base, sub = (rd.parent, rd.request.name) if rd.parent else (rd.request.name, "")
 
         def release_counters() -> None:
-            if d.consumes_counters:
+            if counting:
                 self._counters_add(pool, d, -1)
 
         if not _tolerated(d, rd.request):
@@ -396,17 +423,57 @@ class _Search:
                     )
                 return None
             added.append(c)
-        self.in_use.setdefault(device_id, set()).add(ci)
-        self.results[ci].append((rd.name, rd.request.name, rd.parent, device_id, s, d))
+        pick = _Pick(rd.name, device_id, s, d)
+        if multiple:
+            pick.share_id, pick.consumed = self._share(ci, rd, device_id, d)
+        else:
+            self.in_use.setdefault(device_id, set()).add(ci)
+        self.results[ci].append(pick)
 
         def undo() -> None:
             self.results[ci].pop()
-            self.in_use[device_id].discard(ci)
+            if multiple:
+                self._unshare(device_id)
+            else:
+                self.in_use[device_id].discard(ci)
             for a in reversed(added):
                 a.remove(base, sub)
             release_counters()
 
         return undo
+
+    # -- consumable capacity ---------------------------------------------------------------------
+
+    def _used(self, device_id: DeviceID) -> dict[str, Fraction]:
+        used = dict(self.shared.get(device_id, {}))
+        for share in self.sharing.get(device_id, ()):
+            for name, amount in share.items():
+                used[name] = used.get(name, Fraction(0)) + amount
+        return used
+
+    def _shared(self, device_id: DeviceID) -> bool:
+        return device_id in self.shared or device_id in self.sharing
+
+    def _fits(
+        self, ci: int, rd: _Request, s: ResourceSlice, d: Device, used: Mapping[str, Fraction], name: str
+    ) -> bool:
+        try:
+            return fits(rd.request.capacity, d.capacity, d.capacity_policies, used)
+        except ValueError as exc:
+            raise _Failed(
+                f"claim {self.claims[ci].key}, request {rd.request.name}: checking capacity for device {name}: {exc}"
+            ) from None
+
+    def _share(self, ci: int, rd: _Request, device_id: DeviceID, d: Device) -> tuple[str, dict[str, Fraction]]:
+        consumed = consumed_by(rd.request.capacity, d.capacity, d.capacity_policies)
+        self.sharing.setdefault(device_id, []).append(consumed)
+        return str(uuid.uuid4()), consumed
+
+    def _unshare(self, device_id: DeviceID) -> None:
+        shares = self.sharing[device_id]
+        shares.pop()
+        if not shares:
+            del self.sharing[device_id]
 
     # -- partitionable devices -------------------------------------------------------------------
 
@@ -415,7 +482,8 @@ class _Search:
             available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
             for s in [*pool.slices, *pool.other_slices]:
                 for other in s.devices:
-                    if (pool.driver, pool.name, other.name) not in self.allocated:
+                    other_id = (pool.driver, pool.name, other.name)
+                    if other_id not in self.allocated and other_id not in self.shared:
                         continue
                     for use in other.consumes_counters:
                         have = available.get(use.name, {})
@@ -443,10 +511,21 @@ class _Search:
 
     def _result(self, ci: int, claim: ResourceClaim) -> AllocationResult:
         out = []
-        for name, _req, _parent, (driver, pool, device), _s, _d in self.results[ci]:
-            request = self._request_by_name(ci, claim, name)
-            admin = True if request.admin_access else None
-            out.append(DeviceResult(name, driver, pool, device, admin, request.tolerations))
+        for pick in self.results[ci]:
+            request = self._request_by_name(ci, claim, pick.request)
+            d = pick.device
+            out.append(
+                DeviceResult(
+                    pick.request,
+                    *pick.device_id,
+                    admin_access=True if request.admin_access else None,
+                    tolerations=request.tolerations,
+                    binding_conditions=d.binding_conditions,
+                    binding_failure_conditions=d.binding_failure_conditions,
+                    share_id=pick.share_id,
+                    consumed_capacity=pick.consumed or None,
+                )
+            )
         return AllocationResult(tuple(out), self._node_selector(ci), self._config(ci, claim))
 
     def _selected(self, ci: int, ri: int) -> _Request:
@@ -487,7 +566,8 @@ class _Search:
     def _node_selector(self, ci: int) -> tuple[NodeSelectorTerm, ...] | None:
         fields: list[NodeSelectorRequirement] = []
         labels: list[NodeSelectorRequirement] = []
-        for *_names, _id, s, d in self.results[ci]:
+        for pick in self.results[ci]:
+            s, d = pick.slice, pick.device
             node_name, selector = (
                 (d.node_name, d.node_selector) if s.per_device_node_selection else (s.node_name, s.node_selector)
             )

@@ -34,6 +34,8 @@ from pluginhost.manifest._fields import node_selector_terms
 from pluginhost.model import NodeSelectorTerm
 from pluginhost.quantity import QuantityError, parse_quantity
 
+from .capacity import CapacityPolicy
+
 __all__ = [
     "API_VERSION",
     "AllocationResult",
@@ -82,7 +84,9 @@ _TYPES = {
         "nodeAllocatableResources"
     ),
     "DeviceAttribute": "int bool string version ints bools strings versions",
-    "DeviceCapacity": "value requestPolicy",
+    "DeviceCapacity": "value requestPolicy:RequestPolicy",
+    "RequestPolicy": "default validValues validRange:RequestRange",
+    "RequestRange": "min max step",
     "CounterConsumption": "counterSet counters:{Counter} compatibilityGroups",
     "DeviceTaint": "key value effect timeAdded",
     "DeviceClass": "kind apiVersion metadata:Meta spec:DeviceClassSpec",
@@ -164,6 +168,8 @@ class Device:
     name: str
     attributes: dict[str, Any] = field(default_factory=dict)
     capacity: dict[str, Fraction] = field(default_factory=dict)
+    #: ``capacity[name].requestPolicy`` of the capacities that have one.
+    capacity_policies: dict[str, CapacityPolicy] = field(default_factory=dict)
     consumes_counters: tuple[CounterSet, ...] = ()
     node_name: str = ""
     node_selector: tuple[NodeSelectorTerm, ...] | None = None
@@ -171,6 +177,7 @@ class Device:
     taints: tuple[DeviceTaint, ...] = ()
     binds_to_node: bool = False
     binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool = False
 
 
@@ -235,6 +242,11 @@ class DeviceResult:
     device: str
     admin_access: bool | None = None
     tolerations: tuple[DeviceToleration, ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    #: Set for a device that allows multiple allocations: this allocation's share and what it consumes.
+    share_id: str = ""
+    consumed_capacity: dict[str, Fraction] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"request": self.request, "driver": self.driver, "pool": self.pool, "device": self.device}
@@ -242,6 +254,13 @@ class DeviceResult:
             out["adminAccess"] = self.admin_access
         if self.tolerations:
             out["tolerations"] = [_toleration_dict(t) for t in self.tolerations]
+        if self.binding_conditions:
+            out["bindingConditions"] = list(self.binding_conditions)
+            out["bindingFailureConditions"] = list(self.binding_failure_conditions)
+        if self.share_id:
+            out["shareID"] = self.share_id
+        if self.consumed_capacity:
+            out["consumedCapacity"] = {k: _format_quantity(v) for k, v in self.consumed_capacity.items()}
         return out
 
 
@@ -289,6 +308,13 @@ class ResourceClaimTemplate:
     name: str
     namespace: str
     spec: ResourceClaim
+
+
+def _format_quantity(q: Fraction) -> str:
+    if q.denominator == 1:
+        return str(q.numerator)
+    milli = q * 1000
+    return f"{milli.numerator}m" if milli.denominator == 1 else f"{float(q)!r}"
 
 
 def _toleration_dict(t: DeviceToleration) -> dict[str, Any]:
@@ -364,13 +390,37 @@ def _attribute(v: object, path: str) -> Any:
     raise FieldError(f"{path}.{kind}", "list-valued attributes need the DRAListTypeAttributes feature (off in 1.37)")
 
 
+def _optional_quantity(m: Mapping[str, Any], key: str, path: str) -> Fraction | None:
+    return None if m.get(key) is None else _quantity(m[key], f"{path}.{key}")
+
+
+def _policy(p: Mapping[str, Any], path: str) -> CapacityPolicy:
+    values = tuple(_quantity(v, f"{path}.validValues[{i}]") for i, v in enumerate(get_list(p, "validValues", path)))
+    if p.get("validRange") is not None and values:
+        raise FieldError(path, "only one of validValues, validRange may be set")
+    rng = get_map(p, "validRange", path)
+    rpath = f"{path}.validRange"
+    low = _optional_quantity(rng, "min", rpath)
+    if p.get("validRange") is not None and low is None:
+        raise FieldError(f"{rpath}.min", "required field is missing")
+    return CapacityPolicy(
+        _optional_quantity(p, "default", path),
+        values,
+        low,
+        _optional_quantity(rng, "max", rpath),
+        _optional_quantity(rng, "step", rpath),
+    )
+
+
 def _device(v: object, path: str) -> Device:
     d = as_map(v, path)
     attrs = {str(k): _attribute(a, f"{path}.attributes.{k}") for k, a in get_map(d, "attributes", path).items()}
-    capacity = {
-        str(k): _quantity(as_map(c, f"{path}.capacity.{k}").get("value"), f"{path}.capacity.{k}.value")
-        for k, c in get_map(d, "capacity", path).items()
-    }
+    capacity, policies = {}, {}
+    for k, c in get_map(d, "capacity", path).items():
+        cpath = f"{path}.capacity.{k}"
+        capacity[str(k)] = _quantity(as_map(c, cpath).get("value"), f"{cpath}.value")
+        if c.get("requestPolicy") is not None:
+            policies[str(k)] = _policy(get_map(c, "requestPolicy", cpath), f"{cpath}.requestPolicy")
     consumes = tuple(
         CounterSet(
             required_str(c, "counterSet", f"{path}.consumesCounters[{i}]"),
@@ -387,6 +437,7 @@ def _device(v: object, path: str) -> Device:
         name=required_str(d, "name", path),
         attributes=attrs,
         capacity=capacity,
+        capacity_policies=policies,
         consumes_counters=consumes,
         node_name=get_str(d, "nodeName", path),
         node_selector=_node_selector(d, path),
@@ -394,6 +445,7 @@ def _device(v: object, path: str) -> Device:
         taints=tuple(taints),
         binds_to_node=get_bool(d, "bindsToNode", path),
         binding_conditions=str_tuple(d, "bindingConditions", path),
+        binding_failure_conditions=str_tuple(d, "bindingFailureConditions", path),
         allow_multiple_allocations=get_bool(d, "allowMultipleAllocations", path),
     )
 
