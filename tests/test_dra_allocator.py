@@ -596,3 +596,57 @@ def test_result_carries_binding_conditions_and_tolerations() -> None:
             "bindingFailureConditions": ["failed"],
         }
     ]
+
+
+def test_allocation_config_from_class_and_claim() -> None:
+    cls = device_class_from_dict(
+        {
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu"},
+            "spec": {"config": [{"opaque": {"driver": DRV, "parameters": {"mode": "fast"}}}]},
+        }
+    )
+    c = resource_claim_from_dict(
+        {
+            "kind": "ResourceClaim",
+            "metadata": {"name": "c1", "namespace": "ns"},
+            "spec": {
+                "devices": {
+                    "requests": [exact("a"), {"name": "b", "firstAvailable": [sub("x")]}],
+                    "config": [
+                        {"requests": ["b/x"], "opaque": {"driver": DRV, "parameters": {"b": 1}}},
+                        {"opaque": {"driver": DRV, "parameters": {"all": 1}}},
+                    ],
+                }
+            },
+        }
+    )
+    res = _only(Allocator(TWO, {"gpu": cls}).allocate(N1, [c]))
+    assert res.to_dict()["devices"]["config"] == [
+        {"source": "FromClass", "opaque": {"driver": DRV, "parameters": {"mode": "fast"}}},
+        {"source": "FromClaim", "requests": ["b/x"], "opaque": {"driver": DRV, "parameters": {"b": 1}}},
+        {"source": "FromClaim", "opaque": {"driver": DRV, "parameters": {"all": 1}}},
+    ]
+
+
+def test_node_selector_merges_the_terms_of_selector_slices() -> None:
+    def selector(key: str, value: str) -> dict[str, Any]:
+        return {"nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}]}
+
+    node = Node(name="n1", labels={"zone": "a", "rack": "r1"})
+    slices = [
+        rslice("s1", [dev("d0")], pool="p1", node=None, nodeSelector=selector("zone", "a")),
+        rslice("s2", [dev("d1")], pool="p2", node=None, nodeSelector=selector("rack", "r1")),
+        rslice("s3", [dev("d2")], pool="p3", node=None, nodeSelector=selector("zone", "a")),
+    ]
+    res = _only(Allocator(slices, CLASSES).allocate(node, [claim(exact("r", count=3))]))
+    assert res.to_dict()["nodeSelector"] == {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {"key": "zone", "operator": "In", "values": ["a"]},
+                    {"key": "rack", "operator": "In", "values": ["r1"]},
+                ]
+            }
+        ]
+    }
