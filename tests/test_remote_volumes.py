@@ -269,20 +269,25 @@ WITNESS_STEPS: list[tuple[str, Any, tuple[str, str]]] = [
 ]
 
 
+BASE_NODES = [node("na", "a"), node("nb", "b"), node("nc", "c")]
+
+
+async def remote_steps(address: str, enabled: Sequence[str], disabled: Sequence[str],
+                       steps: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """:func:`_steps` with the plugin host at ``address`` serving ``enabled`` (``disabled`` off)."""
+    text = config(enabled, disabled)
+    rig = await remote_rig([endpoint("volumes", address)], lambda reg: load_config(text, reg.points()))
+    try:
+        await rig.scheduler.apply(objects(*BASE_NODES))
+        return await _steps(rig.scheduler, steps)
+    finally:
+        await rig.close()
+
+
 def test_remote_python_plugin_sees_pod_volumes_and_storage_objects_after_each_change() -> None:
-    text = config(["VolumeWitness"], VOLUME_PLUGINS)
-    base = objects(node("na", "a"), node("nb", "b"), node("nc", "c"))
-
-    async def main(address: str) -> list[tuple[str, str]]:
-        rig = await remote_rig([endpoint("volumes", address)], lambda reg: load_config(text, reg.points()))
-        try:
-            await rig.scheduler.apply(base)
-            return await _steps(rig.scheduler, [(what, change) for what, change, _ in WITNESS_STEPS])
-        finally:
-            await rig.close()
-
+    steps = [(what, change) for what, change, _ in WITNESS_STEPS]
     with HostProcess("volume_plugin_witness:VolumeWitness") as host:
-        got = asyncio.run(main(host.address))
+        got = asyncio.run(remote_steps(host.address, ["VolumeWitness"], VOLUME_PLUGINS, steps))
     assert got == [want for _, _, want in WITNESS_STEPS]
 
 
@@ -302,28 +307,22 @@ ZONE_WANT = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["inprocess", "remote"])
-def test_hosted_volume_zone_agrees_with_in_process(mode: str) -> None:
-    base = objects(node("na", "a"), node("nb", "b"), node("nc", "c"))
-
-    async def inprocess() -> list[tuple[str, str]]:
+def in_process_steps(steps: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """:func:`_steps` with the default profile's in-process plugins."""
+    async def main() -> list[tuple[str, str]]:
         reg = in_tree_registry()
         s = Scheduler(load_config(config([], []), reg.points()), reg, seed=0)
-        await s.apply(base)
-        return await _steps(s, ZONE_STEPS)
+        await s.apply(objects(*BASE_NODES))
+        return await _steps(s, steps)
 
-    async def remote(address: str) -> list[tuple[str, str]]:
-        text = config(["RemoteVolumeZone"], ["VolumeZone"])
-        rig = await remote_rig([endpoint("zone", address)], lambda reg: load_config(text, reg.points()))
-        try:
-            await rig.scheduler.apply(base)
-            return await _steps(rig.scheduler, ZONE_STEPS)
-        finally:
-            await rig.close()
+    return asyncio.run(main())
 
+
+@pytest.mark.parametrize("mode", ["inprocess", "remote"])
+def test_hosted_volume_zone_agrees_with_in_process(mode: str) -> None:
     if mode == "inprocess":
-        got = asyncio.run(inprocess())
+        got = in_process_steps(ZONE_STEPS)
     else:
         with HostProcess("volume_plugin_witness:RemoteVolumeZone") as host:
-            got = asyncio.run(remote(host.address))
+            got = asyncio.run(remote_steps(host.address, ["RemoteVolumeZone"], ["VolumeZone"], ZONE_STEPS))
     assert got == ZONE_WANT

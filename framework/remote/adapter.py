@@ -96,6 +96,8 @@ class RemotePlugin(Plugin, OutOfProcess):
         self.scores_enabled = "score" in self.points
         self.state_keys = tuple(m.state_keys)
         self.needs_snapshot = bool(m.needs_snapshot)
+        # Its host follows the mirror: for node ids (needs_snapshot), or for storage objects alone.
+        self.follows_mirror = self.needs_snapshot or bool(m.needs_volumes)
         self.batch_size = endpoint.config.batch_size or int(m.preferred_batch_size)
         self.with_scores = bool(m.filter_and_score) and "score" in self.points and "preScore" not in self.points
         self.stats: dict[str, PointStats] = {}
@@ -168,7 +170,7 @@ class RemotePlugin(Plugin, OutOfProcess):
         snapshot = state.snapshot
         generation = snapshot.generation if snapshot is not None else 0
         node_generation = snapshot.table.generation if snapshot is not None else 0
-        if self.needs_snapshot and self.publisher is not None:
+        if self.follows_mirror and self.publisher is not None:
             # A host that reads node objects only answers once it has the cycle's node set: the pod
             # placements since can follow with the next timed delta instead of before this call.
             self.publisher.publish_up_to(node_generation if self.endpoint.nodes_only else generation)

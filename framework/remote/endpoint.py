@@ -235,15 +235,15 @@ class Endpoint:
         if not first:
             raise RemotePluginsError(f"{self.where(self.replicas[0])} serves no plugins")
         for m in first.values():
-            if m.needs_volumes and (not m.needs_snapshot or m.nodes_only or m.lookahead):
+            if m.needs_volumes and (m.nodes_only or m.lookahead):
                 raise RemotePluginsError(
-                    f"{self.where(self.replicas[0])}: plugin {m.name!r} declares needs_volumes, which needs "
-                    "needs_snapshot and excludes nodes_only and lookahead (storage objects reach a host "
-                    "through the snapshot mirror, and their changes alter answers without a node change)"
+                    f"{self.where(self.replicas[0])}: plugin {m.name!r} declares needs_volumes, which excludes "
+                    "nodes_only and lookahead (storage changes alter answers without a node change)"
                 )
         self.manifests = first
-        # Its snapshot-reading plugins all read node objects only: its hosts follow the mirror nodes-only.
-        self.nodes_only = all(m.nodes_only for m in first.values() if m.needs_snapshot)
+        # Its snapshot-reading plugins all read node objects only: its hosts follow the mirror nodes-only
+        # (a plugin reading storage objects is never nodes_only: its host needs every generation).
+        self.nodes_only = all(m.nodes_only for m in first.values() if m.needs_snapshot or m.needs_volumes)
 
     async def _handshake_with_retries(self, replica: Replica) -> Any:
         loop = asyncio.get_running_loop()

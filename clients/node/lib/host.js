@@ -32,6 +32,13 @@
  * node_view applied). An instance with a `stop(reason)` method is told when the framework calls
  * Plugin.Stop.
  *
+ * Volumes: a pod's volumes are `pod.spec.volumes` (outrigger.v1.PodVolume: name, source, claim_name,
+ * ...). A plugin class with `static needsVolumes = true` also reads the storage objects behind them:
+ * the host then follows the framework's snapshot stream for PersistentVolumeClaims,
+ * PersistentVolumes, StorageClasses and CSINodes (lib/volumes.js), and `await call.volumes()` gives a
+ * lister of them (claim(namespace, name), volume(name), storageClass(name), csiNode(name),
+ * list(kind)) once the host has applied the call's snapshot generation.
+ *
  * The constructor gets `(args, framework)`: the plugin's pluginConfig args for one profile, and the
  * client of the framework's Handle and CycleState services. A throwing constructor rejects the
  * configuration with its message. A throwing method becomes an Error status for that call (the
@@ -44,6 +51,7 @@ const protoLoader = require('@grpc/proto-loader');
 const { HealthImplementation } = require('grpc-health-check');
 const tracing = require('./tracing');
 const { CycleState } = require('./state');
+const { StorageMirror, followStorage } = require('./volumes');
 
 const HOST_VERSION = '0.1.0-node';
 const HEALTH_SERVICE = 'outrigger.v1.Plugin';
@@ -52,6 +60,8 @@ const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 const FRAMEWORK_CALL_MS = 5000;
 // Snapshot generations whose node lists are kept (cycles in flight read recent generations).
 const KEPT_GENERATIONS = 8;
+// How long a call waits for the storage mirror to reach its generation.
+const MIRROR_WAIT_MS = 5000;
 
 const PROTO_DIR = process.env.OUTRIGGER_PROTO_DIR || path.resolve(__dirname, '..', '..', '..', 'proto');
 
@@ -247,6 +257,10 @@ function manifestOf(cls) {
   if (events.some((e) => e.has_queueing_hint) && !has('queueingHint')) {
     throw new PluginDefinitionError(`plugin ${name}: an event with hint: true needs a queueingHint method`);
   }
+  const needsVolumes = cls.needsVolumes === undefined ? false : cls.needsVolumes;
+  if (typeof needsVolumes !== 'boolean') {
+    throw new PluginDefinitionError(`plugin ${name}: needsVolumes must be true or false`);
+  }
   if (events.length && !points.includes('EXTENSION_POINT_ENQUEUE_EXTENSIONS')) {
     points.push('EXTENSION_POINT_ENQUEUE_EXTENSIONS');
   }
@@ -257,6 +271,7 @@ function manifestOf(cls) {
     preferred_batch_size: batchSize,
     filter_and_score: filterAndScore,
     needs_snapshot: false, // batches carry node names; node objects come from the Handle service
+    needs_volumes: needsVolumes, // the host follows the mirror for storage objects alone
     events,
   };
 }
@@ -312,6 +327,20 @@ class PluginHost {
     this.health = new HealthImplementation({ '': 'NOT_SERVING', [HEALTH_SERVICE]: 'NOT_SERVING' });
     this.port = 0;
     this.log = options.log || ((msg) => console.error(msg));
+    // Storage objects, followed only when some plugin declares needsVolumes.
+    this.storage = new StorageMirror();
+    this.followsVolumes = [...this.plugins.values()].some((h) => h.manifest.needs_volumes);
+    this._unfollow = null;
+    this._stopped = false;
+  }
+
+  /** (Re)starts following the framework's storage objects from scratch (a new framework). */
+  _followStorage() {
+    if (!this.followsVolumes || this.framework === null || this._stopped) return;
+    if (this._unfollow !== null) this._unfollow();
+    this.storage.reset();
+    const first = this.plugins.keys().next().value;
+    this._unfollow = followStorage(this.framework, this.storage, first, this.log, () => this._stopped);
   }
 
   get address() {
@@ -336,6 +365,7 @@ class PluginHost {
     this.server = server;
     this.health.setStatus('', 'SERVING');
     this.health.setStatus(HEALTH_SERVICE, 'SERVING');
+    if (this.fixedFramework) this._followStorage();
     return this.port;
   }
 
@@ -344,6 +374,8 @@ class PluginHost {
     const server = this.server;
     if (server === null) return;
     this.server = null;
+    this._stopped = true;
+    if (this._unfollow !== null) this._unfollow();
     this.health.setStatus('', 'NOT_SERVING');
     this.health.setStatus(HEALTH_SERVICE, 'NOT_SERVING');
     await new Promise((resolve) => {
@@ -413,6 +445,18 @@ class PluginHost {
         }
         const generation = Number(ctx.snapshot_generation) || 0;
         return applyView(await this.framework.nodeInfos(generation), ctx.node_view, generation);
+      },
+      /**
+       * The storage objects (claims, volumes, classes, CSINodes) once the host has applied this call's
+       * snapshot generation: a lister (lib/volumes.js VolumeLister). Only for plugins declaring
+       * `static needsVolumes = true`.
+       */
+      volumes: async () => {
+        if (!hosted.manifest.needs_volumes) {
+          throw new Error(`plugin ${hosted.manifest.name} reads storage objects: set \`static needsVolumes = true\``);
+        }
+        await this.storage.waitFor(Number(ctx.snapshot_generation) || 0, MIRROR_WAIT_MS);
+        return this.storage.lister();
       },
     };
   }
@@ -527,6 +571,7 @@ class PluginHost {
       this.framework = new FrameworkClient(this.proto, req.framework_address);
     }
     if (this.framework !== null) this.framework.credential = req.credential || '';
+    this._followStorage(); // (again: a handshake may come from a restarted framework)
     return {
       plugins: [...this.plugins.values()].map((h) => h.manifest),
       host_version: HOST_VERSION,

@@ -347,10 +347,12 @@ type PluginManifest struct {
 	NodesOnly bool `protobuf:"varint,10,opt,name=nodes_only,json=nodesOnly,proto3" json:"nodes_only,omitempty"`
 	// True: the plugin reads the storage objects behind pods' volumes (PersistentVolumeClaims,
 	// PersistentVolumes, StorageClasses, CSINodes: what kube-scheduler's volume plugins read through
-	// their listers). Requires needs_snapshot, and excludes lookahead and nodes_only (storage changes
-	// alter answers without a node change). The host then follows the mirror with
-	// FollowRequest.volumes, and once it has applied a cycle's snapshot_generation its storage objects
-	// are those of the framework's cache at that generation. A pod's own volumes (PodSpec.volumes)
+	// their listers). Excludes lookahead and nodes_only (storage changes alter answers without a node
+	// change). The host follows the mirror with FollowRequest.volumes (with needs_snapshot false it
+	// may follow it for the storage objects alone; batches then still carry node names), and before
+	// answering a cycle's request it applies the cycle's snapshot_generation: its storage objects are
+	// then those of the framework's cache at that generation or later (the framework publishes every
+	// change up to a request's generation before sending it). A pod's own volumes (PodSpec.volumes)
 	// are sent to every plugin regardless.
 	NeedsVolumes  bool `protobuf:"varint,11,opt,name=needs_volumes,json=needsVolumes,proto3" json:"needs_volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
