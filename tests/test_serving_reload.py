@@ -119,3 +119,34 @@ def test_a_rotated_client_ca_decides_whose_certificates_authenticate(tmp_path: P
         assert await served(port) == self_signed  # the self-signed serving certificate stays the same
 
     secure_server(secure, test)
+
+
+def test_a_token_added_or_removed_takes_effect_and_a_broken_token_file_keeps_the_last_good_ones(
+        tmp_path: Path) -> None:
+    path = tmp_path / "tokens.csv"
+    path.write_text("old-token,prometheus,1,system:monitoring\n")
+    secure = SecureServing(port=0, token_auth_file=str(path))
+
+    async def metrics(client: Client, *tokens: str) -> list[int]:
+        return [(await client("/metrics", token))[0] for token in tokens]
+
+    async def test(srv: Server, client: Client) -> None:
+        assert srv.observability is not None and srv.observability.secure is not None
+        gate = srv.observability.secure.gate
+        assert gate is not None and gate.token_file is not None
+        token_file = gate.token_file
+        assert await metrics(client, "old-token", "new-token") == [200, 401]
+
+        replace(path, b"new-token,prometheus-2,2,system:monitoring\n")
+        await until(lambda: metrics(client, "old-token", "new-token"), [401, 200])
+
+        # A line without the user's uid: not taken, the tokens before it stay.
+        replace(path, b"new-token,prometheus-2,2,system:monitoring\nthird-token,no-uid\n")
+        await until(lambda: token_file.seen == token_file.stamp(), True)  # the watcher looked at the change
+        assert await metrics(client, "old-token", "new-token", "third-token") == [401, 200, 401]
+        assert token_file.reloads == 1
+        replace(path, b"third-token,prometheus-3,3,system:monitoring\n")  # fixed: now it is taken
+        await until(lambda: metrics(client, "new-token", "third-token"), [401, 200])
+        assert token_file.reloads == 2
+
+    secure_server(secure, test)

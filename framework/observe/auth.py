@@ -4,8 +4,9 @@ A request goes through :class:`Gate`:
 
 1. **Authentication.** A client certificate verified against ``--client-ca-file`` names the user (its
    Common Name) and groups (its Organizations); otherwise an ``Authorization: Bearer <token>`` header is
-   checked by the token authenticator: a static :class:`TokenFile` (``--token-auth-file``, embedded mode)
-   or the cluster's TokenReview (:mod:`framework.observe.delegated`). A token it does not accept is 401.
+   checked by the token authenticator: a static :class:`TokenFile` (``--token-auth-file``, embedded mode;
+   read again when it changes) or the cluster's TokenReview (:mod:`framework.observe.delegated`). A token
+   it does not accept is 401.
    A request with neither is the anonymous user ``system:anonymous`` (group ``system:unauthenticated``).
 2. **Authorization**, the first answer wins: a user in an always-allowed group (``system:masters``) may
    do anything; a path of ``--authorization-always-allow-paths`` (``/healthz``, ``/readyz``, ``/livez``)
@@ -28,11 +29,13 @@ or authorizer that could not answer: the cluster is unreachable or refused the r
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import enum
 import hashlib
 import io
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +43,8 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from pluginhost.errors import OutriggerError
+
+from . import certs
 
 __all__ = [
     "ALWAYS_ALLOW_GROUPS",
@@ -172,11 +177,49 @@ class TokenAuthenticator(Protocol):
 class TokenFile:
     """Static bearer tokens, in kube-apiserver's ``--token-auth-file`` format: one CSV line per token,
     ``token,user,uid,"group1,group2"`` (the groups column is optional); blank lines and lines starting
-    with ``#`` are skipped."""
+    with ``#`` are skipped.
+
+    Loaded from a file (``source``), it is read again when the file changes, as the secure port's
+    certificate files are (:meth:`watch`, every :data:`framework.observe.certs.RELOAD_SECONDS`): a token
+    added starts authenticating, a token removed stops. A changed file that does not load is logged and
+    the last good tokens stay in use until it changes again."""
 
     def __init__(self, users: Mapping[str, User], source: str = "") -> None:
         self._users = {hashlib.sha256(t.encode()).digest(): u for t, u in users.items()}
         self.source = source
+        self.seen = self.stamp()
+        self.reloads = 0
+
+    def stamp(self) -> tuple[int, int] | None:
+        """The file's (modification time, size) as it is now (None: no file, or not there)."""
+        try:
+            st = os.stat(self.source) if self.source else None
+        except OSError:
+            return None
+        return None if st is None else (st.st_mtime_ns, st.st_size)
+
+    def reload(self) -> bool:
+        """Load the file again if it changed since it was last looked at; True when its tokens are now
+        the ones accepted."""
+        stamp = self.stamp()
+        if not self.source or stamp == self.seen:
+            return False
+        self.seen = stamp
+        try:
+            fresh = TokenFile.load(self.source)
+        except TokenFileError as exc:
+            log.error("secure port: the changed token file was not loaded; the previous tokens stay in use: %s", exc)
+            return False
+        self._users = fresh._users
+        self.reloads += 1
+        log.warning("secure port: --token-auth-file %s reloaded (%d tokens)", self.source, len(self._users))
+        return True
+
+    async def watch(self) -> None:
+        """Look at the file every :data:`framework.observe.certs.RELOAD_SECONDS` until cancelled."""
+        while True:
+            await asyncio.sleep(certs.RELOAD_SECONDS)
+            self.reload()
 
     @classmethod
     def load(cls, path: str) -> TokenFile:
@@ -294,6 +337,8 @@ class Gate:
     client_certificates: bool = False
     always_allow_paths: PathMatcher = field(default_factory=lambda: PathMatcher(ALWAYS_ALLOW_PATHS))
     always_allow_groups: tuple[str, ...] = ALWAYS_ALLOW_GROUPS
+    #: The ``--token-auth-file`` among ``tokens``, read again when it changes (its server watches it).
+    token_file: TokenFile | None = None
 
     @property
     def open(self) -> bool:

@@ -109,7 +109,7 @@ class HttpServer:
         self.tls = tls
         self.gate = gate
         self._runner: web.AppRunner | None = None
-        self._watch: asyncio.Task[None] | None = None  # the certificate files' reload
+        self._watches: list[asyncio.Task[None]] = []  # the certificate and token files' reloads
         self.port = 0
         self.host = "127.0.0.1"
 
@@ -153,13 +153,16 @@ class HttpServer:
         self._runner = runner
         self.host = host
         self.port = int(runner.addresses[0][1])
+        loop = asyncio.get_running_loop()
         if self.tls is not None and self.tls.files is not None:
-            self._watch = asyncio.get_running_loop().create_task(self.tls.files.watch())
+            self._watches.append(loop.create_task(self.tls.files.watch()))
+        if self.gate is not None and self.gate.token_file is not None:
+            self._watches.append(loop.create_task(self.gate.token_file.watch()))
         return self
 
     async def stop(self) -> None:
-        if self._watch is not None:
-            watch, self._watch = self._watch, None
+        watches, self._watches = self._watches, []
+        for watch in watches:
             watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watch

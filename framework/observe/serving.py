@@ -172,9 +172,10 @@ class SecureServing:
             raise ServingConfigError(str(exc)) from None
         clients: list[ApiClient] = []
         tokens: Any = None
+        token_file: TokenFile | None = None
         if self.token_auth_file:
             try:
-                tokens = TokenFile.load(self.token_auth_file)
+                tokens = token_file = TokenFile.load(self.token_auth_file)
             except TokenFileError as exc:
                 raise ServingConfigError(str(exc)) from None
         authn = self._cluster(self.authentication_kubeconfig, "--authentication-kubeconfig")
@@ -195,7 +196,8 @@ class SecureServing:
             # In a pod without a usable service account: nothing left to authenticate with.
             raise ServingConfigError(f"--bind-address {self.bind_address}: no authentication could be set up "
                                      "(see the warnings above); the secure port serves loopback only without it")
-        gate = Gate(tokens, authorizer, bool(self.client_ca_file), PathMatcher(self.always_allow_paths))
+        gate = Gate(tokens, authorizer, bool(self.client_ca_file), PathMatcher(self.always_allow_paths),
+                    token_file=token_file)
         return Built(tls, gate, clients, self._mode(tokens, authn, authz))
 
     def _cluster(self, kubeconfig: str, flag: str) -> KubeConfig | None:

@@ -26,6 +26,7 @@ from ..remote import EndpointConfig, RemotePlugins
 from ..remote.services import FrameworkServices
 from ..scheduler import Scheduler
 from .servicer import SERVICE_NAME, SchedulerService
+from .tlsfiles import ReloadingCredentials
 
 __all__ = [
     "PluginServices",
@@ -53,6 +54,8 @@ class Server:
     services: FrameworkServices | None = None
     remote: RemotePlugins | None = None
     observability: Observability | None = None
+    #: The gRPC port's TLS files, read again when they change (None without TLS).
+    tls_files: ReloadingCredentials | None = None
     _stopped: bool = False
 
     @property
@@ -87,8 +90,16 @@ def _new_server() -> grpc.aio.Server:
     return grpc.aio.server(options=SERVER_OPTIONS, interceptors=server_interceptors())
 
 
-def _bind(server: grpc.aio.Server, listen: str, tls: ServerTLS | None = None) -> int:
-    return add_port(server, listen, tls)
+def _bind(server: grpc.aio.Server, listen: str,
+          tls: ServerTLS | None = None) -> tuple[int, ReloadingCredentials | None]:
+    """Bind ``listen``; with ``tls``, its files are read again when they change (:mod:`.tlsfiles`)."""
+    if tls is None:
+        return add_port(server, listen, None), None
+    files = ReloadingCredentials(tls)
+    port = server.add_secure_port(listen, files.credentials)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen!r}")
+    return int(port), files
 
 
 def advertised_address(listen: str, port: int) -> str:
@@ -132,10 +143,12 @@ async def start_server(config: SchedulerConfig, registry: Registry, listen: str 
                        tls: ServerTLS | None = None) -> Server:
     """Build the scheduler and start serving on ``listen`` (port 0 picks a free port)."""
     server = _new_server()
-    port = _bind(server, listen, tls)
+    port, files = _bind(server, listen, tls)
     services = FrameworkServices()
     services.add_to(server)
-    return await _start(config, registry, server, port, services, None, seed, observability)
+    srv = await _start(config, registry, server, port, services, None, seed, observability)
+    srv.tls_files = files
+    return srv
 
 
 async def start_service(
@@ -152,7 +165,7 @@ async def start_service(
     connect back to ``advertise``, by default the bound address), load the configuration with
     ``config_for(registry)``, configure the remote plugins, start serving."""
     server = _new_server()
-    port = _bind(server, listen, tls)
+    port, files = _bind(server, listen, tls)
     services = FrameworkServices()
     services.add_to(server)
     remote: RemotePlugins | None = None
@@ -160,7 +173,9 @@ async def start_service(
         registry, remote = await build_registry_with_remote(
             endpoints, advertise or advertised_address(listen, port), services
         )
-        return await _start(config_for(registry), registry, server, port, services, remote, seed, observability)
+        srv = await _start(config_for(registry), registry, server, port, services, remote, seed, observability)
+        srv.tls_files = files
+        return srv
     except BaseException:
         if remote is not None:
             await remote.close()
@@ -176,6 +191,8 @@ class PluginServices:
     server: grpc.aio.Server
     services: FrameworkServices
     port: int
+    #: The port's TLS files, read again when they change (None without TLS).
+    tls_files: ReloadingCredentials | None = None
 
     @property
     def address(self) -> str:
@@ -190,11 +207,11 @@ async def start_plugin_services(listen: str = "127.0.0.1:0", *, tls: ServerTLS |
     """Serve the Handle and CycleState services (attach a scheduler with ``services.attach`` or
     :meth:`RemotePlugins.attach`)."""
     server = _new_server()
-    port = _bind(server, listen, tls)
+    port, files = _bind(server, listen, tls)
     services = FrameworkServices()
     services.add_to(server)
     await server.start()
-    return PluginServices(server, services, port)
+    return PluginServices(server, services, port, files)
 
 
 def ready_line(listen: str, srv: Server) -> str:
