@@ -60,12 +60,12 @@ def framework(kube_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFacto
 
 @contextlib.contextmanager
 def cluster_nodes(cluster: LocalCluster, cpus: dict[str, str]) -> Iterator[None]:
-    """Nodes (name -> CPUs) for one test, deleted afterwards."""
+    """Nodes (name -> CPUs) for one test, deleted afterwards (those the test did not delete itself)."""
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([node_manifest(n, cpu=c) for n, c in cpus.items()]))
     try:
         yield
     finally:
-        cluster.kubectl("delete", "node", *cpus)
+        cluster.kubectl("delete", "node", *cpus, "--ignore-not-found")
 
 
 def describe_events(cluster: LocalCluster, namespace: str, name: str) -> list[list[str]]:
@@ -258,3 +258,31 @@ def _clears_lower_priority_nominations(framework: FrameworkProcess, kube_cluster
     assert wait_for(lambda: any(r[3] == no_victims for r in describe_events(kube_cluster, ns, "middle")), 30,
                     "middle to find nothing left to preempt")
     assert (wide_node(kube_cluster, ns, "middle"), nominated(kube_cluster, ns, "middle")) == ("", "")
+
+
+def test_a_preemptor_whose_nominated_node_went_away_loses_its_nomination_through_the_api(
+        framework: FrameworkProcess, kube_cluster: LocalCluster, kube_namespace: str) -> None:
+    with cluster_nodes(kube_cluster, {"kp-4": "2", "kp-5": "2"}):
+        _nomination_cleared_when_no_candidate(framework, kube_cluster, kube_namespace)
+
+
+def _nomination_cleared_when_no_candidate(framework: FrameworkProcess, kube_cluster: LocalCluster, ns: str) -> None:
+    # kp-5 holds a pod of urgent's own priority (no victim there); kp-4 a low-priority one, urgent's victim.
+    create(kube_cluster, pod("old", ns, "low", "2", "kp-4"), pod("peer", ns, "high", "2", "kp-5"))
+    seen_bound(framework, ns, "old", "peer")
+    create(kube_cluster, pod("urgent", ns, "high", "2"))
+    assert terminating(kube_cluster, ns, "old") == {"old": DISRUPTION}
+    assert wait_for(lambda: nominated(kube_cluster, ns, "urgent"), 20, "urgent's nomination") == "kp-4"
+
+    # kp-4 goes away before its room frees; the victim's deletion then retries urgent, which finds no
+    # node to make room on: kube-scheduler's Preempt answers NewPostFilterResultWithNominatedNode("") and
+    # handleSchedulingFailure's status patch clears nominatedNodeName.
+    kube_cluster.kubectl("delete", "node", "kp-4")
+    finish_deletion(kube_cluster, ns, "old")
+    no_victims = ("0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 "
+                  "nodes are available: 1 No preemption victims found for incoming pod.")
+    assert wait_for(lambda: any(r[3] == no_victims for r in describe_events(kube_cluster, ns, "urgent")), 30,
+                    "urgent to find no node to preempt on")
+    assert wait_for(lambda: nominated(kube_cluster, ns, "urgent") == "", 20, "urgent's nomination to be cleared")
+    assert wide_node(kube_cluster, ns, "urgent") == ""
+    assert events_of(kube_cluster, ns, "peer") == []

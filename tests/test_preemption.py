@@ -462,3 +462,72 @@ def test_terminating_by_preemption(deleting: bool, conditions: list[dict[str, st
     if deleting:
         doc["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"  # type: ignore[index]
     assert terminating_by_preemption(pod_from_dict(doc)) is want
+
+
+# ---- A preemptor's nomination after a later attempt ------------------------------------------------
+
+NO_VICTIMS = ("0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes "
+              "are available: 1 No preemption victims found for incoming pod.")
+
+
+def nominated_to(node_name: str, preemptor: Any) -> Any:
+    """``preemptor`` as a former preemption left it: ``status.nominatedNodeName`` set."""
+    return dataclasses.replace(preemptor, nominated_node_name=node_name)
+
+
+def terminating_victim(name: str, cpu: str, priority: int, node_name: str) -> Any:
+    """A pod a preemption is deleting: a deletion timestamp and DisruptionTarget PreemptionByScheduler."""
+    doc = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                     "creationTimestamp": "2026-01-01T00:00:00Z", "deletionTimestamp": "2026-01-02T00:00:00Z"},
+        "spec": {"priority": priority, "nodeName": node_name,
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+        "status": {"conditions": [{"type": "DisruptionTarget", "status": "True",
+                                   "reason": "PreemptionByScheduler"}]},
+    }  # fmt: skip
+    return pod_from_dict(doc)
+
+
+@dataclasses.dataclass(frozen=True)
+class NominationCase:
+    id: str
+    nodes: list[Any]
+    placed: list[Any]
+    preemptor: Any
+    #: The preemptor's nomination after its attempt failed, and the reason that attempt gave.
+    nominated: str
+    message: str
+
+
+NOMINATION_CASES = [
+    # kube-scheduler's Preempt finds no candidate: NewPostFilterResultWithNominatedNode("") (ModeOverride)
+    # and handleSchedulingFailure clears the nomination, in the nominator and on the pod.
+    NominationCase("nominated-node-gone-and-no-candidate-clears", [node("n1", "2")],
+                   [pod("a", "2", 100, "n1")], nominated_to("n9", pod("hi", "2", 100)), "", NO_VICTIMS),
+    NominationCase("pods-on-the-nominated-node-outrank-it-clears", [node("n1", "2")],
+                   [pod("a", "2", 200, "n1")], nominated_to("n1", pod("hi", "2", 100)), "", NO_VICTIMS),
+    # Not eligible to preempt: no result (ModeNoop), the nomination stays as it is.
+    NominationCase("victim-still-terminating-on-the-nominated-node-keeps", [node("n1", "2")],
+                   [terminating_victim("old", "2", 0, "n1")], nominated_to("n1", pod("hi", "2", 100)), "n1",
+                   "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: not "
+                   "eligible due to a terminating pod on the nominated node."),
+    NominationCase("preemption-policy-never-keeps", [node("n1", "2")], [pod("a", "2", 0, "n1")],
+                   nominated_to("n1", pod("hi", "2", 100, preemptionPolicy="Never")), "n1",
+                   "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: not "
+                   "eligible due to preemptionPolicy=Never."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", NOMINATION_CASES, ids=lambda c: c.id)
+def test_a_failed_preemption_sets_the_preemptors_nomination_as_kube_scheduler_does(case: NominationCase) -> None:
+    s = scenario(case.nodes, case.placed, case.preemptor, expect_phase="Unschedulable")
+    rec = s.get_pod("default", "hi")
+    assert rec is not None and rec.last_status is not None
+    assert list(rec.last_status.reasons) == [case.message]
+    info = s.queue.info("uid-hi")
+    assert info is not None
+    # The nominator, the pod the queue retries and the pod the Scheduler API shows agree.
+    assert (rec.nominated_node, s.nominated.get("uid-hi", ""), info.pod.nominated_node_name) == (case.nominated,) * 3
+    assert deleted(s) == []
+    assert [ev.type for ev in s.recent_events() if ev.type == EV_NOMINATED] == []
