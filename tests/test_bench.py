@@ -36,8 +36,9 @@ from tools.bench.runner import initial_pods, median_run, run_one
 from tools.bench.runs import RunResult, RunSpec
 from tools.bench.scenarios import SCENARIOS
 from tools.bench.servers import ServerProcess
-from tools.bench.workload import node_manifest
 from tools.localcluster import BIN_ENV
+from tools.workloads import scheduler_perf_node as node_manifest
+from tools.workloads import scheduler_perf_pod
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -601,7 +602,7 @@ def test_cpu_shares_split_the_machine_between_processes_others_and_idle() -> Non
 def test_the_apiserver_run_is_scheduler_perfs_schedulingbasic() -> None:
     (full,) = SCENARIOS["apiserver"].runs(quick=False)
     assert (full.nodes, full.init_pods, full.measure_pods) == (5000, 1000, 10000)
-    node, pod = kube_bench.node_object(7), kube_bench.pod_object("namespace-2", 3)
+    node, pod = node_manifest(7, api=True), scheduler_perf_pod("namespace-2", 3, scheduler=kube_bench.SCHEDULER)
     assert node["metadata"]["name"] == "scheduler-perf-00007"
     assert node["status"] == {"capacity": {"pods": "110", "cpu": "4", "memory": "32Gi"},
                               "allocatable": {"pods": "110", "cpu": "4", "memory": "32Gi"},

@@ -539,7 +539,7 @@ class BatchClock:
         from pluginhost.convert import pod_to_proto
         from pluginhost.manifest import node_from_dict, pod_from_dict
         from tools.bench.inprocess import InProcessPlugin
-        from tools.bench.workload import node_manifest
+        from tools.workloads import scheduler_perf_node as node_manifest
 
         self.rig = await remote_rig([endpoint("tier", self.address)], lambda reg: load_config(self.TEXT, reg.points()))
         s = self.rig.scheduler

@@ -1,5 +1,7 @@
-"""scheduler_perf's workloads through a real API server: the shapes, creating them, and timing the
-scheduler that places them, observed from outside through a watch.
+"""scheduler_perf's workloads: the one set of node and pod templates every tool builds on (the
+benchmark's in-process runs and its ``apiserver`` scenario, the comparison with kube-scheduler, their
+tests), creating them through a real API server, and timing the scheduler that places them, observed
+from outside through a watch (:class:`BoundWatch`, the one watch of bound pods).
 
 ::
 
@@ -16,7 +18,8 @@ The shapes are kubernetes ``test/integration/scheduler_perf`` v1.35's (``perform
 (4 CPU, 32 GiB, 110 pods, capacity = allocatable, the ``kubernetes.io/hostname`` label, and the workload's
 ``labelNodePrepareStrategy`` label given round-robin); pods are ``pod-default.yaml`` (the pause image, one
 container port, 100m CPU and 500Mi requests = limits) or the workload's template built on it. The
-capacity and the container are :mod:`tools.bench.workload`'s, the in-process benchmark's.
+in-process benchmark applies the same templates without the API server's additions
+(:func:`scheduler_perf_node` with ``api=False``: capacity only, no labels).
 
 **Throughput** is what the benchmark issue defines: measured pods divided by the time from just before
 the first of them is created to the moment the watch shows the last of them bound. Pods are created as
@@ -43,9 +46,9 @@ import orjson
 
 from framework.kube.client import ApiError, ApiUnreachable, KubeConfig
 
-from .bench.workload import NODE_CAPACITY, pause_container
-
 __all__ = [
+    "NODE_CAPACITY",
+    "PAUSE_IMAGE",
     "WORKLOADS",
     "Api",
     "BoundWatch",
@@ -57,9 +60,18 @@ __all__ = [
     "create_cluster",
     "create_pods",
     "node_manifest",
+    "node_name",
+    "pause_container",
     "pod_manifest",
+    "pod_name",
+    "scheduler_perf_node",
+    "scheduler_perf_pod",
 ]
 
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
+#: ``node-default.yaml``'s capacity.
+NODE_CAPACITY = {"pods": "110", "cpu": "4", "memory": "32Gi"}
+_POD_RESOURCES = {"cpu": "100m", "memory": "500Mi"}
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 NODE_PREFIX = "scheduler-perf-"
@@ -144,9 +156,33 @@ class Api:
 # ---- templates ------------------------------------------------------------------------------------
 
 
-def node_manifest(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """scheduler_perf's ``node-default.yaml`` as ``createNodes`` makes it: the hostname label, Ready, and
-    allocatable = capacity (no kubelet here to report it)."""
+def node_name(i: int) -> str:
+    """Node ``i``'s name: ``scheduler-perf-NNNNN``."""
+    return f"{NODE_PREFIX}{i:05d}"
+
+
+def pod_name(i: int) -> str:
+    """Pod ``i``'s name: ``pod-NNNNNN``."""
+    return f"pod-{i:06d}"
+
+
+def pause_container() -> dict[str, Any]:
+    """``pod-default.yaml``'s one container."""
+    return {
+        "name": "pause",
+        "image": PAUSE_IMAGE,
+        "ports": [{"containerPort": 80}],
+        "resources": {"limits": dict(_POD_RESOURCES), "requests": dict(_POD_RESOURCES)},
+    }
+
+
+def node_manifest(name: str, labels: dict[str, str] | None = None, *, api: bool = True) -> dict[str, Any]:
+    """scheduler_perf's ``node-default.yaml``. ``api``: as ``createNodes`` makes it through the API server,
+    with the hostname label, Ready, and allocatable = capacity (no kubelet here to report them); else
+    capacity and ``labels`` only, as the in-process runs apply it."""
+    if not api:
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels or {})},
+                "spec": {}, "status": {"capacity": dict(NODE_CAPACITY)}}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {**(labels or {}), HOSTNAME_LABEL: name}},
@@ -156,14 +192,28 @@ def node_manifest(name: str, labels: dict[str, str] | None = None) -> dict[str, 
     }
 
 
-def pod_manifest(name: str, namespace: str, scheduler: str, *, labels: dict[str, str] | None = None,
-                 **spec: Any) -> dict[str, Any]:
-    """scheduler_perf's ``pod-default.yaml`` with ``spec`` fields added (affinity, spread constraints)."""
+def pod_manifest(name: str, namespace: str, scheduler: str = "", *, labels: dict[str, str] | None = None,
+                 node: str = "", **spec: Any) -> dict[str, Any]:
+    """scheduler_perf's ``pod-default.yaml`` for ``scheduler`` (none named: the default), bound to
+    ``node`` when one is given, with ``spec`` fields added (affinity, spread constraints)."""
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         meta["labels"] = dict(labels)
+    head: dict[str, Any] = {"schedulerName": scheduler} if scheduler else {}
+    if node:
+        head["nodeName"] = node
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"schedulerName": scheduler, "containers": [pause_container()], **spec}}
+            "spec": {**head, "containers": [pause_container()], **spec}}
+
+
+def scheduler_perf_node(i: int, labels: dict[str, str] | None = None, *, api: bool = False) -> dict[str, Any]:
+    """Node ``i`` of a benchmark run (:func:`node_name`, :func:`node_manifest`)."""
+    return node_manifest(node_name(i), labels, api=api)
+
+
+def scheduler_perf_pod(namespace: str, i: int, *, scheduler: str = "", node: str = "") -> dict[str, Any]:
+    """Pod ``i`` of ``namespace`` in a benchmark run (:func:`pod_name`, :func:`pod_manifest`)."""
+    return pod_manifest(pod_name(i), namespace, scheduler, node=node)
 
 
 def _term(color: str, key: str, namespaces: list[str]) -> dict[str, Any]:

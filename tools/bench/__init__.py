@@ -3,7 +3,8 @@
 Each scenario is a list of *runs*; every run executes in a fresh child process (so its peak RSS is its
 own) and drives a :class:`~framework.scheduler.Scheduler` in-process, without gRPC, the way
 kube-scheduler's ``scheduler_perf`` drives kube-scheduler (:mod:`tools.bench.runner`). Nodes and pods
-are scheduler_perf's ``node-default.yaml`` and ``pod-default.yaml`` (:mod:`tools.bench.workload`).
+are scheduler_perf's ``node-default.yaml`` and ``pod-default.yaml`` (:mod:`tools.workloads`, the
+templates every tool shares).
 
 Scenarios (:data:`tools.bench.scenarios.SCENARIOS`):
 
@@ -33,7 +34,7 @@ Scenarios (:data:`tools.bench.scenarios.SCENARIOS`):
 
 A new scenario is a :class:`~tools.bench.scenario.Scenario` subclass registered in ``SCENARIOS``.
 
-The modules: :mod:`~tools.bench.workload` (the nodes and pods), :mod:`~tools.bench.runs` (a run
+The modules: :mod:`~tools.bench.runs` (a run
 and its result), :mod:`~tools.bench.plugins` (BenchTier, HeavyScore), :mod:`~tools.bench.scenario`
 (what a scenario is), :mod:`~tools.bench.inprocess`, :mod:`~tools.bench.remote`,
 :mod:`~tools.bench.extender` and :mod:`~tools.bench.gohost` (the scenarios),

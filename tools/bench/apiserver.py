@@ -54,10 +54,9 @@ from framework.kube.client import ApiClient, ApiError, ApiUnreachable, KubeConfi
 from framework.outcomes import num_feasible_nodes_to_find
 
 from ..localcluster import LocalCluster
-from ..workloads import BoundWatch, node_manifest, pod_manifest
+from ..workloads import BoundWatch, pod_name, scheduler_perf_node, scheduler_perf_pod
 from .runs import RunResult, RunSpec
 from .servers import stop_process
-from .workload import node_name, pod_name
 
 __all__ = [
     "CREATE_CONNECTIONS",
@@ -67,8 +66,6 @@ __all__ = [
     "create_objects",
     "histogram_quantile",
     "measure",
-    "node_object",
-    "pod_object",
     "scheduler_config",
 ]
 
@@ -78,6 +75,8 @@ SCHEDULER_BURST = 5000
 #: Concurrent create requests of the pod creator (and of the set-up's node and pod creation).
 CREATE_CONNECTIONS = 16
 INIT_NAMESPACE = "namespace-1"
+#: The scheduler the run's pods name (kube-scheduler's default profile, which the framework runs).
+SCHEDULER = "default-scheduler"
 MEASURED_NAMESPACE = "namespace-2"
 STARTUP_SECONDS = 120.0
 STOP_SECONDS = 20.0
@@ -103,17 +102,6 @@ def scheduler_config(scheduler_name: str = "default-scheduler") -> str:
         "profiles:\n"
         f"- schedulerName: {scheduler_name}\n"
     )
-
-
-def node_object(i: int) -> dict[str, Any]:
-    """Node ``i`` of the run: scheduler_perf's ``templates/node-default.yaml``, ``scheduler-perf-NNNNN``."""
-    return node_manifest(node_name(i))
-
-
-def pod_object(namespace: str, i: int, scheduler_name: str = "") -> dict[str, Any]:
-    """Pod ``i`` of ``namespace``: scheduler_perf's ``templates/pod-default.yaml``, named ``pod-NNNNNN``
-    rather than generated, for ``scheduler_name`` (kube-scheduler's default when empty)."""
-    return pod_manifest(pod_name(i), namespace, scheduler_name or "default-scheduler")
 
 
 # ---- CPU accounting -----------------------------------------------------------------------------------
@@ -263,7 +251,8 @@ def _admin_client(kubeconfig: Path, connections: int) -> ApiClient:
 
 async def _create_pods_main(kubeconfig: Path, namespace: str, start: int, count: int, connections: int,
                             scheduler_name: str) -> dict[str, Any]:
-    bodies = [pod_object(namespace, i, scheduler_name) for i in range(start, start + count)]
+    scheduler = scheduler_name or SCHEDULER
+    bodies = [scheduler_perf_pod(namespace, i, scheduler=scheduler) for i in range(start, start + count)]
     client = _admin_client(kubeconfig, connections)
     # Started and ready before the clock: the benchmark says when to go (a line on stdin).
     print("ready", flush=True)
@@ -459,14 +448,15 @@ async def _set_up(run: _Run, spec: RunSpec) -> None:
         await run.admin.request("POST", "/api/v1/namespaces", verb="create", resource="namespaces",
                                 body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     nodes = await create_objects(run.admin, "/api/v1/nodes", "nodes",
-                                 [node_object(i) for i in range(spec.nodes)], CREATE_CONNECTIONS)
+                                 [scheduler_perf_node(i, api=True) for i in range(spec.nodes)], CREATE_CONNECTIONS)
     if nodes.errors:
         raise RuntimeError(f"creating nodes: {nodes.errors[0]}")
     run.framework.start()
     await run.framework.wait_synced(STARTUP_SECONDS)
     init_watch = await run.watch(INIT_NAMESPACE)
-    init = await create_objects(run.admin, f"/api/v1/namespaces/{INIT_NAMESPACE}/pods", "pods",
-                                [pod_object(INIT_NAMESPACE, i) for i in range(spec.init_pods)], CREATE_CONNECTIONS)
+    init_pods = [scheduler_perf_pod(INIT_NAMESPACE, i, scheduler=SCHEDULER) for i in range(spec.init_pods)]
+    init = await create_objects(run.admin, f"/api/v1/namespaces/{INIT_NAMESPACE}/pods", "pods", init_pods,
+                                CREATE_CONNECTIONS)
     if init.errors:
         raise RuntimeError(f"creating the initial pods: {init.errors[0]}")
     if not await _all_bound(init_watch, spec.init_pods, time.monotonic() + spec.timeout):

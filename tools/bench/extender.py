@@ -15,11 +15,11 @@ from framework.config import SchedulerConfig
 from framework.plugins import Registry
 from framework.profiles import build_registry
 
+from ..workloads import scheduler_perf_node
 from .inprocess import InProcessPlugin
 from .runs import RunSpec
 from .scenario import profile_with
 from .servers import STARTUP_SECONDS, ServerProcess, call_metrics
-from .workload import node_manifest
 
 if TYPE_CHECKING:
     from framework.scheduler import Scheduler
@@ -60,7 +60,7 @@ class ExtenderScenario(InProcessPlugin):
                 if self.node_cache_capable:
                     # A nodeCacheCapable extender keeps its own node cache (an informer in a cluster):
                     # filled before the run, outside the clock.
-                    items = [node_manifest(i, self.node_labels(i)) for i in range(spec.nodes)]
+                    items = [scheduler_perf_node(i, self.node_labels(i)) for i in range(spec.nodes)]
                     await asyncio.get_running_loop().run_in_executor(
                         None, _post_json, server.address, "/cache/nodes", {"kind": "NodeList", "items": items}
                     )

@@ -35,10 +35,10 @@ from framework.scheduler import Scheduler, tune_gc
 from pluginhost.manifest import node_from_dict, pod_from_dict
 from pluginhost.model import Node, Pod
 
+from ..workloads import node_name, scheduler_perf_node, scheduler_perf_pod
 from .report import evaluate_targets, machine_info
 from .runs import RunResult, RunSpec, failed_result
 from .scenarios import SCENARIOS
-from .workload import node_manifest, node_name, pod_manifest
 
 __all__ = ["child_main", "initial_pods", "median_run", "peak_rss_mib", "run_benchmarks", "run_in_child", "run_one"]
 
@@ -81,7 +81,7 @@ async def _settle(s: Scheduler, target: int, deadline: float) -> None:
 def initial_pods(spec: RunSpec, bound: bool) -> list[Pod]:
     """The run's initial pods; ``bound``: each already on a node, round-robin (pod ``i`` on node ``i mod
     nodes``), so the store places them without a scheduling cycle."""
-    return [pod_from_dict(pod_manifest("init", i, node_name(i % spec.nodes) if bound else ""))
+    return [pod_from_dict(scheduler_perf_pod("init", i, node=node_name(i % spec.nodes) if bound else ""))
             for i in range(spec.init_pods)]
 
 
@@ -91,10 +91,10 @@ async def run_one(spec: RunSpec) -> RunResult:
     custom = await scenario.measure(spec)
     if custom is not None:
         return custom
-    nodes: list[Node] = [node_from_dict(node_manifest(i, scenario.node_labels(i))) for i in range(spec.nodes)]
+    nodes: list[Node] = [node_from_dict(scheduler_perf_node(i, scenario.node_labels(i))) for i in range(spec.nodes)]
     bind = scenario.bind_init_pods
     init_pods = initial_pods(spec, bind)
-    measured: list[Pod] = [pod_from_dict(pod_manifest("measured", i)) for i in range(spec.measure_pods)]
+    measured: list[Pod] = [pod_from_dict(scheduler_perf_pod("measured", i)) for i in range(spec.measure_pods)]
     async with scenario.environment(spec):
         registry, config = await scenario.prepare(spec)
         s = Scheduler(config, registry, seed=1)
