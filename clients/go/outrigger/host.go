@@ -64,6 +64,7 @@ type Host struct {
 	mirror  *Mirror
 	follows bool // some plugin follows the mirror
 	nodes   bool // every following plugin reads node objects only
+	volumes bool // some plugin reads storage objects
 
 	mu           sync.Mutex
 	fw           *Framework
@@ -100,6 +101,8 @@ func NewHost(regs []Registration, opts Options) (*Host, error) {
 		if err != nil {
 			return nil, err
 		}
+		reg.NeedsSnapshot = reg.NeedsSnapshot || reg.NeedsVolumes
+		h.volumes = h.volumes || reg.NeedsVolumes
 		hp := &hosted{reg: reg, manifest: m, instances: map[string]Plugin{}}
 		h.plugins = append(h.plugins, hp)
 		h.byName[reg.Name] = hp
@@ -194,6 +197,10 @@ func manifestOf(reg Registration) (*pb.PluginManifest, error) {
 			return nil, fmt.Errorf("plugin %s: a state key is empty", reg.Name)
 		}
 	}
+	if reg.NeedsVolumes && (reg.NodesOnly || reg.Lookahead) {
+		return nil, fmt.Errorf("plugin %s: NeedsVolumes excludes NodesOnly and Lookahead (a storage change alters "+
+			"answers without a node change)", reg.Name)
+	}
 	if reg.Lookahead {
 		switch {
 		case len(reg.StateKeys) > 0:
@@ -206,8 +213,8 @@ func manifestOf(reg Registration) (*pb.PluginManifest, error) {
 	}
 	return &pb.PluginManifest{
 		Name: reg.Name, Points: points, StateKeys: reg.StateKeys, PreferredBatchSize: reg.BatchSize,
-		FilterAndScore: reg.FilterAndScore, NeedsSnapshot: reg.NeedsSnapshot || reg.Lookahead,
-		NodesOnly: reg.NodesOnly || reg.Lookahead, Lookahead: reg.Lookahead, Events: events,
+		FilterAndScore: reg.FilterAndScore, NeedsSnapshot: reg.NeedsSnapshot || reg.Lookahead || reg.NeedsVolumes,
+		NodesOnly: reg.NodesOnly || reg.Lookahead, Lookahead: reg.Lookahead, Events: events, NeedsVolumes: reg.NeedsVolumes,
 	}, nil
 }
 
@@ -341,6 +348,7 @@ func (h *Host) follow(ctx context.Context, fw *Framework) {
 	for ctx.Err() == nil {
 		stream, err := fw.Handle.FollowSnapshot(ctx, &pb.FollowRequest{
 			FromGeneration: h.mirror.Generation(), Plugin: h.plugins[0].reg.Name, NodesOnly: h.nodes,
+			Volumes: h.volumes,
 		})
 		for err == nil {
 			var d *pb.SnapshotDelta
@@ -944,36 +952,58 @@ func (h *Host) batchCall(ctx context.Context, point string, cyc *streamCycle, b 
 	return call, nodes, span, err
 }
 
-// Filter answers a stream of node batches, one FilterReply per batch.
-func (h *Host) Filter(stream pb.Plugin_FilterServer) error {
+// batchMsg is one message of a Filter or Score stream: a start (ctx set, perhaps with the cycle's first
+// batch) or a batch.
+type batchMsg struct {
+	start      bool
+	ctx        *pb.CycleContext
+	withScores bool
+	batch      *pb.NodeBatch
+}
+
+// serveBatches answers one Filter or Score stream: each start message opens a cycle, each batch (a
+// separate message, or the "start-batch" one riding in its start) gets one reply from answer.
+func (h *Host) serveBatches(point string, recv func() (batchMsg, error), answer func(*streamCycle, *pb.NodeBatch) error) error {
 	var cyc *streamCycle
 	for {
-		msg, err := stream.Recv()
+		msg, err := recv()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err // cancelled: the framework has what it needs
 		}
-		batch := msg.GetBatch()
-		if start := msg.GetStart(); start != nil {
-			if cyc, err = h.openCycle(start.GetCtx(), start.GetWithScores()); err != nil {
+		if msg.start {
+			if cyc, err = h.openCycle(msg.ctx, msg.withScores); err != nil {
 				return err
 			}
-			if batch = start.GetBatch(); batch == nil {
-				continue // the "start-batch" feature: the cycle's first batch may ride in its start
+			if msg.batch == nil {
+				continue // the cycle's first batch comes in its own message
 			}
 		}
-		if batch == nil {
-			return grpcstatus.Error(codes.InvalidArgument, "a Filter stream message must be a start or a batch")
+		if msg.batch == nil {
+			return grpcstatus.Errorf(codes.InvalidArgument, "a %s stream message must be a start or a batch", point)
 		}
 		if cyc == nil {
-			return grpcstatus.Error(codes.InvalidArgument, "a Filter stream must start with FilterStart")
+			return grpcstatus.Errorf(codes.InvalidArgument, "a %s stream must start with %sStart", point, point)
 		}
-		if err := stream.Send(h.filterBatch(stream.Context(), cyc, batch)); err != nil {
+		if err := answer(cyc, msg.batch); err != nil {
 			return err
 		}
 	}
+}
+
+// Filter answers a stream of node batches, one FilterReply per batch.
+func (h *Host) Filter(stream pb.Plugin_FilterServer) error {
+	return h.serveBatches("Filter", func() (batchMsg, error) {
+		msg, err := stream.Recv()
+		if start := msg.GetStart(); err == nil && start != nil {
+			return batchMsg{start: true, ctx: start.GetCtx(), withScores: start.GetWithScores(), batch: start.GetBatch()}, nil
+		}
+		return batchMsg{batch: msg.GetBatch()}, err
+	}, func(cyc *streamCycle, b *pb.NodeBatch) error {
+		return stream.Send(h.filterBatch(stream.Context(), cyc, b))
+	})
 }
 
 func (h *Host) filterBatch(ctx context.Context, cyc *streamCycle, b *pb.NodeBatch) *pb.FilterReply {
@@ -1064,34 +1094,15 @@ func scoresOf(p ScorePlugin, call *Call, pod *pb.Pod, nodes []Node) ([]int64, er
 
 // Score answers a stream of node batches, one ScoreReply per batch.
 func (h *Host) Score(stream pb.Plugin_ScoreServer) error {
-	var cyc *streamCycle
-	for {
+	return h.serveBatches("Score", func() (batchMsg, error) {
 		msg, err := stream.Recv()
-		if err == io.EOF {
-			return nil
+		if start := msg.GetStart(); err == nil && start != nil {
+			return batchMsg{start: true, ctx: start.GetCtx(), batch: start.GetBatch()}, nil
 		}
-		if err != nil {
-			return err
-		}
-		batch := msg.GetBatch()
-		if start := msg.GetStart(); start != nil {
-			if cyc, err = h.openCycle(start.GetCtx(), false); err != nil {
-				return err
-			}
-			if batch = start.GetBatch(); batch == nil {
-				continue
-			}
-		}
-		if batch == nil {
-			return grpcstatus.Error(codes.InvalidArgument, "a Score stream message must be a start or a batch")
-		}
-		if cyc == nil {
-			return grpcstatus.Error(codes.InvalidArgument, "a Score stream must start with ScoreStart")
-		}
-		if err := stream.Send(h.scoreBatch(stream.Context(), cyc, batch)); err != nil {
-			return err
-		}
-	}
+		return batchMsg{batch: msg.GetBatch()}, err
+	}, func(cyc *streamCycle, b *pb.NodeBatch) error {
+		return stream.Send(h.scoreBatch(stream.Context(), cyc, b))
+	})
 }
 
 func (h *Host) scoreBatch(ctx context.Context, cyc *streamCycle, b *pb.NodeBatch) *pb.ScoreReply {

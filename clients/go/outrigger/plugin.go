@@ -190,6 +190,11 @@ type Registration struct {
 	// CycleState, no pods on nodes, no PreFilter/PreScore): the framework may then ask for its answers
 	// for pods ahead of their cycles, over every node (Plugin.Lookahead). Implies NodesOnly.
 	Lookahead bool
+	// NeedsVolumes says the plugin reads the storage objects behind pods' volumes
+	// (PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes): the host's mirror then
+	// follows them too, and Call.Snapshot.Volumes() has them. Implies NeedsSnapshot; not allowed with
+	// NodesOnly or Lookahead (a storage change alters answers without a node change).
+	NeedsVolumes bool
 	// Events overrides the events of EnqueueExtensions in the manifest.
 	Events []*pb.ClusterEventWithHint
 }

@@ -62,6 +62,7 @@ type Snapshot struct {
 	ids            []uint32 // ascending
 	memo           sync.Map
 	nodes          *nodeTable // shared by consecutive snapshots whose node objects are the same
+	volumes        *Volumes   // the mirror's (live, shared by its snapshots)
 }
 
 // nodeTable holds what plugins derive from the node objects alone, shared by every snapshot until a
@@ -69,7 +70,13 @@ type Snapshot struct {
 type nodeTable struct{ memo sync.Map }
 
 // EmptySnapshot is a snapshot with no nodes.
-func EmptySnapshot() *Snapshot { return &Snapshot{byName: map[string]uint32{}, nodes: &nodeTable{}} }
+func EmptySnapshot() *Snapshot {
+	return &Snapshot{byName: map[string]uint32{}, nodes: &nodeTable{}, volumes: newVolumes()}
+}
+
+// Volumes are the storage objects (claims, volumes, classes, CSINodes) the mirror holds: live, shared
+// by every snapshot of the mirror, and empty unless a plugin of the host registered NeedsVolumes.
+func (s *Snapshot) Volumes() *Volumes { return s.volumes }
 
 // Node is the node with id, or nil.
 func (s *Snapshot) Node(id uint32) *NodeState {
@@ -129,6 +136,7 @@ func (s *Snapshot) derive() *Snapshot {
 	return &Snapshot{
 		Generation: s.Generation, NodeGeneration: s.NodeGeneration,
 		byID: append([]*NodeState(nil), s.byID...), byName: s.byName, ids: s.ids, nodes: s.nodes,
+		volumes: s.volumes,
 	}
 }
 
@@ -291,6 +299,7 @@ type Mirror struct {
 	order    []uint64
 	podNode  map[string]uint32 // pod uid -> node id, for the latest generation
 	advanced chan struct{}     // closed (and replaced) whenever a delta is applied
+	storage  func(*pb.SnapshotDelta)
 	// Resyncs and Deltas count full resyncs and applied deltas.
 	Resyncs, Deltas int
 }
@@ -320,6 +329,17 @@ func (m *Mirror) Reset() {
 	m.reset()
 }
 
+// FeedStorage hands fn the storage changes of every delta applied from now on (deltas with storage
+// changes, and full resyncs), inside Apply, so fn's copy is up to date whenever a generation is. fn
+// first gets, under the same lock, a full resync holding every storage object the mirror has, so
+// nothing applied before is missed. It replaces an earlier fn.
+func (m *Mirror) FeedStorage(fn func(*pb.SnapshotDelta)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fn(m.cur.volumes.resync(m.cur.Generation))
+	m.storage = fn
+}
+
 // Generation is the framework generation applied last (0: nothing yet).
 func (m *Mirror) Generation() uint64 {
 	m.mu.Lock()
@@ -345,7 +365,7 @@ func (m *Mirror) At(generation uint64) *Snapshot {
 }
 
 // Apply applies one delta in the contract's order: resync, node upserts, node removals, pod
-// removals, pod additions.
+// removals, pod additions, storage removals, storage upserts (into the live Volumes).
 func (m *Mirror) Apply(d *pb.SnapshotDelta) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -429,6 +449,10 @@ func (m *Mirror) Apply(d *pb.SnapshotDelta) {
 		n := own(id)
 		n.Pods = append(n.Pods, p)
 		m.podNode[uid] = id
+	}
+	next.volumes.apply(d)
+	if m.storage != nil && (d.GetFullResync() || len(d.GetStorageUpserts()) > 0 || len(d.GetStorageRemoved()) > 0) {
+		m.storage(d)
 	}
 	next.Generation = d.GetGeneration()
 	if d.GetFullResync() || len(d.GetNodes()) > 0 || len(d.GetRemovedNodeIds()) > 0 {
