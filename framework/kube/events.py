@@ -10,7 +10,13 @@ limit applies). Field values are kube-scheduler's, so ``kubectl describe pod`` r
   broadcaster); its note is cut to 1024 bytes with `` ...`` (schedule_one.go's truncateMessage);
 - the same event again (same pod, reason, action, note, reporter) within 6 minutes becomes a series:
   its count and last time are patched onto the first one, at most every ``series_seconds``, instead of
-  a new Event per attempt;
+  a new Event per attempt; a series whose Event is gone (404) is created again with its count, as
+  client-go's recordEvent does;
+- an occurrence is one Event, however often its create is sent: the name is fixed when the event is
+  recorded, so a second copy of a create that landed (the client sends a create again after a ``5xx``
+  with ``Retry-After``, the writer after a lost connection) is refused ``409 AlreadyExists`` and taken
+  as done. client-go sends the same named Event again on the same failures and drops that refusal
+  silently; not sending again at all would lose the Events whose first copy did not land;
 - a status patch is sent only when it changes something (podutil.UpdatePodCondition: the condition's
   status, reason or message; ``lastTransitionTime`` moves only when its status does). Several changes
   to one pod before its patch is sent make one patch (two when it nominates a node: see next);
@@ -24,8 +30,10 @@ limit applies). Field values are kube-scheduler's, so ``kubectl describe pod`` r
   kube-scheduler's API dispatcher drops such a patch too: a pod's binding call overwrites its pending
   status patch (``PodBinding`` outranks ``PodStatusPatch``).
 
-Writes that fail are retried a few times with backoff when the server could not be reached; a pod
-that is gone (404) is dropped; any other refusal is logged in one line naming the verb and resource.
+Writes that fail are retried a few times with backoff when the server could not be reached (every
+job given to the :class:`Writer` is one a second copy cannot apply twice: a named create, a patch that
+sets values); a pod that is gone (404) is dropped; any other refusal is logged in one line naming the
+verb and resource and counted in ``Writer.failed``.
 """
 
 from __future__ import annotations
@@ -79,7 +87,8 @@ Job = Callable[[], Awaitable[None]]
 
 
 class Writer:
-    """A queue of API writes and ``workers`` tasks sending them."""
+    """A queue of API writes and ``workers`` tasks sending them. A job is sent again when the server
+    could not be reached, so each must be harmless twice (see the module's docstring)."""
 
     def __init__(self, workers: int = 8) -> None:
         self._jobs: collections.deque[Job] = collections.deque()
@@ -90,6 +99,8 @@ class Writer:
         self._tasks: list[asyncio.Task[None]] = []
         self._busy = 0
         self._logged: set[str] = set()
+        #: Writes given up: refused (other than 404) or never answered after every attempt.
+        self.failed = 0
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -140,6 +151,7 @@ class Writer:
                 return
             except ApiUnreachable as exc:
                 if attempt == RETRIES - 1:
+                    self.failed += 1
                     log.warning("%s; giving up after %d attempts", exc, RETRIES)
                     return
                 await asyncio.sleep(delay)
@@ -147,12 +159,14 @@ class Writer:
             except ApiError as exc:
                 if exc.code == 404:
                     return  # the object is gone: nothing to tell it any more
+                self.failed += 1
                 line = f"{exc.verb} {exc.resource}: {exc.code} {exc.reason}"
                 if line not in self._logged:  # one line per kind of refusal, not one per pod
                     self._logged.add(line)
                     log.warning("%s (further refusals like this one are not logged)", exc)
                 return
             except Exception:
+                self.failed += 1
                 log.exception("an API write failed")
                 return
 
@@ -164,6 +178,8 @@ class _Series:
     count: int
     last: float
     dirty: bool = False
+    #: The Event as first created (sent again, with the series, if the Event is gone).
+    body: dict[str, Any] | None = None
 
 
 class EventRecorder:
@@ -220,15 +236,28 @@ class EventRecorder:
         if related is not None:
             body["related"] = _reference(related)
         self._series.pop(key, None)
-        self._series[key] = _Series(name, pod.namespace, 1, now)
+        self._series[key] = _Series(name, pod.namespace, 1, now, body=body)
         if len(self._series) > self.keep:
             self._expire(now)
-        path = f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events"
 
         async def create() -> None:
-            await self.client.request("POST", path, verb="create", resource="events", body=body)
+            await self._create(body)
 
         self.writer.submit(create)
+
+    async def _create(self, body: dict[str, Any]) -> bool:
+        """Create one Event; False when it was there already. Its name was fixed when it was recorded:
+        AlreadyExists means a copy sent before (whose answer was a 5xx or a lost connection) landed,
+        and the occurrence is recorded."""
+        path = f"/apis/events.k8s.io/v1/namespaces/{body['metadata']['namespace']}/events"
+        try:
+            await self.client.request("POST", path, verb="create", resource="events", body=body)
+        except ApiError as exc:
+            if exc.code != 409 or exc.reason != "AlreadyExists":
+                raise
+            log.debug("event %s: created by an earlier send", body["metadata"]["name"])
+            return False
+        return True
 
     def _expire(self, now: float) -> None:
         """Forget the series not seen for a window. They are kept in the order they were last seen, so
@@ -255,14 +284,29 @@ class EventRecorder:
             if not series.dirty:
                 continue
             series.dirty = False
-            path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}"
             patch = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last)}}
 
-            async def send(path: str = path, patch: dict[str, Any] = patch) -> None:
-                await self.client.request("PATCH", path, verb="patch", resource="events", body=patch,
-                                          content_type=MERGE_PATCH)
+            async def send(series: _Series = series, patch: dict[str, Any] = patch) -> None:
+                await self._patch_series(series, patch)
 
             self.writer.submit(send)
+
+    async def _patch_series(self, series: _Series, patch: dict[str, Any]) -> None:
+        """The series' count and last time onto its Event: a merge patch of values, the same applied
+        twice. An Event that is gone (deleted, expired, or its create lost) is created again with the
+        series, under its name (client-go's recordEvent)."""
+        path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}"
+        for attempt in range(2):
+            try:
+                await self.client.request("PATCH", path, verb="patch", resource="events", body=patch,
+                                          content_type=MERGE_PATCH, idempotent=True)
+                return
+            except ApiError as exc:
+                if exc.code != 404 or series.body is None or attempt:
+                    raise
+            if await self._create({**series.body, **patch}):
+                return
+            # Created meanwhile (its first create landed late): patch it once more.
 
 
 def _reference(pod: Pod) -> dict[str, Any]:
@@ -370,9 +414,10 @@ class StatusWriter:
                 log.debug("pod %s/%s was bound before its nomination to %s was sent: not sent",
                           wanted.namespace, wanted.name, nominate)
                 return
-            if patch:
+            if patch:  # values (lastTransitionTime included): the same applied twice
                 await self.client.request("PATCH", path, verb="patch", resource="pods/status",
-                                          body={"status": patch}, content_type=STRATEGIC_MERGE_PATCH)
+                                          body={"status": patch}, content_type=STRATEGIC_MERGE_PATCH,
+                                          idempotent=True)
         except Exception:
             self._sent.pop(wanted.uid, None)
             raise
@@ -385,8 +430,9 @@ class StatusWriter:
         ops = [{"op": "test", "path": "/spec/nodeName", "value": None},
                {"op": "add", "path": "/status/nominatedNodeName", "value": node_name}]
         try:
+            # A test and an add of one field's value: the same applied twice.
             await self.client.request("PATCH", path, verb="patch", resource="pods/status", body=ops,
-                                      content_type=JSON_PATCH)
+                                      content_type=JSON_PATCH, idempotent=True)
         except ApiError as exc:
             if exc.code == 422:
                 return False

@@ -483,11 +483,20 @@ class KubeSource:
         try:
             if reason.startswith("preempted by "):
                 await self._mark_disruption(pod, reason)
+            # The uid precondition makes a second copy harmless (the client sends one after a 5xx with
+            # Retry-After): it finds the pod gone, or another pod of the name, which it leaves alone.
             await self.client.request("DELETE", path, verb="delete", resource="pods",
                                       body={"preconditions": {"uid": pod.uid}})
         except ApiError as exc:
             if exc.code == 404:
-                return Status.failure(f"pod {pod.key} not found")
+                # Gone: an earlier send of this delete landed, or someone else deleted it. Either way
+                # the victim is gone, which is what was asked (kube-scheduler ignores NotFound too).
+                log.info("pod %s: already deleted", pod.key)
+                return SUCCESS
+            if exc.code == 409:
+                # The uid precondition failed: the name is another pod's now, which is not a victim.
+                return Status.failure(f"pod {pod.key} not deleted: the name now belongs to another pod "
+                                      f"(uid {pod.uid} precondition failed: {exc.message})")
             return Status.failure(str(exc))
         except ApiUnreachable as exc:
             return Status.failure(str(exc))
@@ -504,7 +513,8 @@ class KubeSource:
                 "lastTransitionTime": rfc3339(time.time())}
         path = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}/status"
         await self.client.request("PATCH", path, verb="patch", resource="pods/status",
-                                  body={"status": {"conditions": [cond]}}, content_type=STRATEGIC_MERGE_PATCH)
+                                  body={"status": {"conditions": [cond]}}, content_type=STRATEGIC_MERGE_PATCH,
+                                  idempotent=True)  # values: the same applied twice
 
     def already_bound(self, pod: Pod) -> bool:
         if pod.uid in self._bound_elsewhere:

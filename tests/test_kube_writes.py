@@ -1,0 +1,186 @@
+"""Writes to the API server whose answer was lost, on the real API server behind a proxy that injects the
+failure (tests/kube_fault_proxy.py): the request reaches the API server, is applied, and its answer is
+replaced by a ``503`` with ``Retry-After`` (the client sends it again), or the request is answered
+``500`` without reaching it. A write is sent twice only when a second copy cannot apply it twice
+(framework.kube.client.resendable), and each second copy's refusal is read as done:
+
+- an Event is one object per occurrence, with its series count (a create sent again is refused
+  AlreadyExists; a series whose Event is missing creates it with its count, as client-go does);
+- a victim's delete, with its uid precondition, found gone (404) when sent again is done; one refused
+  409 because the name is another pod's now is reported and not sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kube_fault_proxy import FaultProxy
+from kube_framework import get_json, pod_manifest
+
+from framework.kube.client import ApiClient, KubeConfig, resendable
+from framework.kube.events import EventRecorder, Writer
+from framework.kube.source import KubeSource
+from pluginhost.model import Pod
+from tools.localcluster import LocalCluster
+
+PROFILE = "outrigger-scheduler"
+
+
+RESENDABLE = [
+    # (name, method, body, idempotent, whether a second copy may be sent)
+    ("a read", "GET", None, False, True),
+    ("a HEAD", "HEAD", None, False, True),
+    ("a PUT with the resourceVersion read", "PUT", {"metadata": {"name": "v", "resourceVersion": "7"}}, False, True),
+    ("a PUT without a resourceVersion", "PUT", {"metadata": {"name": "v"}}, False, False),
+    ("a PATCH its caller calls idempotent", "PATCH", {"series": {"count": 2}}, True, True),
+    ("a PATCH not called idempotent", "PATCH", {"series": {"count": 2}}, False, False),
+    ("a named create (an Event, a binding)", "POST", {"metadata": {"name": "p.1870f2"}}, False, True),
+    ("a generateName create", "POST", {"metadata": {"generateName": "p-"}}, False, False),
+    ("a create with both", "POST", {"metadata": {"name": "p", "generateName": "p-"}}, False, False),
+    ("a create without metadata", "POST", {"spec": {}}, False, False),
+    ("a delete with a uid precondition", "DELETE", {"preconditions": {"uid": "u1"}}, False, True),
+    ("a delete without one", "DELETE", None, False, False),
+    ("a delete with an empty uid", "DELETE", {"preconditions": {"uid": ""}}, False, False),
+]
+
+
+@pytest.mark.parametrize(("method", "body", "idempotent", "expected"), [c[1:] for c in RESENDABLE],
+                         ids=[c[0] for c in RESENDABLE])
+def test_which_writes_are_sent_again_when_their_first_copy_may_have_landed(
+        method: str, body: Any, idempotent: bool, expected: bool) -> None:
+    assert resendable(method, body, idempotent=idempotent) is expected
+
+
+def make_pod(cluster: LocalCluster, namespace: str, name: str) -> Pod:
+    cluster.kubectl("create", "-f", "-", input=json.dumps(pod_manifest(name, namespace, PROFILE)))
+    uid = get_json(cluster, "pod", name, "-n", namespace)["metadata"]["uid"]
+    return Pod(name=name, namespace=namespace, uid=uid, scheduler_name=PROFILE)
+
+
+def event_series(cluster: LocalCluster, namespace: str) -> dict[str, list[int | None]]:
+    """Pod name -> the series count of each of its Events (None: a single occurrence), sorted."""
+    out: dict[str, list[int | None]] = {}
+    for item in get_json(cluster, "events.events.k8s.io", "-n", namespace)["items"]:
+        count = (item.get("series") or {}).get("count")
+        out.setdefault(item["regarding"]["name"], []).append(count)
+    return {name: sorted(counts, key=lambda c: c or 0) for name, counts in out.items()}
+
+
+async def started_proxy(cluster: LocalCluster, arrange: Callable[[FaultProxy], None]) -> tuple[FaultProxy, ApiClient]:
+    proxy = FaultProxy(cluster.server, cluster.ca_file)
+    arrange(proxy)
+    await proxy.start()
+    return proxy, ApiClient(KubeConfig(server=proxy.url, token=cluster.admin_token), qps=0)
+
+
+EVENT_CASES = [
+    # (name, whether the API server applied the failed requests, expected series counts of each pod's
+    #  Events, writes given up, warnings logged)
+    ("answered 503 Retry-After after landing: sent again, refused AlreadyExists, done", True,
+     {"a": [3], "b": [None]}, 0, []),
+    ("answered 500 without landing: the series creates its Event with its count", False,
+     {"a": [3]}, 2, ["create events: 500 InternalError: injected: not forwarded (further refusals like this one "
+                     "are not logged)"]),
+]
+
+
+@pytest.mark.parametrize(("landed", "expected", "failed", "warnings"), [c[1:] for c in EVENT_CASES],
+                         ids=[c[0] for c in EVENT_CASES])
+def test_one_event_per_occurrence_with_its_series_count_when_answers_are_lost(
+        kube_cluster: LocalCluster, kube_namespace: str, caplog: pytest.LogCaptureFixture,
+        landed: bool, expected: dict[str, list[int | None]], failed: int, warnings: list[str]) -> None:
+    ns = kube_namespace
+    caplog.set_level(logging.WARNING, logger="outrigger")
+    a, b = make_pod(kube_cluster, ns, "a"), make_pod(kube_cluster, ns, "b")
+    events = f"/apis/events.k8s.io/v1/namespaces/{ns}/events"
+
+    def arrange(proxy: FaultProxy) -> None:
+        proxy.fail("POST", events, landed=landed, times=2)  # the first create of each pod's event
+        if landed:
+            proxy.fail("PATCH", events + "/", landed=True)  # the series count
+
+    async def main() -> tuple[list[tuple[str, str, int | None, int]], int]:
+        proxy, client = await started_proxy(kube_cluster, arrange)
+        writer = Writer(2)
+        writer.start()
+        recorder = EventRecorder(client, writer, hostname="test", series_seconds=3600)
+        try:
+            for _ in range(3):  # one occurrence, then two repeats: a series of 3
+                recorder.record(a, type_="Warning", reason="FailedScheduling", action="Scheduling",
+                                note="0/0 nodes are available", controller=PROFILE)
+            recorder.record(b, type_="Normal", reason="Scheduled", action="Binding", note=f"assigned {ns}/b",
+                            controller=PROFILE)
+            assert await writer.flush(30)
+            await recorder.stop()  # sends the series' count
+            assert await writer.flush(30)
+            return proxy.log, writer.failed
+        finally:
+            await writer.stop()
+            await client.close()
+            await proxy.close()
+
+    log, given_up = asyncio.run(main())
+    assert event_series(kube_cluster, ns) == expected
+    assert given_up == failed
+    assert [r.getMessage() for r in caplog.records
+            if r.name.startswith("outrigger") and r.levelno >= logging.WARNING] == warnings
+    writes = sorted(((method, real, got) for method, _, real, got in log), key=lambda w: (w[0], w[1] or 0, w[2]))
+    if landed:  # each create: applied (201) and answered 503, sent again: 409; the patch: 200 then 503, 200
+        assert writes == [("PATCH", 200, 200), ("PATCH", 200, 503), ("POST", 201, 503), ("POST", 201, 503),
+                          ("POST", 409, 409), ("POST", 409, 409)]
+    else:  # each create answered 500 and not sent again; the series' patch finds no Event and creates it
+        assert writes == [("PATCH", 404, 404), ("POST", None, 500), ("POST", None, 500), ("POST", 201, 201)]
+
+
+DELETE_CASES = [
+    # (name, whether the pod deleted is the one of that name now, the fault, expected status message
+    #  ("" for success), expected (status from the API server, status the client got) of each DELETE,
+    #  whether the pod is there afterwards)
+    ("answered 503 Retry-After after landing: sent again, found gone, done", True, True, "",
+     [(200, 503), (404, 404)], False),
+    ("a different pod of the name: refused 409, reported, not sent again", False, False,
+     "pod {ns}/victim not deleted: the name now belongs to another pod (uid stale-uid precondition failed: ",
+     [(409, 409)], True),
+]
+
+
+@pytest.mark.parametrize(("same_pod", "fault", "message", "deletes", "remains"), [c[1:] for c in DELETE_CASES],
+                         ids=[c[0] for c in DELETE_CASES])
+def test_a_victims_delete_is_done_once_whatever_its_answers(
+        kube_cluster: LocalCluster, kube_namespace: str, same_pod: bool, fault: bool, message: str,
+        deletes: list[tuple[int, int]], remains: bool) -> None:
+    ns = kube_namespace
+    victim = make_pod(kube_cluster, ns, "victim")
+    if not same_pod:
+        victim = Pod(name=victim.name, namespace=ns, uid="stale-uid", scheduler_name=PROFILE)
+    path = f"/api/v1/namespaces/{ns}/pods/victim"
+
+    def arrange(proxy: FaultProxy) -> None:
+        if fault:
+            proxy.fail("DELETE", path, landed=True)
+
+    async def main() -> tuple[str, bool, list[tuple[str, str, int | None, int]], dict[str, int]]:
+        proxy, client = await started_proxy(kube_cluster, arrange)
+        source = KubeSource(None, client)
+        try:
+            status = await source.delete_pod(victim, "deleted by plugin Test")
+            return status.message(), status.ok, proxy.log, dict(client.counts)
+        finally:
+            await client.close()
+            await proxy.close()
+
+    got, ok, log, counts = asyncio.run(main())
+    if message:
+        assert not ok
+        assert got.startswith(message.format(ns=ns)), got
+    else:
+        assert ok, got
+    assert [(real, sent) for method, p, real, sent in log if method == "DELETE" and p == path] == deletes
+    assert counts == {"delete pods": len(deletes)}
+    names = [p["metadata"]["name"] for p in get_json(kube_cluster, "pods", "-n", ns)["items"]]
+    assert names == (["victim"] if remains else [])
