@@ -48,9 +48,10 @@ from framework.cli.demorun import (
     generate_jobs,
     generate_workload,
 )
-from framework.kube.client import ApiClient, ApiUnreachable, KubeConfig
+from framework.kube.client import ApiClient, KubeConfig
 
 from .localcluster import BIN_ENV, BINARIES, BUILD_SCRIPT, LocalCluster, find_bin_dir
+from .workloads import BoundWatch
 
 __all__ = ["DemoResult", "main", "run"]
 
@@ -143,57 +144,6 @@ class Framework:
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(self._reader, 5)
-
-
-class Outcome:
-    """Each pod of the namespace as a watch shows it: bound (to which node, when) or unschedulable (why)."""
-
-    def __init__(self, client: ApiClient) -> None:
-        self.client = client
-        self.bound: dict[str, tuple[str, float]] = {}
-        self.unschedulable: dict[str, str] = {}
-        self.changed = asyncio.Event()
-
-    def _seen(self, pod: dict[str, Any]) -> None:
-        name = pod["metadata"]["name"]
-        node = (pod.get("spec") or {}).get("nodeName") or ""
-        if node:
-            if name not in self.bound:
-                self.bound[name] = (node, time.monotonic())
-            self.unschedulable.pop(name, None)
-        else:
-            cond = next((c for c in (pod.get("status") or {}).get("conditions") or ()
-                         if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
-            if cond is not None:
-                self.unschedulable[name] = str(cond.get("message") or cond.get("reason") or "")
-        self.changed.set()
-
-    async def follow(self) -> None:
-        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-        items, rv = await self.client.list(path, resource="pods")
-        for pod in items:
-            self._seen(pod)
-        for _ in range(1000):  # a watch the server ends is resumed
-            events = self.client.watch(path, rv, resource="pods", timeout_seconds=600)
-            try:
-                async with contextlib.aclosing(events):
-                    async for kind, obj in events:
-                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                        if kind in ("ADDED", "MODIFIED"):
-                            self._seen(obj)
-            except ApiUnreachable:
-                await asyncio.sleep(0.2)
-
-    async def settle(self, total: int, deadline: float) -> bool:
-        """Until every one of ``total`` pods is bound or unschedulable (True), or the deadline (False)."""
-        while len(self.bound) + len(self.unschedulable) < total:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), min(left, 1.0))
-        return True
 
 
 @dataclass
@@ -318,22 +268,18 @@ async def _prepare_workload(cluster: LocalCluster, work: Path,
     return workload
 
 
-async def _watch(stack: contextlib.AsyncExitStack, cluster: LocalCluster) -> Outcome:
-    """The pods of the demo namespace, followed from now on (until ``stack`` closes)."""
+async def _watch(stack: contextlib.AsyncExitStack, cluster: LocalCluster) -> BoundWatch:
+    """The pods of the demo namespace, bound or unschedulable, followed from now on (until ``stack``
+    closes)."""
     admin = ApiClient(KubeConfig.from_file(cluster.admin_kubeconfig), qps=-1, burst=0)
     stack.push_async_callback(admin.close)
-    outcome = Outcome(admin)
-    watcher = asyncio.get_running_loop().create_task(outcome.follow())
-
-    async def stop() -> None:
-        watcher.cancel()
-        await asyncio.gather(watcher, return_exceptions=True)
-
-    stack.push_async_callback(stop)
+    outcome = BoundWatch(admin, NAMESPACE, all_pods=True)
+    await outcome.start()
+    stack.push_async_callback(outcome.stop)
     return outcome
 
 
-async def _apply_pods(cluster: LocalCluster, work: Path, workload: list[dict[str, Any]], outcome: Outcome,
+async def _apply_pods(cluster: LocalCluster, work: Path, workload: list[dict[str, Any]], outcome: BoundWatch,
                       timeout: float) -> tuple[bool, float]:
     """Every pod in one ``kubectl apply``, then until each is bound or unschedulable: whether all were
     before ``timeout``, and the seconds from the apply to the last binding the watch saw."""
@@ -343,11 +289,11 @@ async def _apply_pods(cluster: LocalCluster, work: Path, workload: list[dict[str
     print(f"kubectl apply: {len(workload)} pods ({remote} for {REMOTE_PROFILE}: gangs, node labels, "
           "volumes)", flush=True)
     settled = await outcome.settle(len(workload), started + timeout)
-    last = max((t for _, t in outcome.bound.values()), default=started)
+    last = max((t for t, _ in outcome.bound.values()), default=started)
     return settled, last - started
 
 
-async def _show(cluster: LocalCluster, outcome: Outcome, total: int) -> None:
+async def _show(cluster: LocalCluster, outcome: BoundWatch, total: int) -> None:
     """The first rows of ``kubectl get pods -o wide``, and the events of a gang member and of a pod
     that fits nowhere."""
     wide = await asyncio.to_thread(cluster.kubectl, "get", "pods", "-n", NAMESPACE, "-o", "wide")
@@ -361,7 +307,7 @@ async def _show(cluster: LocalCluster, outcome: Outcome, total: int) -> None:
             print("\n".join(await asyncio.to_thread(_shown_events, cluster, name)))
 
 
-def _result(workload: Sequence[dict[str, Any]], outcome: Outcome, seconds: float, settled: bool) -> DemoResult:
+def _result(workload: Sequence[dict[str, Any]], outcome: BoundWatch, seconds: float, settled: bool) -> DemoResult:
     reasons = collections.Counter(outcome.unschedulable.values())
     gangs = collections.Counter(p["metadata"]["name"].rsplit("-", 1)[0] for p in workload
                                 if p["metadata"]["name"].startswith("gang-"))

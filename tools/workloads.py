@@ -390,19 +390,24 @@ class WatchClient(Protocol):
 
 @dataclass
 class BoundWatch:
-    """Pods of ``namespace`` seen bound (``spec.nodeName`` set) on a watch, with when and where.
+    """Pods of ``namespace`` seen bound (``spec.nodeName`` set) on a watch, with when and where; with
+    ``all_pods``, also those found unschedulable, with their ``PodScheduled`` message.
 
     ``start()`` watches from the namespace's current resourceVersion (``fieldSelector=spec.nodeName!=``:
-    a pod enters the watch when it is bound), so only pods bound from then on are seen; ``wait(names,
-    timeout)`` returns once every named pod was seen bound. A watch the server ends is started again
-    from where it was, and so is one whose connection broke (up to :data:`WATCH_RESUMES` times in a row);
-    any other failure is raised by ``wait``.
+    a pod enters the watch when it is bound; every pod with ``all_pods``), so only pods changed from then
+    on are seen; ``wait(names, timeout)`` returns once every named pod was seen bound, ``settle(total,
+    deadline)`` once ``total`` pods were each seen bound or unschedulable. A watch the server ends is
+    started again from where it was, and so is one whose connection broke (up to :data:`WATCH_RESUMES`
+    times in a row); any other failure is raised by ``wait`` and ``settle``.
     """
 
     client: WatchClient
     namespace: str
+    all_pods: bool = False
     #: pod name -> (monotonic time first seen bound, node)
     bound: dict[str, tuple[float, str]] = field(default_factory=dict)
+    #: pod name -> the message of its ``PodScheduled=False`` condition, while it is not bound (``all_pods``)
+    unschedulable: dict[str, str] = field(default_factory=dict)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
     _error: BaseException | None = None
@@ -420,12 +425,20 @@ class BoundWatch:
     def _seen(self, obj: dict[str, Any], now: float) -> None:
         name = obj["metadata"]["name"]
         node = (obj.get("spec") or {}).get("nodeName") or ""
-        if node and name not in self.bound:
-            self.bound[name] = (now, node)
+        if node:
+            if name not in self.bound:
+                self.bound[name] = (now, node)
+                self.unschedulable.pop(name, None)
+                self._changed.set()
+            return
+        cond = next((c for c in (obj.get("status") or {}).get("conditions") or ()
+                     if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
+        if cond is not None:
+            self.unschedulable[name] = str(cond.get("message") or cond.get("reason") or "")
             self._changed.set()
 
     async def _run(self, rv: str) -> None:
-        path = f"{self._path}?fieldSelector=spec.nodeName%21%3D"
+        path = self._path if self.all_pods else f"{self._path}?fieldSelector=spec.nodeName%21%3D"
         broken = 0
         try:
             while True:
@@ -452,19 +465,31 @@ class BoundWatch:
         """Until every pod of ``names`` was seen bound; TimeoutError naming how many are not."""
         wanted = set(names)
         deadline = time.monotonic() + timeout
-        while True:
-            if self._error is not None:
-                raise RuntimeError(f"watching pods of {self.namespace}: {self._error}") from self._error
-            missing = wanted - self.bound.keys()
-            if not missing:
-                return
-            left = deadline - time.monotonic()
-            if left <= 0:
+        while missing := wanted - self.bound.keys():
+            if not await self._changes(deadline):
                 raise TimeoutError(f"{len(missing)} of {len(wanted)} pods in {self.namespace} not bound "
                                    f"after {timeout:.0f}s (e.g. {sorted(missing)[0]})")
-            self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+
+    async def settle(self, total: int, deadline: float) -> bool:
+        """Until ``total`` pods were each seen bound or unschedulable (True), or the monotonic
+        ``deadline`` (False)."""
+        while len(self.bound) + len(self.unschedulable) < total:
+            if not await self._changes(deadline):
+                return False
+        return True
+
+    async def _changes(self, deadline: float) -> bool:
+        """Until the next pod seen (True; at most a second) or the deadline (False); the watch's failure
+        is raised."""
+        if self._error is not None:
+            raise RuntimeError(f"watching pods of {self.namespace}: {self._error}") from self._error
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+        return True
 
     async def stop(self) -> None:
         if self._task is not None:
