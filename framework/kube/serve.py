@@ -27,7 +27,14 @@ from ..observe.health import HealthChecks
 from ..observe.metrics import SchedulerMetrics
 from .client import ApiClient
 from .leader import LeaderElector, LeaderMetrics, LeaseLock, new_identity
-from .settings import client_connection, client_connection_from, config_document, kube_config, leader_election
+from .settings import (
+    client_connection,
+    client_connection_from,
+    config_document,
+    default_preemption,
+    kube_config,
+    leader_election,
+)
 from .source import KubeSource
 from .standby import Standby, exit_lost, first
 
@@ -105,12 +112,10 @@ async def serve_cluster(
 
 
 def _informers_synced(source: KubeSource) -> Callable[[], str | None]:
-    synced = {"nodes": source.nodes.synced, "namespaces": source.namespaces.synced,
-              "poddisruptionbudgets": source.pdbs.synced,
-              **{i.resource: i.synced for i in source.storage_informers()}, "pods": source.pods.synced}
-
     def check() -> str | None:
-        waiting = [name for name, listed in synced.items() if not listed.is_set()]
+        # Asked each time: the PodDisruptionBudgets' informer runs only for DefaultPreemption's profiles,
+        # which a standby learns from its file and a leader from its scheduler.
+        waiting = [i.resource for i in source.informers() if not i.synced.is_set()]
         return f"waiting for the first list of {', '.join(waiting)}" if waiting else None
 
     return check
@@ -164,7 +169,7 @@ def _replica(observability: ObservabilityConfig | None, kubeconfig: str, in_clus
     client = ApiClient(config, qps=conn.qps, burst=conn.burst)
     lease_client = ApiClient(config, qps=conn.qps, burst=conn.burst, max_connections=2,
                              user_agent="outrigger/leader-election")
-    source = KubeSource(None, client)
+    source = KubeSource(None, client, pdbs=default_preemption(config_file))
     leading, lost = asyncio.Event(), asyncio.Event()
     lock = LeaseLock(lease_client, election.resource_namespace, election.resource_name, new_identity())
     elector = LeaderElector(lock, election, on_started_leading=leading.set, on_stopped_leading=lost.set)

@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from pluginhost.decode import TextError, load_document
 
-from ..config import LeaderElectionConfig, leader_election_config
+from ..config import ConfigError, LeaderElectionConfig, leader_election_config
+from ..config.decoding import RawProfile, decode_config, read_document
+from ..config.defaults import merged_plugins
+from ..config.model import MULTI_POINT
 from .client import KubeConfig, KubeConfigError
 
 if TYPE_CHECKING:
@@ -33,6 +36,7 @@ __all__ = [
     "client_connection_from",
     "config_document",
     "configured_kubeconfig",
+    "default_preemption",
     "kube_config",
     "leader_election",
 ]
@@ -89,6 +93,31 @@ def configured_kubeconfig(config_file: str | None) -> str:
     conn = config_document(config_file).get("clientConnection")
     value = conn.get("kubeconfig") if isinstance(conn, dict) else None
     return value if isinstance(value, str) else ""
+
+
+def default_preemption(config_file: str | None) -> bool:
+    """Whether some profile of a KubeSchedulerConfiguration file runs DefaultPreemption at PostFilter
+    (kube-scheduler's defaults when no file is given: it does), read before the plugins are known: a
+    standby lists and watches PodDisruptionBudgets only then. A file that does not decode counts as
+    yes (the configuration's own loading reports it)."""
+    if not config_file:
+        return True
+    try:
+        with open(config_file, encoding="utf-8") as fh:
+            raw = decode_config(read_document(fh.read(), config_file), config_file, [])
+    except (OSError, UnicodeDecodeError, TextError, ConfigError):
+        return True
+    profiles = raw.profiles or [RawProfile("profiles[0]", None, None, None, [])]
+    for prof in profiles:
+        merged = merged_plugins(prof.plugins)
+        post = merged["postFilter"]
+        if any(entry.name == "DefaultPreemption" for entry in post.enabled):
+            return True
+        if "*" in post.disabled or "DefaultPreemption" in post.disabled:
+            continue
+        if any(entry.name == "DefaultPreemption" for entry in merged[MULTI_POINT].enabled):
+            return True
+    return False
 
 
 def leader_election(config_file: str | None) -> LeaderElectionConfig:

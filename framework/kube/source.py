@@ -20,7 +20,9 @@ What comes in (kube-scheduler's eventhandlers.go):
   scheduled.
 - A change to a pending pod's status only (the scheduler's own condition, say) does not requeue it.
 - **PodDisruptionBudgets** are listed and watched into a store that preemption reads when it runs, their
-  status as the cluster's disruption controller keeps it (``disruptionsAllowed``, ``disruptedPods``).
+  status as the cluster's disruption controller keeps it (``disruptionsAllowed``, ``disruptedPods``),
+  only when some profile runs DefaultPreemption, their one reader (kube-scheduler's informer factory
+  starts only the informers its plugins asked for).
 - **PersistentVolumeClaims**, **PersistentVolumes**, **StorageClasses** and **CSINodes** are listed and
   watched into the cache's volume store (what the volume plugins read); each change may requeue pods
   the volume plugins rejected. Pods are listed once these and the nodes are in.
@@ -91,7 +93,7 @@ from .volumewriter import ApiVolumeWriter
 if TYPE_CHECKING:
     from ..scheduler import Scheduler
 
-__all__ = ["KubeSource"]
+__all__ = ["KubeSource", "uses_default_preemption"]
 
 log = logging.getLogger("outrigger.kube")
 
@@ -99,6 +101,7 @@ log = logging.getLogger("outrigger.kube")
 # leader election; with it, until the lease could pass to another replica), and how often it asks.
 OUTCOME_SECONDS = 60.0
 OUTCOME_RETRY = 0.5
+DEFAULT_PREEMPTION = "DefaultPreemption"
 
 
 # ---- informer handlers: what each watch event does to the scheduler -------------------------------
@@ -198,8 +201,12 @@ class KubeSource:
     accepts_apply = False
 
     def __init__(self, scheduler: Scheduler | None, client: ApiClient, *, hostname: str | None = None,
-                 writers: int = 8) -> None:
+                 writers: int = 8, pdbs: bool | None = None) -> None:
         self._scheduler = scheduler
+        #: Whether to list and watch PodDisruptionBudgets before a scheduler is attached (a standby's
+        #: reading of its configuration file; None: yes). With a scheduler, its profiles decide.
+        self._standby_pdbs = pdbs
+        self._pdb_task: asyncio.Task[None] | None = None
         #: Seconds a write sent now may take before another replica could hold the lease (None: no
         #: leader election, no limit).
         self.fence: Callable[[], float] | None = None
@@ -263,11 +270,35 @@ class KubeSource:
         self.events.start()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.nodes.run()), loop.create_task(self.namespaces.run()),
-                       loop.create_task(self.pdbs.run()),
                        *(loop.create_task(i.run()) for i in self.storage_informers()),
                        loop.create_task(self._start_pods())]
+        self._watch_pdbs(self.wants_pdbs())
         if self._scheduler is not None:
             self._watch_custom_resources(self._scheduler)
+
+    def wants_pdbs(self) -> bool:
+        """Whether PodDisruptionBudgets are needed: some profile of the scheduler runs DefaultPreemption
+        (without a scheduler, what the source was built with says)."""
+        if self._scheduler is None:
+            return self._standby_pdbs is not False
+        return uses_default_preemption(self._scheduler)
+
+    def _watch_pdbs(self, wanted: bool) -> None:
+        """Start the PodDisruptionBudget informer when wanted and not running; stop it when running and
+        not wanted (a standby that read its file otherwise than the scheduler it attaches)."""
+        if wanted and self._pdb_task is None:
+            self._pdb_task = asyncio.get_running_loop().create_task(self.pdbs.run())
+            self._tasks.append(self._pdb_task)
+        elif not wanted and self._pdb_task is not None:
+            self._pdb_task.cancel()
+            self._tasks.remove(self._pdb_task)
+            self._pdb_task = None
+            self.pdbs.store.clear()
+
+    def informers(self) -> list[Informer[Any]]:
+        """The informers that run (or will once their turn comes), in the order they are listed."""
+        pdbs = [self.pdbs] if self._pdb_task is not None else []
+        return [self.nodes, self.namespaces, *pdbs, *self.storage_informers(), self.pods]
 
     def storage_informers(self) -> tuple[Informer[StorageObject | None], ...]:
         """The informers of the volume plugins' objects: claims, volumes, classes, CSINodes."""
@@ -296,6 +327,8 @@ class KubeSource:
         self._scheduler = scheduler
         scheduler.source = self
         scheduler.cache.volumes.writer = ApiVolumeWriter(self)
+        if self._tasks:  # the informers run: the scheduler's profiles decide now whether PDBs are watched
+            self._watch_pdbs(self.wants_pdbs())
         self._watch_custom_resources(scheduler)
         for informer in self.storage_informers():
             for obj in list(informer.store.values()):
@@ -319,10 +352,9 @@ class KubeSource:
         return self.fence is None or self.fence() > 0
 
     async def wait_synced(self, timeout: float | None = None) -> None:
-        """Wait until nodes, namespaces, PodDisruptionBudgets, the volume plugins' objects and pods have
-        been listed once."""
-        waits = (self.nodes.synced.wait(), self.namespaces.synced.wait(), self.pdbs.synced.wait(),
-                 *(i.synced.wait() for i in self.storage_informers()), self.pods.synced.wait())
+        """Wait until nodes, namespaces, PodDisruptionBudgets (when watched), the volume plugins' objects
+        and pods have been listed once."""
+        waits = [i.synced.wait() for i in self.informers()]
         await asyncio.wait_for(asyncio.gather(*waits), timeout)
 
     async def stop(self, flush: float = 5.0) -> None:
@@ -331,6 +363,7 @@ class KubeSource:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        self._pdb_task = None
         await self.events.stop()
         await self.writer.stop(flush)
         await self.client.close()
@@ -552,6 +585,12 @@ class KubeSource:
         self.events.record(victim, type_="Normal", reason="Preempted", action="Preempting",
                            note=f"Preempted by pod {preemptor.uid} on node {node_name}",
                            controller=preemptor.scheduler_name, related=preemptor)
+
+
+def uses_default_preemption(scheduler: Scheduler) -> bool:
+    """Whether some profile of ``scheduler`` runs DefaultPreemption at PostFilter (the in-tree plugin,
+    the one reader of PodDisruptionBudgets)."""
+    return any(DEFAULT_PREEMPTION in prof.names("postFilter") for prof in scheduler.config.profiles)
 
 
 _ASSIGNED = re.compile(r'already assigned to node "([^"]*)"')
