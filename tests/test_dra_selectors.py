@@ -45,7 +45,18 @@ FAILURES = [
     (f'device.attributes["{DRV}"].nope == 1', SelectorFailure("no such key: nope")),
     (
         "x > 1",
-        SelectorFailure("compilation failed: ERROR: <input>: undeclared reference to 'x' (in container '')", True),
+        SelectorFailure(
+            "compilation failed: ERROR: <input>:1:1: undeclared reference to 'x' (in container '')\n | x > 1\n | ^",
+            True,
+        ),
+    ),
+    (
+        "device.driver == 'a' &&\n  device.nope(1)",
+        SelectorFailure(
+            "compilation failed: ERROR: <input>:2:14: undeclared reference to 'nope' (in container '')"
+            "\n |   device.nope(1)\n | .............^",
+            True,
+        ),
     ),
     ('"text"', SelectorFailure("must evaluate to bool or the unknown type, not string", True)),
     (

@@ -304,6 +304,49 @@ def _library() -> dict[str, Any]:
 
 #: Every extension function by name: the evaluator's own library and Kubernetes' (above).
 _LIBRARY = _library()
+#: The names calls use: namespaced functions (``lists.range``) show as their last name.
+_LIBRARY_NAMES = frozenset(name.rpartition(".")[2] for name in _LIBRARY)
+#: Functions the evaluator has built in.
+_BUILTINS = frozenset(
+    [
+        "size",
+        "matches",
+        "startsWith",
+        "endsWith",
+        "contains",
+        "has",
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bytes",
+        "bool",
+        "timestamp",
+        "duration",
+        "type",
+        "dyn",
+        "exists",
+        "all",
+        "map",
+        "filter",
+        "exists_one",
+        "getDate",
+        "getDayOfMonth",
+        "getDayOfWeek",
+        "getDayOfYear",
+        "getFullYear",
+        "getHours",
+        "getMilliseconds",
+        "getMinutes",
+        "getMonth",
+        "getSeconds",
+        "hasValue",
+        "value",
+        "orValue",
+        "of",
+        "none",
+    ]
+)
 
 
 class CompiledSelector:
@@ -363,18 +406,72 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
+def _snippet(expression: str, offset: int) -> tuple[str, str]:
+    """cel-go's error location: ``<input>:line:column:`` and the line with a caret under the column."""
+    line_no = expression.count("\n", 0, offset) + 1
+    start = expression.rfind("\n", 0, offset) + 1
+    end = expression.find("\n", offset)
+    line = expression[start : end if end >= 0 else len(expression)]
+    column = offset - start + 1
+    return f"<input>:{line_no}:{column}:", f"\n | {line}\n | {'.' * (column - 1)}^"
+
+
+def _offset(expression: str, name: str, call: bool) -> int:
+    """Where cel-go places a reference: an identifier's start, a call's ``(``; -1 when not found."""
+    pattern = rf"(?<![\w.])\b{re.escape(name)}\b" if not call else rf"\b{re.escape(name)}\s*(\()"
+    i = 0
+    while i < len(expression):
+        if _string_at(expression, i):
+            i = _skip_string(expression, i)
+            continue
+        m = re.compile(pattern).match(expression, i)
+        if m is not None:
+            return m.start(1) if call else m.start()
+        i += 1
+    return -1
+
+
+def _undeclared(expression: str, program: Any) -> SelectorFailure | None:
+    bound = set(_BOUND_RE.findall(expression))
+    found = []
+    for name in program.variables():
+        if name not in _NAMESPACES and name not in bound:
+            found.append((_offset(expression, name, False), name))
+    for name in program.functions():
+        if not name.startswith(("_", "@", "!")) and name not in _BUILTINS and name not in _LIBRARY_NAMES:
+            found.append((_offset(expression, name, True), name))
+    if not found:
+        return None
+    offset, name = min(found)
+    where, snippet = _snippet(expression, max(offset, 0))
+    text = f"compilation failed: ERROR: {where} undeclared reference to '{name}' (in container ''){snippet}"
+    return SelectorFailure(text, compile=True)
+
+
+def _syntax_error(expression: str, exc: Exception) -> SelectorFailure:
+    text = re.sub(r"^Failed to parse expression '.*?': (?=ERROR)", "", str(exc), flags=re.S)
+    first = _first_line(text)
+    m = re.match(r"ERROR: <input>:(\d+):(\d+): ", first)
+    if m is not None:
+        line, column = int(m.group(1)), int(m.group(2))
+        lines = expression.split("\n")
+        if line <= len(lines):
+            offset = sum(len(x) + 1 for x in lines[: line - 1]) + column - 1
+            first += _snippet(expression, offset)[1]
+    return SelectorFailure(f"compilation failed: {first}", compile=True)
+
+
 def _compile(expression: str) -> CompiledSelector | SelectorFailure:
     try:
         program = cel.compile(_rewrite(expression))
-    except ValueError as exc:
-        text = re.sub(r"^Failed to parse expression '.*?': (?=ERROR)", "", str(exc), flags=re.S)
-        return SelectorFailure(f"compilation failed: {_first_line(text)}", compile=True)
-    bound = set(_BOUND_RE.findall(expression))
-    unknown = [v for v in program.variables() if v not in _NAMESPACES and v not in bound]
-    if unknown:
-        text = f"compilation failed: ERROR: <input>: undeclared reference to '{unknown[0]}' (in container '')"
-        return SelectorFailure(text, compile=True)
-    return CompiledSelector(expression, program)
+    except ValueError:
+        # Report positions in the text as written, not as rewritten.
+        try:
+            cel.compile(expression)
+        except ValueError as original:
+            exc = original
+        return _syntax_error(expression, exc)
+    return _undeclared(expression, program) or CompiledSelector(expression, program)
 
 
 _cache: OrderedDict[str, CompiledSelector | SelectorFailure] = OrderedDict()
