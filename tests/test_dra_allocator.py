@@ -654,3 +654,16 @@ def test_node_selector_merges_the_terms_of_selector_slices() -> None:
             }
         ]
     }
+
+
+def test_all_takes_a_shared_device_only_while_its_capacity_lasts() -> None:
+    slices = [rslice("s", [shared_dev("d0")])]
+    first = exact("a", capacity={"requests": {"memory": "60Gi"}})
+    every = exact("b", allocationMode="All", capacity={"requests": {"memory": "40Gi"}})
+    assert Allocator(slices, CLASSES).allocate(N1, [claim(first, every)]) == Allocation(None)
+    every = exact("b", allocationMode="All", capacity={"requests": {"memory": "20Gi"}})
+    res = _only(Allocator(slices, CLASSES).allocate(N1, [claim(first, every)]))
+    assert [(r.request, r.device, r.consumed_capacity) for r in res.results] == [
+        ("a", "d0", {"memory": 60 * 2**30}),
+        ("b", "d0", {"memory": 20 * 2**30}),
+    ]

@@ -423,6 +423,11 @@ class _Search:
                     )
                 return None
             added.append(c)
+        if not self._fits(ci, rd, s, d, self._used(device_id), "/".join(device_id), "rechecking"):
+            for a in reversed(added):
+                a.remove(base, sub)
+            release_counters()
+            return None
         pick = _Pick(rd.name, device_id, s, d)
         if multiple:
             pick.share_id, pick.consumed = self._share(ci, rd, device_id, d)
@@ -455,14 +460,20 @@ class _Search:
         return device_id in self.shared or device_id in self.sharing
 
     def _fits(
-        self, ci: int, rd: _Request, s: ResourceSlice, d: Device, used: Mapping[str, Fraction], name: str
+        self,
+        ci: int,
+        rd: _Request,
+        s: ResourceSlice,
+        d: Device,
+        used: Mapping[str, Fraction],
+        name: str,
+        verb: str = "checking",
     ) -> bool:
         try:
             return fits(rd.request.capacity, d.capacity, d.capacity_policies, used)
         except ValueError as exc:
-            raise _Failed(
-                f"claim {self.claims[ci].key}, request {rd.request.name}: checking capacity for device {name}: {exc}"
-            ) from None
+            where = f"claim {self.claims[ci].key}, request {rd.request.name}"
+            raise _Failed(f"{where}: {verb} capacity for device {name}: {exc}") from None
 
     def _share(self, ci: int, rd: _Request, device_id: DeviceID, d: Device) -> tuple[str, dict[str, Fraction]]:
         consumed = consumed_by(rd.request.capacity, d.capacity, d.capacity_policies)
