@@ -8,6 +8,7 @@ import argparse
 from ..observe.serving import add_serving_flags
 from .configfiles import remote_endpoints, scheduler_config
 from .flags import DEFAULT_SERVER
+from .output import OutputError
 from .registry import UserError, command, run_async
 from .security import add_plugin_host_flags, add_server_flags, server_tls
 
@@ -88,6 +89,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             run_async(serve(lambda registry: scheduler_config(args.config, registry), args.listen, endpoints,
                             args.advertise, obs, tls=server_tls(args)))
+    except OutputError:
+        raise  # stdout failed (its own message), not the address or a file
     except (OSError, KubeConfigError, ServingConfigError) as exc:
         raise UserError(str(exc)) from None
     return 0
@@ -120,6 +123,8 @@ def cmd_plugin(args: argparse.Namespace) -> int:
         serve(plugins, args.listen, args.framework, **plugin_host_security(args))
     except PluginDefinitionError as exc:
         raise UserError(str(exc)) from None
+    except OutputError:
+        raise
     except OSError as exc:
         raise UserError(f"cannot serve on {args.listen}: {exc}") from None
     return 0
