@@ -59,7 +59,14 @@ type Config struct {
 	// request and are written into the cycle's CycleState before the plugin runs; a value a plugin
 	// writes (or deletes) under one of them rides back on the reply.
 	Shared []SharedState
+	// Volumes makes every plugin declare NeedsVolumes (the storage objects reach the host and the
+	// Handle's PVC, PV, StorageClass and CSINode listers). Plugins named as kube-scheduler's volume
+	// plugins (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions) always do.
+	Volumes bool
 }
+
+// volumePlugins are kube-scheduler's plugins that read storage objects through their listers.
+var volumePlugins = map[string]bool{"VolumeBinding": true, "VolumeZone": true, "NodeVolumeLimits": true, "VolumeRestrictions": true}
 
 // SharedState is a CycleState key shared with the framework, with how its values cross the wire.
 type SharedState struct {
@@ -110,6 +117,22 @@ type shared struct {
 
 	mu     sync.Mutex
 	cycles map[string]*cycle
+	fed    *outrigger.Mirror // the mirror whose storage objects the listers hold
+}
+
+// feedStorage makes the (never started) informer factory's PVC, PV, StorageClass and CSINode listers
+// hold m's storage objects from now on (a live apiserver's informers feed themselves).
+func (s *shared) feedStorage(m *outrigger.Mirror) {
+	if m == nil || s.kubeconfig != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fed == m {
+		return
+	}
+	s.fed = m
+	m.FeedStorage(newStorageIndexers(s.informers).apply)
 }
 
 type cycle struct {
@@ -265,6 +288,7 @@ func Registrations(cfg Config, opts ...Option) ([]outrigger.Registration, error)
 		}
 		regs = append(regs, outrigger.Registration{
 			Name: a.served, Factory: a.build, Points: points, NeedsSnapshot: true, Events: p.events(), StateKeys: keys,
+			NeedsVolumes: cfg.Volumes || volumePlugins[name],
 		})
 	}
 	return regs, nil
@@ -309,6 +333,7 @@ func (a *adapted) build(args json.RawMessage, env *outrigger.Env) (outrigger.Plu
 	if env.Profile != "" {
 		a.shared.start()
 	}
+	a.shared.feedStorage(env.Mirror)
 	return &Plugin{served: a.served, p: p, shared: a.shared}, nil
 }
 

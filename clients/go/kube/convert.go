@@ -281,6 +281,9 @@ func Pod(p *pb.Pod) *v1.Pod {
 	for _, c := range spec.GetInitContainers() {
 		out.Spec.InitContainers = append(out.Spec.InitContainers, container(c))
 	}
+	for _, v := range spec.GetVolumes() {
+		out.Spec.Volumes = append(out.Spec.Volumes, Volume(v))
+	}
 	return out
 }
 

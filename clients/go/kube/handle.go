@@ -7,10 +7,13 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
@@ -59,8 +62,21 @@ func (h *Handle) ProfileName() string { return h.profile }
 // SharedDRAManager is nil: the contract carries no DRA objects.
 func (h *Handle) SharedDRAManager() fwk.SharedDRAManager { return nil }
 
-// SharedCSIManager is nil: the contract carries no CSINode objects.
-func (h *Handle) SharedCSIManager() fwk.CSIManager { return nil }
+// SharedCSIManager lists the CSINodes of the Handle's informer factory: the mirror's (fed from the
+// snapshot mirror for plugins that declare NeedsVolumes), or the live apiserver's with a kubeconfig.
+func (h *Handle) SharedCSIManager() fwk.CSIManager {
+	return csiManager{csiNodes{h.informers.Storage().V1().CSINodes().Lister()}}
+}
+
+type csiManager struct{ nodes csiNodes }
+
+func (m csiManager) CSINodes() fwk.CSINodeLister { return m.nodes }
+
+type csiNodes struct{ l storagelisters.CSINodeLister }
+
+func (c csiNodes) List() ([]*storagev1.CSINode, error) { return c.l.List(labels.Everything()) }
+
+func (c csiNodes) Get(name string) (*storagev1.CSINode, error) { return c.l.Get(name) }
 
 // APIDispatcher is nil (kube-scheduler's is nil without the SchedulerAsyncAPICalls feature).
 func (h *Handle) APIDispatcher() fwk.APIDispatcher { return nil }

@@ -16,8 +16,11 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/volumerestrictions"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/volumezone"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"outrigger.dev/clients/go/kube"
@@ -33,5 +36,9 @@ func main() {
 		app.WithPlugin(nodeaffinity.Name, runtime.FactoryAdapter(fts, nodeaffinity.New)),
 		app.WithPlugin(interpodaffinity.Name, runtime.FactoryAdapter(fts, interpodaffinity.New)),
 		app.WithPlugin(podtopologyspread.Name, runtime.FactoryAdapter(fts, podtopologyspread.New)),
+		// The volume plugins read storage objects: the adapter feeds their listers from the mirror.
+		app.WithPlugin(volumezone.Name, runtime.FactoryAdapter(fts, volumezone.New)),
+		app.WithPlugin(volumerestrictions.Name, runtime.FactoryAdapter(fts, volumerestrictions.New)),
+		app.WithPlugin(nodevolumelimits.CSIName, runtime.FactoryAdapter(fts, nodevolumelimits.NewCSI)),
 	))
 }

@@ -42,6 +42,7 @@ type (
 	StorageInfoLister = framework.StorageInfoLister
 	SharedDRAManager  = framework.SharedDRAManager
 	CSIManager        = framework.CSIManager
+	CSINodeLister     = framework.CSINodeLister
 	Parallelizer      = framework.Parallelizer
 	APICacher         = framework.APICacher
 	Extender          = framework.Extender

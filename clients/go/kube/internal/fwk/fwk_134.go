@@ -3,6 +3,7 @@
 package fwk
 
 import (
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 )
@@ -44,5 +45,11 @@ type (
 )
 
 // CSIManager stands in for 1.35's: a 1.34 Handle has no SharedCSIManager, so nothing asks the
-// adapter's Handle for one (it answers nil in either release).
+// adapter's Handle for one.
 type CSIManager interface{}
+
+// CSINodeLister stands in for 1.35's (what the adapter's CSIManager lists).
+type CSINodeLister interface {
+	List() ([]*storagev1.CSINode, error)
+	Get(name string) (*storagev1.CSINode, error)
+}
