@@ -186,6 +186,29 @@ BAD = [
         _with(CLAIM, "status.reserved", []),
         'unknown field "status.reserved"',
     ),
+    (
+        "devices and shared counters",
+        resource_slice_from_dict,
+        _with(SLICE, "spec.sharedCounters", [{"name": "cs", "counters": {"m": {"value": "1"}}}]),
+        "spec: only one of devices, sharedCounters may be set",
+    ),
+    (
+        "policy with values and range",
+        resource_slice_from_dict,
+        _with(
+            SLICE,
+            "spec.devices.0.capacity.memory",
+            {"value": "40Gi", "requestPolicy": {"validValues": ["1Gi"], "validRange": {"min": "1Gi"}}},
+        ),
+        "spec.devices[0].capacity.memory.requestPolicy: only one of validValues, validRange may be set",
+    ),
+    (
+        "list attribute",
+        resource_slice_from_dict,
+        _with(SLICE, "spec.devices.0.attributes.model", {"strings": ["a"]}),
+        "spec.devices[0].attributes.model.strings: list-valued attributes need the DRAListTypeAttributes feature"
+        " (off in 1.37)",
+    ),
 ]
 
 
@@ -194,3 +217,19 @@ def test_bad_manifest_names_the_field(decode: Any, doc: dict[str, Any], message:
     with pytest.raises(FieldError) as err:
         decode(doc)
     assert str(err.value).startswith(message)
+
+
+def test_capacity_policy_and_shared_device_decode() -> None:
+    doc = _with(
+        SLICE,
+        "spec.devices.0.capacity.memory",
+        {
+            "value": "40Gi",
+            "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "max": "8Gi", "step": "500m"}},
+        },
+    )
+    doc = _with(doc, "spec.devices.0.allowMultipleAllocations", True)
+    [d] = resource_slice_from_dict(doc).devices
+    policy = d.capacity_policies["memory"]
+    assert (policy.default, policy.min, policy.max, policy.step) == (2**30, 2**30, 8 * 2**30, Fraction(1, 2))
+    assert d.allow_multiple_allocations is True

@@ -475,16 +475,20 @@ def _compile(expression: str) -> CompiledSelector | SelectorFailure:
 
 
 _cache: OrderedDict[str, CompiledSelector | SelectorFailure] = OrderedDict()
+_cache_lock = threading.Lock()
 
 
 def compile_selector(expression: str) -> CompiledSelector | SelectorFailure:
-    """The compiled selector for ``expression``, or why it does not compile, from the cache."""
-    hit = _cache.get(expression)
-    if hit is None:
-        hit = _compile(expression)
+    """The compiled selector for ``expression``, or why it does not compile, from the cache (safe to
+    call from several threads)."""
+    with _cache_lock:
+        hit = _cache.get(expression)
+        if hit is not None:
+            _cache.move_to_end(expression)
+            return hit
+    hit = _compile(expression)
+    with _cache_lock:
         _cache[expression] = hit
         if len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
-    else:
-        _cache.move_to_end(expression)
     return hit
