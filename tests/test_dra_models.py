@@ -231,5 +231,7 @@ def test_capacity_policy_and_shared_device_decode() -> None:
     doc = _with(doc, "spec.devices.0.allowMultipleAllocations", True)
     [d] = resource_slice_from_dict(doc).devices
     policy = d.capacity_policies["memory"]
-    assert (policy.default, policy.min, policy.max, policy.step) == (2**30, 2**30, 8 * 2**30, Fraction(1, 2))
+    assert (policy.default, policy.min, policy.max, policy.step) == tuple(
+        Fraction(v) for v in (2**30, 2**30, 8 * 2**30, 0.5)
+    )
     assert d.allow_multiple_allocations is True
