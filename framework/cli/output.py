@@ -17,10 +17,12 @@ from typing import Any, TextIO
 
 import yaml
 
+from pluginhost.errors import OutriggerError
+
 __all__ = ["OutputClosed", "OutputError", "emit", "standard_streams", "table", "utc"]
 
 
-class OutputError(OSError):
+class OutputError(OutriggerError, OSError):
     """Writing the command's output failed (``errno``, ``strerror``; ``stream``: "stdout")."""
 
     def __init__(self, code: int, stream: str) -> None:
