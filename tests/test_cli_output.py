@@ -119,6 +119,16 @@ def _queued(fd: int) -> int:
     return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
 
 
+def _tries(address: str, run: Callable[[], tuple[int, Any, str]]) -> tuple[int, Any, str]:
+    """``run()``, again (three tries) when the command did not get through to the framework at all: a
+    connection the loaded test host did not set up in time, not what is tested here."""
+    for _ in range(2):
+        code, out, err = run()
+        if (code, err) != (1, f"error: cannot reach the framework at {address}\n"):
+            return code, out, err
+    return run()
+
+
 def _wait_full(proc: subprocess.Popen[bytes], r: int, capacity: int) -> None:
     """Until the pipe is full: its capacity reached, or 0.5 s without a byte more (a writer of small
     pieces leaves each page part empty, so its full pipe holds less than its capacity); or the command
@@ -292,7 +302,7 @@ BLOCKING = ("explain-offline-json", "get-pods-json")
     + [pytest.param(a, s, w, False, id=i) for i, a, s, w in SLOW if i in BLOCKING])
 def test_a_slow_reader_gets_the_whole_output(served: tuple[str, Path], argv: list[str],
                                             shown: Callable[[str], Any], want: Any, nonblocking: bool) -> None:
-    code, out, err = slow_read(_argv(argv, *served), nonblocking=nonblocking)
+    code, out, err = _tries(served[0], lambda: slow_read(_argv(argv, *served), nonblocking=nonblocking))
     assert (code, err) == (0, "")
     assert len(out) > 64 * 1024  # more than a pipe holds: the writer had to wait for the reader
     assert out.endswith(b"\n")
@@ -366,18 +376,23 @@ EVERY = [(i, a) for i, a, _ in HEADS] + SMALL
 @pytest.mark.parametrize(("argv", "first"), [pytest.param(a, f, id=i) for i, a, f in HEADS])
 def test_a_reader_gone_after_the_first_line_ends_the_command_quietly(served: tuple[str, Path], argv: list[str],
                                                                      first: str) -> None:
-    assert read_first_line(_argv(argv, *served), gone=False) == (CLOSED, first, "")
+    assert _tries(served[0], lambda: read_first_line(_argv(argv, *served), gone=False)) == (CLOSED, first, "")
 
 
 @pytest.mark.parametrize("argv", [pytest.param(a, id=i) for i, a in SMALL])
 def test_a_reader_gone_before_the_output_ends_the_command_quietly(served: tuple[str, Path],
                                                                   argv: list[str]) -> None:
-    assert read_first_line(_argv(argv, *served, spare="gone"), gone=True) == (CLOSED, "", "")
+    assert _tries(served[0], lambda: read_first_line(_argv(argv, *served, spare="gone"), gone=True)) == \
+        (CLOSED, "", "")
 
 
 @pytest.mark.parametrize("argv", [pytest.param(a, id=i) for i, a in EVERY])
 def test_a_failed_write_is_an_error_naming_it(served: tuple[str, Path], argv: list[str]) -> None:
-    with open("/dev/full", "wb") as full:
-        proc = subprocess.run([OUTRIGGER, *_argv(argv, *served, spare="full")], stdin=subprocess.DEVNULL, stdout=full,
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=WAIT)
-    assert (proc.returncode, _own(proc.stderr)) == (1, NO_SPACE)
+
+    def run() -> tuple[int, str, str]:
+        with open("/dev/full", "wb") as full:
+            proc = subprocess.run([OUTRIGGER, *_argv(argv, *served, spare="full")], stdin=subprocess.DEVNULL,
+                                  stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=WAIT)
+        return proc.returncode, "", _own(proc.stderr)
+
+    assert _tries(served[0], run) == (1, "", NO_SPACE)

@@ -97,7 +97,7 @@ def standard_streams() -> Iterator[None]:
     not a test's capture) write every byte whatever the reader's pace or the descriptor's O_NONBLOCK
     flag; a failed write to stdout raises :class:`OutputError` (:class:`OutputClosed` for a closed
     pipe), from ``print`` or from the caller's final ``sys.stdout.flush()``. Afterwards the original
-    streams are back (what a failed stream still held is dropped)."""
+    streams are back (a failed stream drops what it still held)."""
     swapped: list[tuple[str, TextIO, io.TextIOWrapper, _FdWriter]] = []
     for name, fd in (("stdout", 1), ("stderr", 2)):
         old = getattr(sys, name)
@@ -114,14 +114,14 @@ def standard_streams() -> Iterator[None]:
     try:
         yield
     finally:
-        for name, old, new, raw in reversed(swapped):
+        for name, old, new, _ in reversed(swapped):
             setattr(sys, name, old)
             try:
                 new.flush()  # the caller flushed stdout to see its errors; this is what came after
             except OSError:
                 pass
-            raw.failed = True  # whatever is still buffered was reported or goes nowhere: drop it
-            new.close()  # closes the wrapper, not the descriptor
+            # Not closed: a logging handler made inside the block still writes through it (a thread
+            # logging while the interpreter exits); a stream that failed drops what it is given.
 
 
 def _fileno(stream: TextIO) -> int:
