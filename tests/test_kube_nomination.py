@@ -28,8 +28,8 @@ from kube_framework import get_json, node_manifest, pod_manifest
 from test_runtime import PROFILE, Spec, fake, make_scheduler, node, rec, wait_for
 from test_scheduler_nomination import PRE_BIND_WORKS, RecordingSource, hold_at_permit, pod
 
-from framework.kube.client import ApiClient, ApiError, KubeConfig
-from framework.kube.events import JSON_PATCH, StatusWriter
+from framework.kube.client import ApiClient, ApiError, ApiUnreachable, KubeConfig
+from framework.kube.events import JSON_PATCH, StatusWriter, Writer
 from framework.kube.source import KubeSource
 from framework.scheduler import Scheduler
 from pluginhost.model import Pod
@@ -173,6 +173,58 @@ def test_another_refusal_of_the_nomination_is_raised() -> None:
     other = ApiError("patch", "pods/status", 403, "Forbidden", "cannot patch resource pods/status")
     with pytest.raises(ApiError, match="cannot patch"):
         _writes(_Client(refuse=other), lambda w, p: w.nominate(p, "n1"))
+
+
+class _Unanswered(_Client):
+    """Records each request; the first ``lost`` of them get no answer (ApiUnreachable)."""
+
+    def __init__(self, lost: int) -> None:
+        super().__init__()
+        self.lost = lost
+
+    async def request(self, method: str, path: str, **kw: Any) -> Any:
+        await super().request(method, path, **kw)
+        if len(self.requests) <= self.lost:
+            raise ApiUnreachable(kw["verb"], kw["resource"], "https://127.0.0.1:1", ConnectionResetError())
+        return {}
+
+
+@pytest.mark.parametrize(
+    ("changes", "lost", "want"),
+    [
+        pytest.param([lambda w, p: w.unschedulable(p, "Unschedulable", "no room")], 1,
+                     [("application/strategic-merge-patch+json", "Unschedulable")] * 2, id="condition"),
+        pytest.param([lambda w, p: w.nominate(p, "n1")], 2, [(JSON_PATCH, "n1")] * 3, id="nomination"),
+        pytest.param([lambda w, p: w.unschedulable(p, "Unschedulable", "no room"), lambda w, p: w.nominate(p, "n1")],
+                     1, [(JSON_PATCH, "n1"), (JSON_PATCH, "n1"), ("application/strategic-merge-patch+json",
+                                                                 "Unschedulable")], id="both"),
+    ],
+)
+def test_a_status_write_that_got_no_answer_is_sent_again(
+    changes: list[Callable[[StatusWriter, Pod], None]], lost: int, want: list[tuple[str, str]]
+) -> None:
+    """The Writer runs a job again after ApiUnreachable; the job still has its patch to send."""
+    client = _Unanswered(lost)
+
+    async def main() -> None:
+        writer = Writer(workers=1)
+        writer.start()
+        status = StatusWriter(client, writer, lambda key, uid: {})  # type: ignore[arg-type]
+        p = Pod(name="p1", namespace="ns", uid="u1")
+        for change in changes:
+            change(status, p)
+        assert await writer.flush(30)
+        await writer.stop()
+        assert writer.failed == 0
+
+    asyncio.run(main())
+
+    def what(content_type: str, body: Any) -> tuple[str, str]:
+        if content_type == JSON_PATCH:
+            return content_type, body[1]["value"]
+        return content_type, body["status"]["conditions"][0]["reason"]
+
+    assert [what(*r) for r in client.requests] == want
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -418,9 +418,25 @@ class StatusWriter:
                 await self.client.request("PATCH", path, verb="patch", resource="pods/status",
                                           body={"status": patch}, content_type=STRATEGIC_MERGE_PATCH,
                                           idempotent=True)
+        except ApiUnreachable:
+            # The Writer runs this job again when the server could not be reached: what it was to
+            # send must be there for that attempt, which would otherwise find nothing to send.
+            self._sent.pop(wanted.uid, None)
+            self._restore(key, wanted)
+            raise
         except Exception:
             self._sent.pop(wanted.uid, None)
             raise
+
+    def _restore(self, key: str, wanted: _Wanted) -> None:
+        """Put back a status write that got no answer, under what was asked for the pod since."""
+        newer = self._wanted.get(key)
+        if newer is None:
+            wanted.queued = False  # a change asked meanwhile queues a job of its own
+            self._wanted[key] = wanted
+        elif newer.uid == wanted.uid:
+            newer.condition = newer.condition if newer.condition is not None else wanted.condition
+            newer.nominated = newer.nominated if newer.nominated is not None else wanted.nominated
 
     async def _nominate_unbound(self, path: str, node_name: str) -> bool:
         """Set ``nominatedNodeName`` to ``node_name`` if the pod is unbound: False when the API server
