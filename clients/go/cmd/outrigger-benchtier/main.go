@@ -1,4 +1,4 @@
-// Command outrigger-benchtier serves BenchTier (framework/bench/plugins.py's Filter+Score plugin) from a Go
+// Command outrigger-benchtier serves BenchTier (tools/bench/plugins.py's Filter+Score plugin) from a Go
 // plugin host: the `remote-go` benchmark scenario compares it with the same logic in the Python host.
 //
 //	outrigger-benchtier --listen 127.0.0.1:0 [--lookahead]
