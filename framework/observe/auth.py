@@ -35,7 +35,6 @@ import enum
 import hashlib
 import io
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -192,11 +191,7 @@ class TokenFile:
 
     def stamp(self) -> tuple[int, int] | None:
         """The file's (modification time, size) as it is now (None: no file, or not there)."""
-        try:
-            st = os.stat(self.source) if self.source else None
-        except OSError:
-            return None
-        return None if st is None else (st.st_mtime_ns, st.st_size)
+        return certs.file_stamp(self.source)
 
     def reload(self) -> bool:
         """Load the file again if it changed since it was last looked at; True when its tokens are now

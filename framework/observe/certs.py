@@ -42,7 +42,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pluginhost.errors import OutriggerError
 
-__all__ = ["CertificateError", "CertificateFiles", "ServingTLS", "self_signed", "server_context"]
+__all__ = ["CertificateError", "CertificateFiles", "ServingTLS", "file_stamp", "self_signed", "server_context"]
 
 log = logging.getLogger("outrigger.serving")
 
@@ -197,14 +197,7 @@ class CertificateFiles:
 
     def stamps(self) -> tuple[tuple[int, int] | None, ...]:
         """Each file's (modification time, size) as it is now (None: not there)."""
-        out: list[tuple[int, int] | None] = []
-        for path in (self.cert_file, self.key_file, self.client_ca_file):
-            try:
-                st = os.stat(path) if path else None
-            except OSError:
-                st = None
-            out.append(None if st is None else (st.st_mtime_ns, st.st_size))
-        return tuple(out)
+        return tuple(file_stamp(path) for path in (self.cert_file, self.key_file, self.client_ca_file))
 
     def reload(self) -> bool:
         """Load the files again if any changed since they were last looked at; True when the port now
@@ -238,3 +231,13 @@ class CertificateFiles:
         while True:
             await asyncio.sleep(RELOAD_SECONDS)
             self.reload()
+
+
+def file_stamp(path: str | None) -> tuple[int, int] | None:
+    """A file's (modification time, size) as it is now: what the reloading files compare to tell a
+    change (None: no path, or no file there)."""
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_mtime_ns, st.st_size)

@@ -12,7 +12,6 @@ Whether clients must present a certificate is fixed at startup (``--tls-client-c
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Mapping
@@ -55,14 +54,8 @@ class ReloadingCredentials:
 
     def stamps(self) -> Stamps:
         """Each file's (modification time, size) as it is now (None: not there)."""
-        out: list[tuple[int, int] | None] = []
-        for path in (self.tls.cert_file, self.tls.key_file, self.tls.client_ca_file):
-            try:
-                st = os.stat(path) if path else None
-            except OSError:
-                st = None
-            out.append(None if st is None else (st.st_mtime_ns, st.st_size))
-        return tuple(out)
+        return tuple(certs.file_stamp(path) for path in (self.tls.cert_file, self.tls.key_file,
+                                                         self.tls.client_ca_file))
 
     def _configuration(self) -> Any:
         """The files as a gRPC certificate configuration; :class:`TLSConfigError` naming what is wrong."""
