@@ -14,6 +14,8 @@ from pluginhost.errors import OutriggerError
 from pluginhost.model import Node, Pod
 from pluginhost.snapshot import ClusterTable, Snapshot, VolumeStore
 
+from .dra.store import DraStore
+
 __all__ = ["Cache", "CacheError"]
 
 
@@ -32,6 +34,7 @@ class _PodEntry:
 class Cache:
     def __init__(self) -> None:
         self.table = ClusterTable()
+        self.table.dra = DraStore()
         self._pods: dict[str, _PodEntry] = {}
         # Bound pods whose node does not exist (yet): placed when the node arrives.
         self._homeless: dict[str, dict[str, Pod]] = {}
@@ -62,6 +65,13 @@ class Cache:
         """The PVCs, PVs, StorageClasses and CSINodes the volume plugins read (with their assumed
         bindings): filled by the cluster source, shared by every snapshot."""
         return self.table.volumes
+
+    @property
+    def dra(self) -> DraStore:
+        """The ResourceClaims, templates, DeviceClasses and ResourceSlices DynamicResources reads (with
+        its pending and assumed allocations): filled by the cluster source, shared by every snapshot."""
+        store: DraStore = self.table.dra
+        return store
 
     # ---- pods ----------------------------------------------------------------------------------
 

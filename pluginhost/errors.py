@@ -9,6 +9,7 @@ so ``except ValueError`` and ``except OutriggerError`` both work. The tree, one 
     ├── input that does not parse or validate (also ValueError)
     │   ├── ConfigError ─ a KubeSchedulerConfiguration or RemotePlugins document is invalid.
     │   ├── FieldError ─ a field of a Kubernetes object or configuration document is invalid.
+    │   │   └── DraDecodeError ─ a ResourceClaim, template, DeviceClass or ResourceSlice does not decode.
     │   ├── TextError ─ a YAML or JSON text cannot be read at all.
     │   ├── ManifestError ─ a Pod, Node or other manifest is invalid.
     │   ├── QuantityError ─ a Kubernetes quantity ("500m", "1Gi") is malformed.
@@ -29,6 +30,7 @@ so ``except ValueError`` and ``except OutriggerError`` both work. The tree, one 
     │   ├── CacheError ─ a cache operation contradicts the cache's state (a bug in the caller).
     │   ├── MirrorError ─ a plugin host's mirror cannot provide the snapshot a request names.
     │   ├── VolumeStoreError ─ an assume or write contradicts the volume store.
+    │   ├── DraConflict ─ a ResourceClaim status write lost (the claim changed or is gone).
     │   ├── FrameworkUnavailableError ─ a plugin host cannot reach the framework's services.
     │   ├── NotInHostError ─ the per-call context was asked for outside a plugin host's call.
     │   └── ClusterError ─ a component of the local cluster did not start or become ready.

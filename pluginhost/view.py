@@ -168,6 +168,7 @@ def apply_view(snapshot: Snapshot, view: NodeView | None) -> Snapshot:
         pods=rows.pods,
         row_versions=rows.versions,
         volumes=snapshot.volumes,
+        dra=snapshot.dra,
     )
 
 

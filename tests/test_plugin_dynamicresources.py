@@ -139,7 +139,10 @@ def test_events_are_upstreams_with_queueing_hints_on() -> None:
     events = [(e.event.resource, e.event.action) for e in DynamicResources().events_to_register()]
     assert events == [
         ("Node", ActionType.Add | ActionType.UpdateNodeLabel | ActionType.UpdateNodeAllocatable),
+        ("ResourceClaim", ActionType.Add | ActionType.Update | ActionType.Delete),
         ("UnscheduledPod", ActionType.UpdatePodGeneratedResourceClaim),
+        ("DeviceClass", ActionType.Add | ActionType.Update),
+        ("ResourceSlice", ActionType.Add | ActionType.Update),
     ]
 
 

@@ -297,10 +297,22 @@ class ResourceClaim:
     allocation: AllocationResult | None = None
     #: ``status.reservedFor``: (resource, name, uid).
     reserved_for: tuple[tuple[str, str, str], ...] = ()
+    resource_version: str = ""
+    #: ``metadata.deletionTimestamp`` is set: the claim is being deleted.
+    deleting: bool = False
+    #: The controlling ``metadata.ownerReferences`` entry: (kind, name, uid), or None.
+    owner: tuple[str, str, str] | None = None
+    annotations: dict[str, str] = field(default_factory=dict, compare=False)
+    #: The manifest the claim was decoded from (JSON-compatible): what a status write starts from.
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def reserved_for_pod(self, uid: str) -> bool:
+        """Whether ``status.reservedFor`` names the pod with ``uid``."""
+        return any(r[0] == "pods" and r[2] == uid for r in self.reserved_for)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +320,8 @@ class ResourceClaimTemplate:
     name: str
     namespace: str
     spec: ResourceClaim
+    #: The manifest's ``spec`` (``metadata`` and ``spec`` of the claims it makes), JSON-compatible.
+    raw_spec: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _format_quantity(q: Fraction) -> str:
@@ -606,6 +620,7 @@ def _allocation(status: Mapping[str, Any]) -> AllocationResult | None:
     for i, r in enumerate(get_list(get_map(alloc, "devices", "status.allocation"), "results", path)):
         rpath = f"{path}.results[{i}]"
         admin = None if r.get("adminAccess") is None else get_bool(r, "adminAccess", rpath)
+        consumed = get_map(r, "consumedCapacity", rpath)
         results.append(
             DeviceResult(
                 required_str(r, "request", rpath),
@@ -614,6 +629,10 @@ def _allocation(status: Mapping[str, Any]) -> AllocationResult | None:
                 required_str(r, "device", rpath),
                 admin,
                 _tolerations(r, rpath),
+                str_tuple(r, "bindingConditions", rpath),
+                str_tuple(r, "bindingFailureConditions", rpath),
+                get_str(r, "shareID", rpath),
+                {str(k): _quantity(v, f"{rpath}.consumedCapacity.{k}") for k, v in consumed.items()} or None,
             )
         )
     return AllocationResult(tuple(results), _node_selector(alloc, "status.allocation"))
@@ -642,7 +661,20 @@ def resource_claim_from_dict(obj: object) -> ResourceClaim:
         claim.config,
         _allocation(status),
         tuple(reserved),
+        resource_version=get_str(meta, "resourceVersion", "metadata"),
+        deleting=meta.get("deletionTimestamp") is not None,
+        owner=_controller(meta),
+        annotations={str(k): str(v) for k, v in get_map(meta, "annotations", "metadata").items()},
+        raw=dict(doc),
     )
+
+
+def _controller(meta: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    for i, ref in enumerate(get_list(meta, "ownerReferences", "metadata")):
+        path = f"metadata.ownerReferences[{i}]"
+        if get_bool(as_map(ref, path), "controller", path):
+            return (get_str(ref, "kind", path), get_str(ref, "name", path), get_str(ref, "uid", path))
+    return None
 
 
 def resource_claim_template_from_dict(obj: object) -> ResourceClaimTemplate:
@@ -652,5 +684,5 @@ def resource_claim_template_from_dict(obj: object) -> ResourceClaimTemplate:
     spec = get_map(doc, "spec", "")
     claim = _claim_spec(get_map(spec, "spec", "spec"), "spec.spec", get_map(spec, "metadata", "spec"))
     return ResourceClaimTemplate(
-        required_str(meta, "name", "metadata"), get_str(meta, "namespace", "metadata", "default"), claim
+        required_str(meta, "name", "metadata"), get_str(meta, "namespace", "metadata", "default"), claim, dict(spec)
     )

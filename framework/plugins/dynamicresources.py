@@ -194,11 +194,14 @@ class DynamicResources(
     # ---- EnqueueExtensions ---------------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        # Upstream also registers ResourceClaim, DeviceClass and ResourceSlice events, which no
-        # source here produces. With queueing hints on (the default), UpdateNodeTaint is not needed.
+        # The resources are the kinds of framework.dra.store.DRA_KINDS: the store's listener (the
+        # scheduler's) reports their changes under these names.
         return [
             ClusterEventWithHint(
                 ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel | ActionType.UpdateNodeAllocatable)
             ),
+            ClusterEventWithHint(ClusterEvent("ResourceClaim", ActionType.Add | ActionType.Update | ActionType.Delete)),
             ClusterEventWithHint(ClusterEvent("UnscheduledPod", ActionType.UpdatePodGeneratedResourceClaim)),
+            ClusterEventWithHint(ClusterEvent("DeviceClass", ActionType.Add | ActionType.Update)),
+            ClusterEventWithHint(ClusterEvent("ResourceSlice", ActionType.Add | ActionType.Update)),
         ]

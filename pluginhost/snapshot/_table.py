@@ -181,6 +181,9 @@ class Snapshot:
     row_versions: IntArray
     #: The storage objects (live: the table's store; a view made without one has an empty store).
     volumes: VolumeStore = field(default_factory=lambda: VolumeStore())
+    #: The scheduler's DRA objects (``framework.dra.store.DraStore``, live like :attr:`volumes`); None
+    #: in a snapshot made without a scheduler's cache.
+    dra: Any = None
     _memo: dict[str, Any] = field(default_factory=dict)
 
     def memo(self, key: str, build: Callable[[Snapshot], Any]) -> Any:
@@ -255,6 +258,9 @@ class ClusterTable:
         self._listeners: list[ChangeListener] = []
         #: The storage objects every snapshot of this table refers to.
         self.volumes = VolumeStore()
+        #: The DRA objects every snapshot refers to: set by the scheduler's cache (a DraStore, which
+        #: lives in the framework: the SDK holds it without knowing it).
+        self.dra: Any = None
 
     # ---- change listeners ----------------------------------------------------------------------
 
@@ -304,6 +310,7 @@ class ClusterTable:
             pods=self._pods[:],
             row_versions=self._ver[:n],
             volumes=self.volumes,
+            dra=self.dra,
         )
         self._shared_usage = self._shared_alloc = True
         self._snapshot = snap

@@ -1,0 +1,308 @@
+"""The DRA objects the DynamicResources plugin reads, and the allocations it has made but the API does
+not show yet: :class:`DraStore`, one per scheduler (``cache.dra``), filled by the cluster source.
+
+Both sources feed it the same way: the embedded store applies the documents a user gives
+(``outrigger explain``, ``apply``), a live cluster's informers apply what the API server sends. Each
+object is decoded strictly on the way in (:meth:`DraStore.apply`; a failure is a :class:`DraDecodeError`
+naming the field, and changes nothing) and every change is told to the listeners as
+``listener(kind, old, new)`` (``old`` None for an addition, ``new`` None for a deletion): the scheduler
+turns them into the cluster events the plugin registers (``ResourceClaim``, ``ResourceSlice``,
+``DeviceClass``, ``ResourceClaimTemplate``), so a source only applies and removes.
+
+On top of the objects, two layers of what this scheduler decided, as kube-scheduler's DRA manager keeps
+them: *pending* allocations (Reserve made them, PreBind has not written them yet; other pods' Filter
+already counts their devices as taken) and *assumed* claims (PreBind wrote the status; the written claim
+reads as current until the source delivers that version or a newer one). PreBind writes through
+:attr:`DraStore.writer`, a :class:`ClaimWriter`: :class:`MemoryClaimWriter` (this store, the embedded
+cluster's API server) unless a live source sets its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from typing import Any, Protocol
+
+from pluginhost.decode import FieldError
+from pluginhost.errors import OutriggerError
+
+from .allocator import DeviceID
+from .models import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    device_class_from_dict,
+    resource_claim_from_dict,
+    resource_claim_template_from_dict,
+    resource_slice_from_dict,
+)
+
+__all__ = [
+    "DRA_KINDS",
+    "ClaimWriter",
+    "DraConflict",
+    "DraDecodeError",
+    "DraListener",
+    "DraObject",
+    "DraStore",
+    "MemoryClaimWriter",
+]
+
+#: The kinds :meth:`DraStore.apply` takes (``resource.k8s.io/v1``); ResourceClaim and
+#: ResourceClaimTemplate are namespaced, DeviceClass and ResourceSlice cluster-scoped.
+DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice")
+_NAMESPACED = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
+
+DraObject = ResourceClaim | ResourceClaimTemplate | DeviceClass | ResourceSlice
+#: ``listener(kind, old, new)`` after every change (see the module docstring).
+DraListener = Callable[[str, Any, Any], None]
+
+_DECODERS: dict[str, Callable[[object], DraObject]] = {
+    "ResourceClaim": resource_claim_from_dict,
+    "ResourceClaimTemplate": resource_claim_template_from_dict,
+    "DeviceClass": device_class_from_dict,
+    "ResourceSlice": resource_slice_from_dict,
+}
+
+
+class DraDecodeError(FieldError):
+    """A DRA object that does not decode: the kind, the object (when its name could be read) and the field."""
+
+    def __init__(self, kind: str, ident: str, error: FieldError) -> None:
+        super().__init__(error.path, error.reason)
+        self.kind = kind
+        self.ident = ident
+        where = f"{kind} {ident}" if ident else kind
+        self.args = (f"{where}: {error}",)
+
+
+class DraConflict(OutriggerError, RuntimeError):
+    """A claim status write lost: the claim changed since it was read, or is gone."""
+
+
+class ClaimWriter(Protocol):
+    """Where PreBind's claim status writes go: the embedded store itself, or a cluster's API server."""
+
+    async def write_claim_status(self, claim: ResourceClaim, status: Mapping[str, Any]) -> ResourceClaim:
+        """Replace ``claim``'s ``status`` (``allocation``, ``reservedFor``, ``devices``, API JSON) as a PUT
+        of the status subresource with ``claim.resource_version``; a conflict (the claim changed meanwhile,
+        or is gone) raises :class:`DraConflict`. Returns the claim as stored (its new resourceVersion)."""
+        ...
+
+
+def _ident(kind: str, obj: object) -> str:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        return ""
+    namespace = meta.get("namespace") if kind in _NAMESPACED else None
+    return f"{namespace if isinstance(namespace, str) else 'default'}/{meta['name']}" if kind in _NAMESPACED else (
+        meta["name"])
+
+
+def _version(rv: str) -> int:
+    # resourceVersions are opaque strings; the API server's are integers, and the assume cache compares
+    # them as such (a version that is not one never replaces an assumed claim).
+    try:
+        return int(rv)
+    except ValueError:
+        return -1
+
+
+class DraStore:
+    """The ResourceClaims, ResourceClaimTemplates, DeviceClasses and ResourceSlices DynamicResources reads,
+    with the allocations assumed in memory (Reserve) until the claim's status says them.
+
+    ``claims`` and ``templates`` are keyed ``namespace/name``, ``classes`` and ``slices`` by name; they
+    hold the source's versions. Read claims through :meth:`claim`, which answers this scheduler's
+    assumed version first.
+    """
+
+    def __init__(self) -> None:
+        self.claims: dict[str, ResourceClaim] = {}
+        self.templates: dict[str, ResourceClaimTemplate] = {}
+        self.classes: dict[str, DeviceClass] = {}
+        self.slices: dict[str, ResourceSlice] = {}
+        self._assumed: dict[str, ResourceClaim] = {}
+        self._pending: dict[str, ResourceClaim] = {}  # by claim uid
+        self._listeners: list[DraListener] = []
+        #: Advances with every change of the objects or of the pending and assumed claims.
+        self.generation = 0
+        #: Takes PreBind's claim status writes (the embedded default writes into this store).
+        self.writer: ClaimWriter = MemoryClaimWriter(self)
+
+    def __len__(self) -> int:
+        return len(self.claims) + len(self.templates) + len(self.classes) + len(self.slices)
+
+    def add_listener(self, listener: DraListener) -> None:
+        """Call ``listener(kind, old, new)`` after every change :meth:`apply` and :meth:`remove` make."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: DraListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    # ---- the source's objects ------------------------------------------------------------------
+
+    @staticmethod
+    def decode(kind: str, obj: Mapping[str, Any]) -> DraObject:
+        """``obj`` (API JSON) decoded as ``kind``, strictly; :class:`DraDecodeError` names what is wrong."""
+        decoder = _DECODERS.get(kind)
+        if decoder is None:
+            raise DraDecodeError(kind, "", FieldError("kind", f"expected one of {', '.join(DRA_KINDS)}"))
+        try:
+            return decoder(obj)
+        except FieldError as exc:
+            raise DraDecodeError(kind, _ident(kind, obj), exc) from None
+
+    def apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """Add or replace an object from its API JSON (``kind`` one of :data:`DRA_KINDS`). A failed
+        decode raises :class:`DraDecodeError` and changes nothing."""
+        self.put(self.decode(kind, obj))
+
+    def put(self, new: DraObject) -> None:
+        """Add or replace a decoded object."""
+        kind = type(new).__name__
+        table = self._table(kind)
+        key = f"{new.namespace}/{new.name}" if kind in _NAMESPACED else new.name  # type: ignore[union-attr]
+        old = table.get(key)
+        table[key] = new
+        if isinstance(new, ResourceClaim):
+            assumed = self._assumed.get(key)
+            if assumed is not None and (
+                assumed.uid != new.uid or _version(new.resource_version) >= _version(assumed.resource_version)
+            ):
+                del self._assumed[key]
+        self._changed(kind, old, new)
+
+    def remove(self, kind: str, namespace: str, name: str) -> DraObject | None:
+        """Delete an object (``namespace`` "" for the cluster-scoped kinds); the old object, None if absent."""
+        key = f"{namespace}/{name}" if kind in _NAMESPACED else name
+        old = self._table(kind).pop(key, None)
+        if kind == "ResourceClaim":
+            self._assumed.pop(key, None)
+        if old is not None:
+            self._changed(kind, old, None)
+        return old
+
+    def _table(self, kind: str) -> dict[str, Any]:
+        tables: dict[str, dict[str, Any]] = {
+            "ResourceClaim": self.claims,
+            "ResourceClaimTemplate": self.templates,
+            "DeviceClass": self.classes,
+            "ResourceSlice": self.slices,
+        }
+        if kind not in tables:
+            raise DraDecodeError(kind, "", FieldError("kind", f"expected one of {', '.join(DRA_KINDS)}"))
+        return tables[kind]
+
+    def _changed(self, kind: str, old: Any, new: Any) -> None:
+        self.generation += 1
+        for listener in list(self._listeners):
+            listener(kind, old, new)
+
+    # ---- reading -------------------------------------------------------------------------------
+
+    def claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        """The claim as this scheduler knows it: its assumed version (written, not yet delivered), else the
+        source's."""
+        key = f"{namespace}/{name}"
+        return self._assumed.get(key) or self.claims.get(key)
+
+    def all_claims(self) -> list[ResourceClaim]:
+        """Every claim, assumed versions first (as :meth:`claim` reads them)."""
+        return [self._assumed.get(k, c) for k, c in self.claims.items()]
+
+    def allocated_state(self) -> tuple[set[DeviceID], dict[DeviceID, dict[str, Fraction]]]:
+        """The devices allocated to claims (pending allocations included): those held exclusively, and
+        the capacity consumed of devices shared by several claims (kube-scheduler's GatherAllocatedState;
+        devices taken with admin access are not in use)."""
+        exclusive: set[DeviceID] = set()
+        shared: dict[DeviceID, dict[str, Fraction]] = {}
+        pending_uids = set(self._pending)
+        claims = [c for c in self.all_claims() if c.uid not in pending_uids or not c.uid]
+        for claim in [*claims, *self._pending.values()]:
+            if claim.allocation is None:
+                continue
+            for r in claim.allocation.results:
+                device = (r.driver, r.pool, r.device)
+                if r.share_id:
+                    used = shared.setdefault(device, {})
+                    for name, q in (r.consumed_capacity or {}).items():
+                        used[name] = used.get(name, Fraction(0)) + q
+                elif not r.admin_access:
+                    exclusive.add(device)
+        return exclusive, shared
+
+    # ---- this scheduler's allocations ----------------------------------------------------------
+
+    def pending(self, uid: str) -> ResourceClaim | None:
+        """The allocation Reserve made for the claim with ``uid`` and PreBind has not written yet."""
+        return self._pending.get(uid)
+
+    def signal_pending(self, claim: ResourceClaim) -> None:
+        """Record ``claim`` (with its allocation) as allocated in memory: other pods' Filter sees its
+        devices as taken until :meth:`drop_pending`."""
+        self._pending[claim.uid] = claim
+        self.generation += 1
+
+    def drop_pending(self, uid: str) -> bool:
+        """Forget a pending allocation (written, or given up); False if there was none."""
+        if self._pending.pop(uid, None) is None:
+            return False
+        self.generation += 1
+        return True
+
+    def assume(self, claim: ResourceClaim) -> None:
+        """Read ``claim`` (as a write returned it) until the source delivers its version or a newer one."""
+        current = self.claims.get(claim.key)
+        if current is not None and current.uid == claim.uid and (
+            _version(current.resource_version) >= _version(claim.resource_version)
+        ):
+            return
+        self._assumed[claim.key] = claim
+        self.generation += 1
+
+    def restore(self, key: str) -> None:
+        """Drop the assumed version of the claim ``namespace/name`` (the source's reads again)."""
+        if self._assumed.pop(key, None) is not None:
+            self.generation += 1
+
+
+class MemoryClaimWriter:
+    """The embedded cluster's claim status writes: into the store itself, with a new resourceVersion,
+    as the API server would (its listeners hear an update)."""
+
+    def __init__(self, store: DraStore) -> None:
+        self.store = store
+        # Versions above any a manifest is likely to carry, increasing with every write made here.
+        self._versions = itertools.count(2_000_000_001)
+
+    async def write_claim_status(self, claim: ResourceClaim, status: Mapping[str, Any]) -> ResourceClaim:
+        current = self.store.claims.get(claim.key)
+        if current is None or current.uid != claim.uid:
+            raise DraConflict(f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "{claim.name}": '
+                              "the object has been deleted or replaced")
+        if current.resource_version != claim.resource_version:
+            raise DraConflict(f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "{claim.name}": '
+                              "the object has been modified; please apply your changes to the latest version "
+                              "and try again")
+        raw = copy.deepcopy(current.raw) or _manifest(current)
+        raw.setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
+        raw["status"] = copy.deepcopy(dict(status))
+        if not raw["status"]:
+            del raw["status"]
+        stored = self.store.decode("ResourceClaim", raw)
+        assert isinstance(stored, ResourceClaim)
+        self.store.put(stored)
+        return stored
+
+
+def _manifest(claim: ResourceClaim) -> dict[str, Any]:
+    # A claim built in code has no manifest: its identity is enough for a status write to start from.
+    meta = {"name": claim.name, "namespace": claim.namespace, "uid": claim.uid,
+            "resourceVersion": claim.resource_version}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
+            "spec": {"devices": {}}}
