@@ -72,6 +72,9 @@ class Scheduler(SchedulingCycle, ObjectStore):
         self.cache = Cache()
         # A claim, volume, class or CSINode that changes may make pods the volume plugins rejected schedulable.
         self.cache.volumes.add_listener(self._volume_object_changed)
+        # So does a ResourceClaim, DeviceClass or ResourceSlice for pods DynamicResources rejected: each
+        # change is a cluster event named by its kind, whichever source applied it.
+        self.cache.dra.add_listener(self.custom_resource_changed)
         self.reservations = Reservations(self.cache)
         self.reservations.on_release = self._reservation_released
         # How often expired reservations are looked for while the scheduler runs.
