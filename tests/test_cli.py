@@ -237,7 +237,8 @@ def v1_list(*items: dict[str, Any]) -> dict[str, Any]:
 
 
 # web on an empty n0 (its own requests not counted): cpu (2000-500)*100//2000 = 75, memory
-# (4096-256)*100//4096 = 93 -> NodeResourcesFit (75+93)//2 = 84; balanced 100 - |25-6|*... = 90.
+# (4096-256)*100//4096 = 93 -> NodeResourcesFit (75+93)//2 = 84; balanced: 90 with the pod
+# ((1 - |0.25 - 0.0625| / 2) * 100), 100 without -> 50 + (50 + 90 - 100) // 2 = 70.
 WEB_EXPLAINED = {
     "pod": "default/web", "selected": "n0", "status": {"code": "Success", "reasons": []},
     "nodes": {
@@ -245,9 +246,9 @@ WEB_EXPLAINED = {
                "scores": {"TaintToleration": {"raw": 0, "normalized": 100, "weighted": 300},
                           "NodeResourcesFit": {"raw": 84, "normalized": 84, "weighted": 84},
                           "DynamicResources": {"raw": 0, "normalized": 0, "weighted": 0},
-                          "NodeResourcesBalancedAllocation": {"raw": 90, "normalized": 90, "weighted": 90},
+                          "NodeResourcesBalancedAllocation": {"raw": 70, "normalized": 70, "weighted": 70},
                           "ImageLocality": {"raw": 0, "normalized": 0, "weighted": 0}},
-               "total": 474},
+               "total": 454},
         "n1": {"filter": {"code": "UnschedulableAndUnresolvable", "plugin": "NodeUnschedulable",
                           "reasons": ["node(s) were unschedulable"]},
                "scores": {}, "total": None},

@@ -1,8 +1,11 @@
 """NodeResourcesBalancedAllocation: scores, Skip for best-effort pods, args.
 
-Scores follow kube-scheduler's ``balancedResourceScorer``: fractions requested/allocatable with the
-pod (its real requests, placed pods by their real requests too), capped at 1, ``std`` of them
-(``|f1 - f2| / 2`` for two), ``int((1 - std) * 100)`` in float64.
+Scores follow kube-scheduler v1.37's ``balancedResourceScorer(requested, allocated, allocatable)``:
+a node's balance is ``int64((1 - std) * 100)`` over the fractions requested/allocatable (real
+requests, placed pods by their real requests too), capped at 1, ``std`` of them (``|f1 - f2| / 2``
+for two); the score is the change the pod brings, ``50 + (50 + with - without) / 2`` (Go integer
+division). Each expected value was computed with upstream's function in Go, written below as
+``with, without -> score``.
 """
 
 from __future__ import annotations
@@ -71,47 +74,71 @@ NODES = [node("a", cpu="4", memory="10000"), node("b", cpu="6", memory="10000")]
 PLACED = [(pod("on-a", container(cpu="1", memory="2000")), "a")]
 
 CASES: list[tuple[str, dict[str, Any], list[Node], list[tuple[Pod, str]], Pod, list[int]]] = [
-    # a: 2000/4000 = 0.5, 6000/10000 = 0.6 -> std 0.05 -> 95; b: 1/6 and 0.4 -> std 0.1167 -> 88
-    ("two-resources", {}, NODES, PLACED, pod("p", container(cpu="1", memory="4000")), [95, 88]),
-    # memory is still scored from what the node has: a 0.5 and 0.2 -> 85; b 1/6 and 0 -> 91
-    ("pod-requests-cpu-only", {}, NODES, PLACED, pod("p", container(cpu="1")), [85, 91]),
-    # 1400/4000 = 0.35 and 0.55: exactly 90 in real numbers, 89 in float64 as kube-scheduler computes
+    # a: 0.5 and 0.6 with the pod -> 95, 0.25 and 0.2 without -> 97: 50 + (50 + 95 - 97) / 2 = 74;
+    # b: 1/6 and 0.4 -> 88, empty -> 100: 50 + 38 / 2 = 69
+    ("two-resources", {}, NODES, PLACED, pod("p", container(cpu="1", memory="4000")), [74, 69]),
+    # memory is still scored from what the node has: a 0.5 and 0.2 -> 85, 97 without -> 69;
+    # b 1/6 and 0 -> 91, 100 -> 70
+    ("pod-requests-cpu-only", {}, NODES, PLACED, pod("p", container(cpu="1")), [69, 70]),
+    # a pod that evens the node out scores above 75: 0.75 and 0.6 -> 92, 0.25 and 0.6 -> 82 -> 80
+    (
+        "pod-evens-the-node-out",
+        {},
+        [node("n", cpu="4", memory="10000")],
+        [(pod("mem-heavy", container(cpu="1", memory="6000")), "n")],
+        pod("p", container(cpu="2")),
+        [80],
+    ),
+    # a pod that changes nothing in balance: one fraction only (memory has no allocatable) -> 75
+    (
+        "no-change-in-balance",
+        {},
+        [node("n", cpu="4")],
+        [],
+        pod("p", container(cpu="1", memory="1000")),
+        [75],
+    ),
+    # 1400/4000 = 0.35 and 0.55: exactly 90 in real numbers, 89 in float64 as kube-scheduler computes;
+    # 50 + (50 + 89 - 100) / 2 = 69 (90 would give 70)
     (
         "float64-like-kube-scheduler",
         {},
         [node("n", cpu="4", memory="10000")],
         [],
         pod("p", container(cpu="1400m", memory="5500")),
-        [89],
+        [69],
     ),
-    # placed pods without requests count as nothing here (no non-zero defaults): 0.25 and 0.3 -> 97
+    # placed pods without requests count as nothing here (no non-zero defaults): 0.25 and 0.3 -> 97,
+    # 100 without -> 73
     (
         "no-defaults-for-best-effort-neighbours",
         {},
         [node("n", cpu="4", memory="10000")],
         [(pod("be"), "n")],
         pod("p", container(cpu="1", memory="3000")),
-        [97],
+        [73],
     ),
-    # fractions are capped at 1: cpu 6000/4000 -> 1, memory 0.1 -> std 0.45 -> 55
+    # fractions are capped at 1: cpu 6000/4000 -> 1, memory 0.1 -> std 0.45 -> 55; without the pod
+    # 1 and 0 -> 50: 50 + 55 / 2 = 77
     (
         "fraction-capped-at-one",
         {},
         [node("n", cpu="4", memory="10000")],
         [(pod("big", container(cpu="5")), "n")],
         pod("p", container(cpu="1", memory="1000")),
-        [55],
+        [77],
     ),
-    # a resource the node has none of is left out; one fraction left has no deviation
+    # a resource the node has none of is left out; one fraction left has no deviation: 100 and 100
     (
         "resource-without-allocatable",
         {},
         [node("n", cpu="4")],
         [],
         pod("p", container(cpu="3", memory="1000")),
-        [100],
+        [75],
     ),
-    # init containers and overhead count: max(2000, 2500) + 0 cpu, 4000 + 1000 memory -> 0.625, 0.5 -> 93
+    # init containers and overhead count: max(2000, 2500) + 0 cpu, 4000 + 1000 memory -> 0.625, 0.5
+    # -> 93, 100 without -> 71
     (
         "pod-requests-include-init-and-overhead",
         {},
@@ -123,26 +150,26 @@ CASES: list[tuple[str, dict[str, Any], list[Node], list[tuple[Pod, str]], Pod, l
             initContainers=[container("init", cpu="2500m")],
             overhead={"memory": "1000"},
         ),
-        [93],
+        [71],
     ),
-    # three resources: 0.5, 0.6, 0.5 -> mean 0.533, std 0.0471 -> 95 on "a";
-    # "b" has no gpu: 1/6 and 0.4 -> 88 with the two-resource formula
+    # three resources: 0.5, 0.6, 0.5 -> mean 0.533, std 0.0471 -> 95 on "a", 0.25, 0.2, 0.25 -> 97
+    # without -> 74; "b" has no gpu: 1/6 and 0.4 -> 88 with the two-resource formula -> 69
     (
         "three-resources",
         {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": GPU}]},
         [node("a", cpu="4", memory="10000", gpu="4"), node("b", cpu="6", memory="10000")],
         [(pod("on-a", container(cpu="1", memory="2000", gpu="1")), "a")],
         pod("p", container(cpu="1", memory="4000", gpu="1")),
-        [95, 88],
+        [74, 69],
     ),
-    # 0.75, 0.3, 0.125: std 0.263 -> 73
+    # 0.75, 0.3, 0.125: std 0.263 -> 73; without 0.5, 0.2, 0 -> 79: 50 + 44 / 2 = 72
     (
         "three-resources-spread",
         {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": GPU, "weight": 1}]},
         [node("c", cpu="4", memory="10000", gpu="8")],
         [(pod("on-c", container(cpu="2", memory="2000")), "c")],
         pod("p", container(cpu="1", memory="1000", gpu="1")),
-        [73],
+        [72],
     ),
     # a scalar resource the pod does not request is left out (two-resource formula on both nodes)
     (
@@ -151,10 +178,10 @@ CASES: list[tuple[str, dict[str, Any], list[Node], list[tuple[Pod, str]], Pod, l
         [node("a", cpu="4", memory="10000", gpu="4"), node("b", cpu="6", memory="10000")],
         [(pod("on-a", container(cpu="1", memory="2000", gpu="3")), "a")],
         pod("p", container(cpu="1", memory="4000")),
-        [95, 88],
+        [74, 69],
     ),
-    # only cpu configured: a single fraction never deviates
-    ("single-resource", {"resources": [{"name": "cpu"}]}, NODES, PLACED, pod("p", container(cpu="1")), [100, 100]),
+    # only cpu configured: a single fraction never deviates, with or without the pod
+    ("single-resource", {"resources": [{"name": "cpu"}]}, NODES, PLACED, pod("p", container(cpu="1")), [75, 75]),
     # "pods" is not scored by kube-scheduler: only cpu is left
     (
         "pods-resource-ignored",
@@ -162,7 +189,7 @@ CASES: list[tuple[str, dict[str, Any], list[Node], list[tuple[Pod, str]], Pod, l
         NODES,
         PLACED,
         pod("p", container(cpu="1")),
-        [100, 100],
+        [75, 75],
     ),
 ]
 
@@ -185,7 +212,7 @@ def test_score_answers_the_batch_rows_in_order() -> None:
     asyncio.run(plugin.pre_score(state, p, all_rows(snap)))
     scores = asyncio.run(plugin.score(state, p, NodeBatch(snap, np.asarray([1, 0], dtype=np.int64))))
     assert scores.dtype == np.int64
-    assert scores.tolist() == [88, 95]
+    assert scores.tolist() == [69, 74]
 
 
 @pytest.mark.parametrize(
@@ -213,7 +240,7 @@ def test_score_without_pre_score_computes_the_requests() -> None:
     snap = cluster(NODES, PLACED)
     plugin = NodeResourcesBalancedAllocation()
     p = pod("p", container(cpu="1", memory="4000"))
-    assert asyncio.run(plugin.score(CycleState(snapshot=snap), p, all_rows(snap))).tolist() == [95, 88]
+    assert asyncio.run(plugin.score(CycleState(snapshot=snap), p, all_rows(snap))).tolist() == [74, 69]
 
 
 def test_pre_score_state_survives_clone() -> None:
@@ -222,7 +249,7 @@ def test_pre_score_state_survives_clone() -> None:
     p = pod("p", container(cpu="1", memory="4000"))
     state = CycleState(snapshot=snap)
     asyncio.run(plugin.pre_score(state, p, all_rows(snap)))
-    assert asyncio.run(plugin.score(state.clone(), p, all_rows(snap))).tolist() == [95, 88]
+    assert asyncio.run(plugin.score(state.clone(), p, all_rows(snap))).tolist() == [74, 69]
 
 
 def test_args_defaults() -> None:

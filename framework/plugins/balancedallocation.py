@@ -1,10 +1,14 @@
-"""NodeResourcesBalancedAllocation: favour nodes whose resources would be used evenly.
+"""NodeResourcesBalancedAllocation: favour nodes whose resources the pod would leave more evenly used.
 
 For each configured resource (CPU and memory by default) the fraction ``requested / allocatable``
-with the pod on the node is taken (capped at 1); the score is ``(1 - std) * 100`` truncated, where
-``std`` is the standard deviation of those fractions (``|f1 - f2| / 2`` for two resources), as
-kube-scheduler's ``balancedResourceScorer``. The pod's requests are its real ones (no non-zero
-defaults), and pods requesting none of the resources are not scored at all (PreScore answers Skip).
+is taken (capped at 1), and a node's balance is ``int64((1 - std) * 100)``, where ``std`` is the
+standard deviation of those fractions (``|f1 - f2| / 2`` for two resources). Since kube-scheduler
+v1.37 the score is the change in balance the pod brings, as its ``balancedResourceScorer``
+(``requested, allocated, allocatable``) computes it: the balance with the pod and without it, then
+``50 + (50 + with - without) / 2`` in Go's integer division. 75 means the pod changes nothing; a pod
+that evens the node out scores above, one that skews it below. The pod's requests are its real ones
+(no non-zero defaults), and pods requesting none of the resources are not scored at all (PreScore
+answers Skip).
 """
 
 from __future__ import annotations
@@ -79,24 +83,36 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         n = len(batch)
         if not any(requests):
             return np.zeros(n, dtype=np.int64)
-        fractions: list[tuple[FloatArray, npt.NDArray[np.bool_]]] = []
+        with_pod: list[tuple[FloatArray, npt.NDArray[np.bool_]]] = []
+        without_pod: list[tuple[FloatArray, npt.NDArray[np.bool_]]] = []
         columns = resource_columns(batch.snapshot, batch.rows, self.resources, requests, use_requested=True)
-        for _, alloc, used in columns:
+        for i, alloc, used in columns:
             valid = alloc != 0
-            f = used.astype(np.float64) / np.where(valid, alloc, 1).astype(np.float64)
-            fractions.append((np.minimum(f, 1.0), valid))
-        if len(fractions) == 2:
-            # The default (cpu, memory): std is |f1 - f2| / 2 where both count, else 0.
-            (f1, v1), (f2, v2) = fractions
-            std = np.abs((f1 - f2) / 2)
-            if not (v1.all() and v2.all()):
-                std = np.where(v1 & v2, std, 0.0)
-            return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+            denominator = np.where(valid, alloc, 1).astype(np.float64)
+            # `used` counts the pod; the node's own use (upstream's `allocated`) is without it.
+            allocated = used - requests[i]
+            with_pod.append((np.minimum(used.astype(np.float64) / denominator, 1.0), valid))
+            without_pod.append((np.minimum(allocated.astype(np.float64) / denominator, 1.0), valid))
+        change = MAX_NODE_SCORE // 2 + _balance(with_pod, n) - _balance(without_pod, n)
+        # Both balances lie in [50, 100], so `change` is never negative and floor division is Go's
+        # truncating one.
+        return MAX_NODE_SCORE // 2 + change // 2
+
+
+def _balance(fractions: list[tuple[FloatArray, npt.NDArray[np.bool_]]], n: int) -> IntArray:
+    """:func:`_balanced_score`, with a shortcut for the default two resources (cpu, memory)."""
+    if len(fractions) != 2:
         return _balanced_score(fractions, n)
+    (f1, v1), (f2, v2) = fractions
+    std = np.abs((f1 - f2) / 2)
+    if not (v1.all() and v2.all()):
+        std = np.where(v1 & v2, std, 0.0)
+    return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
 
 
 def _balanced_score(fractions: list[tuple[FloatArray, npt.NDArray[np.bool_]]], n: int) -> IntArray:
-    """``int64((1 - std) * MaxNodeScore)`` per node over the fractions valid on it.
+    """``int64((1 - std) * MaxNodeScore)`` per node over the fractions valid on it (upstream's
+    ``balancedResourceScore``).
 
     The float operations are those of kube-scheduler, in the same order, so the truncated results
     agree bit for bit: sums start at 0.0 and add only the valid fractions (adding 0.0 for the others
