@@ -16,6 +16,7 @@ for a node whose pools are invalid.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ class Allocation:
     results: tuple[AllocationResult, ...] | None
     error: str = ""
     on_node: bool = False
+    #: The search ran past its deadline (the caller's filter timeout) and was given up.
+    timed_out: bool = False
 
 
 class _Failed(Exception):
@@ -67,6 +70,10 @@ class _Failed(Exception):
     def __init__(self, message: str, on_node: bool = False) -> None:
         super().__init__(message)
         self.on_node = on_node
+
+
+class _TimedOut(Exception):
+    """The search ran past its deadline."""
 
 
 class _MaxSize(Exception):
@@ -166,17 +173,21 @@ class Allocator:
         self.allocated = frozenset(allocated)
         self.shared = dict(shared or {})
 
-    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Allocation:
-        """Devices for ``claims`` on ``node`` (see the module docstring)."""
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim], deadline: float | None = None) -> Allocation:
+        """Devices for ``claims`` on ``node`` (see the module docstring); a search still going at
+        ``deadline`` (a ``time.monotonic()`` value) is given up (:attr:`Allocation.timed_out`)."""
         try:
-            results = _Search(self, node, list(claims)).run()
+            results = _Search(self, node, list(claims), deadline).run()
         except _Failed as failed:
             return Allocation(None, str(failed), failed.on_node)
+        except _TimedOut:
+            return Allocation(None, "context deadline exceeded", timed_out=True)
         return Allocation(None if results is None else tuple(results))
 
 
 class _Search:
-    def __init__(self, owner: Allocator, node: Node, claims: list[ResourceClaim]) -> None:
+    def __init__(self, owner: Allocator, node: Node, claims: list[ResourceClaim], deadline: float | None) -> None:
+        self.deadline = deadline
         self.node = node
         self.claims = claims
         self.classes = owner.classes
@@ -300,6 +311,8 @@ class _Search:
     def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: tuple[int, int, int]) -> bool:
         if ci >= len(self.claims):
             return True
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _TimedOut
         claim = self.claims[ci]
         if ri >= len(claim.requests):
             try:

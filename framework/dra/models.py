@@ -28,6 +28,7 @@ from pluginhost.decode import (
     schemas,
     str_tuple,
     strict_problems,
+    timestamp,
     unknown_fields,
 )
 from pluginhost.manifest._fields import node_selector_terms
@@ -302,6 +303,9 @@ class ResourceClaim:
     deleting: bool = False
     #: The controlling ``metadata.ownerReferences`` entry: (kind, name, uid), or None.
     owner: tuple[str, str, str] | None = None
+    finalizers: tuple[str, ...] = ()
+    #: ``status.allocation.allocationTimestamp`` (seconds since the epoch), None when not set.
+    allocated_at: float | None = None
     annotations: dict[str, str] = field(default_factory=dict, compare=False)
     #: The manifest the claim was decoded from (JSON-compatible): what a status write starts from.
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -664,6 +668,8 @@ def resource_claim_from_dict(obj: object) -> ResourceClaim:
         resource_version=get_str(meta, "resourceVersion", "metadata"),
         deleting=meta.get("deletionTimestamp") is not None,
         owner=_controller(meta),
+        finalizers=str_tuple(meta, "finalizers", "metadata"),
+        allocated_at=timestamp(get_map(status, "allocation", "status"), "allocationTimestamp", "status.allocation"),
         annotations={str(k): str(v) for k, v in get_map(meta, "annotations", "metadata").items()},
         raw=dict(doc),
     )

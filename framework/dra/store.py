@@ -42,6 +42,7 @@ from .models import (
 
 __all__ = [
     "DRA_KINDS",
+    "FINALIZER",
     "ClaimWriter",
     "DraConflict",
     "DraDecodeError",
@@ -53,6 +54,10 @@ __all__ = [
 
 #: The kinds :meth:`DraStore.apply` takes (``resource.k8s.io/v1``); ResourceClaim and
 #: ResourceClaimTemplate are namespaced, DeviceClass and ResourceSlice cluster-scoped.
+#: The finalizer an allocated claim carries (``resourceapi.Finalizer``): the claim controller removes
+#: it once no pod uses the claim any more.
+FINALIZER = "resource.kubernetes.io/delete-protection"
+
 DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice")
 _NAMESPACED = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 
@@ -89,7 +94,11 @@ class ClaimWriter(Protocol):
     async def write_claim_status(self, claim: ResourceClaim, status: Mapping[str, Any]) -> ResourceClaim:
         """Replace ``claim``'s ``status`` (``allocation``, ``reservedFor``, ``devices``, API JSON) as a PUT
         of the status subresource with ``claim.resource_version``; a conflict (the claim changed meanwhile,
-        or is gone) raises :class:`DraConflict`. Returns the claim as stored (its new resourceVersion)."""
+        or is gone) raises :class:`DraConflict`. Returns the claim as stored (its new resourceVersion).
+
+        A status with an ``allocation`` needs the claim to carry the finalizer :data:`FINALIZER`: when
+        ``claim.finalizers`` lacks it, the writer first adds it with a normal update (a PUT of the claim,
+        conflicts as above), as kube-scheduler does before it writes an allocation."""
         ...
 
 
@@ -126,7 +135,7 @@ class DraStore:
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
         self._assumed: dict[str, ResourceClaim] = {}
-        self._pending: dict[str, ResourceClaim] = {}  # by claim uid
+        self._pending: dict[str, list[Any]] = {}  # claim uid -> [claim with its allocation, sharers]
         self._listeners: list[DraListener] = []
         #: Advances with every change of the objects or of the pending and assumed claims.
         self.generation = 0
@@ -180,7 +189,7 @@ class DraStore:
     def remove(self, kind: str, namespace: str, name: str) -> DraObject | None:
         """Delete an object (``namespace`` "" for the cluster-scoped kinds); the old object, None if absent."""
         key = f"{namespace}/{name}" if kind in _NAMESPACED else name
-        old = self._table(kind).pop(key, None)
+        old: DraObject | None = self._table(kind).pop(key, None)
         if kind == "ResourceClaim":
             self._assumed.pop(key, None)
         if old is not None:
@@ -221,9 +230,9 @@ class DraStore:
         devices taken with admin access are not in use)."""
         exclusive: set[DeviceID] = set()
         shared: dict[DeviceID, dict[str, Fraction]] = {}
-        pending_uids = set(self._pending)
-        claims = [c for c in self.all_claims() if c.uid not in pending_uids or not c.uid]
-        for claim in [*claims, *self._pending.values()]:
+        pending = [entry[0] for entry in self._pending.values()]
+        claims = [c for c in self.all_claims() if c.uid not in self._pending or not c.uid]
+        for claim in [*claims, *pending]:
             if claim.allocation is None:
                 continue
             for r in claim.allocation.results:
@@ -240,18 +249,33 @@ class DraStore:
 
     def pending(self, uid: str) -> ResourceClaim | None:
         """The allocation Reserve made for the claim with ``uid`` and PreBind has not written yet."""
-        return self._pending.get(uid)
+        entry = self._pending.get(uid)
+        return None if entry is None else entry[0]
 
     def signal_pending(self, claim: ResourceClaim) -> None:
         """Record ``claim`` (with its allocation) as allocated in memory: other pods' Filter sees its
-        devices as taken until :meth:`drop_pending`."""
-        self._pending[claim.uid] = claim
+        devices as taken until :meth:`drop_pending`. A claim already pending gains a sharer; one whose
+        current version is already allocated is not recorded (kube-scheduler's claim tracker)."""
+        entry = self._pending.get(claim.uid)
+        if entry is not None:
+            entry[1] += 1
+            return
+        current = self.claim(claim.namespace, claim.name)
+        if current is not None and current.uid == claim.uid and current.allocation is not None:
+            return
+        self._pending[claim.uid] = [claim, 1]
         self.generation += 1
 
-    def drop_pending(self, uid: str) -> bool:
-        """Forget a pending allocation (written, or given up); False if there was none."""
-        if self._pending.pop(uid, None) is None:
+    def drop_pending(self, uid: str, force: bool = False) -> bool:
+        """Give up one sharer of a pending allocation (every one with ``force``); True when the
+        allocation is gone with it."""
+        entry = self._pending.get(uid)
+        if entry is None:
             return False
+        if not force and entry[1] > 1:
+            entry[1] -= 1
+            return False
+        del self._pending[uid]
         self.generation += 1
         return True
 
@@ -290,7 +314,10 @@ class MemoryClaimWriter:
                               "the object has been modified; please apply your changes to the latest version "
                               "and try again")
         raw = copy.deepcopy(current.raw) or _manifest(current)
-        raw.setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
+        meta = raw.setdefault("metadata", {})
+        meta["resourceVersion"] = str(next(self._versions))
+        if status.get("allocation") is not None and FINALIZER not in (meta.get("finalizers") or []):
+            meta["finalizers"] = [*(meta.get("finalizers") or []), FINALIZER]
         raw["status"] = copy.deepcopy(dict(status))
         if not raw["status"]:
             del raw["status"]
