@@ -55,6 +55,7 @@ __all__ = [
     "PodAffinity",
     "PodAffinityTerm",
     "PodDisruptionBudget",
+    "PodResourceClaim",
     "PreferredSchedulingTerm",
     "Reservation",
     "ReservationOwner",
@@ -230,6 +231,11 @@ class Pod:
     #: The volumes a volume plugin looks at (claims, ephemeral claims, CSI and the in-tree disks);
     #: configMaps, secrets, emptyDirs and the like are not kept, so most pods have none.
     volumes: tuple[Volume, ...] = ()
+    #: ``spec.resourceClaims``: the ResourceClaims (DRA) the pod uses, named or made from a template.
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    #: ``status.resourceClaimStatuses``: the name of the claim made for each template entry, by entry
+    #: name ("" when the claim controller deliberately made none).
+    resource_claim_statuses: dict[str, str] = field(default_factory=dict)
     containers: list[Container] = field(default_factory=list)
     init_containers: list[Container] = field(default_factory=list)
     overhead: ResourceList = field(default_factory=dict)
@@ -385,6 +391,16 @@ class Volume:
     def claim(self, pod_name: str) -> str:
         """The claim this volume uses: its ``claimName``, or ``<pod>-<volume>`` for an ephemeral one."""
         return f"{pod_name}-{self.name}" if self.source == VOLUME_EPHEMERAL else self.claim_name
+
+
+@dataclass(slots=True, frozen=True)
+class PodResourceClaim:
+    """One of ``spec.resourceClaims``: ``claim_name`` (``resourceClaimName``) names an existing claim,
+    ``template_name`` (``resourceClaimTemplateName``) a template the claim controller makes one from."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
 
 
 @dataclass(slots=True, frozen=True)

@@ -12,7 +12,7 @@ import yaml
 
 from framework.config import SchedulerConfig
 from framework.kube.client import ApiError, Gone, KubeConfig, KubeConfigError, TokenBucket
-from framework.kube.convert import convert_pod, unsupported
+from framework.kube.convert import convert_pod, reconvert_pod, unsupported
 from framework.kube.events import _changed_condition, truncate_note
 from framework.kube.settings import ClientConnection, client_connection
 
@@ -130,9 +130,21 @@ UNSUPPORTED = [  # (spec, the reason)
     ({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]}, ""),
     ({"volumes": [{"name": "a", "secret": {}}, {"name": "b", "csi": {"driver": "x"}}]}, ""),
     ({"volumes": [{"name": "pd", "gcePersistentDisk": {"pdName": "d"}}]}, ""),
-    ({"resourceClaims": [{"name": "gpu"}]},
-     "spec.resourceClaims: dynamic resource allocation (DynamicResources) is not implemented by Outrigger"),
+    # ResourceClaims are DynamicResources' (an entry naming neither claim nor template is its to report).
+    ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "g"}]}, ""),
+    ({"resourceClaims": [{"name": "gpu"}]}, ""),
 ]
+
+
+def test_a_pod_with_claims_converts_and_a_new_claim_status_converts_again() -> None:
+    item = convert_pod(api_pod(resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]))
+    assert item.problem == "" and item.pod is not None
+    assert [(c.name, c.template_name) for c in item.pod.resource_claims] == [("gpu", "t")]
+    assert item.pod.resource_claim_statuses == {}
+    changed = api_pod(resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}])
+    changed["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu-abc12"}]
+    again = reconvert_pod(item, changed)
+    assert again.pod is not None and again.pod.resource_claim_statuses == {"gpu": "p-gpu-abc12"}
 
 
 @pytest.mark.parametrize(("spec", "reason"), UNSUPPORTED)

@@ -89,10 +89,8 @@ class PodItem:
 
 def unsupported(obj: dict[str, Any]) -> str:
     """What in a pod's spec no Outrigger plugin handles, in a user's words ("" when nothing). Volumes
-    are the volume plugins' (claims, ephemeral claims, CSI and in-tree disks)."""
-    spec = obj.get("spec") or {}
-    if spec.get("resourceClaims"):
-        return "spec.resourceClaims: dynamic resource allocation (DynamicResources) is not implemented by Outrigger"
+    are the volume plugins' (claims, ephemeral claims, CSI and in-tree disks), ResourceClaims
+    DynamicResources'; nothing is left over today."""
     return ""
 
 
@@ -119,7 +117,8 @@ def reconvert_pod(old: PodItem, obj: dict[str, Any]) -> PodItem:
     """A changed API Pod as a :class:`PodItem`. When only its binding (``spec.nodeName``) or its status
     (other than ``nominatedNodeName``) changed, the pod converted before is reused with the new node:
     what the scheduler reads comes from the spec, the identity, labels and annotations. That is the
-    change every pod this scheduler binds goes through once, so it skips a second full conversion."""
+    change every pod this scheduler binds goes through once, so it skips a second full conversion. The
+    claim controller's ``status.resourceClaimStatuses`` is read by DynamicResources: a change converts again."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     pod = old.pod
@@ -132,6 +131,8 @@ def reconvert_pod(old: PodItem, obj: dict[str, Any]) -> PodItem:
         or any(v != old_spec.get(k) for k, v in spec.items() if k != "nodeName")
         or any(meta.get(k) != old_meta.get(k) for k in _POD_META)
         or ((obj.get("status") or {}).get("nominatedNodeName") or "") != pod.nominated_node_name
+        or (obj.get("status") or {}).get("resourceClaimStatuses") != (old.raw.get("status") or {}).get(
+            "resourceClaimStatuses")
     ):
         return convert_pod(obj)
     meta.pop("managedFields", None)

@@ -215,9 +215,22 @@ def pod_to_dict(pod: Pod) -> dict[str, Any]:
     spec["containers"] = [_container_to_dict(c) for c in pod.containers]
     if pod.overhead:
         spec["overhead"] = _resources_to_dict(pod.overhead)
+    if pod.resource_claims:
+        spec["resourceClaims"] = [
+            {"name": c.name, **({"resourceClaimName": c.claim_name} if c.claim_name else {}),
+             **({"resourceClaimTemplateName": c.template_name} if c.template_name else {})}
+            for c in pod.resource_claims
+        ]
     out: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    status: dict[str, Any] = {}
     if pod.nominated_node_name:
-        out["status"] = {"nominatedNodeName": pod.nominated_node_name}
+        status["nominatedNodeName"] = pod.nominated_node_name
+    if pod.resource_claim_statuses:
+        status["resourceClaimStatuses"] = [
+            {"name": n, **({"resourceClaimName": c} if c else {})} for n, c in pod.resource_claim_statuses.items()
+        ]
+    if status:
+        out["status"] = status
     return out
 
 

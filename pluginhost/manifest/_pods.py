@@ -28,7 +28,7 @@ from pluginhost.decode import (
     str_map,
     timestamp,
 )
-from pluginhost.model import Container, ContainerPort, Pod, ResourceList
+from pluginhost.model import Container, ContainerPort, Pod, PodResourceClaim, ResourceList
 from pluginhost.quantity import MAX_CANONICAL, format_quantity
 
 from ._fields import INT32_MAX, INT32_MIN, resource_list
@@ -126,6 +126,31 @@ def _scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
+def _resource_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[
+        tuple[PodResourceClaim, ...], dict[str, str]]:
+    """``spec.resourceClaims`` and ``status.resourceClaimStatuses``. An entry naming neither a claim nor a
+    template is kept: DynamicResources reports it (as kube-scheduler does for a field it does not know)."""
+    claims, seen = [], set()
+    for i, c in enumerate(get_list(spec, "resourceClaims", "spec")):
+        path = f"spec.resourceClaims[{i}]"
+        entry = item_map(c, path)
+        name = required_str(entry, "name", path)
+        if name in seen:
+            raise FieldError(f"{path}.name", f'Duplicate value: "{name}"')
+        seen.add(name)
+        claim = PodResourceClaim(name, get_str(entry, "resourceClaimName", path),
+                                 get_str(entry, "resourceClaimTemplateName", path))
+        if claim.claim_name and claim.template_name:
+            raise FieldError(path, "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified")
+        claims.append(claim)
+    statuses = {}
+    for i, st in enumerate(get_list(status, "resourceClaimStatuses", "status")):
+        path = f"status.resourceClaimStatuses[{i}]"
+        entry = item_map(st, path)
+        statuses[required_str(entry, "name", path)] = get_str(entry, "resourceClaimName", path)
+    return tuple(claims), statuses
+
+
 def build_pod(obj: dict[str, Any]) -> Pod:
     """The :class:`Pod` of a decoded v1 Pod manifest, with its requests computed."""
     meta, name, namespace, labels, annotations = object_meta(obj, namespaced=True)
@@ -140,6 +165,7 @@ def build_pod(obj: dict[str, Any]) -> Pod:
     raw_volumes = spec.get("volumes")
     volumes = pod_volumes(raw_volumes, name) if raw_volumes else ()
     gates = _scheduling_gates(spec)
+    resource_claims, claim_statuses = _resource_claims(spec, status)
     pod = Pod(
         name=name,
         namespace=namespace,
@@ -159,6 +185,8 @@ def build_pod(obj: dict[str, Any]) -> Pod:
         topology_spread_constraints=constraints,
         scheduling_gates=gates,
         volumes=volumes,
+        resource_claims=resource_claims,
+        resource_claim_statuses=claim_statuses,
         containers=containers,
         init_containers=init_containers,
         overhead=resource_list(spec, "overhead", "spec"),
