@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components the live-cluster tests and benchmarks run: etcd, kube-apiserver,
-# kube-scheduler and kubectl, from the Go module proxy at the versions pinned in the go.mod files beside
+# kube-scheduler, kubectl and kube-controller-manager (its resourceclaim controller makes the claims of
+# pods' ResourceClaimTemplates), from the Go module proxy at the versions pinned in the go.mod files beside
 # this script. The binaries go to a cache outside the work tree, one folder per pin, and are reused:
 # the first build takes minutes, later calls return at once. Prints the folder.
 #
@@ -72,4 +73,5 @@ build etcd go.etcd.io/etcd/server/v3 etcd
 build kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver
 build kubernetes k8s.io/kubernetes/cmd/kubectl kubectl
 build kubernetes k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler
+build kubernetes k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager
 echo "$bin"
