@@ -33,7 +33,7 @@ from tools.bench import apiserver as kube_bench
 from tools.bench.plugins import BenchTier
 from tools.bench.report import evaluate_targets, format_table
 from tools.bench.runner import initial_pods, median_run, run_one
-from tools.bench.runs import RunResult, RunSpec
+from tools.bench.runs import WINDOW_SECONDS, RunResult, RunSpec
 from tools.bench.scenarios import SCENARIOS
 from tools.bench.servers import ServerProcess
 from tools.localcluster import BIN_ENV
@@ -132,6 +132,28 @@ def test_run_one_in_process() -> None:
     assert result.bound == 40
     assert result.nodes_scored == 30
     assert result.attempt_p50_ms > 0
+
+
+@pytest.mark.parametrize(
+    ("budget", "want_created"),
+    [
+        pytest.param(0.0, 40, id="no-budget-all-created"),
+        pytest.param(300.0, 40, id="budget-not-reached"),
+        pytest.param(1e-9, 7, id="budget-spent-after-the-first-chunk"),
+    ],
+)
+def test_the_measured_window_stops_creating_pods_when_its_budget_is_spent(budget: float, want_created: int) -> None:
+    spec = RunSpec("inprocess-plugin", nodes=30, init_pods=10, measure_pods=40, chunk=7, budget=budget)
+    result = asyncio.run(run_one(spec))
+    # The pods created before the budget ran out are all scheduled and are what the window measured.
+    assert (result.measure_pods, result.bound, result.all_scheduled) == (want_created, want_created, True)
+
+
+@pytest.mark.parametrize(("name", "chunk"), [("basic", 500), ("remote-go-fit", 50), ("extender", 20),
+                                             ("extender-names", 20), ("replicas-1", 20), ("remote-traced", 200)])
+def test_full_runs_have_the_time_budget_and_the_scenarios_chunk(name: str, chunk: int) -> None:
+    specs = [SCENARIOS[name].full(s) for s in SCENARIOS[name].runs(quick=False)]
+    assert [(s.budget, s.chunk) for s in specs] == [(WINDOW_SECONDS, chunk)] * len(specs)
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ class ExtenderScenario(InProcessPlugin):
     called by :class:`~tools.bench.httpextender.ExtenderPlugin` with full v1 Node objects."""
 
     name = "extender"
+    chunk = 20
     description = (
         "basic plus BenchTier as a kube-scheduler HTTP/JSON extender (separate process), "
         "ExtenderArgs with full v1 Node objects; 1000 measured pods"

@@ -80,6 +80,7 @@ class RemoteUpstreamFitScenario(RemoteGoScenario):
     unmodified) served out of process by the Go adapter in place of Outrigger's in-process one."""
 
     name = "remote-go-fit"
+    chunk = 50
     description = (
         "basic with kube-scheduler's own NodeResourcesFit served remotely by the Go adapter "
         "(outrigger-kube-plugins) in place of the in-process one; 2000 measured pods"

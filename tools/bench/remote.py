@@ -123,6 +123,7 @@ class TracedRemoteScenario(RemotePluginScenario):
     plugin host gets the trace context with every request. Compared with ``remote``."""
 
     name = "remote-traced"
+    chunk = 200
     description = "remote with tracing on (always-on sampler, batch span processor into an in-process sink)"
 
     def __init__(self) -> None:
@@ -161,6 +162,7 @@ class RemoteStreamsScenario(RemotePluginScenario):
     """``remote`` with the plugin not declaring lookahead: each cycle exchanges Filter (with scores)."""
 
     name = "remote-streams"
+    chunk = 100
     description = (
         "remote without lookahead: one Filter exchange (scores included) on a kept-open stream per cycle; "
         "5000 measured pods"
@@ -181,6 +183,7 @@ class ReplicasScenario(RemotePluginScenario):
     ENDPOINT = "heavy"
     DEADLINE = 30.0
     bind_init_pods = True
+    chunk = 20
 
     def __init__(self, replicas: int) -> None:
         super().__init__()
@@ -188,7 +191,7 @@ class ReplicasScenario(RemotePluginScenario):
         self.name = f"replicas-{replicas}"
         self.description = (
             f"basic plus a CPU-heavy remote Score plugin (fixed work per node) on {replicas} plugin host "
-            f"replica(s); 1000 measured pods"
+            f"replica(s); up to 1000 measured pods"
         )
         self._used = 0
 

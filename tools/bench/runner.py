@@ -11,7 +11,10 @@ kube-scheduler's ``scheduler_perf`` drives kube-scheduler:
    on purpose applies them already bound, :attr:`~tools.bench.scenario.Scenario.bind_init_pods`);
 3. start the clock, create the measured pods in chunks while the scheduling loop runs, and stop the
    clock when the last one is bound. Throughput is measured pods / that window, so it includes the
-   framework ingesting the pods (queueing, PreEnqueue), scheduling them and binding them.
+   framework ingesting the pods (queueing, PreEnqueue), scheduling them and binding them. A chunk is
+   created once fewer than a chunk of those before it wait, so the queue holds at most two; with a
+   budget (:attr:`~tools.bench.runs.RunSpec.budget`) no chunk is created after it, and the window ends
+   when the pods created by then are bound.
 
 The latency figures are the scheduling-attempt durations the scheduler records
 (``Scheduler.stats.attempt_seconds``) for the measured pods.
@@ -78,6 +81,22 @@ async def _settle(s: Scheduler, target: int, deadline: float) -> None:
         await asyncio.sleep(0.002)
 
 
+async def _feed(s: Scheduler, pods: Sequence[Pod], spec: RunSpec, base_bound: int, started: float) -> int:
+    """Create ``pods`` a chunk at a time while the scheduling loop runs, each chunk once fewer than a
+    chunk of the pods created before it are still unbound, until all are created, the budget is spent
+    or the run's timeout (the first chunk is always created); the number created."""
+    deadline = started + (spec.budget if spec.budget > 0 else spec.timeout)
+    created = 0
+    while created < len(pods) and (created == 0 or time.perf_counter() < deadline):
+        if created - (s.stats.bound - base_bound) > spec.chunk:
+            await asyncio.sleep(0.002)  # the window's resolution, as _settle's
+            continue
+        await s.apply(pods[created : created + spec.chunk])
+        created = min(len(pods), created + spec.chunk)
+        await asyncio.sleep(0)  # let the scheduling loop run between requests
+    return created
+
+
 def initial_pods(spec: RunSpec, bound: bool) -> list[Pod]:
     """The run's initial pods; ``bound``: each already on a node, round-robin (pod ``i`` on node ``i mod
     nodes``), so the store places them without a scheduling cycle."""
@@ -116,10 +135,8 @@ async def run_one(spec: RunSpec) -> RunResult:
             scenario.mark()
 
             started = time.perf_counter()
-            for i in range(0, len(measured), spec.chunk):
-                await s.apply(measured[i : i + spec.chunk])
-                await asyncio.sleep(0)  # let the scheduling loop run between requests
-            await _settle(s, base_bound + spec.measure_pods, started + spec.timeout)
+            created = await _feed(s, measured, spec, base_bound, started)
+            await _settle(s, base_bound + created, started + spec.timeout)
             window = time.perf_counter() - started
         finally:
             await s.stop()
@@ -136,12 +153,12 @@ async def run_one(spec: RunSpec) -> RunResult:
         scenario=spec.scenario,
         nodes=spec.nodes,
         init_pods=spec.init_pods,
-        measure_pods=spec.measure_pods,
+        measure_pods=created,
         nodes_scored=num_feasible_nodes_to_find(config.percentage_of_nodes_to_score, spec.nodes),
         bound=bound,
         unschedulable=unschedulable,
         errors=errors,
-        all_scheduled=bound == spec.measure_pods and unschedulable == 0 and errors == 0,
+        all_scheduled=created > 0 and bound == created and unschedulable == 0 and errors == 0,
         seconds=round(window, 3),
         pods_per_second=round(bound / window, 1) if window > 0 else 0.0,
         cycle_pods_per_second=round(bound / in_cycles, 1) if in_cycles > 0 else 0.0,
@@ -152,7 +169,7 @@ async def run_one(spec: RunSpec) -> RunResult:
         peak_rss_mib=round(peak_rss_mib(), 1),
         setup_rss_mib=round(setup_rss, 1),
         leaks={k: v for k, v in s.leaks().items() if v},
-        metrics=scenario.metrics(spec.measure_pods),
+        metrics=scenario.metrics(created),
     )
 
 
@@ -204,7 +221,8 @@ def run_benchmarks(
 ) -> dict[str, Any]:
     started = time.time()
     results: dict[str, list[RunResult]] = {}
-    specs = [(name, spec) for name in names for spec in SCENARIOS[name].runs(quick)]
+    specs = [(name, spec if quick else SCENARIOS[name].full(spec))
+             for name in names for spec in SCENARIOS[name].runs(quick)]
     runs: dict[int, list[RunResult]] = {i: [] for i in range(len(specs))}
     # Rounds over every scenario rather than each scenario's repeats back to back: the machine's speed
     # drifts (a VM's neighbours), and the ratio targets compare scenarios, so each round measures them
@@ -213,8 +231,9 @@ def run_benchmarks(
         for i, (name, spec) in enumerate(specs):
             if runs[i] and runs[i][-1].error:
                 continue
-            progress(f"{name}: {spec.nodes} nodes, {spec.init_pods} initial + {spec.measure_pods} measured pods "
-                     f"(round {round_ + 1}) ...")
+            budget = f", at most {spec.budget:.0f} s of them" if spec.budget else ""
+            progress(f"{name}: {spec.nodes} nodes, {spec.init_pods} initial + {spec.measure_pods} measured pods"
+                     f"{budget} (round {round_ + 1}) ...")
             runs[i].append(run_in_child(spec))
             last = runs[i][-1]
             progress(f"  {last.pods_per_second:.0f} pods/s, peak RSS {last.peak_rss_mib:.0f} MiB"

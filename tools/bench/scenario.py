@@ -12,6 +12,7 @@ scheduler exists in :meth:`~Scenario.attach` (``RemotePlugins.attach``). Registe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from framework.config import SchedulerConfig, load_config
 from framework.plugins import Registry
 from framework.profiles import build_registry, default_scheduler_config, unavailable_plugins
 
-from .runs import RunResult, RunSpec
+from .runs import WINDOW_SECONDS, RunResult, RunSpec
 
 if TYPE_CHECKING:
     from framework.scheduler import Scheduler
@@ -40,6 +41,14 @@ class Scenario:
     #: a pod whose ``spec.nodeName`` is set) rather than scheduled: for a scenario whose plugin is slow on
     #: purpose, scheduling the set-up would take most of the run and measure nothing the scenario names.
     bind_init_pods = False
+    #: Measured pods per apply in the full runs. At most two chunks wait at a time, and what waits when
+    #: the budget runs out is still scheduled and timed, so a slow scenario's chunk is small: about a
+    #: second of its work on a slow host keeps its window near :data:`~tools.bench.runs.WINDOW_SECONDS`.
+    chunk = 500
+
+    def full(self, spec: RunSpec) -> RunSpec:
+        """``spec`` as a full run makes it: the time budget and this scenario's chunk."""
+        return dataclasses.replace(spec, budget=spec.budget or WINDOW_SECONDS, chunk=min(spec.chunk, self.chunk))
 
     def runs(self, quick: bool) -> list[RunSpec]:
         raise NotImplementedError
