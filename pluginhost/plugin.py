@@ -26,12 +26,17 @@ from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import NodeChange, PodChange
 
 __all__ = [
+    "ASSIGNED_POD",
     "CONFIGURED_POINTS",
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
+    "POD",
     "POINTS",
     "POINT_CLASSES",
+    "TARGET_POD",
     "TRANSFORMER_CLASSES",
+    "UNSCHEDULED_POD",
+    "WILDCARD",
     "ActionType",
     "BindPlugin",
     "ClusterEvent",
@@ -100,14 +105,21 @@ class ActionType(enum.IntFlag):
     UpdatePodToleration = 512
     UpdatePodSchedulingGatesEliminated = 1024
     UpdatePodGeneratedResourceClaim = 2048
+    # New in kube-scheduler 1.37; appended so the older bits keep their values.
+    UpdatePodScaleUp = 4096
+    UpdateNodeDeclaredFeature = 8192
+    UpdateNodePreemptionPolicy = 16384
     Update = (
         UpdateNodeAllocatable
         | UpdateNodeLabel
         | UpdateNodeTaint
         | UpdateNodeCondition
         | UpdateNodeAnnotation
+        | UpdateNodeDeclaredFeature
+        | UpdateNodePreemptionPolicy
         | UpdatePodLabel
         | UpdatePodScaleDown
+        | UpdatePodScaleUp
         | UpdatePodToleration
         | UpdatePodSchedulingGatesEliminated
         | UpdatePodGeneratedResourceClaim
@@ -120,18 +132,33 @@ class QueueingHint(enum.Enum):
     QueueSkip = "QueueSkip"
 
 
+#: The pod resources of kube-scheduler 1.37's ``EventResource``: a pod bound (or assumed) to a node;
+#: another pod still pending; the pending pod whose hint is asked, updating itself. A registration
+#: for :data:`POD` covers all three.
+POD = "Pod"
+ASSIGNED_POD = "AssignedPod"
+UNSCHEDULED_POD = "UnscheduledPod"
+TARGET_POD = "TargetPod"
+WILDCARD = "*"
+_POD_RESOURCES = frozenset({ASSIGNED_POD, UNSCHEDULED_POD, TARGET_POD})
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterEvent:
-    """A change in the cluster. ``resource`` is "Node", "Pod" (an assigned pod), "UnscheduledPod",
-    or "*" (wildcard); ``action`` the :class:`ActionType` bits."""
+    """A change in the cluster. ``resource`` is "Node", "AssignedPod" (a pod bound or assumed to a
+    node), "UnscheduledPod" (another pending pod), "TargetPod" (the pending pod itself, updated),
+    "Pod" (a registration covering the three), a storage or custom resource, or "*" (wildcard);
+    ``action`` the :class:`ActionType` bits."""
 
     resource: str
     action: ActionType
     label: str = ""
 
     def matches(self, other: ClusterEvent) -> bool:
-        """True if this registered event covers ``other`` (an event that happened)."""
-        if self.resource not in ("*", other.resource):
+        """True if this registered event covers ``other`` (an event that happened): kube-scheduler's
+        ``MatchClusterEvents``, where a "Pod" registration matches each of the pod resources."""
+        r = self.resource
+        if r != WILDCARD and r != other.resource and not (r == POD and other.resource in _POD_RESOURCES):
             return False
         return bool(self.action & other.action)
 

@@ -929,15 +929,35 @@ def test_args_errors(args: dict[str, Any], message: str) -> None:
 def test_events_to_register() -> None:
     regs = InterPodAffinity().events_to_register()
     assert [(r.event.resource, r.event.action) for r in regs] == [
-        ("Pod", ActionType.Add | ActionType.UpdatePodLabel | ActionType.Delete),
+        ("AssignedPod", ActionType.Add | ActionType.UpdatePodLabel | ActionType.Delete),
+        ("TargetPod", ActionType.UpdatePodLabel),
         ("Node", ActionType.Add | ActionType.UpdateNodeLabel),
     ]
     assert all(r.hint is not None for r in regs)
 
 
+def test_target_pod_label_update_always_queues() -> None:
+    """Some existing pod's anti-affinity may have hated the pod's old labels (1.37's
+    isSchedulableAfterTargetPodUpdateLabel)."""
+    reg = next(r for r in InterPodAffinity().events_to_register() if r.event.resource == "TargetPod")
+    assert reg.hint is not None
+    assert reg.hint(PENDING_NONE, PENDING_NONE, make_pod("p", DB)) is QueueingHint.Queue
+
+
 PENDING_AFF = make_pod("p", WEB, affinity=affinity(aff=rules([term(ZONE, DB)])))
 PENDING_ANTI = make_pod("p", WEB, affinity=affinity(anti=rules([term(ZONE, DB)])))
 PENDING_NONE = make_pod("p", WEB)
+PENDING_ANTI2 = make_pod("p", WEB, affinity=affinity(anti=rules([term(ZONE, DB), term(HOST, WEB)])))
+PENDING_AFF_NS_IN = make_pod("p", WEB, affinity=affinity(aff=rules([term(ZONE, DB, ns_selector={
+    "matchLabels": {"kubernetes.io/metadata.name": "team"}})])))
+PENDING_AFF_NS_NOT_IN = make_pod("p", WEB, affinity=affinity(aff=rules([term(ZONE, DB, ns_selector={
+    "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["team"]}]})])))
+
+
+def _nominated(p: Pod) -> Pod:
+    p.nominated_node_name = "n1"
+    return p
+
 Q, SKIP = QueueingHint.Queue, QueueingHint.QueueSkip
 
 
@@ -980,6 +1000,29 @@ Q, SKIP = QueueingHint.Queue, QueueingHint.QueueSkip
         ),
         pytest.param(PENDING_NONE, make_pod("x", DB, node_name="n1"), None, SKIP, id="deleted-unrelated"),
         pytest.param(PENDING_AFF, None, None, Q, id="unknown-objects"),
+        # 1.37: a nominated pod counts as placed; anti-affinity checks match ANY term (1.35: all).
+        pytest.param(PENDING_AFF, None, _nominated(make_pod("db", DB)), Q, id="added-nominated-matches-affinity"),
+        pytest.param(PENDING_ANTI2, make_pod("x", DB, node_name="n1"), None, Q, id="deleted-matching-one-anti-term"),
+        pytest.param(
+            PENDING_ANTI2,
+            make_pod("x", DB, node_name="n1"),
+            make_pod("x", {"app": "other"}, node_name="n1"),
+            Q,
+            id="updated-to-match-no-anti-term",
+        ),
+        pytest.param(
+            PENDING_ANTI2,
+            make_pod("x", DB, node_name="n1"),
+            make_pod("x", WEB, node_name="n1"),
+            SKIP,
+            id="updated-still-matching-one-anti-term",
+        ),
+        # Upstream's hint matches terms without namespace labels: a namespaceSelector that needs a
+        # label selects nothing there, one that an empty label set satisfies selects every namespace.
+        pytest.param(PENDING_AFF_NS_IN, None, make_pod("db", DB, ns="team", node_name="n1"), SKIP,
+                     id="added-in-selected-namespace-hint-sees-no-labels"),
+        pytest.param(PENDING_AFF_NS_NOT_IN, None, make_pod("db", DB, ns="team", node_name="n1"), Q,
+                     id="added-in-excluded-namespace-hint-sees-no-labels"),
     ],
 )
 def test_pod_change_hint(pod: Pod, old: Pod | None, new: Pod | None, expected: QueueingHint) -> None:

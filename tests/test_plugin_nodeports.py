@@ -221,7 +221,7 @@ def test_extension_points() -> None:
 def test_events_to_register() -> None:
     regs = NodePorts().events_to_register()
     assert [(r.event.resource, r.event.action, r.hint is None) for r in regs] == [
-        ("Pod", ActionType.Delete, False),
+        ("AssignedPod", ActionType.Delete, False),
         ("Node", ActionType.Add, True),
     ]
 

@@ -23,7 +23,7 @@ from framework.plugins.noderesources import (
 )
 from pluginhost.manifest import node_from_dict, pod_from_dict
 from pluginhost.model import Node, Pod
-from pluginhost.plugin import CycleState, NodeBatch, QueueingHint
+from pluginhost.plugin import ActionType, ClusterEvent, CycleState, NodeBatch, QueueingHint
 from pluginhost.snapshot import ClusterTable, Snapshot
 from pluginhost.status import Code, Status
 
@@ -681,40 +681,67 @@ def test_resource_name_kinds(name: str, extended: bool, scalar: bool) -> None:
 # ---- queueing hints --------------------------------------------------------------------------
 
 
+def test_events_to_register() -> None:
+    """kube-scheduler 1.37's registrations (InPlacePodVerticalScaling on, DRAExtendedResource's
+    DeviceClass one not modelled): assigned-pod deletes and scale-downs, the pod's own scale-down,
+    node additions and allocatable changes."""
+    regs = NodeResourcesFit().events_to_register()
+    assert [(r.event.resource, r.event.action, r.hint is not None) for r in regs] == [
+        ("AssignedPod", ActionType.Delete, True),
+        ("Node", ActionType.Add | ActionType.UpdateNodeAllocatable, True),
+        ("AssignedPod", ActionType.UpdatePodScaleDown, True),
+        ("TargetPod", ActionType.UpdatePodScaleDown, True),
+    ]
+
+
 def hints(plugin: NodeResourcesFit) -> tuple[Any, Any]:
-    pod_event, node_event = plugin.events_to_register()
-    assert pod_event.event.resource == "Pod" and node_event.event.resource == "Node"
-    return pod_event.hint, node_event.hint
+    delete, node_event, _, _ = plugin.events_to_register()
+    return delete.hint, node_event.hint
+
+
+def hint_for(event: ClusterEvent) -> Any:
+    reg = next(r for r in NodeResourcesFit().events_to_register() if r.event.matches(event))
+    return reg.hint
 
 
 def test_pod_deletion_hint() -> None:
-    on_pod, _ = hints(NodeResourcesFit())
+    on_delete = hint_for(ClusterEvent("AssignedPod", ActionType.Delete))
     waiting = pod("p", container(cpu="1"))
     unscheduled = pod("u", container(cpu="1"))
     bound = pod_from_dict({"metadata": {"name": "b"}, "spec": {"nodeName": "n1", "containers": [container()]}})
-    assert on_pod(waiting, unscheduled, None) is QueueingHint.QueueSkip
-    assert on_pod(waiting, bound, None) is QueueingHint.Queue
+    assert on_delete(waiting, unscheduled, None) is QueueingHint.QueueSkip
+    assert on_delete(waiting, bound, None) is QueueingHint.Queue
     nominated = pod("n", container(cpu="1"))
     nominated.nominated_node_name = "n1"
-    assert on_pod(waiting, nominated, None) is QueueingHint.Queue
+    assert on_delete(waiting, nominated, None) is QueueingHint.Queue
 
 
-def test_pod_scale_down_hint() -> None:
-    on_pod, _ = hints(NodeResourcesFit())
+def bound_pod(cpu: str, memory: str) -> Pod:
+    spec = {"nodeName": "n1", "containers": [container(cpu=cpu, memory=memory)]}
+    return pod_from_dict({"metadata": {"name": "b", "uid": "b"}, "spec": spec})
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "want"),
+    [
+        pytest.param(bound_pod("2", "100"), bound_pod("1", "100"), QueueingHint.Queue, id="gives-back-wanted-cpu"),
+        pytest.param(bound_pod("2", "200"), bound_pod("2", "100"), QueueingHint.QueueSkip, id="gives-back-memory-only"),
+        pytest.param(pod("u", container(cpu="2")), pod("u", container(cpu="1")), QueueingHint.QueueSkip,
+                     id="unscheduled-pod-frees-nothing"),
+    ],
+)
+def test_assigned_pod_scale_down_hint(old: Pod, new: Pod, want: QueueingHint) -> None:
+    on_scale_down = hint_for(ClusterEvent("AssignedPod", ActionType.UpdatePodScaleDown))
+    assert on_scale_down(pod("p", container(cpu="1")), old, new) is want
+
+
+def test_target_pod_scale_down_always_queues() -> None:
+    """1.37 registers the pod's own scale-down apart (TargetPod), and always requeues it."""
     waiting = pod("p", container(cpu="1"))
-
-    def bound(cpu: str, memory: str) -> Pod:
-        spec = {"nodeName": "n1", "containers": [container(cpu=cpu, memory=memory)]}
-        return pod_from_dict({"metadata": {"name": "b", "uid": "b"}, "spec": spec})
-
-    # a placed pod gives back cpu, which the waiting pod needs
-    assert on_pod(waiting, bound("2", "100"), bound("1", "100")) is QueueingHint.Queue
-    # it gives back memory only, which the waiting pod does not ask for
-    assert on_pod(waiting, bound("2", "200"), bound("2", "100")) is QueueingHint.QueueSkip
-    # an unscheduled pod's change frees nothing; the pod itself shrinking may make it fit
-    unscheduled = pod("u", container(cpu="2"))
-    assert on_pod(waiting, unscheduled, pod("u", container(cpu="1"))) is QueueingHint.QueueSkip
-    assert on_pod(waiting, waiting, pod("p", container(cpu="500m"))) is QueueingHint.Queue
+    on_own = hint_for(ClusterEvent("TargetPod", ActionType.UpdatePodScaleDown))
+    assert on_own(waiting, waiting, pod("p", container(cpu="500m"))) is QueueingHint.Queue
+    other_pending = ClusterEvent("UnscheduledPod", ActionType.UpdatePodScaleDown)
+    assert not any(r.event.matches(other_pending) for r in NodeResourcesFit().events_to_register())
 
 
 @pytest.mark.parametrize(

@@ -860,11 +860,14 @@ def test_args_errors(args: dict[str, Any], message: str) -> None:
 def test_events_to_register() -> None:
     regs = PodTopologySpread().events_to_register()
     assert [(r.event.resource, r.event.action) for r in regs] == [
-        ("Pod", ActionType.Add | ActionType.UpdatePodLabel | ActionType.UpdatePodToleration | ActionType.Delete),
+        ("AssignedPod", ActionType.Add | ActionType.UpdatePodLabel | ActionType.Delete),
+        ("TargetPod", ActionType.UpdatePodToleration | ActionType.UpdatePodLabel),
         ("Node", ActionType.Add | ActionType.Delete | ActionType.UpdateNodeLabel | ActionType.UpdateNodeTaint),
     ]
     assert all(r.hint is not None for r in regs)
-    assert regs[1].event.matches(ClusterEvent("Node", ActionType.UpdateNodeLabel))
+    assert regs[2].event.matches(ClusterEvent("Node", ActionType.UpdateNodeLabel))
+    # Another pending pod's changes are not registered (1.35 registered Pod, which covered them).
+    assert not any(r.event.matches(ClusterEvent("UnscheduledPod", ActionType.UpdatePodLabel)) for r in regs)
 
 
 TARGET = mk_pod("target", {"foo": "bar"}, constraints=[spread(1, ZONE, selector=FOO)])
@@ -889,24 +892,42 @@ _BOUND_OTHER = mk_pod(labels={"x": "y"}, node_name="n1")
         pytest.param(TARGET, None, mk_pod(labels={"foo": "bar"}, node_name="n1", namespace="x"), SKIP,
                      id="other-namespace"),
         pytest.param(TARGET, None, mk_pod(labels={"foo": "bar"}), SKIP, id="unassigned-pod"),
+        pytest.param(TARGET, None, _with(mk_pod(labels={"foo": "bar"}), nominated_node_name="n1"), Q,
+                     id="nominated-pod-counts-since-1.37"),
+        pytest.param(TARGET, _with(mk_pod(labels={"foo": "bar"}), nominated_node_name="n1"), None, Q,
+                     id="nominated-pod-deleted"),
         pytest.param(TARGET, _BOUND_FOO, None, Q, id="matching-pod-deleted"),
         pytest.param(TARGET, _BOUND_OTHER, None, SKIP, id="unrelated-pod-deleted"),
         pytest.param(TARGET, _BOUND_FOO, _with(_BOUND_FOO, labels={"foo": "baz"}), Q, id="label-stops-matching"),
         pytest.param(TARGET, _BOUND_FOO, _with(_BOUND_FOO, labels={"foo": "bar", "a": "b"}), SKIP,
                      id="label-change-irrelevant"),
         pytest.param(TARGET, _BOUND_FOO, _BOUND_FOO, SKIP, id="no-label-change"),
-        pytest.param(TARGET_HONOR, TARGET_HONOR, _with(TARGET_HONOR, tolerations=[]), SKIP, id="same-tolerations"),
-        pytest.param(TARGET_HONOR, TARGET_HONOR, _with(TARGET_HONOR, tolerations=[
-            pod_from_dict({"metadata": {"name": "t"}, "spec": {"containers": [{"name": "c"}], "tolerations": [
-                {"operator": "Exists"}]}}).tolerations[0]]), Q, id="new-toleration-with-honor"),
-        pytest.param(TARGET, TARGET, _with(TARGET, tolerations=[
-            pod_from_dict({"metadata": {"name": "t"}, "spec": {"containers": [{"name": "c"}], "tolerations": [
-                {"operator": "Exists"}]}}).tolerations[0]]), SKIP, id="new-toleration-without-honor"),
+        pytest.param(TARGET, TARGET, _with(TARGET, labels={"foo": "baz"}), SKIP, id="the-pod-itself-is-not-assigned"),
         pytest.param(TARGET, None, None, Q, id="unknown-objects"),
     ],
 )
 def test_pod_change_hint(target: Pod, old: Pod | None, new: Pod | None, want: QueueingHint) -> None:
     assert PodTopologySpread().is_schedulable_after_pod_change(target, old, new) is want
+
+
+_EXISTS = pod_from_dict({"metadata": {"name": "t"}, "spec": {"containers": [{"name": "c"}], "tolerations": [
+    {"operator": "Exists"}]}}).tolerations[0]
+
+
+@pytest.mark.parametrize(
+    ("target", "new", "want"),
+    [
+        pytest.param(TARGET_HONOR, _with(TARGET_HONOR, tolerations=[]), SKIP, id="same-tolerations"),
+        pytest.param(TARGET_HONOR, _with(TARGET_HONOR, tolerations=[_EXISTS]), Q, id="new-toleration-with-honor"),
+        pytest.param(TARGET, _with(TARGET, tolerations=[_EXISTS]), SKIP, id="new-toleration-without-honor"),
+        pytest.param(TARGET, _with(TARGET, labels={"foo": "baz"}), Q, id="own-label-stops-matching"),
+        pytest.param(TARGET, _with(TARGET, labels={"foo": "bar", "a": "b"}), SKIP, id="own-label-change-irrelevant"),
+        pytest.param(TARGET, TARGET, SKIP, id="no-change"),
+    ],
+)
+def test_target_pod_change_hint(target: Pod, new: Pod, want: QueueingHint) -> None:
+    """1.37's isSchedulableAfterTargetPodChange: the pod's own toleration or label update."""
+    assert PodTopologySpread().is_schedulable_after_target_pod_change(target, target, new) is want
 
 
 _ZN = mk_node("a", "z1")

@@ -118,7 +118,7 @@ def test_it_implements_upstreams_extension_points_and_events() -> None:
     assert points_of(NodeVolumeLimits) == frozenset({"preFilter", "filter"})
     assert [(r.event.resource, r.event.action, r.hint is not None)
             for r in NodeVolumeLimits().events_to_register()] == [
-        ("CSINode", ActionType.Add, False), ("CSINode", ActionType.Update, True), ("Pod", ActionType.Delete, True),
+        ("CSINode", ActionType.Add, False), ("CSINode", ActionType.Update, True), ("AssignedPod", ActionType.Delete, True),
         ("PersistentVolumeClaim", ActionType.Add, True)]
 
 
@@ -127,11 +127,11 @@ HINTS = [  # (resource, action, old, new, the hint for a pod using claim "data")
                  id="limit-raised"),
     pytest.param("CSINode", ActionType.Update, csinode("n1", EBS, 2), csinode("n1", EBS, 1), QueueingHint.QueueSkip,
                  id="limit-lowered"),
-    pytest.param("Pod", ActionType.Delete, pod("gone", ("x",), node_name="n1"), None, QueueingHint.Queue,
+    pytest.param("AssignedPod", ActionType.Delete, pod("gone", ("x",), node_name="n1"), None, QueueingHint.Queue,
                  id="a-placed-pod-with-a-claim-deleted"),
-    pytest.param("Pod", ActionType.Delete, pod("gone", ("x",)), None, QueueingHint.QueueSkip,
+    pytest.param("AssignedPod", ActionType.Delete, pod("gone", ("x",)), None, QueueingHint.QueueSkip,
                  id="a-pending-pod-deleted"),
-    pytest.param("Pod", ActionType.Delete, pod("gone", node_name="n1"), None, QueueingHint.QueueSkip,
+    pytest.param("AssignedPod", ActionType.Delete, pod("gone", node_name="n1"), None, QueueingHint.QueueSkip,
                  id="a-pod-without-volumes-deleted"),
     pytest.param("PersistentVolumeClaim", ActionType.Add, None, pvc("data", cls=""), QueueingHint.Queue,
                  id="its-claim-created"),

@@ -147,14 +147,14 @@ def test_preemption_what_ifs_count_the_claims_users_as_pods_come_and_go() -> Non
 def test_it_implements_upstreams_extension_points_and_events() -> None:
     assert points_of(VolumeRestrictions) == frozenset({"preFilter", "filter"})
     assert [(r.event.resource, r.event.action) for r in VolumeRestrictions().events_to_register()] == [
-        ("Pod", ActionType.Delete), ("Node", ActionType.Add), ("PersistentVolumeClaim", ActionType.Add)]
+        ("AssignedPod", ActionType.Delete), ("Node", ActionType.Add), ("PersistentVolumeClaim", ActionType.Add)]
 
 
 HINTS = [  # (event resource, old, new, hint for a pod with claim "data" and GCE disk "foo")
-    pytest.param("Pod", with_disk("gone", disk("gcePersistentDisk", pdName="foo")), None, QueueingHint.Queue,
+    pytest.param("AssignedPod", with_disk("gone", disk("gcePersistentDisk", pdName="foo")), None, QueueingHint.Queue,
                  id="deleted-pod-held-the-disk"),
-    pytest.param("Pod", pod("gone", ("data",)), None, QueueingHint.Queue, id="deleted-pod-shared-the-claim"),
-    pytest.param("Pod", pod("gone", ("other",)), None, QueueingHint.QueueSkip, id="deleted-pod-unrelated"),
+    pytest.param("AssignedPod", pod("gone", ("data",)), None, QueueingHint.Queue, id="deleted-pod-shared-the-claim"),
+    pytest.param("AssignedPod", pod("gone", ("other",)), None, QueueingHint.QueueSkip, id="deleted-pod-unrelated"),
     pytest.param("PersistentVolumeClaim", None, pvc("data", cls=""), QueueingHint.Queue, id="its-claim-created"),
     pytest.param("PersistentVolumeClaim", None, pvc("other", cls=""), QueueingHint.QueueSkip, id="another-claim"),
 ]

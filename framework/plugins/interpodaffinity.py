@@ -72,7 +72,9 @@ import numpy as np
 
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import (
+    ASSIGNED_POD,
     MAX_NODE_SCORE,
+    TARGET_POD,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -96,7 +98,7 @@ from pluginhost.status import SUCCESS, Code, Status
 from .helpers import IntArray
 from .noderesources import PluginArgsError
 from .podaffinityindex import PodIndex
-from .podaffinityterms import PodTerms, compile_pod_terms, matches_all
+from .podaffinityterms import PodTerms, Term, compile_pod_terms, matches_all
 from .topologycounts import DomainCounts
 
 __all__ = [
@@ -432,9 +434,11 @@ class InterPodAffinity(
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.Add | ActionType.UpdatePodLabel | ActionType.Delete),
+                ClusterEvent(ASSIGNED_POD, ActionType.Add | ActionType.UpdatePodLabel | ActionType.Delete),
                 self.is_schedulable_after_pod_change,
             ),
+            # Another pod's anti-affinity may have hated the pod's old labels.
+            ClusterEventWithHint(ClusterEvent(TARGET_POD, ActionType.UpdatePodLabel), _queue),
             ClusterEventWithHint(
                 ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel),
                 self.is_schedulable_after_node_change,
@@ -442,26 +446,25 @@ class InterPodAffinity(
         ]
 
     def is_schedulable_after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler 1.37's isSchedulableAfterAssignedPodChange. Its terms are built afresh from the
+        pods and matched without namespace labels, so a ``namespaceSelector`` counts here only when it
+        matches an empty label set (upstream's hint does the same; Filter resolves selectors properly)."""
         if not isinstance(old, Pod | None) or not isinstance(new, Pod | None) or (old is None and new is None):
             return QueueingHint.Queue
-        if (new is not None and not new.node_name) or (old is not None and not old.node_name):
-            return QueueingHint.QueueSkip  # an unscheduled pod changes nothing for this plugin
-        ns_labels = self.namespace_labels
+        if any(p is not None and not p.node_name and not p.nominated_node_name for p in (old, new)):
+            return QueueingHint.QueueSkip  # neither bound nor nominated: it changes nothing here
         terms = compile_pod_terms(pod)
         affinity, anti = terms.required_affinity, terms.required_anti
         if old is not None and new is not None:  # labels updated
-            if not matches_all(affinity, old, ns_labels) and matches_all(affinity, new, ns_labels):
+            if not matches_all(affinity, old, _NO_NS_LABELS) and matches_all(affinity, new, _NO_NS_LABELS):
                 return QueueingHint.Queue
-            if matches_all(anti, old, ns_labels) and not matches_all(anti, new, ns_labels):
+            if _matches_any(anti, old) and not _matches_any(anti, new):
                 return QueueingHint.Queue
             return QueueingHint.QueueSkip
         if new is not None:  # added
-            return QueueingHint.Queue if matches_all(affinity, new, ns_labels) else QueueingHint.QueueSkip
+            return QueueingHint.Queue if matches_all(affinity, new, _NO_NS_LABELS) else QueueingHint.QueueSkip
         assert old is not None  # deleted
-        if matches_all(anti, old, ns_labels):
-            return QueueingHint.Queue
-        # The deleted pod's own anti-affinity may have kept the pod away (kubernetes/kubernetes#135325).
-        if any(t.matches(pod, ns_labels) for t in compile_pod_terms(old).required_anti):
+        if _matches_any(anti, old) or _matches_any(compile_pod_terms(old).required_anti, pod):
             return QueueingHint.Queue
         return QueueingHint.QueueSkip
 
@@ -484,3 +487,17 @@ class InterPodAffinity(
             if key in old.labels and (key not in new.labels or old.labels[key] != new.labels[key]):
                 return QueueingHint.Queue  # the key disappeared or its value changed
         return QueueingHint.QueueSkip
+
+
+def _NO_NS_LABELS(namespace: str) -> Mapping[str, str]:
+    """No namespace's labels: upstream's hints match terms with nil namespace labels."""
+    return {}
+
+
+def _matches_any(terms: tuple[Term, ...], pod: Pod) -> bool:
+    """podMatchesAnyAffinityTerms: terms matched without namespace labels, as the hints do."""
+    return any(t.matches(pod, _NO_NS_LABELS) for t in terms)
+
+
+def _queue(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    return QueueingHint.Queue

@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from pluginhost.model import ContainerPort, Pod
 from pluginhost.plugin import (
+    ASSIGNED_POD,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -202,7 +203,8 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), self._after_pod_deleted),
+            # Host ports are immutable, so pod updates are not registered.
+            ClusterEventWithHint(ClusterEvent(ASSIGNED_POD, ActionType.Delete), self._after_pod_deleted),
             ClusterEventWithHint(ClusterEvent("Node", ActionType.Add)),
         ]
 

@@ -23,7 +23,9 @@ import numpy.typing as npt
 from pluginhost.errors import OutriggerError
 from pluginhost.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod
 from pluginhost.plugin import (
+    ASSIGNED_POD,
     MAX_NODE_SCORE,
+    TARGET_POD,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -488,25 +490,32 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     # ---- queueing hints --------------------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        # kube-scheduler 1.37 with its default gates (InPlacePodVerticalScaling GA). Its DeviceClass
+        # registration (DRAExtendedResource) and the scale-up ones (an alpha gate) are not modelled.
         return [
-            ClusterEventWithHint(
-                ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown), self._after_pod_event
-            ),
+            ClusterEventWithHint(ClusterEvent(ASSIGNED_POD, ActionType.Delete), self._after_assigned_pod_delete),
             ClusterEventWithHint(
                 ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable), self._after_node_change
             ),
+            ClusterEventWithHint(
+                ClusterEvent(ASSIGNED_POD, ActionType.UpdatePodScaleDown), self._after_assigned_pod_scale_down
+            ),
+            ClusterEventWithHint(ClusterEvent(TARGET_POD, ActionType.UpdatePodScaleDown), _queue),
         ]
 
-    def _after_pod_event(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
-        """A deleted pod frees room only if it was on (or nominated to) a node; a scaled-down one
-        only if it is the pod itself or a placed pod that now asks for less of what the pod needs."""
+    @staticmethod
+    def _after_assigned_pod_delete(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A deleted pod frees room only if it was on (or nominated to) a node."""
         if not isinstance(old, Pod):
             return QueueingHint.Queue
-        if new is None:
-            if not old.node_name and not old.nominated_node_name:
-                return QueueingHint.QueueSkip
-            return QueueingHint.Queue
-        if not isinstance(new, Pod) or new.uid == pod.uid:
+        if not old.node_name and not old.nominated_node_name:
+            return QueueingHint.QueueSkip
+        return QueueingHint.Queue
+
+    @staticmethod
+    def _after_assigned_pod_scale_down(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A placed pod that now asks for less of something the pod requests may leave it room."""
+        if not isinstance(old, Pod) or not isinstance(new, Pod):
             return QueueingHint.Queue
         if not new.node_name:
             return QueueingHint.QueueSkip
@@ -530,6 +539,11 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             if amount > 0 and new.allocatable.get(res, 0) > old.allocatable.get(res, 0):
                 return QueueingHint.Queue
         return QueueingHint.QueueSkip
+
+
+def _queue(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """The pod itself asks for less now: it may fit somewhere."""
+    return QueueingHint.Queue
 
 
 def _fits_empty(requests: tuple[tuple[str, int], ...], node: Node) -> bool:

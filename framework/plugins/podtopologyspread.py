@@ -1,6 +1,6 @@
 """PodTopologySpread: spread matching pods evenly across topology domains (zones, hosts, ...).
 
-As kube-scheduler v1.33's ``podtopologyspread`` plugin (MinDomains, NodeInclusionPolicy and
+As kube-scheduler v1.37's ``podtopologyspread`` plugin (MinDomains, NodeInclusionPolicy and
 MatchLabelKeys all enabled, as they are by default):
 
 - PreFilter collects the pod's ``DoNotSchedule`` constraints and counts, per constraint, the matching
@@ -15,10 +15,11 @@ MatchLabelKeys all enabled, as they are by default):
 - PreFilterExtensions add/remove a pod from the counts (preemption's what-ifs).
 - PreScore/Score/NormalizeScore implement the ``ScheduleAnyway`` scoring with kube-scheduler's
   topology normalizing weight ``log(domains + 2)``.
+- Queueing: AssignedPod add/relabel/delete (bound or nominated pods of the namespace), TargetPod
+  toleration/label updates, Node changes, each with upstream's hint.
 
 The work is array-shaped: topology domains are the per-node codes of ``snap.table.label_codes(key)``,
-pod labels are indexed column-wise once per snapshot, and per-domain counts are ``np.bincount`` over
-the node rows of the matching pods.
+pod labels are indexed column-wise once per snapshot, per-domain counts ``np.bincount`` over rows.
 
 Default constraints (the pod has no ``topologySpreadConstraints``): kube-scheduler applies the
 ``System`` defaults or the ``List`` ``defaultConstraints`` with a label selector built from the
@@ -46,7 +47,9 @@ from framework.plugins.podcolumns import PodColumns, pod_columns
 from framework.plugins.taints import do_not_schedule_taint, find_matching_untolerated_taint, taint_set_index
 from pluginhost.model import LabelSelector, Pod, TopologySpreadConstraint
 from pluginhost.plugin import (
+    ASSIGNED_POD,
     MAX_NODE_SCORE,
+    TARGET_POD,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -177,6 +180,12 @@ def _matching_pods(idx: PodColumns, selector: LabelSelectorMatcher, namespace: s
     if selector.everything:
         return np.zeros(len(idx.snapshot), dtype=np.int64)
     return idx.node_counts(selector, namespace)
+
+
+def _after_label_change(constraints: Sequence[_Constraint], old: Pod, new: Pod) -> QueueingHint:
+    """Queue when the pod's new labels flip some constraint's selector (isSchedulableAfterPodLabelChange)."""
+    flips = any(c.selector.matches(old.labels) != c.selector.matches(new.labels) for c in constraints)
+    return QueueingHint.Queue if new.labels != old.labels and flips else QueueingHint.QueueSkip
 
 
 def _all_keys_mask(table: NodeTable, constraints: Sequence[_Constraint]) -> BoolArray:
@@ -628,41 +637,44 @@ class PodTopologySpread(
     # ---- EnqueueExtensions ---------------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        pod_actions = ActionType.Add | ActionType.UpdatePodLabel | ActionType.UpdatePodToleration | ActionType.Delete
+        assigned = ActionType.Add | ActionType.UpdatePodLabel | ActionType.Delete
         node_actions = ActionType.Add | ActionType.Delete | ActionType.UpdateNodeLabel | ActionType.UpdateNodeTaint
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", pod_actions), self.is_schedulable_after_pod_change),
+            ClusterEventWithHint(ClusterEvent(ASSIGNED_POD, assigned), self.is_schedulable_after_pod_change),
+            ClusterEventWithHint(
+                ClusterEvent(TARGET_POD, ActionType.UpdatePodToleration | ActionType.UpdatePodLabel),
+                self.is_schedulable_after_target_pod_change,
+            ),
             ClusterEventWithHint(ClusterEvent("Node", node_actions), self.is_schedulable_after_node_change),
         ]
 
     def is_schedulable_after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
-        """Queue when an assigned pod in the namespace starts/stops matching a hard constraint (or the
-        pod itself got new tolerations and a constraint honors taints)."""
+        """An assigned (or nominated) pod in the namespace was added, relabelled or deleted: Queue when it
+        matches, or starts/stops matching, a hard constraint's selector."""
         if old is None and new is None:
             return QueueingHint.Queue
 
-        def involved(other: Pod) -> bool:
-            return other.uid == pod.uid or (bool(other.node_name) and other.namespace == pod.namespace)
+        def involved(other: Pod) -> bool:  # bound or nominated (nominated too since 1.37), same namespace
+            return bool(other.node_name or other.nominated_node_name) and other.namespace == pod.namespace
 
         if (new is not None and not involved(new)) or (old is not None and not involved(old)):
             return QueueingHint.QueueSkip
         constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         if old is not None and new is not None:
-            if (
-                pod.uid == new.uid
-                and new.tolerations != old.tolerations
-                and any(c.node_taints_policy == HONOR for c in constraints)
-            ):
-                return QueueingHint.Queue
-            if new.labels == old.labels:
-                return QueueingHint.QueueSkip
-            if any(c.selector.matches(old.labels) != c.selector.matches(new.labels) for c in constraints):
-                return QueueingHint.Queue
-            return QueueingHint.QueueSkip
+            return _after_label_change(constraints, old, new)
         changed = new if new is not None else old
-        if any(c.selector.matches(changed.labels) for c in constraints):
+        matched = any(c.selector.matches(changed.labels) for c in constraints)
+        return QueueingHint.Queue if matched else QueueingHint.QueueSkip
+
+    def is_schedulable_after_target_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """The pod itself changed: Queue when it got tolerations and a hard constraint honors taints, or
+        when its new labels flip a hard constraint's selector."""
+        if not isinstance(old, Pod) or not isinstance(new, Pod):
             return QueueingHint.Queue
-        return QueueingHint.QueueSkip
+        constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        if new.tolerations != old.tolerations and any(c.node_taints_policy == HONOR for c in constraints):
+            return QueueingHint.Queue
+        return _after_label_change(constraints, old, new)
 
     def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """Queue when a node carrying all the topology keys appears, disappears, changes one of

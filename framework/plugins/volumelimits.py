@@ -22,6 +22,7 @@ from typing import Any
 
 from pluginhost.model import CSINode, PersistentVolumeClaim, Pod
 from pluginhost.plugin import (
+    ASSIGNED_POD,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -191,7 +192,7 @@ class NodeVolumeLimits(VolumeFilterPlugin):
         return [
             ClusterEventWithHint(ClusterEvent(CSI_NODE, ActionType.Add)),
             ClusterEventWithHint(ClusterEvent(CSI_NODE, UPDATE), _after_csinode_update),
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), _after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent(ASSIGNED_POD, ActionType.Delete), _after_pod_deleted),
             ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.Add), _after_claim_added),
         ]
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from pluginhost.model import READ_WRITE_ONCE_POD, Pod, Volume
 from pluginhost.plugin import (
+    ASSIGNED_POD,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -178,7 +179,7 @@ class VolumeRestrictions(VolumeFilterPlugin, PreFilterExtensions):
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), _after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent(ASSIGNED_POD, ActionType.Delete), _after_pod_deleted),
             ClusterEventWithHint(ClusterEvent("Node", ActionType.Add)),
             ClusterEventWithHint(ClusterEvent(PERSISTENT_VOLUME_CLAIM, ActionType.Add), _after_claim_added),
         ]

@@ -18,7 +18,7 @@ import dataclasses
 import logging
 
 from pluginhost.model import Pod
-from pluginhost.plugin import ActionType, ClusterEvent, CycleState, QueuedPodInfo
+from pluginhost.plugin import ASSIGNED_POD, ActionType, ClusterEvent, CycleState, QueuedPodInfo
 from pluginhost.status import Status
 
 from ..runtime import Framework
@@ -67,7 +67,7 @@ class BindingCycle(FailureHandling):
             self.cache.forget_pod(pod.uid)
             self._fail(info, status, rejectors)
             # The pod's resources are free again: other pods waiting for room may fit now.
-            self._cluster_event(ClusterEvent("Pod", ActionType.Delete), pod, None, exclude=pod.uid)
+            self._cluster_event(ClusterEvent(ASSIGNED_POD, ActionType.Delete), pod, None, exclude=pod.uid)
         except Exception as exc:
             log.exception("binding cycle of %s failed", pod.key)
             await fwk.run_unreserve(state, pod, host)

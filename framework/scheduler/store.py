@@ -13,7 +13,7 @@ from typing import Any
 
 from pluginhost.manifest import ManifestObject
 from pluginhost.model import RESERVATION_NAMESPACE, Node, PersistentVolumeClaim, Pod, PodDisruptionBudget, Reservation
-from pluginhost.plugin import ActionType, ClusterEvent
+from pluginhost.plugin import ASSIGNED_POD, ActionType, ClusterEvent
 from pluginhost.snapshot import StorageObject, storage_kind
 from pluginhost.status import SUCCESS, Code, Status
 
@@ -149,7 +149,7 @@ class ObjectStore(SchedulerBase):
 
     def _reservation_released(self, reserve_pod: Pod) -> None:
         # What a reservation held (and its owner did not take) is free: pods waiting for room may fit.
-        self._cluster_event(ClusterEvent("Pod", ActionType.Delete), reserve_pod, None)
+        self._cluster_event(ClusterEvent(ASSIGNED_POD, ActionType.Delete), reserve_pod, None)
 
     def delete_reservation(self, name: str, *, reason: str = "deleted") -> ReservationRecord | None:
         """Forget a reservation; what its reserve pod held is free again (pending pods are requeued)."""
@@ -241,7 +241,7 @@ class ObjectStore(SchedulerBase):
             if pod.node_name:
                 rec.phase = BOUND
                 self.cache.add_pod(pod)
-                self._cluster_event(ClusterEvent("Pod", ActionType.Add), None, pod)
+                self._cluster_event(ClusterEvent(ASSIGNED_POD, ActionType.Add), None, pod)
             elif pod.scheduler_name in self.profiles:
                 if pod.nominated_node_name:
                     self.nominated[pod.uid] = pod.nominated_node_name
@@ -259,7 +259,7 @@ class ObjectStore(SchedulerBase):
         if old.node_name:
             self.cache.update_pod(pod)
             if old.labels != pod.labels:
-                self._cluster_event(ClusterEvent("Pod", ActionType.UpdatePodLabel), old, pod)
+                self._cluster_event(ClusterEvent(ASSIGNED_POD, ActionType.UpdatePodLabel), old, pod)
             return
         requeued = await self.queue.update(pod)
         if requeued is not None:
@@ -291,7 +291,7 @@ class ObjectStore(SchedulerBase):
                 self.reservations.owner_deleted(rec.pod)
         self._emit(EV_DELETED, "Pod", rec.pod, node=rec.pod.node_name)
         if was_placed or rec.pod.node_name:
-            self._cluster_event(ClusterEvent("Pod", ActionType.Delete), rec.pod, None)
+            self._cluster_event(ClusterEvent(ASSIGNED_POD, ActionType.Delete), rec.pod, None)
         return rec.pod
 
     def delete_node(self, name: str) -> Node | None:
@@ -348,7 +348,7 @@ class ObjectStore(SchedulerBase):
         rec.phase = BOUND
         self.cache.add_pod(pod)  # confirms the pod this scheduler assumed, or places another's
         self._emit(EV_BOUND, "Pod", pod, node=pod.node_name, attempts=rec.attempts)
-        self._cluster_event(ClusterEvent("Pod", ActionType.Add), None, pod)
+        self._cluster_event(ClusterEvent(ASSIGNED_POD, ActionType.Add), None, pod)
 
     def observe_pod_deleted(self, pod: Pod) -> None:
         """A pod deleted from the cluster's API (nothing happens if another pod took its name)."""
@@ -387,7 +387,7 @@ class ObjectStore(SchedulerBase):
         if is_reserve_pod(bound):
             self.reservations.bound(bound, node_name)
         self._emit(EV_BOUND, "Pod", bound, node=node_name, attempts=rec.attempts)
-        self._cluster_event(ClusterEvent("Pod", ActionType.Add), None, bound)
+        self._cluster_event(ClusterEvent(ASSIGNED_POD, ActionType.Add), None, bound)
         return SUCCESS
 
 
