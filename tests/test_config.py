@@ -1,7 +1,7 @@
 """Tests for framework.config: loading, defaulting, validating and resolving KubeSchedulerConfiguration.
 
-Expected plugin lists are written out literally; they are what kube-scheduler (v1.33/v1.34) resolves
-for the same file, minus the volume/DRA plugins Outrigger does not model.
+Expected plugin lists are written out literally; they are what kube-scheduler (v1.37) resolves for
+the same file, minus the volume/DRA plugins the test registry below does not have.
 """
 
 from __future__ import annotations
@@ -28,14 +28,15 @@ from framework.config import (
     resolution,
 )
 
-# The default plugins' real extension points in kube-scheduler v1.33, plus two fakes. DefaultPreemption
-# also implements PreEnqueue (it gates pods whose asynchronous preemption is still running, v1.32+).
+# The default plugins' real extension points in kube-scheduler v1.37, plus two fakes. DefaultPreemption
+# also implements PreEnqueue (it gates pods whose asynchronous preemption is still running, v1.32+);
+# NodeName, NodeUnschedulable and TaintToleration implement PreFilter since v1.37.
 KNOWN: dict[str, frozenset[str]] = {
     "PrioritySort": frozenset({"queueSort"}),
     "SchedulingGates": frozenset({"preEnqueue"}),
-    "NodeUnschedulable": frozenset({"filter"}),
-    "NodeName": frozenset({"filter"}),
-    "TaintToleration": frozenset({"filter", "preScore", "score"}),
+    "NodeName": frozenset({"preFilter", "filter"}),
+    "NodeUnschedulable": frozenset({"preFilter", "filter"}),
+    "TaintToleration": frozenset({"preFilter", "filter", "preScore", "score"}),
     "NodeAffinity": frozenset({"preFilter", "filter", "preScore", "score"}),
     "NodePorts": frozenset({"preFilter", "filter"}),
     "NodeResourcesFit": frozenset({"preFilter", "filter", "preScore", "score"}),
@@ -45,6 +46,7 @@ KNOWN: dict[str, frozenset[str]] = {
     "NodeResourcesBalancedAllocation": frozenset({"preScore", "score"}),
     "ImageLocality": frozenset({"score"}),
     "DefaultBinder": frozenset({"bind"}),
+    "NodeDeclaredFeatures": frozenset({"preFilter", "filter"}),
     "Gang": frozenset({"preFilter", "permit", "reserve"}),
     "Custom": frozenset({"filter", "score"}),
 }
@@ -56,16 +58,27 @@ HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfigu
 DEFAULT_NAMES: dict[str, list[str]] = {
     "preEnqueue": ["SchedulingGates", "DefaultPreemption"],
     "queueSort": ["PrioritySort"],
-    "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"],
-    "filter": [
-        "NodeUnschedulable",
+    "preFilter": [
         "NodeName",
+        "NodeUnschedulable",
         "TaintToleration",
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
         "PodTopologySpread",
         "InterPodAffinity",
+        "NodeDeclaredFeatures",
+    ],
+    "filter": [
+        "NodeName",
+        "NodeUnschedulable",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "NodeDeclaredFeatures",
     ],
     "postFilter": ["DefaultPreemption"],
     "preScore": [
@@ -164,8 +177,8 @@ def test_default_multipoint_list() -> None:
     assert [ref.name for ref in DEFAULT_MULTIPOINT] == [
         "SchedulingGates",
         "PrioritySort",
-        "NodeUnschedulable",
         "NodeName",
+        "NodeUnschedulable",
         "TaintToleration",
         "NodeAffinity",
         "NodePorts",
@@ -181,6 +194,7 @@ def test_default_multipoint_list() -> None:
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
         "DefaultBinder",
+        "NodeDeclaredFeatures",
     ]
     # DynamicResources' weight (2) is kube-scheduler's; KNOWN does not model it, so it resolves to nothing here.
     weights = {ref.name: ref.weight for ref in DEFAULT_MULTIPOINT if ref.weight}
@@ -192,7 +206,8 @@ def test_default_multipoint_list() -> None:
         "EBSLimits",
         "CinderLimits",
     } <= UNMODELLED_PLUGINS
-    assert not UNMODELLED_PLUGINS & KNOWN.keys()
+    # A registry that has one of them (NodeDeclaredFeatures here) runs it: known names are never unmodelled.
+    assert UNMODELLED_PLUGINS & KNOWN.keys() == {"NodeDeclaredFeatures"}
 
 
 # --- merging and expansion -----------------------------------------------------------------------
@@ -249,13 +264,14 @@ def test_multi_profile_file() -> None:
     assert first.scheduler_name == "default-scheduler"
     assert names(first) == with_changes(
         filter=[
-            "NodeUnschedulable",
             "NodeName",
+            "NodeUnschedulable",
             "TaintToleration",
             "NodeAffinity",
             "NodeResourcesFit",
             "PodTopologySpread",
             "InterPodAffinity",
+            "NodeDeclaredFeatures",
             "Custom",
         ],
         score=[
@@ -276,14 +292,7 @@ def test_multi_profile_file() -> None:
     gang = cfg.profile("gang-scheduler")
     assert gang is not None and gang is cfg.profiles[1]
     assert names(gang) == with_changes(
-        preFilter=[
-            "NodeAffinity",
-            "NodePorts",
-            "NodeResourcesFit",
-            "PodTopologySpread",
-            "InterPodAffinity",
-            "Gang",
-        ],
+        preFilter=[*DEFAULT_NAMES["preFilter"], "Gang"],
         score=["NodeResourcesFit", "ImageLocality"],
         reserve=["Gang"],
         permit=["Gang"],
@@ -320,13 +329,14 @@ profiles:
                 filter=[
                     "Custom",
                     "NodePorts",
-                    "NodeUnschedulable",
                     "NodeName",
+                    "NodeUnschedulable",
                     "TaintToleration",
                     "NodeAffinity",
                     "NodeResourcesFit",
                     "PodTopologySpread",
                     "InterPodAffinity",
+                    "NodeDeclaredFeatures",
                 ],
                 score=[
                     "ImageLocality",
@@ -360,6 +370,7 @@ profiles:
                     "NodeResourcesFit",
                     "PodTopologySpread",
                     "InterPodAffinity",
+                    "NodeDeclaredFeatures",
                     "Custom",
                 ],
             ),
@@ -482,6 +493,100 @@ def test_disabling_defaults_in_multipoint_just_removes_them(disabled: set[str]) 
         point: [n for n in plugins if n not in disabled] for point, plugins in DEFAULT_NAMES.items()
     }
     assert prof.score_weights == {n: w for n, w in DEFAULT_WEIGHTS.items() if n not in disabled}
+
+
+# --- pod-group plugin sets (v1.37) ---------------------------------------------------------------
+
+DEFAULT_POD_GROUP = {
+    "placementGenerate": [],
+    "placementScore": [PluginRef("NodeResourcesFit", 1)],
+    # DynamicResources implements it too; KNOWN does not model it.
+    "podGroupPostFilter": [PluginRef("DefaultPreemption")],
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "expected", "warnings"),
+    [
+        pytest.param(None, DEFAULT_POD_GROUP, DEFAULT_WARNINGS, id="defaults-by-multipoint-expansion"),
+        pytest.param(
+            "profiles:\n- plugins:\n    placementScore:\n      enabled: [{name: NodeResourcesFit, weight: 3}]\n"
+            "    podGroupPostFilter:\n      disabled: [{name: '*'}]\n",
+            {**DEFAULT_POD_GROUP, "placementScore": [PluginRef("NodeResourcesFit", 3)], "podGroupPostFilter": []},
+            DEFAULT_WARNINGS,
+            id="weight-at-the-point-and-disable-all",
+        ),
+        pytest.param(
+            # DefaultPreemption still runs at postFilter and preEnqueue.
+            "profiles:\n- plugins:\n    podGroupPostFilter:\n      disabled: [{name: DefaultPreemption}]\n",
+            {**DEFAULT_POD_GROUP, "podGroupPostFilter": []},
+            DEFAULT_WARNINGS,
+            id="disabled-at-the-point",
+        ),
+        pytest.param(
+            # Registered in kube-scheduler (its feature gate is off by default), not modelled here.
+            "profiles:\n- plugins:\n    placementGenerate:\n      enabled: [{name: TopologyPlacementGenerator}]\n",
+            DEFAULT_POD_GROUP,
+            [
+                'scheduler.yaml: profiles[0].plugins.placementGenerate.enabled[0]: plugin "TopologyPlacementGenerator" '
+                "is not modelled by Outrigger and is ignored",
+                *DEFAULT_WARNINGS,
+            ],
+            id="unmodelled-placement-generator",
+        ),
+    ],
+)
+def test_pod_group_plugin_sets_resolve_as_kube_scheduler(
+    body: str | None, expected: dict[str, list[PluginRef]], warnings: list[str]
+) -> None:
+    cfg = default_config(KNOWN) if body is None else load(body)
+    prof = cfg.profiles[0]
+    assert prof.pod_group_plugins == expected
+    assert [w.removeprefix("<defaults>: ") for w in cfg.warnings] == warnings
+    # Nothing of them reaches the points that run.
+    assert names(prof) == DEFAULT_NAMES
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param(
+            "profiles:\n- plugins:\n    placementScore:\n      enabled: [{name: Custom}]\n",
+            'scheduler.yaml: profiles[0].plugins.placementScore.enabled[0]: plugin "Custom" does not extend '
+            "placementScore plugin",
+            id="not-implemented",
+        ),
+        pytest.param(
+            "profiles:\n- plugins:\n    placementGenerate:\n      enabled: [{name: Foo}]\n",
+            'scheduler.yaml: profiles[0].plugins.placementGenerate.enabled[0]: placementGenerate plugin "Foo" '
+            "does not exist",
+            id="unknown",
+        ),
+        pytest.param(
+            "profiles:\n- plugins:\n    podGroupPostFilter:\n      enabled: [{name: DefaultPreemption}, "
+            "{name: DefaultPreemption}]\n",
+            'scheduler.yaml: profiles[0].plugins.podGroupPostFilter.enabled[1]: plugin "DefaultPreemption" already '
+            'registered as "podGroupPostFilter"',
+            id="twice",
+        ),
+        pytest.param(
+            "profiles:\n- plugins:\n    podGroupPostFilter:\n      enabled: [{name: EBSLimits}]\n",
+            'scheduler.yaml: profiles[0].plugins.podGroupPostFilter.enabled[0]: Invalid value: "EBSLimits": was '
+            'invalid in version "kubescheduler.config.k8s.io/v1" (KubeSchedulerConfiguration is version '
+            '"kubescheduler.config.k8s.io/v1")',
+            id="removed-plugin",
+        ),
+        pytest.param(
+            "profiles:\n- plugins:\n    placementScore:\n      enable: []\n",
+            'scheduler.yaml: unknown field "profiles[0].plugins.placementScore.enable"',
+            id="unknown-field",
+        ),
+    ],
+)
+def test_pod_group_plugin_sets_refused_as_kube_scheduler(body: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(body)
+    assert str(info.value) == message
 
 
 # --- validation ----------------------------------------------------------------------------------
@@ -787,15 +892,31 @@ def test_default_plugin_missing_from_known() -> None:
     assert "ImageLocality" not in cfg.profiles[0].names("score")
 
 
-def test_score_overflow_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Int32 weights cannot reach 2**63 in practice, so shrink the bound to exercise getScoreWeights' check.
-    monkeypatch.setattr(resolution, "MAX_TOTAL_SCORE", 1000)
+@pytest.mark.parametrize(
+    ("bound", "body", "message"),
+    [
+        # the defaults' weights sum to 12: 1200 > 1000
+        (
+            1000,
+            None,
+            "<defaults>: profiles[0].plugins.score: score plugins: total score of Score plugins could overflow",
+        ),
+        # Score's 1200 fits under 1300; NodeResourcesFit at placementScore with weight 14 does not
+        (
+            1300,
+            "profiles:\n- plugins:\n    placementScore:\n      enabled: [{name: NodeResourcesFit, weight: 14}]\n",
+            "scheduler.yaml: profiles[0].plugins.placementScore.enabled[0]: placement score plugins: total score "
+            "of Score plugins could overflow",
+        ),
+    ],
+    ids=["score", "placement-score"],
+)
+def test_score_overflow_check(monkeypatch: pytest.MonkeyPatch, bound: int, body: str | None, message: str) -> None:
+    # Int32 weights cannot reach 2**63 in practice, so shrink the bound to exercise getValidScoreWeights' check.
+    monkeypatch.setattr(resolution, "MAX_TOTAL_SCORE", bound)
     with pytest.raises(ConfigError) as info:
-        default_config(KNOWN)
-    assert (
-        str(info.value)
-        == "<defaults>: profiles[0].plugins.score: total score of Score plugins could overflow"
-    )
+        default_config(KNOWN) if body is None else load(body)
+    assert str(info.value) == message
 
 
 def test_bad_known_is_a_caller_error() -> None:

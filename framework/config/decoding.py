@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from pluginhost import decode
 from pluginhost.decode import Document, FieldError, TextError
 
-from .model import API_VERSION, EXTENSION_POINTS, KIND, MULTI_POINT, ConfigError, located
+from .model import API_VERSION, KIND, PLUGIN_SETS, ConfigError, located
 
 __all__ = [
     "Entry",
@@ -62,7 +62,7 @@ _SCHEMAS = decode.schemas(
         ),
         "ClientConnectionConfiguration": "kubeconfig acceptContentTypes contentType qps burst",
         "KubeSchedulerProfile": "schedulerName percentageOfNodesToScore plugins:Plugins pluginConfig:[PluginConfig]",
-        "Plugins": " ".join(f"{point}:PluginSet" for point in (MULTI_POINT, *EXTENSION_POINTS)),
+        "Plugins": " ".join(f"{point}:PluginSet" for point in PLUGIN_SETS),
         "PluginSet": "enabled:[Plugin] disabled:[Plugin]",
         "Plugin": "name weight",
         "PluginConfig": "name args",
@@ -119,7 +119,7 @@ class RawProfile:
     path: str
     scheduler_name: str | None  # None when the field is absent
     percentage: int | None
-    plugins: dict[str, PluginSet] | None  # keys: MULTI_POINT and EXTENSION_POINTS; None if absent
+    plugins: dict[str, PluginSet] | None  # keys: PLUGIN_SETS; None if absent
     plugin_config: list[PluginConfigEntry]
 
 
@@ -255,8 +255,7 @@ class _Decoder:
         if m.get("plugins") is not None:
             ppath = child(path, "plugins")
             pm = decode.as_map(m["plugins"], ppath)
-            points = (MULTI_POINT, *EXTENSION_POINTS)
-            plugins = {point: self.plugin_set(pm.get(point), child(ppath, point)) for point in points}
+            plugins = {point: self.plugin_set(pm.get(point), child(ppath, point)) for point in PLUGIN_SETS}
         configs = []
         for i, item in enumerate(decode.as_list(m.get("pluginConfig"), child(path, "pluginConfig"))):
             configs.append(self.plugin_config(item, f"{child(path, 'pluginConfig')}[{i}]"))

@@ -6,20 +6,20 @@ and the in-tree plugin names a registry may lack (:data:`UNMODELLED_PLUGINS`).
 from __future__ import annotations
 
 from .decoding import Entry, PluginSet
-from .model import EXTENSION_POINTS, MULTI_POINT, PluginRef
+from .model import MULTI_POINT, PLUGIN_SETS, PluginRef
 
-__all__ = ["DEFAULT_MULTIPOINT", "INVALID_IN_V1", "UNMODELLED_PLUGINS", "merged_plugins"]
+__all__ = ["DEFAULT_MULTIPOINT", "INVALID_IN_V1", "POD_GROUP_IMPLEMENTERS", "UNMODELLED_PLUGINS", "merged_plugins"]
 
-#: kube-scheduler v1.35's default ``multiPoint`` set (``getDefaultPlugins``), in order, with weights
-#: (0 = unset). DynamicResources is there because its feature gate is locked on since v1.35 and
-#: ``applyFeatureGates`` puts it right before DefaultPreemption with weight 2; the in-tree registry
-#: models it for pods without ResourceClaims (framework/plugins/dynamicresources.py). A registry
-#: without it drops it with a warning.
+#: kube-scheduler v1.37's default ``multiPoint`` set (``getDefaultPlugins``), in order, with weights
+#: (0 = unset). NodeName comes before NodeUnschedulable since v1.37. ``applyFeatureGates`` then adds,
+#: for the gates on by default: NodeDeclaredFeatures at the end (GA and locked on in v1.37), and
+#: DynamicResources with weight 2 right before DefaultPreemption (locked on since v1.35). A registry
+#: without one of those drops it with a warning.
 DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     PluginRef("SchedulingGates"),
     PluginRef("PrioritySort"),
-    PluginRef("NodeUnschedulable"),
     PluginRef("NodeName"),
+    PluginRef("NodeUnschedulable"),
     PluginRef("TaintToleration", 3),
     PluginRef("NodeAffinity", 2),
     PluginRef("NodePorts"),
@@ -35,7 +35,19 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     PluginRef("NodeResourcesBalancedAllocation", 1),
     PluginRef("ImageLocality", 1),
     PluginRef("DefaultBinder"),
+    PluginRef("NodeDeclaredFeatures"),
 )
+
+#: The in-tree plugins of kube-scheduler v1.37 that implement each pod-group point
+#: (:data:`~framework.config.model.POD_GROUP_POINTS`): Fit's ``ScorePlacement``, the pod-group
+#: PostFilter of DefaultPreemption and DynamicResources, and the topology-aware placement plugins.
+#: A plugin set may name these there (kube-scheduler loads such a file); any other name is refused as
+#: kube-scheduler refuses a plugin that does not implement the point. No remote plugin implements them.
+POD_GROUP_IMPLEMENTERS: dict[str, frozenset[str]] = {
+    "placementGenerate": frozenset({"TopologyPlacementGenerator"}),
+    "placementScore": frozenset({"NodeResourcesFit", "PodGroupPodsCount"}),
+    "podGroupPostFilter": frozenset({"DefaultPreemption", "DynamicResources"}),
+}
 
 #: Names kube-scheduler's v1 validation rejects outright ("was invalid in version ..."): the in-tree
 #: cloud volume-limit plugins, removed from the registry.
@@ -44,8 +56,11 @@ INVALID_IN_V1: frozenset[str] = frozenset({"AzureDiskLimits", "CinderLimits", "E
 #: In-tree kube-scheduler plugin names that a registry may lack. Where one is enabled (by the
 #: defaults or by the user) or configured and the registry does not have it, it is dropped with one
 #: warning instead of failing the load. A name the caller lists in ``known`` is never treated as
-#: unmodelled: the in-tree registry models the volume plugins (framework/plugins/volume*.py) and
-#: DynamicResources, so only registries built without them (a test's, say) drop them. The four
+#: unmodelled: the in-tree registry models the volume plugins (framework/plugins/volume*.py),
+#: DynamicResources and NodeDeclaredFeatures, so only registries built without them (a test's, say)
+#: drop them. The plugins of kube-scheduler's gated features that are off by default (GangScheduling,
+#: DeferredPodScheduling, the topology-aware placement plugins) are registered there but not
+#: modelled here. The four
 #: removed cloud volume-limit plugins are listed for completeness, but like kube-scheduler, enabling
 #: or configuring them in a v1 file is an error.
 UNMODELLED_PLUGINS: frozenset[str] = frozenset(
@@ -57,6 +72,9 @@ UNMODELLED_PLUGINS: frozenset[str] = frozenset(
         "DynamicResources",
         "GangScheduling",
         "NodeDeclaredFeatures",
+        "DeferredPodScheduling",
+        "TopologyPlacementGenerator",
+        "PodGroupPodsCount",
     }
     | INVALID_IN_V1
 )
@@ -90,7 +108,7 @@ def _merge_plugin_set(default: PluginSet, custom: PluginSet) -> PluginSet:
 
 
 def _default_plugins() -> dict[str, PluginSet]:
-    sets = {point: PluginSet() for point in EXTENSION_POINTS}
+    sets = {point: PluginSet() for point in PLUGIN_SETS}
     sets[MULTI_POINT] = PluginSet([Entry(ref.name, ref.weight, None) for ref in DEFAULT_MULTIPOINT])
     return sets
 

@@ -26,7 +26,7 @@ from .model import (
     DEFAULT_SCHEDULER_NAME,
     EXTENSION_POINTS,
     KIND,
-    MULTI_POINT,
+    PLUGIN_SETS,
     ConfigError,
     SchedulerConfig,
     located,
@@ -108,7 +108,7 @@ class _Loader:
         # names only the defaults bring in are warned about while resolving.
         for prof in raw.profiles:
             if prof.plugins is not None:
-                for point in (MULTI_POINT, *EXTENSION_POINTS):
+                for point in PLUGIN_SETS:
                     for entry in prof.plugins[point].enabled:
                         if entry.name in self.unmodelled and entry.name not in INVALID_IN_V1:
                             self.warn_unmodelled(entry.name, entry.path)

@@ -26,6 +26,8 @@ __all__ = [
     "MAX_NODE_SCORE",
     "MAX_TOTAL_SCORE",
     "MULTI_POINT",
+    "PLUGIN_SETS",
+    "POD_GROUP_POINTS",
     "ConfigError",
     "PluginRef",
     "ProfileConfig",
@@ -40,6 +42,13 @@ DEFAULT_SCHEDULER_NAME = "default-scheduler"
 #: The extension points, in the order a pod meets them (the points table, pluginhost.plugin.POINTS).
 EXTENSION_POINTS: tuple[str, ...] = tuple(p.name for p in CONFIGURED_POINTS)
 MULTI_POINT = "multiPoint"
+#: The plugin sets kube-scheduler v1.37 added for pod-group (workload) scheduling cycles. They are
+#: decoded, defaulted, validated and resolved like the others, but nothing runs them: kube-scheduler
+#: only does in a pod-group cycle (its GenericWorkload feature gate, off by default), which Outrigger
+#: does not model.
+POD_GROUP_POINTS: tuple[str, ...] = ("placementGenerate", "placementScore", "podGroupPostFilter")
+#: Every plugin set of a profile's ``plugins``, as the v1 ``Plugins`` type has them.
+PLUGIN_SETS: tuple[str, ...] = (MULTI_POINT, *EXTENSION_POINTS, *POD_GROUP_POINTS)
 
 MAX_NODE_SCORE = 100
 MAX_TOTAL_SCORE = 2**63 - 1
@@ -86,6 +95,9 @@ class ProfileConfig:
     plugin_args: dict[str, dict[str, Any]]
     #: The profile's own ``percentageOfNodesToScore``; None when unset (the global value applies).
     percentage_of_nodes_to_score: int | None = None
+    #: Every name in POD_GROUP_POINTS, each with its plugins in order (weights at ``placementScore``),
+    #: as kube-scheduler resolves them; not run (see POD_GROUP_POINTS), so not part of equality.
+    pod_group_plugins: dict[str, list[PluginRef]] = field(default_factory=dict, compare=False)
     #: Where the profile was written, for messages (not part of its meaning: equal profiles from two
     #: files are equal): the file (``source``), the profile's field path (``profiles[0]``) and each
     #: configured plugin's ``pluginConfig`` entry (``pluginConfig[2]``).

@@ -11,8 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from .decoding import PluginSet, RawConfig, RawProfile, child
-from .model import EXTENSION_POINTS, MAX_NODE_SCORE, MAX_TOTAL_SCORE, MULTI_POINT, ConfigError, PluginRef, ProfileConfig
+from .decoding import Entry, PluginSet, RawConfig, RawProfile, child
+from .defaults import POD_GROUP_IMPLEMENTERS
+from .model import (
+    EXTENSION_POINTS,
+    MAX_NODE_SCORE,
+    MAX_TOTAL_SCORE,
+    MULTI_POINT,
+    POD_GROUP_POINTS,
+    ConfigError,
+    PluginRef,
+    ProfileConfig,
+)
 
 __all__ = ["check_common_queue_sort", "resolve"]
 
@@ -31,7 +41,18 @@ _FRAMEWORK_ORDER: tuple[str, ...] = (
     "permit",
     "preEnqueue",
     "queueSort",
+    "placementGenerate",
+    "placementScore",
+    "podGroupPostFilter",
 )
+
+
+def _implements(known: Mapping[str, frozenset[str]], name: str, point: str) -> bool:
+    """Whether plugin ``name`` (in ``known``) implements ``point``: the pod-group points only by the
+    in-tree plugins kube-scheduler has for them."""
+    if point in POD_GROUP_IMPLEMENTERS:
+        return name in POD_GROUP_IMPLEMENTERS[point]
+    return point in known[name]
 
 
 def _fail(source: str, path: str | None, fallback: str, msg: str) -> NoReturn:
@@ -63,7 +84,15 @@ def resolve(
             child(ppath, "bind"),
             f'at least one bind plugin is needed for profile with scheduler name "{name}"',
         )
-    weights = _score_weights(merged, known, ppath, source)
+    if len(lists["placementGenerate"]) > 1:
+        _fail(
+            source,
+            None,
+            child(ppath, "placementGenerate"),
+            f'at most one placement generate plugin is allowed for profile with scheduler name "{name}"',
+        )
+    weights = _score_weights(merged, known, ppath, source, "score")
+    placement_weights = _score_weights(merged, known, ppath, source, "placementScore")
 
     plugins = {
         point: [PluginRef(n, weights[n] if point == "score" else 0) for n in lists[point]]
@@ -83,6 +112,10 @@ def resolve(
         score_weights={n: weights[n] for n in lists["score"]},
         plugin_args=plugin_args,
         percentage_of_nodes_to_score=prof.percentage,
+        pod_group_plugins={
+            point: [PluginRef(n, placement_weights[n] if point == "placementScore" else 0) for n in lists[point]]
+            for point in POD_GROUP_POINTS
+        },
         source=source,
         path=prof.path,
         plugin_config_paths={pc.name: pc.path[len(prof.path) + 1 :] for pc in prof.plugin_config},
@@ -100,7 +133,7 @@ def _explicit_lists(
             here = child(ppath, point)
             if entry.name not in known:
                 _fail(source, entry.path, here, f'{point} plugin "{entry.name}" does not exist')
-            if point not in known[entry.name]:
+            if not _implements(known, entry.name, point):
                 _fail(source, entry.path, here, f'plugin "{entry.name}" does not extend {point} plugin')
             if entry.name in names:
                 _fail(source, entry.path, here, f'plugin "{entry.name}" already registered as "{point}"')
@@ -135,7 +168,7 @@ def _expand_multi_point(
         overrides: set[str] = set()
         expanded: list[str] = []
         for entry in multi:
-            if point not in known[entry.name] or entry.name in disabled:
+            if not _implements(known, entry.name, point) or entry.name in disabled:
                 continue
             if entry.name in specific:
                 # Also enabled at the point itself: that entry decides (and its position).
@@ -148,18 +181,21 @@ def _expand_multi_point(
 
 
 def _score_weights(
-    merged: dict[str, PluginSet], known: Mapping[str, frozenset[str]], ppath: str, source: str
+    merged: dict[str, PluginSet], known: Mapping[str, frozenset[str]], ppath: str, source: str, point: str
 ) -> dict[str, int]:
-    """getScoreWeights: the Score point's own entries first, then multiPoint's, first one wins."""
+    """getValidScoreWeights for ``point`` (``score`` or ``placementScore``): the point's own entries
+    first, then multiPoint's, first one wins."""
     weights: dict[str, int] = {}
     total = 0
-    for entry in (*merged["score"].enabled, *merged[MULTI_POINT].enabled):
-        if "score" not in known[entry.name] or entry.name in weights:
+    entries: tuple[Entry, ...] = (*merged[point].enabled, *merged[MULTI_POINT].enabled)
+    what = "score plugins" if point == "score" else "placement score plugins"
+    for entry in entries:
+        if not _implements(known, entry.name, point) or entry.name in weights:
             continue
         weight = entry.weight or 1  # a weight of zero means "unset"
         weights[entry.name] = weight
         if weight * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
-            _fail(source, entry.path, child(ppath, "score"), "total score of Score plugins could overflow")
+            _fail(source, entry.path, child(ppath, point), f"{what}: total score of Score plugins could overflow")
         total += weight * MAX_NODE_SCORE
     return weights
 

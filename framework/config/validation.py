@@ -14,7 +14,7 @@ from collections.abc import Mapping, Set
 from .decoding import PluginSet, RawConfig, RawProfile, child
 from .defaults import INVALID_IN_V1
 from .leaderelection import leader_election_config
-from .model import API_VERSION, EXTENSION_POINTS, MULTI_POINT, located
+from .model import API_VERSION, MULTI_POINT, PLUGIN_SETS, located
 
 __all__ = ["negative_weight_warnings", "validate"]
 
@@ -76,9 +76,10 @@ def _validate_profile(
         f'was invalid in version "{API_VERSION}" (KubeSchedulerConfiguration is version "{API_VERSION}")'
     )
     if prof.plugins is not None:
-        # kube-scheduler checks only the per-point sets here, but a removed plugin in multiPoint
-        # fails later anyway ("does not exist"), so the same message is given for it.
-        for point in (MULTI_POINT, *EXTENSION_POINTS):
+        # kube-scheduler checks only the per-point sets here (podGroupPostFilter too since v1.37), but
+        # a removed plugin in multiPoint, placementGenerate or placementScore fails later anyway ("does
+        # not exist"), so the same message is given for it.
+        for point in PLUGIN_SETS:
             for entry in prof.plugins[point].enabled:
                 if entry.name in INVALID_IN_V1 and entry.name not in known:
                     problems.append((entry.path or "", f'Invalid value: "{entry.name}": {invalid_msg}'))
@@ -124,7 +125,7 @@ def _validate_common_queue_sort(raw: RawConfig, merged: list[dict[str, PluginSet
 
 def negative_weight_warnings(prof: RawProfile, unmodelled: Set[str], source: str) -> list[str]:
     """A warning line for each negative score weight ``prof`` gives a plugin (``source``: the file)."""
-    # kube-scheduler v1.35 puts no range on score weights (validation.go has none; getScoreWeights
+    # kube-scheduler v1.37 puts no range on score weights (validation.go has none; getValidScoreWeights
     # only refuses a total that could overflow), so a weight of 101 or -5 loads as it does there.
     # A negative weight is almost always a mistake, so it is named.
     if prof.plugins is None:
@@ -135,6 +136,10 @@ def negative_weight_warnings(prof: RawProfile, unmodelled: Set[str], source: str
             f"{entry.path}.weight",
             f'negative weight {entry.weight} inverts the preference of plugin "{entry.name}"',
         )
-        for entry in (*prof.plugins[MULTI_POINT].enabled, *prof.plugins["score"].enabled)
+        for entry in (
+            *prof.plugins[MULTI_POINT].enabled,
+            *prof.plugins["score"].enabled,
+            *prof.plugins["placementScore"].enabled,
+        )
         if entry.weight < 0 and entry.name not in unmodelled
     ]
