@@ -4,7 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-cluster test test-latest lock lint typecheck unit k8s proto bench compare fuzz faults faults-cluster clean go-proto go-build go-test
+# The Kubernetes release `make k8s` builds and the live-cluster tests and tools run against: tests/k8s/build.sh's
+# default unless K8S_RELEASE names another pinned one (a folder of tests/k8s/kubernetes/: 1.35, 1.36, 1.37),
+# e.g. `make k8s unit K8S_RELEASE=1.37`. The tests read it as OUTRIGGER_K8S_RELEASE.
+K8S_RELEASE ?= $(OUTRIGGER_K8S_RELEASE)
+export OUTRIGGER_K8S_RELEASE := $(K8S_RELEASE)
+
+.PHONY: install demo demo-cluster test test-latest lock lint typecheck unit k8s compat proto bench compare fuzz faults faults-cluster clean go-proto go-build go-test
 
 # Every Python package at the version and hash in requirements.lock (docs/dependencies.md), then this
 # project itself, editable, built by the lock's setuptools. An existing .venv is brought to the lock in
@@ -58,11 +64,19 @@ typecheck: $(STAMP)
 unit: $(STAMP) k8s
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# etcd, kube-apiserver, kube-scheduler and kubectl at the pinned versions, for the live-cluster tests
-# (tests/k8s/build.sh): built from the Go module proxy into a cache outside the work tree, minutes the
-# first time, reused after.
+# etcd, kube-apiserver, kube-scheduler, kubectl and kube-controller-manager at the pinned versions of
+# K8S_RELEASE (tests/k8s/build.sh), for the live-cluster tests: built from the Go module proxy into a cache
+# outside the work tree, one folder per release, minutes the first time (half an hour on a busy 2-core
+# machine), reused after.
 k8s:
 	bash tests/k8s/build.sh
+
+# The live-cluster tests (tests/test_kube_*.py but the kube-scheduler comparison) against each pinned
+# release's API server in turn, then a summary per release (tools/compat.py). It builds the releases not
+# built yet; COMPAT_RELEASES=1.35,1.37 runs some. Not part of `make test` (an hour and more).
+COMPAT_RELEASES ?=
+compat: $(STAMP)
+	$(BIN)/python -m tools.compat $(if $(COMPAT_RELEASES),--releases $(COMPAT_RELEASES))
 
 # Regenerate the Python stubs in pluginhost/_gen from proto/ (a test fails when they are stale).
 proto: $(STAMP)

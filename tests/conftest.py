@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from kube_cluster import kube_cluster, kube_namespace
+from kube_cluster import kube_cluster, kube_controller_manager, kube_namespace
 
-__all__ = ["kube_cluster", "kube_namespace"]
+__all__ = ["kube_cluster", "kube_controller_manager", "kube_namespace"]
 
 # `outrigger serve` opens its secure port on 10259 unless told otherwise (--secure-port, or this variable):
 # the frameworks tests start, and the documents' commands, open none unless they ask for one, on a free

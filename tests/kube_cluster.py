@@ -6,6 +6,9 @@ ends. ``kube_namespace`` creates a namespace for one test; afterwards its pods a
 the namespace is deleted, which leaves it Terminating with whatever else it held: no namespace
 controller runs to empty it. Nodes are cluster-wide: a test that creates nodes deletes them, or names
 them after its namespace (starting with its ``t<n>-``), and the fixture deletes those however it ended.
+``kube_controller_manager`` is the same cluster with kube-controller-manager's resourceclaim controller
+running (started the first time a test asks, for the rest of the session), which makes the claims of
+pods' ResourceClaimTemplates as in a real cluster.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pytest
 
 from tools.localcluster import BIN_ENV, BUILD_SCRIPT, ClusterError, LocalCluster, find_bin_dir
 
-__all__ = ["kube_cluster", "kube_namespace"]
+__all__ = ["kube_cluster", "kube_controller_manager", "kube_namespace"]
 
 _serial = itertools.count(1)
 
@@ -45,6 +48,13 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def kube_controller_manager(kube_cluster: LocalCluster) -> LocalCluster:
+    """The session's cluster with kube-controller-manager running only its resourceclaim controller."""
+    kube_cluster.start_controller_manager(("resourceclaim-controller",))
+    return kube_cluster
 
 
 @pytest.fixture

@@ -19,13 +19,21 @@ from typing import Any
 import pytest
 import yaml
 
-from tools.localcluster import ClusterError, KubectlError, LocalCluster, find_bin_dir
+from tools.localcluster import (
+    RELEASES_DIR,
+    ClusterError,
+    KubectlError,
+    LocalCluster,
+    find_bin_dir,
+    k8s_release,
+    pinned_version,
+)
 
 pytestmark = pytest.mark.kube
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "kubernetes"
-PIN = "v1.35.4"
+PIN = pinned_version()  # the release's ($OUTRIGGER_K8S_RELEASE, else tests/k8s/build.sh's default)
 
 
 def get_json(cluster: LocalCluster, *args: str) -> Any:
@@ -36,8 +44,9 @@ def get_json(cluster: LocalCluster, *args: str) -> Any:
 
 
 def test_the_pin_is_the_version_both_kubectl_and_the_api_server_report(kube_cluster: LocalCluster) -> None:
-    go_mod = (ROOT / "tests" / "k8s" / "kubernetes" / "go.mod").read_text()
+    go_mod = (RELEASES_DIR / k8s_release() / "go.mod").read_text()
     assert re.search(r"^require k8s\.io/kubernetes (\S+)$", go_mod, re.M)[1] == PIN  # type: ignore[index]
+    assert PIN.startswith(f"v{k8s_release()}.")
     version = json.loads(kube_cluster.kubectl("version", "-o", "json").stdout)
     assert (version["clientVersion"]["gitVersion"], version["serverVersion"]["gitVersion"]) == (PIN, PIN)
     # A Python client verifies the serving certificate against ca_file and authenticates with the token.
@@ -177,6 +186,11 @@ CAN_I = [  # kubectl auth can-i ..., the answer
     ("update persistentvolumes", "yes"),
     ("watch csinodes.storage.k8s.io", "yes"),
     ("list csistoragecapacities.storage.k8s.io --all-namespaces", "yes"),
+    ("watch resourceslices.resource.k8s.io", "yes"),
+    ("list deviceclasses.resource.k8s.io", "yes"),
+    ("update resourceclaims.resource.k8s.io -n default", "yes"),
+    ("update resourceclaims.resource.k8s.io --subresource=status -n default", "yes"),
+    ("create resourceclaims.resource.k8s.io -n default", "no"),
     ("create leases.coordination.k8s.io -n outrigger", "yes"),
     ("update leases.coordination.k8s.io/outrigger -n outrigger", "yes"),
     ("update leases.coordination.k8s.io/other -n outrigger", "no"),

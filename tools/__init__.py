@@ -5,6 +5,8 @@
 - :mod:`tools.compare`: Outrigger side by side with the real kube-scheduler (``make compare``);
 - :mod:`tools.democluster`: the live-cluster demo (``make demo-cluster``);
 - :mod:`tools.dracompare`: random DRA inputs through Outrigger's allocator and kube-scheduler's;
+- :mod:`tools.fakedriver`: a fake DRA driver's ResourceSlices, DeviceClass and claims (the live-cluster
+  demo's and tests' GPUs);
 - :mod:`tools.localcluster`: etcd and kube-apiserver on loopback, the one local cluster the tools and the
   live-cluster tests start;
 - :mod:`tools.workloads`: scheduler_perf's nodes and pods, the one set of templates every tool builds on,

@@ -9,15 +9,19 @@
     cluster.stop()
 
 The binaries are the ones ``tests/k8s/build.sh`` (``make k8s``) builds at the pinned versions, found through
-``OUTRIGGER_K8S_BIN`` or that script's cache folder. Everything lives in ``workdir``: etcd's data, the
-certificates, the kubeconfigs and the two logs (``etcd.log``, ``kube-apiserver.log``).
+``OUTRIGGER_K8S_BIN`` or that script's cache folder for the Kubernetes release ``OUTRIGGER_K8S_RELEASE``
+names (1.35, 1.36, 1.37; the script's default without it: :func:`k8s_release`). Everything lives in
+``workdir``: etcd's data, the certificates, the kubeconfigs and the two logs (``etcd.log``,
+``kube-apiserver.log``).
 
 The API server authorizes with RBAC. The admin is a static token (``--token-auth-file``) of a user in
 ``system:masters``; service accounts get tokens from the TokenRequest API (``kubectl create token``),
 signed by a key generated here. Clients verify TLS against ``ca_file``, the CA that signed the serving
 certificate.
 
-No controller manager and no kubelet run: nodes are objects created with kubectl (with
+No kubelet runs, and no controller manager unless asked (:meth:`LocalCluster.start_controller_manager`,
+with the controllers a test needs, such as the resourceclaim controller that makes the claims of pods'
+ResourceClaimTemplates): nodes are objects created with kubectl (with
 ``status.capacity`` and ``status.allocatable``), a bound pod stays Pending, a namespace being deleted stays
 Terminating, a bound pod is deleted at once only with ``--grace-period=0 --force`` (a graceful delete
 waits for a kubelet that never comes), and the aggregated ClusterRoles (``admin``, ``edit``, ``view``) are
@@ -65,11 +69,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pluginhost.errors import OutriggerError
 
-__all__ = ["BIN_ENV", "BUILD_SCRIPT", "ClusterError", "KubectlError", "LocalCluster", "find_bin_dir"]
+__all__ = ["BIN_ENV", "BUILD_SCRIPT", "RELEASE_ENV", "ClusterError", "KubectlError", "LocalCluster", "find_bin_dir",
+           "k8s_release", "pinned_version", "releases"]
 
 #: The folder of etcd, kube-apiserver and kubectl, when not the one tests/k8s/build.sh builds into.
 BIN_ENV = "OUTRIGGER_K8S_BIN"
 BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "k8s" / "build.sh"
+#: The Kubernetes release whose binaries build.sh builds and finds (a folder of :data:`RELEASES_DIR`).
+RELEASE_ENV = "OUTRIGGER_K8S_RELEASE"
+RELEASES_DIR = BUILD_SCRIPT.parent / "kubernetes"
 BINARIES = ("etcd", "kube-apiserver", "kubectl")
 ADMIN_USER = "outrigger-admin"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -91,8 +99,40 @@ class KubectlError(OutriggerError, subprocess.CalledProcessError):
         return f"kubectl {' '.join(self.cmd[3:])} exited {self.returncode}: {err}"
 
 
+def releases() -> list[str]:
+    """The pinned Kubernetes releases (``["1.35", "1.36", "1.37"]``), oldest first."""
+    found = [d.name for d in RELEASES_DIR.iterdir() if (d / "go.mod").is_file()] if RELEASES_DIR.is_dir() else []
+    return sorted(found, key=lambda r: tuple(int(p) for p in r.split(".")))
+
+
+def k8s_release() -> str:
+    """The release the binaries are of: ``$OUTRIGGER_K8S_RELEASE``, else build.sh's default."""
+    env = os.environ.get(RELEASE_ENV)
+    if env:
+        return env
+    out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print-release"], capture_output=True, text=True,
+                         timeout=30)
+    if out.returncode != 0:
+        raise ClusterError(f"{BUILD_SCRIPT} --print-release failed: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def pinned_version(release: str | None = None) -> str:
+    """The Kubernetes version ``release`` (default :func:`k8s_release`) pins, e.g. ``v1.35.4``."""
+    release = release or k8s_release()
+    if release not in releases():
+        raise ClusterError(f"no pinned Kubernetes release {release!r} (${RELEASE_ENV}): pinned are "
+                           f"{', '.join(releases())}")
+    go_mod = RELEASES_DIR / release / "go.mod"
+    for line in go_mod.read_text().splitlines():
+        if line.startswith("require k8s.io/kubernetes "):
+            return line.split()[2]
+    raise ClusterError(f"{go_mod} requires no k8s.io/kubernetes")
+
+
 def find_bin_dir() -> Path:
-    """The folder with the built binaries: ``$OUTRIGGER_K8S_BIN``, else tests/k8s/build.sh's cache folder."""
+    """The folder with the built binaries: ``$OUTRIGGER_K8S_BIN``, else tests/k8s/build.sh's cache folder
+    (of the release ``$OUTRIGGER_K8S_RELEASE`` names, which the script reads)."""
     env = os.environ.get(BIN_ENV)
     if env:
         return Path(env)
@@ -343,6 +383,7 @@ class LocalCluster:
             "--enable-garbage-collector=false",
             "--profiling=false",
         ], workdir / "kube-apiserver.log")
+        self.controller_manager: _Component | None = None
 
     @classmethod
     def start(cls, workdir: Path, *, bin_dir: Path | None = None, timeout: float = READY_TIMEOUT) -> LocalCluster:
@@ -397,11 +438,50 @@ class LocalCluster:
             self.stop_apiserver(graceful=graceful)
             self.start_apiserver(timeout)
 
+    def start_controller_manager(self, controllers: Sequence[str] = ("resourceclaim-controller",),
+                                 timeout: float = READY_TIMEOUT) -> None:
+        """Starts kube-controller-manager (built with the other binaries) running only ``controllers``, as
+        the admin, serving its health on 127.0.0.1, without leader election, and waits until it is healthy.
+        Running already (with whatever controllers), it is left as it is. Its log is
+        ``kube-controller-manager.log``; :meth:`stop_controller_manager` or :meth:`stop` stop it."""
+        with self._lock:
+            if self._stopped:
+                raise ClusterError("the cluster was stopped")
+            running = self.controller_manager
+            if running is not None and running.proc is not None and running.exited() is None:
+                return
+            binary = self.bin_dir / "kube-controller-manager"
+            if not os.access(binary, os.X_OK):
+                raise ClusterError(f"kube-controller-manager not found in {self.bin_dir}: build it with `make k8s` "
+                                   f"(tests/k8s/build.sh) or set {BIN_ENV}")
+            (port,) = free_ports(1)
+            component = _Component("kube-controller-manager", [
+                str(binary), "--kubeconfig", str(self.admin_kubeconfig), "--controllers", ",".join(controllers),
+                "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                "--cert-dir", str(self.workdir / "kcm-certs"),
+                # Its health is all that is asked of the port: no lookups of delegated authentication.
+                "--authentication-skip-lookup", "--profiling=false",
+            ], self.workdir / "kube-controller-manager.log")
+            self.controller_manager = component
+            component.start()
+            context = ssl.create_default_context()
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # its own self-signed certificate
+            _wait_until(lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", context=context), component,
+                        "healthy (/healthz)", timeout)
+
+    def stop_controller_manager(self) -> None:
+        """Stops kube-controller-manager when it runs."""
+        with self._lock:
+            if self.controller_manager is not None:
+                self.controller_manager.stop()
+
     def stop(self) -> None:
-        """Stops the API server and etcd. Idempotent; also runs at interpreter exit."""
+        """Stops the API server and etcd (and kube-controller-manager). Idempotent; also runs at interpreter
+        exit."""
         with self._lock:
             self._stopped = True
             try:
+                self.stop_controller_manager()
                 self.apiserver.stop()
             finally:
                 self.etcd.stop()

@@ -32,6 +32,7 @@ from .settings import (
     client_connection_from,
     config_document,
     default_preemption,
+    dynamic_resources,
     kube_config,
     leader_election,
 )
@@ -169,7 +170,7 @@ def _replica(observability: ObservabilityConfig | None, kubeconfig: str, in_clus
     client = ApiClient(config, qps=conn.qps, burst=conn.burst)
     lease_client = ApiClient(config, qps=conn.qps, burst=conn.burst, max_connections=2,
                              user_agent="outrigger/leader-election")
-    source = KubeSource(None, client, pdbs=default_preemption(config_file))
+    source = KubeSource(None, client, pdbs=default_preemption(config_file), dra=dynamic_resources(config_file))
     leading, lost = asyncio.Event(), asyncio.Event()
     lock = LeaseLock(lease_client, election.resource_namespace, election.resource_name, new_identity())
     elector = LeaderElector(lock, election, on_started_leading=leading.set, on_stopped_leading=lost.set)

@@ -37,6 +37,7 @@ __all__ = [
     "config_document",
     "configured_kubeconfig",
     "default_preemption",
+    "dynamic_resources",
     "kube_config",
     "leader_election",
 ]
@@ -118,6 +119,22 @@ def default_preemption(config_file: str | None) -> bool:
         if any(entry.name == "DefaultPreemption" for entry in merged[MULTI_POINT].enabled):
             return True
     return False
+
+
+def dynamic_resources(config_file: str | None) -> bool:
+    """Whether some profile of a KubeSchedulerConfiguration file runs DynamicResources at any point
+    (kube-scheduler's default profile does): a standby lists and watches ResourceSlices, DeviceClasses and
+    ResourceClaims only then. A file that does not decode counts as yes, as for :func:`default_preemption`."""
+    if not config_file:
+        return True
+    try:
+        with open(config_file, encoding="utf-8") as fh:
+            raw = decode_config(read_document(fh.read(), config_file), config_file, [])
+    except (OSError, UnicodeDecodeError, TextError, ConfigError):
+        return True
+    profiles = raw.profiles or [RawProfile("profiles[0]", None, None, None, [])]
+    return any(entry.name == "DynamicResources" for prof in profiles
+               for plugin_set in merged_plugins(prof.plugins).values() for entry in plugin_set.enabled)
 
 
 def leader_election(config_file: str | None) -> LeaderElectionConfig:

@@ -26,12 +26,17 @@ What comes in (kube-scheduler's eventhandlers.go):
 - **PersistentVolumeClaims**, **PersistentVolumes**, **StorageClasses** and **CSINodes** are listed and
   watched into the cache's volume store (what the volume plugins read); each change may requeue pods
   the volume plugins rejected. Pods are listed once these and the nodes are in.
+- **ResourceSlices**, **DeviceClasses** and **ResourceClaims** (``resource.k8s.io/v1``) are listed and
+  watched into the cache's DRA store when some profile runs DynamicResources, their one reader
+  (:mod:`framework.kube.dra`); each change is a cluster event named by its kind, and pods are listed once
+  they are in. A pod's ``status.resourceClaimStatuses`` (the claims the resourceclaim controller made
+  from its templates) changing is a change of the pod, as kube-scheduler's isPodUpdated has it.
 - **Custom resources** the plugins register events for (kube-scheduler's ``plural.version.group``, e.g.
   Coscheduling's PodGroups) are listed and watched once the source has a scheduler, and each change is
   a cluster event under that name (:mod:`framework.kube.customresources`); they are not waited for.
-- A pod of a profile that Outrigger cannot model (it does not convert, or it needs dynamic resources,
-  which Outrigger does not implement) is not queued: it gets a ``FailedScheduling`` event and
-  ``PodScheduled=False`` (``SchedulerError``) naming the reason, once per reason.
+- A pod of a profile that Outrigger cannot model (it does not convert) is not queued: it gets a
+  ``FailedScheduling`` event and ``PodScheduled=False`` (``SchedulerError``) naming the reason, once per
+  reason.
 
 What goes out (schedule_one.go, the preemption executor):
 
@@ -48,6 +53,9 @@ What goes out (schedule_one.go, the preemption executor):
   ``claimRef``, a claim's ``volumeName`` and annotations, with ``PUT`` and the resourceVersion read (a
   conflict fails the binding cycle, which is retried); the phases through the ``status`` subresources,
   best effort (a real cluster's PV controller sets them too).
+- **Claim allocations** (DynamicResources' PreBind and Unreserve, :class:`framework.kube.dra.ApiClaimWriter`):
+  a claim's ``status`` (allocation, reservedFor) with ``PUT`` and the resourceVersion read, fenced like
+  bindings; a conflict fails the binding cycle, which is retried.
 
 API objects are converted once as they arrive (:mod:`framework.kube.convert`). With leader election
 (:func:`framework.kube.serve.serve_cluster`, :mod:`framework.kube.leader`) a source built without a
@@ -86,14 +94,16 @@ from .convert import (
     storage_converter,
 )
 from .customresources import custom_resource_informers
+from .dra import ApiClaimWriter, dra_informers
 from .events import EventRecorder, StatusWriter, Writer, rfc3339
 from .informer import Informer
 from .volumewriter import ApiVolumeWriter
 
 if TYPE_CHECKING:
+    from ..dra.store import DraObject
     from ..scheduler import Scheduler
 
-__all__ = ["KubeSource", "uses_default_preemption"]
+__all__ = ["KubeSource", "uses_default_preemption", "uses_dynamic_resources"]
 
 log = logging.getLogger("outrigger.kube")
 
@@ -102,6 +112,7 @@ log = logging.getLogger("outrigger.kube")
 OUTCOME_SECONDS = 60.0
 OUTCOME_RETRY = 0.5
 DEFAULT_PREEMPTION = "DefaultPreemption"
+DYNAMIC_RESOURCES = "DynamicResources"
 
 
 # ---- informer handlers: what each watch event does to the scheduler -------------------------------
@@ -201,12 +212,15 @@ class KubeSource:
     accepts_apply = False
 
     def __init__(self, scheduler: Scheduler | None, client: ApiClient, *, hostname: str | None = None,
-                 writers: int = 8, pdbs: bool | None = None) -> None:
+                 writers: int = 8, pdbs: bool | None = None, dra: bool | None = None) -> None:
         self._scheduler = scheduler
         #: Whether to list and watch PodDisruptionBudgets before a scheduler is attached (a standby's
         #: reading of its configuration file; None: yes). With a scheduler, its profiles decide.
         self._standby_pdbs = pdbs
         self._pdb_task: asyncio.Task[None] | None = None
+        #: The same for ResourceSlices, DeviceClasses and ResourceClaims (DynamicResources' objects).
+        self._standby_dra = dra
+        self._dra_tasks: list[asyncio.Task[None]] = []
         #: Seconds a write sent now may take before another replica could hold the lease (None: no
         #: leader election, no limit).
         self.fence: Callable[[], float] | None = None
@@ -238,6 +252,8 @@ class KubeSource:
         self.csinodes: Informer[StorageObject | None] = Informer(
             client, "/apis/storage.k8s.io/v1/csinodes", "csinodes",
             storage_converter(csinode_from_api, "CSINode"), _Storage(self, "CSINode"))
+        #: DynamicResources' objects, into the scheduler's DRA store (started when a profile runs it).
+        self.dra: list[Informer[DraObject | None]] = dra_informers(self)
         #: The custom resources the scheduler's plugins registered events for (once it has one).
         self.custom: list[Informer[dict[str, Any]]] = []
         #: Namespace name -> labels, as the API has them.
@@ -266,6 +282,7 @@ class KubeSource:
         if self._scheduler is not None:
             self._scheduler.source = self
             self._scheduler.cache.volumes.writer = ApiVolumeWriter(self)
+            self._scheduler.cache.dra.writer = ApiClaimWriter(self)
         self.writer.start()
         self.events.start()
         loop = asyncio.get_running_loop()
@@ -273,6 +290,7 @@ class KubeSource:
                        *(loop.create_task(i.run()) for i in self.storage_informers()),
                        loop.create_task(self._start_pods())]
         self._watch_pdbs(self.wants_pdbs())
+        self._watch_dra(self.wants_dra())
         if self._scheduler is not None:
             self._watch_custom_resources(self._scheduler)
 
@@ -295,10 +313,33 @@ class KubeSource:
             self._pdb_task = None
             self.pdbs.store.clear()
 
+    def wants_dra(self) -> bool:
+        """Whether ResourceSlices, DeviceClasses and ResourceClaims are needed: some profile runs
+        DynamicResources (without a scheduler, what the source was built with says)."""
+        if self._scheduler is None:
+            return self._standby_dra is not False
+        return uses_dynamic_resources(self._scheduler)
+
+    def _watch_dra(self, wanted: bool) -> None:
+        """Start DynamicResources' informers when wanted and not running; stop them (and forget what they
+        held) when running and not wanted."""
+        if wanted and not self._dra_tasks:
+            loop = asyncio.get_running_loop()
+            self._dra_tasks = [loop.create_task(i.run()) for i in self.dra]
+            self._tasks.extend(self._dra_tasks)
+        elif not wanted and self._dra_tasks:
+            for task in self._dra_tasks:
+                task.cancel()
+                self._tasks.remove(task)
+            self._dra_tasks = []
+            for informer in self.dra:
+                informer.store.clear()
+
     def informers(self) -> list[Informer[Any]]:
         """The informers that run (or will once their turn comes), in the order they are listed."""
         pdbs = [self.pdbs] if self._pdb_task is not None else []
-        return [self.nodes, self.namespaces, *pdbs, *self.storage_informers(), self.pods]
+        dra = self.dra if self._dra_tasks else []
+        return [self.nodes, self.namespaces, *pdbs, *self.storage_informers(), *dra, self.pods]
 
     def storage_informers(self) -> tuple[Informer[StorageObject | None], ...]:
         """The informers of the volume plugins' objects: claims, volumes, classes, CSINodes."""
@@ -315,7 +356,7 @@ class KubeSource:
 
     async def _start_pods(self) -> None:
         await self.nodes.synced.wait()
-        for informer in self.storage_informers():
+        for informer in (*self.storage_informers(), *(self.dra if self._dra_tasks else ())):
             await informer.synced.wait()
         await self.pods.run()
 
@@ -327,13 +368,19 @@ class KubeSource:
         self._scheduler = scheduler
         scheduler.source = self
         scheduler.cache.volumes.writer = ApiVolumeWriter(self)
+        scheduler.cache.dra.writer = ApiClaimWriter(self)
         if self._tasks:  # the informers run: the scheduler's profiles decide now whether PDBs are watched
             self._watch_pdbs(self.wants_pdbs())
+            self._watch_dra(self.wants_dra())
         self._watch_custom_resources(scheduler)
         for informer in self.storage_informers():
             for obj in list(informer.store.values()):
                 if obj is not None:
                     scheduler.cache.volumes.upsert(obj)
+        for dra in self.dra:
+            for held in list(dra.store.values()):
+                if held is not None:
+                    scheduler.cache.dra.put(held)
         nodes = self.nodes.store
         for key in list(nodes):
             node = nodes.get(key)
@@ -364,6 +411,7 @@ class KubeSource:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         self._pdb_task = None
+        self._dra_tasks = []
         await self.events.stop()
         await self.writer.stop(flush)
         await self.client.close()
@@ -385,7 +433,8 @@ class KubeSource:
         if not pod.node_name and pod.deletion_timestamp is not None:
             sched.observe_pod_deleted(pod)  # a pending pod being deleted is not scheduled
             return
-        changed = old is None or old.pod is None or spec_changed(old.raw, new.raw)
+        changed = old is None or old.pod is None or spec_changed(old.raw, new.raw) or (
+            _claim_statuses(old.raw) != _claim_statuses(new.raw))
         await sched.observe_pod(pod, spec_changed=changed)
 
     def _pod_deleted(self, item: PodItem) -> None:
@@ -581,9 +630,12 @@ class KubeSource:
         # kube-scheduler's GetNamespaceLabelsSnapshot: a namespace the informer does not have has none.
         return self.namespace_labels.get(namespace) or {}
 
-    def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
-        self.events.record(victim, type_="Normal", reason="Preempted", action="Preempting",
-                           note=f"Preempted by pod {preemptor.uid} on node {node_name}",
+    def preempted(self, victim: Pod, preemptor: Pod, node_name: str, in_memory: bool = False) -> None:
+        # kube-scheduler 1.37 says when the victim was stopped without being deleted.
+        note = f"Preempted by pod {preemptor.uid} on node {node_name}"
+        if in_memory:
+            note += " (in kube-scheduler memory)."
+        self.events.record(victim, type_="Normal", reason="Preempted", action="Preempting", note=note,
                            controller=preemptor.scheduler_name, related=preemptor)
 
 
@@ -591,6 +643,19 @@ def uses_default_preemption(scheduler: Scheduler) -> bool:
     """Whether some profile of ``scheduler`` runs DefaultPreemption at PostFilter (the in-tree plugin,
     the one reader of PodDisruptionBudgets)."""
     return any(DEFAULT_PREEMPTION in prof.names("postFilter") for prof in scheduler.config.profiles)
+
+
+def uses_dynamic_resources(scheduler: Scheduler) -> bool:
+    """Whether some profile of ``scheduler`` runs DynamicResources (at any point: PreFilter, Filter, ...),
+    the one reader of ResourceSlices, DeviceClasses and ResourceClaims."""
+    return any(DYNAMIC_RESOURCES in prof.names(point) for prof in scheduler.config.profiles for point in prof.plugins)
+
+
+def _claim_statuses(raw: dict[str, Any]) -> Any:
+    # The claims the resourceclaim controller made for a pod's templates (kube-scheduler's
+    # UpdatePodGeneratedResourceClaim): a change the pod's own status carries that scheduling reads.
+    status = raw.get("status")
+    return status.get("resourceClaimStatuses") if isinstance(status, dict) else None
 
 
 _ASSIGNED = re.compile(r'already assigned to node "([^"]*)"')

@@ -1,4 +1,4 @@
-// Builds kube-apiserver, kube-scheduler and kubectl at the pinned Kubernetes release (tests/k8s/build.sh).
+// Kubernetes 1.35: builds kube-apiserver, kube-scheduler, kubectl and kube-controller-manager at this pin (tests/k8s/build.sh).
 module outrigger.local/k8sbin
 
 go 1.25.0

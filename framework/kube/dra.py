@@ -1,0 +1,241 @@
+"""DynamicResources on a live cluster: the ``resource.k8s.io/v1`` informers that fill the scheduler's DRA
+store (``cache.dra``), and PreBind's claim status writes through the API server.
+
+::
+
+    informers = dra_informers(source)           # ResourceSlices, DeviceClasses, ResourceClaims
+    source.scheduler.cache.dra.writer = ApiClaimWriter(source)
+
+What comes in (kube-scheduler's ``NewScheduler``: the claim assume cache, the slice tracker and the class
+lister, on informers of the same three resources):
+
+- every ResourceSlice, DeviceClass and ResourceClaim of the cluster, decoded once as it arrives
+  (:meth:`framework.dra.store.DraStore.decode`, strictly) and put into the store, whose listeners make
+  each change a cluster event named by its kind (``ResourceSlice``, ``DeviceClass``, ``ResourceClaim``),
+  so the queue's hints requeue the pods DynamicResources turned away;
+- an object that does not decode is logged once with what is wrong (``ResourceSlice gpus-a:
+  spec.devices[0].attributes...``) and left out, as if it were not there; an object that stops
+  decoding on an update is taken out of the store (its devices must not be handed out from a
+  version the API no longer has).
+
+ResourceClaimTemplates are not watched: kube-scheduler does not read them either; the cluster's
+resourceclaim controller (kube-controller-manager) makes a template's claim and names it in the pod's
+``status.resourceClaimStatuses``.
+
+What goes out (DynamicResources' PreBind and Unreserve, ``bindClaim`` in kube-scheduler):
+
+- a claim to be allocated first gets kube-scheduler's finalizer, ``resource.kubernetes.io/delete-protection``,
+  with a ``PUT`` of the claim (so an allocated claim is not deleted under a pod);
+- then its ``status`` (``allocation``, ``reservedFor``, ``devices``) with a ``PUT`` of the ``status``
+  subresource carrying the resourceVersion read, fenced by the leader lease as bindings are. A claim that
+  changed meanwhile or is gone answers 409 or 404: :class:`~framework.dra.store.DraConflict`, which
+  fails the binding cycle (the pod is retried with backoff).
+- A write whose answer is lost (the connection broke, a 5xx) may have been applied, and a ``409`` may
+  be the client's second copy of a first one that landed: neither is taken as written nor sent again
+  blindly. The claim is read back; it is written when its status already says what was sent
+  (the same devices, the same consumers), and a conflict otherwise.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from framework.dra.models import API_VERSION, ResourceClaim
+from framework.dra.store import FINALIZER, DraConflict, DraDecodeError, DraObject, DraStore
+
+from .client import REQUEST_TIMEOUT, ApiClient, ApiError, ApiUnreachable
+from .informer import Informer
+
+if TYPE_CHECKING:
+    from ..scheduler import Scheduler
+    from .volumewriter import Fenced
+
+__all__ = ["DRA_RESOURCES", "ApiClaimWriter", "dra_converter", "dra_informers"]
+
+log = logging.getLogger("outrigger.kube")
+
+#: The kinds watched, with their collection and the resource name requests and logs use.
+DRA_RESOURCES = (
+    ("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices", "resourceslices"),
+    ("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses", "deviceclasses"),
+    ("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims", "resourceclaims"),
+)
+
+
+# ---- informers ----------------------------------------------------------------------------------
+
+
+def dra_converter(kind: str) -> Callable[[dict[str, Any]], DraObject | None]:
+    """An informer's converter for one DRA kind: the decoded object, or None (logged) for one that does
+    not decode."""
+
+    def convert(obj: dict[str, Any]) -> DraObject | None:
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
+        try:
+            return DraStore.decode(kind, obj)
+        except DraDecodeError as exc:
+            log.warning("%s; DynamicResources leaves it out until it is fixed", exc)
+            return None
+
+    return convert
+
+
+class Source(Protocol):
+    """What the informers need of their source (:class:`framework.kube.source.KubeSource`): its client,
+    and its scheduler once it has one (a standby's informers only fill their stores)."""
+
+    client: ApiClient
+
+    @property
+    def attached(self) -> bool: ...
+
+    @property
+    def scheduler(self) -> Scheduler: ...
+
+
+def _name(obj: DraObject) -> tuple[str, str]:
+    return getattr(obj, "namespace", ""), obj.name
+
+
+class _DraObjects:
+    """One kind's informer events into the scheduler's DRA store (whose listeners tell the queue)."""
+
+    def __init__(self, source: Source, kind: str) -> None:
+        self.s = source
+        self.kind = kind
+
+    async def on_add(self, obj: DraObject | None) -> None:
+        if obj is not None and self.s.attached:
+            self.s.scheduler.cache.dra.put(obj)
+
+    async def on_update(self, old: DraObject | None, new: DraObject | None) -> None:
+        if not self.s.attached:
+            return
+        if new is not None:
+            self.s.scheduler.cache.dra.put(new)
+        elif old is not None:  # no longer decodes: out, as if deleted
+            self.s.scheduler.cache.dra.remove(self.kind, *_name(old))
+
+    async def on_delete(self, obj: DraObject | None) -> None:
+        if obj is not None and self.s.attached:
+            self.s.scheduler.cache.dra.remove(self.kind, *_name(obj))
+
+
+def dra_informers(source: Source) -> list[Informer[DraObject | None]]:
+    """The informers of ResourceSlices, DeviceClasses and ResourceClaims for ``source`` (not started)."""
+    return [Informer(source.client, path, resource, dra_converter(kind), _DraObjects(source, kind))
+            for kind, path, resource in DRA_RESOURCES]
+
+
+# ---- writes ---------------------------------------------------------------------------------------
+
+
+class ApiClaimWriter:
+    """PreBind's claim status writes through the API server (:class:`framework.dra.store.ClaimWriter`);
+    see the module docstring."""
+
+    def __init__(self, source: Fenced) -> None:
+        self.s = source
+
+    def _timeout(self, what: str) -> float:
+        if self.s.fence is None:
+            return REQUEST_TIMEOUT
+        window = self.s.fence()
+        if window <= 0:
+            raise DraConflict(f"{what} not written: this replica no longer holds the leader lease")
+        return min(REQUEST_TIMEOUT, window)
+
+    async def write_claim_status(self, claim: ResourceClaim, status: Mapping[str, Any]) -> ResourceClaim:
+        what = f"resourceclaim {claim.key}"
+        path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
+        body = _manifest(claim)
+        if status.get("allocation") and FINALIZER not in claim.finalizers:
+            # In a normal update: the status subresource ignores metadata.
+            body["metadata"]["finalizers"] = [*claim.finalizers, FINALIZER]
+            before = body.get("status") or {}
+            body = await self._put(path, "resourceclaims", body, what,
+                                   lambda got: FINALIZER in _finalizers(got) and _same_status(got, before))
+        body = {**body, "status": copy.deepcopy(dict(status))}
+        answer = await self._put(f"{path}/status", "resourceclaims/status", body, what,
+                                 lambda got: _same_status(got, status))
+        stored = DraStore.decode("ResourceClaim", answer)
+        assert isinstance(stored, ResourceClaim)
+        return stored
+
+    async def _put(self, path: str, resource: str, body: dict[str, Any], what: str,
+                   landed: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """``PUT`` ``body`` (with the resourceVersion read); the object as stored. A conflict, a missing
+        object, or a write of unknown outcome that did not land raise :class:`DraConflict`."""
+        try:
+            answer = await self.s.client.request("PUT", path, verb="update", resource=resource, body=body,
+                                                 timeout=self._timeout(what))
+        except ApiError as exc:
+            if exc.code == 404:
+                raise DraConflict(str(exc)) from None
+            if exc.code != 409 and exc.code < 500:
+                raise
+            # A 409 may answer the client's second copy of a write that landed; a 5xx may follow one that did.
+            return await self._outcome(path, resource, body, what, landed, str(exc))
+        except ApiUnreachable as exc:
+            return await self._outcome(path, resource, body, what, landed, str(exc))
+        return answer if isinstance(answer, dict) else {}
+
+    async def _outcome(self, path: str, resource: str, body: dict[str, Any], what: str,
+                       landed: Callable[[dict[str, Any]], bool], why: str) -> dict[str, Any]:
+        """Whether a write whose answer does not say landed: the claim read back (one GET)."""
+        claim_path = path.removesuffix("/status")
+        try:
+            got = await self.s.client.request("GET", claim_path, verb="get", resource="resourceclaims",
+                                              timeout=self._timeout(what))
+        except (ApiError, ApiUnreachable) as exc:
+            raise DraConflict(f"update {resource} {what.split(' ', 1)[1]}: {why}; "
+                              f"reading it back failed: {exc}") from None
+        meta = got.get("metadata") if isinstance(got, dict) else None
+        sent = body.get("metadata") or {}
+        if isinstance(got, dict) and isinstance(meta, dict) and meta.get("uid") == sent.get("uid") and landed(got):
+            log.info("%s: the write had gone through (%s)", what, why)
+            return got
+        raise DraConflict(why)
+
+
+def _manifest(claim: ResourceClaim) -> dict[str, Any]:
+    """The claim as read, to send back: kind, apiVersion and the resourceVersion read."""
+    body: dict[str, Any] = copy.deepcopy(claim.raw) if claim.raw else {
+        "metadata": {"name": claim.name, "namespace": claim.namespace, "uid": claim.uid}, "spec": {"devices": {}}}
+    body["apiVersion"], body["kind"] = API_VERSION, "ResourceClaim"
+    meta: dict[str, Any] = body.setdefault("metadata", {})
+    meta.pop("managedFields", None)
+    meta["resourceVersion"] = claim.resource_version
+    return body
+
+
+def _finalizers(obj: Mapping[str, Any]) -> list[str]:
+    meta = obj.get("metadata")
+    found = meta.get("finalizers") if isinstance(meta, Mapping) else None
+    return [str(f) for f in found] if isinstance(found, list) else []
+
+
+def _devices(status: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]] | None:
+    alloc = status.get("allocation")
+    if not isinstance(alloc, Mapping):
+        return None
+    results = (alloc.get("devices") or {}).get("results") or []
+    return sorted((str(r.get("request")), str(r.get("driver")), str(r.get("pool")), str(r.get("device")),
+                   str(r.get("shareID") or "")) for r in results if isinstance(r, Mapping))
+
+
+def _consumers(status: Mapping[str, Any]) -> list[str]:
+    return sorted(str(r.get("uid")) for r in status.get("reservedFor") or () if isinstance(r, Mapping))
+
+
+def _same_status(got: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether the claim ``got`` (API JSON) has the status that was sent: the same allocated devices (or
+    none) and the same consumers (what a write of the scheduler's decides)."""
+    have = got.get("status")
+    have = have if isinstance(have, Mapping) else {}
+    return _devices(have) == _devices(wanted) and _consumers(have) == _consumers(wanted)
