@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +20,10 @@ __all__ = [
     "Diagnosis",
     "FilterOutcome",
     "IntArray",
+    "ObservedCall",
+    "PluginObserver",
     "PluginScores",
+    "Raised",
     "Rejection",
     "ScoreOutcome",
     "check_filter_result",
@@ -32,6 +35,7 @@ __all__ = [
     "quoted",
     "raised_status",
     "record_rejections",
+    "status_of",
 ]
 
 _VALID_CODES = frozenset(int(c) for c in Code)
@@ -190,4 +194,38 @@ def check_filter_result(pl: Plugin, res: Any, n: int) -> Status | None:
         )
     if n and (int(res.codes.min()) < 0 or int(res.codes.max()) > max(_VALID_CODES)):
         return Status.failure(plugin_failure("Filter", pl.name, "returned an unknown status code"), plugin=pl.name)
+    return None
+
+
+class ObservedCall(Protocol):
+    """One plugin call an observer follows: told how it ended."""
+
+    def done(self, result: Any) -> None: ...  # the plugin's Status (FilterResult for Filter; None if it has none)
+
+    def failed(self, exc: BaseException) -> None: ...
+
+
+class PluginObserver(Protocol):
+    """Told about each plugin call of the per-point loops (framework.observe.instrument: spans and metrics).
+    ``start`` returns None for a call it does not follow."""
+
+    def start(self, point: str, plugin: Plugin, nodes: int = -1) -> ObservedCall | None: ...
+
+
+class Raised:
+    """A plugin call that raised: the Error status naming the plugin, and the exception."""
+
+    __slots__ = ("exc", "status")
+
+    def __init__(self, status: Status, exc: BaseException) -> None:
+        self.status = status
+        self.exc = exc
+
+
+def status_of(result: Any) -> Any:
+    """What an observer is told a call returned: its Status (a FilterResult for Filter), else None."""
+    if isinstance(result, Status | FilterResult):
+        return result
+    if isinstance(result, tuple):
+        return next((r for r in result if isinstance(r, Status)), None)
     return None

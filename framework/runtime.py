@@ -14,7 +14,7 @@ import inspect
 import logging
 import random
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -58,7 +58,10 @@ from .outcomes import (
     Diagnosis,
     FilterOutcome,
     IntArray,
+    ObservedCall,
+    PluginObserver,
     PluginScores,
+    Raised,
     Rejection,
     ScoreOutcome,
     check_filter_result,
@@ -68,9 +71,10 @@ from .outcomes import (
     plugin_failure,
     raised_status,
     record_rejections,
+    status_of,
 )
 from .transformers import end_view, transform_nodes, transform_pod
-from .waiting import MAX_PERMIT_TIMEOUT, WaitingPods
+from .waiting import MAX_PERMIT_TIMEOUT, PodInPreBind, WaitingPods
 
 __all__ = ["Framework", "ObservedCall", "PluginObserver"]
 
@@ -83,40 +87,6 @@ MIN_FILTER_WINDOW = 256
 SKIP_PRE_BIND_KEY = "outrigger.io/skip-pre-bind"
 
 T = TypeVar("T")
-
-
-class ObservedCall(Protocol):
-    """One plugin call an observer follows: told how it ended."""
-
-    def done(self, result: Any) -> None: ...  # the plugin's Status (FilterResult for Filter; None if it has none)
-
-    def failed(self, exc: BaseException) -> None: ...
-
-
-class PluginObserver(Protocol):
-    """Told about each plugin call of the per-point loops (framework.observe.instrument: spans and metrics).
-    ``start`` returns None for a call it does not follow."""
-
-    def start(self, point: str, plugin: Plugin, nodes: int = -1) -> ObservedCall | None: ...
-
-
-class _Raised:
-    """A plugin call that raised: the Error status naming the plugin, and the exception."""
-
-    __slots__ = ("exc", "status")
-
-    def __init__(self, status: Status, exc: BaseException) -> None:
-        self.status = status
-        self.exc = exc
-
-
-def _status_of(result: Any) -> Any:
-    """What an observer is told a call returned: its Status (a FilterResult for Filter), else None."""
-    if isinstance(result, Status | FilterResult):
-        return result
-    if isinstance(result, tuple):
-        return next((r for r in result if isinstance(r, Status)), None)
-    return None
 
 
 class Framework:
@@ -198,20 +168,22 @@ class Framework:
                 self.plugins[p.name] = p
 
     async def _observed(self, point: str, pl: Plugin, call: Awaitable[T], nodes: int = -1, *,
-                        error_point: str = "", tell: bool = True) -> T | _Raised:
+                        error_point: str = "", tell: bool = True) -> T | Raised:
         """Await ``call``, a call of ``pl`` at ``point``, under the observer: its result, or
-        :class:`_Raised` when it raised (the Error status names the plugin and ``error_point`` or
+        :class:`Raised` when it raised (the Error status names the plugin and ``error_point`` or
         ``point``). ``tell``: whether the observer is told what the call returned."""
         obs = self.observer
         observed = obs.start(point, pl, nodes) if obs is not None else None
         try:
             result = await call
-        except Exception as exc:
+        except BaseException as exc:  # a cancelled call (a preempted PreBind) is told too, then goes on
             if observed is not None:
                 observed.failed(exc)
-            return _Raised(raised_status(error_point or point, pl, exc), exc)
+            if not isinstance(exc, Exception):
+                raise
+            return Raised(raised_status(error_point or point, pl, exc), exc)
         if observed is not None:
-            observed.done(_status_of(result) if tell else None)
+            observed.done(status_of(result) if tell else None)
         return result
 
     def run_before_cycle(self, snapshot: Snapshot, pod: Pod, upcoming: Upcoming) -> None:
@@ -282,7 +254,7 @@ class Framework:
         returned = SUCCESS
         for pl in self.pre_filter_plugins:
             got = await self._observed("PreFilter", pl, pl.pre_filter(state, pod))
-            if isinstance(got, _Raised):
+            if isinstance(got, Raised):
                 return None, got.status
             r, status = got
             if status.is_skip:
@@ -400,7 +372,7 @@ class Framework:
                 # Sending the window is the observed call; its answer is read later, at the plugin's turn.
                 sent = await self._observed("FilterPrefetch", prefetcher, prefetcher.prefetch_filter(
                     state, pod, NodeBatch(snapshot, rows)), window, error_point="Filter", tell=False)
-                if isinstance(sent, _Raised):
+                if isinstance(sent, Raised):
                     return alive, rejected, sent.status
                 ahead[prefetcher.name] = sent
             for pl in plugins:
@@ -417,7 +389,7 @@ class Framework:
                         return alive, rejected, raised_status("Filter", pl, exc)
                 else:
                     got = await self._observed("Filter", pl, pl.filter(state, pod, batch), len(batch))
-                    if isinstance(got, _Raised):
+                    if isinstance(got, Raised):
                         return alive, rejected, got.status
                     res = got
                 bad = check_filter_result(pl, res, len(batch))
@@ -500,7 +472,7 @@ class Framework:
         rejector = ""
         for pl in self.post_filter_plugins:
             got = await self._observed("PostFilter", pl, pl.post_filter(state, pod, statuses))
-            if isinstance(got, _Raised):
+            if isinstance(got, Raised):
                 return None, got.status
             r, status = got
             if status.ok:
@@ -522,7 +494,7 @@ class Framework:
     async def run_pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
         for pl in self.pre_score_plugins:
             status = await self._observed("PreScore", pl, pl.pre_score(state, pod, nodes))
-            if isinstance(status, _Raised):
+            if isinstance(status, Raised):
                 return status.status
             if status.is_skip:
                 state.skip_score.add(pl.name)
@@ -540,7 +512,7 @@ class Framework:
             if pl.name in state.skip_score:
                 continue
             got = await self._observed("Score", pl, pl.score(state, pod, nodes))
-            if isinstance(got, _Raised):
+            if isinstance(got, Raised):
                 out.error = got.status
                 return out
             raw = np.asarray(got)
@@ -555,7 +527,7 @@ class Framework:
             scores = raw.astype(np.int64, copy=isinstance(pl, ScoreExtensions) or raw.dtype != np.int64)
             if isinstance(pl, ScoreExtensions):
                 status = await self._observed("NormalizeScore", pl, pl.normalize_score(state, pod, nodes, scores))
-                if isinstance(status, _Raised):
+                if isinstance(status, Raised):
                     out.error = status.status
                     return out
                 if not status.ok:
@@ -582,7 +554,7 @@ class Framework:
     async def run_reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
         for pl in self.reserve_plugins:
             status = await self._observed("Reserve", pl, pl.reserve(state, pod, node))
-            if isinstance(status, _Raised):
+            if isinstance(status, Raised):
                 return status.status
             if not status.ok:
                 if status.is_rejected:
@@ -594,16 +566,20 @@ class Framework:
         """Every Reserve plugin's Unreserve, in reverse order; failures are logged, never stop it."""
         for pl in reversed(self.reserve_plugins):
             got = await self._observed("Unreserve", pl, pl.unreserve(state, pod, node))
-            if isinstance(got, _Raised):
+            if isinstance(got, Raised):
                 # One line (a dead plugin host fails every Unreserve alike); the traceback at debug level.
                 log.error("Unreserve of plugin %r failed for pod %s: %s", pl.name, pod.key, got.exc)
                 log.debug("Unreserve of plugin %r failed", pl.name, exc_info=got.exc)
 
     async def run_permit(self, state: CycleState, pod: Pod, node: str) -> Status:
+        """Permit plugins in order. A rejection or an error stops them; when some asked to wait, the pod
+        waits (kube-scheduler's AddWaitingPod) and the status is the last waiting plugin's with the
+        reason "one or more plugins asked to wait and no plugin rejected pod" appended."""
         waits: dict[str, float] = {}
+        waited = SUCCESS
         for pl in self.permit_plugins:
             got = await self._observed("Permit", pl, pl.permit(state, pod, node))
-            if isinstance(got, _Raised):
+            if isinstance(got, Raised):
                 return got.status
             status, timeout = got
             if status.ok:
@@ -612,11 +588,13 @@ class Framework:
                 return status.with_plugin(pl.name)
             if status.code is Code.Wait:
                 waits[pl.name] = min(max(float(timeout), 0.0), MAX_PERMIT_TIMEOUT)
+                waited = status
                 continue
             return failed_status("Permit", pl, status)
         if waits:
             self.waiting_pods.add(pod, node, waits)
-            return Status(Code.Wait, (f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"',))
+            reasons = (*waited.reasons, "one or more plugins asked to wait and no plugin rejected pod")
+            return Status(Code.Wait, reasons, waited.plugin)
         return SUCCESS
 
     async def wait_on_permit(self, pod: Pod) -> Status:
@@ -653,13 +631,21 @@ class Framework:
         state.write(SKIP_PRE_BIND_KEY, frozenset(skip))
         return SUCCESS if len(skip) < len(self.pre_bind_plugins) else Status.skip()
 
-    async def run_pre_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
+    async def run_pre_bind(
+        self, state: CycleState, pod: Pod, node: str, entry: PodInPreBind | None = None
+    ) -> Status:
+        """PreBind plugins in order (those whose pre-flight said Skip are not called). ``entry``: the
+        pod's place among the pods in PreBind; a preemption that cancels it stops the running plugin,
+        and the status names the plugin and the cause, as a cancelled context does in kube-scheduler."""
         skip = state.get(SKIP_PRE_BIND_KEY, frozenset())
         for pl in self.pre_bind_plugins:
             if pl.name in skip:
                 continue
-            status = await self._observed("PreBind", pl, pl.pre_bind(state, pod, node))
-            if isinstance(status, _Raised):
+            call = self._observed("PreBind", pl, pl.pre_bind(state, pod, node))
+            status = await (call if entry is None else entry.run(call))
+            if isinstance(status, str):
+                return Status.failure(plugin_failure("PreBind", pl.name, status), plugin=pl.name)
+            if isinstance(status, Raised):
                 return status.status
             if status.is_skip:
                 continue
@@ -672,7 +658,7 @@ class Framework:
         skipped = ""
         for pl in self.bind_plugins:
             status = await self._observed("Bind", pl, pl.bind(state, pod, node))
-            if isinstance(status, _Raised):
+            if isinstance(status, Raised):
                 return status.status
             if status.is_skip:
                 skipped = status.message()
@@ -685,7 +671,7 @@ class Framework:
     async def run_post_bind(self, state: CycleState, pod: Pod, node: str) -> None:
         for pl in self.post_bind_plugins:
             got = await self._observed("PostBind", pl, pl.post_bind(state, pod, node))
-            if isinstance(got, _Raised):
+            if isinstance(got, Raised):
                 log.error("PostBind of plugin %r failed for pod %s", pl.name, pod.key, exc_info=got.exc)
 
 

@@ -143,8 +143,8 @@ class RemoteWaitingPod:
     def allow(self, plugin: str) -> None:
         self._client.allow_waiting_pod(self._pod.uid, plugin)
 
-    def reject(self, plugin: str, message: str) -> None:
-        self._client.reject_waiting_pod(self._pod.uid, plugin, message)
+    def reject(self, plugin: str, message: str) -> bool:
+        return self._client.reject_waiting_pod(self._pod.uid, plugin, message)
 
     def __repr__(self) -> str:
         return f"<RemoteWaitingPod {self._pod.key} on {self._node_name} pending={self._pending}>"

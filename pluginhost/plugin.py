@@ -361,7 +361,7 @@ class WaitingPod(Protocol):
 
     def allow(self, plugin: str) -> None: ...
 
-    def reject(self, plugin: str, message: str) -> None: ...
+    def reject(self, plugin: str, message: str) -> bool: ...  # False: its wait had already ended
 
 
 class Handle(Protocol):

@@ -16,9 +16,12 @@ As kube-scheduler's ``defaultpreemption`` (PostFilter):
 3. The node is picked by kube-scheduler's order: the fewest PodDisruptionBudget violations, then the
    lowest highest-victim priority, the smallest sum of victim priorities, the fewest victims, and the
    latest start of the most important victims; candidates that violate no budget come first in a tie.
-4. Victims waiting at Permit are rejected, the others deleted through the framework's API (a victim
-   already being deleted is left to finish); the preemptor is nominated to the node and retried once
-   the victims are gone.
+4. A victim waiting at Permit is preempted there (its wait ends with the Error "preempted", so it is
+   retried after the error backoff, not marked unschedulable), and one whose PreBind plugins are
+   running is cancelled ("preempted by DefaultPreemption"): both in memory, as kube-scheduler 1.37
+   does. The others, and those whose wait or PreBind had just ended, are deleted through the
+   framework's API (a victim already being deleted is left to finish); the preemptor is nominated to
+   the node and retried once the victims are gone.
 
 A victim's eviction violates a PodDisruptionBudget (policy/v1) of its namespace whose selector matches
 it (an absent or empty selector matches nothing here, as in kube-scheduler) when the budget's
@@ -38,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pluginhost.model import Pod, PodDisruptionBudget
-from pluginhost.plugin import CycleState, NodeToStatus, PostFilterPlugin, PostFilterResult, WaitingPod
+from pluginhost.plugin import CycleState, NodeToStatus, PostFilterPlugin, PostFilterResult
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
@@ -47,6 +50,7 @@ from .noderesources import PluginArgsError
 
 if TYPE_CHECKING:
     from ..runtime import Framework
+    from ..waiting import PodInPreBind, WaitingPodHandle
 
 __all__ = [
     "DefaultPreemption",
@@ -71,11 +75,13 @@ class PreemptionHandle(Protocol):
 
     def framework_for(self, pod: Pod) -> Framework | None: ...
 
-    def waiting_pod(self, uid: str) -> WaitingPod | None: ...
+    def waiting_pod(self, uid: str) -> WaitingPodHandle | None: ...
+
+    def pod_in_pre_bind(self, uid: str) -> PodInPreBind | None: ...
 
     async def delete_pod(self, pod: Pod, reason: str) -> Status: ...
 
-    def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None: ...
+    def preempted(self, victim: Pod, preemptor: Pod, node_name: str, in_memory: bool = False) -> None: ...
 
     def pod_disruption_budgets(self) -> list[PodDisruptionBudget]: ...
 
@@ -247,17 +253,25 @@ class DefaultPreemption(PostFilterPlugin):
             return PostFilterResult(""), Status(Code.Unschedulable, (msg,), self.name)
         best = pick_one_node(candidates)
         for victim in best.victims:
-            waiting = handle.waiting_pod(victim.uid)
-            if waiting is not None:
-                waiting.reject(self.name, "preempted")
-            elif victim.deletion_timestamp is not None:
-                continue  # its deletion has begun already: nothing to send, nothing to tell
-            else:
+            in_memory = self._preempt_in_memory(handle, victim)
+            if not in_memory:
+                if victim.deletion_timestamp is not None:
+                    continue  # its deletion has begun already: nothing to send, nothing to tell
                 status = await handle.delete_pod(victim, f"preempted by {pod.key} on node {best.name}")
                 if not status.ok and not status.message().endswith("not found"):
                     return None, Status.failure(f"deleting victim {victim.key}: {status.message()}", plugin=self.name)
-            handle.preempted(victim, pod, best.name)
+            handle.preempted(victim, pod, best.name, in_memory)
         return PostFilterResult(best.name), SUCCESS
+
+    def _preempt_in_memory(self, handle: PreemptionHandle, victim: Pod) -> bool:
+        """Stop a victim that is not bound yet without deleting it: a wait at Permit ends with an Error
+        (``WaitingPod.Preempt``), a running PreBind is cancelled. False if neither applied (the pod is
+        bound, or its wait or PreBind ended just now): the victim must be deleted."""
+        waiting = handle.waiting_pod(victim.uid)
+        if waiting is not None:
+            return waiting.preempt(self.name, "preempted")
+        binding = handle.pod_in_pre_bind(victim.uid)
+        return binding is not None and binding.cancel_pod(f"preempted by {self.name}")
 
     @staticmethod
     def _waiting_for_victims(pod: Pod, snapshot: Snapshot, statuses: NodeToStatus) -> bool:

@@ -37,9 +37,11 @@ class BindingCycle(FailureHandling):
         self, fwk: Framework, state: CycleState, info: QueuedPodInfo, assumed: Pod, host: str
     ) -> None:
         pod = assumed
+        in_pre_bind = self.waiting_pods.in_pre_bind
         try:
             # Which PreBind plugins have work for the pod: those answering Skip are not called at PreBind.
             status = await fwk.run_pre_bind_pre_flights(state, pod, host)
+            has_pre_bind = status.ok
             if status.is_skip or status.ok:
                 if status.ok or fwk.waiting_pods.get(pod.uid) is not None:
                     self._expect(pod, host)
@@ -52,7 +54,14 @@ class BindingCycle(FailureHandling):
             rec = self.pods.get(pod.uid)
             if rec is not None and status.ok:
                 rec.phase = BINDING
-            if status.ok:
+            if status.ok and has_pre_bind:
+                # Until PreBind is over, a preemption that picks the pod cancels it here rather than
+                # deleting it (kube-scheduler 1.37's pods in PreBind).
+                entry = in_pre_bind.add(pod.uid)
+                status = await fwk.run_pre_bind(state, pod, host, entry)
+                if status.ok and not entry.mark_prebound():
+                    status = Status.failure(entry.cancelled.result())
+            elif status.ok:
                 status = await fwk.run_pre_bind(state, pod, host)
             if status.ok:
                 status = await fwk.run_bind(state, pod, host)
@@ -74,6 +83,7 @@ class BindingCycle(FailureHandling):
             self.cache.forget_pod(pod.uid)
             self._fail(info, Status.failure(f"binding cycle failed: {exc}", error=exc), set())
         finally:
+            in_pre_bind.remove(pod.uid)
             self._free_state(state.cycle_id)
 
     def _expect(self, assumed: Pod, host: str) -> None:

@@ -11,7 +11,7 @@ from pluginhost.status import Code, Status
 
 from ..reservations import Reservations
 from ..runtime import Framework
-from ..waiting import WaitingPodHandle
+from ..waiting import PodInPreBind, WaitingPodHandle
 from .base import SchedulerBase
 from .records import EV_PREEMPTED
 
@@ -40,6 +40,10 @@ class SchedulerHandle:
         wp.reject(plugin, message)
         return True
 
+    def pod_in_pre_bind(self, uid: str) -> PodInPreBind | None:
+        """The pod's entry among those running PreBind (kube-scheduler's GetPodInPreBind), if it is."""
+        return self._s.waiting_pods.in_pre_bind.get(uid)
+
     async def bind_pod(self, pod: Pod, node_name: str) -> Status:
         return await self._s.source.bind(pod, node_name)
 
@@ -59,7 +63,9 @@ class SchedulerHandle:
         """A Namespace's labels from the cluster source (None: it has no Namespace objects)."""
         return self._s.source.namespace_labels_of(namespace)
 
-    def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
+    def preempted(self, victim: Pod, preemptor: Pod, node_name: str, in_memory: bool = False) -> None:
+        """Tell that ``victim`` was preempted for ``preemptor``: deleted, or, ``in_memory``, stopped at
+        Permit or in PreBind before it was bound."""
         reason = Status(Code.Unschedulable, (f"preempted by {preemptor.key} on node {node_name}",))
         self._s._emit(EV_PREEMPTED, "Pod", victim, node=node_name, status=reason)
-        self._s.source.preempted(victim, preemptor, node_name)
+        self._s.source.preempted(victim, preemptor, node_name, in_memory)

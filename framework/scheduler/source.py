@@ -44,8 +44,9 @@ class ClusterSource(Protocol):
         """``pod`` is nominated to ``node_name`` (``""``: its nomination is cleared)."""
         ...
 
-    def preempted(self, victim: Pod, preemptor: Pod, node_name: str) -> None:
-        """``victim`` was preempted to make room for ``preemptor`` on ``node_name``."""
+    def preempted(self, victim: Pod, preemptor: Pod, node_name: str, in_memory: bool = False) -> None:
+        """``victim`` was preempted to make room for ``preemptor`` on ``node_name``: deleted, or
+        (``in_memory``) stopped before it was bound, at Permit or in PreBind."""
         ...
 
     def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
