@@ -167,7 +167,7 @@ TYPES: dict[str, str] = {
     "EnvVar": "name value valueFrom:EnvVarSource",
     "ContainerResizePolicy": "resourceName restartPolicy",
     "ContainerRestartRule": "action exitCodes:ContainerRestartRuleOnExitCodes",
-    "VolumeMount": "name readOnly recursiveReadOnly mountPath subPath mountPropagation subPathExpr",
+    "VolumeMount": "name readOnly recursiveReadOnly mountPath subPath mountPropagation subPathExpr bindMountOptions",
     "VolumeDevice": "name devicePath",
     "Probe": (
         "exec:ExecAction httpGet:HTTPGetAction tcpSocket:TCPSocketAction grpc:GRPCAction initialDelaySeconds "

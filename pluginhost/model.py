@@ -279,6 +279,9 @@ class Node:
     capacity: ResourceList = field(default_factory=dict)
     allocatable: ResourceList = field(default_factory=dict)
     images: list[ContainerImage] = field(default_factory=list)
+    #: ``status.declaredFeatures``: the features the node says it has (sorted, as the API keeps them),
+    #: which NodeDeclaredFeatures matches pods' needs against.
+    declared_features: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 

@@ -1,6 +1,6 @@
 """TaintToleration: Filter reasons, PreferNoSchedule scoring and normalization, queueing hints.
 
-Expectations follow kube-scheduler's tainttoleration plugin (v1.35): an untolerated
+Expectations follow kube-scheduler's tainttoleration plugin (v1.37): an untolerated
 NoSchedule/NoExecute taint rejects a node as UnschedulableAndUnresolvable with
 ``node(s) had untolerated taint(s)`` (no taint named); Score counts untolerated PreferNoSchedule
 taints and NormalizeScore reverses them onto [0, 100].
@@ -21,7 +21,7 @@ from pluginhost.manifest import node_from_dict, pod_from_dict
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import ActionType, CycleState, NodeBatch, QueueingHint, points_of
 from pluginhost.snapshot import ClusterTable, Snapshot
-from pluginhost.status import Code
+from pluginhost.status import SUCCESS, Code
 
 UNRESOLVABLE = Code.UnschedulableAndUnresolvable
 
@@ -287,14 +287,20 @@ def test_default_normalize_score(max_priority: int, reverse: bool, scores: list[
 
 
 def test_extension_points() -> None:
-    assert points_of(TaintToleration) == frozenset({"filter", "preScore", "score"})
+    # PreFilter since kube-scheduler v1.37: it does nothing (see test_pre_filter_does_nothing).
+    assert points_of(TaintToleration) == frozenset({"preFilter", "filter", "preScore", "score"})
+
+
+def test_pre_filter_does_nothing() -> None:
+    pod = make_pod(tolerations=[{"key": "k", "operator": "Exists"}])
+    assert asyncio.run(TaintToleration().pre_filter(CycleState(), pod)) == (None, SUCCESS)
 
 
 def test_events_to_register() -> None:
     events = [(e.event.resource, e.event.action) for e in TaintToleration().events_to_register()]
     assert events == [
         ("Node", ActionType.Add | ActionType.UpdateNodeTaint),
-        ("UnscheduledPod", ActionType.UpdatePodToleration),
+        ("TargetPod", ActionType.UpdatePodToleration),
     ]
 
 
@@ -317,10 +323,10 @@ def test_node_change_hint(old_taints: list[dict[str, str]] | None, new_taints: l
     assert reg.hint(make_pod(), old, make_node("n", new_taints)) is want
 
 
-def test_pod_toleration_hint_only_for_the_pod_itself() -> None:
+def test_target_pod_toleration_hint_always_queues() -> None:
+    # A TargetPod event is the pod itself updating its tolerations (1.37 dropped the uid check).
     reg = TaintToleration().events_to_register()[1]
     assert reg.hint is not None
-    pod = make_pod(name="me")
-    other = make_pod(name="other")
-    assert reg.hint(pod, pod, pod) is QueueingHint.Queue
-    assert reg.hint(pod, other, other) is QueueingHint.QueueSkip
+    old = make_pod(name="me")
+    new = make_pod(name="me", tolerations=[{"key": "k", "operator": "Exists"}])
+    assert reg.hint(old, old, new) is QueueingHint.Queue

@@ -14,6 +14,7 @@ from .dynamicresources import DynamicResources
 from .imagelocality import ImageLocality
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
+from .nodedeclaredfeatures import NodeDeclaredFeatures
 from .nodeports import NodePorts
 from .noderesources import NodeResourcesFit, PluginArgsError
 from .podtopologyspread import PodTopologySpread
@@ -76,9 +77,9 @@ class Registry:
 
 def in_tree_registry() -> Registry:
     reg = Registry()
-    for cls in (PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
+    for cls in (PrioritySort, SchedulingGates, NodeName, NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts,
                 NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
                 InterPodAffinity, DynamicResources, DefaultPreemption,
-                NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, Reservation):
+                NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, NodeDeclaredFeatures, Reservation):
         reg.register_class(cls)
     return reg

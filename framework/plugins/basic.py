@@ -1,4 +1,10 @@
-"""Small in-tree plugins: PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, DefaultBinder."""
+"""Small in-tree plugins: PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, DefaultBinder.
+
+Since kube-scheduler v1.37, NodeName and NodeUnschedulable implement PreFilter too: NodeName narrows
+the nodes to ``spec.nodeName`` when it is set (the others then get the cycle's "node(s) didn't satisfy
+plugin(s) [NodeName]" status), and NodeUnschedulable's PreFilter does nothing (it only skips pods
+whose resize is deferred, behind a gate that is off by default).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from pluginhost.model import Pod, Taint
+from pluginhost.model import Node, Pod, Taint
 from pluginhost.plugin import (
+    TARGET_POD,
     ActionType,
     BindPlugin,
     ClusterEvent,
@@ -19,7 +26,10 @@ from pluginhost.plugin import (
     Handle,
     NodeBatch,
     PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
     QueuedPodInfo,
+    QueueingHint,
     QueueSortPlugin,
 )
 from pluginhost.status import SUCCESS, Code, Status
@@ -65,13 +75,16 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
         return [ClusterEventWithHint(ClusterEvent("UnscheduledPod", ActionType.UpdatePodSchedulingGatesEliminated))]
 
 
-class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
+class NodeUnschedulable(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     """Rejects nodes with ``spec.unschedulable`` unless the pod tolerates the unschedulable taint."""
 
     name = "NodeUnschedulable"
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
         pass
+
+    async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        return None, SUCCESS
 
     async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
         cordoned = batch.snapshot.table.unschedulable[batch.rows]
@@ -80,16 +93,44 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
         return FilterResult.from_mask(cordoned, Code.UnschedulableAndUnresolvable, ERR_UNSCHEDULABLE)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint))]
+        return [
+            ClusterEventWithHint(
+                ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint), _after_node_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(TARGET_POD, ActionType.UpdatePodToleration), _after_toleration_change
+            ),
+        ]
 
 
-class NodeName(FilterPlugin, EnqueueExtensions):
+def _after_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """Queue for a new node that takes pods, or a node that stopped being unschedulable."""
+    if not isinstance(new, Node):
+        return QueueingHint.Queue
+    was_unschedulable = old.unschedulable if isinstance(old, Node) else True
+    return QueueingHint.Queue if was_unschedulable and not new.unschedulable else QueueingHint.QueueSkip
+
+
+def _after_toleration_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """Queue when the pod's tolerations now tolerate the unschedulable taint."""
+    if not isinstance(new, Pod):
+        return QueueingHint.Queue
+    tolerated = any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in new.tolerations)
+    return QueueingHint.Queue if tolerated else QueueingHint.QueueSkip
+
+
+class NodeName(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     """Rejects every node but the one named in ``spec.nodeName`` (when set)."""
 
     name = "NodeName"
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
         pass
+
+    async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        if not pod.node_name:
+            return None, SUCCESS
+        return PreFilterResult(frozenset((pod.node_name,))), SUCCESS
 
     async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
         if not pod.node_name:

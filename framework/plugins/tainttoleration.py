@@ -4,7 +4,10 @@ untolerated ``PreferNoSchedule`` taints.
 Filter rejects a node with a ``NoSchedule``/``NoExecute`` taint the pod does not tolerate, with
 ``node(s) had untolerated taint(s)`` (UnschedulableAndUnresolvable: evicting pods cannot remove a
 taint, so preemption does not try the node). The reason names no taint, word for word
-kube-scheduler's (v1.35), so the fit error counts all such nodes under one entry. Score counts the node's
+kube-scheduler's (v1.37), so the fit error counts all such nodes under one entry. Since v1.37 it
+also implements PreFilter, which does nothing (it only skips pods whose resize is deferred, behind a
+gate that is off by default); the comparison operators of tolerations (``Gt``/``Lt``) stay behind
+their alpha gate, off in v1.37, so only ``Equal`` and ``Exists`` are modelled. Score counts the node's
 ``PreferNoSchedule`` taints that the pod's tolerations with effect ``""`` or ``PreferNoSchedule`` do
 not tolerate; NormalizeScore maps the counts to [0, 100] reversed (fewest untolerated taints → 100).
 
@@ -24,6 +27,7 @@ import numpy.typing as npt
 from pluginhost.model import Node, Pod, Toleration
 from pluginhost.plugin import (
     MAX_NODE_SCORE,
+    TARGET_POD,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -33,6 +37,8 @@ from pluginhost.plugin import (
     FilterResult,
     Handle,
     NodeBatch,
+    PreFilterPlugin,
+    PreFilterResult,
     PreScorePlugin,
     QueueingHint,
     ScoreExtensions,
@@ -92,11 +98,16 @@ def _prefer_no_schedule_tolerations(pod: Pod) -> tuple[Toleration, ...]:
     return tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule"))
 
 
-class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, EnqueueExtensions):
+class TaintToleration(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, EnqueueExtensions):
     name = "TaintToleration"
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
         self._handle = handle
+
+    # ---- PreFilter -----------------------------------------------------------------------------
+
+    async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
+        return None, SUCCESS
 
     # ---- Filter --------------------------------------------------------------------------------
 
@@ -153,7 +164,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
                 ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint), self._after_node_change
             ),
             ClusterEventWithHint(
-                ClusterEvent("UnscheduledPod", ActionType.UpdatePodToleration), self._after_pod_toleration_change
+                ClusterEvent(TARGET_POD, ActionType.UpdatePodToleration), self._after_target_pod_toleration_change
             ),
         ]
 
@@ -172,7 +183,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
         return QueueingHint.Queue if was_untolerated and not is_untolerated else QueueingHint.QueueSkip
 
     @staticmethod
-    def _after_pod_toleration_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, Pod) and new.uid != pod.uid:
-            return QueueingHint.QueueSkip
+    def _after_target_pod_toleration_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """The pod's own tolerations changed (a TargetPod event is always about the pod itself): it may
+        tolerate a taint now."""
         return QueueingHint.Queue

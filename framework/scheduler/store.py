@@ -229,6 +229,8 @@ class ObjectStore(SchedulerBase):
                 action |= ActionType.UpdateNodeAllocatable
             if old.annotations != node.annotations:
                 action |= ActionType.UpdateNodeAnnotation
+            if old.declared_features != node.declared_features:
+                action |= ActionType.UpdateNodeDeclaredFeature
             if action:
                 self._cluster_event(ClusterEvent("Node", action), old, node)
 

@@ -1,7 +1,10 @@
-"""A v1 Node to the model: its taints, whether it takes new pods, its capacity and allocatable, its images."""
+"""A v1 Node to the model: its taints, whether it takes new pods, its capacity and allocatable, its images
+and its declared features."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from pluginhost.decode import (
@@ -19,10 +22,38 @@ from pluginhost.decode import (
 from pluginhost.model import ContainerImage, Node, Taint
 
 from ._fields import resource_list
-from ._meta import object_meta, uid
+from ._meta import invalid, object_meta, quoted, uid
 from ._placement import TAINT_EFFECTS
 
 __all__ = ["build_node"]
+
+# The API server's rule for a declared feature's name (ValidateNode): an UpperCamelCase segment, then
+# '/'-separated segments, at most 253 characters.
+_FEATURE_NAME = re.compile(r"[A-Z][a-zA-Z0-9]*(/[a-zA-Z][a-zA-Z0-9]*)*")
+_FEATURE_NAME_MAX = 253
+
+
+def _declared_features(status: Mapping[str, Any]) -> tuple[str, ...]:
+    """``status.declaredFeatures``, refused as the API server refuses it: a malformed name, a
+    duplicate, or a list out of alphabetical order (the scheduler merges it with its own sorted list)."""
+    names = str_tuple(status, "declaredFeatures", "status")
+    for i, name in enumerate(names):
+        path = f"status.declaredFeatures[{i}]"
+        if len(name) > _FEATURE_NAME_MAX:
+            raise invalid(path, name, f"invalid feature name {quoted(name)}: must be no more than 253 characters")
+        if not _FEATURE_NAME.fullmatch(name):
+            raise invalid(
+                path,
+                name,
+                f"invalid feature name {quoted(name)}: must start with an UpperCamelCase segment, with subsequent "
+                "segments separated by '/' (e.g., MyFeature or MyFeature/mySubFeature), and contain only "
+                "alphanumeric characters and slashes",
+            )
+        if i and names[i - 1] == name:
+            raise FieldError(path, f'Duplicate value: "{name}"')
+        if i and names[i - 1] > name:
+            raise invalid(path, name, "list must be sorted alphabetically")
+    return names
 
 
 def build_node(obj: dict[str, Any]) -> Node:
@@ -62,5 +93,6 @@ def build_node(obj: dict[str, Any]) -> Node:
         capacity=capacity,
         allocatable=allocatable,
         images=images,
+        declared_features=_declared_features(status),
         raw=obj,
     )
