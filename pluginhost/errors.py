@@ -22,7 +22,8 @@ so ``except ValueError`` and ``except OutriggerError`` both work. The tree, one 
     │   ├── TracingConfigError ─ the tracing settings are invalid.
     │   ├── ServingConfigError ─ the secure port's settings are invalid.
     │   ├── CertificateError ─ a serving certificate or client CA cannot be used.
-    │   └── TokenFileError ─ a static token file is invalid.
+    │   ├── TokenFileError ─ a static token file is invalid.
+    │   └── FeatureGateError ─ a --feature-gates value is malformed, unknown, locked or leaves a dependency off.
     ├── a component that cannot go on (also RuntimeError)
     │   ├── RemotePluginsError ─ a remote plugin endpoint cannot be used at all.
     │   ├── RemotePluginError ─ one call to a remote plugin failed.

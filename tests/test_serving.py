@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from framework import cli
+from framework import cli, features
 from framework.config import load_config
 from framework.observe.auth import (
     ANONYMOUS,
@@ -410,7 +410,9 @@ def test_configz_is_the_effective_configuration_and_loads_back_to_the_same_profi
         code, body = await client("/configz")
         assert code == 200
         doc = json.loads(body)
-        assert list(doc) == ["componentconfig"]
+        assert list(doc) == ["componentconfig", "featureGates"]
+        assert doc["featureGates"] == features.current().scheduling()  # the defaults: no --feature-gates here
+        assert (doc["featureGates"]["OpportunisticBatching"], doc["featureGates"]["GenericWorkload"]) == (True, False)
         cc = doc["componentconfig"]
         assert {k: cc[k] for k in ("apiVersion", "kind", "leaderElection", "percentageOfNodesToScore",
                                    "podInitialBackoffSeconds", "podMaxBackoffSeconds")} == {

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 
+from .. import features
 from ..observe.serving import add_serving_flags
 from .configfiles import remote_endpoints, scheduler_config
 from .flags import DEFAULT_SERVER
@@ -12,7 +15,9 @@ from .output import OutputError
 from .registry import UserError, command, run_async
 from .security import add_plugin_host_flags, add_server_flags, server_tls
 
-__all__ = ["cmd_plugin", "cmd_serve"]
+__all__ = ["cmd_plugin", "cmd_serve", "feature_gates"]
+
+log = logging.getLogger("outrigger.features")
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -42,6 +47,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                         "clientConnection.kubeconfig; without either, the embedded store)")
     p.add_argument("--in-cluster", action="store_true",
                    help="schedule the cluster this pod runs in, with its service account")
+    p.add_argument("--feature-gates", action="append", metavar="NAME=BOOL,...",
+                   help=f"kube-scheduler's feature gates, e.g. GenericWorkload=true,OpportunisticBatching=false, "
+                        f"with {features.VERSION}'s defaults and locks (docs/configuration.md)")
     add_server_flags(p, "clients and plugin hosts")
     add_serving_flags(p)
 
@@ -53,6 +61,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
   outrigger serve --http 127.0.0.1:10251 --trace-store 1000 --debug-scores 5
   outrigger serve --bind-address 0.0.0.0 --token-auth-file tokens.csv   # HTTPS on 10259 (docs/security.md)
   outrigger serve --config scheduler.yaml --kubeconfig ~/.kube/config   # a live cluster (docs/kubernetes.md)
+  outrigger serve --feature-gates OpportunisticBatching=false          # kube-scheduler's gates
   OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 outrigger serve""")
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..observe.observability import ObservabilityConfig
@@ -60,6 +69,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..observe.tracing import TracingConfig, TracingConfigError
     from ..service import serve
 
+    feature_gates(args.feature_gates)
     endpoints = remote_endpoints(args.plugins)
     try:
         tracing = TracingConfig.from_env(
@@ -94,6 +104,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (OSError, KubeConfigError, ServingConfigError) as exc:
         raise UserError(str(exc)) from None
     return 0
+
+
+def feature_gates(values: list[str] | None) -> features.FeatureGates:
+    """Parses ``--feature-gates`` (given any number of times), installs the result for the process and
+    says what it is: the effective scheduling gates on stderr when the flag was given (logged at info
+    otherwise), a warning for each gate set that is GA, deprecated or changes nothing here."""
+    try:
+        gates = features.parse(values)
+    except features.FeatureGateError as exc:
+        raise UserError(f"--feature-gates: {exc}") from None
+    features.install(gates)
+    for note in features.notes(gates):
+        log.warning("%s", note)
+    line = f"outrigger: feature gates ({features.VERSION}): {gates}"
+    if values:
+        print(line, file=sys.stderr, flush=True)
+    else:
+        log.info("%s", line)
+    return gates
 
 
 def _plugin_args(p: argparse.ArgumentParser) -> None:

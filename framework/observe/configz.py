@@ -1,5 +1,7 @@
 """``/configz``: the effective KubeSchedulerConfiguration, in kube-scheduler's envelope
-``{"componentconfig": {...}}``.
+``{"componentconfig": {...}}``, and beside it ``featureGates``: the effective value of every gate that
+changes scheduling and of every gate ``--feature-gates`` set (kube-scheduler shows gates only in its
+flags; Outrigger puts them where the rest of its effective configuration is).
 
 The configuration is written in its ``kubescheduler.config.k8s.io/v1`` form with every profile's plugins
 resolved: each extension point lists the plugins that run there, in order, with their weights at
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from framework import features
 from framework.config import API_VERSION, EXTENSION_POINTS, KIND, MULTI_POINT, ProfileConfig, SchedulerConfig
 
 __all__ = ["componentconfig", "configz"]
@@ -48,5 +51,5 @@ def componentconfig(config: SchedulerConfig) -> dict[str, Any]:
 
 
 def configz(config: SchedulerConfig) -> dict[str, Any]:
-    """The body of ``/configz``."""
-    return {"componentconfig": componentconfig(config)}
+    """The body of ``/configz``: the configuration and the installed feature gates."""
+    return {"componentconfig": componentconfig(config), "featureGates": features.current().scheduling()}
