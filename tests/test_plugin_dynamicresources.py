@@ -1,11 +1,12 @@
-"""DynamicResources: what kube-scheduler v1.35's plugin answers at each point for a pod without
-ResourceClaims, and where the default profile puts it.
+"""DynamicResources: what kube-scheduler v1.37.2's plugin answers at each point for a pod without
+ResourceClaims, the PreEnqueue messages for claims that cannot be found, and where the default profile
+puts it.
 
-Expectations follow ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go`` (v1.35.4):
-PreFilter writes its state and answers Skip, PostFilter answers ``no new claims to deallocate`` (or the
+Expectations follow ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go`` (v1.37.2):
+PreFilter writes its state and answers Skip, PostFilter answers Unschedulable with no reason (or the
 cycle-state lister's ``not found`` when PreFilter never ran), Score is 0, Reserve succeeds, PreBind's
 pre-flight answers Skip; ``resourceclaim.Name`` and the claim assume-cache word the PreEnqueue messages.
-The fit messages it shapes, checked against kube-scheduler's own events, are in test_plugin_messages.py.
+Pods with claims, point by point, are in test_dra_plugin.py; scheduled end to end in test_dra_scheduling.py.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from framework.dra.store import DraStore
 from framework.plugins import PluginArgsError, in_tree_registry
 from framework.plugins.dynamicresources import DynamicResources, claim_problem
 from framework.profiles import build_registry, default_scheduler_config
@@ -78,7 +80,7 @@ CLAIMS = [
 def test_pre_enqueue_holds_back_pods_whose_claims_do_not_exist(spec: dict[str, Any], status: Any,
                                                                 problem: str) -> None:
     pod = make_pod(spec, status)
-    assert claim_problem(pod) == problem
+    assert claim_problem(DraStore(), pod) == problem
     want = OK if not problem else Status(Code.UnschedulableAndUnresolvable, (problem,), "DynamicResources")
     assert run(DynamicResources().pre_enqueue(pod)) == want
 
@@ -95,8 +97,7 @@ def test_pre_filter_records_no_claims_and_skips() -> None:
 @pytest.mark.parametrize(
     ("pre_filter_ran", "want"),
     [
-        pytest.param(True, Status(Code.Unschedulable, ("no new claims to deallocate",), "DynamicResources"),
-                     id="after-pre-filter"),
+        pytest.param(True, Status(Code.Unschedulable), id="after-pre-filter"),
         pytest.param(False, Status(Code.Error, ("not found",), "DynamicResources"),
                      id="pre-filter-never-ran"),
     ],
@@ -155,6 +156,14 @@ def test_events_are_upstreams_with_queueing_hints_on() -> None:
                      id="typed"),
         pytest.param({"filterTimeout": "10s", "claims": 1}, "DynamicResources: unknown args field(s) ['claims']",
                      id="unknown-field"),
+        pytest.param({"filterTimeout": "-1s"},
+                     'DynamicResources: filterTimeout: Invalid value: "-1s": must be zero or positive',
+                     id="negative-filter-timeout"),
+        pytest.param({"bindingTimeout": "500ms"},
+                     'DynamicResources: bindingTimeout: Invalid value: "500ms": must be at least 1 second',
+                     id="binding-timeout-under-a-second"),
+        pytest.param({"filterTimeout": 10},
+                     'DynamicResources: filterTimeout: expected a duration such as "10s", got 10', id="not-a-duration"),
     ],
 )
 def test_args_are_upstreams_and_nothing_else(args: dict[str, Any] | None, error: str) -> None:
@@ -174,7 +183,7 @@ def test_the_default_profile_runs_it_before_default_preemption_with_weight_2() -
     (prof,) = cfg.profiles
     assert cfg.warnings == []
     assert prof.names("postFilter") == ["DynamicResources", "DefaultPreemption"]
-    assert prof.names("preFilter")[-1] == "DynamicResources"
+    assert "DynamicResources" in prof.names("preFilter") and "DynamicResources" in prof.names("filter")
     assert prof.score_weights["DynamicResources"] == 2
     assert "DynamicResources" in prof.names("preEnqueue") and "DynamicResources" in prof.names("reserve")
 
@@ -191,9 +200,9 @@ BY_NAME = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"
 
 FITS = [  # (pod name, spec without containers, cpu, what the pod ends with)
     pytest.param("fits", {}, "1", ("Bound", "big", ""), id="scheduled-scores-unchanged"),
-    pytest.param("too-big", {}, "8", ("Unschedulable", "", "0/2 nodes are available: 2 Insufficient cpu. no new "
-                                      "claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not "
-                                      "helpful for scheduling."), id="post-filter-before-preemption"),
+    pytest.param("too-big", {}, "8", ("Unschedulable", "", "0/2 nodes are available: 2 Insufficient cpu. "
+                                      "preemption: 0/2 nodes are available: 2 Preemption is not "
+                                      "helpful for scheduling."), id="post-filter-adds-no-reason-before-preemption"),
     pytest.param("conflict", {"affinity": BY_NAME}, "1",
                  ("Unschedulable", "", "0/2 nodes are available: pod affinity terms conflict. not found"),
                  id="pre-filter-rejected-so-post-filter-fails"),

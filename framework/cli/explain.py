@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pluginhost.manifest import parse_objects
+from pluginhost.manifest import ResourceObject, parse_objects
 from pluginhost.model import Node, Pod
 from pluginhost.snapshot import StorageObject
 
@@ -99,6 +99,7 @@ def _what_if_table(result: dict[str, Any]) -> str:
 
 
 async def _explain_offline(args: argparse.Namespace, pod_file: str, template: Node | None = None) -> dict[str, Any]:
+    from ..dra.embedded import with_template_claims
     from ..profiles import build_registry_with_remote
     from ..scheduler import Scheduler, explain_pod
     from ..service import start_plugin_services
@@ -123,14 +124,16 @@ async def _explain_offline(args: argparse.Namespace, pod_file: str, template: No
             asked = ([o for o in parse_objects(read_input(pod_file), pod_file) if isinstance(o, Pod)]
                      if pod_file else None)
             return await scheduler.what_if(template, args.count, asked)
-        # Pending pods in the cluster file are not scheduled: only nodes, bound pods and the volume plugins'
-        # objects (claims, volumes, classes, CSINodes) shape the snapshot.
-        await scheduler.apply([o for o in cluster if isinstance(o, Node | StorageObject)
+        # Pending pods in the cluster file are not scheduled: only nodes, bound pods, the volume plugins'
+        # objects (claims, volumes, classes, CSINodes) and DRA's (ResourceClaims, templates, DeviceClasses,
+        # ResourceSlices) shape the snapshot.
+        await scheduler.apply([o for o in cluster if isinstance(o, Node | StorageObject | ResourceObject)
                                or (isinstance(o, Pod) and o.node_name)])
         pods = [o for o in parse_objects(read_input(pod_file), pod_file) if isinstance(o, Pod)]
         if len(pods) != 1:
             raise UserError(f"{pod_file}: explain needs exactly one Pod, found {len(pods)}")
-        pod = pods[0]
+        # The claims of the pod's template entries, as the claim controller would make them.
+        pod = with_template_claims(scheduler.cache.dra, pods[0])
         name = args.profile or pod.scheduler_name
         fwk = scheduler.profiles.get(name)
         if fwk is None:
@@ -155,4 +158,9 @@ def _explain_table(result: dict[str, Any]) -> str:
         rows.append((name, f.get("code", "-"), f.get("plugin") or "", "; ".join(f.get("reasons", [])),
                      "" if n["total"] is None else n["total"], scores))
     lines.append(table(("NODE", "FILTER", "PLUGIN", "REASONS", "TOTAL", "WEIGHTED SCORES"), rows))
+    if result.get("devices"):
+        lines.append(f"devices on {result['selected']}:")
+        lines.append(table(("CLAIM", "REQUEST", "DRIVER", "POOL", "DEVICE", "ALLOCATED"), [
+            (d["claim"], d["request"], d["driver"], d["pool"], d["device"], "before" if d["allocated"] else "now")
+            for d in result["devices"]]))
     return "\n".join(lines)

@@ -30,6 +30,7 @@ from .models import (
     Device,
     DeviceClass,
     DeviceConstraint,
+    DeviceID,
     DeviceResult,
     ExactRequest,
     ResourceClaim,
@@ -47,8 +48,6 @@ _NO_KEY_HINT = (
     " or guarding the check with has() for optional fields"
 )
 
-#: (driver, pool, device).
-DeviceID = tuple[str, str, str]
 
 
 @dataclass(frozen=True, slots=True)

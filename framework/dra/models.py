@@ -44,6 +44,7 @@ __all__ = [
     "Device",
     "DeviceClass",
     "DeviceConstraint",
+    "DeviceID",
     "DeviceRequest",
     "DeviceResult",
     "DeviceTaint",
@@ -59,6 +60,8 @@ __all__ = [
 ]
 
 API_VERSION = "resource.k8s.io/v1"
+#: A device's identity: (driver, pool, device).
+DeviceID = tuple[str, str, str]
 
 _NODE_SELECTOR = {
     "NodeSelector": "nodeSelectorTerms:[NodeSelectorTerm]",

@@ -27,10 +27,11 @@ from typing import Any, Protocol
 
 from pluginhost.decode import FieldError
 from pluginhost.errors import OutriggerError
+from pluginhost.manifest import set_resource_decoder
 
-from .allocator import DeviceID
 from .models import (
     DeviceClass,
+    DeviceID,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
@@ -139,11 +140,18 @@ class DraStore:
         self._listeners: list[DraListener] = []
         #: Advances with every change of the objects or of the pending and assumed claims.
         self.generation = 0
+        # resourceVersions of the objects changed here (embedded store): above any a manifest is
+        # likely to carry, increasing with every change.
+        self._versions = itertools.count(1_000_000_001)
         #: Takes PreBind's claim status writes (the embedded default writes into this store).
         self.writer: ClaimWriter = MemoryClaimWriter(self)
 
     def __len__(self) -> int:
         return len(self.claims) + len(self.templates) + len(self.classes) + len(self.slices)
+
+    def next_version(self) -> int:
+        """A new resourceVersion for an object changed in this store (the embedded cluster's)."""
+        return next(self._versions)
 
     def add_listener(self, listener: DraListener) -> None:
         """Call ``listener(kind, old, new)`` after every change :meth:`apply` and :meth:`remove` make."""
@@ -301,8 +309,6 @@ class MemoryClaimWriter:
 
     def __init__(self, store: DraStore) -> None:
         self.store = store
-        # Versions above any a manifest is likely to carry, increasing with every write made here.
-        self._versions = itertools.count(2_000_000_001)
 
     async def write_claim_status(self, claim: ResourceClaim, status: Mapping[str, Any]) -> ResourceClaim:
         current = self.store.claims.get(claim.key)
@@ -315,7 +321,7 @@ class MemoryClaimWriter:
                               "and try again")
         raw = copy.deepcopy(current.raw) or _manifest(current)
         meta = raw.setdefault("metadata", {})
-        meta["resourceVersion"] = str(next(self._versions))
+        meta["resourceVersion"] = str(self.store.next_version())
         if status.get("allocation") is not None and FINALIZER not in (meta.get("finalizers") or []):
             meta["finalizers"] = [*(meta.get("finalizers") or []), FINALIZER]
         raw["status"] = copy.deepcopy(dict(status))
@@ -333,3 +339,12 @@ def _manifest(claim: ResourceClaim) -> dict[str, Any]:
             "resourceVersion": claim.resource_version}
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
             "spec": {"devices": {}}}
+
+
+def _check_manifest(kind: str, obj: dict[str, Any]) -> None:
+    DraStore.decode(kind, obj)
+
+
+# Manifests read from now on (the embedded store's, ``outrigger explain``'s) are decoded strictly
+# where they are read, so an error names the document.
+set_resource_decoder(_check_manifest)

@@ -1,6 +1,7 @@
 """Explain: one scheduling cycle for a pod with every node evaluated and nothing reserved or bound,
-answered as the explain JSON (per-node statuses, per-plugin scores); the what-if path runs it on a
-view with hypothetical nodes."""
+answered as the explain JSON (per-node statuses, per-plugin scores, and the devices DynamicResources
+gives the pod's ResourceClaims on the selected node); the what-if path runs it on a view with
+hypothetical nodes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import VIEW_STATE_KEY
 
 from ..outcomes import Diagnosis, IntArray, ScoreOutcome
+from ..plugins.dynamicresources import allocated_devices
 from ..runtime import Framework
 from .cycle import NO_NODES_MSG, filter_candidates, fit_error_message
 
@@ -94,6 +96,9 @@ async def explain_pod(fwk: Framework, snapshot: Snapshot, pod: Pod, state: Cycle
         return finish(scores.error)
     _record_scores(nodes, names, feasible, scores)
     out["selected"] = names[fwk.select_host(feasible, scores.totals)]
+    devices = allocated_devices(state, out["selected"])
+    if devices:
+        out["devices"] = devices  # the pod's ResourceClaims' devices on the selected node
     return finish(SUCCESS)
 
 

@@ -11,13 +11,14 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pluginhost.manifest import ManifestObject
+from pluginhost.manifest import ManifestObject, ResourceObject
 from pluginhost.model import RESERVATION_NAMESPACE, Node, PersistentVolumeClaim, Pod, PodDisruptionBudget, Reservation
 from pluginhost.plugin import ASSIGNED_POD, ActionType, ClusterEvent
 from pluginhost.snapshot import StorageObject, storage_kind
 from pluginhost.status import SUCCESS, Code, Status
 
 from ..disruption import embedded_status
+from ..dra.embedded import apply_object, release_pod, with_template_claims
 from ..queue import ACTIVE, GATED
 from ..reservations import EXPIRED, ReservationRecord, is_reserve_pod
 from .base import SchedulerBase
@@ -48,6 +49,8 @@ class ObjectStore(SchedulerBase):
         self._check_pdbs(pdbs)
         storage = [o for o in everything if isinstance(o, StorageObject)]
         self._check_storage(storage)
+        resources = [o for o in everything if isinstance(o, ResourceObject)]
+        self._check_resources(resources)
         plain: list[Pod | Node] = [o for o in everything if isinstance(o, Pod | Node)]
         self._check_apply(plain)
         results: list[ApplyResult] = []
@@ -61,6 +64,7 @@ class ObjectStore(SchedulerBase):
             action = self.cache.volumes.apply(item, dry_run=dry_run)
             namespace = item.namespace if isinstance(item, PersistentVolumeClaim) else ""
             results.append(ApplyResult(storage_kind(item), namespace, item.name, item.uid, action))
+        results.extend(await self._apply_resources(resources, dry_run))
         for obj in plain:
             if isinstance(obj, Pod):
                 uid = self._uid_by_key.get(obj.key)
@@ -70,9 +74,12 @@ class ObjectStore(SchedulerBase):
                     old = self.pods[uid].pod
                     if old.node_name and not obj.node_name:
                         obj = dataclasses.replace(obj, node_name=old.node_name)  # the binding stays
+                    if old.resource_claim_statuses and not obj.resource_claim_statuses:
+                        obj = with_template_claims(self.cache.dra, obj, dry_run, old.resource_claim_statuses)
                     if obj.raw and obj.raw == old.raw:
                         results.append(ApplyResult("Pod", obj.namespace, obj.name, obj.uid, "unchanged"))
                         continue
+                obj = with_template_claims(self.cache.dra, obj, dry_run)
                 if not dry_run:
                     await self._apply_pod(obj)
                 results.append(ApplyResult("Pod", obj.namespace, obj.name, obj.uid, action))
@@ -93,6 +100,29 @@ class ObjectStore(SchedulerBase):
             if ident in seen:
                 raise ApplyError(f"{ident} appears twice in one request")
             seen.add(ident)
+
+    @staticmethod
+    def _check_resources(objects: list[ResourceObject]) -> None:
+        seen: set[str] = set()
+        for obj in objects:
+            ident = f"{obj.kind} {obj.key}"
+            if ident in seen:
+                raise ApplyError(f"{ident} appears twice in one request")
+            seen.add(ident)
+
+    async def _apply_resources(self, objects: list[ResourceObject], dry_run: bool) -> list[ApplyResult]:
+        """DRA's objects (right after storage objects, so pods of the same request find them); then the
+        claims of pending pods whose templates just arrived, as the claim controller would make them."""
+        results = [ApplyResult(o.kind, o.namespace, o.name, o.uid, apply_object(self.cache.dra, o, dry_run))
+                   for o in objects]
+        if dry_run or not any(o.kind == "ResourceClaimTemplate" for o in objects):
+            return results
+        for rec in list(self.pods.values()):
+            if not rec.pod.node_name and rec.pod.resource_claims:
+                pod = with_template_claims(self.cache.dra, rec.pod)
+                if pod is not rec.pod:
+                    await self._apply_pod(pod)
+        return results
 
     def delete_storage(self, kind: str, namespace: str, name: str) -> StorageObject | None:
         """Remove a claim, volume, class or CSINode from the embedded store (None when there is none);
@@ -291,6 +321,8 @@ class ObjectStore(SchedulerBase):
                 self.reservations.reserve_pod_deleted(rec.pod, reason)
             else:
                 self.reservations.owner_deleted(rec.pod)
+        if self.source.accepts_apply and rec.pod.resource_claims:
+            release_pod(self.cache.dra, rec.pod)  # the claim controller's part, in the embedded store
         self._emit(EV_DELETED, "Pod", rec.pod, node=rec.pod.node_name)
         if was_placed or rec.pod.node_name:
             self._cluster_event(ClusterEvent(ASSIGNED_POD, ActionType.Delete), rec.pod, None)

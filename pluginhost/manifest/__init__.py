@@ -2,8 +2,10 @@
 
 A file may hold several YAML documents separated by ``---``, a single JSON object, and ``kind: List``
 (or ``PodList``, ``NodeList``, ...) documents whose ``items`` are expanded in place. Only ``Pod``,
-``Node``, ``Reservation``, ``PodDisruptionBudget`` (``policy/v1``) and the volume plugins' objects
-(``PersistentVolumeClaim``, ``PersistentVolume``, ``StorageClass`` and ``CSINode``) are understood (the
+``Node``, ``Reservation``, ``PodDisruptionBudget`` (``policy/v1``), the volume plugins' objects
+(``PersistentVolumeClaim``, ``PersistentVolume``, ``StorageClass`` and ``CSINode``) and DynamicResources'
+(``ResourceClaim``, ``ResourceClaimTemplate``, ``DeviceClass``, ``ResourceSlice``: ``resource.k8s.io/v1``,
+read as :class:`ResourceObject`) are understood (the
 kinds of :data:`SUPPORTED_KINDS`); everything else is an error, as is anything the
 API server would reject that the scheduler depends on (operators, effects, weights, ports, quantities,
 names, labels, annotations, types). Decoding is the API server's strict decoding
@@ -27,10 +29,12 @@ The API server's defaulting that scheduling relies on is applied here, since the
 - ``_pods`` (with ``_placement``: affinity, tolerations, spread constraints), ``_nodes``,
   ``_reservations``, ``_pdb`` and ``_storage`` (a pod's volumes, claims, volumes, classes, CSINodes):
   one builder per kind;
+- ``_dra``: DRA's objects, their envelope checked here and their fields by the framework's decoder;
 - ``_dump``: the model back to v1 manifests.
 """
 
 from pluginhost.decode import VALIDATE_MODES, one_line
+from pluginhost.manifest._dra import RESOURCE_KINDS, ResourceObject, set_resource_decoder
 from pluginhost.manifest._dump import node_to_dict, pod_to_dict
 from pluginhost.manifest._pods import compute_requests, finish_pod
 from pluginhost.manifest._reader import (
@@ -50,10 +54,12 @@ from pluginhost.manifest._reader import (
 )
 
 __all__ = [
+    "RESOURCE_KINDS",
     "SUPPORTED_KINDS",
     "VALIDATE_MODES",
     "ManifestError",
     "ManifestObject",
+    "ResourceObject",
     "compute_requests",
     "csinode_from_dict",
     "finish_pod",
@@ -68,5 +74,6 @@ __all__ = [
     "pv_from_dict",
     "pvc_from_dict",
     "reservation_from_dict",
+    "set_resource_decoder",
     "storage_class_from_dict",
 ]

@@ -28,6 +28,7 @@ from pluginhost.model import (
     StorageClass,
 )
 
+from ._dra import RESOURCE_API_VERSION, RESOURCE_KINDS, ResourceObject, build_resource_object
 from ._fields import shown
 from ._nodes import build_node
 from ._pdb import build_pdb
@@ -54,6 +55,7 @@ __all__ = [
 #: Every object :func:`parse_objects` returns.
 ManifestObject = (
     Pod | Node | Reservation | PodDisruptionBudget | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode
+    | ResourceObject
 )
 _T = TypeVar("_T")
 
@@ -103,6 +105,8 @@ _SCHEMAS = decode.schemas(
             "conditions:[PodDisruptionBudgetCondition]"
         ),
         "PodDisruptionBudgetCondition": "type status observedGeneration lastTransitionTime reason message",
+        # resource.k8s.io/v1's objects: spec and status are the DRA decoder's to check (pluginhost.manifest._dra).
+        "ResourceObject": "apiVersion kind metadata:ObjectMeta spec status",
     },
 )
 _POD: Schema = _SCHEMAS["Pod"]
@@ -114,6 +118,7 @@ _STORAGE_CLASS: Schema = _SCHEMAS["StorageClass"]
 _CSINODE: Schema = _SCHEMAS["CSINode"]
 _LIST: Schema = _SCHEMAS["List"]
 _PDB: Schema = _SCHEMAS["PodDisruptionBudget"]
+_RESOURCE: Schema = _SCHEMAS["ResourceObject"]
 
 # Each kind: the apiVersion it must have (checked before decoding; None where the builder checks it,
 # as Reservation and PodDisruptionBudget accept or word theirs differently), its builder and schema.
@@ -126,10 +131,11 @@ _KINDS: dict[str, tuple[str | None, Callable[[dict[str, Any]], ManifestObject], 
     "PersistentVolume": ("v1", build_pv, _PV),
     "StorageClass": ("storage.k8s.io/v1", build_storage_class, _STORAGE_CLASS),
     "CSINode": ("storage.k8s.io/v1", build_csinode, _CSINODE),
+    **{kind: (RESOURCE_API_VERSION, build_resource_object(kind), _RESOURCE) for kind in RESOURCE_KINDS},
 }
 #: The kinds :func:`parse_objects` understands; any other is an error.
 SUPPORTED_KINDS = tuple(_KINDS)
-_CLUSTER_SCOPED = frozenset({"Node", "PersistentVolume", "StorageClass", "CSINode"})
+_CLUSTER_SCOPED = frozenset({"Node", "PersistentVolume", "StorageClass", "CSINode", "DeviceClass", "ResourceSlice"})
 
 
 def _describe(kind: str, obj: Mapping[str, Any]) -> str:
