@@ -187,8 +187,8 @@ kind: Pod
 metadata: {name: big, namespace: shop, uid: uid-big, labels: {app: batch}, creationTimestamp: "2024-01-01T00:00:00Z"}
 spec: {containers: [{name: c, resources: {requests: {cpu: "3"}, limits: {cpu: "3"}}}]}
 """
-BIG_REASON = ("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. no new claims to "
-              "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+BIG_REASON = ("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. "
+              "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ from pluginhost.status import Status as PluginStatus
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0", "labels": {"zone": "a"}},
         "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}}}
-FULL = ("0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes are "
+FULL = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
         "available: 1 Preemption is not helpful for scheduling.")
 
 

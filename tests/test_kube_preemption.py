@@ -207,7 +207,7 @@ def _evicts_the_victims_budgets_allow(framework: FrameworkProcess, kube_cluster:
     # One victim gone: kp-2 still lacks 2 CPUs while "plain" terminates. urgent is tried again and waits
     # for it rather than preempting anew (kube-scheduler's "terminating pod on the nominated node").
     finish_deletion(kube_cluster, ns, "budgeted")
-    waiting = (f"{fit} no new claims to deallocate, preemption: not eligible due to a terminating pod on the "
+    waiting = (f"{fit} preemption: not eligible due to a terminating pod on the "
                "nominated node.")
     rows = wait_for(lambda: [r for r in describe_events(kube_cluster, ns, "urgent") if r[3] == waiting], 30,
                     "urgent to wait for its victim")
@@ -253,7 +253,7 @@ def _clears_lower_priority_nominations(framework: FrameworkProcess, kube_cluster
 
     finish_deletion(kube_cluster, ns, "old")
     assert wait_for(lambda: wide_node(kube_cluster, ns, "urgent"), 30, "urgent to be bound") == "kp-3"
-    no_victims = ("0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 "
+    no_victims = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 "
                   "nodes are available: 1 No preemption victims found for incoming pod.")
     assert wait_for(lambda: any(r[3] == no_victims for r in describe_events(kube_cluster, ns, "middle")), 30,
                     "middle to find nothing left to preempt")
@@ -279,7 +279,7 @@ def _nomination_cleared_when_no_candidate(framework: FrameworkProcess, kube_clus
     # handleSchedulingFailure's status patch clears nominatedNodeName.
     kube_cluster.kubectl("delete", "node", "kp-4")
     finish_deletion(kube_cluster, ns, "old")
-    no_victims = ("0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 "
+    no_victims = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 "
                   "nodes are available: 1 No preemption victims found for incoming pod.")
     assert wait_for(lambda: any(r[3] == no_victims for r in describe_events(kube_cluster, ns, "urgent")), 30,
                     "urgent to find no node to preempt on")

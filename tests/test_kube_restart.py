@@ -93,7 +93,7 @@ def test_sigkill_while_scheduling_then_restart_binds_every_pod_once_or_leaves_it
     per_node = collections.Counter(bound.values())
     assert max(per_node.values()) <= NODE_CPU  # no node over-committed (1 CPU a pod)
     assert (len(bound), len(pending)) == (NODES * NODE_CPU, PODS - NODES * NODE_CPU)
-    messages = {c["message"].split(" no new claims to deallocate, preemption:")[0] for p in pending
+    messages = {c["message"].split(" preemption:")[0] for p in pending
                 for c in p["status"]["conditions"] if c["type"] == "PodScheduled"}
     assert messages == {f"0/{NODES} nodes are available: {NODES} Insufficient cpu."}
     # Bound exactly once: the one Scheduled event a pod may have names the node the API has for it.

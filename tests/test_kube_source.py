@@ -107,10 +107,10 @@ def test_pod_of_a_profile_is_bound_where_the_remote_plugin_lets_it(
 FITS_NOWHERE = [  # (name, cpu, annotations, the fit message)
     # More than a whole node: evicting pods cannot help (UnschedulableAndUnresolvable), as in kube-scheduler.
     ("too-big", "64", {},
-     "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: 0/2 nodes are "
+     "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are "
      "available: 2 Preemption is not helpful for scheduling."),
     ("no-gpu-node", "1", {REQUIRE: "gpu"},
-     "0/2 nodes are available: 2 node(s) didn't have the required label(s) gpu. no new claims to deallocate, "
+     "0/2 nodes are available: 2 node(s) didn't have the required label(s) gpu. "
      "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."),
 ]
 

@@ -120,7 +120,7 @@ def failed_scheduling(cluster: LocalCluster, namespace: str, name: str) -> str:
 def fit_error(cluster: LocalCluster, reason: str) -> str:
     """kube-scheduler's FailedScheduling text for a reason every node gives (UnschedulableAndUnresolvable)."""
     n = len(get_json(cluster, "nodes")["items"])
-    return (f"0/{n} nodes are available: {n} {reason}. no new claims to deallocate, preemption: 0/{n} nodes are "
+    return (f"0/{n} nodes are available: {n} {reason}. preemption: 0/{n} nodes are "
             f"available: {n} Preemption is not helpful for scheduling.")
 
 

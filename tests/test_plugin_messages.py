@@ -1,9 +1,10 @@
 """The in-tree plugins' messages, word for word kube-scheduler v1.35's, as users read them in fit errors.
 
 Every expected message in FIT_ERRORS is what kube-scheduler v1.35.4 (built by tests/k8s/build.sh, default
-profile) wrote in the FailedScheduling event of the same pod on the same cluster, verbatim: DynamicResources'
-PostFilter says ``no new claims to deallocate, `` before ``preemption: ...``, or, when a PreFilter plugin
-before it rejected the pod, ends the message with ``not found`` (framework/plugins/dynamicresources.py). The
+profile) wrote in the FailedScheduling event of the same pod on the same cluster, verbatim, except that
+DynamicResources' PostFilter no longer says ``no new claims to deallocate, `` before ``preemption: ...`` (v1.37.2
+gives no reason there, docs/upstream-1.37.md §5.1); when a PreFilter plugin
+before it rejected the pod, it still ends the message with ``not found`` (framework/plugins/dynamicresources.py). The
 messages encode more than words: the order of the histogram (sorted as strings), the count of nodes per reason,
 and, through the preemption suffix, each reason's code (only Unschedulable nodes are dry-run, and report
 ``No preemption victims found for incoming pod``; UnschedulableAndUnresolvable ones are "not helpful").
@@ -92,9 +93,9 @@ def cpu(amount: str) -> dict[str, Any]:
     return {"resources": {"requests": {"cpu": amount}}}
 
 
-NOT_HELPFUL_6 = ("no new claims to deallocate, preemption: 0/6 nodes are available: 6 Preemption is not helpful "
+NOT_HELPFUL_6 = ("preemption: 0/6 nodes are available: 6 Preemption is not helpful "
                  "for scheduling.")
-ONE_DRY_RUN = ("no new claims to deallocate, preemption: 0/6 nodes are available: 1 No preemption victims found "
+ONE_DRY_RUN = ("preemption: 0/6 nodes are available: 1 No preemption victims found "
                "for incoming pod, 5 Preemption is not helpful for scheduling.")
 
 # (pod name, pod labels, pod spec without containers, the container's extra fields, the fit error)
@@ -108,7 +109,7 @@ FIT_ERRORS: list[Any] = [
     pytest.param(
         "cpu6-never", {}, {"priority": 100, "preemptionPolicy": "Never"}, cpu("6"),
         "0/6 nodes are available: 1 Too many pods, 1 node(s) were unschedulable, 2 node(s) had untolerated "
-        "taint(s), 3 Insufficient cpu. no new claims to deallocate, preemption: not eligible due to "
+        "taint(s), 3 Insufficient cpu. preemption: not eligible due to "
         "preemptionPolicy=Never.",
         id="preemption-policy-never",
     ),

@@ -169,13 +169,13 @@ HOLDERS = [pod("holder-rwop", ("rwop",), node_name="n-b"), pod("holder-csi", ("c
 
 
 def _unresolvable(reason: str) -> str:
-    return (f"0/3 nodes are available: 3 {reason}. no new claims to deallocate, preemption: 0/3 nodes are "
+    return (f"0/3 nodes are available: 3 {reason}. preemption: 0/3 nodes are "
             "available: 3 Preemption is not helpful for scheduling.")
 
 
 def _one_node(reason: str) -> str:
-    return (f"0/3 nodes are available: 1 {reason}, 2 node(s) didn't match Pod's node affinity/selector. no new "
-            "claims to deallocate, preemption: 0/3 nodes are available: 1 No preemption victims found for incoming "
+    return (f"0/3 nodes are available: 1 {reason}, 2 node(s) didn't match Pod's node affinity/selector. "
+            "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming "
             "pod, 2 Preemption is not helpful for scheduling.")
 
 
@@ -195,7 +195,7 @@ CASES = [  # (pod, the node it is bound to, or the FailedScheduling message)
                  id="bound-volume-on-no-node-here"),
     pytest.param(pod("p-rwop", ("rwop",)),
                  "0/3 nodes are available: 3 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod "
-                 "access mode already in-use by another pod. no new claims to deallocate, preemption: 0/3 nodes are "
+                 "access mode already in-use by another pod. preemption: 0/3 nodes are "
                  "available: 3 No preemption victims found for incoming pod.", id="read-write-once-pod-in-use"),
     pytest.param(pod("p-csi", ("c2",), selector="n-a"), _one_node("node(s) exceed max volume count"),
                  id="csi-limit-reached"),

@@ -137,16 +137,16 @@ def test_preemption_evicts_the_right_victims_and_the_preemptor_binds(
     ("nodes", "placed", "preemptor", "message"),
     [
         pytest.param([node("n1", "2")], [pod("a", "2", 100, "n1")], pod("p", "2", 100),
-                     "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 "
+                     "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 "
                      "nodes are available: 1 No preemption victims found for incoming pod.",
                      id="no-lower-priority-pods"),
         pytest.param([node("n1", "2")], [pod("a", "2", 0, "n1")], pod("p", "2", 100, preemptionPolicy="Never"),
-                     "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
+                     "0/1 nodes are available: 1 Insufficient cpu. "
                      "preemption: not eligible due to preemptionPolicy=Never.", id="policy-never"),
         pytest.param([node("n1", "2", unschedulable=True), node("n2", "2")], [pod("a", "1", 100, "n2")],
                      pod("p", "2", 100),
-                     "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. no new claims "
-                     "to deallocate, preemption: 0/2 nodes are available: 1 No preemption victims found for "
+                     "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. "
+                     "preemption: 0/2 nodes are available: 1 No preemption victims found for "
                      "incoming pod, 1 Preemption is not helpful for scheduling.",
                      id="unresolvable-nodes-are-not-candidates"),
     ],
@@ -466,7 +466,7 @@ def test_terminating_by_preemption(deleting: bool, conditions: list[dict[str, st
 
 # ---- A preemptor's nomination after a later attempt ------------------------------------------------
 
-NO_VICTIMS = ("0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes "
+NO_VICTIMS = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes "
               "are available: 1 No preemption victims found for incoming pod.")
 
 
@@ -510,11 +510,11 @@ NOMINATION_CASES = [
     # Not eligible to preempt: no result (ModeNoop), the nomination stays as it is.
     NominationCase("victim-still-terminating-on-the-nominated-node-keeps", [node("n1", "2")],
                    [terminating_victim("old", "2", 0, "n1")], nominated_to("n1", pod("hi", "2", 100)), "n1",
-                   "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: not "
+                   "0/1 nodes are available: 1 Insufficient cpu. preemption: not "
                    "eligible due to a terminating pod on the nominated node."),
     NominationCase("preemption-policy-never-keeps", [node("n1", "2")], [pod("a", "2", 0, "n1")],
                    nominated_to("n1", pod("hi", "2", 100, preemptionPolicy="Never")), "n1",
-                   "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: not "
+                   "0/1 nodes are available: 1 Insufficient cpu. preemption: not "
                    "eligible due to preemptionPolicy=Never."),
 ]  # fmt: skip
 

@@ -251,7 +251,7 @@ async def _steps(s: Scheduler, steps: Sequence[tuple[str, list[Any] | Step]]) ->
 
 
 SEEN = "volumes ['data:persistentVolumeClaim', 'inline:csi']"
-PREEMPTION = " no new claims to deallocate, preemption: 0/3 nodes are available: 3 "
+PREEMPTION = " preemption: 0/3 nodes are available: 3 "
 UNHELPFUL = PREEMPTION + "Preemption is not helpful for scheduling."
 NO_VICTIMS = PREEMPTION + "No preemption victims found for incoming pod."
 WITNESS_STEPS: list[tuple[str, Any, tuple[str, str]]] = [

@@ -346,7 +346,7 @@ def test_a_pending_reservation_reports_why(server: ServerThread, tmp_path: Path,
     (got,) = json.loads(out)
     assert (got["name"], got["phase"]) == ("huge", PENDING)
     assert got["lastStatus"]["reasons"] == ["0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match "
-                                            "Pod's node affinity/selector. no new claims to deallocate, preemption: "
+                                            "Pod's node affinity/selector. preemption: "
                                             "0/2 nodes are available: 2 Preemption is not helpful for "
                                             "scheduling."]
 

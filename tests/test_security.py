@@ -631,7 +631,7 @@ def test_a_plugin_reading_another_cycles_cycle_state_gets_permission_denied() ->
         f"cycle '{held}': a plugin may only write the cycle state of scheduling contexts it was called in",
         "read held as Hold: ok ['Hold/secret']",
     ]
-    assert reasons == [f"0/1 nodes are available: {', '.join(outcomes)}. no new claims to deallocate, "
+    assert reasons == [f"0/1 nodes are available: {', '.join(outcomes)}. "
                        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."]
     assert seen["secret"] == StateValue.json("only for Hold")  # the refused write changed nothing
 

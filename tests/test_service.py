@@ -82,7 +82,7 @@ def test_pods_are_bound_or_reported_unschedulable_never_dropped() -> None:
         # Equal priorities: preemption finds no victims (kube-scheduler's message, double period included).
         assert loser.last_status == Status("Unschedulable", (
             "0/3 nodes are available: 3 Insufficient cpu. "
-            "no new claims to deallocate, preemption: 0/3 nodes are available: 3 No preemption victims found for "
+            "preemption: 0/3 nodes are available: 3 No preemption victims found for "
             "incoming pod.",
         ))
         assert loser.queue == "unschedulable"

@@ -239,8 +239,8 @@ def test_node_transformers_chain_in_profile_order_and_do_not_leak(mode: str, hos
             assert state(s, "first") == ("Bound", "n0", "")
             assert state(s, "second") == ("Bound", "n0", "")
             assert state(s, "backwards") == (
-                "Unschedulable", "", "0/2 nodes are available: 2 node(s) had the wrong stage. no new claims to "
-                "deallocate, preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+                "Unschedulable", "", "0/2 nodes are available: 2 node(s) had the wrong stage. "
+                "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
             snap = s.cache.snapshot()
             assert [n.labels for n in snap.nodes] == [{}, {STAGE: "x"}]
             assert s.nodes["n1"].labels == {STAGE: "x"}
