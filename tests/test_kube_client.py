@@ -12,7 +12,7 @@ import yaml
 
 from framework.config import SchedulerConfig
 from framework.kube.client import ApiError, Gone, KubeConfig, KubeConfigError, TokenBucket
-from framework.kube.convert import convert_pod, reconvert_pod, unsupported
+from framework.kube.convert import convert_pod, reconvert_pod, spec_changed, unsupported
 from framework.kube.events import _changed_condition, truncate_note
 from framework.kube.settings import ClientConnection, client_connection
 
@@ -145,6 +145,9 @@ def test_a_pod_with_claims_converts_and_a_new_claim_status_converts_again() -> N
     changed["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu-abc12"}]
     again = reconvert_pod(item, changed)
     assert again.pod is not None and again.pod.resource_claim_statuses == {"gpu": "p-gpu-abc12"}
+    # The claim controller's status update is a change the queue hears (PreEnqueue runs again).
+    assert spec_changed(item.raw, changed) is True
+    assert spec_changed(changed, {**changed, "status": {**changed["status"], "phase": "Running"}}) is False
 
 
 @pytest.mark.parametrize(("spec", "reason"), UNSUPPORTED)

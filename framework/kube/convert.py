@@ -173,8 +173,13 @@ def convert_pdb(obj: dict[str, Any]) -> PodDisruptionBudget:
 
 
 def spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Whether more than the status changed (kube-scheduler's isPodUpdated)."""
+    """Whether more than the status changed (kube-scheduler's isPodUpdated), or the claims the claim
+    controller made for the pod (``status.resourceClaimStatuses``, the TargetPod
+    UpdatePodGeneratedResourceClaim event that may let DynamicResources' PreEnqueue through)."""
     if old.get("spec") != new.get("spec"):
+        return True
+    if (old.get("status") or {}).get("resourceClaimStatuses") != (new.get("status") or {}).get(
+            "resourceClaimStatuses"):
         return True
     om, nm = old.get("metadata") or {}, new.get("metadata") or {}
     return any(om.get(k) != nm.get(k) for k in ("labels", "annotations", "deletionTimestamp", "ownerReferences"))
