@@ -79,8 +79,9 @@ class FeatureGates:
     __slots__ = ("_explicit", "_values")
 
     def __init__(self, explicit: Mapping[str, bool] | None = None) -> None:
-        """``explicit``: gate -> value, already checked (:func:`parse` makes one from the flag)."""
-        explicit = dict(explicit or {})
+        """``explicit``: gate -> value; an unknown or locked gate raises :class:`FeatureGateError`
+        (:func:`parse` makes one from the flag and also checks the dependencies)."""
+        explicit = _checked(explicit or {})
         values = {name: spec.default for name, spec in KNOWN.items() if name not in _ALL}
         for special, stability in _ALL.items():
             if special in explicit:  # fills the gates of its stability that were not set by name
@@ -188,7 +189,7 @@ def parse(values: str | Iterable[str] | None) -> FeatureGates:
     requested: dict[str, bool] = {}
     for value in [values] if isinstance(values, str) else values:
         requested.update(_pairs(value))
-    gates = FeatureGates(_checked(requested))
+    gates = FeatureGates(requested)
     missing = []
     for name, spec in KNOWN.items():
         if spec.dependencies and name not in _ALL and gates.enabled(name):

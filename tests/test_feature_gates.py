@@ -136,6 +136,10 @@ def test_the_gates_are_read_only_and_an_unknown_name_is_a_programming_error() ->
     assert str(err.value) == "feature 'GangScheduling' is not registered in FeatureGate"
     assert gates == parse("GenericWorkload=1") != parse(None) and hash(gates) == hash(parse("GenericWorkload=t"))
     assert dict(gates.explicit) == {"GenericWorkload": True}
+    with pytest.raises(FeatureGateError, match=r"^unrecognized feature gate: Foo$"):
+        FeatureGates({"Foo": True})
+    with pytest.raises(FeatureGateError, match=r"^cannot set feature gate ImageVolume to false, feature is locked"):
+        FeatureGates({"ImageVolume": False})
 
 
 @pytest.fixture
