@@ -11,6 +11,9 @@ kube-scheduler's own (same names, labels and buckets):
   sample of the scheduling contexts (10% by default, as kube-scheduler's ``pluginMetricsSamplePercent``).
 - ``scheduler_pending_pods{queue}``: pods in the ``active``, ``backoff``, ``unschedulable`` and ``gated``
   queues.
+- Opportunistic batching (:mod:`framework.batching`), read from each profile's batch at scrape time:
+  ``scheduler_batch_attempts_total{profile,result}`` (``hint_used``, ``hint_not_used``, ``no_hint``),
+  ``scheduler_batch_cache_flushed_total{profile,reason}`` and ``scheduler_batch_rescore_attempts_total{profile}``.
 
 Outrigger's own, for remote plugins (read from the adapters' counters at scrape time, nothing on the
 hot path): ``outrigger_remote_plugin_calls_total``, ``outrigger_remote_plugin_errors_total``,
@@ -78,6 +81,28 @@ class _PendingCollector(Collector):
         for q in PENDING_QUEUES:
             g.add_metric([q], float(counts.get(q, 0)))
         yield g
+
+
+class _BatchCollector(Collector):
+    """Each profile's opportunistic batch counters (kube-scheduler's batch metrics)."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def collect(self) -> Iterable[Any]:
+        attempts = CounterMetricFamily("scheduler_batch_attempts", "Counts of results when we attempt to use batching.",
+                                       labels=["profile", "result"])
+        flushed = CounterMetricFamily("scheduler_batch_cache_flushed", "Counts of cache flushes by reason.",
+                                      labels=["profile", "reason"])
+        rescores = CounterMetricFamily("scheduler_batch_rescore_attempts",
+                                       "Counts of rescore attempts during opportunistic batching.", labels=["profile"])
+        for profile, batch in sorted(getattr(self.scheduler, "batches", {}).items()):
+            for result, n in sorted(batch.attempts.items()):
+                attempts.add_metric([profile, result], n)
+            for reason, n in sorted(batch.flushed.items()):
+                flushed.add_metric([profile, reason], n)
+            rescores.add_metric([profile], batch.rescores)
+        yield from (attempts, flushed, rescores)
 
 
 class _RemoteCollector(Collector):
@@ -185,6 +210,7 @@ class SchedulerMetrics:
     def attach(self, scheduler: Any, remote: Any = None) -> None:
         """Read the queue (and the remote plugins' counters) of ``scheduler`` at scrape time."""
         self.registry.register(_PendingCollector(scheduler))
+        self.registry.register(_BatchCollector(scheduler))
         if remote is not None:
             self.registry.register(_RemoteCollector(remote))
 

@@ -21,6 +21,7 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.state import StateValue
 from pluginhost.status import Status
 
+from ..batching import OpportunisticBatch
 from ..cache import Cache
 from ..config import SchedulerConfig
 from ..queue import SchedulingQueue
@@ -65,6 +66,10 @@ class SchedulerBase:
     nominated: dict[str, str]
     stats: CycleStats
     profiles: dict[str, Framework]
+    #: Each profile's opportunistic batch (none when the OpportunisticBatching gate is off).
+    batches: dict[str, OpportunisticBatch]
+    #: How many pods were popped to be scheduled (kube-scheduler's scheduling cycle count).
+    popped: int
     queue: SchedulingQueue
     #: The cluster events each plugin registered (EnqueueExtensions), by plugin name.
     _plugin_events: dict[str, list[ClusterEventWithHint]]

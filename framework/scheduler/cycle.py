@@ -18,6 +18,7 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import VIEW_STATE_KEY
 
+from ..batching import OpportunisticBatch, Ranked
 from ..outcomes import Diagnosis, IntArray, num_feasible_nodes_to_find
 from ..runtime import Framework
 from .binding import BindingCycle
@@ -72,10 +73,25 @@ def filter_candidates(snapshot: Snapshot, pre: PreFilterResult | None, diagnosis
     return candidates
 
 
+@dataclasses.dataclass(slots=True)
+class BatchCycle:
+    """What opportunistic batching knows of one cycle: the profile's batch, the pod's signature, the
+    cycle's number (every pod popped counts) and the node hinted to it ("" for none)."""
+
+    batch: OpportunisticBatch
+    signature: bytes | None
+    cycle: int
+    hint: str = ""
+
+    def store(self, chosen: str, others: Ranked | None = None, other_count: int = 0) -> None:
+        self.batch.store(self.signature, self.hint, chosen, others, self.cycle, other_count)
+
+
 class SchedulingCycle(BindingCycle):
     """One pod's scheduling cycle (kube-scheduler's ``schedulingCycle`` and ``schedulePod``)."""
 
     async def schedule_one(self, info: QueuedPodInfo) -> None:
+        self.popped += 1  # kube-scheduler's scheduling cycle count: batching reads it
         pod = info.pod
         rec = self.pods.get(pod.uid)
         fwk = self.profiles.get(pod.scheduler_name)
@@ -93,9 +109,11 @@ class SchedulingCycle(BindingCycle):
         if fwk.before_cycle_plugins:
             await self._look_ahead(fwk, pod, snapshot)
         diagnosis = Diagnosis()
+        batch = self.batches.get(fwk.profile)
+        bc = None if batch is None else BatchCycle(batch, batch.sign(pod), self.popped)
         host: str | None
         try:
-            host, status = await self._schedule_pod(fwk, state, pod, snapshot, diagnosis)
+            host, status = await self._schedule_pod(fwk, state, pod, snapshot, diagnosis, bc)
         except Exception as exc:
             log.exception("scheduling cycle of %s failed", pod.key)
             host, status = None, Status.failure(f"scheduling cycle failed: {exc}", error=exc)
@@ -166,9 +184,12 @@ class SchedulingCycle(BindingCycle):
             fwk.end_view(state, snapshot, base_view)
 
     async def _schedule_pod(
-        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis,
+        bc: BatchCycle | None = None,
     ) -> tuple[str | None, Status]:
-        """Find the node for ``pod``: (node, Success) or (None, why not)."""
+        """Find the node for ``pod``: (node, Success) or (None, why not). ``bc``: the cycle's batching
+        (None when OpportunisticBatching is off): after PreFilter the batch may hint a node, tried first
+        as a nominated node is, and a success is stored for the next pod."""
         n_all = len(snapshot)
         if n_all == 0:
             return None, Status(Code.UnschedulableAndUnresolvable, (NO_NODES_MSG,))
@@ -184,13 +205,15 @@ class SchedulingCycle(BindingCycle):
             diagnosis.node_to_status.absent = status
             diagnosis.pre_filter_msg = status.message()
             return None, Status(status.code, (fit_error_message(n_all, diagnosis),), status.plugin)
+        if bc is not None:
+            bc.hint = await bc.batch.node_hint(state, pod, bc.signature, bc.cycle, snapshot)
         base, base_view = snapshot, state.get(VIEW_STATE_KEY)
         if fwk.filter_transformers:
             snapshot, status = await fwk.run_node_transformers("filter", state, pod, base)
             if not status.ok:
                 return None, status
         try:
-            host, feasible, status = await self._filter(fwk, state, pod, snapshot, diagnosis, pre)
+            host, feasible, status = await self._filter(fwk, state, pod, snapshot, diagnosis, pre, bc)
         finally:
             if fwk.filter_transformers:
                 fwk.end_view(state, base, base_view)
@@ -201,14 +224,14 @@ class SchedulingCycle(BindingCycle):
             if not status.ok:
                 return None, status
             try:
-                return await self._score(fwk, state, pod, view, feasible)
+                return await self._score(fwk, state, pod, view, feasible, bc)
             finally:
                 fwk.end_view(state, base, base_view)
-        return await self._score(fwk, state, pod, base, feasible)
+        return await self._score(fwk, state, pod, base, feasible, bc)
 
     async def _filter(
         self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis,
-        pre: PreFilterResult | None,
+        pre: PreFilterResult | None, bc: BatchCycle | None = None,
     ) -> tuple[str | None, IntArray | None, Status]:
         """Filter on ``snapshot`` (the Filter view): the feasible rows to score, or the outcome
         itself (a node, or why none) when there is nothing to score."""
@@ -217,9 +240,11 @@ class SchedulingCycle(BindingCycle):
         n_cand = int(candidates.shape[0])
         if n_cand == 0:
             return None, None, Status(Code.UnschedulableAndUnresolvable, (fit_error_message(n_all, diagnosis),))
-        if pod.nominated_node_name:
-            # The node a preemption made room on is most likely the one: try it first (evaluateNominatedNode).
-            row = snapshot.row(pod.nominated_node_name)
+        first = pod.nominated_node_name or (bc.hint if bc is not None else "")
+        if first:
+            # The node a preemption made room on (or the batch's hint) is most likely the one: try it
+            # first (evaluateNominatedNode).
+            row = snapshot.row(first)
             if row is not None and bool(np.any(candidates == row)):
                 tried = Diagnosis()
                 fits = await fwk.run_filter(state, pod, snapshot, np.asarray([row], dtype=np.int64), 1, tried)
@@ -227,7 +252,9 @@ class SchedulingCycle(BindingCycle):
                     return None, None, fits.error
                 nominated = await self._filter_with_nominated(fwk, state, pod, snapshot, fits.feasible, tried)
                 if nominated.shape[0]:
-                    return pod.nominated_node_name, None, SUCCESS
+                    if bc is not None:
+                        bc.store(first)
+                    return first, None, SUCCESS
         start = self._next_start % n_cand
         walk = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
         to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n_cand)
@@ -239,20 +266,33 @@ class SchedulingCycle(BindingCycle):
         if feasible.shape[0] == 0:
             return None, None, Status(Code.Unschedulable, (fit_error_message(n_all, diagnosis),))
         if feasible.shape[0] == 1:
-            return snapshot.table.names[int(feasible[0])], None, SUCCESS
+            host = snapshot.table.names[int(feasible[0])]
+            if bc is not None:
+                bc.store(host)
+            return host, None, SUCCESS
         return None, feasible, SUCCESS
 
     async def _score(
-        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, feasible: IntArray
+        self, fwk: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, feasible: IntArray,
+        bc: BatchCycle | None = None,
     ) -> tuple[str | None, Status]:
         batch = NodeBatch(snapshot, feasible)
         status = await fwk.run_pre_score(state, pod, batch)
         if not status.ok:
             return None, status
-        scores = await fwk.run_score(state, pod, batch)
+        keep = bc is not None and bc.signature is not None  # the raw scores a batch keeps
+        scores = await fwk.run_score(state, pod, batch, record=keep)
         if scores.error is not None:
             return None, scores.error
-        return snapshot.table.names[fwk.select_host(feasible, scores.totals)], SUCCESS
+        pick = fwk.select_host(np.arange(feasible.shape[0]), scores.totals)
+        host = snapshot.table.names[int(feasible[pick])]
+        if bc is not None:
+            others = None
+            if keep:
+                raw = {name: ps.raw for name, ps in scores.by_plugin.items()}
+                others = Ranked.of(batch.names, raw, scores.totals).without(pick)
+            bc.store(host, others, int(feasible.shape[0]) - 1)
+        return host, SUCCESS
 
     def _nominated_pods_by_row(self, snapshot: Snapshot, pod: Pod) -> dict[int, list[Pod]]:
         """Pods nominated to a node that outrank (or equal) ``pod``: Filter counts them as present."""

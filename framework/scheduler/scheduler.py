@@ -31,6 +31,8 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Status
 from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 
+from .. import features
+from ..batching import OpportunisticBatch
 from ..cache import Cache
 from ..config import ProfileConfig, SchedulerConfig
 from ..plugins import Registry
@@ -104,6 +106,9 @@ class Scheduler(SchedulingCycle, ObjectStore):
         self.profiles: dict[str, Framework] = {
             p.scheduler_name: self._build_framework(p) for p in config.profiles
         }
+        self.batches = {name: OpportunisticBatch(fwk) for name, fwk in self.profiles.items()
+                        if features.enabled("OpportunisticBatching")}
+        self.popped = 0
         first = next(iter(self.profiles.values()))
         self._plugin_events = self._collect_events()
         sort_plugin = first.queue_sort_plugin
