@@ -245,6 +245,7 @@ WEB_EXPLAINED = {
         "n0": {"filter": {"code": "Success", "plugin": None, "reasons": []},
                "scores": {"TaintToleration": {"raw": 0, "normalized": 100, "weighted": 300},
                           "NodeResourcesFit": {"raw": 84, "normalized": 84, "weighted": 84},
+                          "VolumeBinding": {"raw": 0, "normalized": 0, "weighted": 0},
                           "DynamicResources": {"raw": 0, "normalized": 0, "weighted": 0},
                           "NodeResourcesBalancedAllocation": {"raw": 70, "normalized": 70, "weighted": 70},
                           "ImageLocality": {"raw": 0, "normalized": 0, "weighted": 0}},

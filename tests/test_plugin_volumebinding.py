@@ -1,4 +1,4 @@
-"""VolumeBinding, point by point: kube-scheduler v1.35's volume_binding.go and binder.go, as their tests and
+"""VolumeBinding, point by point: kube-scheduler v1.37's volume_binding.go and binder.go, as their tests and
 comments describe them (which claims are bound, delayed or immediate; which volume a claim takes on a node;
 what Reserve assumes, PreBind writes and Unreserve rolls back), transcribed into tables of pods and objects.
 """
@@ -327,9 +327,20 @@ def test_pre_bind_fails_when_the_provisioner_gave_the_node_back() -> None:
 ARGS = [
     pytest.param({"bindTimeoutSeconds": -1}, "VolumeBinding: bindTimeoutSeconds: Invalid value: -1: invalid "
                  "BindTimeoutSeconds, should not be a negative value", id="negative-timeout"),
-    pytest.param({"shape": [{"utilization": 0, "score": 0}]}, "VolumeBinding: shape: Invalid value: "
-                 "[{'utilization': 0, 'score': 0}]: unexpected field `shape`, remove it or turn on the feature gate "
-                 "StorageCapacityScoring", id="shape-without-the-gate"),
+    # StorageCapacityScoring is on in v1.37: the shape is validated as validateFunctionShape does.
+    pytest.param({"shape": [{"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}]},
+                 "VolumeBinding: shape[1].utilization: Invalid value: 50: values must be sorted in increasing order",
+                 id="shape-unsorted"),
+    pytest.param({"shape": [{"utilization": 101, "score": 1}]},
+                 "VolumeBinding: shape[0].utilization: Invalid value: 101: not in valid range [0, 100]",
+                 id="shape-utilization-out-of-range"),
+    pytest.param({"shape": [{"utilization": 0, "score": 11}]},
+                 "VolumeBinding: shape[0].score: Invalid value: 11: not in valid range [0, 10]",
+                 id="shape-score-out-of-range"),
+    pytest.param({"shape": [{"utilization": 0, "scor": 1}]}, "VolumeBinding: shape[0]: unknown field 'scor'",
+                 id="shape-unknown-field"),
+    pytest.param({"shape": {"utilization": 0}}, "VolumeBinding: shape must be a list of {utilization, score}",
+                 id="shape-not-a-list"),
     pytest.param({"bindTimeout": 5}, "VolumeBinding: unknown args field(s) ['bindTimeout']", id="unknown-field"),
     pytest.param({"bindTimeoutSeconds": "5"}, "VolumeBinding: bindTimeoutSeconds must be an integer, got '5'",
                  id="timeout-not-an-integer"),
@@ -343,12 +354,77 @@ def test_args_are_checked_as_kube_scheduler_checks_them(args: dict[str, Any], er
     assert str(exc.value) == error
 
 
-def test_it_scores_nothing_without_the_storage_capacity_scoring_gate() -> None:
+# ---- PreScore/Score: StorageCapacityScoring, beta and on in v1.37 --------------------------------------
+
+LOCAL2 = wffc("local2")
+SCORES = [  # (args, pod, objects, the score on n1, n2, n3)
+    # 5Gi of 10Gi on n1: utilization 50 -> 100 - 50; 5Gi of 8Gi on n2: 62 (62.5 truncated) -> 38; n3 has no
+    # volume (rejected by Filter: no entry, 0)
+    pytest.param({}, pod("p", ("data",)),
+                 [LOCAL, pvc("data", "5Gi", "local"), pv("pv-a", "10Gi", "local", host="n1"),
+                  pv("pv-b", "8Gi", "local", host="n2")], [50, 38, 0], id="default-shape-prefers-emptier-volumes"),
+    # one class, two claims on n1: (5 + 3) of (10 + 6) -> 50
+    pytest.param({}, pod("p", ("data", "logs")),
+                 [LOCAL, pvc("data", "5Gi", "local"), pvc("logs", "3Gi", "local"),
+                  pv("pv-a", "10Gi", "local", host="n1"), pv("pv-c", "6Gi", "local", host="n1")], [50, 0, 0],
+                 id="claims-of-a-class-summed"),
+    # two classes on n1: 1 of 4 -> 75 and 1 of 2 -> 50; the mean 62.5 rounds half away from zero
+    pytest.param({}, pod("p", ("data", "logs")),
+                 [LOCAL, LOCAL2, pvc("data", "1Gi", "local"), pvc("logs", "1Gi", "local2"),
+                  pv("pv-a", "4Gi", "local", host="n1"), pv("pv-d", "2Gi", "local2", host="n1")], [63, 0, 0],
+                 id="mean-over-classes-rounded"),
+    # a custom shape; 50 lies between 30 (score 2) and 100 (0): 20 + (0 - 20) * 20 / 70 = 20 - 5 (Go's
+    # division truncates toward zero; flooring would give 14)
+    pytest.param({"shape": [{"utilization": 0, "score": 10}, {"utilization": 30, "score": 2},
+                            {"utilization": 100, "score": 0}]},
+                 pod("p", ("data",)),
+                 [LOCAL, pvc("data", "5Gi", "local"), pv("pv-a", "10Gi", "local", host="n1")], [15, 0, 0],
+                 id="custom-shape-go-division"),
+    # a volume already bound: nothing to bind, every node 0
+    pytest.param({}, pod("p", ("data",)), [pvc("data", cls="", volume="pv-1"), pv("pv-1", claim="data")], [0, 0, 0],
+                 id="bound-claim"),
+    # a claim to provision: its node capacity (CSIStorageCapacity) is not modelled, so it counts for nothing
+    pytest.param({}, pod("p", ("data",)), [wffc("csi", "example.com/csi"), pvc("data", "5Gi", "csi")], [0, 0, 0],
+                 id="dynamic-provisioning"),
+]
+
+
+@pytest.mark.parametrize(("args", "target", "objects", "want"), SCORES)
+def test_score_by_the_capacity_of_the_volumes_bound(
+    args: dict[str, Any], target: Pod, objects: list[StorageObject], want: list[int]
+) -> None:
+    snap = cluster(*objects)
+    plugin = VolumeBinding(args)
+    state = CycleState("c", snap)
+    batch = NodeBatch(snap, np.arange(3, dtype=np.int64))
+    assert run(plugin.pre_filter(state, target))[1].ok
+    run(plugin.filter(state, target, batch))
+    assert run(plugin.pre_score(state, target, batch)) == Status()
+    assert run(plugin.score(state, target, batch)).tolist() == want
+
+
+def test_a_pod_without_claims_is_scored_zero_everywhere() -> None:
+    # kube-scheduler v1.37 runs PreScore for every pod (its PreFilter Skip left an empty state).
+    snap = cluster()
+    plugin = VolumeBinding({"bindTimeoutSeconds": 600})
+    state = CycleState("c", snap)
+    batch = NodeBatch(snap, np.arange(3, dtype=np.int64))
+    assert run(plugin.pre_filter(state, pod("p"))) == (None, Status(Code.Skip))
+    assert run(plugin.pre_score(state, pod("p"), batch)) == Status()
+    assert run(plugin.score(state, pod("p"), batch)).tolist() == [0, 0, 0]
+
+
+def test_pre_score_without_pre_filter_is_an_error() -> None:
     snap = cluster()
     batch = NodeBatch(snap, np.arange(3, dtype=np.int64))
-    plugin = VolumeBinding({"bindTimeoutSeconds": 600})
-    assert run(plugin.pre_score(CycleState("c", snap), pod("p"), batch)) == Status(Code.Skip)
-    assert run(plugin.score(CycleState("c", snap), pod("p"), batch)).tolist() == [0, 0, 0]
+    assert run(VolumeBinding().pre_score(CycleState("c", snap), pod("p"), batch)) == Status(
+        Code.Error, ("not found",), "VolumeBinding"
+    )
+
+
+def test_default_shape() -> None:
+    assert VolumeBinding().shape == ((0, 100), (100, 0))
+    assert VolumeBinding({"shape": []}).shape == ((0, 100), (100, 0))
 
 
 HINTS = [  # (resource, old, new, the hint for a pod using claim "data")

@@ -1,5 +1,5 @@
 """VolumeBinding: kube-scheduler's volume binder (``pkg/scheduler/framework/plugins/volumebinding``,
-v1.35): a pod's PersistentVolumeClaims decide where it may run, and binding them is part of binding
+v1.37): a pod's PersistentVolumeClaims decide where it may run, and binding them is part of binding
 the pod.
 
 - **PreFilter** looks the pod's claims up (``persistentVolumeClaim`` and ``ephemeral`` volumes). A pod
@@ -25,9 +25,16 @@ the pod.
   waits, up to ``bindTimeoutSeconds`` (600), until the cluster shows every claim fully bound. A
   provisioned claim waits for its provisioner and the PV controller (the embedded store provisions at
   once).
-- **PreScore/Score**: kube-scheduler scores only with its StorageCapacityScoring feature gate, off by
-  default in v1.35, so PreScore answers Skip; ``shape`` in the args is refused as upstream refuses it
-  with the gate off.
+- **PreScore/Score**: kube-scheduler's StorageCapacityScoring feature gate is beta and on since v1.37,
+  so the plugin scores every pod (PreScore is Success even for a pod without claims, which then
+  scores 0 everywhere). On a node where the pod binds existing volumes, their claims' requests and
+  the volumes' capacities are summed per class (the volume's ``storageClassName``); each class scores
+  ``shape(requested * 100 / capacity)`` (``shape(100)`` when the capacity is 0 or exceeded), and the
+  node the rounded mean over its classes. ``shape`` (``VolumeBindingArgs``) defaults to
+  ``[{utilization: 0, score: 10}, {utilization: 100, score: 0}]``, scores multiplied by 10: the
+  emptier the volumes after binding, the higher. Claims to provision score by the capacity the
+  node's CSIStorageCapacity objects report, which Outrigger does not model, so they count for
+  nothing (as upstream when a driver reports no capacity); a node with only those scores 0.
 
 Not modelled: CSIStorageCapacity and CSIDriver objects (capacity is never short), the in-tree to CSI
 translation of a volume's node affinity, and VolumeAttributesClass checks beyond equal names.
@@ -51,6 +58,7 @@ from pluginhost.model import (
     Pod,
 )
 from pluginhost.plugin import (
+    MAX_NODE_SCORE,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -74,7 +82,7 @@ from pluginhost.status import SUCCESS, Code, Status
 from .bindvolumes import PodVolumes, bind_pod_volumes, bind_volume_to_claim, revert_assumed
 from .helpers import BoolArray, IntArray
 from .labels import label_selector_matches
-from .noderesources import PluginArgsError
+from .noderesources import MAX_CUSTOM_PRIORITY_SCORE, PluginArgsError, broken_linear
 from .volumeutil import (
     CSI_NODE,
     PERSISTENT_VOLUME,
@@ -110,6 +118,9 @@ MSG_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 DEFAULT_BIND_TIMEOUT = 600
 #: How often PreBind looks whether the cluster shows the claims bound.
 POLL_SECONDS = 0.1
+#: kube-scheduler's VolumeBindingArgs ``shape`` default with StorageCapacityScoring on, as
+#: (utilization, score) points, scores in 0..10 (MaxCustomPriorityScore).
+DEFAULT_SHAPE: tuple[tuple[int, int], ...] = ((0, MAX_CUSTOM_PRIORITY_SCORE), (100, 0))
 
 _STATE_KEY = "VolumeBinding"
 _SKIP = Status(Code.Skip)
@@ -170,11 +181,8 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
                 f"{_NAME}: bindTimeoutSeconds: Invalid value: {timeout}: invalid BindTimeoutSeconds, "
                 "should not be a negative value"
             )
-        if args.get("shape") is not None:
-            raise PluginArgsError(
-                f"{_NAME}: shape: Invalid value: {args['shape']!r}: unexpected field `shape`, remove it or turn on "
-                "the feature gate StorageCapacityScoring"
-            )
+        scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+        self.shape = tuple((u, s * scale) for u, s in _parse_shape(args.get("shape")))
         self.bind_timeout = float(timeout)
         self.handle = handle
 
@@ -381,11 +389,40 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
     # ---- PreScore / Score ----------------------------------------------------------------------
 
     async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
-        # Scoring needs kube-scheduler's StorageCapacityScoring gate (off in v1.35): no scorer.
-        return _SKIP
+        # With StorageCapacityScoring on (v1.37's default) kube-scheduler scores every pod, even one
+        # whose PreFilter was Skip (its state is there, and empty).
+        try:
+            _read_state(state)
+        except RuntimeError as exc:
+            return Status.failure(str(exc), plugin=_NAME)
+        return SUCCESS
 
     async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
-        return np.zeros(len(batch), dtype=np.int64)
+        s = _read_state(state)
+        out = np.zeros(len(batch), dtype=np.int64)
+        if not s.by_node:
+            return out
+        names = batch.snapshot.table.names
+        for i, row in enumerate(batch.rows.tolist()):
+            volumes = s.by_node.get(names[row])
+            if volumes is not None and volumes.static:
+                out[i] = self._static_score(volumes)
+        return out
+
+    def _static_score(self, volumes: PodVolumes) -> int:
+        """The node's score for binding ``volumes.static``: per class (the volume's own
+        ``storageClassName``), requested and capacity summed; each class's utilization through the
+        shape; the mean rounded half away from zero."""
+        classes: dict[str, list[int]] = {}
+        for pv, pvc in volumes.static:
+            sums = classes.setdefault(pv.storage_class_name, [0, 0])
+            sums[0] += pvc.storage or 0
+            sums[1] += pv.storage
+        utilization = np.asarray(
+            [100 if cap == 0 or req > cap else req * 100 // cap for req, cap in classes.values()], dtype=np.int64
+        )
+        total = int(broken_linear(self.shape, utilization).sum())
+        return (2 * total + len(classes)) // (2 * len(classes))  # math.Round of a non-negative mean
 
     # ---- Reserve / Unreserve -------------------------------------------------------------------
 
@@ -485,6 +522,44 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
 def _store(state: CycleState, handle: Handle | None) -> VolumeStore:
     snapshot = state.snapshot if state.snapshot is not None else (handle.snapshot() if handle is not None else None)
     return snapshot.volumes if snapshot is not None else VolumeStore()
+
+
+def _parse_shape(raw: Any) -> tuple[tuple[int, int], ...]:
+    """VolumeBindingArgs ``shape``, validated as kube-scheduler validates it with StorageCapacityScoring
+    on (an absent or empty one is the default)."""
+    if raw is None or raw == []:
+        return DEFAULT_SHAPE
+    if not isinstance(raw, list):
+        raise PluginArgsError(f"{_NAME}: shape must be a list of {{utilization, score}}")
+    points: list[tuple[int, int]] = []
+    for i, point in enumerate(raw):
+        if not isinstance(point, dict):
+            raise PluginArgsError(f"{_NAME}: shape[{i}] must be a mapping with utilization and score")
+        unknown = sorted(set(point) - {"utilization", "score"})
+        if unknown:
+            raise PluginArgsError(f"{_NAME}: shape[{i}]: unknown field {unknown[0]!r}")
+        values = [point.get(key, 0) for key in ("utilization", "score")]
+        for key, v in zip(("utilization", "score"), values, strict=True):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise PluginArgsError(f"{_NAME}: shape[{i}].{key} must be an integer, got {v!r}")
+        points.append((values[0], values[1]))
+    for i in range(1, len(points)):
+        if points[i - 1][0] >= points[i][0]:
+            raise PluginArgsError(
+                f"{_NAME}: shape[{i}].utilization: Invalid value: {points[i][0]}: values must be sorted in "
+                "increasing order"
+            )
+    for i, (utilization, score) in enumerate(points):
+        if not 0 <= utilization <= 100:
+            raise PluginArgsError(
+                f"{_NAME}: shape[{i}].utilization: Invalid value: {utilization}: not in valid range [0, 100]"
+            )
+        if not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise PluginArgsError(
+                f"{_NAME}: shape[{i}].score: Invalid value: {score}: not in valid range "
+                f"[0, {MAX_CUSTOM_PRIORITY_SCORE}]"
+            )
+    return tuple(points)
 
 
 def _read_state(state: CycleState) -> _State:
