@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.compat import RELEASE_SPECIFIC, Outcome, live_test_files, summary
+from tools.compat import RELEASE_SPECIFIC, Outcome, live_test_files, read_report, summary
+from tools.compat import main as compat_main
 from tools.localcluster import (
     BUILD_SCRIPT,
     RELEASE_ENV,
@@ -154,3 +155,27 @@ def test_fields_behind_the_api_servers_gates_are_kept_or_dropped_by_release(
         "status": {"declaredFeatures": ["ExampleFeature"]}}))
     status = json.loads(kube_cluster.kubectl("get", "node", node, "-o", "json").stdout)["status"]
     assert ("extendedResourceName" in got["spec"], "declaredFeatures" in status) == KEPT[k8s_release()]
+
+
+def test_compat_refuses_a_release_that_is_not_pinned(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        compat_main(["--releases", "1.35,1.34"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m tools.compat: error: --releases: no pinned release 1.34; pinned: 1.35, 1.36, 1.37")
+
+
+def test_compat_reads_the_counts_and_failures_from_pytests_report(tmp_path: Path) -> None:
+    report = tmp_path / "report.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest" tests="5">'
+        '<testcase classname="tests.test_kube_a" name="test_ok" time="1.0"/>'
+        '<testcase classname="tests.test_kube_a" name="test_ok2" time="1.0"/>'
+        '<testcase classname="tests.test_kube_a" name="test_bad"><failure message="x">x</failure></testcase>'
+        '<testcase classname="tests.test_kube_b" name="test_setup"><error message="y">y</error></testcase>'
+        '<testcase classname="tests.test_kube_b" name="test_skip"><skipped message="z"/></testcase>'
+        "</testsuite></testsuites>")
+    out = Outcome("1.36", "v1.36.4")
+    read_report(report, out)
+    assert (out.passed, out.failed, out.errors, out.skipped, out.failures) == (
+        2, 1, 1, 1, ["tests.test_kube_a::test_bad", "tests.test_kube_b::test_setup"])
