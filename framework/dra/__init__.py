@@ -1,6 +1,7 @@
 """Dynamic Resource Allocation: ``resource.k8s.io/v1`` models and the structured-parameters allocator
 of ``k8s.io/dynamic-resource-allocation/structured`` v0.37.2 (the incubating implementation, which
-kube-scheduler 1.37 uses with its default feature gates). Not yet wired into scheduling.
+kube-scheduler 1.37 uses with its default feature gates), and what DynamicResources
+(framework/plugins/dynamicresources.py) schedules with: the scheduler's DRA store and a pod's claims.
 
 Modelled (on by default in 1.37): ExactCount and All requests, ``firstAvailable`` prioritized lists
 (DRAPrioritizedList), admin access (DRAAdminAccess), device taints and request tolerations
@@ -16,5 +17,8 @@ Not modelled: the features off by default in 1.37 (list-type attributes, derived
 compatibility groups, optional node operations, node-allocatable resources).
 
 Modules: :mod:`.models` (typed objects, strict decoding), :mod:`.selectors` (CEL), :mod:`.pools`
-(which slices a node sees), :mod:`.capacity` (consumable capacity) and :mod:`.allocator` (the search).
+(which slices a node sees), :mod:`.capacity` (consumable capacity), :mod:`.allocator` (the search),
+:mod:`.store` (``DraStore``, the scheduler's ``cache.dra``, and the ``ClaimWriter`` PreBind writes
+through), :mod:`.claims` (a pod's claims as the plugin reads them, the statuses it writes) and
+:mod:`.embedded` (the embedded store's objects and the resourceclaim controller's part).
 """
