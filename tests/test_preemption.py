@@ -323,6 +323,16 @@ def test_filter_pods_with_pdb_violation(names: list[str], budgets: list[PodDisru
     assert ([p.name for p in got[0]], [p.name for p in got[1]]) == (violating, others)
 
 
+def test_a_pod_over_one_budget_is_not_charged_to_the_budgets_after_it() -> None:
+    """kube-scheduler v1.37 stops at the first budget a pod exceeds: "strict" (listed first, nothing
+    allowed) takes p1, so "loose" still has its one disruption for p2 (v1.35 charged both to p1)."""
+    strict = PodDisruptionBudget("strict", "default", selector=LabelSelector({"tier": "x"}), disruptions_allowed=0)
+    loose = PodDisruptionBudget("loose", "default", selector=LabelSelector({"app": "a"}), disruptions_allowed=1)
+    pods = [pod("p1", "1", 1, "n1", labels={"app": "a", "tier": "x"}), pod("p2", "1", 1, "n1", labels=APP_A)]
+    violating, others = filter_pods_with_pdb_violation(pods, [strict, loose])
+    assert ([p.name for p in violating], [p.name for p in others]) == (["p1"], ["p2"])
+
+
 STATUS_PODS = [pod("r1", "1", node_name="n1", labels=APP_A), pod("r2", "1", node_name="n1", labels=APP_A),
                pod("r3", "1", node_name="n1", labels=APP_A), pod("pending", "1", labels=APP_A),
                pod("other", "1", node_name="n1", labels={"app": "b"}),

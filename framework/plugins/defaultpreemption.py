@@ -151,10 +151,12 @@ def _importance(p: Pod) -> tuple[int, float]:
 def filter_pods_with_pdb_violation(
     pods: list[Pod], pdbs: list[PodDisruptionBudget] | list[_Budget]
 ) -> tuple[list[Pod], list[Pod]]:
-    """kube-scheduler's ``filterPodsWithPDBViolation``: ``pods`` (in the order given) split into those
+    """kube-scheduler's ``FilterVictimsWithPDBViolation``: ``pods`` (in the order given) split into those
     whose eviction, after the ones before them, would exceed a budget's ``disruptionsAllowed`` and
     those whose would not. A pod without labels matches no budget; a pod a budget lists in
-    ``disruptedPods`` does not count against it again."""
+    ``disruptedPods`` does not count against it again. Budgets are taken in the order given, and a pod
+    stops at the first one it exceeds: the budgets after it are not charged for that pod (v1.37; v1.35
+    charged every budget matching the pod)."""
     budgets = [b if isinstance(b, _Budget) else _Budget.of(b) for b in pdbs]
     allowed = [b.allowed for b in budgets]
     violating: list[Pod] = []
@@ -168,6 +170,7 @@ def filter_pods_with_pdb_violation(
                 allowed[i] -= 1
                 if allowed[i] < 0:
                     violated = True
+                    break
         (violating if violated else non_violating).append(pod)
     return violating, non_violating
 
