@@ -31,6 +31,9 @@ TRUE = [
     "lists.range(4).all(i, i < 4) && sets.contains([1, 2], [2]) && math.greatest(1, 5) == 5",
     '"A100".lowerAscii() == "a100" && "a,b".split(",").size() == 2 && "abc".matches("^a")',
     f'has(device.attributes["{DRV}"].ok) && device.allowMultipleAllocations == false',
+    # includes() (Kubernetes 1.37's CEL): on a list, any element; on anything else, the value itself.
+    f'["a100", "h100"].includes(device.attributes["{DRV}"].model) && !["h200"].includes("a100")',
+    '[1, 2, 3].includes(2) && ![1].includes(true) && "model-a".includes("model-a") && !"a".includes("b")',
 ]
 
 

@@ -163,7 +163,23 @@ def _arith(sign: int) -> Any:
     return op
 
 
+def _same_value(a: object, b: object) -> bool:
+    # CEL equality: a bool equals only a bool (Python's True == 1 does not hold there).
+    if isinstance(a, bool) != isinstance(b, bool):
+        return False
+    return bool(a == b)
+
+
+def _includes(target: object, arg: object) -> bool:
+    """Kubernetes' ``<list>.includes(<dyn>)`` (1.37's CEL library): an element equals ``arg``; for a
+    receiver that is not a list, the receiver equals ``arg``."""
+    if isinstance(target, list | tuple):
+        return any(_same_value(item, arg) for item in target)
+    return _same_value(target, arg)
+
+
 _FUNCTIONS: dict[str, Any] = {
+    "includes": _includes,
     "quantity": _quantity,
     "isQuantity": _is_quantity,
     "semver": _semver,
