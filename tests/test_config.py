@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import framework.config as config
+from framework import features
 from framework.config import (
     DEFAULT_MULTIPOINT,
     EXTENSION_POINTS,
@@ -23,6 +24,7 @@ from framework.config import (
     PluginRef,
     ProfileConfig,
     default_config,
+    defaults,
     load_config,
     load_config_file,
     resolution,
@@ -493,6 +495,44 @@ def test_disabling_defaults_in_multipoint_just_removes_them(disabled: set[str]) 
         point: [n for n in plugins if n not in disabled] for point, plugins in DEFAULT_NAMES.items()
     }
     assert prof.score_weights == {n: w for n, w in DEFAULT_WEIGHTS.items() if n not in disabled}
+
+
+@pytest.mark.parametrize(
+    ("gates", "added", "warned"),
+    [
+        pytest.param("", [], [], id="defaults"),
+        # applyFeatureGates: DeferredPodScheduling right before NodeResourcesFit, GangScheduling and the
+        # placement plugins appended; Outrigger models none of them, so each is dropped with a warning.
+        pytest.param(
+            "InPlacePodVerticalScalingSchedulerPreemption=true",
+            [(7, "DeferredPodScheduling", 0)],
+            ["DeferredPodScheduling"],
+            id="deferred-pod-scheduling",
+        ),
+        pytest.param("GenericWorkload=true", [(20, "GangScheduling", 0)], ["GangScheduling"], id="generic-workload"),
+        pytest.param(
+            "GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+            [(20, "GangScheduling", 0), (21, "TopologyPlacementGenerator", 0), (22, "PodGroupPodsCount", 1)],
+            ["GangScheduling", "TopologyPlacementGenerator", "PodGroupPodsCount"],
+            id="topology-aware-workload-scheduling",
+        ),
+    ],
+)
+def test_default_multipoint_follows_the_installed_feature_gates(
+    gates: str, added: list[tuple[int, str, int]], warned: list[str]
+) -> None:
+    previous = features.install(features.parse(gates))
+    try:
+        want = list(DEFAULT_MULTIPOINT)
+        for index, name, weight in added:
+            want.insert(index, PluginRef(name, weight))
+        assert list(defaults.default_multipoint()) == want
+        cfg = default_config(KNOWN)
+    finally:
+        features.install(previous)
+    not_modelled = [f'plugin "{name}" is not modelled by Outrigger and is ignored' for name in warned]
+    assert sorted(w.removeprefix("<defaults>: ") for w in cfg.warnings) == sorted([*DEFAULT_WARNINGS, *not_modelled])
+    assert names(cfg.profiles[0]) == DEFAULT_NAMES
 
 
 # --- pod-group plugin sets (v1.37) ---------------------------------------------------------------

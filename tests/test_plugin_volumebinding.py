@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from test_plugin_volumes import NS, ephemeral, node, pod, pv, pvc, storage_class, wffc
 
+from framework import features
 from framework.plugins import PluginArgsError
 from framework.plugins.volumebinding import (
     MSG_BIND_CONFLICT,
@@ -420,6 +421,28 @@ def test_pre_score_without_pre_filter_is_an_error() -> None:
     assert run(VolumeBinding().pre_score(CycleState("c", snap), pod("p"), batch)) == Status(
         Code.Error, ("not found",), "VolumeBinding"
     )
+
+
+def test_without_the_storage_capacity_scoring_gate_it_scores_nothing_and_refuses_a_shape() -> None:
+    previous = features.install(features.parse("StorageCapacityScoring=false"))
+    try:
+        with pytest.raises(PluginArgsError) as exc:
+            VolumeBinding({"shape": [{"utilization": 0, "score": 0}]})
+        plugin = VolumeBinding({"bindTimeoutSeconds": 600})
+    finally:
+        features.install(previous)
+    assert str(exc.value) == (
+        "VolumeBinding: shape: Invalid value: [{'utilization': 0, 'score': 0}]: unexpected field `shape`, remove it "
+        "or turn on the feature gate StorageCapacityScoring"
+    )
+    snap = cluster(LOCAL, pvc("data", "5Gi", "local"), pv("pv-a", "10Gi", "local", host="n1"))
+    state = CycleState("c", snap)
+    batch = NodeBatch(snap, np.arange(3, dtype=np.int64))
+    target = pod("p", ("data",))
+    run(plugin.pre_filter(state, target))
+    run(plugin.filter(state, target, batch))
+    assert run(plugin.pre_score(state, target, batch)) == Status(Code.Skip)
+    assert run(plugin.score(state, target, batch)).tolist() == [0, 0, 0]
 
 
 def test_default_shape() -> None:

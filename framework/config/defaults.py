@@ -1,20 +1,30 @@
-"""kube-scheduler's defaulting of a profile's plugins: its default ``multiPoint`` set, merged with the
-profile's own ``plugins`` as ``mergePlugins``/``mergePluginSet`` do (``pkg/scheduler/apis/config/v1``),
-and the in-tree plugin names a registry may lack (:data:`UNMODELLED_PLUGINS`).
+"""kube-scheduler's defaulting of a profile's plugins: its default ``multiPoint`` set (with what the
+installed feature gates add, :func:`default_multipoint`), merged with the profile's own ``plugins`` as
+``mergePlugins``/``mergePluginSet`` do (``pkg/scheduler/apis/config/v1``), and the in-tree plugin names
+a registry may lack (:data:`UNMODELLED_PLUGINS`).
 """
 
 from __future__ import annotations
 
+from framework import features
+
 from .decoding import Entry, PluginSet
 from .model import MULTI_POINT, PLUGIN_SETS, PluginRef
 
-__all__ = ["DEFAULT_MULTIPOINT", "INVALID_IN_V1", "POD_GROUP_IMPLEMENTERS", "UNMODELLED_PLUGINS", "merged_plugins"]
+__all__ = [
+    "DEFAULT_MULTIPOINT",
+    "INVALID_IN_V1",
+    "POD_GROUP_IMPLEMENTERS",
+    "UNMODELLED_PLUGINS",
+    "default_multipoint",
+    "merged_plugins",
+]
 
-#: kube-scheduler v1.37's default ``multiPoint`` set (``getDefaultPlugins``), in order, with weights
-#: (0 = unset). NodeName comes before NodeUnschedulable since v1.37. ``applyFeatureGates`` then adds,
-#: for the gates on by default: NodeDeclaredFeatures at the end (GA and locked on in v1.37), and
-#: DynamicResources with weight 2 right before DefaultPreemption (locked on since v1.35). A registry
-#: without one of those drops it with a warning.
+#: kube-scheduler v1.37's default ``multiPoint`` set (``getDefaultPlugins``) under its default feature
+#: gates, in order, with weights (0 = unset). NodeName comes before NodeUnschedulable since v1.37.
+#: ``applyFeatureGates`` adds, for the gates on by default: NodeDeclaredFeatures at the end (GA and
+#: locked on in v1.37), and DynamicResources with weight 2 right before DefaultPreemption (locked on
+#: since v1.35). A registry without one of those drops it with a warning.
 DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
     PluginRef("SchedulingGates"),
     PluginRef("PrioritySort"),
@@ -107,9 +117,30 @@ def _merge_plugin_set(default: PluginSet, custom: PluginSet) -> PluginSet:
     return PluginSet(enabled, disabled)
 
 
+def default_multipoint() -> tuple[PluginRef, ...]:
+    """The default ``multiPoint`` set under the installed feature gates (:func:`framework.features.enabled`):
+    :data:`DEFAULT_MULTIPOINT` changed as ``applyFeatureGates`` changes it, in its order. The gates
+    that add plugins off by default (InPlacePodVerticalScalingSchedulerPreemption: DeferredPodScheduling
+    before NodeResourcesFit; GenericWorkload: GangScheduling; TopologyAwareWorkloadScheduling: its two
+    placement plugins) add plugins Outrigger does not model, which are then dropped with a warning."""
+    base = [ref for ref in DEFAULT_MULTIPOINT if ref.name != "NodeDeclaredFeatures"]
+    out: list[PluginRef] = []
+    for ref in base:
+        if ref.name == "NodeResourcesFit" and features.enabled("InPlacePodVerticalScalingSchedulerPreemption"):
+            out.append(PluginRef("DeferredPodScheduling"))
+        out.append(ref)
+    if features.enabled("NodeDeclaredFeatures"):
+        out.append(PluginRef("NodeDeclaredFeatures"))
+    if features.enabled("GenericWorkload"):
+        out.append(PluginRef("GangScheduling"))
+    if features.enabled("TopologyAwareWorkloadScheduling"):
+        out += [PluginRef("TopologyPlacementGenerator"), PluginRef("PodGroupPodsCount", 1)]
+    return tuple(out)
+
+
 def _default_plugins() -> dict[str, PluginSet]:
     sets = {point: PluginSet() for point in PLUGIN_SETS}
-    sets[MULTI_POINT] = PluginSet([Entry(ref.name, ref.weight, None) for ref in DEFAULT_MULTIPOINT])
+    sets[MULTI_POINT] = PluginSet([Entry(ref.name, ref.weight, None) for ref in default_multipoint()])
     return sets
 
 

@@ -34,7 +34,9 @@ the pod.
   ``[{utilization: 0, score: 10}, {utilization: 100, score: 0}]``, scores multiplied by 10: the
   emptier the volumes after binding, the higher. Claims to provision score by the capacity the
   node's CSIStorageCapacity objects report, which Outrigger does not model, so they count for
-  nothing (as upstream when a driver reports no capacity); a node with only those scores 0.
+  nothing (as upstream when a driver reports no capacity); a node with only those scores 0. With
+  the gate turned off (``--feature-gates StorageCapacityScoring=false``) PreScore answers Skip, as in
+  v1.35, and ``shape`` is refused as upstream refuses it then.
 
 Not modelled: CSIStorageCapacity and CSIDriver objects (capacity is never short), the in-tree to CSI
 translation of a volume's node affinity, and VolumeAttributesClass checks beyond equal names.
@@ -49,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from framework import features
 from pluginhost.model import (
     ANN_SELECTED_NODE,
     NO_PROVISIONER,
@@ -180,6 +183,12 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
             raise PluginArgsError(
                 f"{_NAME}: bindTimeoutSeconds: Invalid value: {timeout}: invalid BindTimeoutSeconds, "
                 "should not be a negative value"
+            )
+        self.capacity_scoring = features.enabled("StorageCapacityScoring")
+        if not self.capacity_scoring and args.get("shape") is not None:
+            raise PluginArgsError(
+                f"{_NAME}: shape: Invalid value: {args['shape']!r}: unexpected field `shape`, remove it or turn on "
+                "the feature gate StorageCapacityScoring"
             )
         scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
         self.shape = tuple((u, s * scale) for u, s in _parse_shape(args.get("shape")))
@@ -390,7 +399,9 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
 
     async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
         # With StorageCapacityScoring on (v1.37's default) kube-scheduler scores every pod, even one
-        # whose PreFilter was Skip (its state is there, and empty).
+        # whose PreFilter was Skip (its state is there, and empty); with it off, it has no scorer.
+        if not self.capacity_scoring:
+            return _SKIP
         try:
             _read_state(state)
         except RuntimeError as exc:
@@ -398,8 +409,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, 
         return SUCCESS
 
     async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
-        s = _read_state(state)
         out = np.zeros(len(batch), dtype=np.int64)
+        if not self.capacity_scoring:
+            return out
+        s = _read_state(state)
         if not s.by_node:
             return out
         names = batch.snapshot.table.names
