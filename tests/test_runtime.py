@@ -1598,7 +1598,7 @@ class _Named:
 @pytest.mark.parametrize(
     ("point", "message"),
     [
-        # pkg/scheduler/framework/runtime/framework.go, v1.35: the format string each point uses.
+        # pkg/scheduler/framework/runtime/framework.go, v1.37 (as v1.35): the format string each point uses.
         pytest.param("PreFilter", 'running PreFilter plugin "X": why', id="running PreFilter plugin %q: %w"),
         pytest.param("filter", 'running "X" filter plugin: why', id="running %q filter plugin: %w"),
         pytest.param("PreFilterExtensionAddPod", 'running AddPod on PreFilter plugin "X": why',

@@ -1,7 +1,7 @@
 """The messages of a plugin's failure at every extension point, word for word kube-scheduler's.
 
-kube-scheduler v1.35's ``pkg/scheduler/framework/runtime/framework.go`` wraps a plugin's failure with
-the point and the plugin's name in Go's ``%q`` (``running PreBind plugin "X": ...``, ``running "X"
+kube-scheduler v1.37's ``pkg/scheduler/framework/runtime/framework.go`` (as v1.35's) wraps a plugin's
+failure with the point and the plugin's name in Go's ``%q`` (``running PreBind plugin "X": ...``, ``running "X"
 filter plugin: ...``), the reason being the status's ``AsError()``: its reasons joined (nothing when
 it has none), and a nil error (Go writes ``%!w(<nil>)``) for Wait and Skip. That text is the pod's
 FailedScheduling message. Each case runs a real Scheduler with one fake plugin answering at one

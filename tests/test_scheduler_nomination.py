@@ -1,4 +1,4 @@
-"""The nominator and a pod's nominatedNodeName through the binding cycle, as kube-scheduler v1.35 keeps
+"""The nominator and a pod's nominatedNodeName through the binding cycle, as kube-scheduler v1.37 keeps
 them (``pkg/scheduler/schedule_one.go``: ``assume``, ``bindingCycle``, ``handleBindingCycleError``;
 ``backend/queue/nominator.go``): an assumed pod leaves the nominator, so no other pod's Filter counts
 it twice; a pod whose binding takes a while gets its node as nominatedNodeName meanwhile; a failed
@@ -111,7 +111,7 @@ def test_a_status_update_of_an_assumed_pod_keeps_its_nomination() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# nominatedNodeName as the binding cycle's expectation (NominatedNodeNameForExpectation, on in v1.35)
+# nominatedNodeName as the binding cycle's expectation (NominatedNodeNameForExpectation, beta and on since v1.35)
 
 
 class RecordingSource(EmbeddedSource):
