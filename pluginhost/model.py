@@ -35,6 +35,7 @@ __all__ = [
     "RESERVATION_NAMESPACE",
     "VOLUME_CSI",
     "VOLUME_EPHEMERAL",
+    "VOLUME_IMAGE",
     "VOLUME_PVC",
     "Affinity",
     "CSINode",
@@ -369,6 +370,7 @@ READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 VOLUME_PVC = "persistentVolumeClaim"
 VOLUME_EPHEMERAL = "ephemeral"
 VOLUME_CSI = "csi"
+VOLUME_IMAGE = "image"
 _CLAIM_SOURCES = frozenset({VOLUME_PVC, VOLUME_EPHEMERAL})
 
 
@@ -378,8 +380,10 @@ class Volume:
 
     ``source`` names the VolumeSource field that is set (``persistentVolumeClaim``, ``ephemeral``,
     ``csi``, ``gcePersistentDisk``, ``awsElasticBlockStore``, ``iscsi``, ``rbd``, ``azureDisk``,
-    ``cinder``); ``disk`` is what identifies the disk among pods (GCE ``pdName``, EBS/Cinder
-    ``volumeID``, iSCSI ``iqn``, RBD ``image``, Azure ``diskURI``), with RBD's ``pool`` and ``monitors``.
+    ``cinder``, ``image``); ``disk`` is what identifies the disk among pods (GCE ``pdName``, EBS/Cinder
+    ``volumeID``, iSCSI ``iqn``, RBD ``image``, Azure ``diskURI``), with RBD's ``pool`` and ``monitors``;
+    for an ``image`` volume (an OCI image mounted read-only, which ImageLocality scores) it is the image
+    ``reference``.
     """
 
     name: str

@@ -1,8 +1,8 @@
 """ImageLocality: scores from image sizes spread over nodes, name normalization, the per-table index.
 
-kube-scheduler's ``imagelocality`` plugin: each container (init containers too) whose image the node
-has adds ``int(size * nodesWithImage / totalNodes)``; the sum is clamped to
-``[23 MiB, 1000 MiB * containers]`` and mapped onto 0..100 with integer division.
+kube-scheduler v1.37's ``imagelocality`` plugin: each container (init containers too) and image
+volume whose image the node has adds ``int(size * nodesWithImage / totalNodes)``; the sum is clamped
+to ``[23 MiB, 1000 MiB * images]`` and mapped onto 0..100 with integer division.
 """
 
 from __future__ import annotations
@@ -34,10 +34,12 @@ def node(name: str, *images: tuple[list[str], int]) -> Node:
     )
 
 
-def pod(*images: str, init: tuple[str, ...] = ()) -> Pod:
+def pod(*images: str, init: tuple[str, ...] = (), volumes: tuple[str, ...] = ()) -> Pod:
     spec: dict[str, Any] = {"containers": [{"name": f"c{i}", "image": img} for i, img in enumerate(images)]}
     if init:
         spec["initContainers"] = [{"name": f"i{i}", "image": img} for i, img in enumerate(init)]
+    if volumes:
+        spec["volumes"] = [{"name": f"v{i}", "image": {"reference": ref}} for i, ref in enumerate(volumes)]
     return pod_from_dict({"metadata": {"name": "p"}, "spec": spec})
 
 
@@ -95,6 +97,13 @@ CASES: list[tuple[str, Pod, list[int]]] = [
     ("registry-port", pod("localhost:5000/app"), [0, 0, 1]),
     # a digest is kept as is: 80 MiB on 1 of 3 nodes -> 26 MiB -> 0; no image at all -> 0
     ("digest", pod("app@sha256:0123abcd"), [0, 0, 0]),
+    # kube-scheduler 1.37: image volumes count as images (1.35 ignored them: 28, 28, 28 and 65, 0, 0)
+    ("image-volume-counts", pod("nginx", volumes=("big:1",)), [49, 15, 0]),
+    ("image-volume-raises-ceiling", pod("all:1", volumes=("absent:1",)), [14, 14, 14]),
+    # an untagged reference is ":latest" too: n1 10 + 333 MiB of 2000 -> 16; n2 333 MiB -> 15
+    ("untagged-image-volume-is-latest", pod("redis:7", volumes=("nginx",)), [16, 15, 0]),
+    # only the volume's image is on a node: 666 MiB of 2000 -> 32
+    ("only-the-volume-image-present", pod("absent:1", volumes=("big:1",)), [32, 0, 0]),
 ]
 
 

@@ -49,6 +49,8 @@ VOLUMES = [  # (a volume, what the model keeps)
                  id="gce"),
     pytest.param({"name": "r", "rbd": {"monitors": ["m1"], "image": "i"}},
                  (Volume("r", "rbd", disk="i", pool="rbd", monitors=("m1",)),), id="rbd-pool-defaulted"),
+    pytest.param({"name": "img", "image": {"reference": "models/llm:v2", "pullPolicy": "IfNotPresent"}},
+                 (Volume("img", "image", disk="models/llm:v2"),), id="image-kept-for-image-locality"),
     pytest.param({"name": "cfg", "configMap": {"name": "x"}}, (), id="config-map-not-kept"),
     pytest.param({"name": "e", "emptyDir": {}}, (), id="empty-dir-not-kept"),
 ]
@@ -92,6 +94,8 @@ BAD_VOLUMES = [  # (volumes, the error)
         "gets created for an ephemeral volume", id="claim-of-an-ephemeral-volume"),
     pytest.param([{"name": "v", "rbd": {"image": "i"}}], "spec.volumes[0].rbd.monitors: required field is missing",
                  id="rbd-without-monitors"),
+    pytest.param([{"name": "v", "image": {"pullPolicy": "Always"}}],
+                 "spec.volumes[0].image.reference: required field is missing", id="image-without-reference"),
 ]
 
 

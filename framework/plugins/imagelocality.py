@@ -1,11 +1,13 @@
 """ImageLocality: favour nodes that already have the pod's container images.
 
-Each of the pod's containers (init containers included) whose image the node reports adds the
-image's size scaled by the share of nodes that have it (``size * nodesWithImage / totalNodes``), so
-an image present everywhere does not pull every pod to the same nodes. The sum is clamped to
-``[23 MiB, 1000 MiB * containers]`` and mapped linearly onto 0..100, as kube-scheduler's
-``imagelocality`` plugin does. Image names are matched as written, with ``:latest`` added to a
-name that has neither tag nor digest.
+Each of the pod's images that the node reports adds the image's size scaled by the share of nodes
+that have it (``size * nodesWithImage / totalNodes``), so an image present everywhere does not pull
+every pod to the same nodes. The images are those of the init containers, the containers and, since
+kube-scheduler 1.37, the image volumes (``spec.volumes[].image.reference``). The sum is clamped to
+``[23 MiB, 1000 MiB * images]`` (``images`` counts every container and image volume, present on the
+node or not) and mapped linearly onto 0..100, as kube-scheduler v1.37's ``imagelocality`` plugin
+does. Image names are matched as written, with ``:latest`` added to a name that has neither tag nor
+digest.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pluginhost.model import Pod
+from pluginhost.model import VOLUME_IMAGE, Pod
 from pluginhost.plugin import MAX_NODE_SCORE, CycleState, Handle, NodeBatch, ScorePlugin
 from pluginhost.snapshot import NodeTable
 
@@ -63,7 +65,7 @@ def _image_index(table: NodeTable) -> dict[str, _ImageState]:
 
 
 class ImageLocality(ScorePlugin):
-    """Scores nodes by how much of the pod's container images they already hold."""
+    """Scores nodes by how much of the pod's container and volume images they already hold."""
 
     name = "ImageLocality"
 
@@ -74,10 +76,11 @@ class ImageLocality(ScorePlugin):
         table = batch.snapshot.table
         index: dict[str, _ImageState] = table.memo(_MEMO_KEY, _image_index)
         total_nodes = len(table.nodes)
-        containers = (*pod.init_containers, *pod.containers)
+        images = [c.image for c in (*pod.init_containers, *pod.containers)]
+        images += [v.disk for v in pod.volumes if v.source == VOLUME_IMAGE]
         sums: IntArray | None = None
-        for container in containers:
-            image = index.get(normalized_image_name(container.image))
+        for name in images:
+            image = index.get(normalized_image_name(name))
             if image is None:
                 continue
             # int64(float64(size) * spread), spread = float64(numNodes) / float64(totalNumNodes)
@@ -86,8 +89,8 @@ class ImageLocality(ScorePlugin):
                 sums = np.zeros(total_nodes, dtype=np.int64)
             sums[image.rows] += scaled
         n = len(batch)
-        if sums is None or not containers:
+        if sums is None or not images:
             return np.zeros(n, dtype=np.int64)
-        max_threshold = MAX_CONTAINER_THRESHOLD * len(containers)
+        max_threshold = MAX_CONTAINER_THRESHOLD * len(images)
         clamped = np.clip(sums[batch.rows], MIN_THRESHOLD, max_threshold)
         return (MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)).astype(np.int64)

@@ -31,6 +31,7 @@ from pluginhost.model import (
     READ_WRITE_ONCE_POD,
     VOLUME_CSI,
     VOLUME_EPHEMERAL,
+    VOLUME_IMAGE,
     VOLUME_PVC,
     ClaimRef,
     CSINode,
@@ -106,6 +107,8 @@ def _pod_volume(v: object, path: str, pod_name: str) -> tuple[str, Volume | None
         return name, Volume(name, source)
     if source == VOLUME_CSI:
         return name, Volume(name, source, driver=required_str(src, "driver", spath), read_only=read_only)
+    if source == VOLUME_IMAGE:
+        return name, Volume(name, source, disk=required_str(src, "reference", spath))
     disk_field = _DISK_FIELDS.get(source)
     if disk_field is None:
         return name, None  # configMap, secret, emptyDir, ...: no volume plugin looks at them

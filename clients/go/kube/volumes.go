@@ -39,6 +39,8 @@ func Volume(v *pb.PodVolume) v1.Volume {
 		out.AzureDisk = &v1.AzureDiskVolumeSource{DataDiskURI: v.GetDisk(), ReadOnly: &ro}
 	case "cinder":
 		out.Cinder = &v1.CinderVolumeSource{VolumeID: v.GetDisk(), ReadOnly: ro}
+	case "image":
+		out.Image = &v1.ImageVolumeSource{Reference: v.GetDisk()}
 	}
 	return out
 }

@@ -1398,9 +1398,9 @@ type PodSpec struct {
 	InitContainers []*Container `protobuf:"bytes,12,rep,name=init_containers,json=initContainers,proto3" json:"init_containers,omitempty"`
 	// Pod overhead (RuntimeClass), canonical units.
 	Overhead map[string]int64 `protobuf:"bytes,13,rep,name=overhead,proto3" json:"overhead,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	// The volumes the volume plugins look at (spec.volumes entries whose source is one of those
-	// PodVolume.source names), in the pod's order. Volumes of other sources (configMap, secret,
-	// emptyDir, projected, hostPath...) are left out, so most pods have none.
+	// The volumes the volume plugins and ImageLocality look at (spec.volumes entries whose source is
+	// one of those PodVolume.source names), in the pod's order. Volumes of other sources (configMap,
+	// secret, emptyDir, projected, hostPath...) are left out, so most pods have none.
 	Volumes       []*PodVolume `protobuf:"bytes,14,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1543,8 +1543,9 @@ type PodVolume struct {
 	// The v1.VolumeSource field that is set, in its Kubernetes spelling: "persistentVolumeClaim",
 	// "ephemeral" (a generic ephemeral volume: its claim is named "<pod name>-<volume name>" and made
 	// by the ephemeral volume controller from the volumeClaimTemplate, which is not carried), "csi"
-	// (an inline CSI volume), or an in-tree disk: "gcePersistentDisk", "awsElasticBlockStore",
-	// "iscsi", "rbd", "azureDisk", "cinder".
+	// (an inline CSI volume), an in-tree disk: "gcePersistentDisk", "awsElasticBlockStore",
+	// "iscsi", "rbd", "azureDisk", "cinder", or "image" (an OCI image mounted as a volume, which
+	// ImageLocality scores).
 	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
 	// "persistentVolumeClaim": the claim's name (in the pod's namespace); empty for other sources.
 	ClaimName string `protobuf:"bytes,3,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
@@ -1552,7 +1553,8 @@ type PodVolume struct {
 	// iscsi, rbd, azureDisk, cinder, csi).
 	ReadOnly bool `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	// What identifies the disk among pods: gcePersistentDisk pdName, awsElasticBlockStore and cinder
-	// volumeID, iscsi iqn, rbd image, azureDisk diskURI; empty for the other sources.
+	// volumeID, iscsi iqn, rbd image, azureDisk diskURI; for "image" the image reference
+	// (image.reference); empty for the other sources.
 	Disk string `protobuf:"bytes,5,opt,name=disk,proto3" json:"disk,omitempty"`
 	// "rbd": the pool (empty: the API default "rbd" was not filled in).
 	Pool string `protobuf:"bytes,6,opt,name=pool,proto3" json:"pool,omitempty"`
@@ -2448,13 +2450,18 @@ func (x *NodeBatch) GetNodeNames() []string {
 // A cluster change that may make unschedulable pods schedulable (kube-scheduler's ClusterEvent).
 type ClusterEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The resource: "Node", "Pod" (a pod assigned to a node), "UnscheduledPod", or "*" for any.
+	// The resource, as kube-scheduler 1.37 names it: "Node"; "AssignedPod" (a pod bound or assumed to
+	// a node); "UnscheduledPod" (another pending pod); "TargetPod" (the pending pod the hint is asked
+	// for, updating itself); "Pod" (a registration covering those three; before 1.37 it meant an
+	// assigned pod); a storage or DRA resource ("PersistentVolumeClaim", "storage.k8s.io/CSINode",
+	// ...); a custom resource's "plural.version.group"; or "*" for any.
 	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
 	// kube-scheduler ActionType names joined with "|", e.g. "Add", "Delete|UpdateNodeTaint". Names:
 	// Add, Delete, UpdateNodeAllocatable, UpdateNodeLabel, UpdateNodeTaint, UpdateNodeCondition,
-	// UpdateNodeAnnotation, UpdatePodLabel, UpdatePodScaleDown, UpdatePodToleration,
-	// UpdatePodSchedulingGatesEliminated, UpdatePodGeneratedResourceClaim, Update (every Update*),
-	// All (everything). Unknown names are ignored.
+	// UpdateNodeAnnotation, UpdateNodeDeclaredFeature, UpdateNodePreemptionPolicy, UpdatePodLabel,
+	// UpdatePodScaleDown, UpdatePodScaleUp, UpdatePodToleration, UpdatePodSchedulingGatesEliminated,
+	// UpdatePodGeneratedResourceClaim, Update (every Update*), All (everything). Unknown names are
+	// ignored.
 	Action        string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
