@@ -13,6 +13,7 @@ FailedScheduling message and no allocation; after a crash, no claim allocated to
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 
+ROOT = Path(__file__).resolve().parent.parent
 PROFILE = "outrigger-scheduler"
 CONFIG = f"""\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -254,3 +256,44 @@ def test_a_prebind_failure_after_the_claim_was_written_unreserves_it_and_the_ret
     assert states == ["|", "once|gpu-0 gpu-1 gpu-2", "|gpu-0 gpu-1 gpu-2", "once|gpu-0 gpu-1 gpu-2"]
     assert allocation_of(gpus.claim("once")) == (results(gpus.b, "gpu-0", "gpu-1", "gpu-2"), on_node(gpus.b),
                                                  ["once"], [FINALIZER])
+
+
+def test_template_pods_created_at_once_each_get_a_device_of_their_own(
+        kube_controller_manager: LocalCluster, gpus: Gpus) -> None:
+    # The controller updates each pod's resourceClaimStatuses right after it creates the claim; the pod's watch
+    # may deliver that before the claims' watch delivers the claim, which gates the pod until the claim comes.
+    ns = gpus.ns
+    names = [f"infer-{i}" for i in range(6)]
+    gpus.apply(fakedriver.claim_template("one-gpu", ns, 1, gpus.device_class),
+               *(gpu_pod(n, ns, template="one-gpu") for n in names))
+    gpus.start()
+    placed: dict[str, list[str]] = {}
+    for name in names:
+        node = gpus.bound(name)
+        claim = gpus.claim(gpus.pod(name)["status"]["resourceClaimStatuses"][0]["resourceClaimName"])
+        devices, selector, users, _ = allocation_of(claim)
+        assert (selector, users) == (on_node(node), [name])
+        placed.setdefault(node, []).extend(r["device"] for r in devices)
+    # Six GPUs for six pods: every device of both nodes, each once.
+    assert {n: sorted(d) for n, d in placed.items()} == {gpus.a: ["gpu-0", "gpu-1"],
+                                                          gpus.b: ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]}
+
+
+def framework_status(address: str, namespace: str, pod: str) -> str:
+    """The STATUS column of ``outrigger get pod`` (the framework's own view of the pod)."""
+    out = subprocess.run([sys.executable, "-m", "framework.cli", "get", "pod", pod, "-n", namespace, "--server",
+                          address], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    rows = out.stdout.splitlines()
+    return rows[1].split()[2] if out.returncode == 0 and len(rows) == 2 else ""
+
+
+def test_a_pod_created_before_its_claim_is_bound_once_the_claim_exists(gpus: Gpus) -> None:
+    ns = gpus.ns
+    framework = gpus.start()
+    address = next(line for line in framework.lines if line.startswith("outrigger framework serving on ")).split()[4]
+    gpus.apply(gpu_pod("early", ns, claim="later"))
+    # Gated by DynamicResources' PreEnqueue (its claim does not exist), as kube-scheduler gates it.
+    wait_for(lambda: framework_status(address, ns, "early") == "SchedulingGated", 30, "the pod gated")
+    gpus.apply(fakedriver.claim("later", ns, 1, gpus.device_class))
+    node = gpus.bound("early")
+    assert allocation_of(gpus.claim("later"))[1:3] == (on_node(node), ["early"])

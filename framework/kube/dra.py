@@ -22,6 +22,12 @@ ResourceClaimTemplates are not watched: kube-scheduler does not read them either
 resourceclaim controller (kube-controller-manager) makes a template's claim and names it in the pod's
 ``status.resourceClaimStatuses``.
 
+A pod that DynamicResources' PreEnqueue gated because a claim it names is not in the store yet (the
+pod's watch delivered the controller's ``resourceClaimStatuses`` before the claims' watch delivered the
+claim, or the pod was created before its claim) is tried again when that claim arrives
+(:class:`ClaimWaiters`): kube-scheduler's queue re-runs PreEnqueue for a gated pod on its gating plugin's
+events, where Outrigger's moves only the pods plugins rejected in a cycle.
+
 What goes out (DynamicResources' PreBind and Unreserve, ``bindClaim`` in kube-scheduler):
 
 - a claim to be allocated first gets kube-scheduler's finalizer, ``resource.kubernetes.io/delete-protection``,
@@ -45,6 +51,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from framework.dra.models import API_VERSION, ResourceClaim
 from framework.dra.store import FINALIZER, DraConflict, DraDecodeError, DraObject, DraStore
+from framework.queue import GATED
+from pluginhost.model import Pod
 
 from .client import REQUEST_TIMEOUT, ApiClient, ApiError, ApiUnreachable
 from .informer import Informer
@@ -53,7 +61,7 @@ if TYPE_CHECKING:
     from ..scheduler import Scheduler
     from .volumewriter import Fenced
 
-__all__ = ["DRA_RESOURCES", "ApiClaimWriter", "dra_converter", "dra_informers"]
+__all__ = ["DRA_RESOURCES", "ApiClaimWriter", "ClaimWaiters", "dra_converter", "dra_informers"]
 
 log = logging.getLogger("outrigger.kube")
 
@@ -85,11 +93,53 @@ def dra_converter(kind: str) -> Callable[[dict[str, Any]], DraObject | None]:
     return convert
 
 
+class ClaimWaiters:
+    """The pods PreEnqueue gated, by the claims (``namespace/name``) they name: the claims a gated pod may
+    be waiting for (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._by_claim: dict[str, set[str]] = {}
+        self._by_pod: dict[str, set[str]] = {}
+
+    def note(self, scheduler: Scheduler, pod: Pod) -> None:
+        """Record ``pod``'s claims if the scheduler's queue holds it gated; forget it otherwise."""
+        self.forget(pod.uid)
+        if not pod.resource_claims or scheduler.queue.where(pod.uid) != GATED:
+            return
+        keys = {f"{pod.namespace}/{name}" for rc in pod.resource_claims
+                if (name := rc.claim_name or pod.resource_claim_statuses.get(rc.name, ""))}
+        self._by_pod[pod.uid] = keys
+        for key in keys:
+            self._by_claim.setdefault(key, set()).add(pod.uid)
+
+    def forget(self, uid: str) -> None:
+        for key in self._by_pod.pop(uid, ()):
+            waiting = self._by_claim.get(key)
+            if waiting is not None:
+                waiting.discard(uid)
+                if not waiting:
+                    del self._by_claim[key]
+
+    def __len__(self) -> int:
+        return len(self._by_pod)
+
+    async def arrived(self, scheduler: Scheduler, claim: ResourceClaim) -> None:
+        """``claim`` is in the store: the pods gated waiting for it go through PreEnqueue again."""
+        for uid in sorted(self._by_claim.get(claim.key, ())):
+            rec = scheduler.pods.get(uid)
+            if rec is None or scheduler.queue.where(uid) != GATED:
+                self.forget(uid)
+                continue
+            await scheduler.observe_pod(rec.pod, spec_changed=True)
+            self.note(scheduler, rec.pod)
+
+
 class Source(Protocol):
     """What the informers need of their source (:class:`framework.kube.source.KubeSource`): its client,
-    and its scheduler once it has one (a standby's informers only fill their stores)."""
+    its waiting pods, and its scheduler once it has one (a standby's informers only fill their stores)."""
 
     client: ApiClient
+    claim_waiters: ClaimWaiters
 
     @property
     def attached(self) -> bool: ...
@@ -112,12 +162,16 @@ class _DraObjects:
     async def on_add(self, obj: DraObject | None) -> None:
         if obj is not None and self.s.attached:
             self.s.scheduler.cache.dra.put(obj)
+            if isinstance(obj, ResourceClaim):
+                await self.s.claim_waiters.arrived(self.s.scheduler, obj)
 
     async def on_update(self, old: DraObject | None, new: DraObject | None) -> None:
         if not self.s.attached:
             return
         if new is not None:
             self.s.scheduler.cache.dra.put(new)
+            if isinstance(new, ResourceClaim):
+                await self.s.claim_waiters.arrived(self.s.scheduler, new)
         elif old is not None:  # no longer decodes: out, as if deleted
             self.s.scheduler.cache.dra.remove(self.kind, *_name(old))
 

@@ -94,7 +94,7 @@ from .convert import (
     storage_converter,
 )
 from .customresources import custom_resource_informers
-from .dra import ApiClaimWriter, dra_informers
+from .dra import ApiClaimWriter, ClaimWaiters, dra_informers
 from .events import EventRecorder, StatusWriter, Writer, rfc3339
 from .informer import Informer
 from .volumewriter import ApiVolumeWriter
@@ -254,6 +254,8 @@ class KubeSource:
             storage_converter(csinode_from_api, "CSINode"), _Storage(self, "CSINode"))
         #: DynamicResources' objects, into the scheduler's DRA store (started when a profile runs it).
         self.dra: list[Informer[DraObject | None]] = dra_informers(self)
+        #: Pods gated for want of a claim, tried again when it arrives.
+        self.claim_waiters = ClaimWaiters()
         #: The custom resources the scheduler's plugins registered events for (once it has one).
         self.custom: list[Informer[dict[str, Any]]] = []
         #: Namespace name -> labels, as the API has them.
@@ -436,10 +438,13 @@ class KubeSource:
         changed = old is None or old.pod is None or spec_changed(old.raw, new.raw) or (
             _claim_statuses(old.raw) != _claim_statuses(new.raw))
         await sched.observe_pod(pod, spec_changed=changed)
+        if pod.resource_claims:
+            self.claim_waiters.note(sched, pod)
 
     def _pod_deleted(self, item: PodItem) -> None:
         self._bound_elsewhere.discard(item.uid)
         self._reported.pop(item.uid, None)
+        self.claim_waiters.forget(item.uid)
         self.status.forget(item.uid)
         if item.pod is not None:
             self.scheduler.observe_pod_deleted(item.pod)
