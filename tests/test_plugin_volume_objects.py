@@ -49,6 +49,8 @@ VOLUMES = [  # (a volume, what the model keeps)
                  id="gce"),
     pytest.param({"name": "r", "rbd": {"monitors": ["m1"], "image": "i"}},
                  (Volume("r", "rbd", disk="i", pool="rbd", monitors=("m1",)),), id="rbd-pool-defaulted"),
+    pytest.param({"name": "px", "portworxVolume": {"volumeID": "px-1"}}, (Volume("px", "portworxVolume", disk="px-1"),),
+                 id="portworx"),
     pytest.param({"name": "img", "image": {"reference": "models/llm:v2", "pullPolicy": "IfNotPresent"}},
                  (Volume("img", "image", disk="models/llm:v2"),), id="image-kept-for-image-locality"),
     pytest.param({"name": "cfg", "configMap": {"name": "x"}}, (), id="config-map-not-kept"),

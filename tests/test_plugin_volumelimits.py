@@ -1,4 +1,4 @@
-"""NodeVolumeLimits: kube-scheduler v1.35's CSI volume limits (``nodevolumelimits/csi.go``), in tables: which of a
+"""NodeVolumeLimits: kube-scheduler v1.37's CSI volume limits (``nodevolumelimits/csi.go``), in tables: which of a
 pod's volumes a node's CSI drivers count, how the volumes of the pods already there add up, and the limit of
 the node's CSINode.
 """
@@ -13,12 +13,14 @@ import pytest
 from test_plugin_volumes import NS, csinode, ephemeral, gce, node, pod, pv, pvc, storage_class, wffc
 
 from framework.plugins.volumelimits import MSG_MAX_VOLUME_COUNT, NodeVolumeLimits
+from pluginhost.manifest import pv_from_dict
 from pluginhost.model import Pod
 from pluginhost.plugin import ActionType, CycleState, NodeBatch, QueueingHint, points_of
 from pluginhost.snapshot import ClusterTable, StorageObject
 from pluginhost.status import Code, Status
 
 EBS = "ebs.csi.aws.com"
+PXD = "pxd.portworx.com"
 EXCEEDED = f"Unschedulable: {MSG_MAX_VOLUME_COUNT}"
 
 
@@ -29,6 +31,16 @@ def run(coro: Any) -> Any:
 def csi_claim(name: str, handle: str, driver: str = EBS) -> list[StorageObject]:
     """A claim bound to a CSI volume of ``driver`` with ``handle``."""
     return [pvc(name, cls="", volume=f"pv-{name}"), pv(f"pv-{name}", claim=name, csi=(driver, handle))]
+
+
+def portworx(volume_id: str) -> dict[str, Any]:
+    return {"name": f"px-{volume_id}", "portworxVolume": {"volumeID": volume_id}}
+
+
+def pv_portworx(name: str, claim: str, volume_id: str) -> StorageObject:
+    return pv_from_dict({"metadata": {"name": name}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "portworxVolume": {"volumeID": volume_id},
+        "claimRef": {"namespace": NS, "name": claim}}, "status": {"phase": "Bound"}})
 
 
 def verdict(target: Pod, placed: list[Pod], *objects: StorageObject) -> tuple[Status, str]:
@@ -70,9 +82,14 @@ LIMITS = [  # (the new pod, pods on n1, objects, n1's answer)
                  [*ONE, storage_class("gp2", "kubernetes.io/aws-ebs"), pvc("fresh", cls="gp2"),
                   csinode("n1", EBS, 1, migrated="kubernetes.io/aws-ebs")], EXCEEDED,
                  id="in-tree-class-taken-over-by-the-driver"),
+    # isCSIMigrationOn: the in-tree plugins are migrated wherever the node has a CSINode, with or without
+    # its migrated-plugins annotation (only Portworx read it, up to 1.36)
     pytest.param(pod("new", ("fresh",)), [USING_ONE],
                  [*ONE, storage_class("gp2", "kubernetes.io/aws-ebs"), pvc("fresh", cls="gp2"),
-                  csinode("n1", EBS, 1)], "", id="in-tree-class-not-migrated"),
+                  csinode("n1", EBS, 1)], EXCEEDED, id="in-tree-class-without-the-annotation"),
+    pytest.param(pod("new", ("fresh",)), [],
+                 [storage_class("gp2", "kubernetes.io/aws-ebs"), pvc("fresh", cls="gp2")], "",
+                 id="in-tree-class-on-a-node-without-csinode"),
     pytest.param(pod("new", volumes=(gce("disk-2"),)), [pod("a", volumes=(gce("disk-1"),))],
                  [csinode("n1", "pd.csi.storage.gke.io", 1, migrated="kubernetes.io/gce-pd")], EXCEEDED,
                  id="inline-gce-disks-taken-over"),
@@ -80,7 +97,20 @@ LIMITS = [  # (the new pod, pods on n1, objects, n1's answer)
                  [csinode("n1", "pd.csi.storage.gke.io", 1, migrated="kubernetes.io/gce-pd")], "",
                  id="inline-gce-same-disk"),
     pytest.param(pod("new", volumes=(gce("disk-2"),)), [pod("a", volumes=(gce("disk-1"),))],
-                 [csinode("n1", "pd.csi.storage.gke.io", 1)], "", id="inline-gce-not-migrated"),
+                 [csinode("n1", "pd.csi.storage.gke.io", 1)], EXCEEDED, id="inline-gce-without-the-annotation"),
+    pytest.param(pod("new", volumes=(gce("disk-2"),)), [pod("a", volumes=(gce("disk-1"),))], [], "",
+                 id="inline-gce-on-a-node-without-csinode"),
+    # Portworx is migrated like the others since 1.37 (1.35 wanted the annotation to list it)
+    pytest.param(pod("new", volumes=(portworx("px-2"),)), [pod("a", volumes=(portworx("px-1"),))],
+                 [csinode("n1", PXD, 1)], EXCEEDED, id="inline-portworx-counted"),
+    pytest.param(pod("new", volumes=(portworx("px-1"),)), [pod("a", volumes=(portworx("px-1"),))],
+                 [csinode("n1", PXD, 1)], "", id="inline-portworx-same-volume"),
+    pytest.param(pod("new", ("px",)), [pod("a", volumes=(portworx("px-1"),))],
+                 [pvc("px", cls="", volume="pv-px"), pv_portworx("pv-px", "px", "px-2"), csinode("n1", PXD, 1)],
+                 EXCEEDED, id="in-tree-portworx-volume"),
+    pytest.param(pod("new", ("fresh",)), [pod("a", volumes=(portworx("px-1"),))],
+                 [storage_class("px", "kubernetes.io/portworx-volume"), pvc("fresh", cls="px"),
+                  csinode("n1", PXD, 1)], EXCEEDED, id="portworx-class"),
     pytest.param(pod("new", ("pd",)), [pod("a", volumes=(gce("disk-1"),))],
                  [pvc("pd", cls="", volume="pv-pd"), pv("pv-pd", claim="pd", gce="disk-2"),
                   csinode("n1", "pd.csi.storage.gke.io", 1, migrated="kubernetes.io/gce-pd")], EXCEEDED,
@@ -118,8 +148,8 @@ def test_it_implements_upstreams_extension_points_and_events() -> None:
     assert points_of(NodeVolumeLimits) == frozenset({"preFilter", "filter"})
     assert [(r.event.resource, r.event.action, r.hint is not None)
             for r in NodeVolumeLimits().events_to_register()] == [
-        ("CSINode", ActionType.Add, False), ("CSINode", ActionType.Update, True), ("AssignedPod", ActionType.Delete, True),
-        ("PersistentVolumeClaim", ActionType.Add, True)]
+        ("CSINode", ActionType.Add, False), ("CSINode", ActionType.Update, True),
+        ("AssignedPod", ActionType.Delete, True), ("PersistentVolumeClaim", ActionType.Add, True)]
 
 
 HINTS = [  # (resource, action, old, new, the hint for a pod using claim "data")

@@ -1,18 +1,21 @@
 """NodeVolumeLimits: kube-scheduler's CSI volume limits (``pkg/scheduler/framework/plugins/nodevolumelimits``,
-``csi.go``, v1.35).
+``csi.go``, v1.37).
 
 A node's CSINode says, per CSI driver, how many of its volumes the node can attach
 (``spec.drivers[].allocatable.count``). A pod's volumes that attach through a CSI driver are counted:
 claims (``persistentVolumeClaim`` and ``ephemeral``) whose bound volume is a CSI volume, or an in-tree
-disk the node's CSI driver took over (the CSINode's ``storage.alpha.kubernetes.io/migrated-plugins``),
-or, while unbound, whose class's provisioner is the driver; and the in-tree disks of the pod itself
-the same way. Each volume is counted once per node (by driver and volume handle), with the volumes of
-the pods already there; more than the limit is Unschedulable: ``node(s) exceed max volume count``.
+disk (GCE PD, AWS EBS, Azure Disk, Cinder, Portworx) whose CSI driver took it over, which is the case on
+every node with a CSINode, or, while unbound, whose class's provisioner is the driver; and the in-tree
+disks of the pod itself the same way. Each volume is counted once per node (by driver and volume
+handle), with the volumes of the pods already there; more than the limit is Unschedulable:
+``node(s) exceed max volume count``.
 
 PreFilter is Skip for a pod without such volumes. A claim the pod names that does not exist rejects
 the node outright (``looking up PVC ns/data: persistentvolumeclaim "data" not found``); an
 ephemeral claim another pod owns is an error. VolumeAttachments are not modelled (volumes attached
-without a pod are not counted), nor is the VolumeLimitScaling gate (off in v1.35).
+without a pod are not counted), nor are CSIDriver objects: VolumeLimitScaling's check
+(``<driver> CSI driver is not installed on the node``) rejects only for a CSIDriver that sets
+``preventPodSchedulingIfMissing``, and without CSIDriver objects it never does.
 """
 
 from __future__ import annotations
@@ -182,7 +185,7 @@ class NodeVolumeLimits(VolumeFilterPlugin):
         handle = f"{self._prefix}-{pvc.namespace}/{pvc.name}"
         migrated = MIGRATED_PROVISIONERS.get(cls.provisioner)
         if migrated is not None:
-            if csinode is None or not csinode.migrated(cls.provisioner):
+            if csinode is None:  # isCSIMigrationOn: migrated wherever the node has a CSINode
                 return "", ""
             return migrated, handle
         return cls.provisioner, handle

@@ -100,14 +100,16 @@ TOPOLOGY_LABELS = (
     "topology.kubernetes.io/region",
 )
 
-#: In-tree volume plugins whose disks a CSI driver serves once the node's CSINode says it took them
-#: over (csi-translation-lib), by the pod volume source: (in-tree plugin, CSI driver). Portworx, off by
-#: default, and the file and vSphere plugins, never counted, are left out.
+#: In-tree volume plugins whose disks a CSI driver serves on every node with a CSINode (csi-translation-lib;
+#: kube-scheduler 1.37's isCSIMigrationOn, which no longer reads the CSINode's migrated-plugins annotation
+#: for Portworx either), by the pod volume source: (in-tree plugin, CSI driver). The file and vSphere
+#: plugins, never counted, are left out.
 MIGRATED_DRIVERS = {
     "gcePersistentDisk": ("kubernetes.io/gce-pd", "pd.csi.storage.gke.io"),
     "awsElasticBlockStore": ("kubernetes.io/aws-ebs", "ebs.csi.aws.com"),
     "azureDisk": ("kubernetes.io/azure-disk", "disk.csi.azure.com"),
     "cinder": ("kubernetes.io/cinder", "cinder.csi.openstack.org"),
+    "portworxVolume": ("kubernetes.io/portworx-volume", "pxd.portworx.com"),
 }
 #: The same by in-tree provisioner name (a StorageClass's provisioner).
 MIGRATED_PROVISIONERS = dict(MIGRATED_DRIVERS.values())
@@ -261,9 +263,9 @@ def migrated_disk(source: str, disk: str, csinode: CSINode | None, labels: dict[
                   ) -> tuple[str, str] | None:
     """An in-tree disk (a pod's inline volume, or a PV's source when ``labels`` are the PV's) as the
     CSI driver that took it over on this node counts it: (driver, volume handle), or None when the
-    plugin is not migrated there (no CSINode, or its migrated-plugins annotation does not list it)."""
+    node has no CSINode (isCSIMigrationOn)."""
     plugin_driver = MIGRATED_DRIVERS.get(source)
-    if plugin_driver is None or csinode is None or not csinode.migrated(plugin_driver[0]):
+    if plugin_driver is None or csinode is None:
         return None
     driver = plugin_driver[1]
     if source == "gcePersistentDisk":

@@ -71,6 +71,7 @@ _DISK_FIELDS = {
     "rbd": "image",
     "azureDisk": "diskURI",
     "cinder": "volumeID",
+    "portworxVolume": "volumeID",
 }
 # The same for a PersistentVolume's source (and a CSI volume's handle).
 _PV_DISK_FIELDS = {**_DISK_FIELDS, "csi": "volumeHandle", "local": "path"}

@@ -39,6 +39,8 @@ func Volume(v *pb.PodVolume) v1.Volume {
 		out.AzureDisk = &v1.AzureDiskVolumeSource{DataDiskURI: v.GetDisk(), ReadOnly: &ro}
 	case "cinder":
 		out.Cinder = &v1.CinderVolumeSource{VolumeID: v.GetDisk(), ReadOnly: ro}
+	case "portworxVolume":
+		out.PortworxVolume = &v1.PortworxVolumeSource{VolumeID: v.GetDisk(), ReadOnly: ro}
 	case "image":
 		out.Image = &v1.ImageVolumeSource{Reference: v.GetDisk()}
 	}
@@ -129,6 +131,8 @@ func PersistentVolume(p *pb.PersistentVolume) *v1.PersistentVolume {
 		src.AzureDisk = &v1.AzureDiskVolumeSource{DataDiskURI: p.GetDisk()}
 	case "cinder":
 		src.Cinder = &v1.CinderPersistentVolumeSource{VolumeID: p.GetDisk()}
+	case "portworxVolume":
+		src.PortworxVolume = &v1.PortworxVolumeSource{VolumeID: p.GetDisk()}
 	case "local":
 		src.Local = &v1.LocalVolumeSource{}
 	case "hostPath":

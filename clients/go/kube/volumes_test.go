@@ -19,12 +19,13 @@ func TestPodVolumesBecomeTheirV1Sources(t *testing.T) {
 		{Name: "gce", Source: "gcePersistentDisk", Disk: "disk-1"},
 		{Name: "ceph", Source: "rbd", Disk: "img", Pool: "p", Monitors: []string{"m1"}},
 		{Name: "model", Source: "image", Disk: "models/llm:v2"},
+		{Name: "px", Source: "portworxVolume", Disk: "px-1"},
 	}}})
 	vols := pod.Spec.Volumes
 	got := []any{vols[0].PersistentVolumeClaim.ClaimName, vols[0].PersistentVolumeClaim.ReadOnly, vols[1].Ephemeral != nil,
 		vols[2].GCEPersistentDisk.PDName, vols[3].RBD.RBDImage, vols[3].RBD.RBDPool, vols[3].RBD.CephMonitors,
-		vols[4].Image.Reference}
-	want := []any{"data-0", true, true, "disk-1", "img", "p", []string{"m1"}, "models/llm:v2"}
+		vols[4].Image.Reference, vols[5].PortworxVolume.VolumeID}
+	want := []any{"data-0", true, true, "disk-1", "img", "p", []string{"m1"}, "models/llm:v2", "px-1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("volumes %v, want %v", got, want)
 	}
