@@ -3,7 +3,8 @@
 Every expected message in FIT_ERRORS is what kube-scheduler v1.35.4 (built by tests/k8s/build.sh, default
 profile) wrote in the FailedScheduling event of the same pod on the same cluster, verbatim, except that
 DynamicResources' PostFilter no longer says ``no new claims to deallocate, `` before ``preemption: ...`` (v1.37.2
-gives no reason there, docs/upstream-1.37.md §5.1); when a PreFilter plugin
+gives no reason there, docs/upstream-1.37.md §5.1), and the NodeDeclaredFeatures case, which v1.35 did not run
+(its message is read from v1.37.2's source); when a PreFilter plugin
 before it rejected the pod, it still ends the message with ``not found`` (framework/plugins/dynamicresources.py). The
 messages encode more than words: the order of the histogram (sorted as strings), the count of nodes per reason,
 and, through the preemption suffix, each reason's code (only Unschedulable nodes are dry-run, and report
@@ -181,6 +182,14 @@ FIT_ERRORS: list[Any] = [
         "tolerate-all", {}, {"tolerations": [{"operator": "Exists"}]}, cpu("20"),
         f"0/6 nodes are available: 1 Too many pods, 6 Insufficient cpu. {NOT_HELPFUL_6}",
         id="two-reasons-on-one-node",
+    ),
+    # NodeDeclaredFeatures joined the default profile in v1.37 (last at Filter): its reason, from v1.37.2's
+    # source, for the nodes every other plugin let through.
+    pytest.param(
+        "features", {}, {"hostNetwork": True, "hostUsers": False}, {},
+        "0/6 nodes are available: 1 Too many pods, 1 node(s) were unschedulable, 2 node(s) didn't match Pod's "
+        f"required features, 2 node(s) had untolerated taint(s). {ONE_DRY_RUN}",
+        id="node-declared-features",
     ),
 ]
 
