@@ -43,7 +43,13 @@ CASES: list[tuple[str, str, str, dict[str, str], dict[str, int] | None, str]] = 
     # weight 10 on a and c, normalized to 100
     ("NodeAffinity", "score", OK, {}, {"a": 100, "b": 0, "c": 100}, ""),
     ("NodeAffinity", "*", OK, {}, {"a": 100, "b": 0, "c": 100}, ""),
+    ("NodeDeclaredFeatures", "filter", "Error", {}, None, '"PreFilterNodeDeclaredFeatures"'),
+    # the pod needs no declared feature: PreFilter answers Skip, so Filter does not run
+    ("NodeDeclaredFeatures", "*", OK, {}, {"a": 0, "b": 0, "c": 0}, ""),
     ("NodeName", "filter", OK, {}, {"a": 0, "b": 0, "c": 0}, ""),
+    # the pod names no node: PreFilter keeps every node (1.37)
+    ("NodeName", "preFilter", OK, {}, {"a": 0, "b": 0, "c": 0}, ""),
+    ("NodeName", "*", OK, {}, {"a": 0, "b": 0, "c": 0}, ""),
     ("NodePorts", "filter", "Error", {}, None, '"PreFilterNodePorts"'),
     ("NodePorts", "*", OK, {"a": PORTS_IN_USE}, {"b": 0, "c": 0}, ""),
     # the change in balance (1.37): 100 * (1 - std of requested fractions) with the pod and without,
