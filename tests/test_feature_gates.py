@@ -220,12 +220,17 @@ def test_serve_shows_the_effective_gates_at_startup_and_in_configz() -> None:
 
 @pytest.fixture(scope="module")
 def kube_scheduler() -> Path:
-    """kube-scheduler of the release the table is generated from (tests/k8s/build.sh builds it if missing)."""
+    """kube-scheduler of the release the table is generated from (tests/k8s/build.sh builds that release
+    when its kube-scheduler is missing)."""
     env = {**os.environ, RELEASE_ENV: features.RELEASE}
     env.pop("OUTRIGGER_K8S_BIN", None)
-    out = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=env, timeout=3 * 3600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    binary = Path(out.stdout.strip()) / "kube-scheduler"
+    folder = subprocess.run(["bash", str(BUILD_SCRIPT), "--print-dir"], capture_output=True, text=True, env=env,
+                            timeout=30).stdout.strip()
+    binary = Path(folder) / "kube-scheduler"
+    if not binary.is_file():
+        out = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=env,
+                             timeout=3 * 3600)
+        assert out.returncode == 0, out.stderr[-3000:]
     version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30).stdout
     assert version.strip() == f"Kubernetes {features.VERSION}"
     return binary
@@ -255,8 +260,10 @@ def _our_answer(value: str) -> str | None:
 
 def test_every_alpha_and_beta_gate_kube_scheduler_lists_is_in_the_table(kube_scheduler: Path) -> None:
     text = subprocess.run([str(kube_scheduler), "--help"], capture_output=True, text=True, timeout=60).stdout
-    listed = {m[1]: (m[2], m[3] == "true") for m in re.finditer(r"\b(\w+)=true\|false \((ALPHA|BETA) - "
-                                                                r"default=(true|false)\)", text)}
+    # A gate whose default moves with --min-compatibility-version is listed twice; the table has the default
+    # at kube-scheduler's default compatibility version, the first.
+    listed = {m[1]: (m[2], m[3] == "true") for m in re.finditer(
+        r"\b(\w+)=true\|false \((ALPHA|BETA) - default=(true|false)\)(?! if --min-compatibility-version)", text)}
     ours = {name: (spec.stability, spec.default) for name, spec in KNOWN.items()
             if spec.stability in ("ALPHA", "BETA")}
     assert len(listed) > 150 and listed == ours
