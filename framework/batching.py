@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,8 @@ __all__ = [
     "Signer",
     "pod_signer",
 ]
+
+log = logging.getLogger("outrigger.batching")
 
 #: A batch older than this is not used (kube-scheduler's maxBatchAge).
 MAX_BATCH_AGE = 0.5
@@ -271,6 +274,7 @@ class OpportunisticBatch:
 
     def _flush(self, reason: str) -> bool:
         self.flushed[reason] += 1
+        log.debug("batch of profile %s not used: %s", self.fwk.profile, reason)
         return False
 
     async def node_hint(self, state: CycleState, pod: Pod, signature: bytes | None, cycle: int,
@@ -281,7 +285,11 @@ class OpportunisticBatch:
         try:
             if self._compatible(pod, signature, cycle) and await self._refresh(state, pod, snapshot):
                 assert self._state is not None
-                hint = self._state.ranked.pop(self.fwk)
+                ranked = self._state.ranked
+                hint = ranked.pop(self.fwk)
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("batch of profile %s hints %s to pod %s (cycle %d); ranked: %s", self.fwk.profile,
+                              hint, pod.key, cycle, dict(zip(ranked.names, ranked.totals.tolist())))
             return hint
         finally:
             if not hint:

@@ -249,6 +249,40 @@ def test_batching_places_pods_as_kube_scheduler_1_37(case: BatchCase) -> None:
     assert batch.rescores == case.rescores
 
 
+NO_SPREAD = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      disabled:
+      - {name: PodTopologySpread}
+"""
+
+
+def test_the_default_profile_without_spread_batches_as_the_real_kube_scheduler() -> None:
+    """kube-scheduler v1.37.2 (the real binary, this profile, these nodes and six such pods created at
+    once on an API server) logged a hint for every pod after the first: n1, n1, n2, n1, n1, and bound
+    them there. Every plugin of the profile scores here (BalancedAllocation, ImageLocality, ...), and
+    no two candidates tie on any hint, so the placements must be the same."""
+
+    async def main() -> Scheduler:
+        registry = build_registry()
+        s = Scheduler(load_config(NO_SPREAD, registry.points(), "test.yaml"), registry, seed=9)
+        s.batches[PROFILE].clock = lambda: 100.0
+        nodes = [node(name, cpu, {"kubernetes.io/hostname": name}) for name, cpu in (("n1", "16"), ("n2", "6"),
+                                                                                     ("n3", "3"))]
+        await s.apply([*nodes, *[pod(f"p{i}", labels={}) for i in range(1, 7)]])
+        await step(s, 6)
+        await s.stop()
+        return s
+
+    s = asyncio.run(asyncio.wait_for(main(), 30))
+    batch = s.batches[PROFILE]
+    assert placed(s) == {"p1": "n1", "p2": "n1", "p3": "n1", "p4": "n2", "p5": "n1", "p6": "n1"}
+    assert (dict(batch.attempts), dict(batch.flushed), batch.rescores) == ({"no_hint": 1, "hint_used": 5}, {}, 5)
+
+
 def test_a_failed_pod_between_two_identical_ones_flushes_the_batch() -> None:
     """kube-scheduler counts every pod popped: a pod that failed (no results stored) between two
     identical pods leaves a gap in the cycle count, so the second is scheduled afresh."""
