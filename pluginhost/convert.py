@@ -365,8 +365,15 @@ def pod_to_proto(pod: m.Pod) -> types.Pod:
         spec.affinity.CopyFrom(_affinity_to_proto(pod.affinity))
     for v in pod.volumes:
         _fill_volume(spec.volumes.add(), v)
+    for rc in pod.resource_claims:
+        entry = spec.resource_claims.add()
+        entry.name = rc.name
+        entry.resource_claim_name = rc.claim_name
+        entry.resource_claim_template_name = rc.template_name
     msg.status.SetInParent()
     msg.status.nominated_node_name = pod.nominated_node_name
+    if pod.resource_claim_statuses:
+        msg.status.resource_claim_statuses.update(pod.resource_claim_statuses)
     if pod.requests:
         msg.requests.update(pod.requests)
     return msg
@@ -427,6 +434,11 @@ def pod_from_proto(msg: types.Pod) -> m.Pod:
         topology_spread_constraints=[_spread_from_proto(c) for c in spec.topology_spread_constraints],
         scheduling_gates=tuple(spec.scheduling_gates),
         volumes=tuple(volume_from_proto(v) for v in spec.volumes),
+        resource_claims=tuple(
+            m.PodResourceClaim(rc.name, rc.resource_claim_name, rc.resource_claim_template_name)
+            for rc in spec.resource_claims
+        ),
+        resource_claim_statuses=dict(msg.status.resource_claim_statuses),
         containers=[_container_from_proto(c) for c in spec.containers],
         init_containers=[_container_from_proto(c) for c in spec.init_containers],
         overhead=dict(spec.overhead),

@@ -265,7 +265,7 @@ class Container(_message.Message):
     def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., requests: _Optional[_Mapping[str, int]] = ..., limits: _Optional[_Mapping[str, int]] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., restart_policy: _Optional[str] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("scheduler_name", "node_name", "priority", "priority_class_name", "preemption_policy", "node_selector", "affinity", "tolerations", "topology_spread_constraints", "scheduling_gates", "containers", "init_containers", "overhead", "volumes")
+    __slots__ = ("scheduler_name", "node_name", "priority", "priority_class_name", "preemption_policy", "node_selector", "affinity", "tolerations", "topology_spread_constraints", "scheduling_gates", "containers", "init_containers", "overhead", "volumes", "resource_claims")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -294,6 +294,7 @@ class PodSpec(_message.Message):
     INIT_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     OVERHEAD_FIELD_NUMBER: _ClassVar[int]
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
     scheduler_name: str
     node_name: str
     priority: int
@@ -308,7 +309,18 @@ class PodSpec(_message.Message):
     init_containers: _containers.RepeatedCompositeFieldContainer[Container]
     overhead: _containers.ScalarMap[str, int]
     volumes: _containers.RepeatedCompositeFieldContainer[PodVolume]
-    def __init__(self, scheduler_name: _Optional[str] = ..., node_name: _Optional[str] = ..., priority: _Optional[int] = ..., priority_class_name: _Optional[str] = ..., preemption_policy: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., scheduling_gates: _Optional[_Iterable[str]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, int]] = ..., volumes: _Optional[_Iterable[_Union[PodVolume, _Mapping]]] = ...) -> None: ...
+    resource_claims: _containers.RepeatedCompositeFieldContainer[PodResourceClaim]
+    def __init__(self, scheduler_name: _Optional[str] = ..., node_name: _Optional[str] = ..., priority: _Optional[int] = ..., priority_class_name: _Optional[str] = ..., preemption_policy: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., scheduling_gates: _Optional[_Iterable[str]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, int]] = ..., volumes: _Optional[_Iterable[_Union[PodVolume, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[PodResourceClaim, _Mapping]]] = ...) -> None: ...
+
+class PodResourceClaim(_message.Message):
+    __slots__ = ("name", "resource_claim_name", "resource_claim_template_name")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIM_TEMPLATE_NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    resource_claim_name: str
+    resource_claim_template_name: str
+    def __init__(self, name: _Optional[str] = ..., resource_claim_name: _Optional[str] = ..., resource_claim_template_name: _Optional[str] = ...) -> None: ...
 
 class PodVolume(_message.Message):
     __slots__ = ("name", "source", "claim_name", "read_only", "disk", "pool", "monitors", "driver")
@@ -331,10 +343,19 @@ class PodVolume(_message.Message):
     def __init__(self, name: _Optional[str] = ..., source: _Optional[str] = ..., claim_name: _Optional[str] = ..., read_only: _Optional[bool] = ..., disk: _Optional[str] = ..., pool: _Optional[str] = ..., monitors: _Optional[_Iterable[str]] = ..., driver: _Optional[str] = ...) -> None: ...
 
 class PodStatus(_message.Message):
-    __slots__ = ("nominated_node_name",)
+    __slots__ = ("nominated_node_name", "resource_claim_statuses")
+    class ResourceClaimStatusesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NOMINATED_NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIM_STATUSES_FIELD_NUMBER: _ClassVar[int]
     nominated_node_name: str
-    def __init__(self, nominated_node_name: _Optional[str] = ...) -> None: ...
+    resource_claim_statuses: _containers.ScalarMap[str, str]
+    def __init__(self, nominated_node_name: _Optional[str] = ..., resource_claim_statuses: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Pod(_message.Message):
     __slots__ = ("metadata", "spec", "status", "requests")

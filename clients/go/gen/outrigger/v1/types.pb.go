@@ -1401,9 +1401,11 @@ type PodSpec struct {
 	// The volumes the volume plugins and ImageLocality look at (spec.volumes entries whose source is
 	// one of those PodVolume.source names), in the pod's order. Volumes of other sources (configMap,
 	// secret, emptyDir, projected, hostPath...) are left out, so most pods have none.
-	Volumes       []*PodVolume `protobuf:"bytes,14,rep,name=volumes,proto3" json:"volumes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Volumes []*PodVolume `protobuf:"bytes,14,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// spec.resourceClaims: the ResourceClaims (dynamic resource allocation) the pod uses, in order.
+	ResourceClaims []*PodResourceClaim `protobuf:"bytes,15,rep,name=resource_claims,json=resourceClaims,proto3" json:"resource_claims,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PodSpec) Reset() {
@@ -1534,6 +1536,79 @@ func (x *PodSpec) GetVolumes() []*PodVolume {
 	return nil
 }
 
+func (x *PodSpec) GetResourceClaims() []*PodResourceClaim {
+	if x != nil {
+		return x.ResourceClaims
+	}
+	return nil
+}
+
+// One entry of a pod's spec.resourceClaims (v1.PodResourceClaim): a ResourceClaim named directly, or
+// a ResourceClaimTemplate the claim controller makes the pod's claim from. An entry naming neither
+// is carried as it is (DynamicResources reports it).
+type PodResourceClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry's name within the pod.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// resourceClaimName: an existing claim in the pod's namespace; empty when not set.
+	ResourceClaimName string `protobuf:"bytes,2,opt,name=resource_claim_name,json=resourceClaimName,proto3" json:"resource_claim_name,omitempty"`
+	// resourceClaimTemplateName: the template; empty when not set.
+	ResourceClaimTemplateName string `protobuf:"bytes,3,opt,name=resource_claim_template_name,json=resourceClaimTemplateName,proto3" json:"resource_claim_template_name,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *PodResourceClaim) Reset() {
+	*x = PodResourceClaim{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodResourceClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodResourceClaim) ProtoMessage() {}
+
+func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodResourceClaim.ProtoReflect.Descriptor instead.
+func (*PodResourceClaim) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PodResourceClaim) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodResourceClaim) GetResourceClaimName() string {
+	if x != nil {
+		return x.ResourceClaimName
+	}
+	return ""
+}
+
+func (x *PodResourceClaim) GetResourceClaimTemplateName() string {
+	if x != nil {
+		return x.ResourceClaimTemplateName
+	}
+	return ""
+}
+
 // One entry of a pod's spec.volumes (v1.Volume), reduced to what the volume plugins compare
 // (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits).
 type PodVolume struct {
@@ -1568,7 +1643,7 @@ type PodVolume struct {
 
 func (x *PodVolume) Reset() {
 	*x = PodVolume{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[19]
+	mi := &file_outrigger_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1655,7 @@ func (x *PodVolume) String() string {
 func (*PodVolume) ProtoMessage() {}
 
 func (x *PodVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[19]
+	mi := &file_outrigger_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1668,7 @@ func (x *PodVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodVolume.ProtoReflect.Descriptor instead.
 func (*PodVolume) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PodVolume) GetName() string {
@@ -1657,13 +1732,16 @@ type PodStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Node the pod was nominated to by preemption; empty when none.
 	NominatedNodeName string `protobuf:"bytes,1,opt,name=nominated_node_name,json=nominatedNodeName,proto3" json:"nominated_node_name,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// status.resourceClaimStatuses: the claim made for each template entry of spec.resourceClaims, by
+	// entry name; an empty value when the claim controller deliberately made none.
+	ResourceClaimStatuses map[string]string `protobuf:"bytes,2,rep,name=resource_claim_statuses,json=resourceClaimStatuses,proto3" json:"resource_claim_statuses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[20]
+	mi := &file_outrigger_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1753,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[20]
+	mi := &file_outrigger_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1766,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PodStatus) GetNominatedNodeName() string {
@@ -1696,6 +1774,13 @@ func (x *PodStatus) GetNominatedNodeName() string {
 		return x.NominatedNodeName
 	}
 	return ""
+}
+
+func (x *PodStatus) GetResourceClaimStatuses() map[string]string {
+	if x != nil {
+		return x.ResourceClaimStatuses
+	}
+	return nil
 }
 
 // A pod as scheduling sees it.
@@ -1717,7 +1802,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[21]
+	mi := &file_outrigger_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1814,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[21]
+	mi := &file_outrigger_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1827,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Pod) GetMetadata() *ObjectMeta {
@@ -1788,7 +1873,7 @@ type PodRef struct {
 
 func (x *PodRef) Reset() {
 	*x = PodRef{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[22]
+	mi := &file_outrigger_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1885,7 @@ func (x *PodRef) String() string {
 func (*PodRef) ProtoMessage() {}
 
 func (x *PodRef) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[22]
+	mi := &file_outrigger_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1898,7 @@ func (x *PodRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodRef.ProtoReflect.Descriptor instead.
 func (*PodRef) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PodRef) GetUid() string {
@@ -1870,7 +1955,7 @@ type PodPlacement struct {
 
 func (x *PodPlacement) Reset() {
 	*x = PodPlacement{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[23]
+	mi := &file_outrigger_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +1967,7 @@ func (x *PodPlacement) String() string {
 func (*PodPlacement) ProtoMessage() {}
 
 func (x *PodPlacement) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[23]
+	mi := &file_outrigger_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +1980,7 @@ func (x *PodPlacement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodPlacement.ProtoReflect.Descriptor instead.
 func (*PodPlacement) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PodPlacement) GetRef() *PodRef {
@@ -1981,7 +2066,7 @@ type ContainerImage struct {
 
 func (x *ContainerImage) Reset() {
 	*x = ContainerImage{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[24]
+	mi := &file_outrigger_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2078,7 @@ func (x *ContainerImage) String() string {
 func (*ContainerImage) ProtoMessage() {}
 
 func (x *ContainerImage) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[24]
+	mi := &file_outrigger_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2091,7 @@ func (x *ContainerImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
 func (*ContainerImage) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ContainerImage) GetNames() []string {
@@ -2036,7 +2121,7 @@ type NodeSpec struct {
 
 func (x *NodeSpec) Reset() {
 	*x = NodeSpec{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[25]
+	mi := &file_outrigger_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2133,7 @@ func (x *NodeSpec) String() string {
 func (*NodeSpec) ProtoMessage() {}
 
 func (x *NodeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[25]
+	mi := &file_outrigger_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2146,7 @@ func (x *NodeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
 func (*NodeSpec) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeSpec) GetTaints() []*Taint {
@@ -2093,7 +2178,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[26]
+	mi := &file_outrigger_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2190,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[26]
+	mi := &file_outrigger_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2203,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeStatus) GetCapacity() map[string]int64 {
@@ -2157,7 +2242,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[27]
+	mi := &file_outrigger_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2254,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[27]
+	mi := &file_outrigger_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2267,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Node) GetMetadata() *ObjectMeta {
@@ -2228,7 +2313,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[28]
+	mi := &file_outrigger_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2325,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[28]
+	mi := &file_outrigger_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2338,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeInfo) GetNode() *Node {
@@ -2317,7 +2402,7 @@ type StateEntry struct {
 
 func (x *StateEntry) Reset() {
 	*x = StateEntry{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[29]
+	mi := &file_outrigger_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2414,7 @@ func (x *StateEntry) String() string {
 func (*StateEntry) ProtoMessage() {}
 
 func (x *StateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[29]
+	mi := &file_outrigger_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2427,7 @@ func (x *StateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateEntry.ProtoReflect.Descriptor instead.
 func (*StateEntry) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StateEntry) GetKey() string {
@@ -2391,7 +2476,7 @@ type NodeBatch struct {
 
 func (x *NodeBatch) Reset() {
 	*x = NodeBatch{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[30]
+	mi := &file_outrigger_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2488,7 @@ func (x *NodeBatch) String() string {
 func (*NodeBatch) ProtoMessage() {}
 
 func (x *NodeBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[30]
+	mi := &file_outrigger_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2501,7 @@ func (x *NodeBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeBatch.ProtoReflect.Descriptor instead.
 func (*NodeBatch) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeBatch) GetSnapshotGeneration() uint64 {
@@ -2469,7 +2554,7 @@ type ClusterEvent struct {
 
 func (x *ClusterEvent) Reset() {
 	*x = ClusterEvent{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[31]
+	mi := &file_outrigger_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2566,7 @@ func (x *ClusterEvent) String() string {
 func (*ClusterEvent) ProtoMessage() {}
 
 func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[31]
+	mi := &file_outrigger_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2579,7 @@ func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterEvent.ProtoReflect.Descriptor instead.
 func (*ClusterEvent) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ClusterEvent) GetResource() string {
@@ -2525,7 +2610,7 @@ type ClusterEventWithHint struct {
 
 func (x *ClusterEventWithHint) Reset() {
 	*x = ClusterEventWithHint{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[32]
+	mi := &file_outrigger_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2622,7 @@ func (x *ClusterEventWithHint) String() string {
 func (*ClusterEventWithHint) ProtoMessage() {}
 
 func (x *ClusterEventWithHint) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[32]
+	mi := &file_outrigger_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2635,7 @@ func (x *ClusterEventWithHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterEventWithHint.ProtoReflect.Descriptor instead.
 func (*ClusterEventWithHint) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClusterEventWithHint) GetEvent() *ClusterEvent {
@@ -2600,7 +2685,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[33]
+	mi := &file_outrigger_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2697,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[33]
+	mi := &file_outrigger_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2710,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PersistentVolumeClaim) GetMetadata() *ObjectMeta {
@@ -2713,7 +2798,7 @@ type ClaimRef struct {
 
 func (x *ClaimRef) Reset() {
 	*x = ClaimRef{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[34]
+	mi := &file_outrigger_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2810,7 @@ func (x *ClaimRef) String() string {
 func (*ClaimRef) ProtoMessage() {}
 
 func (x *ClaimRef) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[34]
+	mi := &file_outrigger_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2823,7 @@ func (x *ClaimRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRef.ProtoReflect.Descriptor instead.
 func (*ClaimRef) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ClaimRef) GetNamespace() string {
@@ -2799,7 +2884,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[35]
+	mi := &file_outrigger_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2896,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[35]
+	mi := &file_outrigger_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2909,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PersistentVolume) GetMetadata() *ObjectMeta {
@@ -2932,7 +3017,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[36]
+	mi := &file_outrigger_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3029,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[36]
+	mi := &file_outrigger_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3042,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StorageClass) GetMetadata() *ObjectMeta {
@@ -3012,7 +3097,7 @@ type CSINodeDriver struct {
 
 func (x *CSINodeDriver) Reset() {
 	*x = CSINodeDriver{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[37]
+	mi := &file_outrigger_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3109,7 @@ func (x *CSINodeDriver) String() string {
 func (*CSINodeDriver) ProtoMessage() {}
 
 func (x *CSINodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[37]
+	mi := &file_outrigger_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3122,7 @@ func (x *CSINodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINodeDriver.ProtoReflect.Descriptor instead.
 func (*CSINodeDriver) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CSINodeDriver) GetName() string {
@@ -3082,7 +3167,7 @@ type CSINode struct {
 
 func (x *CSINode) Reset() {
 	*x = CSINode{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[38]
+	mi := &file_outrigger_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3179,7 @@ func (x *CSINode) String() string {
 func (*CSINode) ProtoMessage() {}
 
 func (x *CSINode) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[38]
+	mi := &file_outrigger_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3192,7 @@ func (x *CSINode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINode.ProtoReflect.Descriptor instead.
 func (*CSINode) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CSINode) GetMetadata() *ObjectMeta {
@@ -3142,7 +3227,7 @@ type StorageObject struct {
 
 func (x *StorageObject) Reset() {
 	*x = StorageObject{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[39]
+	mi := &file_outrigger_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +3239,7 @@ func (x *StorageObject) String() string {
 func (*StorageObject) ProtoMessage() {}
 
 func (x *StorageObject) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[39]
+	mi := &file_outrigger_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3167,7 +3252,7 @@ func (x *StorageObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageObject.ProtoReflect.Descriptor instead.
 func (*StorageObject) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StorageObject) GetObject() isStorageObject_Object {
@@ -3260,7 +3345,7 @@ type StorageObjectRef struct {
 
 func (x *StorageObjectRef) Reset() {
 	*x = StorageObjectRef{}
-	mi := &file_outrigger_v1_types_proto_msgTypes[40]
+	mi := &file_outrigger_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3357,7 @@ func (x *StorageObjectRef) String() string {
 func (*StorageObjectRef) ProtoMessage() {}
 
 func (x *StorageObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_types_proto_msgTypes[40]
+	mi := &file_outrigger_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3370,7 @@ func (x *StorageObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageObjectRef.ProtoReflect.Descriptor instead.
 func (*StorageObjectRef) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StorageObjectRef) GetKind() string {
@@ -3421,7 +3506,7 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
 	"\vLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x84\a\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xcd\a\n" +
 	"\aPodSpec\x12%\n" +
 	"\x0escheduler_name\x18\x01 \x01(\tR\rschedulerName\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x1a\n" +
@@ -3439,13 +3524,18 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"containers\x12@\n" +
 	"\x0finit_containers\x18\f \x03(\v2\x17.outrigger.v1.ContainerR\x0einitContainers\x12?\n" +
 	"\boverhead\x18\r \x03(\v2#.outrigger.v1.PodSpec.OverheadEntryR\boverhead\x121\n" +
-	"\avolumes\x18\x0e \x03(\v2\x17.outrigger.v1.PodVolumeR\avolumes\x1a?\n" +
+	"\avolumes\x18\x0e \x03(\v2\x17.outrigger.v1.PodVolumeR\avolumes\x12G\n" +
+	"\x0fresource_claims\x18\x0f \x03(\v2\x1e.outrigger.v1.PodResourceClaimR\x0eresourceClaims\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rOverheadEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xcf\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x97\x01\n" +
+	"\x10PodResourceClaim\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
+	"\x13resource_claim_name\x18\x02 \x01(\tR\x11resourceClaimName\x12?\n" +
+	"\x1cresource_claim_template_name\x18\x03 \x01(\tR\x19resourceClaimTemplateName\"\xcf\x01\n" +
 	"\tPodVolume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1d\n" +
@@ -3455,9 +3545,13 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"\x04disk\x18\x05 \x01(\tR\x04disk\x12\x12\n" +
 	"\x04pool\x18\x06 \x01(\tR\x04pool\x12\x1a\n" +
 	"\bmonitors\x18\a \x03(\tR\bmonitors\x12\x16\n" +
-	"\x06driver\x18\b \x01(\tR\x06driver\";\n" +
+	"\x06driver\x18\b \x01(\tR\x06driver\"\xf1\x01\n" +
 	"\tPodStatus\x12.\n" +
-	"\x13nominated_node_name\x18\x01 \x01(\tR\x11nominatedNodeName\"\x91\x02\n" +
+	"\x13nominated_node_name\x18\x01 \x01(\tR\x11nominatedNodeName\x12j\n" +
+	"\x17resource_claim_statuses\x18\x02 \x03(\v22.outrigger.v1.PodStatus.ResourceClaimStatusesEntryR\x15resourceClaimStatuses\x1aH\n" +
+	"\x1aResourceClaimStatusesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\x02\n" +
 	"\x03Pod\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.outrigger.v1.ObjectMetaR\bmetadata\x12)\n" +
 	"\x04spec\x18\x02 \x01(\v2\x15.outrigger.v1.PodSpecR\x04spec\x12/\n" +
@@ -3633,7 +3727,7 @@ func file_outrigger_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_outrigger_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_outrigger_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_outrigger_v1_types_proto_goTypes = []any{
 	(Code)(0),                        // 0: outrigger.v1.Code
 	(*Status)(nil),                   // 1: outrigger.v1.Status
@@ -3655,47 +3749,49 @@ var file_outrigger_v1_types_proto_goTypes = []any{
 	(*ContainerPort)(nil),            // 17: outrigger.v1.ContainerPort
 	(*Container)(nil),                // 18: outrigger.v1.Container
 	(*PodSpec)(nil),                  // 19: outrigger.v1.PodSpec
-	(*PodVolume)(nil),                // 20: outrigger.v1.PodVolume
-	(*PodStatus)(nil),                // 21: outrigger.v1.PodStatus
-	(*Pod)(nil),                      // 22: outrigger.v1.Pod
-	(*PodRef)(nil),                   // 23: outrigger.v1.PodRef
-	(*PodPlacement)(nil),             // 24: outrigger.v1.PodPlacement
-	(*ContainerImage)(nil),           // 25: outrigger.v1.ContainerImage
-	(*NodeSpec)(nil),                 // 26: outrigger.v1.NodeSpec
-	(*NodeStatus)(nil),               // 27: outrigger.v1.NodeStatus
-	(*Node)(nil),                     // 28: outrigger.v1.Node
-	(*NodeInfo)(nil),                 // 29: outrigger.v1.NodeInfo
-	(*StateEntry)(nil),               // 30: outrigger.v1.StateEntry
-	(*NodeBatch)(nil),                // 31: outrigger.v1.NodeBatch
-	(*ClusterEvent)(nil),             // 32: outrigger.v1.ClusterEvent
-	(*ClusterEventWithHint)(nil),     // 33: outrigger.v1.ClusterEventWithHint
-	(*PersistentVolumeClaim)(nil),    // 34: outrigger.v1.PersistentVolumeClaim
-	(*ClaimRef)(nil),                 // 35: outrigger.v1.ClaimRef
-	(*PersistentVolume)(nil),         // 36: outrigger.v1.PersistentVolume
-	(*StorageClass)(nil),             // 37: outrigger.v1.StorageClass
-	(*CSINodeDriver)(nil),            // 38: outrigger.v1.CSINodeDriver
-	(*CSINode)(nil),                  // 39: outrigger.v1.CSINode
-	(*StorageObject)(nil),            // 40: outrigger.v1.StorageObject
-	(*StorageObjectRef)(nil),         // 41: outrigger.v1.StorageObjectRef
-	nil,                              // 42: outrigger.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 43: outrigger.v1.ObjectMeta.LabelsEntry
-	nil,                              // 44: outrigger.v1.ObjectMeta.AnnotationsEntry
-	nil,                              // 45: outrigger.v1.Container.RequestsEntry
-	nil,                              // 46: outrigger.v1.Container.LimitsEntry
-	nil,                              // 47: outrigger.v1.PodSpec.NodeSelectorEntry
-	nil,                              // 48: outrigger.v1.PodSpec.OverheadEntry
-	nil,                              // 49: outrigger.v1.Pod.RequestsEntry
-	nil,                              // 50: outrigger.v1.PodPlacement.LabelsEntry
-	nil,                              // 51: outrigger.v1.PodPlacement.RequestsEntry
-	nil,                              // 52: outrigger.v1.NodeStatus.CapacityEntry
-	nil,                              // 53: outrigger.v1.NodeStatus.AllocatableEntry
-	nil,                              // 54: outrigger.v1.NodeInfo.RequestedEntry
-	nil,                              // 55: outrigger.v1.NodeInfo.NonZeroRequestedEntry
-	nil,                              // 56: outrigger.v1.StorageClass.ParametersEntry
+	(*PodResourceClaim)(nil),         // 20: outrigger.v1.PodResourceClaim
+	(*PodVolume)(nil),                // 21: outrigger.v1.PodVolume
+	(*PodStatus)(nil),                // 22: outrigger.v1.PodStatus
+	(*Pod)(nil),                      // 23: outrigger.v1.Pod
+	(*PodRef)(nil),                   // 24: outrigger.v1.PodRef
+	(*PodPlacement)(nil),             // 25: outrigger.v1.PodPlacement
+	(*ContainerImage)(nil),           // 26: outrigger.v1.ContainerImage
+	(*NodeSpec)(nil),                 // 27: outrigger.v1.NodeSpec
+	(*NodeStatus)(nil),               // 28: outrigger.v1.NodeStatus
+	(*Node)(nil),                     // 29: outrigger.v1.Node
+	(*NodeInfo)(nil),                 // 30: outrigger.v1.NodeInfo
+	(*StateEntry)(nil),               // 31: outrigger.v1.StateEntry
+	(*NodeBatch)(nil),                // 32: outrigger.v1.NodeBatch
+	(*ClusterEvent)(nil),             // 33: outrigger.v1.ClusterEvent
+	(*ClusterEventWithHint)(nil),     // 34: outrigger.v1.ClusterEventWithHint
+	(*PersistentVolumeClaim)(nil),    // 35: outrigger.v1.PersistentVolumeClaim
+	(*ClaimRef)(nil),                 // 36: outrigger.v1.ClaimRef
+	(*PersistentVolume)(nil),         // 37: outrigger.v1.PersistentVolume
+	(*StorageClass)(nil),             // 38: outrigger.v1.StorageClass
+	(*CSINodeDriver)(nil),            // 39: outrigger.v1.CSINodeDriver
+	(*CSINode)(nil),                  // 40: outrigger.v1.CSINode
+	(*StorageObject)(nil),            // 41: outrigger.v1.StorageObject
+	(*StorageObjectRef)(nil),         // 42: outrigger.v1.StorageObjectRef
+	nil,                              // 43: outrigger.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 44: outrigger.v1.ObjectMeta.LabelsEntry
+	nil,                              // 45: outrigger.v1.ObjectMeta.AnnotationsEntry
+	nil,                              // 46: outrigger.v1.Container.RequestsEntry
+	nil,                              // 47: outrigger.v1.Container.LimitsEntry
+	nil,                              // 48: outrigger.v1.PodSpec.NodeSelectorEntry
+	nil,                              // 49: outrigger.v1.PodSpec.OverheadEntry
+	nil,                              // 50: outrigger.v1.PodStatus.ResourceClaimStatusesEntry
+	nil,                              // 51: outrigger.v1.Pod.RequestsEntry
+	nil,                              // 52: outrigger.v1.PodPlacement.LabelsEntry
+	nil,                              // 53: outrigger.v1.PodPlacement.RequestsEntry
+	nil,                              // 54: outrigger.v1.NodeStatus.CapacityEntry
+	nil,                              // 55: outrigger.v1.NodeStatus.AllocatableEntry
+	nil,                              // 56: outrigger.v1.NodeInfo.RequestedEntry
+	nil,                              // 57: outrigger.v1.NodeInfo.NonZeroRequestedEntry
+	nil,                              // 58: outrigger.v1.StorageClass.ParametersEntry
 }
 var file_outrigger_v1_types_proto_depIdxs = []int32{
 	0,  // 0: outrigger.v1.Status.code:type_name -> outrigger.v1.Code
-	42, // 1: outrigger.v1.LabelSelector.match_labels:type_name -> outrigger.v1.LabelSelector.MatchLabelsEntry
+	43, // 1: outrigger.v1.LabelSelector.match_labels:type_name -> outrigger.v1.LabelSelector.MatchLabelsEntry
 	2,  // 2: outrigger.v1.LabelSelector.match_expressions:type_name -> outrigger.v1.LabelSelectorRequirement
 	4,  // 3: outrigger.v1.NodeSelectorTerm.match_expressions:type_name -> outrigger.v1.NodeSelectorRequirement
 	4,  // 4: outrigger.v1.NodeSelectorTerm.match_fields:type_name -> outrigger.v1.NodeSelectorRequirement
@@ -3712,60 +3808,62 @@ var file_outrigger_v1_types_proto_depIdxs = []int32{
 	11, // 15: outrigger.v1.Affinity.pod_affinity:type_name -> outrigger.v1.PodAffinity
 	11, // 16: outrigger.v1.Affinity.pod_anti_affinity:type_name -> outrigger.v1.PodAffinity
 	3,  // 17: outrigger.v1.TopologySpreadConstraint.label_selector:type_name -> outrigger.v1.LabelSelector
-	43, // 18: outrigger.v1.ObjectMeta.labels:type_name -> outrigger.v1.ObjectMeta.LabelsEntry
-	44, // 19: outrigger.v1.ObjectMeta.annotations:type_name -> outrigger.v1.ObjectMeta.AnnotationsEntry
-	45, // 20: outrigger.v1.Container.requests:type_name -> outrigger.v1.Container.RequestsEntry
-	46, // 21: outrigger.v1.Container.limits:type_name -> outrigger.v1.Container.LimitsEntry
+	44, // 18: outrigger.v1.ObjectMeta.labels:type_name -> outrigger.v1.ObjectMeta.LabelsEntry
+	45, // 19: outrigger.v1.ObjectMeta.annotations:type_name -> outrigger.v1.ObjectMeta.AnnotationsEntry
+	46, // 20: outrigger.v1.Container.requests:type_name -> outrigger.v1.Container.RequestsEntry
+	47, // 21: outrigger.v1.Container.limits:type_name -> outrigger.v1.Container.LimitsEntry
 	17, // 22: outrigger.v1.Container.ports:type_name -> outrigger.v1.ContainerPort
-	47, // 23: outrigger.v1.PodSpec.node_selector:type_name -> outrigger.v1.PodSpec.NodeSelectorEntry
+	48, // 23: outrigger.v1.PodSpec.node_selector:type_name -> outrigger.v1.PodSpec.NodeSelectorEntry
 	12, // 24: outrigger.v1.PodSpec.affinity:type_name -> outrigger.v1.Affinity
 	13, // 25: outrigger.v1.PodSpec.tolerations:type_name -> outrigger.v1.Toleration
 	15, // 26: outrigger.v1.PodSpec.topology_spread_constraints:type_name -> outrigger.v1.TopologySpreadConstraint
 	18, // 27: outrigger.v1.PodSpec.containers:type_name -> outrigger.v1.Container
 	18, // 28: outrigger.v1.PodSpec.init_containers:type_name -> outrigger.v1.Container
-	48, // 29: outrigger.v1.PodSpec.overhead:type_name -> outrigger.v1.PodSpec.OverheadEntry
-	20, // 30: outrigger.v1.PodSpec.volumes:type_name -> outrigger.v1.PodVolume
-	16, // 31: outrigger.v1.Pod.metadata:type_name -> outrigger.v1.ObjectMeta
-	19, // 32: outrigger.v1.Pod.spec:type_name -> outrigger.v1.PodSpec
-	21, // 33: outrigger.v1.Pod.status:type_name -> outrigger.v1.PodStatus
-	49, // 34: outrigger.v1.Pod.requests:type_name -> outrigger.v1.Pod.RequestsEntry
-	23, // 35: outrigger.v1.PodPlacement.ref:type_name -> outrigger.v1.PodRef
-	50, // 36: outrigger.v1.PodPlacement.labels:type_name -> outrigger.v1.PodPlacement.LabelsEntry
-	51, // 37: outrigger.v1.PodPlacement.requests:type_name -> outrigger.v1.PodPlacement.RequestsEntry
-	17, // 38: outrigger.v1.PodPlacement.host_ports:type_name -> outrigger.v1.ContainerPort
-	12, // 39: outrigger.v1.PodPlacement.affinity:type_name -> outrigger.v1.Affinity
-	22, // 40: outrigger.v1.PodPlacement.pod:type_name -> outrigger.v1.Pod
-	14, // 41: outrigger.v1.NodeSpec.taints:type_name -> outrigger.v1.Taint
-	52, // 42: outrigger.v1.NodeStatus.capacity:type_name -> outrigger.v1.NodeStatus.CapacityEntry
-	53, // 43: outrigger.v1.NodeStatus.allocatable:type_name -> outrigger.v1.NodeStatus.AllocatableEntry
-	25, // 44: outrigger.v1.NodeStatus.images:type_name -> outrigger.v1.ContainerImage
-	16, // 45: outrigger.v1.Node.metadata:type_name -> outrigger.v1.ObjectMeta
-	26, // 46: outrigger.v1.Node.spec:type_name -> outrigger.v1.NodeSpec
-	27, // 47: outrigger.v1.Node.status:type_name -> outrigger.v1.NodeStatus
-	28, // 48: outrigger.v1.NodeInfo.node:type_name -> outrigger.v1.Node
-	54, // 49: outrigger.v1.NodeInfo.requested:type_name -> outrigger.v1.NodeInfo.RequestedEntry
-	55, // 50: outrigger.v1.NodeInfo.non_zero_requested:type_name -> outrigger.v1.NodeInfo.NonZeroRequestedEntry
-	24, // 51: outrigger.v1.NodeInfo.pods:type_name -> outrigger.v1.PodPlacement
-	32, // 52: outrigger.v1.ClusterEventWithHint.event:type_name -> outrigger.v1.ClusterEvent
-	16, // 53: outrigger.v1.PersistentVolumeClaim.metadata:type_name -> outrigger.v1.ObjectMeta
-	3,  // 54: outrigger.v1.PersistentVolumeClaim.selector:type_name -> outrigger.v1.LabelSelector
-	16, // 55: outrigger.v1.PersistentVolume.metadata:type_name -> outrigger.v1.ObjectMeta
-	35, // 56: outrigger.v1.PersistentVolume.claim_ref:type_name -> outrigger.v1.ClaimRef
-	6,  // 57: outrigger.v1.PersistentVolume.node_affinity:type_name -> outrigger.v1.NodeSelector
-	16, // 58: outrigger.v1.StorageClass.metadata:type_name -> outrigger.v1.ObjectMeta
-	5,  // 59: outrigger.v1.StorageClass.allowed_topologies:type_name -> outrigger.v1.NodeSelectorTerm
-	56, // 60: outrigger.v1.StorageClass.parameters:type_name -> outrigger.v1.StorageClass.ParametersEntry
-	16, // 61: outrigger.v1.CSINode.metadata:type_name -> outrigger.v1.ObjectMeta
-	38, // 62: outrigger.v1.CSINode.drivers:type_name -> outrigger.v1.CSINodeDriver
-	34, // 63: outrigger.v1.StorageObject.persistent_volume_claim:type_name -> outrigger.v1.PersistentVolumeClaim
-	36, // 64: outrigger.v1.StorageObject.persistent_volume:type_name -> outrigger.v1.PersistentVolume
-	37, // 65: outrigger.v1.StorageObject.storage_class:type_name -> outrigger.v1.StorageClass
-	39, // 66: outrigger.v1.StorageObject.csi_node:type_name -> outrigger.v1.CSINode
-	67, // [67:67] is the sub-list for method output_type
-	67, // [67:67] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	49, // 29: outrigger.v1.PodSpec.overhead:type_name -> outrigger.v1.PodSpec.OverheadEntry
+	21, // 30: outrigger.v1.PodSpec.volumes:type_name -> outrigger.v1.PodVolume
+	20, // 31: outrigger.v1.PodSpec.resource_claims:type_name -> outrigger.v1.PodResourceClaim
+	50, // 32: outrigger.v1.PodStatus.resource_claim_statuses:type_name -> outrigger.v1.PodStatus.ResourceClaimStatusesEntry
+	16, // 33: outrigger.v1.Pod.metadata:type_name -> outrigger.v1.ObjectMeta
+	19, // 34: outrigger.v1.Pod.spec:type_name -> outrigger.v1.PodSpec
+	22, // 35: outrigger.v1.Pod.status:type_name -> outrigger.v1.PodStatus
+	51, // 36: outrigger.v1.Pod.requests:type_name -> outrigger.v1.Pod.RequestsEntry
+	24, // 37: outrigger.v1.PodPlacement.ref:type_name -> outrigger.v1.PodRef
+	52, // 38: outrigger.v1.PodPlacement.labels:type_name -> outrigger.v1.PodPlacement.LabelsEntry
+	53, // 39: outrigger.v1.PodPlacement.requests:type_name -> outrigger.v1.PodPlacement.RequestsEntry
+	17, // 40: outrigger.v1.PodPlacement.host_ports:type_name -> outrigger.v1.ContainerPort
+	12, // 41: outrigger.v1.PodPlacement.affinity:type_name -> outrigger.v1.Affinity
+	23, // 42: outrigger.v1.PodPlacement.pod:type_name -> outrigger.v1.Pod
+	14, // 43: outrigger.v1.NodeSpec.taints:type_name -> outrigger.v1.Taint
+	54, // 44: outrigger.v1.NodeStatus.capacity:type_name -> outrigger.v1.NodeStatus.CapacityEntry
+	55, // 45: outrigger.v1.NodeStatus.allocatable:type_name -> outrigger.v1.NodeStatus.AllocatableEntry
+	26, // 46: outrigger.v1.NodeStatus.images:type_name -> outrigger.v1.ContainerImage
+	16, // 47: outrigger.v1.Node.metadata:type_name -> outrigger.v1.ObjectMeta
+	27, // 48: outrigger.v1.Node.spec:type_name -> outrigger.v1.NodeSpec
+	28, // 49: outrigger.v1.Node.status:type_name -> outrigger.v1.NodeStatus
+	29, // 50: outrigger.v1.NodeInfo.node:type_name -> outrigger.v1.Node
+	56, // 51: outrigger.v1.NodeInfo.requested:type_name -> outrigger.v1.NodeInfo.RequestedEntry
+	57, // 52: outrigger.v1.NodeInfo.non_zero_requested:type_name -> outrigger.v1.NodeInfo.NonZeroRequestedEntry
+	25, // 53: outrigger.v1.NodeInfo.pods:type_name -> outrigger.v1.PodPlacement
+	33, // 54: outrigger.v1.ClusterEventWithHint.event:type_name -> outrigger.v1.ClusterEvent
+	16, // 55: outrigger.v1.PersistentVolumeClaim.metadata:type_name -> outrigger.v1.ObjectMeta
+	3,  // 56: outrigger.v1.PersistentVolumeClaim.selector:type_name -> outrigger.v1.LabelSelector
+	16, // 57: outrigger.v1.PersistentVolume.metadata:type_name -> outrigger.v1.ObjectMeta
+	36, // 58: outrigger.v1.PersistentVolume.claim_ref:type_name -> outrigger.v1.ClaimRef
+	6,  // 59: outrigger.v1.PersistentVolume.node_affinity:type_name -> outrigger.v1.NodeSelector
+	16, // 60: outrigger.v1.StorageClass.metadata:type_name -> outrigger.v1.ObjectMeta
+	5,  // 61: outrigger.v1.StorageClass.allowed_topologies:type_name -> outrigger.v1.NodeSelectorTerm
+	58, // 62: outrigger.v1.StorageClass.parameters:type_name -> outrigger.v1.StorageClass.ParametersEntry
+	16, // 63: outrigger.v1.CSINode.metadata:type_name -> outrigger.v1.ObjectMeta
+	39, // 64: outrigger.v1.CSINode.drivers:type_name -> outrigger.v1.CSINodeDriver
+	35, // 65: outrigger.v1.StorageObject.persistent_volume_claim:type_name -> outrigger.v1.PersistentVolumeClaim
+	37, // 66: outrigger.v1.StorageObject.persistent_volume:type_name -> outrigger.v1.PersistentVolume
+	38, // 67: outrigger.v1.StorageObject.storage_class:type_name -> outrigger.v1.StorageClass
+	40, // 68: outrigger.v1.StorageObject.csi_node:type_name -> outrigger.v1.CSINode
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_types_proto_init() }
@@ -3776,9 +3874,9 @@ func file_outrigger_v1_types_proto_init() {
 	file_outrigger_v1_types_proto_msgTypes[12].OneofWrappers = []any{}
 	file_outrigger_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
 	file_outrigger_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
-	file_outrigger_v1_types_proto_msgTypes[33].OneofWrappers = []any{}
-	file_outrigger_v1_types_proto_msgTypes[37].OneofWrappers = []any{}
-	file_outrigger_v1_types_proto_msgTypes[39].OneofWrappers = []any{
+	file_outrigger_v1_types_proto_msgTypes[34].OneofWrappers = []any{}
+	file_outrigger_v1_types_proto_msgTypes[38].OneofWrappers = []any{}
+	file_outrigger_v1_types_proto_msgTypes[40].OneofWrappers = []any{
 		(*StorageObject_PersistentVolumeClaim)(nil),
 		(*StorageObject_PersistentVolume)(nil),
 		(*StorageObject_StorageClass)(nil),
@@ -3790,7 +3888,7 @@ func file_outrigger_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_types_proto_rawDesc), len(file_outrigger_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
