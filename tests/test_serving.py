@@ -427,10 +427,15 @@ def test_configz_is_the_effective_configuration_and_loads_back_to_the_same_profi
             {"name": "PodTopologySpread", "weight": 2}, {"name": "InterPodAffinity", "weight": 2},
             {"name": "DynamicResources", "weight": 2},
             {"name": "ImageLocality", "weight": 1}]}
+        # kube-scheduler v1.37's pod-group sets, as multiPoint expansion resolves them (not run).
+        assert {k: spread["plugins"][k] for k in ("placementGenerate", "placementScore", "podGroupPostFilter")} == {
+            "placementGenerate": {}, "placementScore": {"enabled": [{"name": "NodeResourcesFit", "weight": 1}]},
+            "podGroupPostFilter": {"enabled": [{"name": "DynamicResources"}, {"name": "DefaultPreemption"}]}}
         assert spread["pluginConfig"] == [{"name": "NodeResourcesFit",
                                            "args": {"scoringStrategy": {"type": "MostAllocated"}}}]
         again = load_config(yaml.safe_dump(cc), reg.points())
         assert again.profiles == original.profiles
+        assert [p.pod_group_plugins for p in again.profiles] == [p.pod_group_plugins for p in original.profiles]
         assert (again.percentage_of_nodes_to_score, again.pod_max_backoff_seconds) == (40, 20.0)
         assert componentconfig(again) == cc
 

@@ -10,7 +10,8 @@ of plugins that runs at each extension point, exactly as kube-scheduler does:
 2. defaulting merges each profile's ``plugins`` into kube-scheduler's default ``multiPoint`` set
    (``mergePlugins``/``mergePluginSet`` in ``pkg/scheduler/apis/config/v1``; :mod:`framework.config.defaults`);
 3. validation follows ``pkg/scheduler/apis/config/validation/validation.go``
-   (:mod:`framework.config.validation`);
+   (:mod:`framework.config.validation`), as of kube-scheduler v1.37 (with the pod-group plugin sets
+   ``placementGenerate``, ``placementScore`` and ``podGroupPostFilter``, resolved but not run);
 4. resolution follows ``NewFramework`` (``updatePluginList``, ``expandMultiPointPlugins``,
    ``getScoreWeights``) and the profile map's cross-profile queue-sort check
    (:mod:`framework.config.resolution`).
@@ -45,6 +46,8 @@ from .model import (
     MAX_NODE_SCORE,
     MAX_TOTAL_SCORE,
     MULTI_POINT,
+    PLUGIN_SETS,
+    POD_GROUP_POINTS,
     ConfigError,
     PluginRef,
     ProfileConfig,
@@ -61,6 +64,8 @@ __all__ = [
     "MAX_NODE_SCORE",
     "MAX_TOTAL_SCORE",
     "MULTI_POINT",
+    "PLUGIN_SETS",
+    "POD_GROUP_POINTS",
     "UNMODELLED_PLUGINS",
     "ConfigError",
     "LeaderElectionConfig",

@@ -5,10 +5,12 @@ flags; Outrigger puts them where the rest of its effective configuration is).
 
 The configuration is written in its ``kubescheduler.config.k8s.io/v1`` form with every profile's plugins
 resolved: each extension point lists the plugins that run there, in order, with their weights at
-``score``, and ``multiPoint`` disables kube-scheduler's defaults (``*``), so the document loads back
-(``outrigger serve --config``) into the same profiles. (kube-scheduler prints its internal type, whose
-field names are Go's; the v1 form is the one a user writes and can reuse.) Fields Outrigger keeps but
-does not use (``leaderElection``, ``parallelism``, ...) appear as they were given.
+``score``, the pod-group sets (``placementGenerate``, ``placementScore``, ``podGroupPostFilter``) what
+resolved there (weights at ``placementScore``), and ``multiPoint`` disables kube-scheduler's defaults
+(``*``), so the document loads back (``outrigger serve --config``) into the same profiles.
+(kube-scheduler prints its internal type, whose field names are Go's; the v1 form is the one a user
+writes and can reuse.) Fields Outrigger keeps but does not use (``leaderElection``, ``parallelism``,
+...) appear as they were given.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 from framework import features
-from framework.config import API_VERSION, EXTENSION_POINTS, KIND, MULTI_POINT, ProfileConfig, SchedulerConfig
+from framework.config import (
+    API_VERSION,
+    EXTENSION_POINTS,
+    KIND,
+    MULTI_POINT,
+    POD_GROUP_POINTS,
+    ProfileConfig,
+    SchedulerConfig,
+)
 
 __all__ = ["componentconfig", "configz"]
 
@@ -27,9 +37,10 @@ def _seconds(value: float) -> int | float:
 
 def _profile(prof: ProfileConfig) -> dict[str, Any]:
     plugins: dict[str, Any] = {MULTI_POINT: {"disabled": [{"name": "*"}]}}
-    for point in EXTENSION_POINTS:
-        refs = prof.plugins.get(point, [])
-        entries = [{"name": r.name, "weight": r.weight} if point == "score" else {"name": r.name} for r in refs]
+    for point in (*EXTENSION_POINTS, *POD_GROUP_POINTS):
+        refs = prof.plugins.get(point) or prof.pod_group_plugins.get(point, [])
+        weighted = point in ("score", "placementScore")
+        entries = [{"name": r.name, "weight": r.weight} if weighted else {"name": r.name} for r in refs]
         plugins[point] = {"enabled": entries} if entries else {}
     out: dict[str, Any] = {"schedulerName": prof.scheduler_name}
     if prof.percentage_of_nodes_to_score is not None:
