@@ -201,3 +201,37 @@ def test_the_binding_cycle_sets_the_nominated_node_as_kube_scheduler_does(case: 
     assert s.nominated == {}
     info = s.queue.info("uid-p1")  # a requeued pod is the record's, with the node the cycle set
     assert info is None or info.pod.nominated_node_name == case.outcome[1]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The walk after a nominated node that did not fit
+
+
+@pytest.mark.parametrize(
+    ("nominated", "next_start"),
+    [
+        # 200 nodes at 50%: Filter stops after 100 nodes. kube-scheduler counts the nominated node it
+        # tried among the processed nodes (its status stays in the diagnosis) when the walk did not
+        # reach it again, so the next walk starts one node further.
+        pytest.param("n199", 101, id="tried-node-beyond-the-walk"),
+        # The walk meets it again (it takes the place of a feasible node: 101 nodes walked), counted once.
+        pytest.param("n050", 101, id="tried-node-walked-again"),
+        pytest.param("", 100, id="no-nominated-node"),
+    ],
+)
+def test_a_nominated_node_that_did_not_fit_counts_as_processed(nominated: str, next_start: int) -> None:
+    async def main() -> Scheduler:
+        s, _ = make_scheduler([], percentage=50)
+        nodes = [node(f"n{i:03d}", cpu="100m" if f"n{i:03d}" == nominated else "4") for i in range(200)]
+        await s.apply([*nodes, pod("p1", "1", nominated=nominated)])
+        info = await s.queue.pop()
+        assert info is not None
+        await s.schedule_one(info)
+        if s._binding_tasks:
+            await asyncio.wait(list(s._binding_tasks), timeout=10)
+        await s.stop()
+        return s
+
+    s = asyncio.run(asyncio.wait_for(main(), 30))
+    assert rec(s, "p1").pod.node_name not in ("", nominated)
+    assert s._next_start == next_start

@@ -241,6 +241,7 @@ class SchedulingCycle(BindingCycle):
         if n_cand == 0:
             return None, None, Status(Code.UnschedulableAndUnresolvable, (fit_error_message(n_all, diagnosis),))
         first = pod.nominated_node_name or (bc.hint if bc is not None else "")
+        tried_row = -1  # the first node's row, if it was tried and did not fit
         if first:
             # The node a preemption made room on (or the batch's hint) is most likely the one: try it
             # first (evaluateNominatedNode).
@@ -255,11 +256,15 @@ class SchedulingCycle(BindingCycle):
                     if bc is not None:
                         bc.store(first)
                     return first, None, SUCCESS
+                tried_row = row
         start = self._next_start % n_cand
         walk = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
         to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n_cand)
         outcome = await fwk.run_filter(state, pod, snapshot, walk, to_find, diagnosis)
-        self._next_start = (self._next_start + outcome.processed) % max(n_all, 1)
+        processed = outcome.processed
+        if tried_row >= 0 and not bool(np.any(walk[:processed] == tried_row)):
+            processed += 1  # kube-scheduler counts the node it tried first among those processed
+        self._next_start = (self._next_start + processed) % max(n_all, 1)
         if outcome.error is not None:
             return None, None, outcome.error
         feasible = await self._filter_with_nominated(fwk, state, pod, snapshot, outcome.feasible, diagnosis)
