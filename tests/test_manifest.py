@@ -1370,6 +1370,26 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         node_manifest(status={"images": [{"names": ["a"], "sizeBytes": -1}]}),
         N + "status.images[0].sizeBytes: must not be negative, got -1",
     ),
+    # resource claims (DynamicResources)
+    (
+        "resource claim named twice",
+        pod_manifest(spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "a"},
+                                              {"name": "gpu", "resourceClaimName": "b"}]}),
+        P + 'spec.resourceClaims[1].name: Duplicate value: "gpu"',
+    ),
+    (
+        "resource claim and template",
+        pod_manifest(spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": "a",
+                                               "resourceClaimTemplateName": "t"}]}),
+        P + "spec.resourceClaims[0]: at most one of `resourceClaimName` or `resourceClaimTemplateName` may be "
+        "specified",
+    ),
+    (
+        "resource claim status without name",
+        pod_manifest(spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]},
+                     status={"resourceClaimStatuses": [{"resourceClaimName": "x"}]}),
+        P + "status.resourceClaimStatuses[0].name: required field is missing",
+    ),
     # kinds and versions
     (
         "unsupported kind",
@@ -1377,7 +1397,8 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         (
             "pods.yaml: document 1 (Deployment default/web): "
             'unsupported kind "Deployment" (supported: Pod, Node, Reservation, PodDisruptionBudget, '
-            "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode)"
+            "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, ResourceClaim, ResourceClaimTemplate, "
+            "DeviceClass, ResourceSlice)"
         ),
     ),
     (
@@ -1390,7 +1411,7 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         {"metadata": {"name": "x"}},
         "pods.yaml: document 1: kind: required field is missing "
         "(supported: Pod, Node, Reservation, PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, "
-        "StorageClass, CSINode)",
+        "StorageClass, CSINode, ResourceClaim, ResourceClaimTemplate, DeviceClass, ResourceSlice)",
     ),
     ("kind not a string", {"kind": 3}, "pods.yaml: document 1: kind: expected a string, got integer"),
 ]
