@@ -486,8 +486,8 @@ class DynamicResources(
             return QueueingHint.QueueSkip
         if not isinstance(old, ResourceClaim):
             return QueueingHint.Queue
-        same = (old.allocation, old.reserved_for, (old.raw.get("status") or {}).get("devices")) == (
-            new.allocation, new.reserved_for, (new.raw.get("status") or {}).get("devices"))
+        # Only the status matters (a driver adding its finalizer changes nothing for the pod).
+        same = (old.raw.get("status") or {}) == (new.raw.get("status") or {})
         return QueueingHint.QueueSkip if same else QueueingHint.Queue
 
     def _after_pod_update(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
