@@ -291,7 +291,8 @@ def test_rich_pod_sets_every_field() -> None:
     unset = [
         f.name for f in dataclasses.fields(m.Node) if getattr(node, f.name) == getattr(default_node, f.name)
     ]
-    assert unset == []
+    # A node's declared features are not on the wire (yet): NodeDeclaredFeatures is in-process.
+    assert unset == ["declared_features"]
 
 
 def test_required_presence_on_the_wire() -> None:
