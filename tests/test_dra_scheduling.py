@@ -256,3 +256,18 @@ def test_explain_shows_the_devices_a_pod_would_get(tmp_path: Path, capsys: pytes
     at = lines.index("devices on gpu-node:")
     assert lines[at + 1].split() == ["CLAIM", "REQUEST", "DRIVER", "POOL", "DEVICE", "ALLOCATED"]
     assert lines[at + 2].split() == [dev["claim"], "gpu", "gpu.example.com", "gpu-node", "gpu-0", "now"]
+
+
+def test_a_pod_applied_again_keeps_the_claim_made_for_it() -> None:
+    async def again(s: Scheduler) -> None:
+        rec = s.get_pod("default", "train")
+        assert rec is not None
+        made = dict(rec.pod.resource_claim_statuses)
+        (result,) = await s.apply(parse_objects(template_pod("train")))
+        assert result.action == "unchanged"
+        rec = s.get_pod("default", "train")
+        assert rec is not None and rec.pod.resource_claim_statuses == made
+        assert sorted(c.name for c in s.cache.dra.claims.values()) == sorted(made.values())
+
+    _, result = scheduled(NODES, DEVICES, template_pod("train"), then=again)
+    assert result == {"train": ("Bound", "gpu-node", "")}
