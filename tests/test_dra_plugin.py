@@ -404,7 +404,7 @@ def test_claim_events_queue_the_pods_they_may_help(objects: list[dict[str, Any]]
 
 def test_a_pod_whose_claim_was_made_is_queued() -> None:
     table, _ = cluster(claim("p-gpu-x", owner="pod-uid"))
-    (hint,) = [e.hint for e in plugin(table).events_to_register() if e.event.resource == "UnscheduledPod"]
+    (hint,) = [e.hint for e in plugin(table).events_to_register() if e.event.resource == "TargetPod"]
     assert hint is not None
     waiting = gpu_pod(("gpu", "template:t"))
     made = gpu_pod(("gpu", "template:t"), statuses={"gpu": "p-gpu-x"})

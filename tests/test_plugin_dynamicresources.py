@@ -141,7 +141,7 @@ def test_events_are_upstreams_with_queueing_hints_on() -> None:
     assert events == [
         ("Node", ActionType.Add | ActionType.UpdateNodeLabel | ActionType.UpdateNodeAllocatable),
         ("ResourceClaim", ActionType.Add | ActionType.Update | ActionType.Delete),
-        ("UnscheduledPod", ActionType.UpdatePodGeneratedResourceClaim),
+        ("TargetPod", ActionType.UpdatePodGeneratedResourceClaim),
         ("DeviceClass", ActionType.Add | ActionType.Update),
         ("ResourceSlice", ActionType.Add | ActionType.Update),
     ]

@@ -49,6 +49,7 @@ import numpy as np
 from pluginhost.model import Node, NodeSelectorTerm, Pod
 from pluginhost.plugin import (
     MAX_NODE_SCORE,
+    TARGET_POD,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -465,7 +466,7 @@ class DynamicResources(
             ),
             ClusterEventWithHint(ClusterEvent("ResourceClaim", ActionType.Add | ActionType.Update | ActionType.Delete),
                                  self._after_claim_change),
-            ClusterEventWithHint(ClusterEvent("UnscheduledPod", ActionType.UpdatePodGeneratedResourceClaim),
+            ClusterEventWithHint(ClusterEvent(TARGET_POD, ActionType.UpdatePodGeneratedResourceClaim),
                                  self._after_pod_update),
             ClusterEventWithHint(ClusterEvent("DeviceClass", ActionType.Add | ActionType.Update)),
             ClusterEventWithHint(ClusterEvent("ResourceSlice", ActionType.Add | ActionType.Update)),
