@@ -362,6 +362,9 @@ class LocalCluster:
             str(bin_dir / "kube-apiserver"),
             "--etcd-servers", self.etcd_url,
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", str(api_port),
+            # The `kubernetes` Service's endpoints are not kept: since 1.37 the reconciler that keeps them
+            # refuses a loopback address ("may not be in the loopback range") and the server exits.
+            "--endpoint-reconciler-type", "none",
             "--tls-cert-file", str(cert), "--tls-private-key-file", str(key), "--cert-dir", str(pki),
             "--token-auth-file", str(tokens),
             # RBAC alone: the Node authorizer serves kubelets, and keeping its graph of pods costs CPU.
