@@ -17,7 +17,7 @@
 # two builds at once take turns (a lock file in the folder).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-default_release=1.35 # the release Outrigger is tested against by default: moving it is this one line
+default_release=1.37 # the release Outrigger is tested against by default: moving it is this one line
 release="${OUTRIGGER_K8S_RELEASE:-$default_release}"
 k8s_dir="$here/kubernetes/$release"
 if ! [[ "$release" =~ ^[0-9]+\.[0-9]+$ ]] || [ ! -f "$k8s_dir/go.mod" ]; then
