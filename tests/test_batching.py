@@ -349,3 +349,32 @@ def test_default_profile_counts_every_pod_without_a_hint() -> None:
     batch = s.batches[PROFILE]
     assert (dict(batch.attempts), dict(batch.flushed), batch.rescores) == ({"no_hint": 3}, {"pod_not_batchable": 3}, 0)
 
+
+
+def test_a_hinted_pod_is_filtered_on_its_hint_alone_and_not_scored() -> None:
+    calls: list[tuple[str, int]] = []
+
+    async def main() -> Scheduler:
+        s = make(FIT)
+        s.batches[PROFILE].clock = lambda: 100.0
+        fit = s.profiles[PROFILE].plugins["NodeResourcesFit"]
+        score, filter_ = fit.score, fit.filter  # type: ignore[attr-defined]
+
+        async def counted_score(state: Any, pod: Pod, batch: Any) -> Any:
+            calls.append((f"score {pod.name}", len(batch)))
+            return await score(state, pod, batch)
+
+        async def counted_filter(state: Any, pod: Pod, batch: Any) -> Any:
+            calls.append((f"filter {pod.name}", len(batch)))
+            return await filter_(state, pod, batch)
+
+        fit.score, fit.filter = counted_score, counted_filter  # type: ignore[attr-defined]
+        await s.apply([node("n1", "1"), node("n2", "1"), node("n3", "1"), pod("p1"), pod("p2")])
+        await step(s, 2)
+        await s.stop()
+        return s
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    # p1: the whole cluster filtered and scored. p2: the last chosen node filtered (full: not rescored),
+    # then the hint, nothing scored.
+    assert calls == [("filter p1", 3), ("score p1", 3), ("filter p2", 1), ("filter p2", 1)]
