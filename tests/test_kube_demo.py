@@ -1,6 +1,6 @@
-"""``make demo-cluster`` end to end, small: its own etcd + kube-apiserver, the example sidecars, ``outrigger
-serve --kubeconfig``, kubectl applying nodes and pods, the listing, the events, the summary, and every
-process stopped afterwards."""
+"""``make demo-cluster`` end to end, small: its own etcd + kube-apiserver + kube-controller-manager, the example
+sidecars, ``outrigger serve --kubeconfig``, kubectl applying nodes, a fake driver's GPUs and pods, the
+listing, the events, the claims, the summary, and every process stopped afterwards."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from kube_cluster import built_bin_dir
+from test_kube_harness import cluster_processes
 
 from tools.democluster import priority_classes, sample_rows
 from tools.localcluster import BIN_ENV
@@ -33,7 +34,7 @@ def test_demo_cluster_schedules_through_the_api_server_and_stops_everything() ->
     env = {**os.environ, BIN_ENV: str(built_bin_dir())}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tools.democluster", "--nodes", "12", "--pods", "40", "--labelled", "6",
-         "--provisioned", "3", "--timeout", "120"],
+         "--provisioned", "3", "--gpu-pods", "3", "--timeout", "120"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     out, _ = proc.communicate(timeout=300)
@@ -43,12 +44,17 @@ def test_demo_cluster_schedules_through_the_api_server_and_stops_everything() ->
     hosts = re.findall(r"(?:Coscheduling|NodeLabels|Provisioner) at (\S+?)[,\n]", out)
     assert api is not None and len(hosts) == 3, out
     assert [a for a in [api[1], *hosts] if listening(a)] == []
+    workdir = re.search(r"etcd and kube-apiserver at \S+ \((\S+)\)", out)
+    assert workdir is not None and cluster_processes(Path(workdir[1])) == []  # kube-controller-manager too
     # The framework ran as the ServiceAccount of deploy/kubernetes/rbac.yaml and led on its own Lease.
     assert "contending for lease outrigger/outrigger" in out
     assert "in sync with the cluster: 0 nodes, 0 pods" in out
     assert "kubectl apply: 12 nodes in 3 zones" in out
-    # 40 default-profile pods + 15 gang members + 6 labelled + 3 provisioned.
-    assert "kubectl apply: 64 pods (24 for gang-scheduler: gangs, node labels, volumes)" in out
+    # The fake driver publishes the one GPU node's four GPUs (node-0009: every tenth node is a GPU node).
+    assert ("kubectl apply: a fake driver's ResourceSlices (4 GPUs on each of the 1 GPU nodes), DeviceClass "
+            "gpu.example.com (a CEL selector), ResourceClaimTemplate one-gpu") in out
+    # 40 default-profile pods + 15 gang members + 6 labelled + 3 provisioned + 3 GPU pods + the one too big.
+    assert "kubectl apply: 68 pods (24 for gang-scheduler: gangs, node labels, volumes)" in out
     header = next(line for line in out.splitlines() if line.startswith("NAME "))
     assert header.split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE",
                               "READINESS", "GATES"]
@@ -58,10 +64,20 @@ def test_demo_cluster_schedules_through_the_api_server_and_stops_everything() ->
                      r"node-\d{4}", out)
     assert re.search(r"Warning\s+FailedScheduling\s+\S+\s+default-scheduler\s+0/12 nodes are available: ", out)
     assert "gangs: gang-eval 4/4 bound, gang-short 0/3 bound, gang-train 8/8 bound (as expected: whole or none)" in out
-    summary = re.search(r"pods: 64   bound: (\d+)   unschedulable: (\d+)", out)
-    assert summary is not None and int(summary[1]) + int(summary[2]) == 64 and int(summary[2]) >= 3
+    # Each GPU pod's claim (made by the resourceclaim controller) holds one GPU of node-0009.
+    assert re.search(r"  gpu-infer-000 on node-0009: claim gpu-infer-000-gpu-\w+ -> gpu.example.com/node-0009/gpu-\d\n",
+                     out)
+    assert re.search(r"gpu-infer-00\d-gpu-\w+ +allocated,reserved ", out)
+    assert re.search(r"Warning\s+FailedScheduling\s+\S+\s+default-scheduler\s+0/12 nodes are available: 12 cannot "
+                     r"allocate all claims\. preemption: 0/12 nodes are available: 12 Preemption is not helpful for "
+                     r"scheduling\.", out)
+    assert ("GPU pods: 3 of the 3 that fit bound with a device of their node (as expected); gpu-huge-0 claims more "
+            "than a node has") in out
+    summary = re.search(r"pods: 68   bound: (\d+)   unschedulable: (\d+)", out)
+    assert summary is not None and int(summary[1]) + int(summary[2]) == 68 and int(summary[2]) >= 4
     assert re.search(r"throughput: \d+ pods/s bound", out)
-    assert out.rstrip().endswith("stopped: outrigger, the plugin hosts, kube-apiserver and etcd")
+    assert out.rstrip().endswith("stopped: outrigger, the plugin hosts, kube-controller-manager, kube-apiserver and "
+                                 "etcd")
 
 
 def test_priorities_become_priority_classes_the_pods_name() -> None:

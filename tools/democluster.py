@@ -2,7 +2,8 @@
 server on this machine, in one command, then everything stopped again.
 
 1. a :class:`~tools.localcluster.LocalCluster`: etcd and kube-apiserver (the pinned release) on
-   loopback, in a temporary folder; the binaries are ``make k8s``'s, built first when missing;
+   loopback, in a temporary folder, with kube-controller-manager's resourceclaim controller (it makes the
+   claims of pods' ResourceClaimTemplates); the binaries are ``make k8s``'s, built first when missing;
 2. the example plugins (``pluginhost/examples``: Coscheduling, NodeLabels, Provisioner) as sidecar
    processes, as ``make demo`` runs them;
 3. ``outrigger serve --kubeconfig`` with the token of ``deploy/kubernetes/rbac.yaml``'s ServiceAccount
@@ -12,10 +13,14 @@ server on this machine, in one command, then everything stopped again.
    tainted GPU pool, cordoned nodes) and its workload (web, batch and GPU pods, pods too big for any
    node, and for ``gang-scheduler`` gangs, pods placed by node labels and pods whose PreBind provisions
    a volume);
+   and GPUs through dynamic resource allocation: a fake driver (:mod:`tools.fakedriver`) publishes a
+   ResourceSlice of 4 GPUs for each node of the GPU pool, with a DeviceClass selecting them by CEL, and
+   ``--gpu-pods`` pods each claim one from a ResourceClaimTemplate; one more pod claims 8 GPUs, which no
+   node has;
 5. once every pod is bound or has ``PodScheduled=False``: the first rows of ``kubectl get pods -o
    wide``, the events ``kubectl describe pod`` shows for a gang member and for a pod that fits nowhere,
-   and a summary (bound, unschedulable by reason, pods/s from the first pod created to the last bound,
-   as a watch saw them).
+   the claims with the device each got, and a summary (bound, unschedulable by reason, GPU pods bound with
+   a device on their node, pods/s from the first pod created to the last bound, as a watch saw them).
 
 Every process is stopped at the end, on an error and on Ctrl-C; each wait is bounded (``--timeout``).
 """
@@ -50,6 +55,7 @@ from framework.cli.demorun import (
 )
 from framework.kube.client import ApiClient, KubeConfig
 
+from . import fakedriver
 from .localcluster import BIN_ENV, BINARIES, BUILD_SCRIPT, LocalCluster, find_bin_dir
 from .workloads import BoundWatch
 
@@ -61,6 +67,9 @@ NAMESPACE = "demo"
 ROWS_PER_KIND = 2
 STARTUP_SECONDS = 90.0
 STOP_SECONDS = 20.0
+GPUS_PER_NODE = 4
+GPU_TEMPLATE = "one-gpu"
+GPU_TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
 
 
 def scheduler_config(provision_root: Path) -> str:
@@ -157,11 +166,18 @@ class DemoResult:
     settled: bool
     #: Each gang: (members bound, members).
     gangs: dict[str, tuple[int, int]]
+    #: The GPU pods that fit: (bound with their claim's device on their node, how many).
+    gpus: tuple[int, int] = (0, 0)
 
     @property
     def gangs_ok(self) -> bool:
         """Gangs that fit are bound whole; ``gang-short`` (a member short) has none bound."""
         return all(bound == (0 if name == "gang-short" else members) for name, (bound, members) in self.gangs.items())
+
+    @property
+    def gpus_ok(self) -> bool:
+        """Every GPU pod that fits is bound, with its claim's device on its node."""
+        return self.gpus[0] == self.gpus[1]
 
 
 def sample_rows(lines: Sequence[str], per_kind: int = ROWS_PER_KIND) -> list[str]:
@@ -202,7 +218,7 @@ def _shown_events(cluster: LocalCluster, pod: str) -> list[str]:
 
 
 async def run(nodes: int, pods: int, *, seed: int = 7, labelled: int = 60, provisioned: int = 12,
-              timeout: float = 300.0) -> DemoResult:
+              gpu_pods: int = 8, timeout: float = 300.0) -> DemoResult:
     """The demo (see the module docstring); what it found. Each process it starts is stopped before it
     returns or raises, the last started first."""
     rng = random.Random(seed)
@@ -211,15 +227,21 @@ async def run(nodes: int, pods: int, *, seed: int = 7, labelled: int = 60, provi
         async with contextlib.AsyncExitStack() as stack:
             cluster = await asyncio.to_thread(LocalCluster.start, work / "cluster", bin_dir=bin_dir())
             stack.push_async_callback(asyncio.to_thread, cluster.stop)
-            print(f"local cluster: etcd and kube-apiserver at {cluster.server} ({work / 'cluster'})", flush=True)
+            await asyncio.to_thread(cluster.start_controller_manager, ("resourceclaim-controller",))
+            print(f"local cluster: etcd and kube-apiserver at {cluster.server} ({work / 'cluster'}), "
+                  "kube-controller-manager's resourceclaim controller", flush=True)
             await _start_outrigger(stack, cluster, work)
-            await _apply_nodes(cluster, work, nodes, rng)
+            gpu_nodes = await _apply_nodes(cluster, work, nodes, rng)
+            fitting = min(gpu_pods, GPUS_PER_NODE * len(gpu_nodes))
+            gpu_workload = await _apply_devices(cluster, work, gpu_nodes, gpu_pods)
             workload = await _prepare_workload(cluster, work, generate_workload(pods, rng)
-                                               + generate_jobs(rng, labelled, provisioned))
+                                               + generate_jobs(rng, labelled, provisioned) + gpu_workload)
             outcome = await _watch(stack, cluster)
             settled, seconds = await _apply_pods(cluster, work, workload, outcome, timeout)
             await _show(cluster, outcome, len(workload))
+            devices = await asyncio.to_thread(_show_claims, cluster, outcome)
             result = _result(workload, outcome, seconds, settled)
+            result.gpus = (devices, fitting)
     _print_summary(result)
     return result
 
@@ -251,12 +273,40 @@ async def _start_outrigger(stack: contextlib.AsyncExitStack, cluster: LocalClust
             print(f"  {line}", flush=True)
 
 
-async def _apply_nodes(cluster: LocalCluster, work: Path, nodes: int, rng: random.Random) -> None:
-    """``make demo``'s cluster, and the namespace of the pods."""
+async def _apply_nodes(cluster: LocalCluster, work: Path, nodes: int, rng: random.Random) -> list[str]:
+    """``make demo``'s cluster, and the namespace of the pods; the names of the GPU pool's nodes."""
     node_objects = generate_cluster(nodes, rng)
     await asyncio.to_thread(_kubectl_apply, cluster, node_objects, "nodes", work)
     print(f"kubectl apply: {nodes} nodes in 3 zones (a tainted GPU pool, a few cordoned)", flush=True)
     await asyncio.to_thread(cluster.kubectl, "create", "namespace", NAMESPACE)
+    return [n["metadata"]["name"] for n in node_objects if n["metadata"]["labels"].get("accelerator") == "gpu"]
+
+
+def gpu_pods(count: int) -> list[dict[str, Any]]:
+    """``count`` pods that each claim one GPU from the template, and one that claims more than a node has.
+    They request no CPU or memory, so the GPUs alone decide where they fit."""
+    pods = []
+    for name, source in [*((f"gpu-infer-{i:03d}", {"resourceClaimTemplateName": GPU_TEMPLATE}) for i in range(count)),
+                         ("gpu-huge-0", {"resourceClaimName": "gpu-huge"})]:
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "gpu"}},
+                     "spec": {"tolerations": [GPU_TOLERATION], "resourceClaims": [{"name": "gpu", **source}],
+                              "containers": [{"name": "app", "image": "registry.local/infer:1", "resources": {
+                                  "claims": [{"name": "gpu"}]}}]}})
+    return pods
+
+
+async def _apply_devices(cluster: LocalCluster, work: Path, gpu_nodes: Sequence[str],
+                         count: int) -> list[dict[str, Any]]:
+    """The fake driver's slices for the GPU pool, its DeviceClass, the template and the too-big claim; the
+    pods that claim them (applied with the rest of the workload)."""
+    objects = [fakedriver.device_class(), *(fakedriver.gpu_slice(n, GPUS_PER_NODE) for n in gpu_nodes),
+               fakedriver.claim_template(GPU_TEMPLATE, NAMESPACE, 1),
+               fakedriver.claim("gpu-huge", NAMESPACE, 2 * GPUS_PER_NODE)]
+    await asyncio.to_thread(_kubectl_apply, cluster, objects, "devices", work)
+    print(f"kubectl apply: a fake driver's ResourceSlices ({GPUS_PER_NODE} GPUs on each of the {len(gpu_nodes)} "
+          f"GPU nodes), DeviceClass {fakedriver.CLASS} (a CEL selector), ResourceClaimTemplate {GPU_TEMPLATE}",
+          flush=True)
+    return gpu_pods(count)
 
 
 async def _prepare_workload(cluster: LocalCluster, work: Path,
@@ -301,10 +351,37 @@ async def _show(cluster: LocalCluster, outcome: BoundWatch, total: int) -> None:
     print(f"\n$ kubectl get pods -n {NAMESPACE} -o wide   ({len(rows) - 1} of {total} rows: "
           f"the first {ROWS_PER_KIND} of each kind of pod)")
     print("\n".join(rows))
-    for name in ("gang-train-0", next((n for n in sorted(outcome.unschedulable) if n.startswith("huge")), "")):
+    for name in ("gang-train-0", next((n for n in sorted(outcome.unschedulable) if n.startswith("huge")), ""),
+                 "gpu-huge-0"):
         if name:
             print(f"\n$ kubectl describe pod {name} -n {NAMESPACE}   (its events)")
             print("\n".join(await asyncio.to_thread(_shown_events, cluster, name)))
+
+
+def _show_claims(cluster: LocalCluster, outcome: BoundWatch) -> int:
+    """The GPU pods' claims as ``kubectl get resourceclaims`` lists them, each bound pod's device; how many
+    bound GPU pods have their claim allocated on their node."""
+    listing = cluster.kubectl("get", "resourceclaims", "-n", NAMESPACE).stdout.splitlines()
+    print(f"\n$ kubectl get resourceclaims -n {NAMESPACE}   (the first {ROWS_PER_KIND * 2})")
+    print("\n".join(listing[:1 + ROWS_PER_KIND * 2]))
+    claims = yaml.safe_load(cluster.kubectl("get", "resourceclaims", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+    pods = yaml.safe_load(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", "app=gpu", "-o", "json").stdout)
+    by_name = {c["metadata"]["name"]: c for c in claims}
+    good, shown = 0, 0
+    for pod in sorted(pods["items"], key=lambda p: p["metadata"]["name"]):
+        name, node = pod["metadata"]["name"], pod["spec"].get("nodeName")
+        made = {s["name"]: s.get("resourceClaimName") for s in pod["status"].get("resourceClaimStatuses") or ()}
+        claim = by_name.get(made.get("gpu") or "") if name != "gpu-huge-0" else by_name.get("gpu-huge")
+        alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
+        results = (alloc.get("devices") or {}).get("results") or []
+        if node and claim is not None and name != "gpu-huge-0" and results and all(
+                r["pool"] == node for r in results) and name in outcome.bound:
+            good += 1
+            if shown < ROWS_PER_KIND:
+                shown += 1
+                print(f"  {name} on {node}: claim {claim['metadata']['name']} -> "
+                      + ", ".join(f"{r['driver']}/{r['pool']}/{r['device']}" for r in results))
+    return good
 
 
 def _result(workload: Sequence[dict[str, Any]], outcome: BoundWatch, seconds: float, settled: bool) -> DemoResult:
@@ -322,10 +399,12 @@ def _print_summary(result: DemoResult) -> None:
         print(f"  {count:5d} x {reason}")
     print("gangs: " + ", ".join(f"{name} {bound}/{members} bound" for name, (bound, members) in result.gangs.items())
           + f" ({'as expected: whole or none' if result.gangs_ok else 'NOT as expected'})")
+    print(f"GPU pods: {result.gpus[0]} of the {result.gpus[1]} that fit bound with a device of their node "
+          f"({'as expected' if result.gpus_ok else 'NOT as expected'}); gpu-huge-0 claims more than a node has")
     rate = result.bound / result.seconds if result.seconds > 0 else 0.0
     print(f"throughput: {rate:.0f} pods/s bound ({result.seconds:.2f}s from kubectl apply to the last binding "
           "a watch saw; kubectl creates the pods one at a time)")
-    print("stopped: outrigger, the plugin hosts, kube-apiserver and etcd")
+    print("stopped: outrigger, the plugin hosts, kube-controller-manager, kube-apiserver and etcd")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -334,22 +413,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--pods", type=int, default=300, help="pods of the default profile (default 300)")
     p.add_argument("--labelled", type=int, default=60, help=f"{REMOTE_PROFILE} pods placed by node labels")
     p.add_argument("--provisioned", type=int, default=12, help=f"{REMOTE_PROFILE} pods whose PreBind provisions")
+    p.add_argument("--gpu-pods", type=int, default=8, help="pods that each claim a GPU (default 8)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the pods (default 300)")
     args = p.parse_args(argv)
-    for name in ("nodes", "pods", "labelled", "provisioned"):
+    for name in ("nodes", "pods", "labelled", "provisioned", "gpu_pods"):
         if getattr(args, name) < 0:
-            p.error(f"--{name} must be >= 0, got {getattr(args, name)}")
+            p.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     try:
         import uvloop
 
         result = uvloop.run(run(args.nodes, args.pods, seed=args.seed, labelled=args.labelled,
-                                provisioned=args.provisioned, timeout=args.timeout))
+                                provisioned=args.provisioned, gpu_pods=args.gpu_pods, timeout=args.timeout))
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         print(f"demo-cluster FAILED: {exc}", file=sys.stderr)
         return 1
     if not result.gangs_ok:
         print("demo-cluster FAILED: the gangs did not behave", file=sys.stderr)
+        return 1
+    if not result.gpus_ok:
+        print(f"demo-cluster FAILED: {result.gpus[1] - result.gpus[0]} GPU pods that fit are not bound with a "
+              "device of their node", file=sys.stderr)
         return 1
     if not result.settled:
         print(f"demo-cluster FAILED: {result.total - result.bound - sum(result.unschedulable.values())} pods "
