@@ -1,9 +1,10 @@
 """The live-cluster fixtures: one real etcd + kube-apiserver per test session, a fresh namespace per test.
 
 ``kube_cluster`` starts a :class:`tools.localcluster.LocalCluster` the first time a test asks for it
-(a few seconds; the binaries are ``make k8s``'s, built first if missing) and stops it when the session
-ends. ``kube_namespace`` creates a namespace for one test; afterwards its pods are deleted at once and
-the namespace is deleted, which leaves it Terminating with whatever else it held: no namespace
+(a few seconds; the binaries are ``make k8s``'s, built first if missing, of the Kubernetes release
+``OUTRIGGER_K8S_RELEASE`` names, else tests/k8s/build.sh's default) and stops it when the session ends.
+``kube_namespace`` creates a namespace for one test; afterwards its pods are deleted at once and the
+namespace is deleted, which leaves it Terminating with whatever else it held: no namespace
 controller runs to empty it. Nodes are cluster-wide: a test that creates nodes deletes them, or names
 them after its namespace (starting with its ``t<n>-``), and the fixture deletes those however it ended.
 ``kube_controller_manager`` is the same cluster with kube-controller-manager's resourceclaim controller
@@ -30,8 +31,9 @@ _serial = itertools.count(1)
 
 
 def built_bin_dir() -> Path:
-    """``$OUTRIGGER_K8S_BIN``, or tests/k8s/build.sh's folder after building what is missing there (``make
-    test`` has done it already; a run of pytest on a fresh machine builds here, minutes once)."""
+    """``$OUTRIGGER_K8S_BIN``, or tests/k8s/build.sh's folder of the release ``$OUTRIGGER_K8S_RELEASE`` names
+    (which the script reads) after building what is missing there (``make test`` has done it already; a run
+    of pytest on a fresh machine builds here, minutes once)."""
     if os.environ.get(BIN_ENV):
         return find_bin_dir()
     out = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=3600)
