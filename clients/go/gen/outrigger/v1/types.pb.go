@@ -1619,17 +1619,17 @@ type PodVolume struct {
 	// "ephemeral" (a generic ephemeral volume: its claim is named "<pod name>-<volume name>" and made
 	// by the ephemeral volume controller from the volumeClaimTemplate, which is not carried), "csi"
 	// (an inline CSI volume), an in-tree disk: "gcePersistentDisk", "awsElasticBlockStore",
-	// "iscsi", "rbd", "azureDisk", "cinder", or "image" (an OCI image mounted as a volume, which
-	// ImageLocality scores).
+	// "iscsi", "rbd", "azureDisk", "cinder", "portworxVolume", or "image" (an OCI image mounted as a
+	// volume, which ImageLocality scores).
 	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
 	// "persistentVolumeClaim": the claim's name (in the pod's namespace); empty for other sources.
 	ClaimName string `protobuf:"bytes,3,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
 	// The source's readOnly flag (persistentVolumeClaim, gcePersistentDisk, awsElasticBlockStore,
-	// iscsi, rbd, azureDisk, cinder, csi).
+	// iscsi, rbd, azureDisk, cinder, portworxVolume, csi).
 	ReadOnly bool `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	// What identifies the disk among pods: gcePersistentDisk pdName, awsElasticBlockStore and cinder
-	// volumeID, iscsi iqn, rbd image, azureDisk diskURI; for "image" the image reference
-	// (image.reference); empty for the other sources.
+	// What identifies the disk among pods: gcePersistentDisk pdName, awsElasticBlockStore, cinder and
+	// portworxVolume volumeID, iscsi iqn, rbd image, azureDisk diskURI; for "image" the image
+	// reference (image.reference); empty for the other sources.
 	Disk string `protobuf:"bytes,5,opt,name=disk,proto3" json:"disk,omitempty"`
 	// "rbd": the pool (empty: the API default "rbd" was not filled in).
 	Pool string `protobuf:"bytes,6,opt,name=pool,proto3" json:"pool,omitempty"`
@@ -2871,7 +2871,8 @@ type PersistentVolume struct {
 	// status.phase: "Available", "Bound", "Released", "Failed" or "Pending".
 	Phase string `protobuf:"bytes,9,opt,name=phase,proto3" json:"phase,omitempty"`
 	// The v1.PersistentVolumeSource field that is set ("csi", "gcePersistentDisk",
-	// "awsElasticBlockStore", "azureDisk", "cinder", "local", "hostPath", "nfs", ...).
+	// "awsElasticBlockStore", "azureDisk", "cinder", "portworxVolume", "local", "hostPath", "nfs",
+	// ...).
 	Source string `protobuf:"bytes,10,opt,name=source,proto3" json:"source,omitempty"`
 	// The volume's identity for its source: a CSI volume's volumeHandle, an in-tree disk's
 	// pdName/volumeID/diskURI; empty when the source has none.
