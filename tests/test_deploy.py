@@ -643,6 +643,7 @@ OUTRIGGER_GRANTS = {  # (apiGroup, resource, resourceName or "*") -> verbs, over
     ("resource.k8s.io", "deviceclasses", "*"): {"get", "list", "watch"},
     ("resource.k8s.io", "resourceclaims", "*"): {"get", "list", "watch", "update"},
     ("resource.k8s.io", "resourceclaims/status", "*"): {"update"},
+    ("resource.k8s.io", "resourceclaims/binding", "*"): {"update"},
     ("scheduling.x-k8s.io", "podgroups", "*"): {"list", "watch"},
     ("coordination.k8s.io", "leases", "*"): {"create"},
     ("coordination.k8s.io", "leases", "outrigger"): {"get", "update"},
