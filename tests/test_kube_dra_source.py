@@ -160,6 +160,44 @@ def test_slices_classes_and_claims_reach_the_store_and_each_change_is_a_cluster_
     assert after == {"slices": False, "classes": False, "claims": False}
 
 
+STANDBY = [
+    # (name, what the standby read from its file, its DRA requests before it attaches a scheduler)
+    ("a standby that watched them hands what it holds to the scheduler", True,
+     {f"{verb} {r}": 1 for r in DRA_INFORMERS for verb in ("list", "watch")}),
+    ("a standby that read no DynamicResources starts the informers for a scheduler that runs it", False, {}),
+]
+
+
+@pytest.mark.parametrize(("dra", "before"), [c[1:] for c in STANDBY], ids=[c[0] for c in STANDBY])
+def test_a_standby_attaching_a_scheduler_with_dynamic_resources_gives_it_the_objects(
+        kube_cluster: LocalCluster, kube_namespace: str, dra: bool, before: dict[str, int]) -> None:
+    node = f"{kube_namespace[:40].rstrip('-')}-n"
+    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(fakedriver.gpu_slice(node, 2)))
+
+    async def main() -> tuple[dict[str, int], dict[str, int], list[str]]:
+        source = KubeSource(None, ApiClient(KubeConfig.from_file(kube_cluster.admin_kubeconfig)), dra=dra)
+        try:
+            await source.start()
+            await source.wait_synced(30)
+            await until(lambda: dra_requests(source.client) == before)
+            requests = dra_requests(source.client)
+            scheduler = scheduler_for(WITH)
+            await source.attach(scheduler)
+            await source.wait_synced(30)
+            await until(lambda: f"{node}-gpus" in scheduler.cache.dra.slices)
+            await until(lambda: len(dra_requests(source.client)) == 6)
+            devices = [d.name for d in scheduler.cache.dra.slices[f"{node}-gpus"].devices]
+            return requests, dra_requests(source.client), devices
+        finally:
+            await source.stop()
+            await asyncio.to_thread(kube_cluster.kubectl, "delete", f"resourceslice/{node}-gpus")
+
+    requests, after, devices = asyncio.run(main())
+    assert requests == before
+    assert after == {f"{verb} {r}": 1 for r in DRA_INFORMERS for verb in ("list", "watch")}
+    assert devices == ["gpu-0", "gpu-1"]
+
+
 # ---- an object that does not decode --------------------------------------------------------------------
 
 GOOD_SLICE = fakedriver.gpu_slice("n1", 1)
