@@ -91,9 +91,10 @@ def remote_plugins(addresses: dict[str, str]) -> str:
 def bin_dir() -> Path:
     """The folder of the built binaries (``make k8s``), building what is missing first."""
     folder = find_bin_dir()
-    if os.environ.get(BIN_ENV) or all(os.access(folder / b, os.X_OK) for b in BINARIES):
+    if os.environ.get(BIN_ENV) or all(os.access(folder / b, os.X_OK) for b in (*BINARIES, "kube-controller-manager")):
         return folder
-    print("building etcd, kube-apiserver and kubectl (make k8s; minutes the first time) ...", flush=True)
+    print("building etcd, kube-apiserver, kubectl and kube-controller-manager (make k8s; minutes the first time) ...",
+          flush=True)
     out = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"{BUILD_SCRIPT} exited {out.returncode}")
