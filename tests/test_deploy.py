@@ -289,7 +289,7 @@ def test_every_outrigger_service_command_parses_with_the_cli() -> None:
 
 def test_go_image_builds_the_kube_plugins_host_and_runs_it_unprivileged() -> None:
     ins = dockerfile(GO_DOCKERFILE)
-    assert ins[0].args == "golang:1.25 AS build"
+    assert ins[0].args == "golang:1.26 AS build"  # go.mod: go 1.26.0 (Kubernetes 1.37 needs it)
     assert any("go build -trimpath -o /out/outrigger-kube-plugins ./cmd/outrigger-kube-plugins" in i.args
                for i in ins if i.op == "RUN")
     assert last(ins, "USER").args == "nonroot"

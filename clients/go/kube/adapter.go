@@ -280,7 +280,11 @@ func Registrations(cfg Config, opts ...Option) ([]outrigger.Registration, error)
 		p := probe.(*Plugin)
 		points := p.points()
 		if len(points) == 0 {
-			return nil, fmt.Errorf("plugin %s implements no extension point Outrigger can call (QueueSort's Less cannot be served out of process)", name)
+			return nil, fmt.Errorf("plugin %s implements no extension point Outrigger can call%s", name, unservedNote(p.Unserved()))
+		}
+		if unserved := p.Unserved(); len(unserved) > 0 {
+			klog.InfoS("a plugin implements points not served out of process; its other points are served",
+				"plugin", a.served, "unserved", unserved, "kubeScheduler", fwk.Release)
 		}
 		keys := make([]string, len(cfg.Shared))
 		for i, k := range cfg.Shared {
@@ -294,19 +298,31 @@ func Registrations(cfg Config, opts ...Option) ([]outrigger.Registration, error)
 	return regs, nil
 }
 
+// unservedNote says which of a plugin's points cannot be served, for the error of a plugin that has
+// no other.
+func unservedNote(unserved []string) string {
+	if len(unserved) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (it implements %s, not served out of process: QueueSort's Less cannot be answered a key at a time, and the contract does not carry Sign nor the pod group cycle's points)",
+		strings.Join(unserved, ", "))
+}
+
 // Main serves the plugins opts register (e.g. app.WithPlugin(noderesources.Name, ...)) as an Outrigger
-// plugin host: flags --listen, --framework (outrigger.Main), --prefix and --kubeconfig (Config). It
-// returns the process exit code.
+// plugin host: flags --listen, --framework, --version (outrigger.Main), --prefix and --kubeconfig
+// (Config). It returns the process exit code.
 func Main(what string, args []string, opts ...Option) int {
 	return MainWith(what, Config{}, args, opts...)
 }
 
 // MainWith is Main with a Config (its Shared keys, Parallelism); the flags set Prefix and Kubeconfig.
+// The host's version (Handshake, --version) names the Kubernetes release it was built against
+// (Version).
 func MainWith(what string, cfg Config, args []string, opts ...Option) int {
 	fs := flag.NewFlagSet(what, flag.ContinueOnError)
 	prefix := fs.String("prefix", cfg.Prefix, "put before every plugin's name as profiles reference it (e.g. Upstream)")
 	kubeconfig := fs.String("kubeconfig", cfg.Kubeconfig, "the live apiserver the Handle's ClientSet and SharedInformerFactory use")
-	return outrigger.Main(what, fs, args, func() ([]outrigger.Registration, error) {
+	return outrigger.MainVersion(what, Version(), fs, args, func() ([]outrigger.Registration, error) {
 		cfg.Prefix, cfg.Kubeconfig = *prefix, *kubeconfig
 		return Registrations(cfg, opts...)
 	})
@@ -349,6 +365,11 @@ func (p *Plugin) Name() string { return p.served }
 
 // Upstream is the kube-scheduler plugin served.
 func (p *Plugin) Upstream() fwk.Plugin { return p.p }
+
+// Unserved names the kube-scheduler points the plugin implements that the adapter does not serve, in
+// this order: QueueSort, Sign, PlacementGenerate, PlacementScore, PodGroupPostFilter (the last four
+// are 1.37's). The framework never calls them; the plugin's other points are served.
+func (p *Plugin) Unserved() []string { return fwk.Unserved(p.p) }
 
 func (p *Plugin) points() []pb.ExtensionPoint {
 	var pts []pb.ExtensionPoint
@@ -789,10 +810,11 @@ func (p *Plugin) Permit(c *outrigger.Call, pod *pb.Pod, node string) (*outrigger
 	return statusOf(st), timeout
 }
 
-// PreBindPreFlight runs the plugin's PreBindPreFlight.
+// PreBindPreFlight runs the plugin's PreBindPreFlight (1.37's AllowParallel result is the framework's
+// concern and not carried).
 func (p *Plugin) PreBindPreFlight(c *outrigger.Call, pod *pb.Pod, node string) *outrigger.Status {
 	defer p.publish(c)
-	return statusOf(p.p.(fwk.PreBindPlugin).PreBindPreFlight(c, p.state(c), Pod(pod), node))
+	return statusOf(fwk.PreBindPreFlight(c, p.p.(fwk.PreBindPlugin), p.state(c), Pod(pod), node))
 }
 
 // PreBind runs the plugin's PreBind.

@@ -59,9 +59,6 @@ func (h *Handle) Parallelizer() fwk.Parallelizer { return parallelize.NewParalle
 // ProfileName is the profile the plugin instance was configured for.
 func (h *Handle) ProfileName() string { return h.profile }
 
-// SharedDRAManager is nil: the contract carries no DRA objects.
-func (h *Handle) SharedDRAManager() fwk.SharedDRAManager { return nil }
-
 // SharedCSIManager lists the CSINodes of the Handle's informer factory: the mirror's (fed from the
 // snapshot mirror for plugins that declare NeedsVolumes), or the live apiserver's with a kubeconfig.
 func (h *Handle) SharedCSIManager() fwk.CSIManager {
@@ -185,12 +182,16 @@ func (w *waitingPod) Allow(plugin string) {
 	}
 }
 
-func (w *waitingPod) Reject(plugin, msg string) {
+// reject rejects the waiting pod through the framework: false when it was not waiting there (or the
+// framework could not be reached). Reject is the release's signature over it (compat*.go).
+func (w *waitingPod) reject(plugin, msg string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), waitingPodsTimeout)
 	defer cancel()
-	if _, err := w.fw.RejectWaitingPod(ctx, string(w.pod.UID), plugin, msg); err != nil {
+	found, err := w.fw.RejectWaitingPod(ctx, string(w.pod.UID), plugin, msg)
+	if err != nil {
 		klog.ErrorS(err, "rejecting a waiting pod", "pod", klog.KObj(w.pod), "plugin", plugin)
 	}
+	return err == nil && found
 }
 
 func (h *Handle) waitingPods() []fwk.WaitingPod {

@@ -48,7 +48,7 @@ type listsKey struct{}
 
 // lists are a snapshot's NodeInfos in node id order, and the subsets kube-scheduler's snapshot keeps.
 type lists struct {
-	all, withAffinity, withRequiredAntiAffinity []fwk.NodeInfo
+	all, withAffinity, withRequiredAntiAffinity, withRequiredNonHostScopedAntiAffinity []fwk.NodeInfo
 }
 
 func listsOf(s *outrigger.Snapshot) *lists {
@@ -63,6 +63,9 @@ func listsOf(s *outrigger.Snapshot) *lists {
 			}
 			if len(ni.PodsWithRequiredAntiAffinity) > 0 {
 				out.withRequiredAntiAffinity = append(out.withRequiredAntiAffinity, ni)
+			}
+			if nonHostScoped(ni) {
+				out.withRequiredNonHostScopedAntiAffinity = append(out.withRequiredNonHostScopedAntiAffinity, ni)
 			}
 		}
 		return out

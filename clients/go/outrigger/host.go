@@ -44,6 +44,10 @@ type Options struct {
 	Framework string
 	// Logger receives the host's messages (default: the standard logger).
 	Logger *log.Logger
+	// Version is sent as the Handshake's host_version (default: HostVersion). A host serving code
+	// built against another project's release names it there too (the kube adapter: HostVersion and
+	// the Kubernetes release, e.g. "0.1.0-go kubernetes/v1.37.2").
+	Version string
 }
 
 type hosted struct {
@@ -82,6 +86,9 @@ func NewHost(regs []Registration, opts Options) (*Host, error) {
 	}
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:50081"
+	}
+	if opts.Version == "" {
+		opts.Version = HostVersion
 	}
 	h := &Host{opts: opts, log: opts.Logger, byName: map[string]*hosted{}, mirror: NewMirror(0), nodes: true}
 	if h.log == nil {
@@ -334,7 +341,7 @@ func (h *Host) Handshake(_ context.Context, req *pb.HandshakeRequest) (*pb.Hands
 		}
 	}
 	h.mu.Unlock()
-	out := &pb.HandshakeResponse{HostVersion: HostVersion, Features: []string{"start-batch"}}
+	out := &pb.HandshakeResponse{HostVersion: h.opts.Version, Features: []string{"start-batch"}}
 	for _, hp := range h.plugins {
 		out.Plugins = append(out.Plugins, hp.manifest)
 	}

@@ -3,6 +3,9 @@
 package fwk
 
 import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
@@ -52,4 +55,24 @@ type CSIManager interface{}
 type CSINodeLister interface {
 	List() ([]*storagev1.CSINode, error)
 	Get(name string) (*storagev1.CSINode, error)
+}
+
+// QueueSortPlugin is 1.34's (Unserved names it).
+type QueueSortPlugin = framework.QueueSortPlugin
+
+// Release is the kube-scheduler framework the build links, as the adapter names it in messages.
+const Release = "1.34"
+
+// PreBindPreFlight runs p's PreBindPreFlight (1.34's returns a status only).
+func PreBindPreFlight(ctx context.Context, p PreBindPlugin, state CycleState, pod *v1.Pod, nodeName string) *Status {
+	return p.PreBindPreFlight(ctx, state, pod, nodeName)
+}
+
+// Unserved names the points p implements that the adapter does not serve: in 1.34, QueueSort only
+// (a comparator cannot be answered a key at a time).
+func Unserved(p Plugin) []string {
+	if implements[QueueSortPlugin](p) {
+		return []string{"QueueSort"}
+	}
+	return nil
 }

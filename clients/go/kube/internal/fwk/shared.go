@@ -30,3 +30,9 @@ func NewStatus(code Code, reasons ...string) *Status { return framework.NewStatu
 
 // AsStatus is kube-scheduler's framework.AsStatus.
 func AsStatus(err error) *Status { return framework.AsStatus(err) }
+
+// implements says p implements the interface T.
+func implements[T any](p Plugin) bool {
+	_, ok := p.(T)
+	return ok
+}

@@ -1,0 +1,21 @@
+//go:build k8s1.34
+
+package kube
+
+import (
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"outrigger.dev/clients/go/kube/internal/fwk"
+)
+
+// The 1.34 build's side of compat.go: 1.34's WaitingPod.Reject answers nothing, and its NodeInfo and
+// SharedLister have no non-host-scoped anti-affinity list nor pod groups.
+
+// Reject rejects the waiting pod with plugin's message.
+func (w *waitingPod) Reject(plugin, msg string) { w.reject(plugin, msg) }
+
+func nonHostScoped(*framework.NodeInfo) bool { return false }
+
+// SharedDRAManager is nil: no DRA objects reach plugins served out of process, and 1.34's in-tree
+// plugins ask for it only with DRA's alpha extended resources on.
+func (h *Handle) SharedDRAManager() fwk.SharedDRAManager { return nil }
