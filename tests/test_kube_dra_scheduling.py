@@ -1,8 +1,8 @@
 """Pods that claim devices, scheduled by ``outrigger serve --kubeconfig`` on the real API server, as a user
 drives it with kubectl: a fake GPU driver's ResourceSlices (a node with 2 GPUs, one with 4), a DeviceClass
 with a CEL selector, claims made directly and from ResourceClaimTemplates (by kube-controller-manager's
-resourceclaim controller), a claim no node can satisfy, the framework killed around PreBind, and a PreBind
-failing after the claim was written.
+resourceclaim controller, six at once), a pod created before its claim, a claim no node can satisfy, the
+framework killed around PreBind, and a PreBind failing after the claim was written.
 
 What is checked through the API: the pod bound (once: one ``Scheduled`` event), its claim's
 ``status.allocation`` naming the exact devices and the node, ``reservedFor`` the pod, kube-scheduler's
