@@ -141,12 +141,15 @@ def test_pod_for_another_scheduler_is_left_alone(framework: FrameworkProcess, ku
 
 def test_pod_outrigger_cannot_model_gets_failed_scheduling_naming_the_reason(
         framework: FrameworkProcess, kube_cluster: LocalCluster, kube_namespace: str) -> None:
-    claim = {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}]}
-    create(kube_cluster, pod_manifest("claims", kube_namespace, PROFILE, **claim))
-    message = ("Outrigger cannot schedule this pod: spec.resourceClaims: dynamic resource allocation "
-               "(DynamicResources) is not implemented by Outrigger")
-    cond = wait_for(lambda: pod_scheduled(kube_cluster, kube_namespace, "claims"), 30, "the condition")
+    # The API server takes each quantity up to an int64; Outrigger's columns need their sum to fit too.
+    pod = pod_manifest("huge", kube_namespace, PROFILE)
+    pod["spec"]["containers"] = [{"name": n, "image": "registry.k8s.io/pause:3.10",
+                                  "resources": {"requests": {"memory": "8E"}}} for n in ("a", "b")]
+    create(kube_cluster, pod)
+    message = ("Outrigger cannot schedule this pod: spec.containers: the pod's memory requests add up to more "
+               "than the largest quantity")
+    cond = wait_for(lambda: pod_scheduled(kube_cluster, kube_namespace, "huge"), 30, "the condition")
     assert cond == {"status": "False", "reason": "SchedulerError", "message": message}
-    rows = wait_for(lambda: describe_events(kube_cluster, kube_namespace, "claims"), 20, "the event")
+    rows = wait_for(lambda: describe_events(kube_cluster, kube_namespace, "huge"), 20, "the event")
     assert rows == [["Warning", "FailedScheduling", PROFILE, message]]
-    assert f"pod {kube_namespace}/claims: {message}" in framework.output()
+    assert f"pod {kube_namespace}/huge: {message}" in framework.output()
