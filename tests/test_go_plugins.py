@@ -56,7 +56,7 @@ PREFIX = "Upstream"
 def _go() -> str:
     go = shutil.which("go")
     if go is None:
-        pytest.skip("the Go plugin tests need `go` on PATH (Go 1.25 or later)")
+        pytest.skip("the Go plugin tests need `go` on PATH (Go 1.26 or later)")
     return go
 
 
@@ -407,12 +407,13 @@ def test_upstream_plugins_schedule_through_the_framework_and_their_spans_join_it
     hosted = sorted((s for s in trace if s.service == GO_SERVICE),
                     key=lambda s: (s.name, s.attributes["outrigger.plugin"]))
     # Each point the framework called on the Go host is a SERVER span there, a child of the framework's
-    # span for that plugin call, in the pod's one trace.
+    # span for that plugin call, in the pod's one trace (TaintToleration has a PreFilter since 1.37).
     assert [(s.name, s.attributes["outrigger.plugin"]) for s in hosted] == [
         ("outrigger.v1.Plugin/Filter", "UpstreamNodeResourcesFit"),
         ("outrigger.v1.Plugin/Filter", "UpstreamTaintToleration"),
         ("outrigger.v1.Plugin/NormalizeScore", "UpstreamTaintToleration"),
         ("outrigger.v1.Plugin/PreFilter", "UpstreamNodeResourcesFit"),
+        ("outrigger.v1.Plugin/PreFilter", "UpstreamTaintToleration"),
         ("outrigger.v1.Plugin/PreScore", "UpstreamNodeResourcesFit"),
         ("outrigger.v1.Plugin/PreScore", "UpstreamTaintToleration"),
         ("outrigger.v1.Plugin/Score", "UpstreamNodeResourcesFit"),
@@ -513,6 +514,24 @@ def test_a_stream_not_started_is_refused_and_the_host_keeps_serving(plugin_stub:
     reply = plugin_stub.Handshake(pb.plugin.HandshakeRequest(), timeout=10)
     assert [m.name for m in reply.plugins][:2] == ["UpstreamInterPodAffinity", "UpstreamNodeAffinity"]
     assert list(reply.features) == ["start-batch"]
+
+
+KUBE_HOST_VERSION = "0.1.0-go kubernetes/v1.37.2"  # the SDK's version and clients/go/go.mod's k8s.io/kubernetes
+
+
+@pytest.mark.parametrize(("command", "what", "version"), [
+    ("outrigger-kube-plugins", "outrigger kube-scheduler plugin host", KUBE_HOST_VERSION),
+    ("outrigger-benchtier", "outrigger go plugin host", "0.1.0-go"),
+], ids=["kube-adapter", "sdk-only"])
+def test_go_hosts_say_their_version_and_the_kubernetes_release_they_were_built_against(
+    kube_plugins: Path, benchtier: Path, plugin_stub: Any, command: str, what: str, version: str
+) -> None:
+    binary = {"outrigger-kube-plugins": kube_plugins, "outrigger-benchtier": benchtier}[command]
+    done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{what} {version}\n", "")
+    if command == "outrigger-kube-plugins":  # the running host (plugin_stub) sends it in its Handshake
+        reply = plugin_stub.Handshake(pb.plugin.HandshakeRequest(), timeout=10)
+        assert reply.host_version == version
 
 
 # ---------------------------------------------------------------------------------------------------

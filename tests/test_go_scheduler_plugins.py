@@ -267,3 +267,10 @@ def test_node_resources_allocatable_picks_the_smallest_node_where_the_default_pl
         bound = wait_for(all_of(lambda: placements(kube_cluster, kube_namespace), ["allocatable", "default"]), 60,
                          "both pods to bind")
     assert bound == {"allocatable": "sp-small", "default": "sp-big"}
+
+
+def test_the_host_says_it_was_built_against_kubernetes_1_34(scheduler_plugins: Path) -> None:
+    # scheduler-plugins v0.34.7's release: schedplugins/go.mod replaces k8s.io/kubernetes with v1.34.7.
+    done = subprocess.run([str(scheduler_plugins), "--version"], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, "outrigger scheduler-plugins host 0.1.0-go kubernetes/v1.34.7\n", "")
