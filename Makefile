@@ -87,17 +87,19 @@ proto: $(STAMP)
 go-proto: $(STAMP)
 	clients/go/genproto.sh
 
-# The Go plugin hosts (clients/go/cmd/*) into clients/go/.bin (ignored by git). CGO_ENABLED=0 -trimpath
-# as tests/k8s/build.sh builds kube-scheduler, so the build cache is shared. clients/go/schedplugins is a
-# module of its own at the Kubernetes release sigs.k8s.io/scheduler-plugins is built against (1.34:
-# -tags k8s1.34 gives the adapter that release's framework types); its host goes to the same folder.
+# The Go plugin hosts (clients/go/cmd/*, built against Kubernetes 1.37.2, the release tests/k8s builds by
+# default) into clients/go/.bin (ignored by git). CGO_ENABLED=0 -trimpath as tests/k8s/build.sh builds
+# kube-scheduler, so the build cache is shared. clients/go/schedplugins is a module of its own at the
+# Kubernetes release sigs.k8s.io/scheduler-plugins is built against (1.34: -tags k8s1.34 gives the
+# adapter that release's framework types); its host goes to the same folder.
 GO_SCHEDPLUGINS_TAGS = -tags k8s1.34
 
 go-build:
 	cd clients/go && CGO_ENABLED=0 go build -trimpath -o .bin/ ./cmd/...
 	cd clients/go/schedplugins && CGO_ENABLED=0 go build -trimpath $(GO_SCHEDPLUGINS_TAGS) -o ../.bin/ ./cmd/...
 
-# Vet and test the Go modules (the adapter, package kube, against 1.34 as well); vet the DRA comparison harness.
+# Vet and test the Go modules (the adapter, package kube, at 1.37 and against 1.34 as well); vet the DRA
+# comparison harness.
 go-test:
 	cd clients/go && CGO_ENABLED=0 go vet -trimpath ./... && CGO_ENABLED=0 go test -trimpath ./...
 	cd tools/dracompare/harness && CGO_ENABLED=0 go vet -trimpath ./...
