@@ -284,7 +284,7 @@ func Registrations(cfg Config, opts ...Option) ([]outrigger.Registration, error)
 		}
 		if unserved := p.Unserved(); len(unserved) > 0 {
 			klog.InfoS("a plugin implements points not served out of process; its other points are served",
-				"plugin", a.served, "unserved", unserved, "kubeScheduler", fwk.Release)
+				"plugin", a.served, "unserved", unserved, "kubernetes", Release())
 		}
 		keys := make([]string, len(cfg.Shared))
 		for i, k := range cfg.Shared {
