@@ -491,16 +491,19 @@ def _reference_fit_score(plugin: NodeResourcesFit, requests: tuple[int, ...], sn
 
 def _reference_balanced(resources: tuple[str, ...], requests: tuple[int, ...], snap: Snapshot,
                         rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    fractions = []
+    # kube-scheduler 1.37: 50 + (50 + balance with the pod - balance without it) / 2, Go's integer division.
+    with_pod, without_pod = [], []
     for res, pod_req in zip(resources, requests, strict=True):
         cols = allocatable_and_requested(snap, rows, res, pod_req, use_requested=True)
         if cols is None:
             continue
         alloc, used = cols
         valid = alloc != 0
-        f = used.astype(np.float64) / np.where(valid, alloc, 1).astype(np.float64)
-        fractions.append((np.minimum(f, 1.0), valid))
-    return _balanced_score(fractions, len(rows))
+        denominator = np.where(valid, alloc, 1).astype(np.float64)
+        with_pod.append((np.minimum(used.astype(np.float64) / denominator, 1.0), valid))
+        without_pod.append((np.minimum((used - pod_req).astype(np.float64) / denominator, 1.0), valid))
+    change = 50 + _balanced_score(with_pod, len(rows)) - _balanced_score(without_pod, len(rows))
+    return 50 + change // 2
 
 
 FIT_ARGS: list[dict[str, Any]] = [
