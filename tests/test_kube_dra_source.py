@@ -352,6 +352,15 @@ def test_a_status_write_whose_answer_is_lost_is_read_back_not_resent_blindly(
         log: list[tuple[str, int | None, int]], after: tuple[list[str], list[str], list[str]]) -> None:
     ns = kube_namespace
     kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(fakedriver.claim("c", ns)))
+    # The consumer is a pod that exists and uses the claim (no scheduler takes it): a kube-controller-manager
+    # started by an earlier test removes reservedFor entries of pods that do not exist, which would race
+    # the read-back below.
+    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns},
+        "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "pause"}],
+                 "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}}))
+    uid = get_json(kube_cluster, "pod", "p", "-n", ns)["metadata"]["uid"]
+    after = (after[0], [uid if u == "u-1" else u for u in after[1]], after[2])
     claim = read_claim(kube_cluster, ns, "c")
     path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/c"
 
@@ -361,7 +370,7 @@ def test_a_status_write_whose_answer_is_lost_is_read_back_not_resent_blindly(
         await proxy.start()
         client = ApiClient(KubeConfig(server=proxy.url, token=kube_cluster.admin_token), qps=0)
         try:
-            status = {"allocation": allocation("n1", "gpu-0"), "reservedFor": reserved("u-1")}
+            status = {"allocation": allocation("n1", "gpu-0"), "reservedFor": reserved(uid)}
             answer = await write(client, claim, status)
             return answer, proxy.log
         finally:
