@@ -96,19 +96,27 @@ def configured_kubeconfig(config_file: str | None) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _raw_profiles(config_file: str | None) -> list[RawProfile] | None:
+    """The profiles of a KubeSchedulerConfiguration file as written (one empty profile when it names
+    none), or None without a file or when it does not decode (the configuration's own loading reports it)."""
+    if not config_file:
+        return None
+    try:
+        with open(config_file, encoding="utf-8") as fh:
+            raw = decode_config(read_document(fh.read(), config_file), config_file, [])
+    except (OSError, UnicodeDecodeError, TextError, ConfigError):
+        return None
+    return raw.profiles or [RawProfile("profiles[0]", None, None, None, [])]
+
+
 def default_preemption(config_file: str | None) -> bool:
     """Whether some profile of a KubeSchedulerConfiguration file runs DefaultPreemption at PostFilter
     (kube-scheduler's defaults when no file is given: it does), read before the plugins are known: a
     standby lists and watches PodDisruptionBudgets only then. A file that does not decode counts as
     yes (the configuration's own loading reports it)."""
-    if not config_file:
+    profiles = _raw_profiles(config_file)
+    if profiles is None:
         return True
-    try:
-        with open(config_file, encoding="utf-8") as fh:
-            raw = decode_config(read_document(fh.read(), config_file), config_file, [])
-    except (OSError, UnicodeDecodeError, TextError, ConfigError):
-        return True
-    profiles = raw.profiles or [RawProfile("profiles[0]", None, None, None, [])]
     for prof in profiles:
         merged = merged_plugins(prof.plugins)
         post = merged["postFilter"]
@@ -125,14 +133,9 @@ def dynamic_resources(config_file: str | None) -> bool:
     """Whether some profile of a KubeSchedulerConfiguration file runs DynamicResources at any point
     (kube-scheduler's default profile does): a standby lists and watches ResourceSlices, DeviceClasses and
     ResourceClaims only then. A file that does not decode counts as yes, as for :func:`default_preemption`."""
-    if not config_file:
+    profiles = _raw_profiles(config_file)
+    if profiles is None:
         return True
-    try:
-        with open(config_file, encoding="utf-8") as fh:
-            raw = decode_config(read_document(fh.read(), config_file), config_file, [])
-    except (OSError, UnicodeDecodeError, TextError, ConfigError):
-        return True
-    profiles = raw.profiles or [RawProfile("profiles[0]", None, None, None, [])]
     return any(entry.name == "DynamicResources" for prof in profiles
                for plugin_set in merged_plugins(prof.plugins).values() for entry in plugin_set.enabled)
 

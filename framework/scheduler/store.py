@@ -94,21 +94,11 @@ class ObjectStore(SchedulerBase):
 
     @staticmethod
     def _check_storage(objects: list[StorageObject]) -> None:
-        seen: set[str] = set()
-        for obj in objects:
-            ident = f"{storage_kind(obj)} {obj.key}"
-            if ident in seen:
-                raise ApplyError(f"{ident} appears twice in one request")
-            seen.add(ident)
+        _check_once([f"{storage_kind(obj)} {obj.key}" for obj in objects])
 
     @staticmethod
     def _check_resources(objects: list[ResourceObject]) -> None:
-        seen: set[str] = set()
-        for obj in objects:
-            ident = f"{obj.kind} {obj.key}"
-            if ident in seen:
-                raise ApplyError(f"{ident} appears twice in one request")
-            seen.add(ident)
+        _check_once([f"{obj.kind} {obj.key}" for obj in objects])
 
     async def _apply_resources(self, objects: list[ResourceObject], dry_run: bool) -> list[ApplyResult]:
         """DRA's objects (right after storage objects, so pods of the same request find them); then the
@@ -464,3 +454,12 @@ class EmbeddedSource:
 
     def namespace_labels_of(self, namespace: str) -> Mapping[str, str] | None:
         return None
+
+
+def _check_once(idents: list[str]) -> None:
+    """Refuse a request that names one object twice (``kind namespace/name`` each)."""
+    seen: set[str] = set()
+    for ident in idents:
+        if ident in seen:
+            raise ApplyError(f"{ident} appears twice in one request")
+        seen.add(ident)
