@@ -129,16 +129,18 @@ class ListNodeInfosResponse(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[_types_pb2.NodeInfo, _Mapping]]] = ...) -> None: ...
 
 class FollowRequest(_message.Message):
-    __slots__ = ("from_generation", "plugin", "nodes_only", "volumes")
+    __slots__ = ("from_generation", "plugin", "nodes_only", "volumes", "devices")
     FROM_GENERATION_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
     NODES_ONLY_FIELD_NUMBER: _ClassVar[int]
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
     from_generation: int
     plugin: str
     nodes_only: bool
     volumes: bool
-    def __init__(self, from_generation: _Optional[int] = ..., plugin: _Optional[str] = ..., nodes_only: _Optional[bool] = ..., volumes: _Optional[bool] = ...) -> None: ...
+    devices: bool
+    def __init__(self, from_generation: _Optional[int] = ..., plugin: _Optional[str] = ..., nodes_only: _Optional[bool] = ..., volumes: _Optional[bool] = ..., devices: _Optional[bool] = ...) -> None: ...
 
 class NodeUpsert(_message.Message):
     __slots__ = ("id", "node")
@@ -149,7 +151,7 @@ class NodeUpsert(_message.Message):
     def __init__(self, id: _Optional[int] = ..., node: _Optional[_Union[_types_pb2.Node, _Mapping]] = ...) -> None: ...
 
 class SnapshotDelta(_message.Message):
-    __slots__ = ("generation", "full_resync", "nodes", "removed_node_ids", "pods_added", "pods_removed", "node_generation", "storage_upserts", "storage_removed")
+    __slots__ = ("generation", "full_resync", "nodes", "removed_node_ids", "pods_added", "pods_removed", "node_generation", "storage_upserts", "storage_removed", "device_upserts", "device_removed")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     FULL_RESYNC_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +161,8 @@ class SnapshotDelta(_message.Message):
     NODE_GENERATION_FIELD_NUMBER: _ClassVar[int]
     STORAGE_UPSERTS_FIELD_NUMBER: _ClassVar[int]
     STORAGE_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_UPSERTS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_REMOVED_FIELD_NUMBER: _ClassVar[int]
     generation: int
     full_resync: bool
     nodes: _containers.RepeatedCompositeFieldContainer[NodeUpsert]
@@ -168,4 +172,6 @@ class SnapshotDelta(_message.Message):
     node_generation: int
     storage_upserts: _containers.RepeatedCompositeFieldContainer[_types_pb2.StorageObject]
     storage_removed: _containers.RepeatedCompositeFieldContainer[_types_pb2.StorageObjectRef]
-    def __init__(self, generation: _Optional[int] = ..., full_resync: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[NodeUpsert, _Mapping]]] = ..., removed_node_ids: _Optional[_Iterable[int]] = ..., pods_added: _Optional[_Iterable[_Union[_types_pb2.PodPlacement, _Mapping]]] = ..., pods_removed: _Optional[_Iterable[_Union[_types_pb2.PodRef, _Mapping]]] = ..., node_generation: _Optional[int] = ..., storage_upserts: _Optional[_Iterable[_Union[_types_pb2.StorageObject, _Mapping]]] = ..., storage_removed: _Optional[_Iterable[_Union[_types_pb2.StorageObjectRef, _Mapping]]] = ...) -> None: ...
+    device_upserts: _containers.RepeatedCompositeFieldContainer[_types_pb2.DeviceObject]
+    device_removed: _containers.RepeatedCompositeFieldContainer[_types_pb2.DeviceObjectRef]
+    def __init__(self, generation: _Optional[int] = ..., full_resync: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[NodeUpsert, _Mapping]]] = ..., removed_node_ids: _Optional[_Iterable[int]] = ..., pods_added: _Optional[_Iterable[_Union[_types_pb2.PodPlacement, _Mapping]]] = ..., pods_removed: _Optional[_Iterable[_Union[_types_pb2.PodRef, _Mapping]]] = ..., node_generation: _Optional[int] = ..., storage_upserts: _Optional[_Iterable[_Union[_types_pb2.StorageObject, _Mapping]]] = ..., storage_removed: _Optional[_Iterable[_Union[_types_pb2.StorageObjectRef, _Mapping]]] = ..., device_upserts: _Optional[_Iterable[_Union[_types_pb2.DeviceObject, _Mapping]]] = ..., device_removed: _Optional[_Iterable[_Union[_types_pb2.DeviceObjectRef, _Mapping]]] = ...) -> None: ...

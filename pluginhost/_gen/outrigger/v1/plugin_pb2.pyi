@@ -80,7 +80,7 @@ class HandshakeRequest(_message.Message):
     def __init__(self, framework_version: _Optional[str] = ..., profile: _Optional[str] = ..., framework_address: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class PluginManifest(_message.Message):
-    __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events", "debug_paths", "lookahead", "nodes_only", "needs_volumes")
+    __slots__ = ("name", "points", "state_keys", "preferred_batch_size", "filter_and_score", "needs_snapshot", "events", "debug_paths", "lookahead", "nodes_only", "needs_volumes", "needs_devices")
     NAME_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
     STATE_KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,7 @@ class PluginManifest(_message.Message):
     LOOKAHEAD_FIELD_NUMBER: _ClassVar[int]
     NODES_ONLY_FIELD_NUMBER: _ClassVar[int]
     NEEDS_VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    NEEDS_DEVICES_FIELD_NUMBER: _ClassVar[int]
     name: str
     points: _containers.RepeatedScalarFieldContainer[ExtensionPoint]
     state_keys: _containers.RepeatedScalarFieldContainer[str]
@@ -103,7 +104,8 @@ class PluginManifest(_message.Message):
     lookahead: bool
     nodes_only: bool
     needs_volumes: bool
-    def __init__(self, name: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ExtensionPoint, str]]] = ..., state_keys: _Optional[_Iterable[str]] = ..., preferred_batch_size: _Optional[int] = ..., filter_and_score: _Optional[bool] = ..., needs_snapshot: _Optional[bool] = ..., events: _Optional[_Iterable[_Union[_types_pb2.ClusterEventWithHint, _Mapping]]] = ..., debug_paths: _Optional[_Iterable[str]] = ..., lookahead: _Optional[bool] = ..., nodes_only: _Optional[bool] = ..., needs_volumes: _Optional[bool] = ...) -> None: ...
+    needs_devices: bool
+    def __init__(self, name: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ExtensionPoint, str]]] = ..., state_keys: _Optional[_Iterable[str]] = ..., preferred_batch_size: _Optional[int] = ..., filter_and_score: _Optional[bool] = ..., needs_snapshot: _Optional[bool] = ..., events: _Optional[_Iterable[_Union[_types_pb2.ClusterEventWithHint, _Mapping]]] = ..., debug_paths: _Optional[_Iterable[str]] = ..., lookahead: _Optional[bool] = ..., nodes_only: _Optional[bool] = ..., needs_volumes: _Optional[bool] = ..., needs_devices: _Optional[bool] = ...) -> None: ...
 
 class HandshakeResponse(_message.Message):
     __slots__ = ("plugins", "host_version", "features")

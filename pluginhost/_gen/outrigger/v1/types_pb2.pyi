@@ -668,3 +668,266 @@ class StorageObjectRef(_message.Message):
     namespace: str
     name: str
     def __init__(self, kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeviceAttribute(_message.Message):
+    __slots__ = ("int", "bool", "string", "version")
+    INT_FIELD_NUMBER: _ClassVar[int]
+    BOOL_FIELD_NUMBER: _ClassVar[int]
+    STRING_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    int: int
+    bool: bool
+    string: str
+    version: str
+    def __init__(self, int: _Optional[int] = ..., bool: _Optional[bool] = ..., string: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
+
+class DeviceCounterSet(_message.Message):
+    __slots__ = ("name", "counters")
+    class CountersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    counters: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., counters: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DeviceTaint(_message.Message):
+    __slots__ = ("key", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+
+class Device(_message.Message):
+    __slots__ = ("name", "attributes", "capacity", "consumes_counters", "node_name", "node_selector", "all_nodes", "taints", "allow_multiple_allocations", "binds_to_node")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: DeviceAttribute
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[DeviceAttribute, _Mapping]] = ...) -> None: ...
+    class CapacityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    CONSUMES_COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    ALL_NODES_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_MULTIPLE_ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    BINDS_TO_NODE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    attributes: _containers.MessageMap[str, DeviceAttribute]
+    capacity: _containers.ScalarMap[str, str]
+    consumes_counters: _containers.RepeatedCompositeFieldContainer[DeviceCounterSet]
+    node_name: str
+    node_selector: NodeSelector
+    all_nodes: bool
+    taints: _containers.RepeatedCompositeFieldContainer[DeviceTaint]
+    allow_multiple_allocations: bool
+    binds_to_node: bool
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Mapping[str, DeviceAttribute]] = ..., capacity: _Optional[_Mapping[str, str]] = ..., consumes_counters: _Optional[_Iterable[_Union[DeviceCounterSet, _Mapping]]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., taints: _Optional[_Iterable[_Union[DeviceTaint, _Mapping]]] = ..., allow_multiple_allocations: _Optional[bool] = ..., binds_to_node: _Optional[bool] = ...) -> None: ...
+
+class ResourceSlice(_message.Message):
+    __slots__ = ("metadata", "driver", "pool", "pool_generation", "pool_slice_count", "node_name", "node_selector", "all_nodes", "per_device_node_selection", "devices", "shared_counters")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    POOL_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    POOL_SLICE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    ALL_NODES_FIELD_NUMBER: _ClassVar[int]
+    PER_DEVICE_NODE_SELECTION_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    SHARED_COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    metadata: ObjectMeta
+    driver: str
+    pool: str
+    pool_generation: int
+    pool_slice_count: int
+    node_name: str
+    node_selector: NodeSelector
+    all_nodes: bool
+    per_device_node_selection: bool
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    shared_counters: _containers.RepeatedCompositeFieldContainer[DeviceCounterSet]
+    def __init__(self, metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., driver: _Optional[str] = ..., pool: _Optional[str] = ..., pool_generation: _Optional[int] = ..., pool_slice_count: _Optional[int] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., per_device_node_selection: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., shared_counters: _Optional[_Iterable[_Union[DeviceCounterSet, _Mapping]]] = ...) -> None: ...
+
+class OpaqueDeviceConfig(_message.Message):
+    __slots__ = ("driver", "parameters_json", "requests")
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    driver: str
+    parameters_json: str
+    requests: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, driver: _Optional[str] = ..., parameters_json: _Optional[str] = ..., requests: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeviceClass(_message.Message):
+    __slots__ = ("metadata", "selectors", "config")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SELECTORS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    metadata: ObjectMeta
+    selectors: _containers.RepeatedScalarFieldContainer[str]
+    config: _containers.RepeatedCompositeFieldContainer[OpaqueDeviceConfig]
+    def __init__(self, metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., selectors: _Optional[_Iterable[str]] = ..., config: _Optional[_Iterable[_Union[OpaqueDeviceConfig, _Mapping]]] = ...) -> None: ...
+
+class DeviceToleration(_message.Message):
+    __slots__ = ("key", "operator", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: str
+    value: str
+    effect: str
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+
+class DeviceSubRequest(_message.Message):
+    __slots__ = ("name", "device_class_name", "selectors", "allocation_mode", "count", "admin_access", "tolerations", "capacity")
+    class CapacityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    SELECTORS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_MODE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_ACCESS_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    device_class_name: str
+    selectors: _containers.RepeatedScalarFieldContainer[str]
+    allocation_mode: str
+    count: int
+    admin_access: bool
+    tolerations: _containers.RepeatedCompositeFieldContainer[DeviceToleration]
+    capacity: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., device_class_name: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., allocation_mode: _Optional[str] = ..., count: _Optional[int] = ..., admin_access: _Optional[bool] = ..., tolerations: _Optional[_Iterable[_Union[DeviceToleration, _Mapping]]] = ..., capacity: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DeviceRequest(_message.Message):
+    __slots__ = ("name", "exactly", "first_available")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EXACTLY_FIELD_NUMBER: _ClassVar[int]
+    FIRST_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    exactly: DeviceSubRequest
+    first_available: _containers.RepeatedCompositeFieldContainer[DeviceSubRequest]
+    def __init__(self, name: _Optional[str] = ..., exactly: _Optional[_Union[DeviceSubRequest, _Mapping]] = ..., first_available: _Optional[_Iterable[_Union[DeviceSubRequest, _Mapping]]] = ...) -> None: ...
+
+class DeviceConstraint(_message.Message):
+    __slots__ = ("requests", "match_attribute", "distinct_attribute")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedScalarFieldContainer[str]
+    match_attribute: str
+    distinct_attribute: str
+    def __init__(self, requests: _Optional[_Iterable[str]] = ..., match_attribute: _Optional[str] = ..., distinct_attribute: _Optional[str] = ...) -> None: ...
+
+class DeviceAllocationResult(_message.Message):
+    __slots__ = ("request", "driver", "pool", "device", "admin_access", "share_id", "consumed_capacity")
+    class ConsumedCapacityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_ACCESS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_ID_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool
+    share_id: str
+    consumed_capacity: _containers.ScalarMap[str, str]
+    def __init__(self, request: _Optional[str] = ..., driver: _Optional[str] = ..., pool: _Optional[str] = ..., device: _Optional[str] = ..., admin_access: _Optional[bool] = ..., share_id: _Optional[str] = ..., consumed_capacity: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DeviceAllocation(_message.Message):
+    __slots__ = ("results", "node_selector")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DeviceAllocationResult]
+    node_selector: NodeSelector
+    def __init__(self, results: _Optional[_Iterable[_Union[DeviceAllocationResult, _Mapping]]] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ...) -> None: ...
+
+class ClaimConsumer(_message.Message):
+    __slots__ = ("resource", "name", "uid")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    name: str
+    uid: str
+    def __init__(self, resource: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...
+
+class ResourceClaim(_message.Message):
+    __slots__ = ("metadata", "requests", "constraints", "config", "allocation", "allocation_assumed", "reserved_for", "owner")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ASSUMED_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FOR_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    metadata: ObjectMeta
+    requests: _containers.RepeatedCompositeFieldContainer[DeviceRequest]
+    constraints: _containers.RepeatedCompositeFieldContainer[DeviceConstraint]
+    config: _containers.RepeatedCompositeFieldContainer[OpaqueDeviceConfig]
+    allocation: DeviceAllocation
+    allocation_assumed: bool
+    reserved_for: _containers.RepeatedCompositeFieldContainer[ClaimConsumer]
+    owner: ClaimConsumer
+    def __init__(self, metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[DeviceRequest, _Mapping]]] = ..., constraints: _Optional[_Iterable[_Union[DeviceConstraint, _Mapping]]] = ..., config: _Optional[_Iterable[_Union[OpaqueDeviceConfig, _Mapping]]] = ..., allocation: _Optional[_Union[DeviceAllocation, _Mapping]] = ..., allocation_assumed: _Optional[bool] = ..., reserved_for: _Optional[_Iterable[_Union[ClaimConsumer, _Mapping]]] = ..., owner: _Optional[_Union[ClaimConsumer, _Mapping]] = ...) -> None: ...
+
+class DeviceObject(_message.Message):
+    __slots__ = ("resource_slice", "device_class", "resource_claim")
+    RESOURCE_SLICE_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIM_FIELD_NUMBER: _ClassVar[int]
+    resource_slice: ResourceSlice
+    device_class: DeviceClass
+    resource_claim: ResourceClaim
+    def __init__(self, resource_slice: _Optional[_Union[ResourceSlice, _Mapping]] = ..., device_class: _Optional[_Union[DeviceClass, _Mapping]] = ..., resource_claim: _Optional[_Union[ResourceClaim, _Mapping]] = ...) -> None: ...
+
+class DeviceObjectRef(_message.Message):
+    __slots__ = ("kind", "namespace", "name")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    namespace: str
+    name: str
+    def __init__(self, kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...

@@ -900,7 +900,17 @@ type FollowRequest struct {
 	// snapshot_generation the follower has applied sees every storage change made before that
 	// cycle's snapshot was taken. False (the default): deltas never carry storage objects and storage
 	// changes cost this follower nothing.
-	Volumes       bool `protobuf:"varint,4,opt,name=volumes,proto3" json:"volumes,omitempty"`
+	Volumes bool `protobuf:"varint,4,opt,name=volumes,proto3" json:"volumes,omitempty"`
+	// True: the follower reads device objects (some plugin of its host declared
+	// PluginManifest.needs_devices): its deltas carry the ResourceSlices, DeviceClasses and
+	// ResourceClaims of the framework's cache (SnapshotDelta.device_upserts and device_removed), with
+	// the allocations this scheduler has made but not yet written shown as allocated (see
+	// ResourceClaim.allocation_assumed), and every change to them advances the generation, so a
+	// cycle whose snapshot_generation the follower has applied sees every device change made before
+	// that cycle's snapshot was taken (the claims earlier pods' Reserve allocated included).
+	// ResourceClaimTemplates are not sent: a pod's claims are read once the claim controller made them.
+	// False (the default): deltas never carry device objects and their changes cost nothing.
+	Devices       bool `protobuf:"varint,5,opt,name=devices,proto3" json:"devices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -963,6 +973,13 @@ func (x *FollowRequest) GetVolumes() bool {
 	return false
 }
 
+func (x *FollowRequest) GetDevices() bool {
+	if x != nil {
+		return x.Devices
+	}
+	return false
+}
+
 // A node added or changed, with its id.
 type NodeUpsert struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1021,12 +1038,13 @@ func (x *NodeUpsert) GetNode() *Node {
 // The changes from the previous generation to `generation`. Apply in field order: (1) if
 // full_resync, drop all state (storage objects included); (2) upsert nodes; (3) remove
 // removed_node_ids together with the pods placed on them; (4) remove pods_removed; (5) add
-// pods_added; (6) remove storage_removed; (7) upsert storage_upserts. A pod that moved or changed is
+// pods_added; (6) remove storage_removed; (7) upsert storage_upserts; (8) remove device_removed;
+// (9) upsert device_upserts. A pod that moved or changed is
 // sent as removed and added in the same delta. Storage objects are independent of nodes and pods
 // (a PersistentVolume survives its node; a CSINode may arrive before its node) and reach only
 // followers that asked for them (FollowRequest.volumes); a delta whose only changes are storage
 // changes still advances the generation for every follower, with the storage fields left empty for
-// those that did not ask.
+// those that did not ask. Device objects likewise, for followers with FollowRequest.devices.
 type SnapshotDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The generation this delta produces.
@@ -1051,8 +1069,17 @@ type SnapshotDelta struct {
 	// Storage objects deleted since the previous generation. Only for followers with
 	// FollowRequest.volumes.
 	StorageRemoved []*StorageObjectRef `protobuf:"bytes,9,rep,name=storage_removed,json=storageRemoved,proto3" json:"storage_removed,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Device objects (ResourceSlices, DeviceClasses, ResourceClaims) added or changed since the
+	// previous generation, each in its full new state; in a full_resync, all of them. A claim's
+	// allocation made by a pod's Reserve (and not yet written) is sent as soon as it is made, and the
+	// claim again when it is written, delivered, or given up. Only for followers with
+	// FollowRequest.devices.
+	DeviceUpserts []*DeviceObject `protobuf:"bytes,10,rep,name=device_upserts,json=deviceUpserts,proto3" json:"device_upserts,omitempty"`
+	// Device objects deleted since the previous generation. Only for followers with
+	// FollowRequest.devices.
+	DeviceRemoved []*DeviceObjectRef `protobuf:"bytes,11,rep,name=device_removed,json=deviceRemoved,proto3" json:"device_removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotDelta) Reset() {
@@ -1148,6 +1175,20 @@ func (x *SnapshotDelta) GetStorageRemoved() []*StorageObjectRef {
 	return nil
 }
 
+func (x *SnapshotDelta) GetDeviceUpserts() []*DeviceObject {
+	if x != nil {
+		return x.DeviceUpserts
+	}
+	return nil
+}
+
+func (x *SnapshotDelta) GetDeviceRemoved() []*DeviceObjectRef {
+	if x != nil {
+		return x.DeviceRemoved
+	}
+	return nil
+}
+
 var File_outrigger_v1_handle_proto protoreflect.FileDescriptor
 
 const file_outrigger_v1_handle_proto_rawDesc = "" +
@@ -1204,17 +1245,18 @@ const file_outrigger_v1_handle_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
 	"generation\x12,\n" +
-	"\x05nodes\x18\x02 \x03(\v2\x16.outrigger.v1.NodeInfoR\x05nodes\"\x89\x01\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x16.outrigger.v1.NodeInfoR\x05nodes\"\xa3\x01\n" +
 	"\rFollowRequest\x12'\n" +
 	"\x0ffrom_generation\x18\x01 \x01(\x04R\x0efromGeneration\x12\x16\n" +
 	"\x06plugin\x18\x02 \x01(\tR\x06plugin\x12\x1d\n" +
 	"\n" +
 	"nodes_only\x18\x03 \x01(\bR\tnodesOnly\x12\x18\n" +
-	"\avolumes\x18\x04 \x01(\bR\avolumes\"D\n" +
+	"\avolumes\x18\x04 \x01(\bR\avolumes\x12\x18\n" +
+	"\adevices\x18\x05 \x01(\bR\adevices\"D\n" +
 	"\n" +
 	"NodeUpsert\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12&\n" +
-	"\x04node\x18\x02 \x01(\v2\x12.outrigger.v1.NodeR\x04node\"\xd6\x03\n" +
+	"\x04node\x18\x02 \x01(\v2\x12.outrigger.v1.NodeR\x04node\"\xdf\x04\n" +
 	"\rSnapshotDelta\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -1228,7 +1270,10 @@ const file_outrigger_v1_handle_proto_rawDesc = "" +
 	"\fpods_removed\x18\x06 \x03(\v2\x14.outrigger.v1.PodRefR\vpodsRemoved\x12'\n" +
 	"\x0fnode_generation\x18\a \x01(\x04R\x0enodeGeneration\x12D\n" +
 	"\x0fstorage_upserts\x18\b \x03(\v2\x1b.outrigger.v1.StorageObjectR\x0estorageUpserts\x12G\n" +
-	"\x0fstorage_removed\x18\t \x03(\v2\x1e.outrigger.v1.StorageObjectRefR\x0estorageRemoved2\x81\x06\n" +
+	"\x0fstorage_removed\x18\t \x03(\v2\x1e.outrigger.v1.StorageObjectRefR\x0estorageRemoved\x12A\n" +
+	"\x0edevice_upserts\x18\n" +
+	" \x03(\v2\x1a.outrigger.v1.DeviceObjectR\rdeviceUpserts\x12D\n" +
+	"\x0edevice_removed\x18\v \x03(\v2\x1d.outrigger.v1.DeviceObjectRefR\rdeviceRemoved2\x81\x06\n" +
 	"\x06Handle\x12^\n" +
 	"\x0fListWaitingPods\x12$.outrigger.v1.ListWaitingPodsRequest\x1a%.outrigger.v1.ListWaitingPodsResponse\x12M\n" +
 	"\rGetWaitingPod\x12\".outrigger.v1.GetWaitingPodRequest\x1a\x18.outrigger.v1.WaitingPod\x12^\n" +
@@ -1280,6 +1325,8 @@ var file_outrigger_v1_handle_proto_goTypes = []any{
 	(*PodPlacement)(nil),             // 23: outrigger.v1.PodPlacement
 	(*StorageObject)(nil),            // 24: outrigger.v1.StorageObject
 	(*StorageObjectRef)(nil),         // 25: outrigger.v1.StorageObjectRef
+	(*DeviceObject)(nil),             // 26: outrigger.v1.DeviceObject
+	(*DeviceObjectRef)(nil),          // 27: outrigger.v1.DeviceObjectRef
 }
 var file_outrigger_v1_handle_proto_depIdxs = []int32{
 	18, // 0: outrigger.v1.WaitingPod.pod:type_name -> outrigger.v1.Pod
@@ -1295,29 +1342,31 @@ var file_outrigger_v1_handle_proto_depIdxs = []int32{
 	19, // 10: outrigger.v1.SnapshotDelta.pods_removed:type_name -> outrigger.v1.PodRef
 	24, // 11: outrigger.v1.SnapshotDelta.storage_upserts:type_name -> outrigger.v1.StorageObject
 	25, // 12: outrigger.v1.SnapshotDelta.storage_removed:type_name -> outrigger.v1.StorageObjectRef
-	0,  // 13: outrigger.v1.Handle.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
-	3,  // 14: outrigger.v1.Handle.GetWaitingPod:input_type -> outrigger.v1.GetWaitingPodRequest
-	4,  // 15: outrigger.v1.Handle.AllowWaitingPod:input_type -> outrigger.v1.AllowWaitingPodRequest
-	6,  // 16: outrigger.v1.Handle.RejectWaitingPod:input_type -> outrigger.v1.RejectWaitingPodRequest
-	8,  // 17: outrigger.v1.Handle.BindPod:input_type -> outrigger.v1.BindPodRequest
-	10, // 18: outrigger.v1.Handle.DeletePod:input_type -> outrigger.v1.DeletePodRequest
-	12, // 19: outrigger.v1.Handle.GetNodeInfo:input_type -> outrigger.v1.GetNodeInfoRequest
-	13, // 20: outrigger.v1.Handle.ListNodeInfos:input_type -> outrigger.v1.ListNodeInfosRequest
-	15, // 21: outrigger.v1.Handle.FollowSnapshot:input_type -> outrigger.v1.FollowRequest
-	2,  // 22: outrigger.v1.Handle.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
-	1,  // 23: outrigger.v1.Handle.GetWaitingPod:output_type -> outrigger.v1.WaitingPod
-	5,  // 24: outrigger.v1.Handle.AllowWaitingPod:output_type -> outrigger.v1.AllowWaitingPodResponse
-	7,  // 25: outrigger.v1.Handle.RejectWaitingPod:output_type -> outrigger.v1.RejectWaitingPodResponse
-	9,  // 26: outrigger.v1.Handle.BindPod:output_type -> outrigger.v1.BindPodResponse
-	11, // 27: outrigger.v1.Handle.DeletePod:output_type -> outrigger.v1.DeletePodResponse
-	21, // 28: outrigger.v1.Handle.GetNodeInfo:output_type -> outrigger.v1.NodeInfo
-	14, // 29: outrigger.v1.Handle.ListNodeInfos:output_type -> outrigger.v1.ListNodeInfosResponse
-	17, // 30: outrigger.v1.Handle.FollowSnapshot:output_type -> outrigger.v1.SnapshotDelta
-	22, // [22:31] is the sub-list for method output_type
-	13, // [13:22] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	26, // 13: outrigger.v1.SnapshotDelta.device_upserts:type_name -> outrigger.v1.DeviceObject
+	27, // 14: outrigger.v1.SnapshotDelta.device_removed:type_name -> outrigger.v1.DeviceObjectRef
+	0,  // 15: outrigger.v1.Handle.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
+	3,  // 16: outrigger.v1.Handle.GetWaitingPod:input_type -> outrigger.v1.GetWaitingPodRequest
+	4,  // 17: outrigger.v1.Handle.AllowWaitingPod:input_type -> outrigger.v1.AllowWaitingPodRequest
+	6,  // 18: outrigger.v1.Handle.RejectWaitingPod:input_type -> outrigger.v1.RejectWaitingPodRequest
+	8,  // 19: outrigger.v1.Handle.BindPod:input_type -> outrigger.v1.BindPodRequest
+	10, // 20: outrigger.v1.Handle.DeletePod:input_type -> outrigger.v1.DeletePodRequest
+	12, // 21: outrigger.v1.Handle.GetNodeInfo:input_type -> outrigger.v1.GetNodeInfoRequest
+	13, // 22: outrigger.v1.Handle.ListNodeInfos:input_type -> outrigger.v1.ListNodeInfosRequest
+	15, // 23: outrigger.v1.Handle.FollowSnapshot:input_type -> outrigger.v1.FollowRequest
+	2,  // 24: outrigger.v1.Handle.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
+	1,  // 25: outrigger.v1.Handle.GetWaitingPod:output_type -> outrigger.v1.WaitingPod
+	5,  // 26: outrigger.v1.Handle.AllowWaitingPod:output_type -> outrigger.v1.AllowWaitingPodResponse
+	7,  // 27: outrigger.v1.Handle.RejectWaitingPod:output_type -> outrigger.v1.RejectWaitingPodResponse
+	9,  // 28: outrigger.v1.Handle.BindPod:output_type -> outrigger.v1.BindPodResponse
+	11, // 29: outrigger.v1.Handle.DeletePod:output_type -> outrigger.v1.DeletePodResponse
+	21, // 30: outrigger.v1.Handle.GetNodeInfo:output_type -> outrigger.v1.NodeInfo
+	14, // 31: outrigger.v1.Handle.ListNodeInfos:output_type -> outrigger.v1.ListNodeInfosResponse
+	17, // 32: outrigger.v1.Handle.FollowSnapshot:output_type -> outrigger.v1.SnapshotDelta
+	24, // [24:33] is the sub-list for method output_type
+	15, // [15:24] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_handle_proto_init() }

@@ -354,7 +354,17 @@ type PluginManifest struct {
 	// then those of the framework's cache at that generation or later (the framework publishes every
 	// change up to a request's generation before sending it). A pod's own volumes (PodSpec.volumes)
 	// are sent to every plugin regardless.
-	NeedsVolumes  bool `protobuf:"varint,11,opt,name=needs_volumes,json=needsVolumes,proto3" json:"needs_volumes,omitempty"`
+	NeedsVolumes bool `protobuf:"varint,11,opt,name=needs_volumes,json=needsVolumes,proto3" json:"needs_volumes,omitempty"`
+	// True: the plugin reads device objects (dynamic resource allocation: ResourceSlices,
+	// DeviceClasses, ResourceClaims with their allocations, what DynamicResources reads). Excludes
+	// lookahead and nodes_only (a new slice or a claim allocated to another pod alters answers
+	// without a node change). The host follows the mirror with FollowRequest.devices, and once it has
+	// applied a cycle's snapshot_generation its device objects are those of the framework's cache at
+	// that generation or later, claims allocated by earlier pods' Reserve shown allocated
+	// (ResourceClaim.allocation_assumed). A pod's own claims (PodSpec.resource_claims, and the names
+	// of claims made from templates in PodStatus.resource_claim_statuses) are sent to every plugin
+	// regardless.
+	NeedsDevices  bool `protobuf:"varint,12,opt,name=needs_devices,json=needsDevices,proto3" json:"needs_devices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -462,6 +472,13 @@ func (x *PluginManifest) GetNodesOnly() bool {
 func (x *PluginManifest) GetNeedsVolumes() bool {
 	if x != nil {
 		return x.NeedsVolumes
+	}
+	return false
+}
+
+func (x *PluginManifest) GetNeedsDevices() bool {
+	if x != nil {
+		return x.NeedsDevices
 	}
 	return false
 }
@@ -3614,7 +3631,7 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x11framework_address\x18\x03 \x01(\tR\x10frameworkAddress\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x04 \x01(\tR\n" +
-	"credential\"\xbb\x03\n" +
+	"credential\"\xe0\x03\n" +
 	"\x0ePluginManifest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
 	"\x06points\x18\x02 \x03(\x0e2\x1c.outrigger.v1.ExtensionPointR\x06points\x12\x1d\n" +
@@ -3630,7 +3647,8 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"nodes_only\x18\n" +
 	" \x01(\bR\tnodesOnly\x12#\n" +
-	"\rneeds_volumes\x18\v \x01(\bR\fneedsVolumes\"\x8a\x01\n" +
+	"\rneeds_volumes\x18\v \x01(\bR\fneedsVolumes\x12#\n" +
+	"\rneeds_devices\x18\f \x01(\bR\fneedsDevices\"\x8a\x01\n" +
 	"\x11HandshakeResponse\x126\n" +
 	"\aplugins\x18\x01 \x03(\v2\x1c.outrigger.v1.PluginManifestR\aplugins\x12!\n" +
 	"\fhost_version\x18\x02 \x01(\tR\vhostVersion\x12\x1a\n" +

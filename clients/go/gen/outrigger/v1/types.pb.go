@@ -3395,6 +3395,1463 @@ func (x *StorageObjectRef) GetName() string {
 	return ""
 }
 
+// One value of a device attribute (resource.k8s.io/v1 DeviceAttribute): exactly one is set.
+type DeviceAttribute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The value.
+	//
+	// Types that are valid to be assigned to Value:
+	//
+	//	*DeviceAttribute_Int
+	//	*DeviceAttribute_Bool
+	//	*DeviceAttribute_String_
+	//	*DeviceAttribute_Version
+	Value         isDeviceAttribute_Value `protobuf_oneof:"value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAttribute) Reset() {
+	*x = DeviceAttribute{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAttribute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAttribute) ProtoMessage() {}
+
+func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
+func (*DeviceAttribute) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *DeviceAttribute) GetInt() int64 {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_Int); ok {
+			return x.Int
+		}
+	}
+	return 0
+}
+
+func (x *DeviceAttribute) GetBool() bool {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_Bool); ok {
+			return x.Bool
+		}
+	}
+	return false
+}
+
+func (x *DeviceAttribute) GetString_() string {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_String_); ok {
+			return x.String_
+		}
+	}
+	return ""
+}
+
+func (x *DeviceAttribute) GetVersion() string {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_Version); ok {
+			return x.Version
+		}
+	}
+	return ""
+}
+
+type isDeviceAttribute_Value interface {
+	isDeviceAttribute_Value()
+}
+
+type DeviceAttribute_Int struct {
+	// An integer attribute ("int").
+	Int int64 `protobuf:"varint,1,opt,name=int,proto3,oneof"`
+}
+
+type DeviceAttribute_Bool struct {
+	// A boolean attribute ("bool").
+	Bool bool `protobuf:"varint,2,opt,name=bool,proto3,oneof"`
+}
+
+type DeviceAttribute_String_ struct {
+	// A string attribute ("string").
+	String_ string `protobuf:"bytes,3,opt,name=string,proto3,oneof"`
+}
+
+type DeviceAttribute_Version struct {
+	// A semantic version ("version"), as written, e.g. "1.2.3".
+	Version string `protobuf:"bytes,4,opt,name=version,proto3,oneof"`
+}
+
+func (*DeviceAttribute_Int) isDeviceAttribute_Value() {}
+
+func (*DeviceAttribute_Bool) isDeviceAttribute_Value() {}
+
+func (*DeviceAttribute_String_) isDeviceAttribute_Value() {}
+
+func (*DeviceAttribute_Version) isDeviceAttribute_Value() {}
+
+// A named set of counters (sharedCounters of a slice, or what a device consumes of one).
+type DeviceCounterSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The counter set's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Counter name -> quantity (decimal string, canonical units).
+	Counters      map[string]string `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceCounterSet) Reset() {
+	*x = DeviceCounterSet{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceCounterSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceCounterSet) ProtoMessage() {}
+
+func (x *DeviceCounterSet) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceCounterSet.ProtoReflect.Descriptor instead.
+func (*DeviceCounterSet) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeviceCounterSet) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceCounterSet) GetCounters() map[string]string {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
+// A taint on a device (DeviceTaint): a request must tolerate it to get the device.
+type DeviceTaint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The taint's key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The taint's value (may be empty).
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// "NoSchedule" or "NoExecute" (and "None" where the API allows it).
+	Effect        string `protobuf:"bytes,3,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceTaint) Reset() {
+	*x = DeviceTaint{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceTaint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceTaint) ProtoMessage() {}
+
+func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
+func (*DeviceTaint) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DeviceTaint) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeviceTaint) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *DeviceTaint) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+// One device of a ResourceSlice (resource.k8s.io/v1 Device).
+type Device struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The device's name, unique in its pool.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// attributes, by qualified name as the slice gives it: a name without a domain ("model") belongs
+	// to the slice's driver, so "gpu.example.com/model" and "model" of driver gpu.example.com name
+	// the same attribute (CEL and matchAttribute read it so).
+	Attributes map[string]*DeviceAttribute `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// capacity: qualified name -> quantity (decimal string, canonical units).
+	Capacity map[string]string `protobuf:"bytes,3,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// consumesCounters: what the device takes from the slice's (or pool's) shared counters.
+	ConsumesCounters []*DeviceCounterSet `protobuf:"bytes,4,rep,name=consumes_counters,json=consumesCounters,proto3" json:"consumes_counters,omitempty"`
+	// With the slice's per_device_node_selection: the node the device is on ("" when not this form).
+	NodeName string `protobuf:"bytes,5,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// With per_device_node_selection: the nodes that can use the device; unset when not this form.
+	NodeSelector *NodeSelector `protobuf:"bytes,6,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	// With per_device_node_selection: every node can use the device.
+	AllNodes bool `protobuf:"varint,7,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	// taints.
+	Taints []*DeviceTaint `protobuf:"bytes,8,rep,name=taints,proto3" json:"taints,omitempty"`
+	// allowMultipleAllocations: several claims may share the device, each consuming part of its
+	// capacity.
+	AllowMultipleAllocations bool `protobuf:"varint,9,opt,name=allow_multiple_allocations,json=allowMultipleAllocations,proto3" json:"allow_multiple_allocations,omitempty"`
+	// bindsToNode: an allocation of the device is limited to the node the pod is scheduled on.
+	BindsToNode   bool `protobuf:"varint,10,opt,name=binds_to_node,json=bindsToNode,proto3" json:"binds_to_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Device) Reset() {
+	*x = Device{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Device) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Device) ProtoMessage() {}
+
+func (x *Device) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Device.ProtoReflect.Descriptor instead.
+func (*Device) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *Device) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Device) GetAttributes() map[string]*DeviceAttribute {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *Device) GetCapacity() map[string]string {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *Device) GetConsumesCounters() []*DeviceCounterSet {
+	if x != nil {
+		return x.ConsumesCounters
+	}
+	return nil
+}
+
+func (x *Device) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *Device) GetNodeSelector() *NodeSelector {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *Device) GetAllNodes() bool {
+	if x != nil {
+		return x.AllNodes
+	}
+	return false
+}
+
+func (x *Device) GetTaints() []*DeviceTaint {
+	if x != nil {
+		return x.Taints
+	}
+	return nil
+}
+
+func (x *Device) GetAllowMultipleAllocations() bool {
+	if x != nil {
+		return x.AllowMultipleAllocations
+	}
+	return false
+}
+
+func (x *Device) GetBindsToNode() bool {
+	if x != nil {
+		return x.BindsToNode
+	}
+	return false
+}
+
+// A resource.k8s.io/v1 ResourceSlice: devices one driver publishes for one pool (or a part of it).
+type ResourceSlice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Metadata: name (the only field set; slices are cluster-scoped).
+	Metadata *ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec.driver, e.g. "gpu.example.com".
+	Driver string `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
+	// spec.pool.name: devices are identified by (driver, pool, device name).
+	Pool string `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
+	// spec.pool.generation: only the slices of a pool's highest generation count; the allocator
+	// ignores a pool whose slices of that generation are not all published yet.
+	PoolGeneration int64 `protobuf:"varint,4,opt,name=pool_generation,json=poolGeneration,proto3" json:"pool_generation,omitempty"`
+	// spec.pool.resourceSliceCount: how many slices the pool has at that generation.
+	PoolSliceCount int64 `protobuf:"varint,5,opt,name=pool_slice_count,json=poolSliceCount,proto3" json:"pool_slice_count,omitempty"`
+	// spec.nodeName: the devices are on this node only ("" when another form is used).
+	NodeName string `protobuf:"bytes,6,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// spec.nodeSelector: the devices can be used on the nodes it matches; unset when another form is
+	// used.
+	NodeSelector *NodeSelector `protobuf:"bytes,7,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	// spec.allNodes: the devices can be used on every node.
+	AllNodes bool `protobuf:"varint,8,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	// spec.perDeviceNodeSelection: each device says its nodes (Device.node_name / node_selector /
+	// all_nodes).
+	PerDeviceNodeSelection bool `protobuf:"varint,9,opt,name=per_device_node_selection,json=perDeviceNodeSelection,proto3" json:"per_device_node_selection,omitempty"`
+	// spec.devices.
+	Devices []*Device `protobuf:"bytes,10,rep,name=devices,proto3" json:"devices,omitempty"`
+	// spec.sharedCounters.
+	SharedCounters []*DeviceCounterSet `protobuf:"bytes,11,rep,name=shared_counters,json=sharedCounters,proto3" json:"shared_counters,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ResourceSlice) Reset() {
+	*x = ResourceSlice{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceSlice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceSlice) ProtoMessage() {}
+
+func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
+func (*ResourceSlice) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ResourceSlice) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ResourceSlice) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetPoolGeneration() int64 {
+	if x != nil {
+		return x.PoolGeneration
+	}
+	return 0
+}
+
+func (x *ResourceSlice) GetPoolSliceCount() int64 {
+	if x != nil {
+		return x.PoolSliceCount
+	}
+	return 0
+}
+
+func (x *ResourceSlice) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetNodeSelector() *NodeSelector {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *ResourceSlice) GetAllNodes() bool {
+	if x != nil {
+		return x.AllNodes
+	}
+	return false
+}
+
+func (x *ResourceSlice) GetPerDeviceNodeSelection() bool {
+	if x != nil {
+		return x.PerDeviceNodeSelection
+	}
+	return false
+}
+
+func (x *ResourceSlice) GetDevices() []*Device {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+func (x *ResourceSlice) GetSharedCounters() []*DeviceCounterSet {
+	if x != nil {
+		return x.SharedCounters
+	}
+	return nil
+}
+
+// An opaque configuration for one driver (DeviceClass or ResourceClaim config).
+type OpaqueDeviceConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The driver the configuration is for.
+	Driver string `protobuf:"bytes,1,opt,name=driver,proto3" json:"driver,omitempty"`
+	// The parameters, as JSON text (opaque to scheduling).
+	ParametersJson string `protobuf:"bytes,2,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
+	// Claim config only: the requests it applies to (empty: all of the claim's requests).
+	Requests      []string `protobuf:"bytes,3,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpaqueDeviceConfig) Reset() {
+	*x = OpaqueDeviceConfig{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpaqueDeviceConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpaqueDeviceConfig) ProtoMessage() {}
+
+func (x *OpaqueDeviceConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpaqueDeviceConfig.ProtoReflect.Descriptor instead.
+func (*OpaqueDeviceConfig) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *OpaqueDeviceConfig) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *OpaqueDeviceConfig) GetParametersJson() string {
+	if x != nil {
+		return x.ParametersJson
+	}
+	return ""
+}
+
+func (x *OpaqueDeviceConfig) GetRequests() []string {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+// A resource.k8s.io/v1 DeviceClass: which devices a request of the class may get.
+type DeviceClass struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Metadata: name.
+	Metadata *ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec.selectors: CEL expressions, all of which a device must satisfy (`device.driver`,
+	// `device.attributes["domain"].name`, `device.capacity[...]`...), as written.
+	Selectors []string `protobuf:"bytes,2,rep,name=selectors,proto3" json:"selectors,omitempty"`
+	// spec.config: opaque configuration passed to drivers.
+	Config        []*OpaqueDeviceConfig `protobuf:"bytes,3,rep,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceClass) Reset() {
+	*x = DeviceClass{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceClass) ProtoMessage() {}
+
+func (x *DeviceClass) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
+func (*DeviceClass) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DeviceClass) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *DeviceClass) GetSelectors() []string {
+	if x != nil {
+		return x.Selectors
+	}
+	return nil
+}
+
+func (x *DeviceClass) GetConfig() []*OpaqueDeviceConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// A toleration of a device taint (DeviceToleration).
+type DeviceToleration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The taint key ("" with operator Exists: every taint).
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// "Equal" or "Exists".
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// The value, for Equal.
+	Value string `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// The effect it tolerates ("" for all).
+	Effect        string `protobuf:"bytes,4,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceToleration) Reset() {
+	*x = DeviceToleration{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceToleration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceToleration) ProtoMessage() {}
+
+func (x *DeviceToleration) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceToleration.ProtoReflect.Descriptor instead.
+func (*DeviceToleration) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DeviceToleration) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeviceToleration) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *DeviceToleration) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *DeviceToleration) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+// A request for devices of one class: a claim's `exactly` request, or one `firstAvailable`
+// subrequest.
+type DeviceSubRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request's (or subrequest's) name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// deviceClassName.
+	DeviceClassName string `protobuf:"bytes,2,opt,name=device_class_name,json=deviceClassName,proto3" json:"device_class_name,omitempty"`
+	// selectors: CEL expressions, all of which a device must satisfy besides its class's.
+	Selectors []string `protobuf:"bytes,3,rep,name=selectors,proto3" json:"selectors,omitempty"`
+	// allocationMode: "ExactCount" or "All".
+	AllocationMode string `protobuf:"bytes,4,opt,name=allocation_mode,json=allocationMode,proto3" json:"allocation_mode,omitempty"`
+	// count, for ExactCount.
+	Count int64 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	// adminAccess: devices are given for administration and are not taken from others.
+	AdminAccess bool `protobuf:"varint,6,opt,name=admin_access,json=adminAccess,proto3" json:"admin_access,omitempty"`
+	// tolerations.
+	Tolerations []*DeviceToleration `protobuf:"bytes,7,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	// capacity.requests: what each device must offer (and what a shared device's allocation
+	// consumes), qualified name -> quantity.
+	Capacity      map[string]string `protobuf:"bytes,8,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceSubRequest) Reset() {
+	*x = DeviceSubRequest{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceSubRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceSubRequest) ProtoMessage() {}
+
+func (x *DeviceSubRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceSubRequest.ProtoReflect.Descriptor instead.
+func (*DeviceSubRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *DeviceSubRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceSubRequest) GetDeviceClassName() string {
+	if x != nil {
+		return x.DeviceClassName
+	}
+	return ""
+}
+
+func (x *DeviceSubRequest) GetSelectors() []string {
+	if x != nil {
+		return x.Selectors
+	}
+	return nil
+}
+
+func (x *DeviceSubRequest) GetAllocationMode() string {
+	if x != nil {
+		return x.AllocationMode
+	}
+	return ""
+}
+
+func (x *DeviceSubRequest) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *DeviceSubRequest) GetAdminAccess() bool {
+	if x != nil {
+		return x.AdminAccess
+	}
+	return false
+}
+
+func (x *DeviceSubRequest) GetTolerations() []*DeviceToleration {
+	if x != nil {
+		return x.Tolerations
+	}
+	return nil
+}
+
+func (x *DeviceSubRequest) GetCapacity() map[string]string {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+// One entry of spec.devices.requests: `exactly` one kind of device, or the first of a list of
+// alternatives that can be allocated (`firstAvailable`, in preference order).
+type DeviceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request's name, unique in the claim.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// exactly: set for a plain request.
+	Exactly *DeviceSubRequest `protobuf:"bytes,2,opt,name=exactly,proto3" json:"exactly,omitempty"`
+	// firstAvailable: the alternatives, most preferred first (their names are "<request>/<sub>" in
+	// allocation results).
+	FirstAvailable []*DeviceSubRequest `protobuf:"bytes,3,rep,name=first_available,json=firstAvailable,proto3" json:"first_available,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeviceRequest) Reset() {
+	*x = DeviceRequest{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceRequest) ProtoMessage() {}
+
+func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
+func (*DeviceRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *DeviceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceRequest) GetExactly() *DeviceSubRequest {
+	if x != nil {
+		return x.Exactly
+	}
+	return nil
+}
+
+func (x *DeviceRequest) GetFirstAvailable() []*DeviceSubRequest {
+	if x != nil {
+		return x.FirstAvailable
+	}
+	return nil
+}
+
+// A constraint across requests of a claim (spec.devices.constraints).
+type DeviceConstraint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The requests it applies to (empty: all).
+	Requests []string `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	// matchAttribute: all devices of those requests have the same value of this attribute.
+	MatchAttribute string `protobuf:"bytes,2,opt,name=match_attribute,json=matchAttribute,proto3" json:"match_attribute,omitempty"`
+	// distinctAttribute: all devices of those requests have different values of this attribute.
+	DistinctAttribute string `protobuf:"bytes,3,opt,name=distinct_attribute,json=distinctAttribute,proto3" json:"distinct_attribute,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeviceConstraint) Reset() {
+	*x = DeviceConstraint{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceConstraint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceConstraint) ProtoMessage() {}
+
+func (x *DeviceConstraint) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceConstraint.ProtoReflect.Descriptor instead.
+func (*DeviceConstraint) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *DeviceConstraint) GetRequests() []string {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *DeviceConstraint) GetMatchAttribute() string {
+	if x != nil {
+		return x.MatchAttribute
+	}
+	return ""
+}
+
+func (x *DeviceConstraint) GetDistinctAttribute() string {
+	if x != nil {
+		return x.DistinctAttribute
+	}
+	return ""
+}
+
+// One allocated device (status.allocation.devices.results[]).
+type DeviceAllocationResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request it was allocated for ("<request>" or "<request>/<subrequest>").
+	Request string `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// The device's driver, pool and name.
+	Driver string `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
+	// The pool.
+	Pool string `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
+	// The device's name in the pool.
+	Device string `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"`
+	// adminAccess: the device is not taken from others.
+	AdminAccess bool `protobuf:"varint,5,opt,name=admin_access,json=adminAccess,proto3" json:"admin_access,omitempty"`
+	// The share of a device that allows multiple allocations ("" for an exclusive device).
+	ShareId string `protobuf:"bytes,6,opt,name=share_id,json=shareId,proto3" json:"share_id,omitempty"`
+	// What this allocation consumes of a shared device's capacity (qualified name -> quantity).
+	ConsumedCapacity map[string]string `protobuf:"bytes,7,rep,name=consumed_capacity,json=consumedCapacity,proto3" json:"consumed_capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeviceAllocationResult) Reset() {
+	*x = DeviceAllocationResult{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAllocationResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAllocationResult) ProtoMessage() {}
+
+func (x *DeviceAllocationResult) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAllocationResult.ProtoReflect.Descriptor instead.
+func (*DeviceAllocationResult) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *DeviceAllocationResult) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *DeviceAllocationResult) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *DeviceAllocationResult) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *DeviceAllocationResult) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *DeviceAllocationResult) GetAdminAccess() bool {
+	if x != nil {
+		return x.AdminAccess
+	}
+	return false
+}
+
+func (x *DeviceAllocationResult) GetShareId() string {
+	if x != nil {
+		return x.ShareId
+	}
+	return ""
+}
+
+func (x *DeviceAllocationResult) GetConsumedCapacity() map[string]string {
+	if x != nil {
+		return x.ConsumedCapacity
+	}
+	return nil
+}
+
+// status.allocation of a claim.
+type DeviceAllocation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The devices.
+	Results []*DeviceAllocationResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// The nodes the devices can be used on; unset: every node.
+	NodeSelector  *NodeSelector `protobuf:"bytes,2,opt,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAllocation) Reset() {
+	*x = DeviceAllocation{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAllocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAllocation) ProtoMessage() {}
+
+func (x *DeviceAllocation) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAllocation.ProtoReflect.Descriptor instead.
+func (*DeviceAllocation) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *DeviceAllocation) GetResults() []*DeviceAllocationResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *DeviceAllocation) GetNodeSelector() *NodeSelector {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+// A consumer of a claim (status.reservedFor[]).
+type ClaimConsumer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The consumer's resource, "pods" for a pod.
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Its name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Its uid.
+	Uid           string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimConsumer) Reset() {
+	*x = ClaimConsumer{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimConsumer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimConsumer) ProtoMessage() {}
+
+func (x *ClaimConsumer) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimConsumer.ProtoReflect.Descriptor instead.
+func (*ClaimConsumer) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ClaimConsumer) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ClaimConsumer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClaimConsumer) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+// A resource.k8s.io/v1 ResourceClaim as this scheduler sees it.
+type ResourceClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Metadata: name, namespace, uid, annotations, resource_version, deletion_timestamp (set, 0,
+	// when the claim is being deleted).
+	Metadata *ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec.devices.requests.
+	Requests []*DeviceRequest `protobuf:"bytes,2,rep,name=requests,proto3" json:"requests,omitempty"`
+	// spec.devices.constraints.
+	Constraints []*DeviceConstraint `protobuf:"bytes,3,rep,name=constraints,proto3" json:"constraints,omitempty"`
+	// spec.devices.config.
+	Config []*OpaqueDeviceConfig `protobuf:"bytes,4,rep,name=config,proto3" json:"config,omitempty"`
+	// status.allocation; unset while the claim is not allocated. During a scheduling cycle this is the
+	// scheduler's view, not only the API's: once a pod's Reserve has allocated the claim (the
+	// allocation PreBind will write), the claim is sent with that allocation and allocation_assumed
+	// true, so plugins count its devices as taken exactly as DynamicResources' Filter does for the
+	// pods after it; if the pod fails before PreBind writes it, the claim is sent again without it.
+	Allocation *DeviceAllocation `protobuf:"bytes,5,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	// True: `allocation` is the scheduler's in-memory allocation (Reserve made it, PreBind has not
+	// written it yet, or the write is not yet back from the API server); false: it is the claim's
+	// status as the API server has it.
+	AllocationAssumed bool `protobuf:"varint,6,opt,name=allocation_assumed,json=allocationAssumed,proto3" json:"allocation_assumed,omitempty"`
+	// status.reservedFor: the pods (at most 256 consumers) that use the claim.
+	ReservedFor []*ClaimConsumer `protobuf:"bytes,7,rep,name=reserved_for,json=reservedFor,proto3" json:"reserved_for,omitempty"`
+	// The controlling owner (metadata.ownerReferences with controller: true), e.g. the pod a claim
+	// made from a ResourceClaimTemplate belongs to, with its kind ("Pod") in `resource`; unset when
+	// none.
+	Owner         *ClaimConsumer `protobuf:"bytes,8,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceClaim) Reset() {
+	*x = ResourceClaim{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceClaim) ProtoMessage() {}
+
+func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
+func (*ResourceClaim) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ResourceClaim) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetRequests() []*DeviceRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetConstraints() []*DeviceConstraint {
+	if x != nil {
+		return x.Constraints
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetConfig() []*OpaqueDeviceConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetAllocation() *DeviceAllocation {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetAllocationAssumed() bool {
+	if x != nil {
+		return x.AllocationAssumed
+	}
+	return false
+}
+
+func (x *ResourceClaim) GetReservedFor() []*ClaimConsumer {
+	if x != nil {
+		return x.ReservedFor
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetOwner() *ClaimConsumer {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+// One device object, as the snapshot mirror carries it.
+type DeviceObject struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The object.
+	//
+	// Types that are valid to be assigned to Object:
+	//
+	//	*DeviceObject_ResourceSlice
+	//	*DeviceObject_DeviceClass
+	//	*DeviceObject_ResourceClaim
+	Object        isDeviceObject_Object `protobuf_oneof:"object"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceObject) Reset() {
+	*x = DeviceObject{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceObject) ProtoMessage() {}
+
+func (x *DeviceObject) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceObject.ProtoReflect.Descriptor instead.
+func (*DeviceObject) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *DeviceObject) GetObject() isDeviceObject_Object {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *DeviceObject) GetResourceSlice() *ResourceSlice {
+	if x != nil {
+		if x, ok := x.Object.(*DeviceObject_ResourceSlice); ok {
+			return x.ResourceSlice
+		}
+	}
+	return nil
+}
+
+func (x *DeviceObject) GetDeviceClass() *DeviceClass {
+	if x != nil {
+		if x, ok := x.Object.(*DeviceObject_DeviceClass); ok {
+			return x.DeviceClass
+		}
+	}
+	return nil
+}
+
+func (x *DeviceObject) GetResourceClaim() *ResourceClaim {
+	if x != nil {
+		if x, ok := x.Object.(*DeviceObject_ResourceClaim); ok {
+			return x.ResourceClaim
+		}
+	}
+	return nil
+}
+
+type isDeviceObject_Object interface {
+	isDeviceObject_Object()
+}
+
+type DeviceObject_ResourceSlice struct {
+	// A ResourceSlice (key: name).
+	ResourceSlice *ResourceSlice `protobuf:"bytes,1,opt,name=resource_slice,json=resourceSlice,proto3,oneof"`
+}
+
+type DeviceObject_DeviceClass struct {
+	// A DeviceClass (key: name).
+	DeviceClass *DeviceClass `protobuf:"bytes,2,opt,name=device_class,json=deviceClass,proto3,oneof"`
+}
+
+type DeviceObject_ResourceClaim struct {
+	// A ResourceClaim (key: namespace/name).
+	ResourceClaim *ResourceClaim `protobuf:"bytes,3,opt,name=resource_claim,json=resourceClaim,proto3,oneof"`
+}
+
+func (*DeviceObject_ResourceSlice) isDeviceObject_Object() {}
+
+func (*DeviceObject_DeviceClass) isDeviceObject_Object() {}
+
+func (*DeviceObject_ResourceClaim) isDeviceObject_Object() {}
+
+// A device object by identity.
+type DeviceObjectRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kind: "ResourceSlice", "DeviceClass" or "ResourceClaim".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The namespace; set for ResourceClaims only.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The name.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceObjectRef) Reset() {
+	*x = DeviceObjectRef{}
+	mi := &file_outrigger_v1_types_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceObjectRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceObjectRef) ProtoMessage() {}
+
+func (x *DeviceObjectRef) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_types_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceObjectRef.ProtoReflect.Descriptor instead.
+func (*DeviceObjectRef) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_types_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *DeviceObjectRef) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DeviceObjectRef) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeviceObjectRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_outrigger_v1_types_proto protoreflect.FileDescriptor
 
 const file_outrigger_v1_types_proto_rawDesc = "" +
@@ -3704,6 +5161,126 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"\x10StorageObjectRef\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"z\n" +
+	"\x0fDeviceAttribute\x12\x12\n" +
+	"\x03int\x18\x01 \x01(\x03H\x00R\x03int\x12\x14\n" +
+	"\x04bool\x18\x02 \x01(\bH\x00R\x04bool\x12\x18\n" +
+	"\x06string\x18\x03 \x01(\tH\x00R\x06string\x12\x1a\n" +
+	"\aversion\x18\x04 \x01(\tH\x00R\aversionB\a\n" +
+	"\x05value\"\xad\x01\n" +
+	"\x10DeviceCounterSet\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12H\n" +
+	"\bcounters\x18\x02 \x03(\v2,.outrigger.v1.DeviceCounterSet.CountersEntryR\bcounters\x1a;\n" +
+	"\rCountersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\vDeviceTaint\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\"\x9a\x05\n" +
+	"\x06Device\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12D\n" +
+	"\n" +
+	"attributes\x18\x02 \x03(\v2$.outrigger.v1.Device.AttributesEntryR\n" +
+	"attributes\x12>\n" +
+	"\bcapacity\x18\x03 \x03(\v2\".outrigger.v1.Device.CapacityEntryR\bcapacity\x12K\n" +
+	"\x11consumes_counters\x18\x04 \x03(\v2\x1e.outrigger.v1.DeviceCounterSetR\x10consumesCounters\x12\x1b\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName\x12?\n" +
+	"\rnode_selector\x18\x06 \x01(\v2\x1a.outrigger.v1.NodeSelectorR\fnodeSelector\x12\x1b\n" +
+	"\tall_nodes\x18\a \x01(\bR\ballNodes\x121\n" +
+	"\x06taints\x18\b \x03(\v2\x19.outrigger.v1.DeviceTaintR\x06taints\x12<\n" +
+	"\x1aallow_multiple_allocations\x18\t \x01(\bR\x18allowMultipleAllocations\x12\"\n" +
+	"\rbinds_to_node\x18\n" +
+	" \x01(\bR\vbindsToNode\x1a\\\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
+	"\x05value\x18\x02 \x01(\v2\x1d.outrigger.v1.DeviceAttributeR\x05value:\x028\x01\x1a;\n" +
+	"\rCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\x03\n" +
+	"\rResourceSlice\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.outrigger.v1.ObjectMetaR\bmetadata\x12\x16\n" +
+	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x12\n" +
+	"\x04pool\x18\x03 \x01(\tR\x04pool\x12'\n" +
+	"\x0fpool_generation\x18\x04 \x01(\x03R\x0epoolGeneration\x12(\n" +
+	"\x10pool_slice_count\x18\x05 \x01(\x03R\x0epoolSliceCount\x12\x1b\n" +
+	"\tnode_name\x18\x06 \x01(\tR\bnodeName\x12?\n" +
+	"\rnode_selector\x18\a \x01(\v2\x1a.outrigger.v1.NodeSelectorR\fnodeSelector\x12\x1b\n" +
+	"\tall_nodes\x18\b \x01(\bR\ballNodes\x129\n" +
+	"\x19per_device_node_selection\x18\t \x01(\bR\x16perDeviceNodeSelection\x12.\n" +
+	"\adevices\x18\n" +
+	" \x03(\v2\x14.outrigger.v1.DeviceR\adevices\x12G\n" +
+	"\x0fshared_counters\x18\v \x03(\v2\x1e.outrigger.v1.DeviceCounterSetR\x0esharedCounters\"q\n" +
+	"\x12OpaqueDeviceConfig\x12\x16\n" +
+	"\x06driver\x18\x01 \x01(\tR\x06driver\x12'\n" +
+	"\x0fparameters_json\x18\x02 \x01(\tR\x0eparametersJson\x12\x1a\n" +
+	"\brequests\x18\x03 \x03(\tR\brequests\"\x9b\x01\n" +
+	"\vDeviceClass\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.outrigger.v1.ObjectMetaR\bmetadata\x12\x1c\n" +
+	"\tselectors\x18\x02 \x03(\tR\tselectors\x128\n" +
+	"\x06config\x18\x03 \x03(\v2 .outrigger.v1.OpaqueDeviceConfigR\x06config\"n\n" +
+	"\x10DeviceToleration\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\x9b\x03\n" +
+	"\x10DeviceSubRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
+	"\x11device_class_name\x18\x02 \x01(\tR\x0fdeviceClassName\x12\x1c\n" +
+	"\tselectors\x18\x03 \x03(\tR\tselectors\x12'\n" +
+	"\x0fallocation_mode\x18\x04 \x01(\tR\x0eallocationMode\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\x03R\x05count\x12!\n" +
+	"\fadmin_access\x18\x06 \x01(\bR\vadminAccess\x12@\n" +
+	"\vtolerations\x18\a \x03(\v2\x1e.outrigger.v1.DeviceTolerationR\vtolerations\x12H\n" +
+	"\bcapacity\x18\b \x03(\v2,.outrigger.v1.DeviceSubRequest.CapacityEntryR\bcapacity\x1a;\n" +
+	"\rCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x01\n" +
+	"\rDeviceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x128\n" +
+	"\aexactly\x18\x02 \x01(\v2\x1e.outrigger.v1.DeviceSubRequestR\aexactly\x12G\n" +
+	"\x0ffirst_available\x18\x03 \x03(\v2\x1e.outrigger.v1.DeviceSubRequestR\x0efirstAvailable\"\x86\x01\n" +
+	"\x10DeviceConstraint\x12\x1a\n" +
+	"\brequests\x18\x01 \x03(\tR\brequests\x12'\n" +
+	"\x0fmatch_attribute\x18\x02 \x01(\tR\x0ematchAttribute\x12-\n" +
+	"\x12distinct_attribute\x18\x03 \x01(\tR\x11distinctAttribute\"\xe2\x02\n" +
+	"\x16DeviceAllocationResult\x12\x18\n" +
+	"\arequest\x18\x01 \x01(\tR\arequest\x12\x16\n" +
+	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x12\n" +
+	"\x04pool\x18\x03 \x01(\tR\x04pool\x12\x16\n" +
+	"\x06device\x18\x04 \x01(\tR\x06device\x12!\n" +
+	"\fadmin_access\x18\x05 \x01(\bR\vadminAccess\x12\x19\n" +
+	"\bshare_id\x18\x06 \x01(\tR\ashareId\x12g\n" +
+	"\x11consumed_capacity\x18\a \x03(\v2:.outrigger.v1.DeviceAllocationResult.ConsumedCapacityEntryR\x10consumedCapacity\x1aC\n" +
+	"\x15ConsumedCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x01\n" +
+	"\x10DeviceAllocation\x12>\n" +
+	"\aresults\x18\x01 \x03(\v2$.outrigger.v1.DeviceAllocationResultR\aresults\x12?\n" +
+	"\rnode_selector\x18\x02 \x01(\v2\x1a.outrigger.v1.NodeSelectorR\fnodeSelector\"Q\n" +
+	"\rClaimConsumer\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xdc\x03\n" +
+	"\rResourceClaim\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.outrigger.v1.ObjectMetaR\bmetadata\x127\n" +
+	"\brequests\x18\x02 \x03(\v2\x1b.outrigger.v1.DeviceRequestR\brequests\x12@\n" +
+	"\vconstraints\x18\x03 \x03(\v2\x1e.outrigger.v1.DeviceConstraintR\vconstraints\x128\n" +
+	"\x06config\x18\x04 \x03(\v2 .outrigger.v1.OpaqueDeviceConfigR\x06config\x12>\n" +
+	"\n" +
+	"allocation\x18\x05 \x01(\v2\x1e.outrigger.v1.DeviceAllocationR\n" +
+	"allocation\x12-\n" +
+	"\x12allocation_assumed\x18\x06 \x01(\bR\x11allocationAssumed\x12>\n" +
+	"\freserved_for\x18\a \x03(\v2\x1b.outrigger.v1.ClaimConsumerR\vreservedFor\x121\n" +
+	"\x05owner\x18\b \x01(\v2\x1b.outrigger.v1.ClaimConsumerR\x05owner\"\xe4\x01\n" +
+	"\fDeviceObject\x12D\n" +
+	"\x0eresource_slice\x18\x01 \x01(\v2\x1b.outrigger.v1.ResourceSliceH\x00R\rresourceSlice\x12>\n" +
+	"\fdevice_class\x18\x02 \x01(\v2\x19.outrigger.v1.DeviceClassH\x00R\vdeviceClass\x12D\n" +
+	"\x0eresource_claim\x18\x03 \x01(\v2\x1b.outrigger.v1.ResourceClaimH\x00R\rresourceClaimB\b\n" +
+	"\x06object\"W\n" +
+	"\x0fDeviceObjectRef\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name*\x99\x01\n" +
 	"\x04Code\x12\x10\n" +
 	"\fCODE_SUCCESS\x10\x00\x12\x0e\n" +
@@ -3728,7 +5305,7 @@ func file_outrigger_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_outrigger_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_outrigger_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_outrigger_v1_types_proto_goTypes = []any{
 	(Code)(0),                        // 0: outrigger.v1.Code
 	(*Status)(nil),                   // 1: outrigger.v1.Status
@@ -3773,26 +5350,48 @@ var file_outrigger_v1_types_proto_goTypes = []any{
 	(*CSINode)(nil),                  // 40: outrigger.v1.CSINode
 	(*StorageObject)(nil),            // 41: outrigger.v1.StorageObject
 	(*StorageObjectRef)(nil),         // 42: outrigger.v1.StorageObjectRef
-	nil,                              // 43: outrigger.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 44: outrigger.v1.ObjectMeta.LabelsEntry
-	nil,                              // 45: outrigger.v1.ObjectMeta.AnnotationsEntry
-	nil,                              // 46: outrigger.v1.Container.RequestsEntry
-	nil,                              // 47: outrigger.v1.Container.LimitsEntry
-	nil,                              // 48: outrigger.v1.PodSpec.NodeSelectorEntry
-	nil,                              // 49: outrigger.v1.PodSpec.OverheadEntry
-	nil,                              // 50: outrigger.v1.PodStatus.ResourceClaimStatusesEntry
-	nil,                              // 51: outrigger.v1.Pod.RequestsEntry
-	nil,                              // 52: outrigger.v1.PodPlacement.LabelsEntry
-	nil,                              // 53: outrigger.v1.PodPlacement.RequestsEntry
-	nil,                              // 54: outrigger.v1.NodeStatus.CapacityEntry
-	nil,                              // 55: outrigger.v1.NodeStatus.AllocatableEntry
-	nil,                              // 56: outrigger.v1.NodeInfo.RequestedEntry
-	nil,                              // 57: outrigger.v1.NodeInfo.NonZeroRequestedEntry
-	nil,                              // 58: outrigger.v1.StorageClass.ParametersEntry
+	(*DeviceAttribute)(nil),          // 43: outrigger.v1.DeviceAttribute
+	(*DeviceCounterSet)(nil),         // 44: outrigger.v1.DeviceCounterSet
+	(*DeviceTaint)(nil),              // 45: outrigger.v1.DeviceTaint
+	(*Device)(nil),                   // 46: outrigger.v1.Device
+	(*ResourceSlice)(nil),            // 47: outrigger.v1.ResourceSlice
+	(*OpaqueDeviceConfig)(nil),       // 48: outrigger.v1.OpaqueDeviceConfig
+	(*DeviceClass)(nil),              // 49: outrigger.v1.DeviceClass
+	(*DeviceToleration)(nil),         // 50: outrigger.v1.DeviceToleration
+	(*DeviceSubRequest)(nil),         // 51: outrigger.v1.DeviceSubRequest
+	(*DeviceRequest)(nil),            // 52: outrigger.v1.DeviceRequest
+	(*DeviceConstraint)(nil),         // 53: outrigger.v1.DeviceConstraint
+	(*DeviceAllocationResult)(nil),   // 54: outrigger.v1.DeviceAllocationResult
+	(*DeviceAllocation)(nil),         // 55: outrigger.v1.DeviceAllocation
+	(*ClaimConsumer)(nil),            // 56: outrigger.v1.ClaimConsumer
+	(*ResourceClaim)(nil),            // 57: outrigger.v1.ResourceClaim
+	(*DeviceObject)(nil),             // 58: outrigger.v1.DeviceObject
+	(*DeviceObjectRef)(nil),          // 59: outrigger.v1.DeviceObjectRef
+	nil,                              // 60: outrigger.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 61: outrigger.v1.ObjectMeta.LabelsEntry
+	nil,                              // 62: outrigger.v1.ObjectMeta.AnnotationsEntry
+	nil,                              // 63: outrigger.v1.Container.RequestsEntry
+	nil,                              // 64: outrigger.v1.Container.LimitsEntry
+	nil,                              // 65: outrigger.v1.PodSpec.NodeSelectorEntry
+	nil,                              // 66: outrigger.v1.PodSpec.OverheadEntry
+	nil,                              // 67: outrigger.v1.PodStatus.ResourceClaimStatusesEntry
+	nil,                              // 68: outrigger.v1.Pod.RequestsEntry
+	nil,                              // 69: outrigger.v1.PodPlacement.LabelsEntry
+	nil,                              // 70: outrigger.v1.PodPlacement.RequestsEntry
+	nil,                              // 71: outrigger.v1.NodeStatus.CapacityEntry
+	nil,                              // 72: outrigger.v1.NodeStatus.AllocatableEntry
+	nil,                              // 73: outrigger.v1.NodeInfo.RequestedEntry
+	nil,                              // 74: outrigger.v1.NodeInfo.NonZeroRequestedEntry
+	nil,                              // 75: outrigger.v1.StorageClass.ParametersEntry
+	nil,                              // 76: outrigger.v1.DeviceCounterSet.CountersEntry
+	nil,                              // 77: outrigger.v1.Device.AttributesEntry
+	nil,                              // 78: outrigger.v1.Device.CapacityEntry
+	nil,                              // 79: outrigger.v1.DeviceSubRequest.CapacityEntry
+	nil,                              // 80: outrigger.v1.DeviceAllocationResult.ConsumedCapacityEntry
 }
 var file_outrigger_v1_types_proto_depIdxs = []int32{
 	0,  // 0: outrigger.v1.Status.code:type_name -> outrigger.v1.Code
-	43, // 1: outrigger.v1.LabelSelector.match_labels:type_name -> outrigger.v1.LabelSelector.MatchLabelsEntry
+	60, // 1: outrigger.v1.LabelSelector.match_labels:type_name -> outrigger.v1.LabelSelector.MatchLabelsEntry
 	2,  // 2: outrigger.v1.LabelSelector.match_expressions:type_name -> outrigger.v1.LabelSelectorRequirement
 	4,  // 3: outrigger.v1.NodeSelectorTerm.match_expressions:type_name -> outrigger.v1.NodeSelectorRequirement
 	4,  // 4: outrigger.v1.NodeSelectorTerm.match_fields:type_name -> outrigger.v1.NodeSelectorRequirement
@@ -3809,41 +5408,41 @@ var file_outrigger_v1_types_proto_depIdxs = []int32{
 	11, // 15: outrigger.v1.Affinity.pod_affinity:type_name -> outrigger.v1.PodAffinity
 	11, // 16: outrigger.v1.Affinity.pod_anti_affinity:type_name -> outrigger.v1.PodAffinity
 	3,  // 17: outrigger.v1.TopologySpreadConstraint.label_selector:type_name -> outrigger.v1.LabelSelector
-	44, // 18: outrigger.v1.ObjectMeta.labels:type_name -> outrigger.v1.ObjectMeta.LabelsEntry
-	45, // 19: outrigger.v1.ObjectMeta.annotations:type_name -> outrigger.v1.ObjectMeta.AnnotationsEntry
-	46, // 20: outrigger.v1.Container.requests:type_name -> outrigger.v1.Container.RequestsEntry
-	47, // 21: outrigger.v1.Container.limits:type_name -> outrigger.v1.Container.LimitsEntry
+	61, // 18: outrigger.v1.ObjectMeta.labels:type_name -> outrigger.v1.ObjectMeta.LabelsEntry
+	62, // 19: outrigger.v1.ObjectMeta.annotations:type_name -> outrigger.v1.ObjectMeta.AnnotationsEntry
+	63, // 20: outrigger.v1.Container.requests:type_name -> outrigger.v1.Container.RequestsEntry
+	64, // 21: outrigger.v1.Container.limits:type_name -> outrigger.v1.Container.LimitsEntry
 	17, // 22: outrigger.v1.Container.ports:type_name -> outrigger.v1.ContainerPort
-	48, // 23: outrigger.v1.PodSpec.node_selector:type_name -> outrigger.v1.PodSpec.NodeSelectorEntry
+	65, // 23: outrigger.v1.PodSpec.node_selector:type_name -> outrigger.v1.PodSpec.NodeSelectorEntry
 	12, // 24: outrigger.v1.PodSpec.affinity:type_name -> outrigger.v1.Affinity
 	13, // 25: outrigger.v1.PodSpec.tolerations:type_name -> outrigger.v1.Toleration
 	15, // 26: outrigger.v1.PodSpec.topology_spread_constraints:type_name -> outrigger.v1.TopologySpreadConstraint
 	18, // 27: outrigger.v1.PodSpec.containers:type_name -> outrigger.v1.Container
 	18, // 28: outrigger.v1.PodSpec.init_containers:type_name -> outrigger.v1.Container
-	49, // 29: outrigger.v1.PodSpec.overhead:type_name -> outrigger.v1.PodSpec.OverheadEntry
+	66, // 29: outrigger.v1.PodSpec.overhead:type_name -> outrigger.v1.PodSpec.OverheadEntry
 	21, // 30: outrigger.v1.PodSpec.volumes:type_name -> outrigger.v1.PodVolume
 	20, // 31: outrigger.v1.PodSpec.resource_claims:type_name -> outrigger.v1.PodResourceClaim
-	50, // 32: outrigger.v1.PodStatus.resource_claim_statuses:type_name -> outrigger.v1.PodStatus.ResourceClaimStatusesEntry
+	67, // 32: outrigger.v1.PodStatus.resource_claim_statuses:type_name -> outrigger.v1.PodStatus.ResourceClaimStatusesEntry
 	16, // 33: outrigger.v1.Pod.metadata:type_name -> outrigger.v1.ObjectMeta
 	19, // 34: outrigger.v1.Pod.spec:type_name -> outrigger.v1.PodSpec
 	22, // 35: outrigger.v1.Pod.status:type_name -> outrigger.v1.PodStatus
-	51, // 36: outrigger.v1.Pod.requests:type_name -> outrigger.v1.Pod.RequestsEntry
+	68, // 36: outrigger.v1.Pod.requests:type_name -> outrigger.v1.Pod.RequestsEntry
 	24, // 37: outrigger.v1.PodPlacement.ref:type_name -> outrigger.v1.PodRef
-	52, // 38: outrigger.v1.PodPlacement.labels:type_name -> outrigger.v1.PodPlacement.LabelsEntry
-	53, // 39: outrigger.v1.PodPlacement.requests:type_name -> outrigger.v1.PodPlacement.RequestsEntry
+	69, // 38: outrigger.v1.PodPlacement.labels:type_name -> outrigger.v1.PodPlacement.LabelsEntry
+	70, // 39: outrigger.v1.PodPlacement.requests:type_name -> outrigger.v1.PodPlacement.RequestsEntry
 	17, // 40: outrigger.v1.PodPlacement.host_ports:type_name -> outrigger.v1.ContainerPort
 	12, // 41: outrigger.v1.PodPlacement.affinity:type_name -> outrigger.v1.Affinity
 	23, // 42: outrigger.v1.PodPlacement.pod:type_name -> outrigger.v1.Pod
 	14, // 43: outrigger.v1.NodeSpec.taints:type_name -> outrigger.v1.Taint
-	54, // 44: outrigger.v1.NodeStatus.capacity:type_name -> outrigger.v1.NodeStatus.CapacityEntry
-	55, // 45: outrigger.v1.NodeStatus.allocatable:type_name -> outrigger.v1.NodeStatus.AllocatableEntry
+	71, // 44: outrigger.v1.NodeStatus.capacity:type_name -> outrigger.v1.NodeStatus.CapacityEntry
+	72, // 45: outrigger.v1.NodeStatus.allocatable:type_name -> outrigger.v1.NodeStatus.AllocatableEntry
 	26, // 46: outrigger.v1.NodeStatus.images:type_name -> outrigger.v1.ContainerImage
 	16, // 47: outrigger.v1.Node.metadata:type_name -> outrigger.v1.ObjectMeta
 	27, // 48: outrigger.v1.Node.spec:type_name -> outrigger.v1.NodeSpec
 	28, // 49: outrigger.v1.Node.status:type_name -> outrigger.v1.NodeStatus
 	29, // 50: outrigger.v1.NodeInfo.node:type_name -> outrigger.v1.Node
-	56, // 51: outrigger.v1.NodeInfo.requested:type_name -> outrigger.v1.NodeInfo.RequestedEntry
-	57, // 52: outrigger.v1.NodeInfo.non_zero_requested:type_name -> outrigger.v1.NodeInfo.NonZeroRequestedEntry
+	73, // 51: outrigger.v1.NodeInfo.requested:type_name -> outrigger.v1.NodeInfo.RequestedEntry
+	74, // 52: outrigger.v1.NodeInfo.non_zero_requested:type_name -> outrigger.v1.NodeInfo.NonZeroRequestedEntry
 	25, // 53: outrigger.v1.NodeInfo.pods:type_name -> outrigger.v1.PodPlacement
 	33, // 54: outrigger.v1.ClusterEventWithHint.event:type_name -> outrigger.v1.ClusterEvent
 	16, // 55: outrigger.v1.PersistentVolumeClaim.metadata:type_name -> outrigger.v1.ObjectMeta
@@ -3853,18 +5452,48 @@ var file_outrigger_v1_types_proto_depIdxs = []int32{
 	6,  // 59: outrigger.v1.PersistentVolume.node_affinity:type_name -> outrigger.v1.NodeSelector
 	16, // 60: outrigger.v1.StorageClass.metadata:type_name -> outrigger.v1.ObjectMeta
 	5,  // 61: outrigger.v1.StorageClass.allowed_topologies:type_name -> outrigger.v1.NodeSelectorTerm
-	58, // 62: outrigger.v1.StorageClass.parameters:type_name -> outrigger.v1.StorageClass.ParametersEntry
+	75, // 62: outrigger.v1.StorageClass.parameters:type_name -> outrigger.v1.StorageClass.ParametersEntry
 	16, // 63: outrigger.v1.CSINode.metadata:type_name -> outrigger.v1.ObjectMeta
 	39, // 64: outrigger.v1.CSINode.drivers:type_name -> outrigger.v1.CSINodeDriver
 	35, // 65: outrigger.v1.StorageObject.persistent_volume_claim:type_name -> outrigger.v1.PersistentVolumeClaim
 	37, // 66: outrigger.v1.StorageObject.persistent_volume:type_name -> outrigger.v1.PersistentVolume
 	38, // 67: outrigger.v1.StorageObject.storage_class:type_name -> outrigger.v1.StorageClass
 	40, // 68: outrigger.v1.StorageObject.csi_node:type_name -> outrigger.v1.CSINode
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	76, // 69: outrigger.v1.DeviceCounterSet.counters:type_name -> outrigger.v1.DeviceCounterSet.CountersEntry
+	77, // 70: outrigger.v1.Device.attributes:type_name -> outrigger.v1.Device.AttributesEntry
+	78, // 71: outrigger.v1.Device.capacity:type_name -> outrigger.v1.Device.CapacityEntry
+	44, // 72: outrigger.v1.Device.consumes_counters:type_name -> outrigger.v1.DeviceCounterSet
+	6,  // 73: outrigger.v1.Device.node_selector:type_name -> outrigger.v1.NodeSelector
+	45, // 74: outrigger.v1.Device.taints:type_name -> outrigger.v1.DeviceTaint
+	16, // 75: outrigger.v1.ResourceSlice.metadata:type_name -> outrigger.v1.ObjectMeta
+	6,  // 76: outrigger.v1.ResourceSlice.node_selector:type_name -> outrigger.v1.NodeSelector
+	46, // 77: outrigger.v1.ResourceSlice.devices:type_name -> outrigger.v1.Device
+	44, // 78: outrigger.v1.ResourceSlice.shared_counters:type_name -> outrigger.v1.DeviceCounterSet
+	16, // 79: outrigger.v1.DeviceClass.metadata:type_name -> outrigger.v1.ObjectMeta
+	48, // 80: outrigger.v1.DeviceClass.config:type_name -> outrigger.v1.OpaqueDeviceConfig
+	50, // 81: outrigger.v1.DeviceSubRequest.tolerations:type_name -> outrigger.v1.DeviceToleration
+	79, // 82: outrigger.v1.DeviceSubRequest.capacity:type_name -> outrigger.v1.DeviceSubRequest.CapacityEntry
+	51, // 83: outrigger.v1.DeviceRequest.exactly:type_name -> outrigger.v1.DeviceSubRequest
+	51, // 84: outrigger.v1.DeviceRequest.first_available:type_name -> outrigger.v1.DeviceSubRequest
+	80, // 85: outrigger.v1.DeviceAllocationResult.consumed_capacity:type_name -> outrigger.v1.DeviceAllocationResult.ConsumedCapacityEntry
+	54, // 86: outrigger.v1.DeviceAllocation.results:type_name -> outrigger.v1.DeviceAllocationResult
+	6,  // 87: outrigger.v1.DeviceAllocation.node_selector:type_name -> outrigger.v1.NodeSelector
+	16, // 88: outrigger.v1.ResourceClaim.metadata:type_name -> outrigger.v1.ObjectMeta
+	52, // 89: outrigger.v1.ResourceClaim.requests:type_name -> outrigger.v1.DeviceRequest
+	53, // 90: outrigger.v1.ResourceClaim.constraints:type_name -> outrigger.v1.DeviceConstraint
+	48, // 91: outrigger.v1.ResourceClaim.config:type_name -> outrigger.v1.OpaqueDeviceConfig
+	55, // 92: outrigger.v1.ResourceClaim.allocation:type_name -> outrigger.v1.DeviceAllocation
+	56, // 93: outrigger.v1.ResourceClaim.reserved_for:type_name -> outrigger.v1.ClaimConsumer
+	56, // 94: outrigger.v1.ResourceClaim.owner:type_name -> outrigger.v1.ClaimConsumer
+	47, // 95: outrigger.v1.DeviceObject.resource_slice:type_name -> outrigger.v1.ResourceSlice
+	49, // 96: outrigger.v1.DeviceObject.device_class:type_name -> outrigger.v1.DeviceClass
+	57, // 97: outrigger.v1.DeviceObject.resource_claim:type_name -> outrigger.v1.ResourceClaim
+	43, // 98: outrigger.v1.Device.AttributesEntry.value:type_name -> outrigger.v1.DeviceAttribute
+	99, // [99:99] is the sub-list for method output_type
+	99, // [99:99] is the sub-list for method input_type
+	99, // [99:99] is the sub-list for extension type_name
+	99, // [99:99] is the sub-list for extension extendee
+	0,  // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_types_proto_init() }
@@ -3883,13 +5512,24 @@ func file_outrigger_v1_types_proto_init() {
 		(*StorageObject_StorageClass)(nil),
 		(*StorageObject_CsiNode)(nil),
 	}
+	file_outrigger_v1_types_proto_msgTypes[42].OneofWrappers = []any{
+		(*DeviceAttribute_Int)(nil),
+		(*DeviceAttribute_Bool)(nil),
+		(*DeviceAttribute_String_)(nil),
+		(*DeviceAttribute_Version)(nil),
+	}
+	file_outrigger_v1_types_proto_msgTypes[57].OneofWrappers = []any{
+		(*DeviceObject_ResourceSlice)(nil),
+		(*DeviceObject_DeviceClass)(nil),
+		(*DeviceObject_ResourceClaim)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_types_proto_rawDesc), len(file_outrigger_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   58,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
