@@ -147,14 +147,22 @@ def instrument(
         return inst
     _wrap_scheduler(inst)
     for fwk in scheduler.profiles.values():
-        if tracing is not None or metrics is not None:
-            for attr, point, status_of in _POINTS:
-                _wrap_point(inst, fwk, attr, point, status_of)
-            fwk.observer = _Observer(metrics)
-        elif scores is not None:
-            _wrap_point(inst, fwk, "run_score", "Score", _error_field)
-            _wrap_point(inst, fwk, "run_reserve", "Reserve", _first)
+        _wrap_framework(inst, fwk)
+    # Profiles built later (a plugin host's manifest changed) are instrumented the same way.
+    listeners = getattr(scheduler, "profile_listeners", None)
+    if listeners is not None:
+        listeners.append(functools.partial(_wrap_framework, inst))
     return inst
+
+
+def _wrap_framework(inst: Instrumentation, fwk: Any) -> None:
+    if inst.tracing is not None or inst.metrics is not None:
+        for attr, point, status_of in _POINTS:
+            _wrap_point(inst, fwk, attr, point, status_of)
+        fwk.observer = _Observer(inst.metrics)
+    elif inst.scores is not None:
+        _wrap_point(inst, fwk, "run_score", "Score", _error_field)
+        _wrap_point(inst, fwk, "run_reserve", "Reserve", _first)
 
 
 # ---- the scheduling context ---------------------------------------------------------------------

@@ -43,6 +43,13 @@ class Registry:
         self._factories[name] = factory
         self._points[name] = points
 
+    def replace(self, name: str, factory: Factory, points: frozenset[str]) -> None:
+        """Register ``name`` anew (a remote plugin whose host now declares other points)."""
+        if name not in self._factories:
+            raise ValueError(f"no plugin named {name!r} is registered")
+        self._factories[name] = factory
+        self._points[name] = points
+
     def register_class(self, cls: type[Plugin]) -> None:
         self.register(cls.name, cls, points_of(cls))
 

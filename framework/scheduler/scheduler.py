@@ -12,7 +12,7 @@ import gc
 import itertools
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pluginhost.model import Node, Pod, PodDisruptionBudget
@@ -124,6 +124,8 @@ class Scheduler(SchedulingCycle, ObjectStore):
         )
         self._running = False
         self._controllers: list[Controller] = []
+        #: Called with each Framework :meth:`rebuild_profiles` builds (instrumentation wraps it).
+        self.profile_listeners: list[Callable[[Framework], None]] = []
 
     # ---- construction --------------------------------------------------------------------------
 
@@ -150,6 +152,21 @@ class Scheduler(SchedulingCycle, ObjectStore):
             handle=self.handle,
             rng=self._rng,
         )
+
+    def rebuild_profiles(self, config: SchedulerConfig) -> dict[str, Framework]:
+        """Build every profile of ``config`` anew (fresh plugin instances from the registry, which may
+        have changed: a remote plugin whose host now declares other points) and use them for the
+        cycles that start from now on; cycles under way finish with the Frameworks they started with.
+        Synchronous, so the switch happens between two cycles. Returns the Frameworks replaced."""
+        profiles = {p.scheduler_name: self._build_framework(p) for p in config.profiles}
+        for fwk in profiles.values():
+            for listener in self.profile_listeners:
+                listener(fwk)
+        old, self.profiles, self.config = self.profiles, profiles, config
+        if self.batches:
+            self.batches = {name: OpportunisticBatch(fwk) for name, fwk in profiles.items()}
+        self._plugin_events = self._collect_events()
+        return old
 
     def _collect_events(self) -> dict[str, list[ClusterEventWithHint]]:
         out: dict[str, list[ClusterEventWithHint]] = {}
