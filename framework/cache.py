@@ -15,6 +15,7 @@ from pluginhost.model import Node, Pod
 from pluginhost.snapshot import ClusterTable, Snapshot, VolumeStore
 
 from .dra.store import DraStore
+from .podgroups.store import ASSIGNED, ASSUMED, PodGroupStore
 
 __all__ = ["Cache", "CacheError"]
 
@@ -38,6 +39,8 @@ class Cache:
         self._pods: dict[str, _PodEntry] = {}
         # Bound pods whose node does not exist (yet): placed when the node arrives.
         self._homeless: dict[str, dict[str, Pod]] = {}
+        #: The PodGroups and Workloads, and which of each group's pods this cache holds (assumed or bound).
+        self.podgroups = PodGroupStore(self.placement)
 
     # ---- nodes ---------------------------------------------------------------------------------
 
@@ -121,6 +124,11 @@ class Cache:
         if self.table.unplace_pod(uid) is None:
             self._homeless.get(entry.node, {}).pop(uid, None)
         return entry.pod
+
+    def placement(self, uid: str) -> str | None:
+        """``assumed`` or ``assigned`` (bound) for a pod in the cache, None for one that is not."""
+        entry = self._pods.get(uid)
+        return None if entry is None else ASSUMED if entry.assumed else ASSIGNED
 
     def assumed(self) -> list[Pod]:
         return [e.pod for e in self._pods.values() if e.assumed]

@@ -1,5 +1,6 @@
 """The field names of Kubernetes' core/v1 Pod, Node, PersistentVolumeClaim and PersistentVolume and
-storage/v1 StorageClass and CSINode, type by type, as of k8s.io/api v0.35.
+storage/v1 StorageClass and CSINode, type by type, as of k8s.io/api v0.35 (a pod's ``schedulingGroup``
+as of v0.37).
 
 Strict decoding (:mod:`pluginhost.decode`) reports a field this table does not list as unknown, as the
 API server does under ``fieldValidation=Strict``. Fields Outrigger does not model (volumes, probes,
@@ -36,7 +37,7 @@ TYPES: dict[str, str] = {
         "readinessGates:[PodReadinessGate] runtimeClassName enableServiceLinks preemptionPolicy overhead "
         "topologySpreadConstraints:[TopologySpreadConstraint] setHostnameAsFQDN os:PodOS hostUsers "
         "schedulingGates:[PodSchedulingGate] resourceClaims:[PodResourceClaim] resources:ResourceRequirements "
-        "hostnameOverride workloadRef:WorkloadReference"
+        "hostnameOverride schedulingGroup:PodSchedulingGroup"
     ),
     "PodStatus": (
         "observedGeneration phase conditions:[PodCondition] message reason nominatedNodeName hostIP "
@@ -101,7 +102,8 @@ TYPES: dict[str, str] = {
     "PodSchedulingGate": "name",
     "PodResourceClaim": "name resourceClaimName resourceClaimTemplateName",
     "ResourceRequirements": "limits requests claims:[ResourceClaim]",
-    "WorkloadReference": "name podGroup podGroupReplicaKey",
+    # Replaces 1.35's workloadRef (WorkloadReference), tombstoned in 1.36.
+    "PodSchedulingGroup": "podGroupName",
     "PodCondition": "type observedGeneration status lastProbeTime lastTransitionTime reason message",
     "HostIP": "ip",
     "PodIP": "ip",

@@ -229,6 +229,9 @@ class Pod:
     tolerations: list[Toleration] = field(default_factory=list)
     topology_spread_constraints: list[TopologySpreadConstraint] = field(default_factory=list)
     scheduling_gates: tuple[str, ...] = ()
+    #: ``spec.schedulingGroup.podGroupName``: the PodGroup (of the pod's namespace) the pod is scheduled
+    #: with, None for a pod scheduled on its own (see :mod:`pluginhost.workload`).
+    scheduling_group: str | None = None
     #: The volumes a volume plugin looks at (claims, ephemeral claims, CSI and the in-tree disks);
     #: configMaps, secrets, emptyDirs and the like are not kept, so most pods have none.
     volumes: tuple[Volume, ...] = ()

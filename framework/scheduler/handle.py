@@ -9,6 +9,7 @@ from pluginhost.model import Pod, PodDisruptionBudget
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import Code, Status
 
+from ..podgroups.store import PodGroupStore
 from ..reservations import Reservations
 from ..runtime import Framework
 from ..waiting import PodInPreBind, WaitingPodHandle
@@ -58,6 +59,10 @@ class SchedulerHandle:
 
     def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
         return self._s.source.pod_disruption_budgets()
+
+    def pod_group_manager(self) -> PodGroupStore:
+        """The PodGroups and their pods' state (kube-scheduler's ``Handle.PodGroupManager``)."""
+        return self._s.cache.podgroups
 
     def namespace_labels_of(self, namespace: str) -> Mapping[str, str] | None:
         """A Namespace's labels from the cluster source (None: it has no Namespace objects)."""

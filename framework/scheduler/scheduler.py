@@ -77,6 +77,8 @@ class Scheduler(SchedulingCycle, ObjectStore):
         # So does a ResourceClaim, DeviceClass or ResourceSlice for pods DynamicResources rejected: each
         # change is a cluster event named by its kind, whichever source applied it.
         self.cache.dra.add_listener(self.custom_resource_changed)
+        # A PodGroup added, changed or deleted is the cluster event "PodGroup" (GangScheduling registers it).
+        self.cache.podgroups.add_listener(self._pod_group_changed)
         self.reservations = Reservations(self.cache)
         self.reservations.on_release = self._reservation_released
         # How often expired reservations are looked for while the scheduler runs.

@@ -19,6 +19,7 @@ from pluginhost.status import SUCCESS, Code, Status
 
 from ..disruption import embedded_status
 from ..dra.embedded import apply_object, release_pod, with_template_claims
+from ..podgroups.store import POD_GROUP_RESOURCE
 from ..queue import ACTIVE, GATED
 from ..reservations import EXPIRED, ReservationRecord, is_reserve_pod
 from .base import SchedulerBase
@@ -255,6 +256,7 @@ class ObjectStore(SchedulerBase):
                 self._cluster_event(ClusterEvent("Node", action), old, node)
 
     async def _apply_pod(self, pod: Pod) -> None:
+        self.cache.podgroups.track_pod(pod)
         rec = self.pods.get(pod.uid)
         if rec is None:
             self.pods[pod.uid] = rec = PodRecord(pod, profile=pod.scheduler_name)
@@ -300,6 +302,7 @@ class ObjectStore(SchedulerBase):
         if uid is None:
             return None
         rec = self.pods.pop(uid)
+        self.cache.podgroups.untrack_pod(rec.pod)
         self.nominated.pop(uid, None)
         self.queue.delete(uid)
         wp = self.waiting_pods.get(uid)
@@ -326,6 +329,11 @@ class ObjectStore(SchedulerBase):
         self._emit(EV_DELETED, "Node", node)
         self._cluster_event(ClusterEvent("Node", ActionType.Delete), node, None)
         return node
+
+    def _pod_group_changed(self, kind: str, old: Any, new: Any) -> None:
+        # Only PodGroups are events (kube-scheduler does not watch Workloads).
+        if kind == POD_GROUP_RESOURCE:
+            self.custom_resource_changed(kind, old, new)
 
     def _volume_object_changed(self, kind: str, old: Any, new: Any) -> None:
         # kind is the ClusterEvent resource (PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode).
@@ -370,6 +378,7 @@ class ObjectStore(SchedulerBase):
             wp.reject("", f"pod {pod.key} was bound to {pod.node_name!r} meanwhile")
         rec.pod = pod
         rec.phase = BOUND
+        self.cache.podgroups.track_pod(pod)
         self.cache.add_pod(pod)  # confirms the pod this scheduler assumed, or places another's
         self._emit(EV_BOUND, "Pod", pod, node=pod.node_name, attempts=rec.attempts)
         self._cluster_event(ClusterEvent(ASSIGNED_POD, ActionType.Add), None, pod)

@@ -5,7 +5,8 @@ A file may hold several YAML documents separated by ``---``, a single JSON objec
 ``Node``, ``Reservation``, ``PodDisruptionBudget`` (``policy/v1``), the volume plugins' objects
 (``PersistentVolumeClaim``, ``PersistentVolume``, ``StorageClass`` and ``CSINode``) and DynamicResources'
 (``ResourceClaim``, ``ResourceClaimTemplate``, ``DeviceClass``, ``ResourceSlice``: ``resource.k8s.io/v1``,
-read as :class:`ResourceObject`) are understood (the
+read as :class:`ResourceObject`) and workload-aware scheduling's (``Workload``, ``PodGroup``:
+``scheduling.k8s.io/v1beta1`` or ``v1alpha2``, :mod:`pluginhost.workload`) are understood (the
 kinds of :data:`SUPPORTED_KINDS`); everything else is an error, as is anything the
 API server would reject that the scheduler depends on (operators, effects, weights, ports, quantities,
 names, labels, annotations, types). Decoding is the API server's strict decoding
@@ -36,6 +37,7 @@ The API server's defaulting that scheduling relies on is applied here, since the
 from pluginhost.decode import VALIDATE_MODES, one_line
 from pluginhost.manifest._dra import RESOURCE_KINDS, ResourceObject, set_resource_decoder
 from pluginhost.manifest._dump import node_to_dict, pod_to_dict
+from pluginhost.manifest._podgroups import decode_pod_group, decode_workload
 from pluginhost.manifest._pods import compute_requests, finish_pod
 from pluginhost.manifest._reader import (
     SUPPORTED_KINDS,
@@ -47,10 +49,12 @@ from pluginhost.manifest._reader import (
     parse_objects,
     pdb_from_dict,
     pod_from_dict,
+    pod_group_from_dict,
     pv_from_dict,
     pvc_from_dict,
     reservation_from_dict,
     storage_class_from_dict,
+    workload_from_dict,
 )
 
 __all__ = [
@@ -62,6 +66,8 @@ __all__ = [
     "ResourceObject",
     "compute_requests",
     "csinode_from_dict",
+    "decode_pod_group",
+    "decode_workload",
     "finish_pod",
     "load_documents",
     "node_from_dict",
@@ -70,10 +76,12 @@ __all__ = [
     "parse_objects",
     "pdb_from_dict",
     "pod_from_dict",
+    "pod_group_from_dict",
     "pod_to_dict",
     "pv_from_dict",
     "pvc_from_dict",
     "reservation_from_dict",
     "set_resource_decoder",
     "storage_class_from_dict",
+    "workload_from_dict",
 ]

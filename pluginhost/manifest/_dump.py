@@ -210,6 +210,8 @@ def pod_to_dict(pod: Pod) -> dict[str, Any]:
         spec["topologySpreadConstraints"] = [_spread_to_dict(c) for c in pod.topology_spread_constraints]
     if pod.scheduling_gates:
         spec["schedulingGates"] = [{"name": g} for g in pod.scheduling_gates]
+    if pod.scheduling_group is not None:
+        spec["schedulingGroup"] = {"podGroupName": pod.scheduling_group}
     if pod.init_containers:
         spec["initContainers"] = [_container_to_dict(c) for c in pod.init_containers]
     spec["containers"] = [_container_to_dict(c) for c in pod.containers]

@@ -25,6 +25,7 @@ __all__ = [
     "namespace",
     "object_meta",
     "quoted",
+    "subdomain_problem",
     "uid",
 ]
 
@@ -77,7 +78,7 @@ _LABEL_VALUE_MESSAGE = _regex_error(
 )
 
 
-def _subdomain_problem(value: str) -> str | None:
+def subdomain_problem(value: str) -> str | None:
     """IsDNS1123Subdomain: the first of its messages that applies, or None."""
     if len(value) > 253:
         return "must be no more than 253 characters"
@@ -107,7 +108,7 @@ def _label_key_problem(key: str) -> str | None:
         prefix = parts[0]
         if not prefix:
             return "prefix part must be non-empty"
-        problem = _subdomain_problem(prefix)
+        problem = subdomain_problem(prefix)
         if problem is not None:
             return "prefix part " + problem
     if not name:
@@ -188,7 +189,7 @@ def metadata(meta: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, st
     name = get_str(meta, "name", "metadata")
     if not name:
         raise FieldError("metadata.name", "Required value: name or generateName is required")
-    problem = _subdomain_problem(name)
+    problem = subdomain_problem(name)
     if problem is not None:
         raise invalid("metadata.name", name, problem)
     labels = str_map(meta, "labels", "metadata")

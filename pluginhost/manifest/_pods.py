@@ -32,7 +32,7 @@ from pluginhost.model import Container, ContainerPort, Pod, PodResourceClaim, Re
 from pluginhost.quantity import MAX_CANONICAL, format_quantity
 
 from ._fields import INT32_MAX, INT32_MIN, resource_list
-from ._meta import check_labels, object_meta, uid
+from ._meta import check_labels, invalid, object_meta, subdomain_problem, uid
 from ._placement import affinity, spread_constraints, toleration
 from ._storage import pod_volumes
 
@@ -126,6 +126,20 @@ def _scheduling_gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
+def _scheduling_group(spec: Mapping[str, Any]) -> str | None:
+    """``spec.schedulingGroup.podGroupName``: the name of a PodGroup (a DNS subdomain), None without one."""
+    if spec.get("schedulingGroup") is None:
+        return None
+    group = get_map(spec, "schedulingGroup", "spec")
+    name = get_str(group, "podGroupName", "spec.schedulingGroup")
+    if not name:
+        raise FieldError("spec.schedulingGroup", "Invalid value: must specify one of: `podGroupName`")
+    problem = subdomain_problem(name)
+    if problem is not None:
+        raise invalid("spec.schedulingGroup.podGroupName", name, problem)
+    return name
+
+
 def _resource_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[
         tuple[PodResourceClaim, ...], dict[str, str]]:
     """``spec.resourceClaims`` and ``status.resourceClaimStatuses``. An entry naming neither a claim nor a
@@ -184,6 +198,7 @@ def build_pod(obj: dict[str, Any]) -> Pod:
         ],
         topology_spread_constraints=constraints,
         scheduling_gates=gates,
+        scheduling_group=_scheduling_group(spec),
         volumes=volumes,
         resource_claims=resource_claims,
         resource_claim_statuses=claim_statuses,

@@ -27,11 +27,13 @@ from pluginhost.model import (
     Reservation,
     StorageClass,
 )
+from pluginhost.workload import PodGroup, Workload
 
 from ._dra import RESOURCE_API_VERSION, RESOURCE_KINDS, ResourceObject, build_resource_object
 from ._fields import shown
 from ._nodes import build_node
 from ._pdb import build_pdb
+from ._podgroups import POD_GROUP_KINDS, SCHEMAS, build_pod_group, build_workload, check_pod_group_version
 from ._pods import build_pod
 from ._reservations import build_reservation
 from ._storage import build_csinode, build_pv, build_pvc, build_storage_class
@@ -46,16 +48,18 @@ __all__ = [
     "parse_objects",
     "pdb_from_dict",
     "pod_from_dict",
+    "pod_group_from_dict",
     "pv_from_dict",
     "pvc_from_dict",
     "reservation_from_dict",
     "storage_class_from_dict",
+    "workload_from_dict",
 ]
 
 #: Every object :func:`parse_objects` returns.
 ManifestObject = (
     Pod | Node | Reservation | PodDisruptionBudget | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode
-    | ResourceObject
+    | ResourceObject | PodGroup | Workload
 )
 _T = TypeVar("_T")
 
@@ -132,6 +136,9 @@ _KINDS: dict[str, tuple[str | None, Callable[[dict[str, Any]], ManifestObject], 
     "StorageClass": ("storage.k8s.io/v1", build_storage_class, _STORAGE_CLASS),
     "CSINode": ("storage.k8s.io/v1", build_csinode, _CSINODE),
     **{kind: (RESOURCE_API_VERSION, build_resource_object(kind), _RESOURCE) for kind in RESOURCE_KINDS},
+    # scheduling.k8s.io's: v1beta1 or v1alpha2, each version decoded by its own schema (_podgroups).
+    "Workload": (None, build_workload, SCHEMAS[("Workload", "scheduling.k8s.io/v1beta1")]),
+    "PodGroup": (None, build_pod_group, SCHEMAS[("PodGroup", "scheduling.k8s.io/v1beta1")]),
 }
 #: The kinds :func:`parse_objects` understands; any other is an error.
 SUPPORTED_KINDS = tuple(_KINDS)
@@ -228,6 +235,29 @@ def pdb_from_dict(
     """Build a :class:`PodDisruptionBudget` from a ``policy/v1`` manifest; ``where`` prefixes error
     messages. ``validate`` and ``warn`` are :func:`parse_objects`'."""
     return _from_dict("PodDisruptionBudget", build_pdb, _PDB, obj, where, validate, warn)
+
+
+def pod_group_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> PodGroup:
+    """Build a :class:`~pluginhost.workload.PodGroup` from a ``scheduling.k8s.io/v1beta1`` (or ``v1alpha2``)
+    manifest; as :func:`pod_from_dict`."""
+    try:
+        schema = SCHEMAS[("PodGroup", check_pod_group_version("PodGroup", obj))]
+    except FieldError as e:
+        raise _error(where, "PodGroup", obj, e.path, e.reason) from None
+    return _from_dict("PodGroup", build_pod_group, schema, obj, where, validate, warn)
+
+
+def workload_from_dict(
+    obj: dict[str, Any], where: str = "", *, validate: str = "strict", warn: Callable[[str], None] | None = None
+) -> Workload:
+    """Build a :class:`~pluginhost.workload.Workload` from its manifest; as :func:`pod_group_from_dict`."""
+    try:
+        schema = SCHEMAS[("Workload", check_pod_group_version("Workload", obj))]
+    except FieldError as e:
+        raise _error(where, "Workload", obj, e.path, e.reason) from None
+    return _from_dict("Workload", build_workload, schema, obj, where, validate, warn)
 
 
 def pvc_from_dict(
@@ -406,6 +436,11 @@ def _parse_object(
         raise _error(label, kind, obj, "", f'unsupported kind "{kind}" (supported: {supported})')
     want, build, schema = _KINDS[kind]
     api_version = obj.get("apiVersion")
+    if kind in POD_GROUP_KINDS:
+        try:
+            schema = SCHEMAS[(kind, check_pod_group_version(kind, obj))]
+        except FieldError as e:
+            raise _error(label, kind, obj, e.path, e.reason) from None
     if want is not None and api_version is not None and api_version != want:
         reason = f'unsupported apiVersion {shown(api_version)} for {kind} (expected "{want}")'
         raise _error(label, kind, obj, "apiVersion", reason)
