@@ -91,17 +91,20 @@ def _overrides(cls: type, base: type, method: str) -> bool:
     return getattr(cls, method) is not getattr(base, method)
 
 
-def _mirror_flags(cls: type, where: str, lookahead: bool) -> tuple[bool | None, bool]:
-    """The class's ``needs_snapshot`` (None: not declared) and ``needs_volumes``, checked together."""
+def _mirror_flags(cls: type, where: str, lookahead: bool) -> tuple[bool | None, bool, bool]:
+    """The class's ``needs_snapshot`` (None: not declared), ``needs_volumes`` and ``needs_devices``,
+    checked together."""
     needs_snapshot = getattr(cls, "needs_snapshot", None)
     needs_volumes = bool(getattr(cls, "needs_volumes", False))
-    if needs_volumes and (lookahead or getattr(cls, "nodes_only", False) or needs_snapshot is False):
-        raise PluginDefinitionError(
-            f"{where}: needs_volumes reads storage objects through the snapshot mirror, so it needs the "
-            "mirror (needs_snapshot) and excludes lookahead and nodes_only (a storage change alters "
-            "answers without a node change)"
-        )
-    return needs_snapshot, needs_volumes
+    needs_devices = bool(getattr(cls, "needs_devices", False))
+    for flag, set_, what in (("needs_volumes", needs_volumes, "storage"), ("needs_devices", needs_devices, "device")):
+        if set_ and (lookahead or getattr(cls, "nodes_only", False) or needs_snapshot is False):
+            raise PluginDefinitionError(
+                f"{where}: {flag} reads {what} objects through the snapshot mirror, so it needs the "
+                f"mirror (needs_snapshot) and excludes lookahead and nodes_only (a {what} change alters "
+                "answers without a node change)"
+            )
+    return needs_snapshot, needs_volumes, needs_devices
 
 
 def manifest_of(cls: type) -> Any:
@@ -152,9 +155,9 @@ def manifest_of(cls: type) -> Any:
                 f"{where} ({name!r}): lookahead answers are computed before the pod's cycle, so its Filter "
                 "and Score cannot depend on CycleState (state_keys, PreFilter or PreScore)"
             )
-    needs_snapshot, needs_volumes = _mirror_flags(cls, f"{where} ({name!r})", lookahead)
+    needs_snapshot, needs_volumes, needs_devices = _mirror_flags(cls, f"{where} ({name!r})", lookahead)
     if needs_snapshot is None:
-        needs_snapshot = needs_volumes or bool(_SNAPSHOT_POINTS & set(points))
+        needs_snapshot = needs_volumes or needs_devices or bool(_SNAPSHOT_POINTS & set(points))
     elif {"filter", "score", "preScore"} & set(points) and not needs_snapshot:
         raise PluginDefinitionError(
             f"{where} ({name!r}): a Python-hosted plugin that gets node batches needs the snapshot mirror "
@@ -170,6 +173,7 @@ def manifest_of(cls: type) -> Any:
         lookahead=lookahead,
         nodes_only=lookahead or bool(getattr(cls, "nodes_only", False)),
         needs_volumes=needs_volumes,
+        needs_devices=needs_devices,
     )
     msg.debug_paths.extend(_class_debug_paths(cls, where))
     if issubclass(cls, EnqueueExtensions):

@@ -105,6 +105,8 @@ class PluginHost:
         self.nodes_only = all(h.manifest.nodes_only for h in self.plugins.values() if h.manifest.needs_snapshot)
         # Some plugin reads storage objects: the mirror follows them too (FollowRequest.volumes).
         self.volumes = any(h.manifest.needs_volumes for h in self.plugins.values())
+        # Some plugin reads device objects: the mirror follows them too (FollowRequest.devices).
+        self.devices = any(h.manifest.needs_devices for h in self.plugins.values())
         self.listen = listen
         self.mirror_wait = mirror_wait
         self.mirror = SnapshotMirror()
@@ -174,7 +176,7 @@ class PluginHost:
                 ready = asyncio.Event()
                 try:
                     await self.mirror.follow_once(stub, name, ready, nodes_only=self.nodes_only,
-                                                  volumes=self.volumes)
+                                                  volumes=self.volumes, devices=self.devices)
                 except grpc.RpcError as exc:
                     log.debug("snapshot mirror stream from %s ended: %s", self.handle.address, exc)
                 if ready.is_set():

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from pluginhost import pb
 from pluginhost.convert import _affinity_from_proto, _port_from_proto, node_from_proto, pod_from_proto
+from pluginhost.convert_devices import device_from_proto, device_key
 from pluginhost.convert_storage import storage_from_proto, storage_key
 from pluginhost.errors import OutriggerError
 from pluginhost.model import Container, Pod
@@ -116,9 +117,10 @@ class SnapshotMirror:
 
     def apply(self, delta: Any) -> None:
         """Apply one ``SnapshotDelta`` in the contract's order (resync, upserts, node removals, pod
-        removals, pod additions, storage removals, storage upserts) and remember the snapshot of its
-        generation. Storage objects go to the table's live :class:`~pluginhost.snapshot.VolumeStore`
-        (every snapshot's ``volumes``), as a lister is live in kube-scheduler."""
+        removals, pod additions, storage removals, storage upserts, device removals, device upserts) and
+        remember the snapshot of its generation. Storage objects go to the table's live
+        :class:`~pluginhost.snapshot.VolumeStore` (every snapshot's ``volumes``), device objects to its
+        :class:`~pluginhost.snapshot.DeviceStore` (``devices``), as a lister is live in kube-scheduler."""
         if delta.full_resync:
             self.reset()
             self.resyncs += 1
@@ -145,6 +147,7 @@ class SnapshotMirror:
                 log.warning("snapshot delta %d places pod %s on unknown node %r",
                             delta.generation, pod.key, placement.node_name)
         self._apply_storage(delta)
+        self._apply_devices(delta)
         self.generation = int(delta.generation)
         if delta.full_resync or len(delta.nodes) or len(delta.removed_node_ids):
             # (a framework that does not say when its nodes changed: the delta's own generation)
@@ -168,6 +171,21 @@ class SnapshotMirror:
         for obj in delta.storage_upserts:
             try:
                 store.upsert(storage_from_proto(obj))
+            except ValueError as exc:
+                log.warning("snapshot delta %d: %s", delta.generation, exc)
+
+    def _apply_devices(self, delta: Any) -> None:
+        store = self.table.devices
+        for ref in delta.device_removed:
+            try:
+                kind, key = device_key(ref)
+            except ValueError as exc:
+                log.warning("snapshot delta %d: %s", delta.generation, exc)
+                continue
+            store.remove(kind, key)
+        for obj in delta.device_upserts:
+            try:
+                store.upsert(device_from_proto(obj))
             except ValueError as exc:
                 log.warning("snapshot delta %d: %s", delta.generation, exc)
 
@@ -234,12 +252,12 @@ class SnapshotMirror:
     # ---- following -----------------------------------------------------------------------------
 
     async def follow_once(self, stub: Any, plugin: str, ready: asyncio.Event | None = None, *,
-                          nodes_only: bool = False, volumes: bool = False) -> None:
+                          nodes_only: bool = False, volumes: bool = False, devices: bool = False) -> None:
         """Follow ``stub`` (a ``HandleStub``) until the stream ends or fails (the error propagates).
         ``nodes_only``: the host's plugins read node objects only (pods may be left out); ``volumes``:
-        some read storage objects (deltas then carry them)."""
+        some read storage objects (deltas then carry them); ``devices``: some read device objects."""
         request = pb.handle.FollowRequest(from_generation=self.generation, plugin=plugin, nodes_only=nodes_only,
-                                          volumes=volumes)
+                                          volumes=volumes, devices=devices)
         call = stub.FollowSnapshot(request)
         try:
             async for delta in call:

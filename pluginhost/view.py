@@ -169,6 +169,7 @@ def apply_view(snapshot: Snapshot, view: NodeView | None) -> Snapshot:
         row_versions=rows.versions,
         volumes=snapshot.volumes,
         dra=snapshot.dra,
+        devices=snapshot.devices,
     )
 
 

@@ -138,6 +138,8 @@ class DraStore:
         self._assumed: dict[str, ResourceClaim] = {}
         self._pending: dict[str, list[Any]] = {}  # claim uid -> [claim with its allocation, sharers]
         self._listeners: list[DraListener] = []
+        # Told the key of a claim whose pending or assumed version changed (see add_view_listener).
+        self._view_listeners: list[Callable[[str], None]] = []
         #: Advances with every change of the objects or of the pending and assumed claims.
         self.generation = 0
         # resourceVersions of the objects changed here (embedded store): above any a manifest is
@@ -160,6 +162,21 @@ class DraStore:
     def remove_listener(self, listener: DraListener) -> None:
         if listener in self._listeners:
             self._listeners.remove(listener)
+
+    def add_view_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(key)`` (a claim's ``namespace/name``) whenever this scheduler's own view of
+        the claim changes without the source changing it: a pending allocation made or given up, an
+        assumed version set or dropped. (The snapshot publisher sends claims as the scheduler sees them;
+        these are not cluster events, so the ordinary listeners do not hear them.)"""
+        self._view_listeners.append(listener)
+
+    def remove_view_listener(self, listener: Callable[[str], None]) -> None:
+        if listener in self._view_listeners:
+            self._view_listeners.remove(listener)
+
+    def _view_changed(self, key: str) -> None:
+        for listener in list(self._view_listeners):
+            listener(key)
 
     # ---- the source's objects ------------------------------------------------------------------
 
@@ -228,6 +245,11 @@ class DraStore:
         key = f"{namespace}/{name}"
         return self._assumed.get(key) or self.claims.get(key)
 
+    def is_assumed(self, key: str) -> bool:
+        """Whether the claim ``namespace/name`` reads as this scheduler's written version, not yet
+        delivered by the source."""
+        return key in self._assumed
+
     def all_claims(self) -> list[ResourceClaim]:
         """Every claim, assumed versions first (as :meth:`claim` reads them)."""
         return [self._assumed.get(k, c) for k, c in self.claims.items()]
@@ -273,6 +295,7 @@ class DraStore:
             return
         self._pending[claim.uid] = [claim, 1]
         self.generation += 1
+        self._view_changed(claim.key)
 
     def drop_pending(self, uid: str, force: bool = False) -> bool:
         """Give up one sharer of a pending allocation (every one with ``force``); True when the
@@ -285,6 +308,7 @@ class DraStore:
             return False
         del self._pending[uid]
         self.generation += 1
+        self._view_changed(entry[0].key)
         return True
 
     def assume(self, claim: ResourceClaim) -> None:
@@ -296,11 +320,13 @@ class DraStore:
             return
         self._assumed[claim.key] = claim
         self.generation += 1
+        self._view_changed(claim.key)
 
     def restore(self, key: str) -> None:
         """Drop the assumed version of the claim ``namespace/name`` (the source's reads again)."""
         if self._assumed.pop(key, None) is not None:
             self.generation += 1
+            self._view_changed(key)
 
 
 class MemoryClaimWriter:

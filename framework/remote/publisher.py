@@ -22,6 +22,12 @@ change then counts as a table mutation (:meth:`ClusterTable.note_storage`), so i
 and is ordered with the node and pod changes, and a cycle whose generation a host has applied sees
 every storage change before it. Followers that did not ask get the deltas without the storage fields
 (a storage-only delta still moves their generation). While nobody asks, storage changes cost nothing.
+
+Device objects (the cache's :class:`~framework.dra.store.DraStore`: ResourceSlices, DeviceClasses,
+ResourceClaims) go the same way to followers that ask for them (``FollowRequest.devices``). Claims are
+sent as the scheduler sees them (:func:`~framework.remote.devices.claim_view`): the store tells its
+pending and assumed allocations too, so a claim an earlier pod's Reserve allocated reaches a host as
+allocated before the cycle that must count it.
 """
 
 from __future__ import annotations
@@ -38,14 +44,16 @@ from pluginhost.convert import node_to_proto, pod_placement_to_proto, pod_to_pro
 from pluginhost.convert_storage import storage_to_proto
 from pluginhost.model import Node, Pod
 from pluginhost.snapshot import (
+    DEVICE_KINDS,
     NODE_REMOVED,
     NODE_UPSERTED,
     POD_PLACED,
     POD_UNPLACED,
     STORAGE_CHANGED,
     ClusterTable,
-    StorageObject,
 )
+
+from .devices import claim_view, device_to_proto
 
 __all__ = ["SnapshotPublisher"]
 
@@ -64,16 +72,23 @@ class _Follower:
     plugin: str = ""
     nodes_only: bool = False  # reads node objects only: pod placements may be left out
     volumes: bool = False  # reads storage objects: deltas carry them
+    devices: bool = False  # reads device objects: deltas carry them
 
 
-def _without_storage(delta: Any) -> Any:
-    """``delta`` as followers that do not read storage objects get it (itself when it has none)."""
-    if not len(delta.storage_upserts) and not len(delta.storage_removed):
+def _without_storage(delta: Any, volumes: bool = False, devices: bool = False) -> Any:
+    """``delta`` as a follower gets it: without the storage objects unless ``volumes``, without the
+    device objects unless ``devices`` (itself when there is nothing to leave out)."""
+    drop = []
+    if not volumes and (len(delta.storage_upserts) or len(delta.storage_removed)):
+        drop += ["storage_upserts", "storage_removed"]
+    if not devices and (len(delta.device_upserts) or len(delta.device_removed)):
+        drop += ["device_upserts", "device_removed"]
+    if not drop:
         return delta
     bare = pb.handle.SnapshotDelta()
     bare.CopyFrom(delta)
-    bare.ClearField("storage_upserts")
-    bare.ClearField("storage_removed")
+    for name in drop:
+        bare.ClearField(name)
     return bare
 
 
@@ -101,12 +116,21 @@ class SnapshotPublisher:
         self.resyncs_sent = 0
         # Storage changes are in the history from this generation on (None: no follower reads them).
         self._volumes_since: int | None = None
+        # Device changes likewise (None: no follower reads them).
+        self._devices_since: int | None = None
         table.add_listener(self._on_change)
         table.volumes.add_listener(self._on_storage)
+        self._dra = table.dra  # (None: a table without a scheduler's cache has no device objects)
+        if self._dra is not None:
+            self._dra.add_listener(self._on_device)
+            self._dra.add_view_listener(self._on_claim_view)
 
     def close(self) -> None:
         self.table.remove_listener(self._on_change)
         self.table.volumes.remove_listener(self._on_storage)
+        if self._dra is not None:
+            self._dra.remove_listener(self._on_device)
+            self._dra.remove_view_listener(self._on_claim_view)
         if self._timer is not None:
             self._timer.cancel()
         for f in self._followers:
@@ -135,6 +159,21 @@ class SnapshotPublisher:
             return  # nobody reads storage objects
         obj = new if new is not None else old
         self.table.note_storage(kind, obj.key, new)  # -> _on_change(STORAGE_CHANGED, ...)
+
+    def _on_device(self, kind: str, old: Any, new: Any) -> None:
+        if self._devices_since is None or kind not in DEVICE_KINDS:
+            return  # nobody reads device objects (ResourceClaimTemplates are not sent)
+        obj = new if new is not None else old
+        if kind == "ResourceClaim":
+            self._on_claim_view(obj.key)
+            return
+        self.table.note_storage(kind, obj.name, None if new is None else device_to_proto(new))
+
+    def _on_claim_view(self, key: str) -> None:
+        if self._devices_since is None:
+            return
+        claim, assumed = claim_view(self._dra, key)
+        self.table.note_storage("ResourceClaim", key, None if claim is None else device_to_proto(claim, assumed))
 
     def _flush(self) -> None:
         self._timer = None
@@ -171,7 +210,7 @@ class SnapshotPublisher:
         removed_ids: dict[str, int] = {}
         pods: dict[str, tuple[Pod, str] | None] = {}
         refs: dict[str, Any] = {}
-        storage: dict[tuple[str, str], StorageObject | None] = {}  # (kind, key) -> new state, None: deleted
+        storage: dict[tuple[str, str], Any] = {}  # (kind, key) -> new state (devices: wire form); None: gone
         gen = self.published
 
         podless = False
@@ -223,12 +262,17 @@ class SnapshotPublisher:
         removed_ids: dict[str, int],
         pods: dict[str, tuple[Pod, str] | None],
         refs: dict[str, Any],
-        storage: dict[tuple[str, str], StorageObject | None],
+        storage: dict[tuple[str, str], Any],
     ) -> Any:
         delta = pb.handle.SnapshotDelta(generation=generation, node_generation=self._node_generation)
         for (kind, key), obj in storage.items():
-            if obj is None:
-                namespace, _, name = key.rpartition("/")
+            namespace, _, name = key.rpartition("/")
+            if kind in DEVICE_KINDS:  # (sent as their wire form already)
+                if obj is None:
+                    delta.device_removed.add(kind=kind, namespace=namespace, name=name)
+                else:
+                    delta.device_upserts.append(obj)
+            elif obj is None:
                 delta.storage_removed.add(kind=kind, namespace=namespace, name=name)
             else:
                 delta.storage_upserts.append(storage_to_proto(obj))
@@ -254,7 +298,7 @@ class SnapshotPublisher:
         elif len(self._history) == self._history.maxlen:
             self._history_base = int(self._history[0].generation)
         self._history.append(delta)
-        bare = _without_storage(delta)
+        variants: dict[tuple[bool, bool], Any] = {}
         for f in self._followers:
             if f.overflow:
                 continue
@@ -262,12 +306,15 @@ class SnapshotPublisher:
                 f.overflow = True  # it gets a full resync instead of an ever longer backlog
                 log.warning("snapshot follower %r fell behind; it will be resynced", f.plugin)
                 continue
-            f.queue.put_nowait(delta if f.volumes else bare)
+            want = (f.volumes, f.devices)
+            if want not in variants:
+                variants[want] = _without_storage(delta, *want)
+            f.queue.put_nowait(variants[want])
         self.deltas_sent += 1
 
-    def full_resync(self, volumes: bool = False) -> Any:
+    def full_resync(self, volumes: bool = False, devices: bool = False) -> Any:
         """The whole table as one ``full_resync`` delta at the current generation (``volumes``: with
-        every storage object)."""
+        every storage object; ``devices``: with every device object)."""
         snap = self.table.snapshot()
         delta = pb.handle.SnapshotDelta(generation=snap.generation, full_resync=True,
                                         node_generation=snap.table.generation)
@@ -282,28 +329,39 @@ class SnapshotPublisher:
             store = self.table.volumes  # (the API's versions: assumed ones are the binder's own)
             for objs in (store.classes, store.csinodes, store.volumes, store.claims):
                 delta.storage_upserts.extend(storage_to_proto(o) for o in objs.values())
+        if devices and self._dra is not None:
+            dra = self._dra
+            delta.device_upserts.extend(device_to_proto(o) for o in (*dra.classes.values(), *dra.slices.values()))
+            for key in dra.claims:
+                claim, assumed = claim_view(dra, key)
+                if claim is not None:
+                    delta.device_upserts.append(device_to_proto(claim, assumed))
         self.resyncs_sent += 1
         return delta
 
     # ---- following -----------------------------------------------------------------------------
 
-    def _catch_up(self, from_generation: int, nodes_only: bool = False, volumes: bool = False) -> list[Any]:
+    def _catch_up(self, from_generation: int, nodes_only: bool = False, volumes: bool = False,
+                  devices: bool = False) -> list[Any]:
         """What a follower at ``from_generation`` needs first: deltas from history, or a resync."""
+        resync = [self.full_resync(volumes, devices)]
         if not nodes_only and from_generation < self._podless_until:
-            return [self.full_resync(volumes)]  # history after it lacks the pods this follower reads
+            return resync  # history after it lacks the pods this follower reads
         if volumes and (self._volumes_since is None or from_generation < self._volumes_since):
-            return [self.full_resync(volumes)]  # history lacks the storage changes it reads
+            return resync  # history lacks the storage changes it reads
+        if devices and (self._devices_since is None or from_generation < self._devices_since):
+            return resync  # history lacks the device changes it reads
         if from_generation and self._history_base is not None and self._history_base <= from_generation:
             if from_generation == self.published:
                 return []
             if from_generation < self.published:
-                return [d if volumes else _without_storage(d) for d in self._history if d.generation > from_generation]
-        return [self.full_resync(volumes)]
+                return [_without_storage(d, volumes, devices) for d in self._history if d.generation > from_generation]
+        return resync
 
     async def follow(self, from_generation: int = 0, plugin: str = "", *,
-                     nodes_only: bool = False, volumes: bool = False) -> AsyncIterator[Any]:
+                     nodes_only: bool = False, volumes: bool = False, devices: bool = False) -> AsyncIterator[Any]:
         """The deltas for one follower, forever (until the publisher closes or the caller stops);
-        ``volumes``: with the storage objects."""
+        ``volumes``: with the storage objects; ``devices``: with the device objects."""
         if not self._followers:
             # Nothing was logged while nobody followed, so history is void.
             self._history.clear()
@@ -311,10 +369,13 @@ class SnapshotPublisher:
             self.published = self.table.generation
             self._pending.clear()
         self.publish_all()
-        follower = _Follower(plugin=plugin, nodes_only=nodes_only, volumes=volumes)
-        first = self._catch_up(from_generation, nodes_only, volumes)
+        devices = devices and self._dra is not None
+        follower = _Follower(plugin=plugin, nodes_only=nodes_only, volumes=volumes, devices=devices)
+        first = self._catch_up(from_generation, nodes_only, volumes, devices)
         if volumes and self._volumes_since is None:
             self._volumes_since = self.published  # storage changes are logged from here on
+        if devices and self._devices_since is None:
+            self._devices_since = self.published
         self._followers.add(follower)
         try:
             for delta in first:
@@ -328,10 +389,12 @@ class SnapshotPublisher:
                         follower.queue.get_nowait()
                     follower.overflow = False
                     self.publish_all()
-                    yield self.full_resync(follower.volumes)
+                    yield self.full_resync(follower.volumes, follower.devices)
                     continue
                 yield delta
         finally:
             self._followers.discard(follower)
             if not any(f.volumes for f in self._followers):
                 self._volumes_since = None
+            if not any(f.devices for f in self._followers):
+                self._devices_since = None

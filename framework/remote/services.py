@@ -327,7 +327,7 @@ class HandleService(pb.handle_grpc.HandleServicer):  # type: ignore[misc]
         publisher = self.services.publisher
         assert publisher is not None
         async for delta in publisher.follow(request.from_generation, request.plugin, nodes_only=request.nodes_only,
-                                            volumes=request.volumes):
+                                            volumes=request.volumes, devices=request.devices):
             yield delta
 
 

@@ -7,10 +7,13 @@ snapshots, and the storage objects the volume plugins read.
 - ``_volumes``: :class:`VolumeStore`, the PersistentVolumeClaims, PersistentVolumes, StorageClasses
   and CSINodes with the volume binder's assume cache, live like kube-scheduler's listers (every
   snapshot refers to its table's store), and the :class:`VolumeWriter` PreBind writes through.
+- ``_devices``: :class:`DeviceStore`, the ResourceSlices, DeviceClasses and ResourceClaims a remote
+  host's mirror follows for plugins that declare ``needs_devices`` (live like the volumes).
 """
 
-from pluginhost.snapshot import _table, _volumes
+from pluginhost.snapshot import _devices, _table, _volumes
+from pluginhost.snapshot._devices import *  # noqa: F403
 from pluginhost.snapshot._table import *  # noqa: F403
 from pluginhost.snapshot._volumes import *  # noqa: F403
 
-__all__ = [*_table.__all__, *_volumes.__all__]
+__all__ = [*_table.__all__, *_volumes.__all__, *_devices.__all__]

@@ -37,6 +37,7 @@ from pluginhost.model import (
     Node,
     Pod,
 )
+from pluginhost.snapshot._devices import DeviceStore
 from pluginhost.snapshot._volumes import VolumeStore
 
 __all__ = [
@@ -184,6 +185,9 @@ class Snapshot:
     #: The scheduler's DRA objects (``framework.dra.store.DraStore``, live like :attr:`volumes`); None
     #: in a snapshot made without a scheduler's cache.
     dra: Any = None
+    #: The device objects a remote host's mirror follows (live: the table's store; empty unless some
+    #: plugin of the host declared ``needs_devices``; in-process plugins read :attr:`dra`).
+    devices: DeviceStore = field(default_factory=lambda: DeviceStore())
     _memo: dict[str, Any] = field(default_factory=dict)
 
     def memo(self, key: str, build: Callable[[Snapshot], Any]) -> Any:
@@ -261,6 +265,8 @@ class ClusterTable:
         #: The DRA objects every snapshot refers to: set by the scheduler's cache (a DraStore, which
         #: lives in the framework: the SDK holds it without knowing it).
         self.dra: Any = None
+        #: The device objects a host's snapshot mirror follows (see :class:`DeviceStore`).
+        self.devices = DeviceStore()
 
     # ---- change listeners ----------------------------------------------------------------------
 
@@ -311,6 +317,7 @@ class ClusterTable:
             row_versions=self._ver[:n],
             volumes=self.volumes,
             dra=self.dra,
+            devices=self.devices,
         )
         self._shared_usage = self._shared_alloc = True
         self._snapshot = snap
