@@ -82,6 +82,7 @@ class Summary:
     kills: int = 0
     restarts: int = 0
     leaked: dict[str, int] = field(default_factory=dict)
+    queued: list[str] = field(default_factory=list)  # the first few still-queued pods: queue and last failure
     ledger_errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -188,6 +189,8 @@ async def run(*, pods: int = 300, nodes: int = 30, kills: int = 3, stall: float 
                     out.double_bound += 1
             elif s.queue_of(uid) and rec.last_status is not None:
                 out.still_queued += 1
+                if len(out.queued) < 5:
+                    out.queued.append(f"{rec.pod.name} in {s.queue_of(uid)}: {rec.last_status.message()[:120]}")
             else:
                 out.lost += 1
         out.lost += pods - len(s.pods)
