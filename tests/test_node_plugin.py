@@ -813,7 +813,8 @@ def test_one_trace_holds_the_framework_and_the_node_plugin_spans(node: str, tmp_
 
 def test_the_host_unit_tests_pass(node: str) -> None:
     """clients/node/test (node:test): what the Plugin service does not show, e.g. node views with pods,
-    the nominating mode of each kind of postFilter answer, the storage mirror of needsVolumes plugins."""
+    the nominating mode of each kind of postFilter answer, the storage mirror of needsVolumes plugins, the
+    device mirror of needsDevices plugins."""
     done = subprocess.run([node, "--test", "test/"], cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "# fail 0" in done.stdout and "# pass 13" in done.stdout
+    assert "# fail 0" in done.stdout and "# pass 18" in done.stdout

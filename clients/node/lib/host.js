@@ -39,6 +39,14 @@
  * lister of them (claim(namespace, name), volume(name), storageClass(name), csiNode(name),
  * list(kind)) once the host has applied the call's snapshot generation.
  *
+ * Devices: a pod's claims are `pod.spec.resource_claims` (and, for those made from templates,
+ * `pod.status.resource_claim_statuses`). A plugin class with `static needsDevices = true` also reads
+ * the device objects of dynamic resource allocation: the host then follows the ResourceSlices,
+ * DeviceClasses and ResourceClaims too (lib/devices.js), and `await call.devices()` gives a lister of
+ * them (slice(name), deviceClass(name), claim(namespace, name), list(kind), podClaims(pod),
+ * nodeDevices(node), inUseOnNode(node), freeOnNode(node), allocated()) once the host has applied the
+ * call's snapshot generation; a claim an earlier pod's Reserve allocated is allocated there already.
+ *
  * The constructor gets `(args, framework)`: the plugin's pluginConfig args for one profile, and the
  * client of the framework's Handle and CycleState services. A throwing constructor rejects the
  * configuration with its message. A throwing method becomes an Error status for that call (the
@@ -52,6 +60,7 @@ const { HealthImplementation } = require('grpc-health-check');
 const tracing = require('./tracing');
 const { CycleState } = require('./state');
 const { StorageMirror, followStorage } = require('./volumes');
+const { DeviceMirror } = require('./devices');
 
 const HOST_VERSION = '0.1.0-node';
 const HEALTH_SERVICE = 'outrigger.v1.Plugin';
@@ -261,6 +270,10 @@ function manifestOf(cls) {
   if (typeof needsVolumes !== 'boolean') {
     throw new PluginDefinitionError(`plugin ${name}: needsVolumes must be true or false`);
   }
+  const needsDevices = cls.needsDevices === undefined ? false : cls.needsDevices;
+  if (typeof needsDevices !== 'boolean') {
+    throw new PluginDefinitionError(`plugin ${name}: needsDevices must be true or false`);
+  }
   if (events.length && !points.includes('EXTENSION_POINT_ENQUEUE_EXTENSIONS')) {
     points.push('EXTENSION_POINT_ENQUEUE_EXTENSIONS');
   }
@@ -272,6 +285,7 @@ function manifestOf(cls) {
     filter_and_score: filterAndScore,
     needs_snapshot: false, // batches carry node names; node objects come from the Handle service
     needs_volumes: needsVolumes, // the host follows the mirror for storage objects alone
+    needs_devices: needsDevices, // ... and for device objects
     events,
   };
 }
@@ -330,17 +344,28 @@ class PluginHost {
     // Storage objects, followed only when some plugin declares needsVolumes.
     this.storage = new StorageMirror();
     this.followsVolumes = [...this.plugins.values()].some((h) => h.manifest.needs_volumes);
+    // Device objects, followed (on the same stream) only when some plugin declares needsDevices.
+    this.devices = new DeviceMirror();
+    this.followsDevices = [...this.plugins.values()].some((h) => h.manifest.needs_devices);
     this._unfollow = null;
     this._stopped = false;
   }
 
-  /** (Re)starts following the framework's storage objects from scratch (a new framework). */
+  /** (Re)starts following the framework's storage and device objects from scratch (a new framework). */
   _followStorage() {
-    if (!this.followsVolumes || this.framework === null || this._stopped) return;
+    if (!(this.followsVolumes || this.followsDevices) || this.framework === null || this._stopped) return;
     if (this._unfollow !== null) this._unfollow();
     this.storage.reset();
+    this.devices.reset();
     const first = this.plugins.keys().next().value;
-    this._unfollow = followStorage(this.framework, this.storage, first, this.log, () => this._stopped);
+    const { storage, devices } = this;
+    // One stream for both; the storage mirror keeps the generation calls wait for, so devices apply first.
+    const mirror = {
+      get generation() { return storage.generation; },
+      apply(delta) { devices.apply(delta); storage.apply(delta); },
+    };
+    this._unfollow = followStorage(this.framework, mirror, first, this.log, () => this._stopped,
+      { volumes: this.followsVolumes, devices: this.followsDevices });
   }
 
   get address() {
@@ -457,6 +482,18 @@ class PluginHost {
         }
         await this.storage.waitFor(Number(ctx.snapshot_generation) || 0, MIRROR_WAIT_MS);
         return this.storage.lister();
+      },
+      /**
+       * The device objects (ResourceSlices, DeviceClasses, ResourceClaims) once the host has applied
+       * this call's snapshot generation: a lister (lib/devices.js DeviceLister). Only for plugins
+       * declaring `static needsDevices = true`.
+       */
+      devices: async () => {
+        if (!hosted.manifest.needs_devices) {
+          throw new Error(`plugin ${hosted.manifest.name} reads device objects: set \`static needsDevices = true\``);
+        }
+        await this.storage.waitFor(Number(ctx.snapshot_generation) || 0, MIRROR_WAIT_MS);
+        return this.devices.lister();
       },
     };
   }

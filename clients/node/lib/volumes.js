@@ -130,9 +130,10 @@ class StorageMirror {
 
 /**
  * Follows the framework's snapshot stream into `mirror` until `stopped()` says so, reconnecting with
- * backoff (100 ms doubling to 2 s). Returns a function that ends the current stream.
+ * backoff (100 ms doubling to 2 s). `want` says what the stream carries: storage objects (`volumes`,
+ * the default) and device objects (`devices`). Returns a function that ends the current stream.
  */
-function followStorage(framework, mirror, plugin, log, stopped) {
+function followStorage(framework, mirror, plugin, log, stopped, want = { volumes: true, devices: false }) {
   let backoff = 100;
   let failing = false;
   let current = null;
@@ -141,7 +142,8 @@ function followStorage(framework, mirror, plugin, log, stopped) {
     const metadata = new grpc.Metadata();
     if (framework.credential) metadata.set('authorization', `Bearer ${framework.credential}`);
     const stream = framework.handle.FollowSnapshot(
-      { from_generation: mirror.generation, plugin, nodes_only: true, volumes: true }, metadata);
+      { from_generation: mirror.generation, plugin, nodes_only: true, volumes: Boolean(want.volumes),
+        devices: Boolean(want.devices) }, metadata);
     current = stream;
     stream.on('data', (delta) => {
       mirror.apply(delta);
