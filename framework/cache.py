@@ -40,7 +40,7 @@ class Cache:
         # Bound pods whose node does not exist (yet): placed when the node arrives.
         self._homeless: dict[str, dict[str, Pod]] = {}
         #: The PodGroups and Workloads, and which of each group's pods this cache holds (assumed or bound).
-        self.podgroups = PodGroupStore(self.placement)
+        self.podgroups = PodGroupStore(self.placement, self.node_of)
 
     # ---- nodes ---------------------------------------------------------------------------------
 

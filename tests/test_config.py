@@ -502,7 +502,7 @@ def test_disabling_defaults_in_multipoint_just_removes_them(disabled: set[str]) 
     [
         pytest.param("", [], [], id="defaults"),
         # applyFeatureGates: DeferredPodScheduling right before NodeResourcesFit, GangScheduling and the
-        # placement plugins appended; Outrigger models none of them, so each is dropped with a warning.
+        # placement plugins appended; KNOWN (a test registry) has none of them: each is dropped with a warning.
         pytest.param(
             "InPlacePodVerticalScalingSchedulerPreemption=true",
             [(7, "DeferredPodScheduling", 0)],

@@ -67,10 +67,10 @@ INVALID_IN_V1: frozenset[str] = frozenset({"AzureDiskLimits", "CinderLimits", "E
 #: defaults or by the user) or configured and the registry does not have it, it is dropped with one
 #: warning instead of failing the load. A name the caller lists in ``known`` is never treated as
 #: unmodelled: the in-tree registry models the volume plugins (framework/plugins/volume*.py),
-#: DynamicResources and NodeDeclaredFeatures, so only registries built without them (a test's, say)
-#: drop them. The plugins of kube-scheduler's gated features that are off by default (GangScheduling,
-#: DeferredPodScheduling, the topology-aware placement plugins) are registered there but not
-#: modelled here. The four
+#: DynamicResources, NodeDeclaredFeatures and the workload-aware plugins (GangScheduling,
+#: TopologyPlacementGenerator, PodGroupPodsCount: framework/plugins/gangscheduling.py), so only
+#: registries built without them (a test's, say) drop them. DeferredPodScheduling (a gated feature off
+#: by default) is not modelled at all. The four
 #: removed cloud volume-limit plugins are listed for completeness, but like kube-scheduler, enabling
 #: or configuring them in a v1 file is an error.
 UNMODELLED_PLUGINS: frozenset[str] = frozenset(
@@ -122,7 +122,8 @@ def default_multipoint() -> tuple[PluginRef, ...]:
     :data:`DEFAULT_MULTIPOINT` changed as ``applyFeatureGates`` changes it, in its order. The gates
     that add plugins off by default (InPlacePodVerticalScalingSchedulerPreemption: DeferredPodScheduling
     before NodeResourcesFit; GenericWorkload: GangScheduling; TopologyAwareWorkloadScheduling: its two
-    placement plugins) add plugins Outrigger does not model, which are then dropped with a warning."""
+    placement plugins) add plugins a registry may lack, which are then dropped with a warning (the
+    in-tree registry has all but DeferredPodScheduling)."""
     base = [ref for ref in DEFAULT_MULTIPOINT if ref.name != "NodeDeclaredFeatures"]
     out: list[PluginRef] = []
     for ref in base:

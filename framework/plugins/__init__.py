@@ -11,6 +11,7 @@ from .balancedallocation import NodeResourcesBalancedAllocation
 from .basic import DefaultBinder, NodeName, NodeUnschedulable, PrioritySort, SchedulingGates
 from .defaultpreemption import DefaultPreemption
 from .dynamicresources import DynamicResources
+from .gangscheduling import GangScheduling, PodGroupPodsCount, TopologyPlacementGenerator
 from .imagelocality import ImageLocality
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
@@ -87,6 +88,7 @@ def in_tree_registry() -> Registry:
     for cls in (PrioritySort, SchedulingGates, NodeName, NodeUnschedulable, TaintToleration, NodeAffinity, NodePorts,
                 NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread,
                 InterPodAffinity, DynamicResources, DefaultPreemption,
-                NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, NodeDeclaredFeatures, Reservation):
+                NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, NodeDeclaredFeatures, Reservation,
+                GangScheduling, PodGroupPodsCount, TopologyPlacementGenerator):
         reg.register_class(cls)
     return reg

@@ -24,6 +24,7 @@ PATCH of ``status.conditions``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -95,11 +96,13 @@ class GroupState:
     """The pods of one group as the cache knows them now (kube-scheduler's ``PodGroupState``, read by
     GangScheduling and PodGroupPodsCount; :class:`pluginhost.placement.PodGroupState`)."""
 
-    __slots__ = ("_members", "_placement")
+    __slots__ = ("_members", "_node_of", "_placement")
 
-    def __init__(self, members: Mapping[str, Pod], placement: Callable[[str], str | None]) -> None:
+    def __init__(self, members: Mapping[str, Pod], placement: Callable[[str], str | None],
+                 node_of: Callable[[str], str | None] = lambda uid: None) -> None:
         self._members = members
         self._placement = placement
+        self._node_of = node_of
 
     def all_pods(self) -> frozenset[str]:
         return frozenset(self._members)
@@ -117,7 +120,13 @@ class GroupState:
         return frozenset(uid for uid in self._members if self._placement(uid) == ASSIGNED)
 
     def scheduled_pods(self) -> list[Pod]:
-        return [pod for uid, pod in self._members.items() if self._placement(uid) is not None]
+        """The assumed and bound pods, each with ``node_name`` the node the cache holds it on."""
+        out = []
+        for uid, pod in self._members.items():
+            if self._placement(uid) is not None:
+                node = self._node_of(uid) or pod.node_name
+                out.append(pod if pod.node_name == node else dataclasses.replace(pod, node_name=node))
+        return out
 
     def scheduled_pods_count(self) -> int:
         return sum(1 for uid in self._members if self._placement(uid) is not None)
@@ -131,11 +140,14 @@ class PodGroupStore:
     """The PodGroups and Workloads (``pod_groups``, ``workloads``: keyed ``namespace/name``, the source's
     versions) and the pods of each group (see the module docstring)."""
 
-    def __init__(self, placement: Callable[[str], str | None] = _nowhere) -> None:
+    def __init__(self, placement: Callable[[str], str | None] = _nowhere,
+                 node_of: Callable[[str], str | None] = _nowhere) -> None:
         self.pod_groups: dict[str, PodGroup] = {}
         self.workloads: dict[str, Workload] = {}
         #: ``placement(uid)``: :data:`ASSUMED`, :data:`ASSIGNED`, or None for a pod not in the cache.
         self.placement = placement
+        #: ``node_of(uid)``: the node the cache holds the pod on, None for a pod not in the cache.
+        self.node_of = node_of
         self._members: dict[str, dict[str, Pod]] = {}  # group key -> uid -> pod
         self._group_of: dict[str, str] = {}  # uid -> group key
         self._listeners: list[PodGroupListener] = []
@@ -253,7 +265,7 @@ class PodGroupStore:
 
     def state(self, namespace: str, name: str) -> GroupState:
         """The state of the group's pods now (an empty state for a group no pod names)."""
-        return GroupState(dict(self._members.get(f"{namespace}/{name}", {})), self.placement)
+        return GroupState(dict(self._members.get(f"{namespace}/{name}", {})), self.placement, self.node_of)
 
 
 class MemoryPodGroupStatusWriter:
@@ -279,7 +291,8 @@ class MemoryPodGroupStatusWriter:
 def _manifest(pg: PodGroup) -> dict[str, Any]:
     # A group built in code has no manifest: what a condition write needs to start from.
     policy: dict[str, Any] = {"gang": {"minCount": pg.min_count}} if pg.is_gang else {"basic": {}}
-    meta = {"name": pg.name, "namespace": pg.namespace, "uid": pg.uid, "resourceVersion": pg.resource_version}
+    meta: dict[str, Any] = {"name": pg.name, "namespace": pg.namespace, "uid": pg.uid,
+                            "resourceVersion": pg.resource_version}
     if pg.generation:
         meta["generation"] = pg.generation
     return {"apiVersion": pg.api_version, "kind": "PodGroup", "metadata": meta, "spec": {"schedulingPolicy": policy}}

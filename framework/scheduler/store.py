@@ -16,9 +16,11 @@ from pluginhost.model import RESERVATION_NAMESPACE, Node, PersistentVolumeClaim,
 from pluginhost.plugin import ASSIGNED_POD, ActionType, ClusterEvent
 from pluginhost.snapshot import StorageObject, storage_kind
 from pluginhost.status import SUCCESS, Code, Status
+from pluginhost.workload import PodGroup, Workload
 
 from ..disruption import embedded_status
 from ..dra.embedded import apply_object, release_pod, with_template_claims
+from ..podgroups.embedded import apply_object as apply_pod_group
 from ..podgroups.store import POD_GROUP_RESOURCE
 from ..queue import ACTIVE, GATED
 from ..reservations import EXPIRED, ReservationRecord, is_reserve_pod
@@ -52,6 +54,8 @@ class ObjectStore(SchedulerBase):
         self._check_storage(storage)
         resources = [o for o in everything if isinstance(o, ResourceObject)]
         self._check_resources(resources)
+        groups = [o for o in everything if isinstance(o, PodGroup | Workload)]
+        _check_once([f"{type(o).__name__} {o.key}" for o in groups])
         plain: list[Pod | Node] = [o for o in everything if isinstance(o, Pod | Node)]
         self._check_apply(plain)
         results: list[ApplyResult] = []
@@ -66,6 +70,9 @@ class ObjectStore(SchedulerBase):
             namespace = item.namespace if isinstance(item, PersistentVolumeClaim) else ""
             results.append(ApplyResult(storage_kind(item), namespace, item.name, item.uid, action))
         results.extend(await self._apply_resources(resources, dry_run))
+        # Workloads and PodGroups before pods, so that a gang's pods find their group.
+        results.extend(ApplyResult(type(o).__name__, o.namespace, o.name, o.uid,
+                                   apply_pod_group(self.cache.podgroups, o, dry_run)) for o in groups)
         for obj in plain:
             if isinstance(obj, Pod):
                 uid = self._uid_by_key.get(obj.key)
@@ -114,6 +121,10 @@ class ObjectStore(SchedulerBase):
                 if pod is not rec.pod:
                     await self._apply_pod(pod)
         return results
+
+    def delete_pod_group(self, kind: str, namespace: str, name: str) -> PodGroup | Workload | None:
+        """Remove a PodGroup or Workload from the embedded store (None when there is none)."""
+        return self.cache.podgroups.remove(kind, namespace, name)
 
     def delete_storage(self, kind: str, namespace: str, name: str) -> StorageObject | None:
         """Remove a claim, volume, class or CSINode from the embedded store (None when there is none);
