@@ -47,6 +47,7 @@ from pluginhost.plugin import (
 from pluginhost.status import SUCCESS, Code, Status
 
 SPEC_ENV = "OUTRIGGER_TEST_FAKES"
+REPLICA_ENV = "OUTRIGGER_TEST_REPLICA"
 NO_VICTIMS = "fake preemption found no victims"
 BIND = "bind"
 
@@ -123,7 +124,9 @@ class DeclarativeFake:
         self.handle = handle
 
     def _log(self, *call: Any) -> None:
-        with open(self.calls_file, "a", encoding="utf-8") as fh:
+        # A host started with $OUTRIGGER_TEST_REPLICA logs to its own file: calls counted per replica.
+        tag = os.environ.get(REPLICA_ENV)
+        with open(f"{self.calls_file}.{tag}" if tag else self.calls_file, "a", encoding="utf-8") as fh:
             fh.write(json.dumps([*call]) + "\n")
 
     def _get(self, point: str, pod: Pod, node: str | None = None) -> Any:

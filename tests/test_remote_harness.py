@@ -199,6 +199,7 @@ async def remote_rig(
         extra(registry)
     scheduler = Scheduler(config_for(registry), registry, seed=seed)
     await remote.attach(scheduler)
+    remote.follow_manifests(scheduler, config_for)
     return RemoteRig(scheduler, remote, services)
 
 

@@ -21,7 +21,9 @@ hot path): ``outrigger_remote_plugin_calls_total``, ``outrigger_remote_plugin_er
 ``outrigger_remote_plugin_received_bytes_total``, ``outrigger_remote_plugin_node_batches_total``,
 ``outrigger_remote_plugin_retried_batches_total`` and ``outrigger_remote_plugin_ignored_failures_total``, labelled
 ``{plugin,rpc}``; per replica of an endpoint ``outrigger_remote_replica_calls_total`` and
-``outrigger_remote_replica_up``, labelled ``{endpoint,replica}`` (the replica's address).
+``outrigger_remote_replica_up``, labelled ``{endpoint,replica}`` (the replica's address); plugin host
+upgrades: ``outrigger_remote_plugin_unserved_calls_total{endpoint,plugin,rpc}`` (calls no replica declares
+any more) and ``outrigger_remote_manifest_changes_total{result}`` (``applied``, ``failed``).
 
 Every :class:`SchedulerMetrics` has its own :class:`CollectorRegistry`, so several services (tests) live
 in one process without clashing.
@@ -179,6 +181,25 @@ class _RemoteCollector(Collector):
                 up.add_metric([ep.name, replica.address], 0.0 if replica.suspect else 1.0)
         yield picked
         yield up
+        yield from _upgrade_metrics(self.remote)
+
+
+def _upgrade_metrics(remote: Any) -> Iterable[Any]:
+    """Plugin host upgrades: calls no replica declares any more, and manifests taken up."""
+    unserved = CounterMetricFamily(
+        "outrigger_remote_plugin_unserved_calls",
+        "Calls of a plugin (at a point) that no replica of its endpoint declares any more: the failure policy applied.",
+        labels=["endpoint", "plugin", "rpc"])
+    for (endpoint, plugin, rpc), n in sorted(remote.unserved().items()):
+        unserved.add_metric([endpoint, plugin, rpc], n)
+    changes = CounterMetricFamily(
+        "outrigger_remote_manifest_changes",
+        "New manifests every replica of an endpoint agreed on: profiles rebuilt (applied) or not (failed).",
+        labels=["result"])
+    changes.add_metric(["applied"], remote.manifest_changes)
+    changes.add_metric(["failed"], remote.manifest_failures)
+    yield unserved
+    yield changes
 
 
 class SchedulerMetrics:

@@ -57,7 +57,7 @@ from pluginhost.view import (
 from ..hooks import BeforeCycle, OutOfProcess, Upcoming
 from ..observe import tracing
 from .convert import converted, view_proto
-from .endpoint import Endpoint, Replica
+from .endpoint import POINT_ENUMS, Endpoint, Replica
 from .errors import RemotePluginError, RemotePluginsError, describe
 from .lookahead import DEPTH as LOOKAHEAD_DEPTH
 from .lookahead import Lookahead
@@ -125,7 +125,7 @@ class RemotePlugin(Plugin, OutOfProcess):
         return list(self.manifest.debug_paths)
 
     async def debug(self, path: str, profile: str) -> str:
-        replica = self.endpoint.pick()
+        replica = self.endpoint.pick(plugin=self.name)
         request = pb.plugin.DebugRequest(plugin=self.name, profile=profile, path=path)
         try:
             reply = await replica.stub.Debug(request, timeout=self.endpoint.config.deadline("default"))
@@ -207,8 +207,12 @@ class RemotePlugin(Plugin, OutOfProcess):
         """One unary call with the point's deadline; retried once if the host lost its configuration,
         and on another replica when the point is pure and the first replica is unreachable."""
         key = state.cycle_id if state is not None else ""
-        replicas = self.endpoint.usable(key) if len(self.endpoint.replicas) > 1 else self.endpoint.replicas
         stat = self.stat(point)
+        try:
+            replicas = self.endpoint.route(self.name, point, key)  # those whose manifest declares it
+        except RemotePluginError:
+            stat.record(0.0, error=True)
+            raise
         stat.bytes_sent += request.ByteSize()
         started = time.perf_counter()
         timeout = self.deadline(config_point or point)
@@ -221,7 +225,7 @@ class RemotePlugin(Plugin, OutOfProcess):
             for i, replica in enumerate(tries):
                 replica.picked += 1
                 try:
-                    reply = await self._call_once(replica, method, request, timeout)
+                    reply = await self._call_once(replica, method, request, timeout, point)
                 except grpc.RpcError as exc:
                     error = self._error(replica, exc)
                     if i + 1 < len(tries) and exc.code() in _FAILOVER_CODES:
@@ -244,8 +248,10 @@ class RemotePlugin(Plugin, OutOfProcess):
                 return reply
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _call_once(self, replica: Replica, method: str, request: Any, timeout: float) -> Any:
+    async def _call_once(self, replica: Replica, method: str, request: Any, timeout: float, point: str) -> Any:
         await self.endpoint.ready(replica)
+        if not replica.declares(self.name, POINT_ENUMS.get(point, 0)):  # handshaken again: now another version
+            raise RemotePluginError(f"{self.endpoint.where(replica)} no longer declares {point} of {self.name!r}")
         metadata = tracing.grpc_metadata()  # the plugin call's span (None outside a traced cycle)
         try:
             return await getattr(replica.stub, method)(request, timeout=timeout, metadata=metadata)
@@ -299,7 +305,7 @@ class RemotePlugin(Plugin, OutOfProcess):
         return status_from_proto(reply.status)
 
     def sort_key(self, info: QueuedPodInfo) -> Any:
-        replica = self.endpoint.pick()
+        replica = self.endpoint.pick(plugin=self.name)
         request = pb.plugin.QueueSortKeyRequest(
             pod=pod_to_proto(info.pod), enqueue_timestamp=info.timestamp, attempts=info.attempts,
             plugin=self.name, profile=self.profile,
@@ -363,7 +369,7 @@ class RemotePlugin(Plugin, OutOfProcess):
             plugin=self.name, pod=pod_to_proto(pod), profile=self.profile, event=event,
             old_object_json=as_json(old), new_object_json=as_json(new),
         )
-        replica = self.endpoint.pick()
+        replica = self.endpoint.pick(plugin=self.name)
         try:
             reply = replica.sync_stub().QueueingHint(request, timeout=self.deadline("preEnqueue"))
         except grpc.RpcError as exc:

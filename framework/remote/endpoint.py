@@ -4,6 +4,12 @@ handshake, health, failover order, and the Filter/Score streams each replica kee
 An :class:`Endpoint` is one entry of the RemotePlugins document; each of its addresses is a
 :class:`Replica`. A replica that failed is handshaken (and its plugins configured) again before its
 next call, and left out of new work for a while when others are up.
+
+Each replica keeps the manifest of its last handshake, and a call goes only to replicas that declare
+its plugin at its point (:meth:`Endpoint.route`): during a rolling upgrade, old and new hosts each get
+only what they declare. The endpoint's own manifest (what profiles were resolved with) changes when
+every replica that answers agrees on a new one; then :attr:`Endpoint.on_manifest_change` runs (the
+scheduler rebuilds its profiles: a plugin that gained Score is called at Score from the next cycle).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 import grpc
@@ -60,6 +67,22 @@ class Replica:
         self.backoff = 0.0
         self.watcher: asyncio.Task[None] | None = None
         self.start_batch = False  # the host takes a cycle's first batch inside its start message
+        #: The plugins of its last handshake by name (None before the first).
+        self.manifests: dict[str, Any] | None = None
+        #: (plugin, extension point enum) pairs of those manifests; (plugin, 0) for each plugin.
+        self.declared: frozenset[tuple[str, int]] = frozenset()
+
+    def take(self, reply: Any) -> None:
+        """What a handshake said: its manifests and features."""
+        self.manifests = {m.name: m for m in reply.plugins}
+        self.declared = frozenset(
+            {(m.name, 0) for m in reply.plugins} | {(m.name, int(p)) for m in reply.plugins for p in m.points}
+        )
+        self.start_batch = "start-batch" in reply.features
+
+    def declares(self, plugin: str, point: int) -> bool:
+        """Whether its manifest has ``plugin`` at ``point`` (0: at all); yes before its first handshake."""
+        return self.manifests is None or (plugin, point) in self.declared
 
     def sync_stub(self) -> Any:
         # QueueSort keys and queueing hints are asked from synchronous queue code.
@@ -122,6 +145,11 @@ class Endpoint:
         self.replicas = [Replica(self, a) for a in config.addresses if not _is_dns(a)]
         self.manifests: dict[str, Any] = {}
         self.nodes_only = False
+        #: Called (as a task) when the replicas agree on a new manifest, with the previous one.
+        self.on_manifest_change: Callable[[Endpoint, dict[str, Any]], Coroutine[Any, Any, None]] | None = None
+        #: Calls no replica could take (plugin, point) -> count: plugin or point gone from every manifest.
+        self.unserved: dict[tuple[str, str], int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self.adapters: list[HostedPlugin] = []
         self._next = 0
         self._resolver: asyncio.Task[None] | None = None
@@ -194,7 +222,7 @@ class Endpoint:
             credential=self.transport.credential,
         )
         reply = await replica.stub.Handshake(request, timeout=timeout, wait_for_ready=wait or None)
-        replica.start_batch = "start-batch" in reply.features
+        replica.take(reply)
         return reply
 
     async def connect(self) -> None:
@@ -234,16 +262,50 @@ class Endpoint:
                 )
         if not first:
             raise RemotePluginsError(f"{self.where(self.replicas[0])} serves no plugins")
-        for m in first.values():
+        self._check_manifests(self.replicas[0], first)
+        self._use(first)
+
+    def _check_manifests(self, replica: Replica, manifests: dict[str, Any]) -> None:
+        for m in manifests.values():
             if m.needs_volumes and (m.nodes_only or m.lookahead):
                 raise RemotePluginsError(
-                    f"{self.where(self.replicas[0])}: plugin {m.name!r} declares needs_volumes, which excludes "
+                    f"{self.where(replica)}: plugin {m.name!r} declares needs_volumes, which excludes "
                     "nodes_only and lookahead (storage changes alter answers without a node change)"
                 )
-        self.manifests = first
+
+    def _use(self, manifests: dict[str, Any]) -> None:
+        self.manifests = manifests
         # Its snapshot-reading plugins all read node objects only: its hosts follow the mirror nodes-only
         # (a plugin reading storage objects is never nodes_only: its host needs every generation).
-        self.nodes_only = all(m.nodes_only for m in first.values() if m.needs_snapshot or m.needs_volumes)
+        self.nodes_only = all(m.nodes_only for m in manifests.values() if m.needs_snapshot or m.needs_volumes)
+
+    def take_up(self) -> None:
+        """Adopt the manifest every replica that answers now agrees on, if it is a new one (replicas
+        that failed and are not handshaken again do not count; a plugin gone from every replica stays
+        in the endpoint's manifest, so profiles still resolve: its calls meet the failure policy)."""
+        live = [r for r in self.replicas if r.manifests is not None and not r.suspect]
+        if not live or not self.manifests:
+            return
+        first = live[0].manifests
+        assert first is not None
+        key = _serialized(first)
+        if any(_serialized(r.manifests or {}) != key for r in live[1:]):
+            return  # a rolling upgrade under way: each replica gets only the calls it declares
+        merged = dict(first)
+        for name, m in self.manifests.items():
+            merged.setdefault(name, m)
+        if _serialized(merged) == _serialized(self.manifests):
+            return
+        try:
+            self._check_manifests(live[0], merged)
+        except RemotePluginsError as exc:
+            log.error("endpoint %r keeps its manifest: %s", self.name, exc)
+            return
+        old = self.manifests
+        self._use(merged)
+        log.info("endpoint %r takes up its hosts' new manifest: %s", self.name, describe_change(old, merged))
+        if self.on_manifest_change is not None:
+            self._spawn(self.on_manifest_change(self, old))
 
     async def _handshake_with_retries(self, replica: Replica) -> Any:
         loop = asyncio.get_running_loop()
@@ -301,9 +363,28 @@ class Endpoint:
         healthy = sum(1 for r in ordered if r.serving and r.down_until <= now)
         return max(healthy, 1)
 
-    def pick(self, key: str = "") -> Replica:
-        """The replica for a call: by cycle id when there is one, round robin otherwise."""
-        replica = self.usable(key)[0] if len(self.replicas) > 1 else self.replicas[0]
+    def route(self, plugin: str, point: str, key: str = "") -> list[Replica]:
+        """:meth:`usable`'s replicas that declare ``plugin`` at ``point`` (an adapter's point name:
+        "Filter", "PreFilterAddPod", ...); :class:`RemotePluginError` when none does (the plugin or
+        the point is gone from every replica's manifest: the endpoint's failure policy applies)."""
+        enum = POINT_ENUMS.get(point, 0)
+        replicas = self.usable(key) if len(self.replicas) > 1 else self.replicas
+        out = [r for r in replicas if r.declares(plugin, enum)]
+        if out:
+            return out
+        n = self.unserved[(plugin, point)] = self.unserved.get((plugin, point), 0) + 1
+        served = any(r.declares(plugin, 0) for r in self.replicas)
+        what = f"{point} of {plugin!r}" if served else f"plugin {plugin!r}"
+        message = f"no replica of endpoint {self.name!r} serves {what} any more"
+        if n == 1 or n % 1000 == 0:
+            log.error("%s (%d calls so far; failurePolicy %s)", message, n, self.config.failure_policy)
+        raise RemotePluginError(message, grpc.StatusCode.UNAVAILABLE)
+
+    def pick(self, key: str = "", plugin: str = "") -> Replica:
+        """The replica for a call: by cycle id when there is one, round robin otherwise; one that
+        serves ``plugin`` when some does."""
+        replicas = self.usable(key) if len(self.replicas) > 1 else self.replicas
+        replica = next((r for r in replicas if r.declares(plugin, 0)), replicas[0]) if plugin else replicas[0]
         replica.picked += 1
         return replica
 
@@ -335,6 +416,8 @@ class Endpoint:
                     serving = reply.status == health_pb2.HealthCheckResponse.SERVING
                     if serving != replica.serving:
                         log.info("%s is %s", self.where(replica), "serving" if serving else "not serving")
+                        if serving and replica.suspect and self.manifests:
+                            self._spawn(self._back(replica))  # back (maybe upgraded): take its manifest now
                     replica.serving = serving
                     if not serving:
                         replica.drop_idle()
@@ -347,6 +430,9 @@ class Endpoint:
                     return
             replica.serving = False  # the watch ended: the host is gone or restarting
             replica.drop_idle()
+            if self.manifests and not replica.suspect:
+                replica.suspect = True  # it may come back as another version: handshake it again
+                self.take_up()  # the replicas left may now agree on a new manifest
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
 
@@ -364,15 +450,30 @@ class Endpoint:
                 self.failed(replica)
                 raise RemotePluginError(f"{describe(exc)} ({self.where(replica)})", exc.code()) from None
             served = {m.name for m in reply.plugins}
-            missing = [a.name for a in self.adapters if a.name not in served]
+            missing = sorted({a.name for a in self.adapters if a.name not in served})
             if missing:
-                raise RemotePluginError(f"{self.where(replica)} no longer serves {', '.join(missing)}")
+                log.error("%s no longer serves %s: their calls go to the replicas that still do (none: "
+                          "failurePolicy %s applies)", self.where(replica), ", ".join(missing),
+                          self.config.failure_policy)
             for adapter in self.adapters:
-                await adapter.configure_on(replica)
+                if adapter.name in served:
+                    await adapter.configure_on(replica)
             replica.suspect = False
             replica.backoff = 0.0
             replica.down_until = 0.0
             log.info("%s is back: handshaken and configured again", self.where(replica))
+        self.take_up()
+
+    async def _back(self, replica: Replica) -> None:
+        try:
+            await self.ready(replica)
+        except Exception as exc:  # its next call tries again
+            log.info("handshaking %s again failed: %s", self.where(replica), exc)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def configure_all(self) -> None:
         for adapter in self.adapters:
@@ -382,7 +483,7 @@ class Endpoint:
     async def close(self) -> None:
         for adapter in self.adapters:
             await adapter.close()
-        for task in [self._resolver, *self._closing]:
+        for task in [self._resolver, *self._closing, *self._tasks]:
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -394,6 +495,44 @@ class Endpoint:
 async def _close_later(replica: Replica, delay: float) -> None:
     await asyncio.sleep(delay)  # let calls already on it finish
     await replica.close()
+
+
+def _serialized(manifests: dict[str, Any]) -> dict[str, bytes]:
+    return {name: m.SerializeToString(deterministic=True) for name, m in manifests.items()}
+
+
+def describe_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What changed between two manifests, for the log: ``F: +Score; G: new`` ..."""
+    parts = []
+    for name in sorted(set(old) | set(new)):
+        if name not in old:
+            parts.append(f"{name}: new")
+            continue
+        if name not in new or old[name] == new[name]:
+            continue
+        was = {E.ExtensionPoint.Name(p) for p in old[name].points}
+        now = {E.ExtensionPoint.Name(p) for p in new[name].points}
+        added = [f"+{p.removeprefix('EXTENSION_POINT_')}" for p in sorted(now - was)]
+        removed = [f"-{p.removeprefix('EXTENSION_POINT_')}" for p in sorted(was - now)]
+        parts.append(f"{name}: {' '.join(added + removed) or 'state keys, events or options'}")
+    return "; ".join(parts) or "no change"
+
+
+E = pb.plugin
+#: An adapter's point names -> the manifest's extension point (what a replica must declare to get the call).
+POINT_ENUMS: dict[str, int] = {
+    "PreEnqueue": E.EXTENSION_POINT_PRE_ENQUEUE, "QueueSortKey": E.EXTENSION_POINT_QUEUE_SORT,
+    "PreFilter": E.EXTENSION_POINT_PRE_FILTER, "PreFilterAddPod": E.EXTENSION_POINT_PRE_FILTER_EXTENSIONS,
+    "PreFilterRemovePod": E.EXTENSION_POINT_PRE_FILTER_EXTENSIONS, "Filter": E.EXTENSION_POINT_FILTER,
+    "PostFilter": E.EXTENSION_POINT_POST_FILTER, "PreScore": E.EXTENSION_POINT_PRE_SCORE,
+    "Score": E.EXTENSION_POINT_SCORE, "NormalizeScore": E.EXTENSION_POINT_NORMALIZE_SCORE,
+    "Reserve": E.EXTENSION_POINT_RESERVE, "Unreserve": E.EXTENSION_POINT_RESERVE,
+    "Permit": E.EXTENSION_POINT_PERMIT, "PreBindPreFlight": E.EXTENSION_POINT_PRE_BIND_PRE_FLIGHT,
+    "PreBind": E.EXTENSION_POINT_PRE_BIND, "Bind": E.EXTENSION_POINT_BIND, "PostBind": E.EXTENSION_POINT_POST_BIND,
+    "BeforePreFilter": E.EXTENSION_POINT_PRE_FILTER_TRANSFORMER,
+    "BeforeFilter": E.EXTENSION_POINT_FILTER_TRANSFORMER, "BeforeScore": E.EXTENSION_POINT_SCORE_TRANSFORMER,
+    "BeforePostFilter": E.EXTENSION_POINT_POST_FILTER_TRANSFORMER,
+}
 
 
 def _is_dns(address: str) -> bool:

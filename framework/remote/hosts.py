@@ -5,6 +5,10 @@ unreachable one is an error naming it) and :meth:`RemotePlugins.register` puts e
 the :class:`~framework.plugins.Registry` with the extension points of its manifest, so profiles name
 it like any in-tree plugin. Once the scheduler exists, :meth:`RemotePlugins.attach` tells each adapter
 its profile, starts the snapshot publisher and delivers each plugin's ``pluginConfig`` args (Configure).
+
+When the replicas of an endpoint agree on a new manifest (a rolling upgrade finished), its plugins are
+registered again with their new points and the scheduler's profiles are resolved again and rebuilt
+(:meth:`RemotePlugins.manifest_changed`), without a restart.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -44,8 +48,21 @@ class RemotePlugins:
         self.endpoints = list(endpoints)
         self.services = services or FrameworkServices()
         self.publisher: SnapshotPublisher | None = None
+        self.registry: Registry | None = None
+        #: The scheduler, and how to resolve its configuration against the registry: what
+        #: :meth:`rebuild_profiles` needs (set by whoever builds the scheduler; None: a changed
+        #: manifest changes where calls go, not which points the profiles call).
+        self.scheduler: Any = None
+        self.config_for: Callable[[Registry], Any] | None = None
+        #: What rebuilds the profiles once a manifest changed (default: :meth:`rebuild_profiles`); a
+        #: live-configuration engine may put its own here. Given the names of the plugins changed.
+        self.on_change: Callable[[set[str]], Awaitable[None]] | None = None
+        #: Manifests taken up, and those whose profiles could not be rebuilt (the old ones go on).
+        self.manifest_changes = 0
+        self.manifest_failures = 0
         for ep in self.endpoints:  # their hosts may call back as soon as they are handshaken
             self.services.grant(ep.transport.credential, ep)
+            ep.on_manifest_change = self.manifest_changed
 
     @classmethod
     async def connect(
@@ -86,12 +103,74 @@ class RemotePlugins:
                         "already registered (an in-tree plugin?)"
                     )
                 cls = adapter_class(manifest)
+                registry.register(name, _factory(cls, ep), cls.points)
+        self.registry = registry
 
-                def factory(args: dict[str, Any], handle: Handle | None, cls: type[RemotePlugin] = cls,
-                            ep: Endpoint = ep) -> Plugin:
-                    return cls(ep, args, handle)
+    def follow_manifests(self, scheduler: Any, config_for: Callable[[Registry], Any]) -> None:
+        """Rebuild ``scheduler``'s profiles, resolved with ``config_for(registry)``, when a host's
+        manifest changes (:meth:`rebuild_profiles`)."""
+        self.scheduler, self.config_for = scheduler, config_for
 
-                registry.register(name, factory, cls.points)
+    async def manifest_changed(self, ep: Endpoint, old: dict[str, Any]) -> None:
+        """``ep``'s replicas agree on a new manifest: its plugins are registered with their new points
+        and the profiles rebuilt (:attr:`on_change`). A failure is logged and counted; the profiles
+        built from the old manifest go on (calls still reach only replicas declaring them)."""
+        changed = {n for n, m in ep.manifests.items() if n not in old or old[n] != m}
+        if self.registry is None or not changed:
+            return
+        for name in sorted(changed):
+            cls = adapter_class(ep.manifests[name])
+            if name in self.registry:
+                self.registry.replace(name, _factory(cls, ep), cls.points)
+            else:
+                self.registry.register(name, _factory(cls, ep), cls.points)
+        try:
+            if self.on_change is not None:
+                await self.on_change(changed)
+            elif self.scheduler is not None and self.config_for is not None:
+                await self.rebuild_profiles(changed)
+            else:
+                return
+        except Exception as exc:
+            self.manifest_failures += 1
+            log.error("endpoint %r: the profiles cannot use its new manifest (%s); they go on as they were",
+                      ep.name, exc)
+            return
+        self.manifest_changes += 1
+
+    async def rebuild_profiles(self, changed: set[str]) -> None:
+        """Resolve the configuration again (multiPoint follows the new points), build the profiles
+        and use them from the next cycle; new (plugin, profile) pairs are configured on their hosts,
+        and the adapters no profile uses any more are dropped."""
+        assert self.registry is not None and self.config_for is not None
+        config = self.config_for(self.registry)
+        old = self.adapters()
+        before = {(a.name, a.profile) for a in old}
+        self.scheduler.rebuild_profiles(config)
+        used: set[int] = set()
+        for profile, fwk in self.scheduler.profiles.items():
+            for plugin in fwk.plugins.values():
+                used.add(id(plugin))
+                if isinstance(plugin, RemotePlugin) and plugin.publisher is None:
+                    plugin.profile = profile
+                    plugin.scores_enabled = plugin in fwk.score_plugins and not fwk.score_transformers
+                    plugin.publisher = self.publisher
+                    plugin.services = self.services
+        for ep in self.endpoints:
+            ep.adapters[:] = [a for a in ep.adapters if isinstance(a, RemotePlugin) and id(a) in used]
+        for adapter in self.adapters():
+            if (adapter.name, adapter.profile) not in before:
+                for replica in adapter.endpoint.replicas:
+                    if replica.declares(adapter.name, 0) and not replica.suspect:
+                        await adapter.configure_on(replica)
+        for adapter in old:
+            if id(adapter) not in used:
+                await adapter.close()
+        log.info("profiles rebuilt for the new manifests of %s", ", ".join(sorted(changed)))
+
+    def unserved(self) -> dict[tuple[str, str, str], int]:
+        """Calls no replica could take, by (endpoint, plugin, point)."""
+        return {(ep.name, plugin, point): n for ep in self.endpoints for (plugin, point), n in ep.unserved.items()}
 
     def adapters(self) -> list[RemotePlugin]:
         return [a for ep in self.endpoints for a in ep.adapters if isinstance(a, RemotePlugin)]
@@ -148,3 +227,10 @@ class RemotePlugins:
             await ep.close()
             self.services.revoke(ep.transport.credential)
         self.services.close()
+
+
+def _factory(cls: type[RemotePlugin], ep: Endpoint) -> Callable[[dict[str, Any], Handle | None], Plugin]:
+    def factory(args: dict[str, Any], handle: Handle | None) -> Plugin:
+        return cls(ep, args, handle)
+
+    return factory

@@ -277,7 +277,7 @@ class Lookahead:
         if not fresh:
             return
         adapter = self.adapter
-        ordered = adapter.endpoint.usable()
+        ordered = [r for r in adapter.endpoint.usable() if r.declares(adapter.name, 0)]
         if not ordered:
             return
         replica = ordered[self.seq % adapter.endpoint.spread(ordered)]

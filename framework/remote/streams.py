@@ -28,7 +28,7 @@ from pluginhost.plugin import CycleState, NodeBatch
 from pluginhost.state import apply_entries
 from pluginhost.status import Code
 
-from .endpoint import Endpoint, NodeStream, Replica
+from .endpoint import POINT_ENUMS, Endpoint, NodeStream, Replica
 from .errors import RemotePluginError, describe, why
 from .services import FrameworkServices
 from .stats import PointStats
@@ -135,6 +135,10 @@ class NodeExchange:
     def _deadline(self) -> float:
         return self.adapter.deadline(self.method.lower())
 
+    def _declaring(self, key: str) -> list[Replica]:
+        enum = POINT_ENUMS[self.method]
+        return [r for r in self._endpoint.usable(key) if r.declares(self.adapter.name, enum)]
+
     async def _stream_for(self, replica: Replica) -> NodeStream:
         """This cycle's stream to ``replica``: an idle one (or a new one) started with this cycle's context."""
         method, data = self.method, self.data
@@ -145,6 +149,8 @@ class NodeExchange:
             await self._endpoint.ready(replica)
         except RemotePluginError as exc:
             raise StreamBroken(str(exc)) from None  # unreachable or restarted badly: try another replica
+        if not replica.declares(self.adapter.name, POINT_ENUMS[method]):  # restarted as another version
+            raise StreamBroken(f"{self._endpoint.where(replica)} no longer declares {method} of {self.adapter.name!r}")
         data.hold(self.adapter.services, self.state)
         replica.picked += 1
         stream = replica.take_stream(method)
@@ -211,13 +217,13 @@ class NodeExchange:
         """Send ``batch`` as node batches spread over the healthy replicas; answers are read by :meth:`collect`."""
         window = Window(batch, want_scores=self.method == "Score" or bool(self.data.with_scores))
         cycle_id = self.state.cycle_id
-        ordered = self._endpoint.usable(cycle_id)
+        ordered = self._endpoint.route(self.adapter.name, self.method, cycle_id)  # those declaring it
         replicas = ordered[: self._endpoint.spread(ordered)]
         outgoing: dict[NodeStream, list[Any]] = {}
         for i, (lo, hi) in enumerate(self._batches(batch, len(replicas))):
             replica = replicas[i % len(replicas)]
             if replica in window.tried:
-                others = [r for r in self._endpoint.usable(cycle_id) if r not in window.tried]
+                others = [r for r in self._declaring(cycle_id) if r not in window.tried]
                 if not others:
                     raise RemotePluginError(f"no replica left for {self.method} ({self._endpoint.name})",
                                             grpc.StatusCode.UNAVAILABLE)
@@ -249,7 +255,7 @@ class NodeExchange:
             self._endpoint.failed(replica)
             for stream in [s for s in window.pending if s.replica is replica]:
                 spans.extend(window.pending.pop(stream).values())
-            others = [r for r in self._endpoint.usable(self.state.cycle_id) if r not in window.tried]
+            others = [r for r in self._declaring(self.state.cycle_id) if r not in window.tried]
             if not others:
                 raise RemotePluginError(f"{reason} ({self._endpoint.where(replica)})", grpc.StatusCode.UNAVAILABLE)
             target = others[0]

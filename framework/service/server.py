@@ -175,6 +175,8 @@ async def start_service(
         )
         srv = await _start(config_for(registry), registry, server, port, services, remote, seed, observability)
         srv.tls_files = files
+        if remote is not None:  # a host upgraded to another manifest: the profiles are resolved again
+            remote.follow_manifests(srv.scheduler, config_for)
         return srv
     except BaseException:
         if remote is not None:

@@ -185,7 +185,8 @@ class PluginServicer:
     """
 
     def Handshake(self, request, context):
-        """Lists the host's plugins and their capabilities. Called on every (re)connect.
+        """Lists the host's plugins and their capabilities. Called on every (re)connect; the answer may
+        differ from the previous one after a restart (see "Upgrades" above).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

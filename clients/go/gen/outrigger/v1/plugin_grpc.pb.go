@@ -10,6 +10,20 @@
 //     Handle.FollowSnapshot (handle.proto), so requests can refer to nodes by id.
 //  4. Per pod, the framework calls only the points a plugin declared.
 //
+// Upgrades: a host may change its manifest across a restart (a rolling upgrade of an endpoint's
+// replicas): add or remove extension points, state keys, events, debug paths, features, change its
+// preferred batch size or options, serve new plugins or stop serving some. The framework handshakes
+// every replica again once it comes back (its health watch saw it go, or a call failed) and keeps
+// each replica's manifest: a call goes only to replicas whose manifest declares the plugin at that
+// point. The endpoint's manifest, from which the profiles were resolved (multiPoint follows the
+// declared points), changes when every replica that answers declares the same new one; the framework
+// then resolves its configuration again and uses the new points from its next scheduling cycle,
+// without a restart (a point only some replicas declare is called only on those, and only if the
+// endpoint's manifest already had it). A plugin no replica serves any more stays in the profiles; its
+// calls fail under the endpoint's failurePolicy (Ignore: skipped), each logged and counted. Keep a
+// plugin's meaning stable across versions that run side by side: during the upgrade, consecutive
+// calls of one cycle may reach replicas of different versions.
+//
 // Every request names the plugin it is for (a host may serve several). Cycle-scoped requests carry a
 // CycleContext; their replies carry the plugin's CycleState writes (state_writes), applied by the
 // framework in reply order, so CycleState costs no extra round trip on the hot path.
@@ -79,7 +93,8 @@ const (
 //
 // Served by every plugin host.
 type PluginClient interface {
-	// Lists the host's plugins and their capabilities. Called on every (re)connect.
+	// Lists the host's plugins and their capabilities. Called on every (re)connect; the answer may
+	// differ from the previous one after a restart (see "Upgrades" above).
 	Handshake(ctx context.Context, in *HandshakeRequest, opts ...grpc.CallOption) (*HandshakeResponse, error)
 	// Delivers a plugin's pluginConfig args for a profile, once, before the plugin's first call in
 	// that profile. A non-success status fails the framework's configuration load.
@@ -457,7 +472,8 @@ func (c *pluginClient) Debug(ctx context.Context, in *DebugRequest, opts ...grpc
 //
 // Served by every plugin host.
 type PluginServer interface {
-	// Lists the host's plugins and their capabilities. Called on every (re)connect.
+	// Lists the host's plugins and their capabilities. Called on every (re)connect; the answer may
+	// differ from the previous one after a restart (see "Upgrades" above).
 	Handshake(context.Context, *HandshakeRequest) (*HandshakeResponse, error)
 	// Delivers a plugin's pluginConfig args for a profile, once, before the plugin's first call in
 	// that profile. A non-success status fails the framework's configuration load.
