@@ -102,6 +102,7 @@ class Framework:
         waiting_pods: WaitingPods | None = None,
         handle: Handle | None = None,
         rng: random.Random | None = None,
+        placement_score_weights: Mapping[str, int] | None = None,
     ) -> None:
         def typed(point: str) -> list[Any]:
             cls = POINT_CLASSES[point]  # from the points table (pluginhost.plugin.POINTS)
@@ -166,6 +167,18 @@ class Framework:
         for point_plugins in plugins.values():
             for p in point_plugins:
                 self.plugins[p.name] = p
+        self._pod_group_points(plugins, placement_score_weights or {})
+
+    def _pod_group_points(self, plugins: Mapping[str, Sequence[Plugin]], weights: Mapping[str, int]) -> None:
+        """The PodGroup cycle's points (framework.runtime_podgroup runs them), and each PlacementScore
+        plugin's weight (1 when unset)."""
+        self.pod_group_plugins: dict[str, list[Plugin]] = {
+            point: list(plugins.get(point, ()))
+            for point in ("placementGenerate", "placementScore", "podGroupPostFilter")
+        }
+        self.placement_score_weights = {
+            p.name: int(weights.get(p.name, 1)) or 1 for p in self.pod_group_plugins["placementScore"]
+        }
 
     async def _observed(self, point: str, pl: Plugin, call: Awaitable[T], nodes: int = -1, *,
                         error_point: str = "", tell: bool = True) -> T | Raised:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 
 from pluginhost.errors import OutriggerError
@@ -97,3 +98,6 @@ class CycleStats:
     errors: int = 0
     bound: int = 0
     attempt_seconds: list[float] = field(default_factory=list)
+    #: PodGroup cycles by (result, profile): kube-scheduler's scheduler_podgroup_schedule_attempts_total
+    #: (``scheduled``, ``unschedulable``, ``waiting_on_preemption``, ``error``).
+    podgroup_attempts: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
