@@ -69,6 +69,7 @@ type Host struct {
 	follows bool // some plugin follows the mirror
 	nodes   bool // every following plugin reads node objects only
 	volumes bool // some plugin reads storage objects
+	devices bool // some plugin reads device objects
 
 	mu           sync.Mutex
 	fw           *Framework
@@ -108,8 +109,9 @@ func NewHost(regs []Registration, opts Options) (*Host, error) {
 		if err != nil {
 			return nil, err
 		}
-		reg.NeedsSnapshot = reg.NeedsSnapshot || reg.NeedsVolumes
+		reg.NeedsSnapshot = reg.NeedsSnapshot || reg.NeedsVolumes || reg.NeedsDevices
 		h.volumes = h.volumes || reg.NeedsVolumes
+		h.devices = h.devices || reg.NeedsDevices
 		hp := &hosted{reg: reg, manifest: m, instances: map[string]Plugin{}}
 		h.plugins = append(h.plugins, hp)
 		h.byName[reg.Name] = hp
@@ -208,6 +210,10 @@ func manifestOf(reg Registration) (*pb.PluginManifest, error) {
 		return nil, fmt.Errorf("plugin %s: NeedsVolumes excludes NodesOnly and Lookahead (a storage change alters "+
 			"answers without a node change)", reg.Name)
 	}
+	if reg.NeedsDevices && (reg.NodesOnly || reg.Lookahead) {
+		return nil, fmt.Errorf("plugin %s: NeedsDevices excludes NodesOnly and Lookahead (a device change alters "+
+			"answers without a node change)", reg.Name)
+	}
 	if reg.Lookahead {
 		switch {
 		case len(reg.StateKeys) > 0:
@@ -220,8 +226,10 @@ func manifestOf(reg Registration) (*pb.PluginManifest, error) {
 	}
 	return &pb.PluginManifest{
 		Name: reg.Name, Points: points, StateKeys: reg.StateKeys, PreferredBatchSize: reg.BatchSize,
-		FilterAndScore: reg.FilterAndScore, NeedsSnapshot: reg.NeedsSnapshot || reg.Lookahead || reg.NeedsVolumes,
-		NodesOnly: reg.NodesOnly || reg.Lookahead, Lookahead: reg.Lookahead, Events: events, NeedsVolumes: reg.NeedsVolumes,
+		FilterAndScore: reg.FilterAndScore,
+		NeedsSnapshot:  reg.NeedsSnapshot || reg.Lookahead || reg.NeedsVolumes || reg.NeedsDevices,
+		NodesOnly:      reg.NodesOnly || reg.Lookahead, Lookahead: reg.Lookahead, Events: events,
+		NeedsVolumes: reg.NeedsVolumes, NeedsDevices: reg.NeedsDevices,
 	}, nil
 }
 
@@ -355,7 +363,7 @@ func (h *Host) follow(ctx context.Context, fw *Framework) {
 	for ctx.Err() == nil {
 		stream, err := fw.Handle.FollowSnapshot(ctx, &pb.FollowRequest{
 			FromGeneration: h.mirror.Generation(), Plugin: h.plugins[0].reg.Name, NodesOnly: h.nodes,
-			Volumes: h.volumes,
+			Volumes: h.volumes, Devices: h.devices,
 		})
 		for err == nil {
 			var d *pb.SnapshotDelta

@@ -195,6 +195,11 @@ type Registration struct {
 	// follows them too, and Call.Snapshot.Volumes() has them. Implies NeedsSnapshot; not allowed with
 	// NodesOnly or Lookahead (a storage change alters answers without a node change).
 	NeedsVolumes bool
+	// NeedsDevices says the plugin reads the device objects of dynamic resource allocation
+	// (ResourceSlices, DeviceClasses, ResourceClaims with their allocations): the host's mirror then
+	// follows them too, and Call.Snapshot.Devices() has them. Implies NeedsSnapshot; not allowed with
+	// NodesOnly or Lookahead (a new slice or another pod's allocation alters answers without a node change).
+	NeedsDevices bool
 	// Events overrides the events of EnqueueExtensions in the manifest.
 	Events []*pb.ClusterEventWithHint
 }

@@ -63,6 +63,7 @@ type Snapshot struct {
 	memo           sync.Map
 	nodes          *nodeTable // shared by consecutive snapshots whose node objects are the same
 	volumes        *Volumes   // the mirror's (live, shared by its snapshots)
+	devices        *Devices   // likewise
 }
 
 // nodeTable holds what plugins derive from the node objects alone, shared by every snapshot until a
@@ -71,8 +72,12 @@ type nodeTable struct{ memo sync.Map }
 
 // EmptySnapshot is a snapshot with no nodes.
 func EmptySnapshot() *Snapshot {
-	return &Snapshot{byName: map[string]uint32{}, nodes: &nodeTable{}, volumes: newVolumes()}
+	return &Snapshot{byName: map[string]uint32{}, nodes: &nodeTable{}, volumes: newVolumes(), devices: newDevices()}
 }
+
+// Devices are the device objects (ResourceSlices, DeviceClasses, ResourceClaims) the mirror holds: live,
+// shared by every snapshot of the mirror, and empty unless a plugin of the host registered NeedsDevices.
+func (s *Snapshot) Devices() *Devices { return s.devices }
 
 // Volumes are the storage objects (claims, volumes, classes, CSINodes) the mirror holds: live, shared
 // by every snapshot of the mirror, and empty unless a plugin of the host registered NeedsVolumes.
@@ -136,7 +141,7 @@ func (s *Snapshot) derive() *Snapshot {
 	return &Snapshot{
 		Generation: s.Generation, NodeGeneration: s.NodeGeneration,
 		byID: append([]*NodeState(nil), s.byID...), byName: s.byName, ids: s.ids, nodes: s.nodes,
-		volumes: s.volumes,
+		volumes: s.volumes, devices: s.devices,
 	}
 }
 
@@ -365,7 +370,8 @@ func (m *Mirror) At(generation uint64) *Snapshot {
 }
 
 // Apply applies one delta in the contract's order: resync, node upserts, node removals, pod
-// removals, pod additions, storage removals, storage upserts (into the live Volumes).
+// removals, pod additions, storage removals, storage upserts (into the live Volumes), device removals,
+// device upserts (into the live Devices).
 func (m *Mirror) Apply(d *pb.SnapshotDelta) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -451,6 +457,7 @@ func (m *Mirror) Apply(d *pb.SnapshotDelta) {
 		m.podNode[uid] = id
 	}
 	next.volumes.apply(d)
+	next.devices.apply(d)
 	if m.storage != nil && (d.GetFullResync() || len(d.GetStorageUpserts()) > 0 || len(d.GetStorageRemoved()) > 0) {
 		m.storage(d)
 	}
