@@ -47,6 +47,7 @@ so ``except ValueError`` and ``except OutriggerError`` both work. The tree, one 
     ├── ReviewError ─ the authenticator or authorizer could not answer.
     ├── StreamBroken ─ a Filter or Score stream to a replica broke (its batches go to another).
     ├── ClientError ─ a client library call failed (a message meant for users, the gRPC code).
+    ├── ConsoleLookupError ─ a pod or trace a web console request names is not held (also LookupError).
     ├── OutputError ─ the command line's output cannot be written (also OSError).
     │   └── OutputClosed ─ the reader of the command line's output went away.
     └── UserError ─ a command of the command line cannot do what it was asked.

@@ -50,8 +50,26 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--feature-gates", action="append", metavar="NAME=BOOL,...",
                    help=f"kube-scheduler's feature gates, e.g. GenericWorkload=true,OpportunisticBatching=false, "
                         f"with {features.VERSION}'s defaults and locks (docs/configuration.md)")
+    p.add_argument("--no-console", action="store_true",
+                   help="do not serve the web console under /ui/ on the secure and --http ports (docs/console.md)")
+    p.add_argument("--console-otlp", metavar="HOST:PORT",
+                   help="receive plugin hosts' spans over OTLP/gRPC here, for the console's waterfalls (plain "
+                        "text: a loopback or pod-local address)")
+    p.add_argument("--watch-config", type=_flag_bool, nargs="?", const=True, default=True, metavar="BOOL",
+                   help="apply a change of the --config and --plugins files without a restart (default true; "
+                        "--watch-config=false reads them once; docs/configuration.md)")
     add_server_flags(p, "clients and plugin hosts")
     add_serving_flags(p)
+
+
+def _flag_bool(value: str) -> bool:
+    """A kube-style boolean flag value (``--watch-config=false``)."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "t", "yes"):
+        return True
+    if lowered in ("false", "0", "f", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"must be true or false, got {value!r}")
 
 
 @command("serve", "run the framework service", _serve_args, examples="""\
@@ -62,8 +80,10 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
   outrigger serve --bind-address 0.0.0.0 --token-auth-file tokens.csv   # HTTPS on 10259 (docs/security.md)
   outrigger serve --config scheduler.yaml --kubeconfig ~/.kube/config   # a live cluster (docs/kubernetes.md)
   outrigger serve --feature-gates OpportunisticBatching=false          # kube-scheduler's gates
+  outrigger serve --config scheduler.yaml --watch-config=false        # read the files once, no live changes
   OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317 outrigger serve""")
 def cmd_serve(args: argparse.Namespace) -> int:
+    from ..liveconfig import WatchedFiles
     from ..observe.observability import ObservabilityConfig
     from ..observe.serving import ServingConfigError, serving_config
     from ..observe.tracing import TracingConfig, TracingConfigError
@@ -90,15 +110,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ServingConfigError as exc:
         raise UserError(str(exc)) from None
     obs = ObservabilityConfig(tracing=tracing if tracing.enabled else None, http=args.http,
-                              debug_scores=args.debug_scores, secure=secure)
+                              debug_scores=args.debug_scores, secure=secure, console=not args.no_console,
+                              console_otlp=args.console_otlp)
+    watch = WatchedFiles(args.config, args.plugins) if args.watch_config and (args.config or args.plugins) else None
     try:
         if kubeconfig or args.in_cluster:
             run_async(serve_cluster(lambda registry: scheduler_config(args.config, registry), args.listen,
                                     endpoints, args.advertise, obs, tls=server_tls(args), kubeconfig=kubeconfig,
-                                    in_cluster=args.in_cluster, config_file=args.config))
+                                    in_cluster=args.in_cluster, config_file=args.config, watch=watch))
         else:
             run_async(serve(lambda registry: scheduler_config(args.config, registry), args.listen, endpoints,
-                            args.advertise, obs, tls=server_tls(args)))
+                            args.advertise, obs, tls=server_tls(args), watch=watch))
     except OutputError:
         raise  # stdout failed (its own message), not the address or a file
     except (OSError, KubeConfigError, ServingConfigError) as exc:

@@ -12,6 +12,7 @@ authorized: :mod:`framework.observe`) and, for local use, on the plain ``--http`
 ``GET /apis/v1/__services__``                the plugins' debug endpoints and the framework's own
 ``GET /apis/v1/plugins/<plugin>/<path>``     a plugin's debug endpoint (``?profile=`` picks the profile)
 ``GET /apis/v1/nodes/<name>``                a node as the scheduler sees it in its snapshot
+``GET /ui/...``                              the web console and its JSON APIs (:mod:`framework.console`)
 ===========================================  ====================================================
 
 Errors are JSON ``{"error": "..."}`` with 404 (unknown path, plugin, endpoint or node), 400 (a bad
@@ -101,8 +102,9 @@ class HttpServer:
 
     def __init__(self, scheduler: Any, *, metrics: SchedulerMetrics | None = None,
                  scores: DebugScores | None = None, checks: HealthChecks | None = None,
-                 tls: ServingTLS | None = None, gate: Gate | None = None) -> None:
+                 tls: ServingTLS | None = None, gate: Gate | None = None, console: Any = None) -> None:
         self.scheduler = scheduler
+        self.console = console
         self.metrics = metrics
         self.scores = scores
         self.checks = checks if checks is not None else HealthChecks()
@@ -130,6 +132,10 @@ class HttpServer:
         app = web.Application(client_max_size=MAX_BODY, middlewares=[self._errors, self._authorized],
                               handler_args={"max_line_size": MAX_LINE, "max_field_size": MAX_LINE,
                                             "max_headers": MAX_HEADERS})
+        if self.console is not None:
+            from ..console import add_routes
+
+            add_routes(app.router, self.console)
         app.router.add_route("*", "/{path:.*}", self._handle)
         return app
 
@@ -239,7 +245,7 @@ class HttpServer:
         if endpoint in ENDPOINTS and path.startswith(f"/{endpoint}"):
             return await self._health(endpoint, check, multi if multi is not None else {})
         if path == "/configz":
-            return 200, JSON, json.dumps(configz(self.scheduler.config)).encode()
+            return 200, JSON, json.dumps(configz(self.scheduler.config, getattr(self.scheduler, "live", None))).encode()
         if path == "/metrics":
             if self.metrics is None:
                 raise _HttpError(404, "metrics are off")
@@ -321,7 +327,8 @@ class HttpServer:
         return {
             "plugins": [seen[k] for k in sorted(seen)],
             "framework": ["/apis/v1/nodes/<name>", "/configz", "/healthz", "/livez", "/readyz", "/metrics",
-                          "/debug/flags/scores", "/debug/scores/<namespace>/<name>"],
+                          "/debug/flags/scores", "/debug/scores/<namespace>/<name>",
+                          *(["/ui/"] if self.console is not None else [])],
         }
 
     async def plugin_endpoint(self, plugin: str, path: str, profile: str = "") -> str:

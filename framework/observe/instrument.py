@@ -48,8 +48,8 @@ _rng = random.Random()
 class _Context:
     """One scheduling context as the wrappers see it."""
 
-    __slots__ = ("attempt", "binding", "cycle_id", "cycle_span", "feasible", "generation", "plugin_metrics",
-                 "pod_key", "profile", "root", "scores", "selected")
+    __slots__ = ("attempt", "binding", "console", "cycle_id", "cycle_span", "feasible", "generation",
+                 "plugin_metrics", "pod_key", "profile", "root", "scores", "selected")
 
     def __init__(self, profile: str, pod_key: str, attempt: int) -> None:
         self.profile = profile
@@ -64,6 +64,7 @@ class _Context:
         self.feasible = -1
         self.selected = ""
         self.scores: dict[str, Any] | None = None
+        self.console: Any = None  # the console's record of this attempt, while someone looks at it
 
 
 _INTERNAL = SpanKind.INTERNAL  # an enum member read from its class costs a Python-level __getattr__
@@ -131,6 +132,7 @@ class Instrumentation:
     tracing: Tracing | None = None
     metrics: SchedulerMetrics | None = None
     scores: DebugScores | None = None
+    console: Any = None
 
 
 def instrument(
@@ -139,10 +141,12 @@ def instrument(
     tracing: Tracing | None = None,
     metrics: SchedulerMetrics | None = None,
     scores: DebugScores | None = None,
+    console: Any = None,
 ) -> Instrumentation:
-    """Install spans (``tracing``), metrics and debug scores on ``scheduler`` (see the module docstring).
-    Call once, after the scheduler (and its remote plugins) are built, before it runs."""
-    inst = Instrumentation(scheduler, tracing, metrics, scores)
+    """Install spans (``tracing``), metrics, debug scores and the web console's attempt records
+    (``console``, a :class:`framework.console.Console`: it needs ``metrics``) on ``scheduler`` (see the
+    module docstring). Call once, after the scheduler (and its remote plugins) are built, before it runs."""
+    inst = Instrumentation(scheduler, tracing, metrics, scores, console)
     if tracing is None and metrics is None and scores is None:
         return inst
     _wrap_scheduler(inst)
@@ -170,7 +174,7 @@ def _wrap_framework(inst: Instrumentation, fwk: Any) -> None:
 
 def _wrap_scheduler(inst: Instrumentation) -> None:
     s = inst.scheduler
-    tracing, metrics = inst.tracing, inst.metrics
+    tracing, metrics, console = inst.tracing, inst.metrics, inst.console
     schedule_one = s.schedule_one
     binding_cycle = s._binding_cycle
 
@@ -182,6 +186,8 @@ def _wrap_scheduler(inst: Instrumentation) -> None:
             await schedule_one(info)  # not an attempt: dropped from the queue
             return
         ctx = _Context(pod.scheduler_name, pod.key, info.attempts)
+        if console is not None:
+            ctx.console = console.begin(pod.key, pod.scheduler_name, info.attempts)
         if metrics is not None and metrics.plugin_sample > 0:
             ctx.plugin_metrics = _rng.random() < metrics.plugin_sample
         if tracing is not None:
@@ -240,6 +246,9 @@ def _end_scheduling_cycle(inst: Instrumentation, ctx: _Context, uid: str, elapse
         inst.metrics.attempt_duration.labels(result, ctx.profile).observe(elapsed)
     if ctx.scores is not None and ctx.selected:
         ctx.scores["selected"] = ctx.selected
+    if ctx.console is not None:
+        inst.console.finish(ctx.console, result, status, elapsed, ctx.selected,
+                            ctx.root.trace_id if ctx.root is not None else 0)
     root, span = ctx.root, ctx.cycle_span
     if root is None or span is None:
         return
@@ -286,7 +295,7 @@ async def _binding(inst: Instrumentation, ctx: _Context, coro: Any, uid: str) ->
 def _wrap_point(inst: Instrumentation, fwk: Any, attr: str, point: str,
                 status_of: Callable[[Any], Status | None]) -> None:
     orig = getattr(fwk, attr)
-    metrics, scores = inst.metrics, inst.scores
+    metrics, scores, console = inst.metrics, inst.scores, inst.console
     profile = fwk.profile
     is_filter, is_score, is_reserve = attr == "run_filter", attr == "run_score", attr == "run_reserve"
     is_wait = attr == "wait_on_permit"
@@ -302,25 +311,12 @@ def _wrap_point(inst: Instrumentation, fwk: Any, attr: str, point: str,
             ctx.generation = int(state.snapshot.generation) if state.snapshot is not None else 0
         if is_reserve:
             ctx.selected = args[2]
-        record_scores = is_score and scores is not None and scores.enabled and not kwargs.get("record", False)
+        record_scores = is_score and not kwargs.get("record", False) and (
+            (scores is not None and scores.enabled) or ctx.console is not None)
         if record_scores:
             kwargs["record"] = True
         parent = _current.get()
-        span: Span | None = None
-        if parent is not None and not parent.leaf:
-            # Inside a plugin call (a point a plugin runs), the call is the parent: its span id is known.
-            call = parent.active
-            if call is None or not call.leaf:
-                context = parent._context if call is None else _child_context(parent, call.span_id)
-                if not is_wait:
-                    span = Span(parent.tracing, point, parent.trace_id, context, _INTERNAL,
-                                {"outrigger.extension_point": point})
-                else:
-                    wp = fwk.waiting_pods.get(args[0].uid)
-                    if wp is not None:  # otherwise nothing waits: no WaitOnPermit span
-                        span = Span(parent.tracing, point, parent.trace_id, context, _INTERNAL,
-                                    {"outrigger.extension_point": point,
-                                     "outrigger.permit.waiting_plugins": list(wp.pending_plugins())})
+        span = _point_span(parent, fwk, point, is_wait, args) if parent is not None and not parent.leaf else None
         token = _current.set(span) if span is not None else None
         started = time.perf_counter()
         try:
@@ -343,6 +339,8 @@ def _wrap_point(inst: Instrumentation, fwk: Any, attr: str, point: str,
             # One-node runs (the nominated node, preemption's what-ifs) do not replace the cycle's count.
             if ctx.feasible < 0 or int(args[3].shape[0]) > 1:
                 ctx.feasible = feasible
+                if ctx.console is not None:
+                    console.filtered(ctx.console, int(out.processed), feasible, args[5].node_to_status.statuses)
             if span is not None:
                 a = span.attrs
                 a["outrigger.filter.nodes_in"] = int(args[3].shape[0])
@@ -351,8 +349,11 @@ def _wrap_point(inst: Instrumentation, fwk: Any, attr: str, point: str,
                 a["outrigger.filter.nodes_out"] = feasible
         elif is_score and span is not None:
             span.attrs["outrigger.score.nodes"] = len(args[2])
-        if record_scores and scores is not None and out.error is None:
-            ctx.scores = scores.observe(args[1], args[2], out, ctx.profile, ctx.attempt)
+        if record_scores and out.error is None:
+            if scores is not None and scores.enabled:
+                ctx.scores = scores.observe(args[1], args[2], out, ctx.profile, ctx.attempt)
+            if ctx.console is not None:
+                console.scored(ctx.console, args[2], out)
         if span is not None:
             _end_calls(span)
             _status_attrs(span, status)
@@ -360,6 +361,22 @@ def _wrap_point(inst: Instrumentation, fwk: Any, attr: str, point: str,
         return out
 
     setattr(fwk, attr, wrapper)
+
+
+def _point_span(parent: Span, fwk: Any, point: str, is_wait: bool, args: tuple[Any, ...]) -> Span | None:
+    """The extension point's span under ``parent`` (None inside a leaf call, or when nothing waits)."""
+    # Inside a plugin call (a point a plugin runs), the call is the parent: its span id is known.
+    call = parent.active
+    if call is not None and call.leaf:
+        return None
+    context = parent._context if call is None else _child_context(parent, call.span_id)
+    if not is_wait:
+        return Span(parent.tracing, point, parent.trace_id, context, _INTERNAL, {"outrigger.extension_point": point})
+    wp = fwk.waiting_pods.get(args[0].uid)
+    if wp is None:  # nothing waits: no WaitOnPermit span
+        return None
+    return Span(parent.tracing, point, parent.trace_id, context, _INTERNAL,
+                {"outrigger.extension_point": point, "outrigger.permit.waiting_plugins": list(wp.pending_plugins())})
 
 
 def _child_context(span: Span, span_id: int) -> SpanContext:

@@ -48,6 +48,10 @@ class ObservabilityConfig:
     plugin_sample_percent: int = 10
     secure: SecureServing | None = None
     checks: HealthChecks | None = None
+    #: The web console under /ui/ on both ports (docs/console.md), and where it receives plugin hosts'
+    #: spans over OTLP/gRPC (``HOST:PORT``; None: no receiver).
+    console: bool = True
+    console_otlp: str | None = None
 
 
 @dataclass
@@ -62,6 +66,8 @@ class Observability:
     secure: HttpServer | None = None
     checks: HealthChecks = field(default_factory=HealthChecks)
     serving: Built | None = None
+    console: Any = None
+    otlp: Any = None
 
     @classmethod
     async def start(cls, config: ObservabilityConfig, scheduler: Any, remote: Any = None) -> Observability:
@@ -76,16 +82,30 @@ class Observability:
         if ports or config.debug_scores:
             scores = DebugScores(config.debug_scores)
         checks = config.checks if config.checks is not None else HealthChecks()
-        inst = instrument(scheduler, tracing=tracing, metrics=metrics, scores=scores)
-        obs = cls(inst, tracing, metrics, scores, checks=checks, serving=built)
+        console = None
+        if ports and config.console:
+            from ..console import Console
+
+            console = Console(scheduler, metrics, remote)
+            if tracing is None:  # the console's own: a context is traced only while someone looks
+                tracing = Tracing([], sampler=console.sampler)
+            tracing.processors.append(console.spans)
+        inst = instrument(scheduler, tracing=tracing, metrics=metrics, scores=scores, console=console)
+        obs = cls(inst, tracing, metrics, scores, checks=checks, serving=built, console=console)
         try:
+            if console is not None and config.console_otlp:
+                from ..console.otlp import OtlpReceiver
+
+                obs.otlp = await OtlpReceiver(console.spans).start(config.console_otlp)
             if config.secure is not None and built is not None:
                 obs.secure = await HttpServer(scheduler, metrics=metrics, scores=scores, checks=checks,
-                                              tls=built.tls, gate=built.gate).start(config.secure.listen)
+                                              tls=built.tls, gate=built.gate, console=console
+                                              ).start(config.secure.listen)
                 log.info("secure port on https://%s (%s certificate, SHA-256 %s); callers: %s",
                          obs.secure.address, built.tls.source, built.tls.fingerprint, built.mode)
             if config.http:
-                obs.http = await HttpServer(scheduler, metrics=metrics, scores=scores, checks=checks).start(config.http)
+                obs.http = await HttpServer(scheduler, metrics=metrics, scores=scores, checks=checks,
+                                            console=console).start(config.http)
                 if not is_loopback(obs.http.host):
                     log.warning("the plain HTTP port %s serves every caller without TLS or authentication: keep "
                                 "it for local use, and serve others on the secure port", obs.http.address)
@@ -98,9 +118,14 @@ class Observability:
     async def stop_http(self) -> None:
         """Fail /readyz (shutting down), then close the ports."""
         self.checks.shutting_down()
+        if self.console is not None:
+            await self.console.close()  # ends the live streams, so the ports close at once
         for server in (self.http, self.secure):
             if server is not None:
                 await server.stop()
+        if self.otlp is not None:
+            await self.otlp.stop()
+            self.otlp = None
         if self.serving is not None:
             await self.serving.close()
             self.serving = None
