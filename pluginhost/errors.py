@@ -9,7 +9,8 @@ so ``except ValueError`` and ``except OutriggerError`` both work. The tree, one 
     ├── input that does not parse or validate (also ValueError)
     │   ├── ConfigError ─ a KubeSchedulerConfiguration or RemotePlugins document is invalid.
     │   ├── FieldError ─ a field of a Kubernetes object or configuration document is invalid.
-    │   │   └── DraDecodeError ─ a ResourceClaim, template, DeviceClass or ResourceSlice does not decode.
+    │   │   ├── DraDecodeError ─ a ResourceClaim, template, DeviceClass or ResourceSlice does not decode.
+    │   │   └── PodGroupDecodeError ─ a PodGroup or Workload does not decode.
     │   ├── TextError ─ a YAML or JSON text cannot be read at all.
     │   ├── ManifestError ─ a Pod, Node or other manifest is invalid.
     │   ├── QuantityError ─ a Kubernetes quantity ("500m", "1Gi") is malformed.
