@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 K8S_RELEASE ?= $(OUTRIGGER_K8S_RELEASE)
 export OUTRIGGER_K8S_RELEASE := $(K8S_RELEASE)
 
-.PHONY: install demo demo-cluster test test-latest lock lint typecheck unit k8s compat proto bench compare fuzz faults faults-cluster clean go-proto go-build go-test
+.PHONY: install demo demo-cluster test browser test-latest lock lint typecheck unit k8s compat proto bench compare fuzz faults faults-cluster clean go-proto go-build go-test
 
 # Every Python package at the version and hash in requirements.lock (docs/dependencies.md), then this
 # project itself, editable, built by the lock's setuptools. An existing .venv is brought to the lock in
@@ -44,16 +44,31 @@ lock: $(STAMP)
 	$(BIN)/uv pip compile pyproject.toml --upgrade --extra dev --generate-hashes --python-version 3.11 \
 		--python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" -o requirements.lock
 
+# CONSOLE=1 (or an address, CONSOLE=127.0.0.1:8080) serves the web console, prints its address and keeps
+# serving it after the summary until Ctrl-C (docs/console.md).
+CONSOLE ?=
+CONSOLE_FLAG = $(if $(CONSOLE),--console$(if $(filter 1 yes true,$(CONSOLE)),, $(CONSOLE)))
+
 demo: $(STAMP)
-	$(BIN)/outrigger demo
+	$(BIN)/outrigger demo $(CONSOLE_FLAG)
 
 # The same on a real kube-apiserver + etcd on loopback (built by `make k8s` when missing): Outrigger with the
 # example sidecar plugins, nodes and pods applied with kubectl, `kubectl get pods -o wide`, a summary, then
 # everything stopped (docs/kubernetes.md).
 demo-cluster: $(STAMP) k8s
-	$(BIN)/python -m tools.democluster
+	$(BIN)/python -m tools.democluster $(CONSOLE_FLAG)
 
-test: $(STAMP) lint typecheck go-test unit
+test: $(STAMP) lint typecheck go-test browser unit
+
+# The headless chromium the console's browser tests drive (tests/test_console.py; Playwright's own
+# browsers are never downloaded): Debian's package, installed with apt-get where missing and possible.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			DEBIAN_FRONTEND=noninteractive timeout 180 apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+			|| echo "note: could not install chromium; tests/test_console.py is skipped" >&2; \
+		else echo "note: no chromium (apt-get install chromium); tests/test_console.py is skipped" >&2; fi; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check pluginhost framework clients tools tests

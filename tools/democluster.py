@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +46,12 @@ from typing import Any
 
 import yaml
 
+from framework.cli.demo import DEFAULT_CONSOLE
 from framework.cli.demorun import (
     REMOTE_PROFILE,
     Sidecars,
     demo_config_text,
+    free_address,
     generate_cluster,
     generate_jobs,
     generate_workload,
@@ -219,9 +222,10 @@ def _shown_events(cluster: LocalCluster, pod: str) -> list[str]:
 
 
 async def run(nodes: int, pods: int, *, seed: int = 7, labelled: int = 60, provisioned: int = 12,
-              gpu_pods: int = 8, timeout: float = 300.0) -> DemoResult:
+              gpu_pods: int = 8, timeout: float = 300.0, console: str = "") -> DemoResult:
     """The demo (see the module docstring); what it found. Each process it starts is stopped before it
-    returns or raises, the last started first."""
+    returns or raises, the last started first. ``console``: serve the web console on this address and
+    keep serving it once the pods are placed, until Ctrl-C."""
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="outrigger-demo-cluster-") as tmp:
         work = Path(tmp)
@@ -231,7 +235,7 @@ async def run(nodes: int, pods: int, *, seed: int = 7, labelled: int = 60, provi
             await asyncio.to_thread(cluster.start_controller_manager, ("resourceclaim-controller",))
             print(f"local cluster: etcd and kube-apiserver at {cluster.server} ({work / 'cluster'}), "
                   "kube-controller-manager's resourceclaim controller", flush=True)
-            await _start_outrigger(stack, cluster, work)
+            await _start_outrigger(stack, cluster, work, console)
             gpu_nodes = await _apply_nodes(cluster, work, nodes, rng)
             fitting = min(gpu_pods, GPUS_PER_NODE * len(gpu_nodes))
             gpu_workload = await _apply_devices(cluster, work, gpu_nodes, gpu_pods)
@@ -243,17 +247,31 @@ async def run(nodes: int, pods: int, *, seed: int = 7, labelled: int = 60, provi
             devices = await asyncio.to_thread(_show_claims, cluster, outcome)
             result = _result(workload, outcome, seconds, settled)
             result.gpus = (devices, fitting)
+            if console:
+                await _keep_serving(console)
     _print_summary(result)
     return result
 
 
-async def _start_outrigger(stack: contextlib.AsyncExitStack, cluster: LocalCluster, work: Path) -> None:
+async def _keep_serving(console: str) -> None:
+    """Print the web console's address and wait for Ctrl-C (which cancels the demo's task)."""
+    print(f"\nweb console: http://{console}/ui/  (serving until Ctrl-C; the summary follows)", flush=True)
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        print("stopping", flush=True)
+
+
+async def _start_outrigger(stack: contextlib.AsyncExitStack, cluster: LocalCluster, work: Path,
+                           console: str = "") -> None:
     """deploy/kubernetes' namespace and RBAC, the example plugins as sidecars, and ``outrigger serve
-    --kubeconfig`` with the ServiceAccount's token, in sync with the cluster; both stopped with ``stack``."""
+    --kubeconfig`` with the ServiceAccount's token, in sync with the cluster; both stopped with ``stack``.
+    ``console``: the serve's --http address (its web console), with the sidecars' spans sent to it."""
     await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(DEPLOY / "namespace.yaml"),
                             "-f", str(DEPLOY / "rbac.yaml"))
     kubeconfig = await asyncio.to_thread(cluster.service_account_kubeconfig, "outrigger", "outrigger")
-    sidecars = Sidecars()
+    otlp = free_address() if console else ""
+    sidecars = Sidecars(otlp=otlp)
     stack.push_async_callback(asyncio.to_thread, sidecars.stop)
     await asyncio.to_thread(sidecars.start)
     print("plugin hosts (sidecars): " + ", ".join(f"{n} at {a}" for n, a in sidecars.addresses.items()),
@@ -264,7 +282,8 @@ async def _start_outrigger(stack: contextlib.AsyncExitStack, cluster: LocalClust
     plugins.write_text(remote_plugins(sidecars.addresses))
     framework = Framework([sys.executable, "-m", "framework.cli", "serve", "--kubeconfig", str(kubeconfig),
                            "--config", str(config), "--plugins", str(plugins), "--listen", "127.0.0.1:0",
-                           "--secure-port", "0"], work / "outrigger.log")
+                           "--secure-port", "0",
+                           *(["--http", console, "--console-otlp", otlp] if console else [])], work / "outrigger.log")
     stack.push_async_callback(framework.stop)
     await framework.start(STARTUP_SECONDS)
     print("outrigger serve --kubeconfig (ServiceAccount outrigger/outrigger, its log in "
@@ -272,6 +291,13 @@ async def _start_outrigger(stack: contextlib.AsyncExitStack, cluster: LocalClust
     for line in framework.lines:
         if line.startswith(("outrigger framework", "in sync")):
             print(f"  {line}", flush=True)
+    if console:  # a console request: the attempts of the next minutes are recorded for the page
+        await asyncio.to_thread(_touch_console, console)
+
+
+def _touch_console(console: str) -> None:
+    with urllib.request.urlopen(f"http://{console}/ui/api/overview", timeout=10) as r:
+        r.read()
 
 
 async def _apply_nodes(cluster: LocalCluster, work: Path, nodes: int, rng: random.Random) -> list[str]:
@@ -417,6 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--gpu-pods", type=int, default=8, help="pods that each claim a GPU (default 8)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the pods (default 300)")
+    p.add_argument("--console", nargs="?", const=DEFAULT_CONSOLE, default="", metavar="ADDR",
+                   help=f"serve the web console on ADDR (default {DEFAULT_CONSOLE}) and keep serving it until Ctrl-C")
     args = p.parse_args(argv)
     for name in ("nodes", "pods", "labelled", "provisioned", "gpu_pods"):
         if getattr(args, name) < 0:
@@ -425,7 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import uvloop
 
         result = uvloop.run(run(args.nodes, args.pods, seed=args.seed, labelled=args.labelled,
-                                provisioned=args.provisioned, gpu_pods=args.gpu_pods, timeout=args.timeout))
+                                provisioned=args.provisioned, gpu_pods=args.gpu_pods, timeout=args.timeout,
+                                console=args.console))
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         print(f"demo-cluster FAILED: {exc}", file=sys.stderr)
         return 1

@@ -23,6 +23,7 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +38,7 @@ from pluginhost.examples.nodelabels import PREFER, REQUIRE
 from pluginhost.examples.provisioner import FAIL, PROVISION
 
 from ..config import SchedulerConfig, load_config
+from ..observe.observability import ObservabilityConfig
 from ..plugins import Registry
 from ..profiles import default_scheduler_config
 from ..remote import EndpointConfig, PointStats, load_remote_plugins
@@ -46,9 +48,11 @@ __all__ = [
     "REMOTE_PROFILE",
     "Progress",
     "Sidecars",
+    "free_address",
     "generate_cluster",
     "generate_jobs",
     "generate_workload",
+    "keep_serving_console",
     "run_demo",
 ]
 
@@ -155,16 +159,21 @@ def generate_jobs(rng: random.Random, n_labelled: int = 120, n_provisioned: int 
 class Sidecars:
     """The example plugins, each in its own ``outrigger plugin serve`` process on a loopback port."""
 
-    def __init__(self, plugins: Sequence[tuple[str, str]] = EXAMPLE_PLUGINS) -> None:
+    def __init__(self, plugins: Sequence[tuple[str, str]] = EXAMPLE_PLUGINS, otlp: str = "") -> None:
         self.plugins = list(plugins)
         self.procs: list[subprocess.Popen[str]] = []
         self.addresses: dict[str, str] = {}
+        self.otlp = otlp  # where the hosts export their spans (the console's receiver), if anywhere
 
     def start(self, timeout: float = 30.0) -> list[EndpointConfig]:
-        for _, target in self.plugins:
+        for name, target in self.plugins:
+            env = dict(os.environ)
+            if self.otlp:
+                env.update({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{self.otlp}",
+                            "OTEL_SERVICE_NAME": f"{name.lower()}-host", "OTEL_BSP_SCHEDULE_DELAY": "200"})
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "framework.cli", "plugin", "serve", target, "--listen", "127.0.0.1:0"],
-                stdout=subprocess.PIPE, text=True, env=dict(os.environ),
+                stdout=subprocess.PIPE, text=True, env=env,
             ))  # fmt: skip
         endpoints = []
         for (name, _), proc in zip(self.plugins, self.procs, strict=True):
@@ -259,8 +268,9 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 class _ServerThread:
     """The framework service on its own event loop in a background thread."""
 
-    def __init__(self, endpoints: Sequence[EndpointConfig] = ()) -> None:
+    def __init__(self, endpoints: Sequence[EndpointConfig] = (), console: str = "", otlp: str = "") -> None:
         self.endpoints = list(endpoints)
+        self.console, self.otlp = console, otlp
         self.loop = _new_loop()
         self.server: Server | None = None
         self._ready = threading.Event()
@@ -279,9 +289,13 @@ class _ServerThread:
         remote = bool(self.endpoints)
 
         async def boot() -> None:
+            obs = ObservabilityConfig(http=self.console, console_otlp=self.otlp or None) if self.console else None
             self.server = await start_service(
-                lambda registry: demo_config(registry, remote), self.endpoints, "127.0.0.1:0", seed=1
+                lambda registry: demo_config(registry, remote), self.endpoints, "127.0.0.1:0", seed=1,
+                observability=obs,
             )
+            if self.server.observability is not None and self.server.observability.console is not None:
+                self.server.observability.console.touch()  # record the demo's attempts for the page
 
         try:
             self.loop.run_until_complete(boot())
@@ -310,21 +324,39 @@ def _percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
+def free_address() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def keep_serving_console(url: str) -> None:
+    """Print the console's address and wait for Ctrl-C (``make demo CONSOLE=1``)."""
+    print(f"\nweb console: {url}/ui/  (serving until Ctrl-C)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping", flush=True)
+
+
 def run_demo(nodes: int = 300, pods: int = 3000, seed: int = 7, timeout: float = 300.0,
-             plugins: str | None = None, remote: bool = True) -> int:
+             plugins: str | None = None, remote: bool = True, console: str = "") -> int:
     """Run the demo; 0 if every pod was bound or reported unschedulable, the gangs behaved, and
     nothing was left behind. ``plugins``: a RemotePlugins document to use instead of launching the
-    example plugin hosts; ``remote=False``: in-tree plugins only."""
+    example plugin hosts; ``remote=False``: in-tree plugins only; ``console``: serve the web console on
+    this HTTP address and keep serving it after the summary until Ctrl-C."""
     rng = random.Random(seed)
     sidecars: Sidecars | None = None
     endpoints: list[EndpointConfig] = []
+    otlp = free_address() if console else ""
     if remote and plugins:
         endpoints = load_remote_plugins(plugins)
     elif remote:
-        sidecars = Sidecars()
+        sidecars = Sidecars(otlp=otlp)
         endpoints = sidecars.start()
         print("plugin hosts (sidecars): " + ", ".join(f"{n} at {a}" for n, a in sidecars.addresses.items()))
-    thread = _ServerThread(endpoints)
+    thread = _ServerThread(endpoints, console, otlp)
     try:
         server = thread.start()
         print(f"framework service listening on {server.address} "
@@ -349,10 +381,20 @@ def run_demo(nodes: int = 300, pods: int = 3000, seed: int = 7, timeout: float =
             thread.call(_quiet(server, 10.0))
             final = client.list_pods(namespace="demo")
         attempts, leaks, stats = thread.call(_settle(server))
+        code = _report(pods, jobs, everything, final, bound, unschedulable, elapsed, attempts, leaks, stats)
+        if console and server.observability is not None and server.observability.http is not None:
+            keep_serving_console(server.observability.http.url)
+        return code
     finally:
         thread.stop()
         if sidecars is not None:
             sidecars.stop()
+
+
+def _report(pods: int, jobs: list[dict[str, Any]], everything: list[dict[str, Any]], final: list[Any],
+            bound: set[str], unschedulable: dict[str, str], elapsed: float, attempts: list[float],
+            leaks: dict[str, int], stats: dict[str, dict[str, PointStats]]) -> int:
+    """Print the summary; 0 if every pod was bound or reported unschedulable and the gangs behaved."""
     total = len(everything)
     phases = collections.Counter(p.phase for p in final)
     reasons = collections.Counter(
