@@ -22,7 +22,7 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -377,6 +377,27 @@ class SchedulingQueue:
                 self._push_active(info)
                 moved.append(info)
         return moved
+
+    def move_profiles(self, profiles: Collection[str]) -> list[QueuedPodInfo]:
+        """Move every pod of these profiles (by ``schedulerName``) out of the unschedulable pool, gated
+        pods excepted: their profile's configuration changed. Returns the pods moved."""
+        moved = [i for i in self._unschedulable.values() if not i.gated and i.pod.scheduler_name in profiles]
+        for info in moved:
+            self._move(info)
+        return moved
+
+    async def recheck_gates(self, profiles: Collection[str]) -> list[QueuedPodInfo]:
+        """Run PreEnqueue again for the gated pods of these profiles (a gate whose plugin is gone is
+        released). Returns the pods that left the gate."""
+        released: list[QueuedPodInfo] = []
+        for info in [i for i in self._unschedulable.values() if i.gated and i.pod.scheduler_name in profiles]:
+            uid = info.pod.uid
+            if self._where.get(uid) != GATED or self._infos.get(uid) is not info:
+                continue  # deleted or updated while an earlier pod's PreEnqueue ran
+            self._unschedulable.pop(uid, None)
+            if await self._enqueue_new(info, keep_attempts=True) != GATED:
+                released.append(info)
+        return released
 
     def _move(self, info: QueuedPodInfo) -> None:
         uid = info.pod.uid

@@ -8,6 +8,7 @@ so ``except ValueError`` and ``except OutriggerError`` both work. The tree, one 
     OutriggerError
     ├── input that does not parse or validate (also ValueError)
     │   ├── ConfigError ─ a KubeSchedulerConfiguration or RemotePlugins document is invalid.
+    │   ├── ConfigChangeRefused ─ a live change of serve's --config or --plugins file cannot be applied.
     │   ├── FieldError ─ a field of a Kubernetes object or configuration document is invalid.
     │   │   ├── DraDecodeError ─ a ResourceClaim, template, DeviceClass or ResourceSlice does not decode.
     │   │   └── PodGroupDecodeError ─ a PodGroup or Workload does not decode.

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import LeaderElectionConfig
+from ..liveconfig import WatchedFiles, watch_files
 from ..observe.health import HealthChecks
 from ..observe.metrics import SchedulerMetrics
 from .client import ApiClient
@@ -73,9 +74,11 @@ async def serve_cluster(
     kubeconfig: str = "",
     in_cluster: bool = False,
     config_file: str | None = None,
+    watch: WatchedFiles | None = None,
 ) -> None:
     """Run the framework service on a live cluster until SIGTERM or SIGINT (``outrigger serve
-    --kubeconfig``): as :func:`framework.service.serve`, with the API server as the cluster's source.
+    --kubeconfig``): as :func:`framework.service.serve`, with the API server as the cluster's source;
+    with ``watch``, a change of its files is applied live once it schedules (:mod:`framework.liveconfig`).
 
     With ``leaderElection.leaderElect`` (kube-scheduler's default) the replica first stands by: its
     informers list and watch, its health and metrics are served, and it contends for the Lease; only
@@ -87,9 +90,10 @@ async def serve_cluster(
         loop.add_signal_handler(sig, stop.set)
     if election.leader_elect:
         await _serve_elected(config_for, listen, endpoints, advertise, observability, tls=tls, kubeconfig=kubeconfig,
-                             in_cluster=in_cluster, config_file=config_file, election=election, stop=stop)
+                             in_cluster=in_cluster, config_file=config_file, election=election, stop=stop,
+                             watch=watch)
         return
-    from ..service import start_service
+    from ..service import advertised_address, start_service
 
     srv: Server = await start_service(config_for, endpoints, listen, advertise=advertise,
                                       observability=observability, tls=tls)
@@ -101,15 +105,20 @@ async def serve_cluster(
     if srv.observability is not None:  # /readyz fails until the informers have listed everything once
         srv.observability.checks.add("informer-sync", _informers_synced(source), readyz=True)
     await source.start()
+    live = watch_files(srv, watch, advertise or advertised_address(listen, srv.port)) if watch else None
     _print_serving(srv, source)
     announce = loop.create_task(_announce_sync(source))
     with contextlib.suppress(asyncio.CancelledError):
         await stop.wait()
     log.info("shutting down")
     announce.cancel()
+    if live is not None:
+        await live.stop()
     await srv.scheduler.stop()  # binding cycles in flight finish, then their events are sent
     await source.stop()
     await srv.stop()
+    if live is not None:
+        await live.close()
 
 
 def _informers_synced(source: KubeSource) -> Callable[[], str | None]:
@@ -199,6 +208,7 @@ async def _serve_elected(
     config_file: str | None,
     election: LeaderElectionConfig,
     stop: asyncio.Event,
+    watch: WatchedFiles | None = None,
 ) -> None:
     """One replica among several: stand by, take over through the Lease, exit when the lease is lost.
 
@@ -215,7 +225,7 @@ async def _serve_elected(
     - **SIGTERM**: the scheduler stops and its binding cycles finish, then the lease is released
       (ReleaseOnCancel) so a standby takes over within retryPeriod.
     """
-    from ..service import start_service
+    from ..service import advertised_address, start_service
 
     replica = _replica(observability, kubeconfig, in_cluster, config_file, election)
     standby = await Standby.start(replica.observability, replica.checks, replica.elector, replica.standby_metrics)
@@ -229,7 +239,13 @@ async def _serve_elected(
         await standby.stop()
         srv = await start_service(config_for, endpoints, listen, advertise=advertise,
                                   observability=replica.observability, tls=tls)
-        await _lead(replica, srv, stop, election_task, tasks)
+        live = watch_files(srv, watch, advertise or advertised_address(listen, srv.port)) if watch else None
+        try:
+            await _lead(replica, srv, stop, election_task, tasks)
+        finally:
+            if live is not None:
+                await live.stop()
+                await live.close(0.0)
         srv = None
     finally:
         for task in reversed(tasks):  # the elector last: cancelled while leading, it releases the lease

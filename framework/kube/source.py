@@ -337,6 +337,13 @@ class KubeSource:
             for informer in self.dra:
                 informer.store.clear()
 
+    def reconfigured(self) -> None:
+        """The scheduler serves a new configuration (a live change): PodDisruptionBudgets and the DRA
+        objects are watched if its profiles now need them, and no longer if they do not."""
+        if self._tasks:
+            self._watch_pdbs(self.wants_pdbs())
+            self._watch_dra(self.wants_dra())
+
     def informers(self) -> list[Informer[Any]]:
         """The informers that run (or will once their turn comes), in the order they are listed."""
         pdbs = [self.pdbs] if self._pdb_task is not None else []

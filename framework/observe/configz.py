@@ -1,7 +1,8 @@
 """``/configz``: the effective KubeSchedulerConfiguration, in kube-scheduler's envelope
 ``{"componentconfig": {...}}``, and beside it ``featureGates``: the effective value of every gate that
 changes scheduling and of every gate ``--feature-gates`` set (kube-scheduler shows gates only in its
-flags; Outrigger puts them where the rest of its effective configuration is).
+flags; Outrigger puts them where the rest of its effective configuration is), and, when ``serve`` watches
+its files, ``liveConfiguration``: the generation serving (docs/configuration.md).
 
 The configuration is written in its ``kubescheduler.config.k8s.io/v1`` form with every profile's plugins
 resolved: each extension point lists the plugins that run there, in order, with their weights at
@@ -61,6 +62,11 @@ def componentconfig(config: SchedulerConfig) -> dict[str, Any]:
     return out
 
 
-def configz(config: SchedulerConfig) -> dict[str, Any]:
-    """The body of ``/configz``: the configuration and the installed feature gates."""
-    return {"componentconfig": componentconfig(config), "featureGates": features.current().scheduling()}
+def configz(config: SchedulerConfig, live: Any = None) -> dict[str, Any]:
+    """The body of ``/configz``: the configuration and the installed feature gates; with ``live`` (a
+    :class:`framework.liveconfig.LiveConfig`), ``liveConfiguration``: the generation serving, its
+    files' hashes and the last change refused."""
+    out = {"componentconfig": componentconfig(config), "featureGates": features.current().scheduling()}
+    if live is not None:
+        out["liveConfiguration"] = live.status()
+    return out

@@ -23,7 +23,10 @@ hot path): ``outrigger_remote_plugin_calls_total``, ``outrigger_remote_plugin_er
 ``{plugin,rpc}``; per replica of an endpoint ``outrigger_remote_replica_calls_total`` and
 ``outrigger_remote_replica_up``, labelled ``{endpoint,replica}`` (the replica's address); plugin host
 upgrades: ``outrigger_remote_plugin_unserved_calls_total{endpoint,plugin,rpc}`` (calls no replica declares
-any more) and ``outrigger_remote_manifest_changes_total{result}`` (``applied``, ``failed``).
+any more) and ``outrigger_remote_manifest_changes_total{result}`` (``applied``, ``failed``); shadow plugins:
+``outrigger_shadow_observed_cycles_total``, ``outrigger_shadow_cycles_total{result}``,
+``outrigger_shadow_disagreements_total{kind}`` and ``outrigger_shadow_latency_seconds{quantile}``, labelled
+``{endpoint,plugin}``.
 
 Every :class:`SchedulerMetrics` has its own :class:`CollectorRegistry`, so several services (tests) live
 in one process without clashing.
@@ -118,6 +121,8 @@ class _RemoteCollector(Collector):
         self._folded: dict[tuple[int, str], tuple[int, list[int], float]] = {}
 
     def collect(self) -> Iterable[Any]:
+        if self.remote is None:  # no endpoint (yet): a live configuration may add some
+            return
         labels = ["plugin", "rpc"]
         calls = CounterMetricFamily("outrigger_remote_plugin_calls", "Calls to remote plugins, by plugin and RPC.",
                                     labels=labels)
@@ -200,6 +205,37 @@ def _upgrade_metrics(remote: Any) -> Iterable[Any]:
     changes.add_metric(["failed"], remote.manifest_failures)
     yield unserved
     yield changes
+    yield from _shadow_metrics(remote.shadows.report() if getattr(remote, "shadows", None) is not None else [])
+
+
+def _shadow_metrics(reports: list[dict[str, Any]]) -> Iterable[Any]:
+    """Shadow plugins (framework.remote.shadow): cycles observed and evaluated, disagreements, latency."""
+    labels = ["endpoint", "plugin"]
+    observed = CounterMetricFamily("outrigger_shadow_observed_cycles",
+                                   "Live scheduling cycles offered to a shadow plugin.", labels=labels)
+    cycles = CounterMetricFamily(
+        "outrigger_shadow_cycles",
+        "Shadow evaluations by result: evaluated, dropped (queue full), error, timeout (over the budget).",
+        labels=[*labels, "result"])
+    disagreements = CounterMetricFamily(
+        "outrigger_shadow_disagreements",
+        "Cycles whose chosen node the shadow disagrees with, by kind: rejected (its Filter rejects the node), "
+        "placed (it would place a pod that fit nowhere), score (the node is outside its top-score set).",
+        labels=[*labels, "kind"])
+    latency = GaugeMetricFamily("outrigger_shadow_latency_seconds",
+                                "A shadow evaluation's latency (recent evaluations), by quantile.",
+                                labels=[*labels, "quantile"])
+    for r in reports:
+        key = [r["endpoint"], r["plugin"]]
+        observed.add_metric(key, r["observed"])
+        for result, field in (("evaluated", "evaluated"), ("dropped", "dropped"), ("error", "errors"),
+                              ("timeout", "timeouts")):
+            cycles.add_metric([*key, result], r[field])
+        for kind, field in (("rejected", "rejected"), ("placed", "placed"), ("score", "scoreChanged")):
+            disagreements.add_metric([*key, kind], r[field])
+        for q, name in (("0.5", "p50"), ("0.99", "p99")):
+            latency.add_metric([*key, q], r["latencyMs"][name] / 1000.0)
+    yield from (observed, cycles, disagreements, latency)
 
 
 class SchedulerMetrics:
@@ -232,8 +268,13 @@ class SchedulerMetrics:
         """Read the queue (and the remote plugins' counters) of ``scheduler`` at scrape time."""
         self.registry.register(_PendingCollector(scheduler))
         self.registry.register(_BatchCollector(scheduler))
-        if remote is not None:
-            self.registry.register(_RemoteCollector(remote))
+        self._remote = _RemoteCollector(remote)
+        self.registry.register(self._remote)
+
+    def follow_remote(self, remote: Any) -> None:
+        """Read the counters of ``remote`` from now on (a new configuration's endpoints)."""
+        self._remote.remote = remote
+        self._remote._folded.clear()
 
     def observe_point(self, point: str, status: str, profile: str, seconds: float) -> None:
         key = (point, status, profile)

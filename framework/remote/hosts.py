@@ -175,11 +175,18 @@ class RemotePlugins:
     def adapters(self) -> list[RemotePlugin]:
         return [a for ep in self.endpoints for a in ep.adapters if isinstance(a, RemotePlugin)]
 
-    async def attach(self, scheduler: Any) -> None:
+    async def attach(self, scheduler: Any, profiles: dict[str, Any] | None = None) -> None:
         """Tie the adapters to ``scheduler``: their profiles, the snapshot publisher over its cache,
-        the CycleState service; then send every plugin its configuration (errors fail startup)."""
-        self.publisher = self.services.attach(scheduler)
-        for profile, fwk in scheduler.profiles.items():
+        the CycleState service; then send every plugin its configuration (errors fail startup).
+
+        ``profiles``: the Frameworks of a configuration not yet serving (a live change), in place of
+        the scheduler's own; the publisher the services already run for ``scheduler`` is kept."""
+        services = self.services
+        if profiles is not None and services.scheduler is scheduler and services.publisher is not None:
+            self.publisher = services.publisher
+        else:
+            self.publisher = services.attach(scheduler)
+        for profile, fwk in (scheduler.profiles if profiles is None else profiles).items():
             for plugin in fwk.plugins.values():
                 if isinstance(plugin, RemotePlugin):
                     plugin.profile = profile
@@ -215,6 +222,16 @@ class RemotePlugins:
         ]
         if calls:
             await asyncio.gather(*calls)
+
+    async def retire(self) -> None:
+        """Close the endpoints of a configuration no longer serving (its cycles are over): informational
+        calls finish, channels close and its hosts' credentials are revoked; the services, their
+        publisher and the hosts' controllers stay, for the configuration that replaced it."""
+        with contextlib.suppress(Exception):
+            await self.drain(2.0)
+        for ep in self.endpoints:
+            await ep.close()
+            self.services.revoke(ep.transport.credential)
 
     async def close(self) -> None:
         """Finish informational calls, stop remote controllers, close channels and the publisher.

@@ -12,7 +12,8 @@ import gc
 import itertools
 import logging
 import random
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from pluginhost.model import Node, Pod, PodDisruptionBudget
@@ -44,6 +45,7 @@ from ..whatif import hypothetical_nodes
 from .cycle import SchedulingCycle
 from .explain import explain_pod
 from .handle import SchedulerHandle
+from .reconfigure import Reconfigured, Reconfiguring, changed_profiles
 from .records import CycleStats, Event, PodRecord
 from .source import ClusterSource
 from .store import EmbeddedSource, ObjectStore
@@ -65,7 +67,7 @@ def tune_gc() -> None:
     gc.set_threshold(10_000, 50, 100)
 
 
-class Scheduler(SchedulingCycle, ObjectStore):
+class Scheduler(SchedulingCycle, ObjectStore, Reconfiguring):
     """Owns the cluster objects and runs the scheduling and binding cycles."""
 
     def __init__(self, config: SchedulerConfig, registry: Registry, *, seed: int | None = None) -> None:
@@ -128,10 +130,16 @@ class Scheduler(SchedulingCycle, ObjectStore):
         self._controllers: list[Controller] = []
         #: Called with each Framework :meth:`rebuild_profiles` builds (instrumentation wraps it).
         self.profile_listeners: list[Callable[[Framework], None]] = []
+        # Held for each scheduling cycle: a new configuration is installed between two cycles.
+        self._cycle_lock = asyncio.Lock()
+        #: The live configuration serving this scheduler when its files are watched (/configz reads it).
+        self.live: Any = None
+
 
     # ---- construction --------------------------------------------------------------------------
 
-    def _build_framework(self, profile: ProfileConfig) -> Framework:
+    def _build_framework(self, profile: ProfileConfig, registry: Registry | None = None) -> Framework:
+        registry = registry or self.registry
         instances: dict[str, Plugin] = {}
         lists: dict[str, list[Plugin]] = {}
         for point, refs in profile.plugins.items():
@@ -139,7 +147,7 @@ class Scheduler(SchedulingCycle, ObjectStore):
                 if ref.name not in instances:
                     args = dict(profile.plugin_args.get(ref.name, {}))
                     where = profile.args_location(ref.name)  # a PluginArgsError names file, profile and plugin
-                    instances[ref.name] = self.registry.build(ref.name, args, self.handle, where)
+                    instances[ref.name] = registry.build(ref.name, args, self.handle, where)
                 lists.setdefault(point, []).append(instances[ref.name])
         return Framework(
             profile.scheduler_name,
@@ -170,6 +178,50 @@ class Scheduler(SchedulingCycle, ObjectStore):
         self._plugin_events = self._collect_events()
         return old
 
+    def build_profiles(self, config: SchedulerConfig, registry: Registry) -> dict[str, Framework]:
+        """The Frameworks of ``config``'s profiles with ``registry``'s plugins, built beside the ones
+        serving: nothing the scheduler holds changes (a :class:`PluginArgsError` names bad args)."""
+        return {p.scheduler_name: self._build_framework(p, registry) for p in config.profiles}
+
+    async def reconfigure(self, config: SchedulerConfig, registry: Registry, profiles: dict[str, Framework],
+                          plugins: Collection[str] = ()) -> Reconfigured:
+        """Serve ``config`` with ``profiles`` (from :meth:`build_profiles`) from the next scheduling cycle
+        on: the switch waits for the cycle under way. Binding cycles already started finish with the
+        Frameworks they started with; they are returned, with what changed for the queue, which
+        follows (:meth:`requeue_reconfigured`); ``plugins`` (remote plugins whose host changed) make
+        the profiles running them count as changed."""
+        async with self._cycle_lock:
+            started = time.perf_counter()
+            for fwk in profiles.values():
+                for listener in self.profile_listeners:
+                    listener(fwk)
+            old_config, old = self.config, self.profiles
+            self.config, self.registry, self.profiles = config, registry, profiles
+            if features.enabled("OpportunisticBatching"):
+                self.batches = {name: OpportunisticBatch(fwk) for name, fwk in profiles.items()}
+            self._plugin_events = self._collect_events()
+            self.queue.initial_backoff = config.pod_initial_backoff_seconds
+            self.queue.max_backoff = config.pod_max_backoff_seconds
+            in_flight = set(self._binding_tasks)
+            done = Reconfigured(old, in_flight, changed_profiles(old_config, config, old, profiles, plugins))
+            await self._restart_controllers()
+            await self.requeue_reconfigured(done.changed, added=profiles.keys() - old.keys(),
+                                            removed=old.keys() - profiles.keys())
+            done.pause = time.perf_counter() - started
+        return done
+
+    async def _restart_controllers(self) -> None:
+        """Stop the controllers of plugins no profile runs any more; start those of new ones."""
+        live = {id(p) for fwk in self.profiles.values() for p in fwk.plugins.values()}
+        for plugin in [c for c in self._controllers if id(c) not in live]:
+            self._controllers.remove(plugin)
+            try:
+                await plugin.stop()
+            except Exception:
+                log.exception("stopping the controller of plugin %r failed", getattr(plugin, "name", plugin))
+        if self._running:
+            await self.start_controllers()
+
     def _collect_events(self) -> dict[str, list[ClusterEventWithHint]]:
         out: dict[str, list[ClusterEventWithHint]] = {}
         for fwk in self.profiles.values():
@@ -195,7 +247,8 @@ class Scheduler(SchedulingCycle, ObjectStore):
                 info = await self.queue.pop()
                 if info is None:
                     break
-                await self.schedule_one(info)
+                async with self._cycle_lock:
+                    await self.schedule_one(info)
                 if self._binding_tasks:
                     # Let binding cycles run between pods: otherwise they pile up (each holding its
                     # cycle's snapshot) while the queue stays non-empty.

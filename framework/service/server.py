@@ -19,6 +19,7 @@ from pluginhost.security import ServerTLS, add_port
 from pluginhost.wire import SERVER_OPTIONS, server_interceptors
 
 from ..config import SchedulerConfig
+from ..liveconfig import WatchedFiles, watch_files
 from ..observe.observability import Observability, ObservabilityConfig
 from ..plugins import Registry
 from ..profiles import build_registry_with_remote
@@ -236,16 +237,23 @@ async def serve(
     observability: ObservabilityConfig | None = None,
     *,
     tls: ServerTLS | None = None,
+    watch: WatchedFiles | None = None,
 ) -> None:
-    """Run the framework service until SIGTERM or SIGINT."""
+    """Run the framework service until SIGTERM or SIGINT; with ``watch``, a change of its files is
+    applied live (:mod:`framework.liveconfig`)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)  # before announcing: a SIGTERM right after is graceful
     srv = await start_service(config_for, endpoints, listen, advertise=advertise, observability=observability,
                               tls=tls)
+    live = watch_files(srv, watch, advertise or advertised_address(listen, srv.port)) if watch else None
     log.info("outrigger framework serving on %s (profiles: %s)", listen, ", ".join(srv.scheduler.profiles))
     print(ready_line(listen, srv), flush=True)
     await stop.wait()
     log.info("shutting down")
+    if live is not None:
+        await live.stop()
     await srv.stop()
+    if live is not None:
+        await live.close()

@@ -1,0 +1,290 @@
+"""Live configuration (framework.liveconfig): ``serve`` applies a changed --config / --plugins file
+without a restart, or refuses it and keeps scheduling with the generation serving.
+
+- the decision, table-driven: which start-up fields need a restart, the summary of an applied
+  generation, and a service's answer to each kind of change (applied with its summary line, refused
+  with its exact reason);
+- the queue follows: pods a removed plugin rejected, PreEnqueue gates of a removed plugin, a profile
+  added and one removed;
+- ``outrigger serve`` on the embedded store while pods are being scheduled, the file replaced by
+  rename as a ConfigMap volume does: a weight changed (new placements follow it, as the service's own
+  explain says), a plugin removed, an invalid change and a needs-a-restart field refused; same pid,
+  every pod bound once;
+- the same on the suite's kube-apiserver with a real remote plugin host (300 pods).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clients import AsyncSchedulerClient
+from framework.config import load_config
+from framework.liveconfig import LiveConfig, WatchedFiles, queue_sort_problem, restart_problems, summary
+from framework.profiles import build_registry, load_scheduler_config, unavailable_plugins
+from framework.service import Server, start_service
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEAD = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+"""
+# Two score plugins that disagree: NodeAffinity prefers node "a" (the pods ask for zone=a), and
+# TaintToleration prefers "b" (a carries a PreferNoSchedule taint). The weights decide.
+WEIGHTED = HEAD + """\
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    score:
+      disabled: [{{name: "*"}}]
+      enabled: [{{name: NodeAffinity, weight: {affinity}}}, {{name: TaintToleration, weight: {taints}}}]
+"""
+
+
+# TaintToleration removed from the profile: not scoring, not filtering.
+UNTAINTED = WEIGHTED.replace(", {{name: TaintToleration, weight: {taints}}}", "").format(affinity=5) + """\
+    multiPoint:
+      disabled: [{name: TaintToleration}]
+"""
+
+
+def weighted(affinity: int, taints: int, extra: str = "") -> str:
+    return WEIGHTED.format(affinity=affinity, taints=taints) + extra
+
+
+def config(text: str) -> Any:
+    registry = build_registry()
+    return load_config(text, registry.points(), "sched.yaml", unavailable=unavailable_plugins(registry))
+
+
+# ---- the decision, without a service --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("old", "new", "want"), [
+    ({}, {}, []),
+    ({"profiles": []}, {"profiles": [{"schedulerName": "x"}]}, []),
+    ({}, {"leaderElection": {"leaderElect": False}}, ["leaderElection needs a restart"]),
+    ({"clientConnection": {"qps": 50}}, {"clientConnection": {"qps": 100}}, ["clientConnection needs a restart"]),
+    ({"parallelism": 16}, {}, ["parallelism needs a restart"]),
+    ({}, {"enableProfiling": True, "delayCacheUntilActive": True},
+     ["enableProfiling needs a restart", "delayCacheUntilActive needs a restart"]),
+    ({"leaderElection": {"leaderElect": False}}, {"leaderElection": {"leaderElect": False}}, []),
+])
+def test_start_up_fields_need_a_restart(old: dict[str, Any], new: dict[str, Any], want: list[str]) -> None:
+    assert restart_problems(old, new) == want
+
+
+@pytest.mark.parametrize(("new", "want"), [
+    (weighted(5, 1), "no change in meaning"),
+    (weighted(5, 1) + "# a comment\n", "no change in meaning"),
+    (weighted(1, 5), "profile default-scheduler: weight of NodeAffinity 5 -> 1, weight of TaintToleration 1 -> 5"),
+    (WEIGHTED.replace(", {{name: TaintToleration, weight: {taints}}}", "").format(affinity=5),
+     "profile default-scheduler: TaintToleration no longer at score"),
+    (UNTAINTED, "profile default-scheduler: plugin TaintToleration removed"),
+    (WEIGHTED.replace(", {{name: TaintToleration, weight: {taints}}}", "").format(affinity=5)
+     + "    multiPoint:\n      enabled: [{name: Reservation}]\n",
+     "profile default-scheduler: plugin Reservation added (filter, reserve, postBind), TaintToleration no "
+     "longer at score"),
+    (weighted(5, 1, "  pluginConfig:\n  - name: NodeAffinity\n    args: {addedAffinity: {}}\n"),
+     "profile default-scheduler: args of NodeAffinity changed"),
+    (weighted(5, 1, "- schedulerName: batch\n"), "profile batch added"),
+    (weighted(5, 1).replace("profiles:", "podMaxBackoffSeconds: 20\nprofiles:"), "podMaxBackoffSeconds 10.0 -> 20.0"),
+    (weighted(5, 1, "  percentageOfNodesToScore: 30\n"),
+     "profile default-scheduler: percentageOfNodesToScore None -> 30"),
+])
+def test_summary_names_what_changed(new: str, want: str) -> None:
+    assert summary(config(weighted(5, 1)), config(new)) == want
+
+
+def test_summary_names_endpoints_and_removed_profiles() -> None:
+    from framework.remote import EndpointConfig
+
+    two = config(weighted(5, 1, "- schedulerName: batch\n"))
+    eps = [EndpointConfig("gang", ("127.0.0.1:1",)), EndpointConfig("labels", ("127.0.0.1:2",))]
+    moved = [EndpointConfig("gang", ("127.0.0.1:3",)), EndpointConfig("extra", ("127.0.0.1:4",))]
+    assert summary(two, config(weighted(5, 1)), eps, moved) == (
+        "profile batch removed; endpoints: extra added, labels removed, gang changed")
+
+
+def test_another_queue_sort_needs_a_restart() -> None:
+    sorted_by = HEAD + "profiles:\n- plugins:\n    queueSort:\n      disabled: [{name: '*'}]\n" \
+        "      enabled: [{name: PrioritySort}]\n"
+    assert queue_sort_problem(config(weighted(5, 1)), config(sorted_by)) is None
+    assert queue_sort_problem(config(weighted(5, 1)), config(weighted(1, 5))) is None
+
+
+# ---- a service's answer to each change ----------------------------------------------------------
+
+
+def nodes_and_pods(n: int, prefix: str = "p", **meta: Any) -> list[dict[str, Any]]:
+    """Nodes a (zone=a, a PreferNoSchedule taint) and b (zone=b), and ``n`` pods preferring zone a."""
+    out: list[dict[str, Any]] = []
+    if not meta.get("pods_only"):
+        for name in ("a", "b"):
+            taints = [{"key": "k", "value": "v", "effect": "PreferNoSchedule"}] if name == "a" else []
+            out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"zone": name}},
+                        "spec": {"taints": taints},
+                        "status": {"allocatable": {"cpu": "100", "memory": "100Gi", "pods": "1000"}}})
+    out += [pod(f"{prefix}{i}") for i in range(n)]
+    return out
+
+
+def pod(name: str, scheduler: str = "default-scheduler", **spec: Any) -> dict[str, Any]:
+    prefer = {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulerName": scheduler,
+                     "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [prefer]}},
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}],
+                     **spec}}
+
+
+def run_live(tmp_path: Path, start: str, test: Callable[[Server, LiveConfig, Path], Awaitable[None]]) -> None:
+    """``test(server, live, config_path)`` against a service started from ``start`` (not polling: the
+    test applies the file when it has written it)."""
+    path = tmp_path / "sched.yaml"
+    path.write_text(start)
+
+    async def main() -> None:
+        srv = await start_service(lambda registry: load_scheduler_config(path, registry), (), "127.0.0.1:0")
+        live = LiveConfig(srv, WatchedFiles(str(path)), srv.address)
+        try:
+            await test(srv, live, path)
+        finally:
+            await live.stop()
+            await srv.stop(0.5)
+            await live.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def replace(path: Path, text: str) -> None:
+    """Write ``text`` to a new file and rename it over ``path`` (what a ConfigMap volume's swap amounts to)."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+CHANGES = [
+    ("weights", weighted(1, 5), True,
+     "applied configuration generation 2 (from {file}): profile default-scheduler: weight of NodeAffinity 5 -> 1, "
+     "weight of TaintToleration 1 -> 5"),
+    ("comment only", weighted(5, 1) + "# reviewed\n", False, ""),
+    ("unknown plugin", weighted(5, 1).replace("TaintToleration", "TaintTolerations"), False,
+     '{file}: profiles[0].plugins.score.enabled[1]: score plugin "TaintTolerations" does not exist'),
+    ("leader election", weighted(1, 5, "").replace("profiles:", "leaderElection: {leaderElect: false}\nprofiles:"),
+     False, "{file}: leaderElection needs a restart"),
+    ("two restart fields", weighted(5, 1).replace("profiles:", "parallelism: 8\nclientConnection: {qps: 5}\nprofiles:"),
+     False, "{file}: clientConnection needs a restart; parallelism needs a restart"),
+    ("queue sort", weighted(5, 1, "    queueSort:\n      disabled: [{name: '*'}]\n      enabled: [{name: Nope}]\n"),
+     False, '{file}: profiles[0].plugins.queueSort.enabled[0]: queueSort plugin "Nope" does not exist'),
+    ("bad args", weighted(5, 1, "  pluginConfig:\n  - name: NodeAffinity\n    args: {hardPodAffinityWeight: 2}\n"),
+     False, '{file}: profiles[0] (default-scheduler): pluginConfig[0] (NodeAffinity): args: unknown field '
+     '"hardPodAffinityWeight"'),
+    ("not yaml", "profiles: [", False,
+     "{file}: line 2, column 1: invalid YAML: while parsing a flow node, did not find expected node content"),
+    ("another kind", "apiVersion: v1\nkind: ConfigMap\n", False,
+     '{file}: apiVersion: Unsupported value: "v1": supported values: "kubescheduler.config.k8s.io/v1"'),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "applied", "message"), CHANGES, ids=[c[0] for c in CHANGES])
+def test_a_change_is_applied_or_refused_with_its_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        name: str, text: str, applied: bool, message: str) -> None:
+    async def body(srv: Server, live: LiveConfig, path: Path) -> None:
+        before = srv.scheduler.config
+        started = dict(live.hashes)
+        replace(path, text)
+        assert await live.apply() is applied
+        want = message.format(file=path)
+        if applied:
+            assert live.generation == 2 and live.applied == 1 and live.last_refused is None
+            assert capsys.readouterr().out.splitlines() == [want]
+            assert srv.scheduler.config.profiles[0].score_weights == {"NodeAffinity": 1, "TaintToleration": 5}
+        else:
+            assert live.generation == 1 and srv.scheduler.config is before
+            if message:
+                assert live.refused == 1 and live.last_refused is not None
+                assert live.last_refused["reason"] == want
+                assert live.hashes == started  # the generation serving keeps its files' hashes
+            else:
+                assert live.unchanged == 1 and live.last_refused is None
+        assert live.status()["generation"] == live.generation
+
+    run_live(tmp_path, weighted(5, 1), body)
+
+
+# ---- the queue follows --------------------------------------------------------------------------
+
+TWO_PROFILES = HEAD + """\
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: batch
+"""
+NO_TAINTS_NO_GATES = HEAD + """\
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      disabled: [{name: TaintToleration}, {name: SchedulingGates}]
+"""
+
+
+async def phases(client: AsyncSchedulerClient, want: dict[str, str], tries: int = 300) -> dict[str, Any]:
+    """Poll (bounded) until the named pods are in the phases wanted; the pods' states."""
+    states: dict[str, Any] = {}
+    for _ in range(tries):
+        states = {p.ref.name: p for p in await client.list_pods()}
+        if all(n in states and states[n].phase == phase for n, phase in want.items()):
+            return states
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"wanted {want}, got { {n: s.phase for n, s in states.items()} }")
+
+
+def test_the_queue_follows_removed_plugins_and_profiles(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    async def body(srv: Server, live: LiveConfig, path: Path) -> None:
+        async with AsyncSchedulerClient(srv.address, timeout=5) as client:
+            node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a"},
+                    "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
+                    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "100"}}}
+            gated = pod("gated", schedulingGates=[{"name": "example.com/wait"}])
+            huge = pod("huge", "batch")
+            huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64"
+            later = pod("later", "batch", tolerations=[{"operator": "Exists"}])
+            await client.apply([node, pod("tainted"), gated, later])
+            states = await phases(client, {"tainted": "Unschedulable", "later": "Pending"})
+            assert states["later"].last_status.reasons == ("no profile for schedulerName 'batch'",)
+            assert states["gated"].queue == "gated"
+
+            replace(path, NO_TAINTS_NO_GATES + "- schedulerName: batch\n")
+            assert await live.apply()
+            # TaintToleration, which rejected "tainted", and SchedulingGates, which gated "gated", are
+            # gone from the profile; the new profile "batch" takes "later" (its pods were only recorded).
+            states = await phases(client, {"tainted": "Bound", "gated": "Bound", "later": "Bound"})
+            assert {n: states[n].node_name for n in ("tainted", "gated", "later")} == {
+                "tainted": "a", "gated": "a", "later": "a"}
+
+            await client.apply([huge])
+            await phases(client, {"huge": "Unschedulable"})
+            assert srv.scheduler.pending_count()["unschedulable"] == 1
+            replace(path, NO_TAINTS_NO_GATES)
+            assert await live.apply()
+            # "huge" was waiting in the removed profile's queue: left alone, as for an unknown schedulerName.
+            states = await phases(client, {"huge": "Unschedulable"})
+            assert states["huge"].last_status.reasons == ("no profile for schedulerName 'batch'",)
+            assert srv.scheduler.pending_count()["unschedulable"] == 0
+            assert capsys.readouterr().out.splitlines() == [
+                f"applied configuration generation 2 (from {path}): profile default-scheduler: plugin "
+                "SchedulingGates removed, plugin TaintToleration removed; profile batch added",
+                f"applied configuration generation 3 (from {path}): profile batch removed",
+            ]
+            assert srv.scheduler.leaks() == {"cycle_states": 0, "waiting_pods": 0, "assumed_pods": 0,
+                                             "binding_cycles": 0}
+
+    run_live(tmp_path, TWO_PROFILES.replace("- schedulerName: batch\n", ""), body)
