@@ -16,14 +16,21 @@ without a restart, or refuses it and keeps scheduling with the generation servin
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from clients import AsyncSchedulerClient
+from clients import AsyncSchedulerClient, EventType, SchedulerClient
 from framework.config import load_config
 from framework.liveconfig import LiveConfig, WatchedFiles, queue_sort_problem, restart_problems, summary
 from framework.profiles import build_registry, load_scheduler_config, unavailable_plugins
@@ -288,3 +295,151 @@ def test_the_queue_follows_removed_plugins_and_profiles(tmp_path: Path,
                                              "binding_cycles": 0}
 
     run_live(tmp_path, TWO_PROFILES.replace("- schedulerName: batch\n", ""), body)
+
+
+# ---- outrigger serve on the embedded store ------------------------------------------------------
+
+_READY = re.compile(r"serving the Scheduler API on (\S+), HTTP on (\S+)")
+
+
+class Serve:
+    """``outrigger serve`` in a subprocess; stdout and stderr kept line by line."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "framework.cli", "serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+             "--secure-port", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            cwd=cwd)
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        m = self.wait_for(_READY, 30)
+        self.address, self.http = m[1], m[2]
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, pattern: re.Pattern[str] | str, timeout: float) -> re.Match[str]:
+        """The first line matching ``pattern`` (a string: a line equal to it, after any log prefix)."""
+        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(r"(?:.* )?" + re.escape(pattern) + "$")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if (m := regex.search(line)) is not None:
+                    return m
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no line like {regex.pattern!r}:\n" + "\n".join(self.lines))
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(f"http://{self.http}{path}", timeout=10) as resp:
+            body = resp.read().decode()
+        return json.loads(body) if path != "/metrics" else body
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class Feeder(threading.Thread):
+    """Applies pods f0, f1, ... in small batches until stopped (bounded in count and time), so pods
+    are being scheduled while the configuration changes."""
+
+    def __init__(self, address: str, limit: int = 400) -> None:
+        super().__init__(daemon=True)
+        self.address, self.limit, self.count = address, limit, 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 120
+        with SchedulerClient(self.address) as client:
+            while not self.halt.is_set() and self.count < self.limit and time.monotonic() < deadline:
+                client.apply([pod(f"f{self.count + i}") for i in range(4)])
+                self.count += 4
+                self.halt.wait(0.03)
+
+
+def placements(client: SchedulerClient, names: list[str], timeout: float = 30) -> dict[str, str]:
+    """Each named pod's node once every one is bound (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = {p.ref.name: p for p in client.list_pods()}
+        if all(n in states and states[n].phase == "Bound" for n in names):
+            return {n: states[n].node_name for n in names}
+        if time.monotonic() > deadline:
+            raise AssertionError({n: states[n].phase if n in states else None for n in names})
+        time.sleep(0.05)
+
+
+def probe(client: SchedulerClient, prefix: str) -> tuple[str | None, set[str]]:
+    """Where explain, on the service's state now, would put a pod like the feeder's, and where five
+    such pods applied now go."""
+    explained = client.explain(pod(f"{prefix}-explained")).selected
+    names = [f"{prefix}{i}" for i in range(5)]
+    client.apply([pod(n) for n in names])
+    return explained, set(placements(client, names).values())
+
+
+def test_serve_applies_changes_by_rename_while_pods_are_scheduled(tmp_path: Path) -> None:
+    cfg = tmp_path / "scheduler.yaml"
+    cfg.write_text(weighted(5, 1))
+    srv = Serve("--config", cfg.name, cwd=tmp_path)
+    feeder = Feeder(srv.address)
+    try:
+        pid = srv.proc.pid
+        with SchedulerClient(srv.address) as client:
+            client.apply(nodes_and_pods(0))
+            assert probe(client, "before") == ("a", {"a"})  # NodeAffinity weighs 5, TaintToleration 1
+            feeder.start()
+            time.sleep(0.3)
+
+            replace(cfg, weighted(1, 5))
+            srv.wait_for(f"applied configuration generation 2 (from {cfg.name}): profile default-scheduler: weight "
+                         "of NodeAffinity 5 -> 1, weight of TaintToleration 1 -> 5", 20)
+            assert probe(client, "weights") == ("b", {"b"})
+
+            replace(cfg, UNTAINTED)
+            srv.wait_for(f"applied configuration generation 3 (from {cfg.name}): profile default-scheduler: plugin "
+                         "TaintToleration removed, weight of NodeAffinity 1 -> 5", 20)
+            assert probe(client, "removed") == ("a", {"a"})
+
+            invalid = weighted(1, 5).replace("TaintToleration", "TaintTolerations")
+            replace(cfg, invalid)
+            reason = (f'{cfg.name}: profiles[0].plugins.score.enabled[1]: score plugin "TaintTolerations" does '
+                      "not exist")
+            srv.wait_for(f"refused configuration change ({cfg.name}): {reason}; generation 3 keeps scheduling", 20)
+            assert probe(client, "invalid") == ("a", {"a"})  # nothing changed
+            assert srv.get("/configz")["liveConfiguration"]["lastRefused"]["reason"] == reason
+
+            replace(cfg, weighted(1, 5).replace("profiles:", "parallelism: 8\nprofiles:"))
+            srv.wait_for(f"refused configuration change ({cfg.name}): {cfg.name}: parallelism needs a restart; "
+                         "generation 3 keeps scheduling", 20)
+            assert probe(client, "restart") == ("a", {"a"})
+
+            feeder.halt.set()
+            feeder.join(30)
+            fed = [f"f{i}" for i in range(feeder.count)]
+            assert len(fed) >= 40
+            placements(client, fed, 60)
+            every = [p.ref.name for p in client.list_pods()]
+            bound = {n: [e for e in client.list_events("Pod", n) if e.type is EventType.BOUND] for n in every}
+            assert {n: len(evs) for n, evs in bound.items()} == dict.fromkeys(every, 1)
+            live = srv.get("/configz")["liveConfiguration"]
+            assert (live["generation"], live["sources"]) == (3, {cfg.name: live["sources"][cfg.name]})
+            metrics = srv.get("/metrics")
+            for line in ('outrigger_config_reloads_total{result="applied"} 2.0',
+                         'outrigger_config_reloads_total{result="refused"} 2.0', "outrigger_config_generation 3.0"):
+                assert line in metrics.splitlines()
+        assert srv.proc.poll() is None and srv.proc.pid == pid
+        assert sum("serving the Scheduler API" in line for line in srv.lines) == 1
+    finally:
+        feeder.halt.set()
+        srv.stop()

@@ -81,6 +81,7 @@ class _Prepared:
     endpoints: list[EndpointConfig]
     profiles: dict[str, Framework]
     document: dict[str, Any]
+    text: str | None
 
 
 def _signature(path: str) -> tuple[int, int, int, int] | None:
@@ -144,14 +145,26 @@ class LiveConfig:
         self.last_pause_ms = 0.0
         self._signatures = {p: _signature(p) for p in files.paths()}
         self.hashes = {p: self._hash(p) for p in files.paths()}
-        config_text = self._current_text(files.config)
-        self._document = _document(config_text)
+        self._config_text = self._current_text(files.config)
+        self._document = _document(self._config_text)
         remote = server.remote
         self._endpoints: list[EndpointConfig] = [ep.config for ep in remote.endpoints] if remote else []
+        if remote is not None:
+            remote.follow_manifests(self.scheduler, self._serving_config)
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._retiring: set[asyncio.Task[None]] = set()
         self.scheduler.live = self
+
+    def _serving_config(self, registry: Registry) -> SchedulerConfig:
+        """The configuration serving, resolved against ``registry`` again (a host's manifest changed):
+        from the text it was read from, not the file, which may hold a change that was refused."""
+        return self._load(self._config_text, registry)
+
+    def _load(self, text: str | None, registry: Registry) -> SchedulerConfig:
+        if self.files.config and text is not None:
+            return load_config(text, registry.points(), self.files.config, unavailable=unavailable_plugins(registry))
+        return default_scheduler_config(registry)
 
     @staticmethod
     def _hash(path: str) -> str:
@@ -245,7 +258,7 @@ class LiveConfig:
         if what == "no change in meaning":
             if prepared.remote is not None:
                 await prepared.remote.retire()  # the endpoints serving stay
-            self.hashes, self._document = hashes, prepared.document
+            self.hashes, self._document, self._config_text = hashes, prepared.document, prepared.text
             self.unchanged += 1
             log.info("configuration files changed (%s) with no change in meaning: generation %d serves on",
                      ", ".join(changed), self.generation)
@@ -270,9 +283,7 @@ class LiveConfig:
             endpoints = parse_remote_plugins(_text(data[files.plugins], files.plugins), files.plugins)
         registry, remote = await build_registry_with_remote(endpoints, self.framework_address, self.server.services)
         try:
-            config = (load_config(config_text, registry.points(), files.config,
-                                  unavailable=unavailable_plugins(registry))
-                      if files.config and config_text is not None else default_scheduler_config(registry))
+            config = self._load(config_text, registry)
             problem = queue_sort_problem(self.scheduler.config, config)
             if problem:
                 raise ConfigChangeRefused(f"{files.config or '<defaults>'}: {problem}")
@@ -283,7 +294,7 @@ class LiveConfig:
             if remote is not None:
                 await remote.retire()
             raise
-        return _Prepared(config, registry, remote, endpoints, profiles, document)
+        return _Prepared(config, registry, remote, endpoints, profiles, document, config_text)
 
     async def _commit(self, prepared: _Prepared) -> None:
         """Switch to ``prepared`` between two cycles; the old endpoints close once its cycles are over."""
@@ -300,6 +311,9 @@ class LiveConfig:
         self.applied += 1
         self.applied_at = time.time()
         self._document, self._endpoints = prepared.document, prepared.endpoints
+        self._config_text = prepared.text
+        if prepared.remote is not None:  # a host's new manifest rebuilds this generation's profiles
+            prepared.remote.follow_manifests(scheduler, self._serving_config)
         for warning in prepared.config.warnings:
             if warning not in before:
                 log.warning("generation %d: %s", self.generation, warning)
