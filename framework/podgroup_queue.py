@@ -214,6 +214,12 @@ class GroupSchedulingQueue(SchedulingQueue):
         self._push_active(group)
         return ACTIVE
 
+    async def _enqueue_new(self, info: QueuedPodInfo, keep_attempts: bool = False) -> str:
+        if isinstance(info, QueuedPodGroupInfo):  # a gated group tried again: PreEnqueue for its members
+            self._detach(info.key)
+            return await self._enqueue_group(info, backoff=keep_attempts)
+        return await super()._enqueue_new(info, keep_attempts)
+
     async def update(self, pod: Pod) -> str | None:
         state = self._member_state.get(pod.uid)
         if state is None:

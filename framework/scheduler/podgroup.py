@@ -109,6 +109,8 @@ class PodGroupCycle(GroupAlgorithm):
             return
         fwk = self.profiles[members[0].pod.scheduler_name]
         self.stats.attempts += len(members)
+        for member in members:
+            self.pods[member.pod.uid].attempts = member.attempts
         gstate = CycleState(f"{group.key}:{group.attempts}:{next(self._cycle_ids)}", snapshot, group.attempts)
         run = GroupRun(fwk, PodGroupInfo(pg, [m.pod for m in members]), members, snapshot, len(scheduled), gstate)
         result = await self._group_algorithm(run)

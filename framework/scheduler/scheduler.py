@@ -37,14 +37,15 @@ from ..batching import OpportunisticBatch
 from ..cache import Cache
 from ..config import ProfileConfig, SchedulerConfig
 from ..plugins import Registry
-from ..queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
+from ..podgroup_queue import GroupSchedulingQueue
+from ..queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE
 from ..reservations import Reservations, is_reserve_pod
 from ..runtime import Framework
 from ..waiting import WaitingPods
 from ..whatif import hypothetical_nodes
-from .cycle import SchedulingCycle
 from .explain import explain_pod
 from .handle import SchedulerHandle
+from .podgroup import PodGroupCycle
 from .reconfigure import Reconfigured, Reconfiguring, changed_profiles
 from .records import CycleStats, Event, PodRecord
 from .source import ClusterSource
@@ -67,7 +68,7 @@ def tune_gc() -> None:
     gc.set_threshold(10_000, 50, 100)
 
 
-class Scheduler(SchedulingCycle, ObjectStore, Reconfiguring):
+class Scheduler(PodGroupCycle, ObjectStore, Reconfiguring):
     """Owns the cluster objects and runs the scheduling and binding cycles."""
 
     def __init__(self, config: SchedulerConfig, registry: Registry, *, seed: int | None = None) -> None:
@@ -118,13 +119,17 @@ class Scheduler(SchedulingCycle, ObjectStore, Reconfiguring):
         sort_plugin = first.queue_sort_plugin
         # A plugin that overrides sort_key gives one key per enqueue instead of a less() per comparison.
         has_key = type(sort_plugin).sort_key is not QueueSortPlugin.sort_key
-        self.queue = SchedulingQueue(
+        # Pods of a PodGroup are queued as their group while GenericWorkload is on.
+        workloads = features.enabled("GenericWorkload")
+        self.queue = GroupSchedulingQueue(
             first.less,
             sort_plugin.sort_key if has_key else None,
             initial_backoff=config.pod_initial_backoff_seconds,
             max_backoff=config.pod_max_backoff_seconds,
             pre_enqueue=self._pre_enqueue,
             plugin_events=lambda name: self._plugin_events.get(name, _ALL_EVENTS),
+            group_of=lambda pod: (pod.namespace, pod.scheduling_group) if workloads and pod.scheduling_group else None,
+            podgroup=self.cache.podgroups.get,
         )
         self._running = False
         self._controllers: list[Controller] = []
@@ -142,7 +147,7 @@ class Scheduler(SchedulingCycle, ObjectStore, Reconfiguring):
         registry = registry or self.registry
         instances: dict[str, Plugin] = {}
         lists: dict[str, list[Plugin]] = {}
-        for point, refs in profile.plugins.items():
+        for point, refs in [*profile.plugins.items(), *profile.pod_group_plugins.items()]:
             for ref in refs:
                 if ref.name not in instances:
                     args = dict(profile.plugin_args.get(ref.name, {}))
@@ -161,6 +166,9 @@ class Scheduler(SchedulingCycle, ObjectStore, Reconfiguring):
             waiting_pods=self.waiting_pods,
             handle=self.handle,
             rng=self._rng,
+            placement_score_weights={
+                ref.name: ref.weight for ref in profile.pod_group_plugins.get("placementScore", ())
+            },
         )
 
     def rebuild_profiles(self, config: SchedulerConfig) -> dict[str, Framework]:
