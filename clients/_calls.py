@@ -194,6 +194,11 @@ def explain_pod(name: str, namespace: str, profile: str) -> Call[Explanation]:
     return Call("Explain", pb.scheduler.ExplainRequest(ref=ref, profile=profile), _explanation)
 
 
+def explain_pod_group(name: str, namespace: str) -> Call[dict[str, Any]]:
+    ref = pb.scheduler.ObjectRef(kind="PodGroup", namespace=namespace, name=name)
+    return Call("Explain", pb.scheduler.ExplainRequest(ref=ref), lambda reply: json.loads(reply.json))
+
+
 # ---- observability ------------------------------------------------------------------------------
 
 

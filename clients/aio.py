@@ -164,6 +164,10 @@ class AsyncSchedulerClient(Connection[grpc.aio.Channel]):
         """How a pod the framework holds would be scheduled now (a placed pod as if taken off its node)."""
         return await self._run(calls.explain_pod(name, namespace, profile))
 
+    async def explain_pod_group(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        """As :meth:`clients.client.SchedulerClient.explain_pod_group`."""
+        return await self._run(calls.explain_pod_group(name, namespace))
+
     # ---- observability ---------------------------------------------------------------------------
 
     async def get_trace(self, name: str, namespace: str = "default") -> list[answers.TraceSpan]:

@@ -191,6 +191,12 @@ class SchedulerClient(Connection[grpc.Channel]):
         """How a pod the framework holds would be scheduled now (a placed pod as if taken off its node)."""
         return self._run(calls.explain_pod(name, namespace, profile))
 
+    def explain_pod_group(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        """Why a PodGroup's pending pods would (or would not) be placed now, as the explain JSON of a
+        group: its status, each pod's node and status, and each placement tried (with
+        TopologyAwareWorkloadScheduling). Nothing is reserved or bound."""
+        return self._run(calls.explain_pod_group(name, namespace))
+
     # ---- observability ---------------------------------------------------------------------------
 
     def get_trace(self, name: str, namespace: str = "default") -> list[TraceSpan]:

@@ -20,7 +20,8 @@ __all__ = ["cmd_explain"]
 
 
 def _explain_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?", metavar="POD", help="a pod the framework holds (asks --server)")
+    p.add_argument("name", nargs="?", metavar="POD",
+                   help="a pod the framework holds, or podgroup/NAME for a PodGroup's pending pods (asks --server)")
     add_filename(p, "a pod manifest to explain")
     p.add_argument("--pod", metavar="FILE", help=argparse.SUPPRESS)  # the older spelling of -f
     add_namespace(p, "default")
@@ -37,6 +38,7 @@ def _explain_args(p: argparse.ArgumentParser) -> None:
 
 @command("explain", "why a pod lands where it does (or nowhere)", _explain_args, examples="""\
   outrigger explain web                              # a pod the framework at --server holds
+  outrigger explain podgroup/train-workers           # why a PodGroup's pending pods are (not) placed
   outrigger explain -f pod.yaml -o json              # a pod not applied yet, against the same cluster
   outrigger explain --config scheduler.yaml --cluster cluster.yaml -f pod.yaml   # offline, no server
   outrigger explain --what-if-nodes template.yaml --count 3    # which pending pods 3 such nodes admit""")
@@ -44,6 +46,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     files = list(args.filename or []) + ([args.pod] if args.pod else [])
     if args.what_if_nodes:
         return _what_if(args, files)
+    if args.name and args.name.startswith("podgroup/"):
+        return _explain_group(args, files)
     if args.name and files:
         raise UserError("explain takes a pod name or -f FILE, not both")
     if len(files) > 1:
@@ -65,6 +69,42 @@ def cmd_explain(args: argparse.Namespace) -> int:
         result = explanation.to_dict()
     emit(args.output, result, lambda: _explain_table(result))
     return 0
+
+
+def _explain_group(args: argparse.Namespace, files: list[str]) -> int:
+    name = args.name.removeprefix("podgroup/")
+    if files or args.cluster or args.config or args.plugins or args.profile:
+        raise UserError("explain podgroup/NAME asks the framework at --server: no -f, --cluster, --config, "
+                        "--plugins or --profile")
+    if not name:
+        raise UserError("explain podgroup/NAME needs the PodGroup's name")
+    with client(args) as c:
+        result = c.explain_pod_group(name, args.namespace)
+    emit(args.output, result, lambda: _group_table(result))
+    return 0
+
+
+def _group_table(result: dict[str, Any]) -> str:
+    """The group's status and its pods' nodes, then each placement tried (its status, score and pods)."""
+    lines = [f"podgroup {result['podGroup']}: {result['status']['code']} "
+             f"({result.get('scheduled', 0)} pod(s) already scheduled)"]
+    lines += [f"  {reason}" for reason in result["status"]["reasons"] if reason]
+
+    def pods(entries: list[dict[str, Any]]) -> str:
+        return table(("POD", "NODE", "STATUS", "REASONS"), [
+            (p["pod"], p["node"] or "<none>", p["status"]["code"], "; ".join(p["status"]["reasons"]))
+            for p in entries])
+
+    if result.get("pods"):
+        lines.append(pods(result["pods"]))
+    for placement in result.get("placements", []):
+        score = placement.get("score")
+        lines.append(f"placement {placement['placement'] or '<all nodes>'} ({len(placement['nodes'])} node(s)): "
+                     f"{placement['status']['code']}" + (f", score {score['total']}" if score else ""))
+        lines += [f"  {reason}" for reason in placement["status"]["reasons"] if reason]
+        if placement["pods"]:
+            lines.append(pods(placement["pods"]))
+    return "\n".join(lines)
 
 
 def _what_if(args: argparse.Namespace, files: list[str]) -> int:

@@ -335,6 +335,11 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
     async def Explain(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request.what_if_nodes.content:
             return await self._what_if(request, context)
+        if request.HasField("ref") and request.ref.kind == "PodGroup":
+            ns = request.ref.namespace or "default"
+            if self.s.cache.podgroups.get(ns, request.ref.name) is None:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"podgroup {ns}/{request.ref.name} not found")
+            return pb.scheduler.ExplainResponse(json=json.dumps(await self.s.explain_group(ns, request.ref.name)))
         if request.HasField("ref"):
             pod, snap = await self._explained_pod(request.ref, context)
         else:
@@ -383,7 +388,7 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         """A held pod and the snapshot to explain it on: a placed pod is taken off its node first (its
         own usage would otherwise count against it), so the answer shows how it is placed now."""
         if ref.kind not in ("", "Pod"):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"cannot explain kind {ref.kind!r} (Pod)")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"cannot explain kind {ref.kind!r} (Pod, PodGroup)")
         ns = ref.namespace or "default"
         rec = self.s.get_pod(ns, ref.name)
         if rec is None:
