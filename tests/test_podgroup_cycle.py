@@ -495,3 +495,20 @@ def test_cli_explains_a_podgroup_of_a_running_framework(capsys: pytest.CaptureFi
         assert "podgroup default/nope not found" in capsys.readouterr().err
     finally:
         fw.close()
+
+
+def test_pods_that_arrive_before_their_podgroup_wait_for_it() -> None:
+    # kube-scheduler's incompletePodGroupPods: the pods wait, gated, until the PodGroup is seen.
+    seen: dict[str, Any] = {}
+
+    async def during(s: Scheduler) -> None:
+        await wait_for(s, lambda: s.queue_of("uid-p1") == "gated", SETTLE)
+        rec = s.get_pod("default", "p0")
+        assert rec is not None and rec.last_status is not None
+        seen["waiting"] = (s.queue_of("uid-p0"), rec.last_status.message())
+        s.cache.podgroups.put(gang("late", 2))
+        await wait_for(s, lambda: phase(s, "p0") == "Bound" and phase(s, "p1") == "Bound", SETTLE)
+
+    s = scenario([], [node("n1", cpu="2"), gpod("p0", "1", "late"), gpod("p1", "1", "late")], during=during)
+    assert seen["waiting"] == ("gated", 'waiting for pods\'s pod group "late" to appear in scheduling queue')
+    assert condition(s, "late") == ("True", "Scheduled", "", 2)
