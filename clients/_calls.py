@@ -207,6 +207,10 @@ def get_trace(name: str, namespace: str) -> Call[list[TraceSpan]]:
                 lambda reply: [TraceSpan.from_proto(s) for s in reply.spans])
 
 
+def shadow_report() -> Call[list[dict[str, Any]]]:
+    return Call("GetShadowReport", pb.scheduler.GetShadowReportRequest(), lambda reply: json.loads(reply.json))
+
+
 def debug_scores(name: str, namespace: str) -> Call[DebugScores]:
     return Call("GetDebugScores", pb.scheduler.GetDebugScoresRequest(namespace=namespace, name=name),
                 lambda reply: DebugScores.from_json(reply.json))

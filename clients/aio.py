@@ -170,6 +170,10 @@ class AsyncSchedulerClient(Connection[grpc.aio.Channel]):
 
     # ---- observability ---------------------------------------------------------------------------
 
+    async def shadow_report(self) -> list[dict[str, Any]]:
+        """As :meth:`clients.client.SchedulerClient.shadow_report`."""
+        return await self._run(calls.shadow_report())
+
     async def get_trace(self, name: str, namespace: str = "default") -> list[answers.TraceSpan]:
         """As :meth:`clients.client.SchedulerClient.get_trace`."""
         return await self._run(calls.get_trace(name, namespace))

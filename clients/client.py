@@ -199,6 +199,11 @@ class SchedulerClient(Connection[grpc.Channel]):
 
     # ---- observability ---------------------------------------------------------------------------
 
+    def shadow_report(self) -> list[dict[str, Any]]:
+        """What the shadow plugins found on live cycles, one entry per shadow plugin (its counts,
+        latency and examples: docs/plugins-live.md); :class:`ClientError` (NOT_FOUND) when there are none."""
+        return self._run(calls.shadow_report())
+
     def get_trace(self, name: str, namespace: str = "default") -> list[TraceSpan]:
         """The framework's spans of the pod's last scheduling context, by start time; the framework keeps
         them with ``outrigger serve --trace-store N`` (:class:`ClientError` otherwise)."""

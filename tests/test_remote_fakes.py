@@ -48,6 +48,7 @@ from pluginhost.status import SUCCESS, Code, Status
 
 SPEC_ENV = "OUTRIGGER_TEST_FAKES"
 REPLICA_ENV = "OUTRIGGER_TEST_REPLICA"
+BEHAVIOUR_ENV = "OUTRIGGER_TEST_BEHAVIOUR"
 NO_VICTIMS = "fake preemption found no victims"
 BIND = "bind"
 
@@ -119,7 +120,10 @@ class DeclarativeFake:
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
         args = args or {}
-        self.b: dict[str, Any] = args.get("behaviour", {})
+        # $OUTRIGGER_TEST_BEHAVIOUR overrides the args' behaviour: a host answering otherwise than the
+        # profile says (a shadow's new version, configured with the live plugin's args).
+        override = os.environ.get(BEHAVIOUR_ENV)
+        self.b: dict[str, Any] = json.loads(override) if override else args.get("behaviour", {})
         self.calls_file: str = args.get("calls", "")
         self.handle = handle
 

@@ -200,6 +200,7 @@ async def remote_rig(
     scheduler = Scheduler(config_for(registry), registry, seed=seed)
     await remote.attach(scheduler)
     remote.follow_manifests(scheduler, config_for)
+    await remote.start_shadows(scheduler)
     return RemoteRig(scheduler, remote, services)
 
 

@@ -1,18 +1,20 @@
 """Watching the framework: ``outrigger watch`` streams its scheduling events, ``outrigger trace`` shows
-a pod's last scheduling attempt as a span tree, ``outrigger debug-scores`` its top nodes' scores."""
+a pod's last scheduling attempt as a span tree, ``outrigger debug-scores`` its top nodes' scores,
+``outrigger shadow-report`` what the shadow plugins found on live cycles."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 import yaml
 
 from .flags import OUTPUTS, add_namespace, add_output, add_server, client, pod_ref
-from .output import emit
+from .output import emit, table
 from .registry import command
 
-__all__ = ["cmd_debug_scores", "cmd_trace", "cmd_watch"]
+__all__ = ["cmd_debug_scores", "cmd_shadow_report", "cmd_trace", "cmd_watch", "format_shadow_report"]
 
 _EVENT_NAMES = ("bound", "unschedulable", "preempted", "applied", "deleted", "error", "nominated")
 
@@ -102,3 +104,42 @@ def cmd_debug_scores(args: argparse.Namespace) -> int:
 
     emit(args.output, data, as_table)
     return 0
+
+
+def _shadow_report_args(p: argparse.ArgumentParser) -> None:
+    add_output(p)
+    add_server(p)
+
+
+@command("shadow-report", "what the shadow plugins found on live cycles (RemotePlugins shadow blocks)",
+         _shadow_report_args, examples="""\
+  outrigger shadow-report
+  outrigger shadow-report -o json""")
+def cmd_shadow_report(args: argparse.Namespace) -> int:
+    with client(args) as c:
+        report = c.shadow_report()
+    emit(args.output, report, lambda: format_shadow_report(report))
+    return 0
+
+
+def format_shadow_report(report: list[dict[str, Any]]) -> str:
+    """One line per shadow plugin (its counts and latency), then its examples."""
+    heads = ("PLUGIN", "ENDPOINT", "OBSERVED", "EVALUATED", "DROPPED", "ERRORS", "TIMEOUTS", "CHANGED",
+             "REJECTED", "PLACED", "SCORE", "P50(ms)", "P99(ms)")
+    keys = ("plugin", "endpoint", "observed", "evaluated", "dropped", "errors", "timeouts", "changed", "rejected",
+            "placed", "scoreChanged")
+    rows = [[r[k] for k in keys] + [r["latencyMs"][q] for q in ("p50", "p99")]
+            for r in report]
+    out = [table(heads, rows)]
+    for r in report:
+        examples = r["examples"]
+        if not examples:
+            continue
+        out.append(f"\nexamples of {r['plugin']} ({r['endpoint']}):")
+        out.append(table(("POD", "KIND", "LIVE NODE", "SHADOW NODE", "LIVE SCORE", "SHADOW SCORE"), [
+            [e["pod"], e["kind"], e["liveNode"] or "-", e["shadowNode"] or "-",
+             "-" if e["liveScore"] is None else e["liveScore"],
+             "-" if e["shadowScore"] is None else f"{e['shadowScore']} (live node: {e['shadowScoreOfLiveNode']})"]
+            for e in examples
+        ]))
+    return "\n".join(out)

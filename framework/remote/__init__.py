@@ -11,6 +11,7 @@
 - :mod:`.lookahead`: Filter/Score answers asked for before the pods' cycles.
 - :mod:`.publisher`: the snapshot mirror the hosts follow; :mod:`.services`: the Handle and CycleState
   services the hosts call back.
+- :mod:`.shadow`: shadow plugins, called beside the live cycles and compared with what they decided.
 - :mod:`.hosts`: :class:`RemotePlugins`, every endpoint of a framework (connect, register, attach).
 - :mod:`.stats`: what the adapters measured.
 

@@ -93,6 +93,7 @@ class RemotePlugin(Plugin, OutOfProcess):
         self.args = args
         self.handle = handle
         self.profile = ""  # set by RemotePlugins.attach
+        self.shadow = False  # a shadow plugin's adapter (.shadow): its failures are counted, never ignored
         self.scores_enabled = "score" in self.points
         self.state_keys = tuple(m.state_keys)
         self.needs_snapshot = bool(m.needs_snapshot)
@@ -266,7 +267,7 @@ class RemotePlugin(Plugin, OutOfProcess):
     def _ignored(self, point: str, state: CycleState | None, exc: BaseException) -> bool:
         """Under failurePolicy Ignore, a failed call skips the plugin for the rest of the cycle: record
         it (statistics, log, the current trace span) and tell the caller to carry on without it."""
-        if self.endpoint.config.failure_policy != "Ignore" or not isinstance(exc, RemotePluginError):
+        if self.shadow or self.endpoint.config.failure_policy != "Ignore" or not isinstance(exc, RemotePluginError):
             return False
         self.stat(point).ignored += 1
         if state is not None:

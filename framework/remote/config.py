@@ -20,11 +20,21 @@ passed with ``--plugins FILE`` to ``outrigger serve``, ``explain`` and ``demo``:
         keyFile: framework-key.pem
         serverName: gang.example          #   name to verify instead of the address's host
       tokenFile: gang.token               # the bearer token the host requires (--token-file)
+    - name: gang-v2                       # a new version, tried on live cycles without deciding any
+      address: 127.0.0.1:50071
+      shadow:                             # its plugins are shadows, not registered for profiles
+        plugins: [Gang]                   #   which of its plugins (default: all)
+        points: [Filter, Score]           #   what is compared with the live cycle (default: both)
+        budget: 50ms                      #   per cycle; longer evaluations are abandoned, counted
+        queue: 1000                       #   cycles waiting for evaluation; more are dropped, counted
+        examples: 20                      #   disagreements kept for the report
+        weight: 1                         #   its Score's weight when no live plugin of its name scores
 
 Deadlines are per extension point (the configuration names: ``filter``, ``permit``, ...; plus
 ``normalizeScore``, ``configure`` and ``default``); durations are Kubernetes-style (``250ms``, ``2s``,
 ``1m``). File paths are used as given (relative to the working directory) and read when the framework
-connects. Problems are :class:`~framework.config.ConfigError` s naming the field. See docs/security.md.
+connects. Problems are :class:`~framework.config.ConfigError` s naming the field. See docs/security.md,
+and docs/plugins-live.md for shadow plugins.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ __all__ = [
     "KIND",
     "MAX_DURATION",
     "EndpointConfig",
+    "ShadowConfig",
     "load_remote_plugins",
     "parse_duration",
     "parse_remote_plugins",
@@ -72,10 +83,32 @@ _SCHEMAS = decode.schemas(
     {
         KIND: "apiVersion kind plugins:[Endpoint]",
         "Endpoint": (
-            "name address addresses deadlines failurePolicy batchSize connectTimeout resolveInterval tls tokenFile"
+            "name address addresses deadlines failurePolicy batchSize connectTimeout resolveInterval tls tokenFile "
+            "shadow:Shadow"
         ),
+        "Shadow": "plugins points budget queue examples weight",
     }
 )
+SHADOW_POINTS = ("Filter", "Score")
+DEFAULT_SHADOW_BUDGET = 0.1
+DEFAULT_SHADOW_QUEUE = 1000
+DEFAULT_SHADOW_EXAMPLES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowConfig:
+    """An endpoint's ``shadow`` block: its plugins are called on live cycles, off the critical path,
+    and compared with what the cycle decided; they never decide (docs/plugins-live.md)."""
+
+    plugins: tuple[str, ...] = ()  # empty: every plugin of the endpoint
+    points: tuple[str, ...] = SHADOW_POINTS
+    budget: float = DEFAULT_SHADOW_BUDGET
+    queue: int = DEFAULT_SHADOW_QUEUE
+    examples: int = DEFAULT_SHADOW_EXAMPLES
+    weight: int = 1
+
+    def covers(self, plugin: str) -> bool:
+        return not self.plugins or plugin in self.plugins
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +124,7 @@ class EndpointConfig:
     resolve_interval: float = DEFAULT_RESOLVE_INTERVAL
     tls: ClientTLS | None = None  # None: plaintext
     token_file: str = ""  # the bearer token the host requires; empty: none
+    shadow: ShadowConfig | None = None  # None: its plugins are live
 
     def deadline(self, point: str) -> float:
         return self.deadlines.get(point, self.deadlines.get("default", DEFAULT_DEADLINE))
@@ -155,7 +189,8 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
     except FieldError as exc:
         raise ConfigError(source, [*problems, (exc.path, exc.reason)]) from None
     for path in unknown:
-        allowed = _SCHEMAS["Endpoint" if path.startswith("plugins[") else KIND].names
+        schema = "Shadow" if ".shadow." in path else "Endpoint" if path.startswith("plugins[") else KIND
+        allowed = _SCHEMAS[schema].names
         fail(path, f"unknown field (allowed: {', '.join(allowed)})")
     if doc.get("apiVersion") != API_VERSION:
         fail("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
@@ -218,8 +253,40 @@ def _endpoint(entry: Any, path: str, seen: set[str], source: str,
     if not isinstance(token_file, str) or ("tokenFile" in entry and not token_file):
         fail(f"{path}.tokenFile", "must be the path of a file holding the host's bearer token")
         token_file = ""
+    shadow = _shadow(entry["shadow"], f"{path}.shadow", source, problems) if "shadow" in entry else None
     return EndpointConfig(name, tuple(addrs), deadlines, policy, batch, connect, resolve,
-                          tls=tls, token_file=token_file)
+                          tls=tls, token_file=token_file, shadow=shadow)
+
+
+def _count(raw: Mapping[str, Any], key: str, default: int, low: int, path: str,
+           problems: list[tuple[str, str]]) -> int:
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 1_000_000:
+        problems.append((f"{path}.{key}", f"must be an integer from {low} to 1000000, got {_shown(value)}"))
+        return default
+    return value
+
+
+def _shadow(raw: Any, path: str, source: str, problems: list[tuple[str, str]]) -> ShadowConfig | None:
+    """An endpoint's ``shadow`` block (None when it is not a mapping; its problems are noted)."""
+    if not isinstance(raw, dict):
+        problems.append((path, "must be a mapping (plugins, points, budget, queue, examples, weight)"))
+        return None
+    plugins = raw.get("plugins", [])
+    if not isinstance(plugins, list) or not all(isinstance(p, str) and p for p in plugins):
+        problems.append((f"{path}.plugins", "must be a list of plugin names"))
+        plugins = []
+    points = raw.get("points", list(SHADOW_POINTS))
+    if not isinstance(points, list) or not points or any(p not in SHADOW_POINTS for p in points):
+        problems.append((f"{path}.points", f"must be a non-empty list of {' and '.join(SHADOW_POINTS)}"))
+        points = list(SHADOW_POINTS)
+    budget = _optional_duration(raw, "budget", DEFAULT_SHADOW_BUDGET, path, source, problems)
+    return ShadowConfig(
+        tuple(plugins), tuple(dict.fromkeys(points)), budget,
+        _count(raw, "queue", DEFAULT_SHADOW_QUEUE, 1, path, problems),
+        _count(raw, "examples", DEFAULT_SHADOW_EXAMPLES, 0, path, problems),
+        _count(raw, "weight", 1, 1, path, problems),
+    )
 
 
 def _deadlines(raw: Any, path: str, source: str, problems: list[tuple[str, str]]) -> dict[str, float]:

@@ -12,7 +12,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from pluginhost.model import Node, Pod, PodDisruptionBudget
@@ -73,6 +73,10 @@ class SchedulerBase:
     queue: SchedulingQueue
     #: The cluster events each plugin registered (EnqueueExtensions), by plugin name.
     _plugin_events: dict[str, list[ClusterEventWithHint]]
+    #: Told what each scheduling cycle decided (a ``CycleOutcome`` of :mod:`.cycle`); must not block.
+    cycle_observers: list[Callable[[Any], None]]
+    #: The shadow plugins' report (set by ``framework.remote.shadow.Shadows``; None: there are none).
+    shadow_report: Callable[[], list[dict[str, Any]]] | None = None
     _cycle_ids: Iterator[int]
     _next_start: int
     _binding_tasks: set[asyncio.Task[None]]

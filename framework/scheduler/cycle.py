@@ -19,18 +19,41 @@ from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import VIEW_STATE_KEY
 
 from ..batching import OpportunisticBatch, Ranked
-from ..outcomes import Diagnosis, IntArray, num_feasible_nodes_to_find
+from ..outcomes import Diagnosis, IntArray, ScoreOutcome, num_feasible_nodes_to_find
 from ..runtime import Framework
 from .binding import BindingCycle
 from .records import BINDING, WAITING
 
-__all__ = ["NO_NODES_MSG", "POD_VIEW_KEY", "SchedulingCycle", "filter_candidates", "fit_error_message"]
+__all__ = [
+    "NO_NODES_MSG", "POD_VIEW_KEY", "CycleOutcome", "SchedulingCycle", "filter_candidates", "fit_error_message",
+]
 
 log = logging.getLogger("outrigger.scheduler")
 
 NO_NODES_MSG = "no nodes available to schedule pods"
 # CycleState key of the pod as the cycle's transformers made it look (absent: no PreFilter transformer).
 POD_VIEW_KEY = "outrigger.io/pod-view"
+# CycleState key of the cycle's Score run (its node batch and ScoreOutcome), kept for cycle observers.
+_SCORED_KEY = "outrigger.io/scored"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CycleOutcome:
+    """What a scheduling cycle decided, as told to ``Scheduler.cycle_observers`` once it decided
+    (before Reserve, or before PostFilter when no node fits): the pod, the cycle's snapshot, the node
+    chosen (None: none fits, ``status`` says why), the plugins that rejected nodes, and the Score run
+    that chose (None when the node was found without scoring: a single feasible node, a nominated or
+    hinted one)."""
+
+    profile: str
+    pod: Pod
+    snapshot: Snapshot
+    cycle_id: str
+    attempt: int
+    host: str | None
+    status: Status
+    rejecting: frozenset[str]
+    scored: tuple[NodeBatch, ScoreOutcome] | None
 
 
 def fit_error_message(num_nodes: int, diagnosis: Diagnosis) -> str:
@@ -117,6 +140,11 @@ class SchedulingCycle(BindingCycle):
         except Exception as exc:
             log.exception("scheduling cycle of %s failed", pod.key)
             host, status = None, Status.failure(f"scheduling cycle failed: {exc}", error=exc)
+        if self.cycle_observers:
+            self._tell_observers(CycleOutcome(
+                fwk.profile, pod, snapshot, cycle_id, info.attempts, host, status,
+                frozenset(diagnosis.unschedulable_plugins), state.get(_SCORED_KEY),
+            ))
         if host is None:
             nominating: str | None = ""  # kube-scheduler's clearNominatedNode, unless PostFilter says otherwise
             # PostFilter (preemption) runs for a pod that fits no node, not when there are no nodes.
@@ -158,6 +186,13 @@ class SchedulingCycle(BindingCycle):
         task = asyncio.get_running_loop().create_task(self._binding_cycle(fwk, state, info, assumed, host))
         self._binding_tasks.add(task)
         task.add_done_callback(self._binding_tasks.discard)
+
+    def _tell_observers(self, outcome: CycleOutcome) -> None:
+        for observe in self.cycle_observers:
+            try:
+                observe(outcome)
+            except Exception:  # an observer cannot change the cycle
+                log.exception("cycle observer %r failed", observe)
 
     async def _look_ahead(self, fwk: Framework, pod: Pod, snapshot: Snapshot) -> None:
         """Tell the profile's before-cycle plugins (framework.hooks) that this pod's cycle starts, with
@@ -286,9 +321,11 @@ class SchedulingCycle(BindingCycle):
         if not status.ok:
             return None, status
         keep = bc is not None and bc.signature is not None  # the raw scores a batch keeps
-        scores = await fwk.run_score(state, pod, batch, record=keep)
+        scores = await fwk.run_score(state, pod, batch, record=keep or bool(self.cycle_observers))
         if scores.error is not None:
             return None, scores.error
+        if self.cycle_observers:
+            state.write(_SCORED_KEY, (batch, scores))
         pick = fwk.select_host(np.arange(feasible.shape[0]), scores.totals)
         host = snapshot.table.names[int(feasible[pick])]
         if bc is not None:

@@ -440,6 +440,13 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no trace kept for pod {key}")
         return pb.scheduler.GetTraceResponse(spans=spans_to_proto(spans))
 
+    async def GetShadowReport(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        report = self.s.shadow_report() if self.s.shadow_report is not None else []
+        if not report:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                "no shadow plugins (a RemotePlugins endpoint with a shadow block)")
+        return pb.scheduler.GetShadowReportResponse(json=json.dumps(report))
+
     async def GetDebugScores(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         key = f"{request.namespace or 'default'}/{request.name}"
         scores = self.obs.scores if self.obs is not None else None

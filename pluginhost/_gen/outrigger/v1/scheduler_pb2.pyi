@@ -360,6 +360,16 @@ class GetDebugScoresResponse(_message.Message):
     json: str
     def __init__(self, json: _Optional[str] = ...) -> None: ...
 
+class GetShadowReportRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetShadowReportResponse(_message.Message):
+    __slots__ = ("json",)
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    def __init__(self, json: _Optional[str] = ...) -> None: ...
+
 class ListEventsRequest(_message.Message):
     __slots__ = ("object",)
     OBJECT_FIELD_NUMBER: _ClassVar[int]

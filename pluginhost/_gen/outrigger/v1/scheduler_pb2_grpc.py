@@ -99,6 +99,11 @@ class SchedulerStub:
                 request_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListEventsRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListEventsResponse.FromString,
                 _registered_method=True)
+        self.GetShadowReport = channel.unary_unary(
+                '/outrigger.v1.Scheduler/GetShadowReport',
+                request_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -190,6 +195,14 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetShadowReport(self, request, context):
+        """What the shadow plugins found on live cycles (what `outrigger shadow-report` shows; NOT_FOUND
+        when no RemotePlugins endpoint has a shadow block).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -252,6 +265,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ListEvents,
                     request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListEventsRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListEventsResponse.SerializeToString,
+            ),
+            'GetShadowReport': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetShadowReport,
+                    request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -579,6 +597,33 @@ class Scheduler:
             '/outrigger.v1.Scheduler/ListEvents',
             outrigger_dot_v1_dot_scheduler__pb2.ListEventsRequest.SerializeToString,
             outrigger_dot_v1_dot_scheduler__pb2.ListEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetShadowReport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Scheduler/GetShadowReport',
+            outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportRequest.SerializeToString,
+            outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1933,6 +1933,92 @@ func (x *GetDebugScoresResponse) GetJson() string {
 	return ""
 }
 
+// Get the shadow plugins' report.
+type GetShadowReportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetShadowReportRequest) Reset() {
+	*x = GetShadowReportRequest{}
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetShadowReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetShadowReportRequest) ProtoMessage() {}
+
+func (x *GetShadowReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetShadowReportRequest.ProtoReflect.Descriptor instead.
+func (*GetShadowReportRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{26}
+}
+
+// The shadow plugins' report.
+type GetShadowReportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The report as JSON: a list with one entry per shadow plugin: plugin, endpoint, profiles, points,
+	// budgetMs; the counts observed, dropped, evaluated, errors, timeouts, changed, rejected, placed,
+	// scoreChanged; latencyMs (p50, p99) and examples (pod, profile, kind, liveNode, shadowNode,
+	// liveScore, shadowScore, shadowScoreOfLiveNode). See docs/plugins-live.md.
+	Json          string `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetShadowReportResponse) Reset() {
+	*x = GetShadowReportResponse{}
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetShadowReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetShadowReportResponse) ProtoMessage() {}
+
+func (x *GetShadowReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetShadowReportResponse.ProtoReflect.Descriptor instead.
+func (*GetShadowReportResponse) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetShadowReportResponse) GetJson() string {
+	if x != nil {
+		return x.Json
+	}
+	return ""
+}
+
 // List the events of one object.
 type ListEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1945,7 +2031,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_outrigger_v1_scheduler_proto_msgTypes[26]
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2043,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_scheduler_proto_msgTypes[26]
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2056,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{26}
+	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListEventsRequest) GetObject() *ObjectRef {
@@ -1991,7 +2077,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_outrigger_v1_scheduler_proto_msgTypes[27]
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2089,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_scheduler_proto_msgTypes[27]
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2102,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{27}
+	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -2177,6 +2263,9 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\",\n" +
 	"\x16GetDebugScoresResponse\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\tR\x04json\"\x18\n" +
+	"\x16GetShadowReportRequest\"-\n" +
+	"\x17GetShadowReportResponse\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\tR\x04json\"D\n" +
 	"\x11ListEventsRequest\x12/\n" +
 	"\x06object\x18\x01 \x01(\v2\x17.outrigger.v1.ObjectRefR\x06object\"A\n" +
@@ -2190,7 +2279,7 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x12EVENT_TYPE_APPLIED\x10\x04\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x05\x12\x14\n" +
 	"\x10EVENT_TYPE_ERROR\x10\x06\x12\x18\n" +
-	"\x14EVENT_TYPE_NOMINATED\x10\a2\xaa\a\n" +
+	"\x14EVENT_TYPE_NOMINATED\x10\a2\x8a\b\n" +
 	"\tScheduler\x12@\n" +
 	"\x05Apply\x12\x1a.outrigger.v1.ApplyRequest\x1a\x1b.outrigger.v1.ApplyResponse\x12C\n" +
 	"\x06Delete\x12\x1b.outrigger.v1.DeleteRequest\x1a\x1c.outrigger.v1.DeleteResponse\x12=\n" +
@@ -2204,7 +2293,8 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\bGetTrace\x12\x1d.outrigger.v1.GetTraceRequest\x1a\x1e.outrigger.v1.GetTraceResponse\x12[\n" +
 	"\x0eGetDebugScores\x12#.outrigger.v1.GetDebugScoresRequest\x1a$.outrigger.v1.GetDebugScoresResponse\x12O\n" +
 	"\n" +
-	"ListEvents\x12\x1f.outrigger.v1.ListEventsRequest\x1a .outrigger.v1.ListEventsResponseb\x06proto3"
+	"ListEvents\x12\x1f.outrigger.v1.ListEventsRequest\x1a .outrigger.v1.ListEventsResponse\x12^\n" +
+	"\x0fGetShadowReport\x12$.outrigger.v1.GetShadowReportRequest\x1a%.outrigger.v1.GetShadowReportResponseb\x06proto3"
 
 var (
 	file_outrigger_v1_scheduler_proto_rawDescOnce sync.Once
@@ -2219,7 +2309,7 @@ func file_outrigger_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_outrigger_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_outrigger_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_outrigger_v1_scheduler_proto_goTypes = []any{
 	(EventType)(0),                   // 0: outrigger.v1.EventType
 	(*Manifest)(nil),                 // 1: outrigger.v1.Manifest
@@ -2248,16 +2338,18 @@ var file_outrigger_v1_scheduler_proto_goTypes = []any{
 	(*GetTraceResponse)(nil),         // 24: outrigger.v1.GetTraceResponse
 	(*GetDebugScoresRequest)(nil),    // 25: outrigger.v1.GetDebugScoresRequest
 	(*GetDebugScoresResponse)(nil),   // 26: outrigger.v1.GetDebugScoresResponse
-	(*ListEventsRequest)(nil),        // 27: outrigger.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),       // 28: outrigger.v1.ListEventsResponse
-	nil,                              // 29: outrigger.v1.NodeSummary.AllocatableEntry
-	nil,                              // 30: outrigger.v1.NodeSummary.RequestedEntry
-	nil,                              // 31: outrigger.v1.NodeSummary.LabelsEntry
-	nil,                              // 32: outrigger.v1.ReservationState.ReservedEntry
-	nil,                              // 33: outrigger.v1.ReservationState.AllocatedEntry
-	(*Status)(nil),                   // 34: outrigger.v1.Status
-	(*ListWaitingPodsRequest)(nil),   // 35: outrigger.v1.ListWaitingPodsRequest
-	(*ListWaitingPodsResponse)(nil),  // 36: outrigger.v1.ListWaitingPodsResponse
+	(*GetShadowReportRequest)(nil),   // 27: outrigger.v1.GetShadowReportRequest
+	(*GetShadowReportResponse)(nil),  // 28: outrigger.v1.GetShadowReportResponse
+	(*ListEventsRequest)(nil),        // 29: outrigger.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),       // 30: outrigger.v1.ListEventsResponse
+	nil,                              // 31: outrigger.v1.NodeSummary.AllocatableEntry
+	nil,                              // 32: outrigger.v1.NodeSummary.RequestedEntry
+	nil,                              // 33: outrigger.v1.NodeSummary.LabelsEntry
+	nil,                              // 34: outrigger.v1.ReservationState.ReservedEntry
+	nil,                              // 35: outrigger.v1.ReservationState.AllocatedEntry
+	(*Status)(nil),                   // 36: outrigger.v1.Status
+	(*ListWaitingPodsRequest)(nil),   // 37: outrigger.v1.ListWaitingPodsRequest
+	(*ListWaitingPodsResponse)(nil),  // 38: outrigger.v1.ListWaitingPodsResponse
 }
 var file_outrigger_v1_scheduler_proto_depIdxs = []int32{
 	1,  // 0: outrigger.v1.ApplyRequest.manifests:type_name -> outrigger.v1.Manifest
@@ -2266,24 +2358,24 @@ var file_outrigger_v1_scheduler_proto_depIdxs = []int32{
 	3,  // 3: outrigger.v1.DeleteRequest.objects:type_name -> outrigger.v1.ObjectRef
 	3,  // 4: outrigger.v1.DeleteResponse.deleted:type_name -> outrigger.v1.ObjectRef
 	3,  // 5: outrigger.v1.PodState.ref:type_name -> outrigger.v1.ObjectRef
-	34, // 6: outrigger.v1.PodState.last_status:type_name -> outrigger.v1.Status
+	36, // 6: outrigger.v1.PodState.last_status:type_name -> outrigger.v1.Status
 	9,  // 7: outrigger.v1.ListPodsResponse.pods:type_name -> outrigger.v1.PodState
-	29, // 8: outrigger.v1.NodeSummary.allocatable:type_name -> outrigger.v1.NodeSummary.AllocatableEntry
-	30, // 9: outrigger.v1.NodeSummary.requested:type_name -> outrigger.v1.NodeSummary.RequestedEntry
-	31, // 10: outrigger.v1.NodeSummary.labels:type_name -> outrigger.v1.NodeSummary.LabelsEntry
+	31, // 8: outrigger.v1.NodeSummary.allocatable:type_name -> outrigger.v1.NodeSummary.AllocatableEntry
+	32, // 9: outrigger.v1.NodeSummary.requested:type_name -> outrigger.v1.NodeSummary.RequestedEntry
+	33, // 10: outrigger.v1.NodeSummary.labels:type_name -> outrigger.v1.NodeSummary.LabelsEntry
 	12, // 11: outrigger.v1.ListNodesResponse.nodes:type_name -> outrigger.v1.NodeSummary
 	0,  // 12: outrigger.v1.Event.type:type_name -> outrigger.v1.EventType
 	3,  // 13: outrigger.v1.Event.object:type_name -> outrigger.v1.ObjectRef
-	34, // 14: outrigger.v1.Event.status:type_name -> outrigger.v1.Status
+	36, // 14: outrigger.v1.Event.status:type_name -> outrigger.v1.Status
 	9,  // 15: outrigger.v1.Event.pod:type_name -> outrigger.v1.PodState
 	12, // 16: outrigger.v1.Event.node:type_name -> outrigger.v1.NodeSummary
 	0,  // 17: outrigger.v1.WatchRequest.types:type_name -> outrigger.v1.EventType
 	1,  // 18: outrigger.v1.ExplainRequest.pod:type_name -> outrigger.v1.Manifest
 	1,  // 19: outrigger.v1.ExplainRequest.what_if_nodes:type_name -> outrigger.v1.Manifest
 	3,  // 20: outrigger.v1.ExplainRequest.ref:type_name -> outrigger.v1.ObjectRef
-	32, // 21: outrigger.v1.ReservationState.reserved:type_name -> outrigger.v1.ReservationState.ReservedEntry
-	33, // 22: outrigger.v1.ReservationState.allocated:type_name -> outrigger.v1.ReservationState.AllocatedEntry
-	34, // 23: outrigger.v1.ReservationState.last_status:type_name -> outrigger.v1.Status
+	34, // 21: outrigger.v1.ReservationState.reserved:type_name -> outrigger.v1.ReservationState.ReservedEntry
+	35, // 22: outrigger.v1.ReservationState.allocated:type_name -> outrigger.v1.ReservationState.AllocatedEntry
+	36, // 23: outrigger.v1.ReservationState.last_status:type_name -> outrigger.v1.Status
 	20, // 24: outrigger.v1.ListReservationsResponse.reservations:type_name -> outrigger.v1.ReservationState
 	23, // 25: outrigger.v1.GetTraceResponse.spans:type_name -> outrigger.v1.TraceSpan
 	3,  // 26: outrigger.v1.ListEventsRequest.object:type_name -> outrigger.v1.ObjectRef
@@ -2295,25 +2387,27 @@ var file_outrigger_v1_scheduler_proto_depIdxs = []int32{
 	13, // 32: outrigger.v1.Scheduler.ListNodes:input_type -> outrigger.v1.ListNodesRequest
 	16, // 33: outrigger.v1.Scheduler.Watch:input_type -> outrigger.v1.WatchRequest
 	17, // 34: outrigger.v1.Scheduler.Explain:input_type -> outrigger.v1.ExplainRequest
-	35, // 35: outrigger.v1.Scheduler.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
+	37, // 35: outrigger.v1.Scheduler.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
 	19, // 36: outrigger.v1.Scheduler.ListReservations:input_type -> outrigger.v1.ListReservationsRequest
 	22, // 37: outrigger.v1.Scheduler.GetTrace:input_type -> outrigger.v1.GetTraceRequest
 	25, // 38: outrigger.v1.Scheduler.GetDebugScores:input_type -> outrigger.v1.GetDebugScoresRequest
-	27, // 39: outrigger.v1.Scheduler.ListEvents:input_type -> outrigger.v1.ListEventsRequest
-	5,  // 40: outrigger.v1.Scheduler.Apply:output_type -> outrigger.v1.ApplyResponse
-	7,  // 41: outrigger.v1.Scheduler.Delete:output_type -> outrigger.v1.DeleteResponse
-	9,  // 42: outrigger.v1.Scheduler.GetPod:output_type -> outrigger.v1.PodState
-	11, // 43: outrigger.v1.Scheduler.ListPods:output_type -> outrigger.v1.ListPodsResponse
-	14, // 44: outrigger.v1.Scheduler.ListNodes:output_type -> outrigger.v1.ListNodesResponse
-	15, // 45: outrigger.v1.Scheduler.Watch:output_type -> outrigger.v1.Event
-	18, // 46: outrigger.v1.Scheduler.Explain:output_type -> outrigger.v1.ExplainResponse
-	36, // 47: outrigger.v1.Scheduler.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
-	21, // 48: outrigger.v1.Scheduler.ListReservations:output_type -> outrigger.v1.ListReservationsResponse
-	24, // 49: outrigger.v1.Scheduler.GetTrace:output_type -> outrigger.v1.GetTraceResponse
-	26, // 50: outrigger.v1.Scheduler.GetDebugScores:output_type -> outrigger.v1.GetDebugScoresResponse
-	28, // 51: outrigger.v1.Scheduler.ListEvents:output_type -> outrigger.v1.ListEventsResponse
-	40, // [40:52] is the sub-list for method output_type
-	28, // [28:40] is the sub-list for method input_type
+	29, // 39: outrigger.v1.Scheduler.ListEvents:input_type -> outrigger.v1.ListEventsRequest
+	27, // 40: outrigger.v1.Scheduler.GetShadowReport:input_type -> outrigger.v1.GetShadowReportRequest
+	5,  // 41: outrigger.v1.Scheduler.Apply:output_type -> outrigger.v1.ApplyResponse
+	7,  // 42: outrigger.v1.Scheduler.Delete:output_type -> outrigger.v1.DeleteResponse
+	9,  // 43: outrigger.v1.Scheduler.GetPod:output_type -> outrigger.v1.PodState
+	11, // 44: outrigger.v1.Scheduler.ListPods:output_type -> outrigger.v1.ListPodsResponse
+	14, // 45: outrigger.v1.Scheduler.ListNodes:output_type -> outrigger.v1.ListNodesResponse
+	15, // 46: outrigger.v1.Scheduler.Watch:output_type -> outrigger.v1.Event
+	18, // 47: outrigger.v1.Scheduler.Explain:output_type -> outrigger.v1.ExplainResponse
+	38, // 48: outrigger.v1.Scheduler.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
+	21, // 49: outrigger.v1.Scheduler.ListReservations:output_type -> outrigger.v1.ListReservationsResponse
+	24, // 50: outrigger.v1.Scheduler.GetTrace:output_type -> outrigger.v1.GetTraceResponse
+	26, // 51: outrigger.v1.Scheduler.GetDebugScores:output_type -> outrigger.v1.GetDebugScoresResponse
+	30, // 52: outrigger.v1.Scheduler.ListEvents:output_type -> outrigger.v1.ListEventsResponse
+	28, // 53: outrigger.v1.Scheduler.GetShadowReport:output_type -> outrigger.v1.GetShadowReportResponse
+	41, // [41:54] is the sub-list for method output_type
+	28, // [28:41] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -2332,7 +2426,7 @@ func file_outrigger_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_scheduler_proto_rawDesc), len(file_outrigger_v1_scheduler_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	Scheduler_GetTrace_FullMethodName         = "/outrigger.v1.Scheduler/GetTrace"
 	Scheduler_GetDebugScores_FullMethodName   = "/outrigger.v1.Scheduler/GetDebugScores"
 	Scheduler_ListEvents_FullMethodName       = "/outrigger.v1.Scheduler/ListEvents"
+	Scheduler_GetShadowReport_FullMethodName  = "/outrigger.v1.Scheduler/GetShadowReport"
 )
 
 // SchedulerClient is the client API for Scheduler service.
@@ -68,6 +69,9 @@ type SchedulerClient interface {
 	GetDebugScores(ctx context.Context, in *GetDebugScoresRequest, opts ...grpc.CallOption) (*GetDebugScoresResponse, error)
 	// The retained events of one object, oldest first (what `outrigger describe` shows).
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
+	// What the shadow plugins found on live cycles (what `outrigger shadow-report` shows; NOT_FOUND
+	// when no RemotePlugins endpoint has a shadow block).
+	GetShadowReport(ctx context.Context, in *GetShadowReportRequest, opts ...grpc.CallOption) (*GetShadowReportResponse, error)
 }
 
 type schedulerClient struct {
@@ -207,6 +211,16 @@ func (c *schedulerClient) ListEvents(ctx context.Context, in *ListEventsRequest,
 	return out, nil
 }
 
+func (c *schedulerClient) GetShadowReport(ctx context.Context, in *GetShadowReportRequest, opts ...grpc.CallOption) (*GetShadowReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetShadowReportResponse)
+	err := c.cc.Invoke(ctx, Scheduler_GetShadowReport_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SchedulerServer is the server API for Scheduler service.
 // All implementations must embed UnimplementedSchedulerServer
 // for forward compatibility.
@@ -238,6 +252,9 @@ type SchedulerServer interface {
 	GetDebugScores(context.Context, *GetDebugScoresRequest) (*GetDebugScoresResponse, error)
 	// The retained events of one object, oldest first (what `outrigger describe` shows).
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
+	// What the shadow plugins found on live cycles (what `outrigger shadow-report` shows; NOT_FOUND
+	// when no RemotePlugins endpoint has a shadow block).
+	GetShadowReport(context.Context, *GetShadowReportRequest) (*GetShadowReportResponse, error)
 	mustEmbedUnimplementedSchedulerServer()
 }
 
@@ -283,6 +300,9 @@ func (UnimplementedSchedulerServer) GetDebugScores(context.Context, *GetDebugSco
 }
 func (UnimplementedSchedulerServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListEvents not implemented")
+}
+func (UnimplementedSchedulerServer) GetShadowReport(context.Context, *GetShadowReportRequest) (*GetShadowReportResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetShadowReport not implemented")
 }
 func (UnimplementedSchedulerServer) mustEmbedUnimplementedSchedulerServer() {}
 func (UnimplementedSchedulerServer) testEmbeddedByValue()                   {}
@@ -514,6 +534,24 @@ func _Scheduler_ListEvents_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Scheduler_GetShadowReport_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetShadowReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServer).GetShadowReport(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Scheduler_GetShadowReport_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServer).GetShadowReport(ctx, req.(*GetShadowReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Scheduler_ServiceDesc is the grpc.ServiceDesc for Scheduler service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -564,6 +602,10 @@ var Scheduler_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListEvents",
 			Handler:    _Scheduler_ListEvents_Handler,
+		},
+		{
+			MethodName: "GetShadowReport",
+			Handler:    _Scheduler_GetShadowReport_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
