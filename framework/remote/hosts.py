@@ -32,6 +32,7 @@ from .endpoint import Endpoint, Replica
 from .errors import RemotePluginsError, describe
 from .publisher import SnapshotPublisher
 from .services import FrameworkServices
+from .shadow import Shadows
 from .stats import PointStats, merged
 
 __all__ = ["RemotePlugins"]
@@ -60,6 +61,8 @@ class RemotePlugins:
         #: Manifests taken up, and those whose profiles could not be rebuilt (the old ones go on).
         self.manifest_changes = 0
         self.manifest_failures = 0
+        #: The shadow plugins (:meth:`start_shadows`).
+        self.shadows = Shadows(self.endpoints)
         for ep in self.endpoints:  # their hosts may call back as soon as they are handshaken
             self.services.grant(ep.transport.credential, ep)
             ep.on_manifest_change = self.manifest_changed
@@ -85,6 +88,8 @@ class RemotePlugins:
         seen: dict[str, str] = {}
         for ep in endpoints:
             for name in ep.manifests:
+                if _shadowed(ep, name):
+                    continue  # a shadow may have the name of the live plugin it is a new version of
                 if name in seen:
                     await out.close()
                     raise RemotePluginsError(
@@ -97,6 +102,8 @@ class RemotePlugins:
         """Register every hosted plugin with the points of its manifest."""
         for ep in self.endpoints:
             for name, manifest in ep.manifests.items():
+                if _shadowed(ep, name):
+                    continue  # never in a profile: called beside the live cycles (.shadow)
                 if name in registry:
                     raise RemotePluginsError(
                         f"remote plugin {name!r} (endpoint {ep.name!r}) has the name of a plugin that is "
@@ -105,6 +112,11 @@ class RemotePlugins:
                 cls = adapter_class(manifest)
                 registry.register(name, _factory(cls, ep), cls.points)
         self.registry = registry
+
+    async def start_shadows(self, scheduler: Any) -> None:
+        """Start the shadow plugins on ``scheduler``'s cycles (after :meth:`attach`; none: nothing)."""
+        self.shadows = Shadows(self.endpoints)  # the manifests are known now
+        await self.shadows.start(scheduler, self.publisher, self.services)
 
     def follow_manifests(self, scheduler: Any, config_for: Callable[[Registry], Any]) -> None:
         """Rebuild ``scheduler``'s profiles, resolved with ``config_for(registry)``, when a host's
@@ -115,7 +127,7 @@ class RemotePlugins:
         """``ep``'s replicas agree on a new manifest: its plugins are registered with their new points
         and the profiles rebuilt (:attr:`on_change`). A failure is logged and counted; the profiles
         built from the old manifest go on (calls still reach only replicas declaring them)."""
-        changed = {n for n, m in ep.manifests.items() if n not in old or old[n] != m}
+        changed = {n for n, m in ep.manifests.items() if (n not in old or old[n] != m) and not _shadowed(ep, n)}
         if self.registry is None or not changed:
             return
         for name in sorted(changed):
@@ -157,7 +169,7 @@ class RemotePlugins:
                     plugin.publisher = self.publisher
                     plugin.services = self.services
         for ep in self.endpoints:
-            ep.adapters[:] = [a for a in ep.adapters if isinstance(a, RemotePlugin) and id(a) in used]
+            ep.adapters[:] = [a for a in ep.adapters if isinstance(a, RemotePlugin) and (a.shadow or id(a) in used)]
         for adapter in self.adapters():
             if (adapter.name, adapter.profile) not in before:
                 for replica in adapter.endpoint.replicas:
@@ -173,7 +185,8 @@ class RemotePlugins:
         return {(ep.name, plugin, point): n for ep in self.endpoints for (plugin, point), n in ep.unserved.items()}
 
     def adapters(self) -> list[RemotePlugin]:
-        return [a for ep in self.endpoints for a in ep.adapters if isinstance(a, RemotePlugin)]
+        """The adapters of the plugins the profiles run (shadow plugins' are :attr:`shadows`')."""
+        return [a for ep in self.endpoints for a in ep.adapters if isinstance(a, RemotePlugin) and not a.shadow]
 
     async def attach(self, scheduler: Any, profiles: dict[str, Any] | None = None) -> None:
         """Tie the adapters to ``scheduler``: their profiles, the snapshot publisher over its cache,
@@ -236,6 +249,7 @@ class RemotePlugins:
     async def close(self) -> None:
         """Finish informational calls, stop remote controllers, close channels and the publisher.
         Idempotent."""
+        await self.shadows.close()
         with contextlib.suppress(Exception):
             await self.drain(2.0)
         with contextlib.suppress(Exception):
@@ -251,3 +265,7 @@ def _factory(cls: type[RemotePlugin], ep: Endpoint) -> Callable[[dict[str, Any],
         return cls(ep, args, handle)
 
     return factory
+
+
+def _shadowed(ep: Endpoint, plugin: str) -> bool:
+    return ep.config.shadow is not None and ep.config.shadow.covers(plugin)

@@ -135,11 +135,12 @@ class Scheduler(PodGroupCycle, ObjectStore, Reconfiguring):
         self._controllers: list[Controller] = []
         #: Called with each Framework :meth:`rebuild_profiles` builds (instrumentation wraps it).
         self.profile_listeners: list[Callable[[Framework], None]] = []
+        #: Told what each scheduling cycle decided (shadow plugins, :mod:`framework.remote.shadow`).
+        self.cycle_observers: list[Callable[[Any], None]] = []
         # Held for each scheduling cycle: a new configuration is installed between two cycles.
         self._cycle_lock = asyncio.Lock()
         #: The live configuration serving this scheduler when its files are watched (/configz reads it).
         self.live: Any = None
-
 
     # ---- construction --------------------------------------------------------------------------
 

@@ -178,6 +178,7 @@ async def start_service(
         srv.tls_files = files
         if remote is not None:  # a host upgraded to another manifest: the profiles are resolved again
             remote.follow_manifests(srv.scheduler, config_for)
+            await remote.start_shadows(srv.scheduler)
         return srv
     except BaseException:
         if remote is not None:
