@@ -154,7 +154,12 @@ def test_demo_runs_end_to_end_and_exits_zero() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "pods: 300" in out
+    assert "pods: 300 + 4 claiming GPUs + " in out
+    # 3 pods claim one GPU each and fit (4 GPU nodes of 4 GPUs), the fourth claims 8 and fits nowhere.
+    assert "GPU pods (dynamic resource allocation): 3 of the 3 that fit bound, each with its claim's device" in out
+    first = r"^  gpu-infer-000 on (node-00[0-3]9): claim gpu-infer-000-gpu-\w{5} -> gpu.example.com/(\S+)/gpu-\d$"
+    placed = re.search(first, out, re.M)
+    assert placed is not None and placed[1] == placed[2]
     assert "left behind: {'cycle_states': 0, 'waiting_pods': 0, 'assumed_pods': 0, 'binding_cycles': 0}" in out
     assert "throughput:" in out and "p99" in out
 

@@ -13,7 +13,7 @@ server on this machine, in one command, then everything stopped again.
    tainted GPU pool, cordoned nodes) and its workload (web, batch and GPU pods, pods too big for any
    node, and for ``gang-scheduler`` gangs, pods placed by node labels and pods whose PreBind provisions
    a volume);
-   and GPUs through dynamic resource allocation: a fake driver (:mod:`tools.fakedriver`) publishes a
+   and GPUs through dynamic resource allocation: a fake driver (:mod:`framework.cli.demodevices`) publishes a
    ResourceSlice of 4 GPUs for each node of the GPU pool, with a DeviceClass selecting them by CEL, and
    ``--gpu-pods`` pods each claim one from a ResourceClaimTemplate; one more pod claims 8 GPUs, which no
    node has;
@@ -46,7 +46,9 @@ from typing import Any
 
 import yaml
 
+from framework.cli import demodevices
 from framework.cli.demo import DEFAULT_CONSOLE
+from framework.cli.demodevices import GPU_TEMPLATE, GPUS_PER_NODE, devices_on_their_nodes
 from framework.cli.demorun import (
     REMOTE_PROFILE,
     Sidecars,
@@ -58,7 +60,6 @@ from framework.cli.demorun import (
 )
 from framework.kube.client import ApiClient, KubeConfig
 
-from . import fakedriver
 from .localcluster import BIN_ENV, BINARIES, BUILD_SCRIPT, LocalCluster, find_bin_dir
 from .workloads import BoundWatch
 
@@ -70,9 +71,6 @@ NAMESPACE = "demo"
 ROWS_PER_KIND = 2
 STARTUP_SECONDS = 90.0
 STOP_SECONDS = 20.0
-GPUS_PER_NODE = 4
-GPU_TEMPLATE = "one-gpu"
-GPU_TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
 
 
 def scheduler_config(provision_root: Path) -> str:
@@ -309,31 +307,17 @@ async def _apply_nodes(cluster: LocalCluster, work: Path, nodes: int, rng: rando
     return [n["metadata"]["name"] for n in node_objects if n["metadata"]["labels"].get("accelerator") == "gpu"]
 
 
-def gpu_pods(count: int) -> list[dict[str, Any]]:
-    """``count`` pods that each claim one GPU from the template, and one that claims more than a node has.
-    They request no CPU or memory, so the GPUs alone decide where they fit."""
-    pods = []
-    for name, source in [*((f"gpu-infer-{i:03d}", {"resourceClaimTemplateName": GPU_TEMPLATE}) for i in range(count)),
-                         ("gpu-huge-0", {"resourceClaimName": "gpu-huge"})]:
-        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "gpu"}},
-                     "spec": {"tolerations": [GPU_TOLERATION], "resourceClaims": [{"name": "gpu", **source}],
-                              "containers": [{"name": "app", "image": "registry.local/infer:1", "resources": {
-                                  "claims": [{"name": "gpu"}]}}]}})
-    return pods
-
 
 async def _apply_devices(cluster: LocalCluster, work: Path, gpu_nodes: Sequence[str],
                          count: int) -> list[dict[str, Any]]:
     """The fake driver's slices for the GPU pool, its DeviceClass, the template and the too-big claim; the
     pods that claim them (applied with the rest of the workload)."""
-    objects = [fakedriver.device_class(), *(fakedriver.gpu_slice(n, GPUS_PER_NODE) for n in gpu_nodes),
-               fakedriver.claim_template(GPU_TEMPLATE, NAMESPACE, 1),
-               fakedriver.claim("gpu-huge", NAMESPACE, 2 * GPUS_PER_NODE)]
+    objects = demodevices.pool_objects(gpu_nodes, NAMESPACE)
     await asyncio.to_thread(_kubectl_apply, cluster, objects, "devices", work)
     print(f"kubectl apply: a fake driver's ResourceSlices ({GPUS_PER_NODE} GPUs on each of the {len(gpu_nodes)} "
-          f"GPU nodes), DeviceClass {fakedriver.CLASS} (a CEL selector), ResourceClaimTemplate {GPU_TEMPLATE}",
+          f"GPU nodes), DeviceClass {demodevices.CLASS} (a CEL selector), ResourceClaimTemplate {GPU_TEMPLATE}",
           flush=True)
-    return gpu_pods(count)
+    return demodevices.gpu_pods(count)
 
 
 async def _prepare_workload(cluster: LocalCluster, work: Path,
@@ -393,22 +377,10 @@ def _show_claims(cluster: LocalCluster, outcome: BoundWatch) -> int:
     print("\n".join(listing[:1 + ROWS_PER_KIND * 2]))
     claims = yaml.safe_load(cluster.kubectl("get", "resourceclaims", "-n", NAMESPACE, "-o", "json").stdout)["items"]
     pods = yaml.safe_load(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", "app=gpu", "-o", "json").stdout)
-    by_name = {c["metadata"]["name"]: c for c in claims}
-    good, shown = 0, 0
-    for pod in sorted(pods["items"], key=lambda p: p["metadata"]["name"]):
-        name, node = pod["metadata"]["name"], pod["spec"].get("nodeName")
-        made = {s["name"]: s.get("resourceClaimName") for s in pod["status"].get("resourceClaimStatuses") or ()}
-        claim = by_name.get(made.get("gpu") or "") if name != "gpu-huge-0" else by_name.get("gpu-huge")
-        alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
-        results = (alloc.get("devices") or {}).get("results") or []
-        if node and claim is not None and name != "gpu-huge-0" and results and all(
-                r["pool"] == node for r in results) and name in outcome.bound:
-            good += 1
-            if shown < ROWS_PER_KIND:
-                shown += 1
-                print(f"  {name} on {node}: claim {claim['metadata']['name']} -> "
-                      + ", ".join(f"{r['driver']}/{r['pool']}/{r['device']}" for r in results))
-    return good
+    good = devices_on_their_nodes(claims, pods["items"], outcome.bound)
+    for name, node, claim, devices in good[:ROWS_PER_KIND]:
+        print(f"  {name} on {node}: claim {claim} -> " + ", ".join(devices))
+    return len(good)
 
 
 def _result(workload: Sequence[dict[str, Any]], outcome: BoundWatch, seconds: float, settled: bool) -> DemoResult:

@@ -3,7 +3,8 @@
 It launches the example plugins (``pluginhost/examples``) as sidecar processes on loopback, starts the
 framework service on a loopback port (its own event loop in a background thread) with a second
 profile, ``gang-scheduler``, that uses them next to the in-tree plugins, applies a generated cluster
-(nodes of mixed sizes across three zones, a tainted GPU pool, a few cordoned nodes) and a workload
+(nodes of mixed sizes across three zones, a tainted GPU pool, a few cordoned nodes), a fake DRA driver's
+GPUs on the pool (:mod:`.demodevices`) and a workload, some of whose pods claim GPUs,
 through the real gRPC API, follows the Watch stream with a progress bar until every pod is bound or
 reported unschedulable, and prints a summary: throughput, latencies, each remote plugin's calls and
 latencies, what happened to the gangs, and what was left behind (always nothing).
@@ -43,6 +44,7 @@ from ..plugins import Registry
 from ..profiles import default_scheduler_config
 from ..remote import EndpointConfig, PointStats, load_remote_plugins
 from ..service import Server, start_service
+from . import demodevices
 
 __all__ = [
     "REMOTE_PROFILE",
@@ -363,10 +365,12 @@ def run_demo(nodes: int = 300, pods: int = 3000, seed: int = 7, timeout: float =
               f"(profiles: {', '.join(server.scheduler.profiles)})")
         with SchedulerClient(server.address) as client:
             client.wait_ready()
-            node_list = {"apiVersion": "v1", "kind": "List", "items": generate_cluster(nodes, rng)}
+            node_objects = generate_cluster(nodes, rng)
+            node_list = {"apiVersion": "v1", "kind": "List", "items": node_objects}
             client.apply_text(json.dumps(node_list), source="demo-cluster.json")
             print(f"applied {nodes} nodes in {len(ZONES)} zones")
-            workload = generate_workload(pods, rng)
+            gpu_workload, fitting = _apply_devices(client, node_objects, max(pods // 100, 1))
+            workload = generate_workload(pods, rng) + gpu_workload
             jobs = generate_jobs(rng) if remote else []
             if jobs:
                 print(f"plus {len(jobs)} pods for the {REMOTE_PROFILE} profile (gangs, node labels, volumes)")
@@ -381,7 +385,9 @@ def run_demo(nodes: int = 300, pods: int = 3000, seed: int = 7, timeout: float =
             thread.call(_quiet(server, 10.0))
             final = client.list_pods(namespace="demo")
         attempts, leaks, stats = thread.call(_settle(server))
-        code = _report(pods, jobs, everything, final, bound, unschedulable, elapsed, attempts, leaks, stats)
+        devices = thread.call(_gpu_devices(server))
+        code = _report(pods, jobs, everything, final, bound, unschedulable, elapsed, attempts, leaks, stats,
+                       (len(gpu_workload), fitting, devices))
         if console and server.observability is not None and server.observability.http is not None:
             keep_serving_console(server.observability.http.url)
         return code
@@ -393,8 +399,10 @@ def run_demo(nodes: int = 300, pods: int = 3000, seed: int = 7, timeout: float =
 
 def _report(pods: int, jobs: list[dict[str, Any]], everything: list[dict[str, Any]], final: list[Any],
             bound: set[str], unschedulable: dict[str, str], elapsed: float, attempts: list[float],
-            leaks: dict[str, int], stats: dict[str, dict[str, PointStats]]) -> int:
-    """Print the summary; 0 if every pod was bound or reported unschedulable and the gangs behaved."""
+            leaks: dict[str, int], stats: dict[str, dict[str, PointStats]],
+            gpus: tuple[int, int, Sequence[tuple[str, str, str, list[str]]]]) -> int:
+    """Print the summary; 0 if every pod was bound or reported unschedulable, the gangs behaved and every
+    GPU pod that fits got a device (``gpus``: the GPU pods, how many fit, the devices they got)."""
     total = len(everything)
     phases = collections.Counter(p.phase for p in final)
     reasons = collections.Counter(
@@ -402,7 +410,7 @@ def _report(pods: int, jobs: list[dict[str, Any]], everything: list[dict[str, An
     )
     lost = [p for p in final if p.phase not in ("Bound", "Unschedulable") and p.phase != "Pending"]
     print()
-    counted = f"{pods} + {len(jobs)} for {REMOTE_PROFILE}" if jobs else f"{pods}"
+    counted = f"{pods} + {gpus[0]} claiming GPUs" + (f" + {len(jobs)} for {REMOTE_PROFILE}" if jobs else "")
     print(f"pods: {counted}   bound: {phases.get('Bound', 0)}   unschedulable: {phases.get('Unschedulable', 0)}   "
           f"pending: {phases.get('Pending', 0)}")
     for reason, count in reasons.most_common(5):
@@ -410,18 +418,52 @@ def _report(pods: int, jobs: list[dict[str, Any]], everything: list[dict[str, An
     print(f"throughput: {len(bound) / elapsed:.0f} pods/s bound ({elapsed:.2f}s for {total} pods)")
     print(f"scheduling attempts: {len(attempts)}   p50 {_percentile(attempts, 0.5) * 1000:.2f} ms   "
           f"p99 {_percentile(attempts, 0.99) * 1000:.2f} ms")
-    ok = True
+    ok = _check_devices(gpus[2], gpus[1])
     if jobs:
         _print_plugin_stats(stats)
-        ok = _check_gangs(final)
+        ok = _check_gangs(final) and ok
     print(f"left behind: {leaks}")
     if len(bound) + len(unschedulable) < total or lost or any(leaks.values()):
         print("demo FAILED: not every pod was bound or reported unschedulable", file=sys.stderr)
         return 1
     if not ok:
-        print("demo FAILED: the gangs did not behave", file=sys.stderr)
+        print("demo FAILED: the gangs or the GPU pods did not behave", file=sys.stderr)
         return 1
     return 0
+
+
+def _apply_devices(client: SchedulerClient, nodes: Sequence[dict[str, Any]],
+                   count: int) -> tuple[list[dict[str, Any]], int]:
+    """A fake driver's GPUs on the GPU pool (dynamic resource allocation), and ``count`` pods that claim
+    one each plus one that claims more than a node has: the pods, and how many of them fit."""
+    gpu_nodes = [n["metadata"]["name"] for n in nodes if n["metadata"]["labels"].get("accelerator") == "gpu"]
+    objects = demodevices.pool_objects(gpu_nodes, "demo")
+    client.apply_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}), source="demo-devices.json")
+    print(f"applied a fake driver's ResourceSlices ({demodevices.GPUS_PER_NODE} GPUs on each of the "
+          f"{len(gpu_nodes)} GPU nodes), DeviceClass {demodevices.CLASS}, ResourceClaimTemplate "
+          f"{demodevices.GPU_TEMPLATE}, and {count + 1} pods that claim GPUs")
+    return demodevices.gpu_pods(count, "demo"), min(count, demodevices.GPUS_PER_NODE * len(gpu_nodes))
+
+
+async def _gpu_devices(server: Server) -> list[tuple[str, str, str, list[str]]]:
+    """The bound GPU pods whose claim got devices of their node (see :func:`demodevices.devices_on_their_nodes`)."""
+    s = server.scheduler
+    claims = [{"metadata": {"name": c.name}, "status": {"allocation": c.allocation.to_dict()} if c.allocation else {}}
+              for c in s.cache.dra.all_claims() if c.namespace == "demo"]
+    pods = [{"metadata": {"name": r.pod.name}, "spec": {"nodeName": r.pod.node_name},
+             "status": {"resourceClaimStatuses": [{"name": k, "resourceClaimName": v}
+                                                  for k, v in r.pod.resource_claim_statuses.items()]}}
+            for r in s.pods.values() if r.pod.namespace == "demo" and r.phase == "Bound"]
+    return demodevices.devices_on_their_nodes(claims, pods)
+
+
+def _check_devices(devices: Sequence[tuple[str, str, str, list[str]]], fitting: int) -> bool:
+    """Print the GPU pods' devices; whether every GPU pod that fits got one on its node."""
+    print(f"GPU pods (dynamic resource allocation): {len(devices)} of the {fitting} that fit bound, each with "
+          "its claim's device on its node")
+    for name, node, claim, allocated in devices[:3]:
+        print(f"  {name} on {node}: claim {claim} -> {', '.join(allocated)}")
+    return len(devices) == fitting
 
 
 async def _quiet(server: Server, timeout: float) -> None:
