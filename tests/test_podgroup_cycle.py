@@ -19,6 +19,7 @@ from test_runtime import NO_LEAKS, PROFILE, describe, node, settled, wait_for
 
 from framework import features
 from framework.config import load_config
+from framework.observe.metrics import SchedulerMetrics
 from framework.plugins import in_tree_registry
 from framework.podgroup_queue import (
     GroupSchedulingQueue,
@@ -175,6 +176,11 @@ def test_a_gang_that_fits_is_bound_whole_and_its_condition_says_scheduled() -> N
     assert [phase(s, f"p{i}") for i in range(3)] == ["Bound"] * 3
     assert condition(s, "g") == ("True", "Scheduled", "", 2)
     assert s.stats.podgroup_attempts == {("scheduled", PROFILE): 1}
+    metrics = SchedulerMetrics()
+    metrics.attach(s)
+    assert [line for line in metrics.exposition().decode().splitlines()
+            if line.startswith("scheduler_podgroup_schedule_attempts_total")] == [
+        'scheduler_podgroup_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1.0']
 
 
 def test_a_gang_that_does_not_fit_binds_nothing_and_every_pod_says_why() -> None:

@@ -14,6 +14,8 @@ kube-scheduler's own (same names, labels and buckets):
 - Opportunistic batching (:mod:`framework.batching`), read from each profile's batch at scrape time:
   ``scheduler_batch_attempts_total{profile,result}`` (``hint_used``, ``hint_not_used``, ``no_hint``),
   ``scheduler_batch_cache_flushed_total{profile,reason}`` and ``scheduler_batch_rescore_attempts_total{profile}``.
+- ``scheduler_podgroup_schedule_attempts_total{result,profile}``: PodGroup cycles (GenericWorkload) by result
+  (``scheduled``, ``unschedulable``, ``waiting_on_preemption``, ``error``).
 
 Outrigger's own, for remote plugins (read from the adapters' counters at scrape time, nothing on the
 hot path): ``outrigger_remote_plugin_calls_total``, ``outrigger_remote_plugin_errors_total``,
@@ -108,6 +110,24 @@ class _BatchCollector(Collector):
                 flushed.add_metric([profile, reason], n)
             rescores.add_metric([profile], batch.rescores)
         yield from (attempts, flushed, rescores)
+
+
+class _PodGroupCollector(Collector):
+    """kube-scheduler's ``scheduler_podgroup_schedule_attempts_total{result,profile}``: PodGroup cycles by
+    result, read from the scheduler's counts at scrape time (none while GenericWorkload is off)."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def collect(self) -> Iterable[Any]:
+        attempts = CounterMetricFamily(
+            "scheduler_podgroup_schedule_attempts",
+            "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group could "
+            "not be scheduled, while 'error' means an internal scheduler problem.", labels=["result", "profile"])
+        stats = getattr(self.scheduler, "stats", None)
+        for (result, profile), n in sorted(getattr(stats, "podgroup_attempts", {}).items()):
+            attempts.add_metric([result, profile], n)
+        yield attempts
 
 
 class _RemoteCollector(Collector):
@@ -268,6 +288,7 @@ class SchedulerMetrics:
         """Read the queue (and the remote plugins' counters) of ``scheduler`` at scrape time."""
         self.registry.register(_PendingCollector(scheduler))
         self.registry.register(_BatchCollector(scheduler))
+        self.registry.register(_PodGroupCollector(scheduler))
         self._remote = _RemoteCollector(remote)
         self.registry.register(self._remote)
 
