@@ -29,6 +29,7 @@ from .types import (
     Event,
     Explanation,
     NodeSummary,
+    PodGroupSummary,
     PodState,
     ReservationState,
     TraceSpan,
@@ -119,6 +120,11 @@ def delete(kind: str, name: str, namespace: str) -> Call[bool]:
 def list_reservations() -> Call[list[ReservationState]]:
     return Call("ListReservations", pb.scheduler.ListReservationsRequest(),
                 lambda reply: [ReservationState.from_proto(r) for r in reply.reservations])
+
+
+def list_pod_groups(namespace: str, name: str) -> Call[list[PodGroupSummary]]:
+    return Call("ListPodGroups", pb.scheduler.ListPodGroupsRequest(namespace=namespace, name=name),
+                lambda reply: [PodGroupSummary.from_proto(g) for g in reply.pod_groups])
 
 
 def get_pod(name: str, namespace: str) -> Call[PodState]:

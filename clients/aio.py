@@ -123,6 +123,10 @@ class AsyncSchedulerClient(Connection[grpc.aio.Channel]):
         """Reservations by name: phase, node, what they reserve and what owners took."""
         return await self._run(calls.list_reservations())
 
+    async def list_pod_groups(self, namespace: str = "", name: str = "") -> list[answers.PodGroupSummary]:
+        """As :meth:`clients.client.SchedulerClient.list_pod_groups`."""
+        return await self._run(calls.list_pod_groups(namespace, name))
+
     async def get_pod(self, name: str, namespace: str = "default") -> answers.PodState:
         """One pod's state, its v1 object included; :class:`ClientError` (NOT_FOUND) when there is no
         such pod."""

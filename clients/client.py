@@ -41,6 +41,7 @@ from .types import (
     Explanation,
     NodeSummary,
     ObjectChange,
+    PodGroupSummary,
     PodState,
     ReservationState,
     TraceSpan,
@@ -149,6 +150,11 @@ class SchedulerClient(Connection[grpc.Channel]):
     def list_reservations(self) -> list[ReservationState]:
         """Reservations by name: phase, node, what they reserve and what owners took."""
         return self._run(calls.list_reservations())
+
+    def list_pod_groups(self, namespace: str = "", name: str = "") -> list[PodGroupSummary]:
+        """The PodGroups (``scheduling.k8s.io``) the framework knows, by namespace and name, each with its
+        object and the names of its pods (``namespace`` empty: every namespace; ``name``: that one only)."""
+        return self._run(calls.list_pod_groups(namespace, name))
 
     def get_pod(self, name: str, namespace: str = "default") -> PodState:
         """One pod's state, its v1 object included; :class:`ClientError` (NOT_FOUND) when there is no

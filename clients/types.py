@@ -29,6 +29,7 @@ __all__ = [
     "ObjectChange",
     "ObjectRef",
     "PluginScore",
+    "PodGroupSummary",
     "PodState",
     "ReservationState",
     "Status",
@@ -193,6 +194,27 @@ class NodeSummary:
             "allocatable": dict(self.allocatable), "requested": dict(self.requested),
             "taints": list(self.taints), "labels": dict(self.labels),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupSummary:
+    """A PodGroup (``scheduling.k8s.io``) the framework knows: ``manifest`` is the object as API JSON,
+    as the cluster source has it; ``pods`` the names of the pods that name it, in the order seen."""
+
+    namespace: str
+    name: str
+    manifest: dict[str, Any]
+    pods: tuple[str, ...] = ()
+
+    @classmethod
+    def from_proto(cls, msg: Any) -> PodGroupSummary:
+        obj = _object(msg.object_json)
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        return cls(namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""),
+                   manifest=obj, pods=tuple(msg.pods))
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.manifest
 
 
 @dataclass(frozen=True, slots=True)

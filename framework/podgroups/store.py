@@ -45,6 +45,7 @@ __all__ = [
     "PodGroupListener",
     "PodGroupStatusWriter",
     "PodGroupStore",
+    "pod_group_manifest",
 ]
 
 #: The ClusterEvent resource of a PodGroup change (kube-scheduler's ``fwk.PodGroup``).
@@ -286,6 +287,12 @@ class MemoryPodGroupStatusWriter:
         kept = [c for c in status.get("conditions") or [] if c.get("type") != condition.type]
         status["conditions"] = [*kept, condition.as_dict()]
         self.store.apply("PodGroup", raw)
+
+
+def pod_group_manifest(pg: PodGroup) -> dict[str, Any]:
+    """``pg`` as API JSON: a copy of the object as decoded, or for a group built in code (no manifest),
+    the fields the model has."""
+    return copy.deepcopy(pg.raw) if pg.raw else _manifest(pg)
 
 
 def _manifest(pg: PodGroup) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.view import ViewError
 
 from ..observe.observability import Observability
+from ..podgroups.store import pod_group_manifest
 from ..remote.services import waiting_pod_to_proto
 from ..reservations import is_reserve_pod
 from ..scheduler import Scheduler
@@ -420,6 +421,16 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
                 msg.last_status.CopyFrom(status_to_proto(status))
             out.append(msg)
         return pb.scheduler.ListReservationsResponse(reservations=out)
+
+    async def ListPodGroups(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        store = self.s.cache.podgroups
+        groups = sorted((pg for pg in store.pod_groups.values()
+                         if (not request.namespace or pg.namespace == request.namespace)
+                         and (not request.name or pg.name == request.name)), key=lambda pg: (pg.namespace, pg.name))
+        return pb.scheduler.ListPodGroupsResponse(pod_groups=[
+            pb.scheduler.PodGroupSummary(object_json=json.dumps(pod_group_manifest(pg)),
+                                         pods=[p.name for p in store.members(pg.namespace, pg.name)])
+            for pg in groups])
 
     async def ListWaitingPods(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         # The same answer plugin hosts get from the Handle service (deadlines in wall-clock time).

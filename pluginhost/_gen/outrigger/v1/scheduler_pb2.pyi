@@ -381,3 +381,25 @@ class ListEventsResponse(_message.Message):
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[Event]
     def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
+
+class ListPodGroupsRequest(_message.Message):
+    __slots__ = ("namespace", "name")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class PodGroupSummary(_message.Message):
+    __slots__ = ("object_json", "pods")
+    OBJECT_JSON_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    object_json: str
+    pods: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, object_json: _Optional[str] = ..., pods: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListPodGroupsResponse(_message.Message):
+    __slots__ = ("pod_groups",)
+    POD_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    pod_groups: _containers.RepeatedCompositeFieldContainer[PodGroupSummary]
+    def __init__(self, pod_groups: _Optional[_Iterable[_Union[PodGroupSummary, _Mapping]]] = ...) -> None: ...

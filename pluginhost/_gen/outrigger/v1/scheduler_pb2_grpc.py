@@ -104,6 +104,11 @@ class SchedulerStub:
                 request_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportResponse.FromString,
                 _registered_method=True)
+        self.ListPodGroups = channel.unary_unary(
+                '/outrigger.v1.Scheduler/ListPodGroups',
+                request_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListPodGroupsRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListPodGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -203,6 +208,14 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPodGroups(self, request, context):
+        """Lists the PodGroups the framework knows (scheduling.k8s.io, workload-aware scheduling) with the
+        pods that name each (what `outrigger get podgroups` and `describe podgroup` show).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -270,6 +283,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.GetShadowReport,
                     request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportResponse.SerializeToString,
+            ),
+            'ListPodGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPodGroups,
+                    request_deserializer=outrigger_dot_v1_dot_scheduler__pb2.ListPodGroupsRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_scheduler__pb2.ListPodGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -624,6 +642,33 @@ class Scheduler:
             '/outrigger.v1.Scheduler/GetShadowReport',
             outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportRequest.SerializeToString,
             outrigger_dot_v1_dot_scheduler__pb2.GetShadowReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPodGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Scheduler/ListPodGroups',
+            outrigger_dot_v1_dot_scheduler__pb2.ListPodGroupsRequest.SerializeToString,
+            outrigger_dot_v1_dot_scheduler__pb2.ListPodGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

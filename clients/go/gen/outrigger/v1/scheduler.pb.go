@@ -2112,6 +2112,163 @@ func (x *ListEventsResponse) GetEvents() []*Event {
 	return nil
 }
 
+// List PodGroups.
+type ListPodGroupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this namespace; empty for all.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Only the PodGroup of this name (an empty list when there is none).
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPodGroupsRequest) Reset() {
+	*x = ListPodGroupsRequest{}
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPodGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPodGroupsRequest) ProtoMessage() {}
+
+func (x *ListPodGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPodGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListPodGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListPodGroupsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListPodGroupsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// A PodGroup and its pods.
+type PodGroupSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The PodGroup as API JSON (scheduling.k8s.io/v1beta1, or v1alpha2 from a 1.36 API server), as the
+	// cluster source has it.
+	ObjectJson string `protobuf:"bytes,1,opt,name=object_json,json=objectJson,proto3" json:"object_json,omitempty"`
+	// The pods whose spec.schedulingGroup.podGroupName names it, in the order the framework saw them.
+	Pods          []string `protobuf:"bytes,2,rep,name=pods,proto3" json:"pods,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupSummary) Reset() {
+	*x = PodGroupSummary{}
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupSummary) ProtoMessage() {}
+
+func (x *PodGroupSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupSummary.ProtoReflect.Descriptor instead.
+func (*PodGroupSummary) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PodGroupSummary) GetObjectJson() string {
+	if x != nil {
+		return x.ObjectJson
+	}
+	return ""
+}
+
+func (x *PodGroupSummary) GetPods() []string {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+// The PodGroups.
+type ListPodGroupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By namespace, then name.
+	PodGroups     []*PodGroupSummary `protobuf:"bytes,1,rep,name=pod_groups,json=podGroups,proto3" json:"pod_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPodGroupsResponse) Reset() {
+	*x = ListPodGroupsResponse{}
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPodGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPodGroupsResponse) ProtoMessage() {}
+
+func (x *ListPodGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_scheduler_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPodGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListPodGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_scheduler_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListPodGroupsResponse) GetPodGroups() []*PodGroupSummary {
+	if x != nil {
+		return x.PodGroups
+	}
+	return nil
+}
+
 var File_outrigger_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_outrigger_v1_scheduler_proto_rawDesc = "" +
@@ -2270,7 +2427,17 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x11ListEventsRequest\x12/\n" +
 	"\x06object\x18\x01 \x01(\v2\x17.outrigger.v1.ObjectRefR\x06object\"A\n" +
 	"\x12ListEventsResponse\x12+\n" +
-	"\x06events\x18\x01 \x03(\v2\x13.outrigger.v1.EventR\x06events*\xd5\x01\n" +
+	"\x06events\x18\x01 \x03(\v2\x13.outrigger.v1.EventR\x06events\"H\n" +
+	"\x14ListPodGroupsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"F\n" +
+	"\x0fPodGroupSummary\x12\x1f\n" +
+	"\vobject_json\x18\x01 \x01(\tR\n" +
+	"objectJson\x12\x12\n" +
+	"\x04pods\x18\x02 \x03(\tR\x04pods\"U\n" +
+	"\x15ListPodGroupsResponse\x12<\n" +
+	"\n" +
+	"pod_groups\x18\x01 \x03(\v2\x1d.outrigger.v1.PodGroupSummaryR\tpodGroups*\xd5\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_BOUND\x10\x01\x12\x1c\n" +
@@ -2279,7 +2446,7 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x12EVENT_TYPE_APPLIED\x10\x04\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x05\x12\x14\n" +
 	"\x10EVENT_TYPE_ERROR\x10\x06\x12\x18\n" +
-	"\x14EVENT_TYPE_NOMINATED\x10\a2\x8a\b\n" +
+	"\x14EVENT_TYPE_NOMINATED\x10\a2\xe4\b\n" +
 	"\tScheduler\x12@\n" +
 	"\x05Apply\x12\x1a.outrigger.v1.ApplyRequest\x1a\x1b.outrigger.v1.ApplyResponse\x12C\n" +
 	"\x06Delete\x12\x1b.outrigger.v1.DeleteRequest\x1a\x1c.outrigger.v1.DeleteResponse\x12=\n" +
@@ -2294,7 +2461,8 @@ const file_outrigger_v1_scheduler_proto_rawDesc = "" +
 	"\x0eGetDebugScores\x12#.outrigger.v1.GetDebugScoresRequest\x1a$.outrigger.v1.GetDebugScoresResponse\x12O\n" +
 	"\n" +
 	"ListEvents\x12\x1f.outrigger.v1.ListEventsRequest\x1a .outrigger.v1.ListEventsResponse\x12^\n" +
-	"\x0fGetShadowReport\x12$.outrigger.v1.GetShadowReportRequest\x1a%.outrigger.v1.GetShadowReportResponseb\x06proto3"
+	"\x0fGetShadowReport\x12$.outrigger.v1.GetShadowReportRequest\x1a%.outrigger.v1.GetShadowReportResponse\x12X\n" +
+	"\rListPodGroups\x12\".outrigger.v1.ListPodGroupsRequest\x1a#.outrigger.v1.ListPodGroupsResponseb\x06proto3"
 
 var (
 	file_outrigger_v1_scheduler_proto_rawDescOnce sync.Once
@@ -2309,7 +2477,7 @@ func file_outrigger_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_outrigger_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_outrigger_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_outrigger_v1_scheduler_proto_goTypes = []any{
 	(EventType)(0),                   // 0: outrigger.v1.EventType
 	(*Manifest)(nil),                 // 1: outrigger.v1.Manifest
@@ -2342,14 +2510,17 @@ var file_outrigger_v1_scheduler_proto_goTypes = []any{
 	(*GetShadowReportResponse)(nil),  // 28: outrigger.v1.GetShadowReportResponse
 	(*ListEventsRequest)(nil),        // 29: outrigger.v1.ListEventsRequest
 	(*ListEventsResponse)(nil),       // 30: outrigger.v1.ListEventsResponse
-	nil,                              // 31: outrigger.v1.NodeSummary.AllocatableEntry
-	nil,                              // 32: outrigger.v1.NodeSummary.RequestedEntry
-	nil,                              // 33: outrigger.v1.NodeSummary.LabelsEntry
-	nil,                              // 34: outrigger.v1.ReservationState.ReservedEntry
-	nil,                              // 35: outrigger.v1.ReservationState.AllocatedEntry
-	(*Status)(nil),                   // 36: outrigger.v1.Status
-	(*ListWaitingPodsRequest)(nil),   // 37: outrigger.v1.ListWaitingPodsRequest
-	(*ListWaitingPodsResponse)(nil),  // 38: outrigger.v1.ListWaitingPodsResponse
+	(*ListPodGroupsRequest)(nil),     // 31: outrigger.v1.ListPodGroupsRequest
+	(*PodGroupSummary)(nil),          // 32: outrigger.v1.PodGroupSummary
+	(*ListPodGroupsResponse)(nil),    // 33: outrigger.v1.ListPodGroupsResponse
+	nil,                              // 34: outrigger.v1.NodeSummary.AllocatableEntry
+	nil,                              // 35: outrigger.v1.NodeSummary.RequestedEntry
+	nil,                              // 36: outrigger.v1.NodeSummary.LabelsEntry
+	nil,                              // 37: outrigger.v1.ReservationState.ReservedEntry
+	nil,                              // 38: outrigger.v1.ReservationState.AllocatedEntry
+	(*Status)(nil),                   // 39: outrigger.v1.Status
+	(*ListWaitingPodsRequest)(nil),   // 40: outrigger.v1.ListWaitingPodsRequest
+	(*ListWaitingPodsResponse)(nil),  // 41: outrigger.v1.ListWaitingPodsResponse
 }
 var file_outrigger_v1_scheduler_proto_depIdxs = []int32{
 	1,  // 0: outrigger.v1.ApplyRequest.manifests:type_name -> outrigger.v1.Manifest
@@ -2358,59 +2529,62 @@ var file_outrigger_v1_scheduler_proto_depIdxs = []int32{
 	3,  // 3: outrigger.v1.DeleteRequest.objects:type_name -> outrigger.v1.ObjectRef
 	3,  // 4: outrigger.v1.DeleteResponse.deleted:type_name -> outrigger.v1.ObjectRef
 	3,  // 5: outrigger.v1.PodState.ref:type_name -> outrigger.v1.ObjectRef
-	36, // 6: outrigger.v1.PodState.last_status:type_name -> outrigger.v1.Status
+	39, // 6: outrigger.v1.PodState.last_status:type_name -> outrigger.v1.Status
 	9,  // 7: outrigger.v1.ListPodsResponse.pods:type_name -> outrigger.v1.PodState
-	31, // 8: outrigger.v1.NodeSummary.allocatable:type_name -> outrigger.v1.NodeSummary.AllocatableEntry
-	32, // 9: outrigger.v1.NodeSummary.requested:type_name -> outrigger.v1.NodeSummary.RequestedEntry
-	33, // 10: outrigger.v1.NodeSummary.labels:type_name -> outrigger.v1.NodeSummary.LabelsEntry
+	34, // 8: outrigger.v1.NodeSummary.allocatable:type_name -> outrigger.v1.NodeSummary.AllocatableEntry
+	35, // 9: outrigger.v1.NodeSummary.requested:type_name -> outrigger.v1.NodeSummary.RequestedEntry
+	36, // 10: outrigger.v1.NodeSummary.labels:type_name -> outrigger.v1.NodeSummary.LabelsEntry
 	12, // 11: outrigger.v1.ListNodesResponse.nodes:type_name -> outrigger.v1.NodeSummary
 	0,  // 12: outrigger.v1.Event.type:type_name -> outrigger.v1.EventType
 	3,  // 13: outrigger.v1.Event.object:type_name -> outrigger.v1.ObjectRef
-	36, // 14: outrigger.v1.Event.status:type_name -> outrigger.v1.Status
+	39, // 14: outrigger.v1.Event.status:type_name -> outrigger.v1.Status
 	9,  // 15: outrigger.v1.Event.pod:type_name -> outrigger.v1.PodState
 	12, // 16: outrigger.v1.Event.node:type_name -> outrigger.v1.NodeSummary
 	0,  // 17: outrigger.v1.WatchRequest.types:type_name -> outrigger.v1.EventType
 	1,  // 18: outrigger.v1.ExplainRequest.pod:type_name -> outrigger.v1.Manifest
 	1,  // 19: outrigger.v1.ExplainRequest.what_if_nodes:type_name -> outrigger.v1.Manifest
 	3,  // 20: outrigger.v1.ExplainRequest.ref:type_name -> outrigger.v1.ObjectRef
-	34, // 21: outrigger.v1.ReservationState.reserved:type_name -> outrigger.v1.ReservationState.ReservedEntry
-	35, // 22: outrigger.v1.ReservationState.allocated:type_name -> outrigger.v1.ReservationState.AllocatedEntry
-	36, // 23: outrigger.v1.ReservationState.last_status:type_name -> outrigger.v1.Status
+	37, // 21: outrigger.v1.ReservationState.reserved:type_name -> outrigger.v1.ReservationState.ReservedEntry
+	38, // 22: outrigger.v1.ReservationState.allocated:type_name -> outrigger.v1.ReservationState.AllocatedEntry
+	39, // 23: outrigger.v1.ReservationState.last_status:type_name -> outrigger.v1.Status
 	20, // 24: outrigger.v1.ListReservationsResponse.reservations:type_name -> outrigger.v1.ReservationState
 	23, // 25: outrigger.v1.GetTraceResponse.spans:type_name -> outrigger.v1.TraceSpan
 	3,  // 26: outrigger.v1.ListEventsRequest.object:type_name -> outrigger.v1.ObjectRef
 	15, // 27: outrigger.v1.ListEventsResponse.events:type_name -> outrigger.v1.Event
-	2,  // 28: outrigger.v1.Scheduler.Apply:input_type -> outrigger.v1.ApplyRequest
-	6,  // 29: outrigger.v1.Scheduler.Delete:input_type -> outrigger.v1.DeleteRequest
-	8,  // 30: outrigger.v1.Scheduler.GetPod:input_type -> outrigger.v1.GetPodRequest
-	10, // 31: outrigger.v1.Scheduler.ListPods:input_type -> outrigger.v1.ListPodsRequest
-	13, // 32: outrigger.v1.Scheduler.ListNodes:input_type -> outrigger.v1.ListNodesRequest
-	16, // 33: outrigger.v1.Scheduler.Watch:input_type -> outrigger.v1.WatchRequest
-	17, // 34: outrigger.v1.Scheduler.Explain:input_type -> outrigger.v1.ExplainRequest
-	37, // 35: outrigger.v1.Scheduler.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
-	19, // 36: outrigger.v1.Scheduler.ListReservations:input_type -> outrigger.v1.ListReservationsRequest
-	22, // 37: outrigger.v1.Scheduler.GetTrace:input_type -> outrigger.v1.GetTraceRequest
-	25, // 38: outrigger.v1.Scheduler.GetDebugScores:input_type -> outrigger.v1.GetDebugScoresRequest
-	29, // 39: outrigger.v1.Scheduler.ListEvents:input_type -> outrigger.v1.ListEventsRequest
-	27, // 40: outrigger.v1.Scheduler.GetShadowReport:input_type -> outrigger.v1.GetShadowReportRequest
-	5,  // 41: outrigger.v1.Scheduler.Apply:output_type -> outrigger.v1.ApplyResponse
-	7,  // 42: outrigger.v1.Scheduler.Delete:output_type -> outrigger.v1.DeleteResponse
-	9,  // 43: outrigger.v1.Scheduler.GetPod:output_type -> outrigger.v1.PodState
-	11, // 44: outrigger.v1.Scheduler.ListPods:output_type -> outrigger.v1.ListPodsResponse
-	14, // 45: outrigger.v1.Scheduler.ListNodes:output_type -> outrigger.v1.ListNodesResponse
-	15, // 46: outrigger.v1.Scheduler.Watch:output_type -> outrigger.v1.Event
-	18, // 47: outrigger.v1.Scheduler.Explain:output_type -> outrigger.v1.ExplainResponse
-	38, // 48: outrigger.v1.Scheduler.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
-	21, // 49: outrigger.v1.Scheduler.ListReservations:output_type -> outrigger.v1.ListReservationsResponse
-	24, // 50: outrigger.v1.Scheduler.GetTrace:output_type -> outrigger.v1.GetTraceResponse
-	26, // 51: outrigger.v1.Scheduler.GetDebugScores:output_type -> outrigger.v1.GetDebugScoresResponse
-	30, // 52: outrigger.v1.Scheduler.ListEvents:output_type -> outrigger.v1.ListEventsResponse
-	28, // 53: outrigger.v1.Scheduler.GetShadowReport:output_type -> outrigger.v1.GetShadowReportResponse
-	41, // [41:54] is the sub-list for method output_type
-	28, // [28:41] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	32, // 28: outrigger.v1.ListPodGroupsResponse.pod_groups:type_name -> outrigger.v1.PodGroupSummary
+	2,  // 29: outrigger.v1.Scheduler.Apply:input_type -> outrigger.v1.ApplyRequest
+	6,  // 30: outrigger.v1.Scheduler.Delete:input_type -> outrigger.v1.DeleteRequest
+	8,  // 31: outrigger.v1.Scheduler.GetPod:input_type -> outrigger.v1.GetPodRequest
+	10, // 32: outrigger.v1.Scheduler.ListPods:input_type -> outrigger.v1.ListPodsRequest
+	13, // 33: outrigger.v1.Scheduler.ListNodes:input_type -> outrigger.v1.ListNodesRequest
+	16, // 34: outrigger.v1.Scheduler.Watch:input_type -> outrigger.v1.WatchRequest
+	17, // 35: outrigger.v1.Scheduler.Explain:input_type -> outrigger.v1.ExplainRequest
+	40, // 36: outrigger.v1.Scheduler.ListWaitingPods:input_type -> outrigger.v1.ListWaitingPodsRequest
+	19, // 37: outrigger.v1.Scheduler.ListReservations:input_type -> outrigger.v1.ListReservationsRequest
+	22, // 38: outrigger.v1.Scheduler.GetTrace:input_type -> outrigger.v1.GetTraceRequest
+	25, // 39: outrigger.v1.Scheduler.GetDebugScores:input_type -> outrigger.v1.GetDebugScoresRequest
+	29, // 40: outrigger.v1.Scheduler.ListEvents:input_type -> outrigger.v1.ListEventsRequest
+	27, // 41: outrigger.v1.Scheduler.GetShadowReport:input_type -> outrigger.v1.GetShadowReportRequest
+	31, // 42: outrigger.v1.Scheduler.ListPodGroups:input_type -> outrigger.v1.ListPodGroupsRequest
+	5,  // 43: outrigger.v1.Scheduler.Apply:output_type -> outrigger.v1.ApplyResponse
+	7,  // 44: outrigger.v1.Scheduler.Delete:output_type -> outrigger.v1.DeleteResponse
+	9,  // 45: outrigger.v1.Scheduler.GetPod:output_type -> outrigger.v1.PodState
+	11, // 46: outrigger.v1.Scheduler.ListPods:output_type -> outrigger.v1.ListPodsResponse
+	14, // 47: outrigger.v1.Scheduler.ListNodes:output_type -> outrigger.v1.ListNodesResponse
+	15, // 48: outrigger.v1.Scheduler.Watch:output_type -> outrigger.v1.Event
+	18, // 49: outrigger.v1.Scheduler.Explain:output_type -> outrigger.v1.ExplainResponse
+	41, // 50: outrigger.v1.Scheduler.ListWaitingPods:output_type -> outrigger.v1.ListWaitingPodsResponse
+	21, // 51: outrigger.v1.Scheduler.ListReservations:output_type -> outrigger.v1.ListReservationsResponse
+	24, // 52: outrigger.v1.Scheduler.GetTrace:output_type -> outrigger.v1.GetTraceResponse
+	26, // 53: outrigger.v1.Scheduler.GetDebugScores:output_type -> outrigger.v1.GetDebugScoresResponse
+	30, // 54: outrigger.v1.Scheduler.ListEvents:output_type -> outrigger.v1.ListEventsResponse
+	28, // 55: outrigger.v1.Scheduler.GetShadowReport:output_type -> outrigger.v1.GetShadowReportResponse
+	33, // 56: outrigger.v1.Scheduler.ListPodGroups:output_type -> outrigger.v1.ListPodGroupsResponse
+	43, // [43:57] is the sub-list for method output_type
+	29, // [29:43] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_scheduler_proto_init() }
@@ -2426,7 +2600,7 @@ func file_outrigger_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_scheduler_proto_rawDesc), len(file_outrigger_v1_scheduler_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

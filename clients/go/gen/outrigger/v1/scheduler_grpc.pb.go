@@ -36,6 +36,7 @@ const (
 	Scheduler_GetDebugScores_FullMethodName   = "/outrigger.v1.Scheduler/GetDebugScores"
 	Scheduler_ListEvents_FullMethodName       = "/outrigger.v1.Scheduler/ListEvents"
 	Scheduler_GetShadowReport_FullMethodName  = "/outrigger.v1.Scheduler/GetShadowReport"
+	Scheduler_ListPodGroups_FullMethodName    = "/outrigger.v1.Scheduler/ListPodGroups"
 )
 
 // SchedulerClient is the client API for Scheduler service.
@@ -72,6 +73,9 @@ type SchedulerClient interface {
 	// What the shadow plugins found on live cycles (what `outrigger shadow-report` shows; NOT_FOUND
 	// when no RemotePlugins endpoint has a shadow block).
 	GetShadowReport(ctx context.Context, in *GetShadowReportRequest, opts ...grpc.CallOption) (*GetShadowReportResponse, error)
+	// Lists the PodGroups the framework knows (scheduling.k8s.io, workload-aware scheduling) with the
+	// pods that name each (what `outrigger get podgroups` and `describe podgroup` show).
+	ListPodGroups(ctx context.Context, in *ListPodGroupsRequest, opts ...grpc.CallOption) (*ListPodGroupsResponse, error)
 }
 
 type schedulerClient struct {
@@ -221,6 +225,16 @@ func (c *schedulerClient) GetShadowReport(ctx context.Context, in *GetShadowRepo
 	return out, nil
 }
 
+func (c *schedulerClient) ListPodGroups(ctx context.Context, in *ListPodGroupsRequest, opts ...grpc.CallOption) (*ListPodGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPodGroupsResponse)
+	err := c.cc.Invoke(ctx, Scheduler_ListPodGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SchedulerServer is the server API for Scheduler service.
 // All implementations must embed UnimplementedSchedulerServer
 // for forward compatibility.
@@ -255,6 +269,9 @@ type SchedulerServer interface {
 	// What the shadow plugins found on live cycles (what `outrigger shadow-report` shows; NOT_FOUND
 	// when no RemotePlugins endpoint has a shadow block).
 	GetShadowReport(context.Context, *GetShadowReportRequest) (*GetShadowReportResponse, error)
+	// Lists the PodGroups the framework knows (scheduling.k8s.io, workload-aware scheduling) with the
+	// pods that name each (what `outrigger get podgroups` and `describe podgroup` show).
+	ListPodGroups(context.Context, *ListPodGroupsRequest) (*ListPodGroupsResponse, error)
 	mustEmbedUnimplementedSchedulerServer()
 }
 
@@ -303,6 +320,9 @@ func (UnimplementedSchedulerServer) ListEvents(context.Context, *ListEventsReque
 }
 func (UnimplementedSchedulerServer) GetShadowReport(context.Context, *GetShadowReportRequest) (*GetShadowReportResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetShadowReport not implemented")
+}
+func (UnimplementedSchedulerServer) ListPodGroups(context.Context, *ListPodGroupsRequest) (*ListPodGroupsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListPodGroups not implemented")
 }
 func (UnimplementedSchedulerServer) mustEmbedUnimplementedSchedulerServer() {}
 func (UnimplementedSchedulerServer) testEmbeddedByValue()                   {}
@@ -552,6 +572,24 @@ func _Scheduler_GetShadowReport_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Scheduler_ListPodGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPodGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServer).ListPodGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Scheduler_ListPodGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServer).ListPodGroups(ctx, req.(*ListPodGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Scheduler_ServiceDesc is the grpc.ServiceDesc for Scheduler service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -606,6 +644,10 @@ var Scheduler_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetShadowReport",
 			Handler:    _Scheduler_GetShadowReport_Handler,
+		},
+		{
+			MethodName: "ListPodGroups",
+			Handler:    _Scheduler_ListPodGroups_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
