@@ -29,6 +29,7 @@ import collections
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,8 @@ class ShadowPlugin:
         self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=config.queue)
         self.worker: asyncio.Task[None] | None = None
         self.busy = False  # an evaluation is under way
+        #: The cache's snapshot now (for hosts that follow the mirror); None: the cycle's is used.
+        self.current: Callable[[], Any] | None = None
         #: Per profile: the weight of its Score when no live plugin of its name scores.
         self.weights: dict[str, int] = {}
 
@@ -153,6 +156,10 @@ class ShadowPlugin:
         """The shadow's verdict on one decided cycle (see the module docstring)."""
         adapter = self.adapters[outcome.profile]
         snapshot = outcome.snapshot
+        if adapter.follows_mirror and self.current is not None:
+            # Its host keeps only the mirror's recent generations, and the shadow lags behind the
+            # cycles: it answers on the cache as it is now (the pod may already be placed there).
+            snapshot = self.current()
         state = CycleState(f"shadow:{self.name}:{outcome.cycle_id}", snapshot, outcome.attempt)
         pod = outcome.pod
         passing: set[str] | None = None  # None: the shadow did not filter
@@ -193,9 +200,14 @@ class ShadowPlugin:
     async def _score(self, adapter: RemotePlugin, state: CycleState, outcome: Any,
                      passing: set[str] | None) -> Verdict:
         batch, live = outcome.scored
+        snapshot = state.snapshot
+        assert snapshot is not None
         names = list(batch.names)
-        keep = np.asarray([passing is None or n in passing for n in names], dtype=np.bool_)
-        nodes = NodeBatch(batch.snapshot, batch.rows[keep])
+        rows = [snapshot.row(n) if passing is None or n in passing else None for n in names]
+        keep = np.asarray([r is not None for r in rows], dtype=np.bool_)
+        if outcome.host not in {n for n, r in zip(names, rows, strict=True) if r is not None}:
+            return Verdict(outcome.host)  # the chosen node is gone from the snapshot it answers on
+        nodes = NodeBatch(snapshot, np.asarray([r for r in rows if r is not None], dtype=np.int64))
         totals = live.totals[keep].astype(np.int64)
         names = [n for n, k in zip(names, keep.tolist(), strict=True) if k]
         if isinstance(adapter, PreScorePlugin):
@@ -261,6 +273,7 @@ class Shadows:
         self.scheduler = scheduler
         for sp in self.plugins:
             cls = adapter_class(sp.endpoint.manifests[sp.name])
+            sp.current = scheduler.cache.snapshot
             for profile in scheduler.config.profiles:
                 adapter = cls(sp.endpoint, dict(profile.plugin_args.get(sp.name, {})), scheduler.handle)
                 adapter.profile = profile.scheduler_name

@@ -23,6 +23,9 @@ Scenarios (:data:`tools.bench.scenarios.SCENARIOS`):
   ``nodeCacheCapable`` mode with node names; 1000 measured pods.
 - ``remote-traced``: ``remote`` with tracing on (always-on sampler, a batch span processor into an
   in-process sink); reports spans per pod.
+- ``remote-shadow``: ``remote`` plus BenchTier again as a shadow plugin on a second plugin host
+  (:mod:`framework.remote.shadow`): what a shadow costs live scheduling; reports the share of cycles it
+  evaluated and dropped.
 - ``remote-go``: ``remote-streams`` with BenchTier written with the Go SDK (clients/go, built with
   ``go build`` on first use); ``remote-go-ahead``: ``remote`` (lookahead) with that Go host;
   ``remote-go-fit``: ``basic`` with kube-scheduler's own NodeResourcesFit served remotely by the Go

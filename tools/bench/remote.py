@@ -1,6 +1,7 @@
 """The scenarios with remote plugins in plugin host processes (``outrigger plugin serve``): ``remote``
-(BenchTier with lookahead), ``remote-streams`` (without), ``remote-traced`` (``remote`` with tracing on)
-and ``replicas-1`` / ``replicas-2`` (:class:`~tools.bench.plugins.HeavyScore` on one and two hosts).
+(BenchTier with lookahead), ``remote-streams`` (without), ``remote-traced`` (``remote`` with tracing on),
+``remote-shadow`` (``remote`` plus a shadow BenchTier) and ``replicas-1`` / ``replicas-2``
+(:class:`~tools.bench.plugins.HeavyScore` on one and two hosts).
 Each reports the adapter's bytes on the wire and calls per measured pod."""
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .servers import STARTUP_SECONDS, ServerProcess, call_metrics
 if TYPE_CHECKING:
     from framework.scheduler import Scheduler
 
-__all__ = ["RemotePluginScenario", "RemoteStreamsScenario", "ReplicasScenario", "TracedRemoteScenario"]
+__all__ = ["RemotePluginScenario", "RemoteStreamsScenario", "ReplicasScenario", "ShadowScenario",
+           "TracedRemoteScenario"]
 
 
 class RemotePluginScenario(InProcessPlugin):
@@ -214,3 +216,78 @@ class ReplicasScenario(RemotePluginScenario):
     def config(self, registry: Registry) -> SchedulerConfig:
         return profile_with(registry, HeavyScore.name)
 
+
+
+class ShadowScenario(RemotePluginScenario):
+    """``remote`` plus a second BenchTier host as a shadow plugin (``framework.remote.shadow``): each
+    decided cycle is evaluated again by the shadow off the critical path (its Filter over every node,
+    its Score over the scored ones), in one background task on the framework's event loop, dropped
+    when its queue is full. Compared with ``remote``: what a shadow costs live scheduling."""
+
+    name = "remote-shadow"
+    description = (
+        "remote plus BenchTier again as a shadow plugin on its own plugin host (every decided cycle offered "
+        "to it off the critical path; a full queue drops)"
+    )
+    SHADOW_TARGET = "tools.bench.plugins:RemoteStreamsBenchTier"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shadow_address = ""
+        self._report: dict[str, Any] = {}
+        self._observed_at_mark = 0
+
+    @contextlib.asynccontextmanager
+    async def environment(self, spec: RunSpec) -> AsyncIterator[None]:
+        argv = [sys.executable, "-m", "framework.cli", "plugin", "serve", self.SHADOW_TARGET, "--listen",
+                "127.0.0.1:0"]
+        async with contextlib.AsyncExitStack() as stack:
+            shadow = await stack.enter_async_context(ServerProcess(argv, "shadow plugin host"))
+            self._shadow_address = shadow.address
+            async with super().environment(spec):
+                yield
+
+    async def prepare(self, spec: RunSpec) -> tuple[Registry, SchedulerConfig]:
+        from framework.profiles import build_registry_with_remote
+        from framework.remote import EndpointConfig
+        from framework.remote.config import ShadowConfig
+        from framework.service import start_plugin_services
+
+        self._services = await start_plugin_services()
+        endpoints = [
+            EndpointConfig(self.ENDPOINT, tuple(self._addresses), {"default": self.DEADLINE},
+                           connect_timeout=STARTUP_SECONDS),
+            EndpointConfig(f"{self.ENDPOINT}-v2", (self._shadow_address,), {"default": self.DEADLINE},
+                           connect_timeout=STARTUP_SECONDS, shadow=ShadowConfig(budget=1.0)),
+        ]
+        registry, self._remote = await build_registry_with_remote(
+            endpoints, self._services.address, self._services.services
+        )
+        return registry, self.config(registry)
+
+    async def attach(self, scheduler: Scheduler) -> None:
+        await super().attach(scheduler)
+        assert self._remote is not None
+        await self._remote.start_shadows(scheduler)
+
+    def mark(self) -> None:
+        super().mark()
+        report = self._remote.shadows.report() if self._remote is not None else []
+        self._observed_at_mark = report[0]["observed"] if report else 0
+
+    async def detach(self) -> None:
+        report = self._remote.shadows.report() if self._remote is not None else []
+        self._report = report[0] if report else {}
+        await super().detach()
+
+    def metrics(self, measured_pods: int) -> dict[str, float]:
+        out = super().metrics(measured_pods)
+        r = self._report
+        if r:
+            observed = max(r["observed"] - self._observed_at_mark, 1)
+            out["shadow_evaluated_share"] = round(r["evaluated"] / max(r["observed"], 1), 3)
+            out["shadow_dropped_share"] = round(r["dropped"] / max(r["observed"], 1), 3)
+            out["shadow_failed_share"] = round((r["errors"] + r["timeouts"]) / max(r["observed"], 1), 3)
+            out["shadow_observed_per_pod"] = round(observed / max(measured_pods, 1), 2)
+            out["shadow_p50_ms"] = float(r["latencyMs"]["p50"])
+        return out

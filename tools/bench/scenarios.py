@@ -10,7 +10,13 @@ from __future__ import annotations
 from .extender import ExtenderNamesScenario, ExtenderScenario
 from .gohost import RemoteGoAheadScenario, RemoteGoScenario, RemoteUpstreamFitScenario
 from .inprocess import Basic, InProcessPlugin, Scale
-from .remote import RemotePluginScenario, RemoteStreamsScenario, ReplicasScenario, TracedRemoteScenario
+from .remote import (
+    RemotePluginScenario,
+    RemoteStreamsScenario,
+    ReplicasScenario,
+    ShadowScenario,
+    TracedRemoteScenario,
+)
 from .runs import RunResult, RunSpec
 from .scenario import Scenario
 
@@ -40,7 +46,7 @@ SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), RemoteStreamsScenario(), ExtenderScenario(),
-        ExtenderNamesScenario(), TracedRemoteScenario(), ReplicasScenario(1), ReplicasScenario(2),
+        ExtenderNamesScenario(), TracedRemoteScenario(), ShadowScenario(), ReplicasScenario(1), ReplicasScenario(2),
         RemoteGoScenario(), RemoteGoAheadScenario(), RemoteUpstreamFitScenario(), ApiServerScenario(),
     )
 }
