@@ -52,10 +52,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def cli(*args: str, server: str) -> str:
+def cli(*args: str, server: str, log: Path | None = None) -> str:
     out = subprocess.run([sys.executable, "-m", "framework.cli", *args, "--server", server],
                          capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
-    assert out.returncode == 0, f"outrigger {' '.join(args)}: {out.stderr}"
+    served = f"\nserve's log:\n{log.read_text()[-4000:]}" if log is not None and log.exists() else ""
+    assert out.returncode == 0, f"outrigger {' '.join(args)}: {out.stderr}{served}"
     return out.stdout
 
 
@@ -112,6 +113,7 @@ class Serve:
             "OTEL_SERVICE_NAME": LABELS_HOST, "OTEL_BSP_SCHEDULE_DELAY": "100"})
         self.tmp = tmp
         self.proc: subprocess.Popen[str] | None = None
+        self.log: Any = None
 
     def start(self) -> Serve:
         address = self.host.start()
@@ -149,19 +151,23 @@ class Serve:
                 self.proc.kill()
                 self.proc.wait(5)
         self.host.stop()
-        self.log.close()
+        if self.log is not None:
+            self.log.close()
 
     def apply(self, docs: list[dict[str, Any]]) -> None:
         path = self.tmp / f"apply-{time.monotonic_ns()}.json"
         path.write_text(manifest(docs))
-        cli("apply", "-f", str(path), server=self.grpc)
+        self.cli("apply", "-f", str(path))
+
+    def cli(self, *args: str) -> str:
+        return cli(*args, server=self.grpc, log=self.tmp / "serve.log")
 
     def pods(self) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = json.loads(cli("get", "pods", "-A", "-o", "json", server=self.grpc))["items"]
+        items: list[dict[str, Any]] = json.loads(self.cli("get", "pods", "-A", "-o", "json"))["items"]
         return items
 
     def explain(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = json.loads(cli("explain", name, "-o", "json", server=self.grpc))
+        result: dict[str, Any] = json.loads(self.cli("explain", name, "-o", "json"))
         return result
 
 
@@ -294,7 +300,7 @@ def test_pod_page_scores_and_chosen_node_equal_explain(serve: Serve, page: Any, 
     wait_for(host_span_shown, "the plugin host's span in the waterfall")
     names = [r.get_attribute("data-span-name") for r in page.query_selector_all("[data-waterfall] [data-span-name]")]
     assert names[0] == "SchedulePod" and "Filter/NodeLabels" in names and "Score/NodeLabels" in names
-    page.screenshot(path=str(shots(tmp_path) / "console-pod.png"), full_page=False)
+    page.locator("[data-attempt]").first.screenshot(path=str(shots(tmp_path) / "console-pod.png"))
 
 
 def test_unschedulable_pod_filter_verdicts_equal_explain(serve: Serve, page: Any) -> None:

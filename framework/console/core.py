@@ -36,6 +36,10 @@ LINGER = 300.0
 MAX_STREAMS = 32
 #: Samples queued for one stream before it is dropped as too slow.
 STREAM_BACKLOG = 30
+#: Samples whose attempts the latency percentiles cover (a minute).
+LATENCY_WINDOW = 60
+#: The most recent attempts the percentiles are computed over at most (a tick stays a few milliseconds).
+LATENCY_ATTEMPTS = 20_000
 
 
 class Console:
@@ -56,6 +60,7 @@ class Console:
         self._seen = -linger - 1.0
         self._ticker: asyncio.Task[None] | None = None
         self._last: dict[str, Any] | None = None
+        self._marks: collections.deque[int] = collections.deque(maxlen=LATENCY_WINDOW)  # attempts seen per sample
 
     # ---- who looks -------------------------------------------------------------------------------
 
@@ -95,7 +100,8 @@ class Console:
     # ---- the tick --------------------------------------------------------------------------------
 
     def sample(self) -> dict[str, Any]:
-        """The counters now, with rates and attempt latency percentiles since the previous sample."""
+        """The counters now, with rates since the previous sample and attempt latency percentiles over the
+    attempts of the last :data:`LATENCY_WINDOW` samples."""
         s = self.scheduler
         stats = s.stats
         now = time.time()
@@ -106,10 +112,12 @@ class Console:
             "unschedulable": stats.unschedulable, "errors": stats.errors,
             "queues": {"active": q.get("active", 0), "backoff": q.get("backoff", 0),
                        "unschedulable": q.get("unschedulable", 0), "gated": q.get("gated", 0)},
-            "_n": len(seconds),
         }
         prev = self._last
-        start = prev["_n"] if prev is not None and prev["_n"] <= len(seconds) else max(0, len(seconds) - 10_000)
+        if self._marks and self._marks[0] > len(seconds):  # the list was reset
+            self._marks.clear()
+        start = max(self._marks[0] if self._marks else 0, len(seconds) - LATENCY_ATTEMPTS)
+        self._marks.append(len(seconds))
         window = seconds[start:]
         cur["p50Ms"] = round(float(np.percentile(window, 50)) * 1000, 3) if window else None
         cur["p99Ms"] = round(float(np.percentile(window, 99)) * 1000, 3) if window else None

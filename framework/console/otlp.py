@@ -48,7 +48,7 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignor
                     service = str(_value(kv.value))
             for ss in rs.scope_spans:
                 for s in ss.spans:
-                    self.ring.add(s.trace_id.hex(), {
+                    self.ring.add(int.from_bytes(s.trace_id, "big"), {
                         "spanId": s.span_id.hex(), "parentSpanId": s.parent_span_id.hex(), "name": s.name,
                         "service": service or "unknown", "kind": kind_name(s.kind),
                         "start": int(s.start_time_unix_nano), "end": int(s.end_time_unix_nano),

@@ -30,8 +30,9 @@ _KINDS = {0: "INTERNAL", 1: "SERVER", 2: "CLIENT", 3: "PRODUCER", 4: "CONSUMER"}
 
 
 class SpanRing(SpanProcessor):
-    """Spans of the last :data:`MAX_TRACES` traces as plain dicts (the console's JSON), kept while
-    ``watching()`` says someone looks."""
+    """Spans of the last :data:`MAX_TRACES` traces, kept while ``watching()`` says someone looks. The
+    framework's spans are kept as they end (on the scheduling loop: nothing is converted there) and
+    turned into the console's JSON when a trace is asked for; the hosts' arrive as JSON already."""
 
     def __init__(self, watching: Callable[[], bool], service: str = "outrigger-framework",
                  max_traces: int = MAX_TRACES, max_spans: int = MAX_SPANS) -> None:
@@ -40,15 +41,15 @@ class SpanRing(SpanProcessor):
         self.max_traces = max_traces
         self.max_spans = max_spans
         self.dropped = 0
-        self._traces: collections.OrderedDict[str, list[dict[str, Any]]] = collections.OrderedDict()
+        self._traces: collections.OrderedDict[int, list[ReadableSpan | dict[str, Any]]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def add(self, trace_id: str, span: dict[str, Any]) -> None:
+    def add(self, trace_id: int, span: ReadableSpan | dict[str, Any]) -> None:
         with self._lock:
             spans = self._traces.get(trace_id)
             if spans is None:
                 spans = self._traces[trace_id] = []
-                while len(self._traces) > self.max_traces:
+                if len(self._traces) > self.max_traces:
                     self._traces.popitem(last=False)
             if len(spans) >= self.max_spans:
                 self.dropped += 1
@@ -57,22 +58,32 @@ class SpanRing(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.context
-        if ctx is None or not self.watching():
-            return
-        attrs = {k: list(v) if isinstance(v, tuple) else v for k, v in (span.attributes or {}).items()}
-        self.add(f"{ctx.trace_id:032x}", {
+        if ctx is not None and self.watching():
+            self.add(ctx.trace_id, span)
+
+    def _json(self, span: ReadableSpan | dict[str, Any]) -> dict[str, Any]:
+        if isinstance(span, dict):
+            return span
+        ctx = span.context
+        assert ctx is not None
+        return {
             "spanId": f"{ctx.span_id:016x}",
             "parentSpanId": f"{span.parent.span_id:016x}" if span.parent is not None else "",
             "name": span.name, "service": self.service, "kind": span.kind.name,
-            "start": span.start_time or 0, "end": span.end_time or 0, "attributes": attrs,
+            "start": span.start_time or 0, "end": span.end_time or 0,
+            "attributes": {k: list(v) if isinstance(v, tuple) else v for k, v in (span.attributes or {}).items()},
             "status": span.status.status_code.name, "message": span.status.description or "",
-        })
+        }
 
     def trace(self, trace_id: str) -> list[dict[str, Any]]:
-        """The kept spans of a trace, by start time."""
+        """The kept spans of a trace (32 hex digits), by start time."""
+        try:
+            tid = int(trace_id, 16)
+        except ValueError:
+            return []
         with self._lock:
-            spans = list(self._traces.get(trace_id, ()))
-        return sorted(spans, key=lambda s: (s["start"], s["end"]))
+            spans = list(self._traces.get(tid, ()))
+        return sorted((self._json(s) for s in spans), key=lambda s: (s["start"], s["end"]))
 
     def __len__(self) -> int:
         return len(self._traces)

@@ -66,7 +66,7 @@ function connect() {
 const COUNTERS = [
   ["podsPerSec", "pods/s", ""], ["attemptsPerSec", "attempts/s", ""], ["scheduled", "scheduled", ""],
   ["unschedulable", "unschedulable attempts", ""], ["errors", "errors", ""],
-  ["p50Ms", "attempt p50", " ms"], ["p99Ms", "attempt p99", " ms"],
+  ["p50Ms", "attempt p50 (1 min)", " ms"], ["p99Ms", "attempt p99 (1 min)", " ms"],
 ];
 
 function counters(now) {
@@ -183,9 +183,28 @@ function waterfall(spans) {
   const start = Math.min(...spans.map((s) => s.start));
   const end = Math.max(...spans.map((s) => s.end || s.start));
   const total = Math.max(1, end - start);
+  // Tree order: each span followed by its children (by start time); a span whose parent is not kept
+  // (a host's span that arrived without its caller) is a root.
   const byId = new Map(spans.map((s) => [s.spanId, s]));
-  const depth = (s) => { let d = 0; let p = byId.get(s.parentSpanId); while (p && d < 50) { d++; p = byId.get(p.parentSpanId); } return d; };
-  return h("div", { class: "waterfall", "data-waterfall": "" }, spans.map((s) => {
+  const children = new Map();
+  const roots = [];
+  for (const s of spans) {
+    if (s.parentSpanId && byId.has(s.parentSpanId)) {
+      if (!children.has(s.parentSpanId)) children.set(s.parentSpanId, []);
+      children.get(s.parentSpanId).push(s);
+    } else roots.push(s);
+  }
+  const ordered = [];
+  const depthOf = new Map();
+  const visit = (s, d) => {
+    if (depthOf.has(s.spanId)) return;
+    depthOf.set(s.spanId, d);
+    ordered.push(s);
+    for (const c of children.get(s.spanId) || []) visit(c, d + 1);
+  };
+  roots.forEach((r) => visit(r, 0));
+  const depth = (s) => depthOf.get(s.spanId) || 0;
+  return h("div", { class: "waterfall", "data-waterfall": "" }, ordered.map((s) => {
     const left = ((s.start - start) / total) * 100;
     const width = Math.max(0.3, (((s.end || s.start) - s.start) / total) * 100);
     const ms = ((s.end - s.start) / 1e6).toFixed(3);
