@@ -63,6 +63,10 @@ type Config struct {
 	// Handle's PVC, PV, StorageClass and CSINode listers). Plugins named as kube-scheduler's volume
 	// plugins (VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions) always do.
 	Volumes bool
+	// Devices makes every plugin declare NeedsDevices: the mirror's ResourceSlices, DeviceClasses and
+	// ResourceClaims reach the host and the Handle's SharedDRAManager lists them (read-only: the
+	// in-memory claim tracking of DynamicResources' Reserve and PreBind is the framework's).
+	Devices bool
 }
 
 // volumePlugins are kube-scheduler's plugins that read storage objects through their listers.
@@ -292,7 +296,7 @@ func Registrations(cfg Config, opts ...Option) ([]outrigger.Registration, error)
 		}
 		regs = append(regs, outrigger.Registration{
 			Name: a.served, Factory: a.build, Points: points, NeedsSnapshot: true, Events: p.events(), StateKeys: keys,
-			NeedsVolumes: cfg.Volumes || volumePlugins[name],
+			NeedsVolumes: cfg.Volumes || volumePlugins[name], NeedsDevices: cfg.Devices,
 		})
 	}
 	return regs, nil

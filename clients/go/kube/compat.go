@@ -79,11 +79,12 @@ func notFound[L, T any](get func(L, string, string) (T, error), what string) noG
 	return noGroups[T]{what: what}
 }
 
-// SharedDRAManager sees a cluster without DRA objects (no ResourceClaims, ResourceSlices or
-// DeviceClasses reach plugins served out of process). kube-scheduler's is never nil with DRA on, which
-// 1.37 locks: NodeResourcesFit asks it whether an extended resource is backed by a DeviceClass
-// (DRAExtendedResource), and here none is, so such resources are the node's allocatable as before.
-func (h *Handle) SharedDRAManager() fwk.SharedDRAManager { return noDRA{} }
+// SharedDRAManager lists the snapshot mirror's ResourceSlices, DeviceClasses and ResourceClaims
+// (dra.go; empty unless the plugin declares NeedsDevices: Config.Devices). kube-scheduler's is never
+// nil with DRA on, which 1.37 locks: NodeResourcesFit asks it whether an extended resource is backed
+// by a DeviceClass (DRAExtendedResource), and here none is (a class's extendedResourceName is not
+// carried), so such resources are the node's allocatable as before.
+func (h *Handle) SharedDRAManager() fwk.SharedDRAManager { return mirrorDRA{lister: h.lister} }
 
 // noDRA is the manager, its slice lister and its class resolver; noClaims and noClasses its listers
 // (each type has one List and one Get).
