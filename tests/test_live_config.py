@@ -36,6 +36,8 @@ from framework.config import load_config
 from framework.liveconfig import LiveConfig, WatchedFiles, queue_sort_problem, restart_problems, summary
 from framework.profiles import build_registry, load_scheduler_config, unavailable_plugins
 from framework.service import Server, start_service
+from pluginhost.plugin import CycleState, PermitPlugin, PostBindPlugin
+from pluginhost.status import Code, Status
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -296,6 +298,70 @@ def test_the_queue_follows_removed_plugins_and_profiles(tmp_path: Path,
                                              "binding_cycles": 0}
 
     run_live(tmp_path, TWO_PROFILES.replace("- schedulerName: batch\n", ""), body)
+
+
+class Hold(PermitPlugin, PostBindPlugin):
+    """Holds every pod at Permit until the test allows it; each instance records the pods it held and
+    the pods whose PostBind it saw (so a test knows which generation's objects bound a pod)."""
+
+    name = "Hold"
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Any = None) -> None:
+        self.held: list[str] = []
+        self.bound: list[str] = []
+
+    async def permit(self, state: CycleState, pod: Any, node_name: str) -> tuple[Status, float]:
+        self.held.append(pod.name)
+        return Status(Code.Wait), 30.0
+
+    async def post_bind(self, state: CycleState, pod: Any, node_name: str) -> None:
+        self.bound.append(pod.name)
+
+
+def test_a_pod_waiting_at_permit_binds_with_the_generation_it_started_under(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import framework.profiles
+    from framework.plugins import in_tree_registry
+
+    def registry_with_hold() -> Any:
+        registry = in_tree_registry()
+        registry.register_class(Hold)
+        return registry
+
+    monkeypatch.setattr(framework.profiles, "in_tree_registry", registry_with_hold)
+    held = weighted(5, 1, "    permit:\n      enabled: [{name: Hold}]\n    postBind:\n      enabled: [{name: Hold}]\n")
+
+    async def body(srv: Server, live: LiveConfig, path: Path) -> None:
+        def hold() -> Hold:
+            plugin = srv.scheduler.profiles["default-scheduler"].plugins["Hold"]
+            assert isinstance(plugin, Hold)
+            return plugin
+
+        async with AsyncSchedulerClient(srv.address, timeout=5) as client:
+            first = hold()
+            await client.apply(nodes_and_pods(1, prefix="old"))
+            await phases(client, {"old0": "Waiting"})
+            replace(path, held.replace("weight: 5}, {name: TaintToleration, weight: 1}",
+                                       "weight: 1}, {name: TaintToleration, weight: 5}"))
+            assert await live.apply()
+            second = hold()
+            assert second is not first
+            await client.apply([pod("new0")])
+            await phases(client, {"new0": "Waiting"})
+            for name in ("old0", "new0"):
+                uid = next(p.ref.uid for p in await client.list_pods() if p.ref.name == name)
+                waiting = srv.scheduler.waiting_pods.get(uid)
+                assert waiting is not None
+                waiting.allow("Hold")
+            states = await phases(client, {"old0": "Bound", "new0": "Bound"})
+            # old0 was held, and bound, by generation 1's Hold; new0 by generation 2's, on the node the new
+            # weights prefer.
+            assert (first.held, first.bound, second.held, second.bound) == (["old0"], ["old0"], ["new0"], ["new0"])
+            assert (states["old0"].node_name, states["new0"].node_name) == ("a", "b")
+            assert srv.scheduler.leaks() == {"cycle_states": 0, "waiting_pods": 0, "assumed_pods": 0,
+                                             "binding_cycles": 0}
+
+    run_live(tmp_path, held, body)
 
 
 # ---- outrigger serve on the embedded store ------------------------------------------------------
