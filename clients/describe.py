@@ -1,4 +1,4 @@
-"""``outrigger describe pod|node``: kubectl's describe layout, from what the Scheduler API answers.
+"""``outrigger describe pod|node|podgroup``: kubectl's describe layout, from what the Scheduler API answers.
 
     text = describe_pod(client.get_pod("web"), client.list_events("Pod", "web"), now=time.time())
 
@@ -17,9 +17,10 @@ from typing import Any
 from pluginhost.quantity import canonical, format_quantity
 
 from .printers import NONE, TabWriter, human_duration, node_roles, parse_time
-from .types import Event, EventType, NodeSummary, PodState
+from .types import Event, EventType, NodeSummary, PodGroupSummary, PodState
 
-__all__ = ["EventRow", "describe_node", "describe_pod", "event_rows", "qos_class"]
+__all__ = ["EventRow", "describe_node", "describe_object", "describe_pod", "describe_pod_group", "event_rows",
+           "qos_class", "smart_label"]
 
 # kubectl shortens long annotation values (describe's maxAnnotationLen).
 _MAX_ANNOTATION = 140
@@ -29,16 +30,17 @@ class _Writer:
     """kubectl's PrefixWriter over a tab writer: lines at an indent level (two spaces each), and
     ``flush`` to end every column block (kubectl flushes before the events table)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, trim: bool = True) -> None:
         self.parts: list[str] = []
         self.pending: list[str] = []
+        self.trim = trim
 
     def line(self, level: int, text: str) -> None:
         self.pending.append("  " * level + text + "\n")
 
     def flush(self) -> None:
         if self.pending:
-            self.parts.append(TabWriter(padding=2).format("".join(self.pending)))
+            self.parts.append(TabWriter(padding=2, trim=self.trim).format("".join(self.pending)))
             self.pending = []
 
     def text(self) -> str:
@@ -415,3 +417,113 @@ def describe_node(node: NodeSummary, pods: Sequence[PodState], events: Iterable[
         w.line(1, f"{r}\t{format_quantity(r, total_requests.get(r, 0))}\t{format_quantity(r, total_limits.get(r, 0))}")
     _events(w, event_rows(events, "default-scheduler"), now)
     return w.text()
+
+
+# ---- any object: kubectl's generic describer ---------------------------------------------------------
+
+
+def _camel_split(word: str) -> list[str]:
+    """github.com/fatih/camelcase's Split: runs of lower, upper, digit and other characters, an upper
+    letter before a lower run going with it (``PDFLoader`` -> ``PDF``, ``Loader``)."""
+    runs: list[str] = []
+    last = 0
+    for ch in word:
+        cls = 1 if ch.islower() else 2 if ch.isupper() else 3 if ch.isdigit() else 4
+        if cls == last:
+            runs[-1] += ch
+        else:
+            runs.append(ch)
+        last = cls
+    for i in range(len(runs) - 1):
+        if runs[i] and runs[i][0].isupper() and runs[i + 1][0].islower():
+            runs[i + 1] = runs[i][-1] + runs[i + 1]
+            runs[i] = runs[i][:-1]
+    return [r for r in runs if r]
+
+
+def smart_label(field: str) -> str:
+    """kubectl's smartLabelFor: a field name as a describe label (``apiVersion`` -> ``API Version``,
+    ``minCount`` -> ``Min Count``); a name with characters other than letters and ``-`` as it is."""
+    if any(not (ch.isalpha() or ch == "-") for ch in field):
+        return field
+    parts, merged, i = _camel_split(field), [], 0
+    while i < len(parts):
+        part = parts[i]
+        upper = all(ch.isupper() for ch in part if ch.isalpha())
+        if i + 1 < len(parts) and len(part) >= 2 and upper and parts[i + 1][:1].isupper():
+            merged.append(part + parts[i + 1])
+            i += 2
+            continue
+        merged.append(part)
+        i += 1
+    out = []
+    for part in merged:
+        if part.upper() in ("API", "URL", "UID", "GUID"):
+            part = part.upper()
+        elif part.lower() == part:
+            part = part[:1].upper() + part[1:]
+        out.append(part)
+    return " ".join(out)
+
+
+def _go_value(value: Any) -> str:
+    """A JSON value as Go's ``%v`` prints it from an unstructured object."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
+    if isinstance(value, list):
+        return "[" + " ".join(_go_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_value(v)}" for k, v in sorted(value.items())) + "]"
+    return str(value)
+
+
+_SKIPPED = (".metadata.managedFields", ".metadata.name", ".metadata.namespace", ".metadata.labels",
+            ".metadata.annotations")
+
+
+def _content(w: _Writer, level: int, content: Mapping[str, Any], prefix: str) -> None:
+    """kubectl's printUnstructuredContent: every field by name; maps and lists under their label."""
+    for name in sorted(content):
+        value, path = content[name], f"{prefix}.{name}"
+        if path in _SKIPPED:
+            continue
+        if isinstance(value, dict):
+            w.line(level, f"{smart_label(name)}:")
+            _content(w, level + 1, value, path)
+        elif isinstance(value, list):
+            w.line(level, f"{smart_label(name)}:")
+            for child in value:
+                if isinstance(child, dict):
+                    _content(w, level + 1, child, path)
+                else:
+                    w.line(level + 1, _go_value(child))
+        else:
+            w.line(level, f"{smart_label(name)}:\t{_go_value(value)}")
+
+
+def describe_object(obj: Mapping[str, Any], extra: Sequence[tuple[str, str]] = ()) -> str:
+    """kubectl's describe of a type it has no describer of its own for (its genericDescriber): name,
+    namespace, labels, annotations, then every field of the object (``managedFields`` left out), then
+    ``Events: <none>``. ``extra``: lines (title, value) Outrigger adds before the events."""
+    meta = _map(obj.get("metadata"))
+    w = _Writer(trim=False)  # a value ending in a blank keeps it, as kubectl's does
+    w.line(0, f"Name:\t{meta.get('name') or ''}")
+    w.line(0, f"Namespace:\t{meta.get('namespace') or ''}")
+    _labels(w, "Labels", _map(meta.get("labels")))
+    _annotations(w, _map(meta.get("annotations")))
+    _content(w, 0, obj, "")
+    for title, value in extra:
+        w.line(0, f"{title}:\t{value}")
+    w.line(0, f"Events:\t{NONE}")  # the scheduler writes no events on these objects
+    return w.text()
+
+
+def describe_pod_group(group: PodGroupSummary) -> str:
+    """``describe podgroup``: kubectl's text for the PodGroup (:func:`describe_object`; kube-scheduler
+    writes no events on PodGroups), and Outrigger's ``Pods:`` line, the pods that name the group."""
+    return describe_object(group.manifest, [("Pods", ", ".join(group.pods) or NONE)])
+

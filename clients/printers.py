@@ -20,6 +20,7 @@ __all__ = [
     "NODE_COLUMNS",
     "NODE_WIDE_COLUMNS",
     "POD_COLUMNS",
+    "POD_GROUP_COLUMNS",
     "POD_WIDE_COLUMNS",
     "TabWriter",
     "age",
@@ -28,6 +29,7 @@ __all__ = [
     "node_status",
     "object_name",
     "parse_time",
+    "pod_group_row",
     "pod_row",
     "pod_status",
     "rows_text",
@@ -38,6 +40,8 @@ POD_COLUMNS = ("NAME", "READY", "STATUS", "RESTARTS", "AGE")
 POD_WIDE_COLUMNS = (*POD_COLUMNS, "IP", "NODE", "NOMINATED NODE", "READINESS GATES")
 NODE_COLUMNS = ("NAME", "STATUS", "ROLES", "AGE", "VERSION")
 NODE_WIDE_COLUMNS = (*NODE_COLUMNS, "INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME")
+#: ``kubectl get podgroups``: the API server's table of PodGroups (1.37).
+POD_GROUP_COLUMNS = ("NAME", "POLICY", "WORKLOAD", "STATUS", "AGE")
 NONE = "<none>"
 
 
@@ -48,12 +52,14 @@ class TabWriter:
     column widths from one :meth:`format` to the next, as kubectl's printer does while watching.
 
     ``kubectl get``: ``TabWriter(minwidth=6, padding=3)``; ``kubectl describe``: ``TabWriter(padding=2)``.
+    ``trim`` drops the blanks a line ends with (Go's writer keeps them, as in a message ending in a space).
     """
 
-    def __init__(self, minwidth: int = 0, padding: int = 2, *, remember: bool = False) -> None:
+    def __init__(self, minwidth: int = 0, padding: int = 2, *, remember: bool = False, trim: bool = True) -> None:
         self.minwidth = minwidth
         self.padding = padding
         self.remember = remember
+        self.trim = trim
         self._seen: dict[int, int] = {}
 
     def format(self, text: str) -> str:
@@ -71,7 +77,7 @@ class TabWriter:
             if column >= len(rows[this]) - 1:
                 this += 1
                 continue
-            self._write(rows, widths, line0, this, out)
+            self._write(rows, widths, line0, this, out, self.trim)
             line0 = this
             width = self.minwidth
             while this < line1 and column < len(rows[this]) - 1:  # the column's block
@@ -83,12 +89,13 @@ class TabWriter:
             self._format(rows, widths, line0, this, out)
             widths.pop()
             line0 = this
-        self._write(rows, widths, line0, line1, out)
+        self._write(rows, widths, line0, line1, out, self.trim)
 
     @staticmethod
-    def _write(rows: list[list[str]], widths: list[int], line0: int, line1: int, out: list[str]) -> None:
+    def _write(rows: list[list[str]], widths: list[int], line0: int, line1: int, out: list[str], trim: bool) -> None:
         for row in rows[line0:line1]:
-            out.append("".join(c.ljust(widths[j]) if j < len(widths) else c for j, c in enumerate(row)).rstrip())
+            line = "".join(c.ljust(widths[j]) if j < len(widths) else c for j, c in enumerate(row))
+            out.append(line.rstrip() if trim else line)
 
 
 def rows_text(rows: Sequence[Sequence[str]]) -> str:
@@ -231,5 +238,28 @@ def node_row(node: NodeSummary, now: float, *, wide: bool = False) -> list[str]:
 
 
 def object_name(kind: str, name: str) -> str:
-    """``-o name``: ``pod/web``, ``node/n1``, ``reservation/r1``."""
-    return f"{kind.lower()}/{name}"
+    """``-o name``: ``pod/web``, ``node/n1``, ``reservation/r1``, ``podgroup.scheduling.k8s.io/train``."""
+    return f"{kind.lower()}{'.scheduling.k8s.io' if kind == 'PodGroup' else ''}/{name}"
+
+
+# ---- pod groups ------------------------------------------------------------------------------------
+
+
+def pod_group_row(obj: Mapping[str, Any], now: float, *, namespace: bool = False) -> list[str]:
+    """A PodGroup's row of ``kubectl get podgroups`` (:data:`POD_GROUP_COLUMNS`) from its API JSON:
+    the policy (``Gang`` or ``Basic``), the Workload it was made from, and the status the API server's
+    printer derives from its conditions: ``Pending`` without ``PodGroupInitiallyScheduled``, then
+    ``Scheduled`` or ``Unschedulable``; a ``DisruptionTarget`` condition's reason over either."""
+    policy = "Gang" if _field(obj, "spec", "schedulingPolicy", "gang") is not None else "Basic"
+    conditions = _field(obj, "status", "conditions")
+    by_type = {c.get("type"): c for c in conditions if isinstance(c, dict)} if isinstance(conditions, list) else {}
+    status = "Pending"
+    if "PodGroupInitiallyScheduled" in by_type:
+        status = "Scheduled" if by_type["PodGroupInitiallyScheduled"].get("status") == "True" else "Unschedulable"
+    if "DisruptionTarget" in by_type:
+        status = str(by_type["DisruptionTarget"].get("reason") or "")
+    # v1beta1's spec.workloadRef, or v1alpha2's spec.podGroupTemplateRef.workload (a 1.36 API server).
+    workload = _field(obj, "spec", "workloadRef", "workloadName") or _field(
+        obj, "spec", "podGroupTemplateRef", "workload", "workloadName")
+    row = [str(_meta(obj).get("name") or ""), policy, str(workload or NONE), status, age(obj, now)]
+    return [str(_meta(obj).get("namespace") or ""), *row] if namespace else row

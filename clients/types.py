@@ -209,7 +209,8 @@ class PodGroupSummary:
     @classmethod
     def from_proto(cls, msg: Any) -> PodGroupSummary:
         obj = _object(msg.object_json)
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         return cls(namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""),
                    manifest=obj, pods=tuple(msg.pods))
 

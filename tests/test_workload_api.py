@@ -182,18 +182,24 @@ def test_apply_and_print_on_the_embedded_store() -> None:
         workload = sched.cache.podgroups.workload("default", "job")
         assert isinstance(workload, Workload) and [t.min_count for t in workload.pod_group_templates] == [2]
         pg = sched.cache.podgroups.get("default", "job-workers")
-        assert pg is not None and pg.generation == 1
-        assert pod_group_rows([pg], now=pg.creation_timestamp + 75) == [["NAME", "AGE"], ["job-workers", "75s"]]
+        # As a 1.37 API server keeps a PodGroup: no metadata.generation.
+        assert pg is not None and pg.generation == 0 and "generation" not in pg.raw["metadata"]
+        assert pod_group_rows([pg], now=pg.creation_timestamp + 75) == [
+            ["NAME", "POLICY", "WORKLOAD", "STATUS", "AGE"], ["job-workers", "Gang", "job", "Pending", "75s"]]
         assert pod_group_rows([pg], all_namespaces=True, now=pg.creation_timestamp + 3 * 3600) == [
-            ["NAMESPACE", "NAME", "AGE"], ["default", "job-workers", "3h"]]
+            ["NAMESPACE", "NAME", "POLICY", "WORKLOAD", "STATUS", "AGE"],
+            ["default", "job-workers", "Gang", "job", "Pending", "3h"]]
         text = describe_pod_group(pg, lambda: [p.name for p in sched.cache.podgroups.members("default", pg.name)])
+        meta = pg.raw["metadata"]
         assert text == (
             "Name:         job-workers\nNamespace:    default\nLabels:       app=job\nAnnotations:  <none>\n"
-            "API Version:  scheduling.k8s.io/v1beta1\nKind:         PodGroup\nSpec:\n"
-            "  Scheduling Policy:\n    Gang:\n      Min Count:  2\n"
+            "API Version:  scheduling.k8s.io/v1beta1\nKind:         PodGroup\nMetadata:\n"
+            f"  Creation Timestamp:  {meta['creationTimestamp']}\n  Resource Version:    {meta['resourceVersion']}\n"
+            f"  UID:                 {pg.uid}\nSpec:\n"
             "  Scheduling Constraints:\n    Topology:\n      Key:  zone\n"
+            "  Scheduling Policy:\n    Gang:\n      Min Count:  2\n"
             "  Workload Ref:\n    Template Name:  workers\n    Workload Name:  job\n"
-            "Pods:         w0\nEvents:       <none>\n")
+            "Pods:               w0\nEvents:             <none>\n")
         assert sched.delete_pod_group("PodGroup", "default", "job-workers") is pg
         assert sched.cache.podgroups.get("default", "job-workers") is None
 

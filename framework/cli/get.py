@@ -1,5 +1,7 @@
 """``outrigger get`` and ``outrigger describe``: what the framework holds, shown as kubectl shows it
-(its short names, columns, ``-o wide|name|json|yaml``, ``-l`` selectors and ``get -w``)."""
+(its short names, columns, ``-o wide|name|json|yaml``, ``-l`` selectors and ``get -w``): pods, nodes,
+PodGroups (``scheduling.k8s.io``, as a 1.37 API server prints them), Reservations and pods waiting in
+Permit."""
 
 from __future__ import annotations
 
@@ -18,9 +20,11 @@ from clients.printers import (
     NODE_COLUMNS,
     NODE_WIDE_COLUMNS,
     POD_COLUMNS,
+    POD_GROUP_COLUMNS,
     POD_WIDE_COLUMNS,
     node_row,
     object_name,
+    pod_group_row,
     pod_row,
     rows_text,
     table_writer,
@@ -38,7 +42,11 @@ __all__ = ["GET_OUTPUTS", "RESOURCE_TYPES", "clock", "cmd_describe", "cmd_get", 
 
 #: What ``get`` and ``describe`` accept as TYPE (kubectl's names and short names) -> the kind.
 RESOURCE_TYPES = {"pods": "Pod", "pod": "Pod", "po": "Pod", "nodes": "Node", "node": "Node", "no": "Node",
+                  "podgroups": "PodGroup", "podgroup": "PodGroup", "podgroups.scheduling.k8s.io": "PodGroup",
+                  "podgroup.scheduling.k8s.io": "PodGroup",
                   "reservations": "Reservation", "reservation": "Reservation", "waiting": "Waiting"}
+#: The kinds that live in a namespace.
+NAMESPACED = ("Pod", "PodGroup")
 GET_OUTPUTS = ("table", "wide", "name", "json", "yaml")
 #: The clock ages are computed against (tests set it).
 clock: Callable[[], float] = time.time
@@ -72,7 +80,7 @@ def _request_timeout(text: str) -> float | None:
 def _targets(args: argparse.Namespace, verb: str) -> list[tuple[str, str]]:
     """``TYPE [NAME...]`` or ``TYPE/NAME...`` -> (kind, name) pairs (name "" for every object)."""
     targets = _parse_targets(args.resources, verb)
-    if args.all_namespaces and any(kind == "Pod" and name for kind, name in targets):
+    if args.all_namespaces and any(kind in NAMESPACED and name for kind, name in targets):
         raise UserError("a resource cannot be retrieved by name across all namespaces (drop -A, or give -n NS)")
     return targets
 
@@ -81,8 +89,8 @@ def _parse_targets(words: Sequence[str], verb: str) -> list[tuple[str, str]]:
 
     def kind(word: str) -> str:
         found = RESOURCE_TYPES.get(word.lower())
-        if found is None or (verb == "describe" and found not in ("Pod", "Node")):
-            allowed = "pods (po), nodes (no)" + ("" if verb == "describe" else ", reservations, waiting")
+        if found is None or (verb == "describe" and found not in ("Pod", "Node", "PodGroup")):
+            allowed = "pods (po), nodes (no), podgroups" + ("" if verb == "describe" else ", reservations, waiting")
             raise UserError(f"unknown resource type {word!r} (one of: {allowed})")
         return found
 
@@ -104,7 +112,7 @@ def _parse_targets(words: Sequence[str], verb: str) -> list[tuple[str, str]]:
 
 
 def _get_args(p: argparse.ArgumentParser) -> None:
-    _resource_args(p, "pods (po), nodes (no), reservations, or waiting (pods held in Permit)")
+    _resource_args(p, "pods (po), nodes (no), podgroups, reservations, or waiting (pods held in Permit)")
     p.add_argument("--phase", default="", help="pods: only this phase (Pending, Unschedulable, Waiting, Bound...)")
     p.add_argument("--profile", default="", help="waiting: only pods of this profile")
     p.add_argument("-o", "--output", choices=GET_OUTPUTS, default="table",
@@ -116,7 +124,7 @@ def _get_args(p: argparse.ArgumentParser) -> None:
     add_server(p)
 
 
-@command("get", "show pods, nodes, reservations or pods waiting in Permit (as kubectl get)", _get_args,
+@command("get", "show pods, nodes, PodGroups, reservations or pods waiting in Permit (as kubectl get)", _get_args,
          examples="""\
   outrigger get pods                                 # namespace default; -A for all namespaces
   outrigger get po -A -o wide                        # IP, NODE, NOMINATED NODE columns
@@ -125,6 +133,7 @@ def _get_args(p: argparse.ArgumentParser) -> None:
   outrigger get pods/web nodes/n1
   outrigger get pods -w --request-timeout 60s        # each change, for a minute
   outrigger get nodes -l 'zone in (a,b)'
+  outrigger get podgroups -A                         # POLICY, WORKLOAD, STATUS as a 1.37 API server prints them
   outrigger get pods -n shop --phase Unschedulable
   outrigger get reservations -o json
   outrigger get waiting --profile gang-scheduler""")
@@ -132,8 +141,8 @@ def cmd_get(args: argparse.Namespace) -> int:
     targets = _targets(args, "get")
     timeout = _request_timeout(args.request_timeout)
     kinds = list(dict.fromkeys(k for k, _ in targets))
-    if args.selector and not set(kinds) <= {"Pod", "Node"}:
-        raise UserError("-l/--selector selects pods and nodes only")
+    if args.selector and not set(kinds) <= {"Pod", "Node", "PodGroup"}:
+        raise UserError("-l/--selector selects pods, nodes and podgroups only")
     if args.watch:
         if len(kinds) != 1 or kinds[0] not in ("Pod", "Node"):
             raise UserError("get --watch watches one type: pods or nodes")
@@ -186,6 +195,8 @@ def _fetch(c: SchedulerClient, kind: str, names: list[str], namespace: str, args
                 missing.append(f"node {name!r} not found")
             nodes += node
         return nodes
+    if kind == "PodGroup":
+        return _pod_groups(c, names, namespace, args.selector, missing)
     if kind == "Reservation":
         reservations = c.list_reservations()
         for name in names:
@@ -195,6 +206,26 @@ def _fetch(c: SchedulerClient, kind: str, names: list[str], namespace: str, args
     if names:
         raise UserError("get waiting lists every waiting pod; it takes no NAME (see --profile)")
     return c.list_waiting_pods(profile=args.profile)
+
+
+def _pod_groups(c: SchedulerClient, names: list[str], namespace: str, selector: str,
+                missing: list[str]) -> list[Any]:
+    from clients.selector import SelectorError, parse_selector
+
+    if not names:
+        try:
+            chosen = parse_selector(selector)
+        except SelectorError as exc:
+            raise UserError(str(exc)) from None
+        return [g for g in c.list_pod_groups(namespace=namespace)
+                if chosen.matches((g.manifest.get("metadata") or {}).get("labels") or {})]
+    groups = []
+    for name in names:
+        found = c.list_pod_groups(namespace=namespace or "default", name=name)
+        if not found:
+            missing.append(f'podgroups.scheduling.k8s.io "{name}" not found')
+        groups += found
+    return groups
 
 
 def _manifest(obj: Any) -> Any:
@@ -230,7 +261,7 @@ def _print_objects(found: list[tuple[str, list[Any]]], output: str, single: bool
     if tables:
         print("\n".join(tables), end="")
     elif listed:
-        where = f" in {listed} namespace" if found[0][0] == "Pod" and listed != "*" else ""
+        where = f" in {listed} namespace" if found[0][0] in NAMESPACED and listed != "*" else ""
         print(f"No resources found{where}.", file=sys.stderr)
 
 
@@ -247,6 +278,9 @@ def _table(kind: str, objs: list[Any], wide: bool, all_namespaces: bool) -> str:
     elif kind == "Node":
         head = NODE_WIDE_COLUMNS if wide else NODE_COLUMNS
         rows = [node_row(n, now, wide=wide) for n in objs]
+    elif kind == "PodGroup":
+        head = ("NAMESPACE", *POD_GROUP_COLUMNS) if all_namespaces else POD_GROUP_COLUMNS
+        rows = [pod_group_row(g.manifest, now, namespace=all_namespaces) for g in objs]
     elif kind == "Reservation":
         return reservations_table(objs) + "\n"
     else:
@@ -329,18 +363,20 @@ def waiting_table(waiting: Sequence[Any]) -> str:
 
 
 def _describe_args(p: argparse.ArgumentParser) -> None:
-    _resource_args(p, "pods (po) or nodes (no)")
+    _resource_args(p, "pods (po), nodes (no) or podgroups")
     add_server(p)
 
 
-@command("describe", "a pod or node in detail, with its scheduling events (as kubectl describe)", _describe_args,
+@command("describe", "a pod, node or PodGroup in detail, with its scheduling events (as kubectl describe)",
+         _describe_args,
          examples="""\
   outrigger describe pod web                         # conditions and events: why it is (not) scheduled
   outrigger describe pods/web -n shop
   outrigger describe node n1                         # its pods and their share of its resources
-  outrigger describe pods -l app=web""")
+  outrigger describe pods -l app=web
+  outrigger describe podgroup train-workers          # its spec and conditions, and the pods that name it""")
 def cmd_describe(args: argparse.Namespace) -> int:
-    from clients.describe import describe_node, describe_pod
+    from clients.describe import describe_node, describe_pod, describe_pod_group
 
     targets = _targets(args, "describe")
     namespace = "" if args.all_namespaces else args.namespace
@@ -356,6 +392,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 if kind == "Pod":
                     events = c.list_events("Pod", obj.ref.name, obj.ref.namespace, uid=obj.ref.uid)
                     texts.append(describe_pod(obj, events, clock()))
+                elif kind == "PodGroup":
+                    texts.append(describe_pod_group(obj))
                 else:
                     pods = c.list_pods(node_name=obj.name, objects=True)
                     texts.append(describe_node(obj, pods, [], clock()))
@@ -363,6 +401,6 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if missing:
         raise UserError("; ".join(missing))
     if not texts:
-        in_namespace = bool(namespace) and any(k == "Pod" for k, _ in targets)
+        in_namespace = bool(namespace) and any(k in NAMESPACED for k, _ in targets)
         print("No resources found" + (f" in {namespace} namespace." if in_namespace else "."), file=sys.stderr)
     return 0

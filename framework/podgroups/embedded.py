@@ -3,11 +3,14 @@ from manifests as the API server would, and printing them as ``kubectl get`` and
 do on a 1.37 API server.
 
 - :func:`apply_object` adds or replaces one object, keeping its uid and (for a PodGroup applied again
-  without a status) its status, as the status is its own subresource; ``metadata.generation`` starts at
-  1 and moves with each change of the spec; every change gets a new resourceVersion.
-- :func:`pod_group_rows` / :func:`workload_rows`: ``kubectl get podgroups`` / ``workloads`` columns
-  (``NAME``, ``AGE``: the API server's table for these types has no other column).
+  without a status) its status, as the status is its own subresource; every change gets a new
+  resourceVersion. Like a 1.37 API server, the store gives these objects no ``metadata.generation`` (so
+  a condition's ``observedGeneration`` is 0, left out); one the manifest gives is kept.
+- :func:`pod_group_rows` / :func:`workload_rows`: ``kubectl get podgroups`` (``NAME``, ``POLICY``,
+  ``WORKLOAD``, ``STATUS``, ``AGE``) / ``workloads`` (``NAME``, ``AGE``), the API server's tables.
 - :func:`describe_pod_group`: ``kubectl describe podgroup``'s text.
+
+The printing is the CLI's (:mod:`clients.printers`, :mod:`clients.describe`), from each object as API JSON.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from clients.describe import describe_object
+from clients.printers import POD_GROUP_COLUMNS, human_duration, pod_group_row
 from pluginhost.workload import PodGroup, Workload
 
-from .store import PodGroupStore
+from .store import PodGroupStore, pod_group_manifest
 
 __all__ = ["apply_object", "describe_pod_group", "pod_group_rows", "workload_rows"]
 
@@ -38,10 +43,6 @@ def apply_object(store: PodGroupStore, obj: PodGroup | Workload, dry_run: bool =
             "status" not in raw or old.raw.get("status") == raw.get("status")) and _same_meta(old.raw, raw):
         return "unchanged"
     meta["uid"] = old.uid if old is not None else obj.uid
-    generation = old.generation if old is not None else 0
-    if old is None or old.raw.get("spec") != raw.get("spec"):
-        generation += 1
-    meta["generation"] = generation
     meta.setdefault("creationTimestamp", _rfc3339(old.creation_timestamp if old is not None and
                                                   old.creation_timestamp else time.time()))
     if isinstance(old, PodGroup) and "status" not in raw and old.raw.get("status"):
@@ -63,87 +64,30 @@ def _rfc3339(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(ts)))
 
 
-def _age(created: float, now: float) -> str:
-    """kubectl's ``HumanDuration`` of an object's age."""
-    seconds = max(0, int(now - created))
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if days < 8:
-        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    return f"{days}d" if days < 730 else f"{days // 365}y"
-
-
-def _rows(objects: Sequence[PodGroup | Workload], all_namespaces: bool, now: float | None) -> list[list[str]]:
-    now = time.time() if now is None else now
-    head = ["NAMESPACE", "NAME", "AGE"] if all_namespaces else ["NAME", "AGE"]
-    rows = [head]
-    for obj in sorted(objects, key=lambda o: (o.namespace, o.name)):
-        row = [obj.name, _age(obj.creation_timestamp, now)]
-        rows.append([obj.namespace, *row] if all_namespaces else row)
-    return rows
-
-
 def pod_group_rows(groups: Sequence[PodGroup], all_namespaces: bool = False,
                    now: float | None = None) -> list[list[str]]:
-    """``kubectl get podgroups``: the header, then a row per group by namespace and name."""
-    return _rows(groups, all_namespaces, now)
+    """``kubectl get podgroups``: the header, then a row per group by namespace and name
+    (:func:`clients.printers.pod_group_row`, the columns ``outrigger get podgroups`` prints)."""
+    now = time.time() if now is None else now
+    head = ["NAMESPACE", *POD_GROUP_COLUMNS] if all_namespaces else list(POD_GROUP_COLUMNS)
+    return [head, *(pod_group_row(pod_group_manifest(g), now, namespace=all_namespaces)
+                    for g in sorted(groups, key=lambda g: (g.namespace, g.name)))]
 
 
 def workload_rows(workloads: Sequence[Workload], all_namespaces: bool = False,
                   now: float | None = None) -> list[list[str]]:
-    """``kubectl get workloads``: as :func:`pod_group_rows`."""
-    return _rows(workloads, all_namespaces, now)
-
-
-def _policy(pg: PodGroup) -> list[str]:
-    if pg.is_gang:
-        return ["  Scheduling Policy:", "    Gang:", f"      Min Count:  {pg.min_count}"]
-    return ["  Scheduling Policy:", "    Basic:"]
+    """``kubectl get workloads``: ``NAME``, ``AGE`` (the API server's table for Workloads has no other)."""
+    now = time.time() if now is None else now
+    rows = [["NAMESPACE", "NAME", "AGE"] if all_namespaces else ["NAME", "AGE"]]
+    for w in sorted(workloads, key=lambda w: (w.namespace, w.name)):
+        row = [w.name, human_duration(now - w.creation_timestamp)]
+        rows.append([w.namespace, *row] if all_namespaces else row)
+    return rows
 
 
 def describe_pod_group(pg: PodGroup, members: Callable[[], Sequence[str]] | None = None) -> str:
-    """``kubectl describe podgroup``: the object's fields, then its conditions, then ``Events: <none>``
-    (the scheduler writes no events on PodGroups). ``members`` (optional): the names of its pods, shown
-    as Outrigger's own ``Pods:`` line."""
-    lines = [f"Name:         {pg.name}", f"Namespace:    {pg.namespace}",
-             "Labels:       " + (_pairs(pg.labels) or "<none>"),
-             "Annotations:  " + (_pairs(pg.annotations) or "<none>"),
-             f"API Version:  {pg.api_version}", "Kind:         PodGroup", "Spec:"]
-    if pg.priority is not None:
-        lines.append(f"  Priority:             {pg.priority}")
-    if pg.priority_class_name:
-        lines.append(f"  Priority Class Name:  {pg.priority_class_name}")
-    lines += _policy(pg)
-    if pg.topology_keys:
-        lines += ["  Scheduling Constraints:", "    Topology:", *(f"      Key:  {k}" for k in pg.topology_keys)]
-    if pg.workload_ref is not None:
-        lines += ["  Workload Ref:", f"    Template Name:  {pg.workload_ref.template_name}",
-                  f"    Workload Name:  {pg.workload_ref.workload_name}"]
-    if pg.conditions:
-        lines += ["Status:", "  Conditions:"]
-        for c in pg.conditions:
-            lines += [f"    Last Transition Time:  {c.last_transition_time}", f"    Message:               {c.message}"]
-            if c.observed_generation:
-                lines.append(f"    Observed Generation:   {c.observed_generation}")
-            lines += [f"    Reason:                {c.reason}", f"    Status:                {c.status}",
-                      f"    Type:                  {c.type}"]
-    if members is not None:
-        names = list(members())
-        lines.append("Pods:         " + (", ".join(names) if names else "<none>"))
-    lines.append("Events:       <none>")
-    return "\n".join(lines) + "\n"
-
-
-def _pairs(values: dict[str, str]) -> str:
-    return "\n              ".join(f"{k}={v}" for k, v in sorted(values.items()))
+    """``kubectl describe podgroup``'s text (:func:`clients.describe.describe_object`: every field of the
+    object, then ``Events: <none>``: the scheduler writes no events on PodGroups). ``members``
+    (optional): the names of its pods, shown as Outrigger's own ``Pods:`` line."""
+    extra = [] if members is None else [("Pods", ", ".join(members()) or "<none>")]
+    return describe_object(pod_group_manifest(pg), extra)
