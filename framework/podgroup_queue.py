@@ -162,7 +162,9 @@ class GroupSchedulingQueue(SchedulingQueue):
         if group is not None and self._where.get(key) == IN_FLIGHT:
             return self._wait(key, uid, info, _PENDING)
         if group is None:
+            # The group takes its first pod's place in the queue (newQueuedPodGroupInfoFromRootLookup).
             group = self._groups[key] = _new_group(namespace, name, podgroup, info.profile)
+            group.timestamp, group.initial_attempt_timestamp = info.timestamp, info.initial_attempt_timestamp
         was = self._detach(key)
         group.podgroup = podgroup
         group.add_member(info)

@@ -518,3 +518,23 @@ def test_pods_that_arrive_before_their_podgroup_wait_for_it() -> None:
     s = scenario([], [node("n1", cpu="2"), gpod("p0", "1", "late"), gpod("p1", "1", "late")], during=during)
     assert seen["waiting"] == ("gated", 'waiting for pods\'s pod group "late" to appear in scheduling queue')
     assert condition(s, "late") == ("True", "Scheduled", "", 2)
+
+
+def test_a_group_takes_its_first_pods_place_among_single_pods() -> None:
+    async def main() -> list[str]:
+        now = [1.0]
+        q = GroupSchedulingQueue(lambda a, b: (a.pod.priority, -a.timestamp) > (b.pod.priority, -b.timestamp),
+                                 group_of=lambda p: (p.namespace, p.scheduling_group) if p.scheduling_group else None,
+                                 podgroup=lambda ns, name: gang(name, 1), clock=lambda: now[0])
+        for name, group in (("solo-1", None), ("m0", "g"), ("solo-2", None), ("m1", "g")):
+            await q.add(gpod(name, "1", group))
+            now[0] += 1
+        popped = []
+        for _ in range(3):
+            info = await q.pop()
+            assert info is not None
+            popped.append(info.pod.name)
+        return popped
+
+    # The group is queued at m0's time (2), after solo-1 (1) and before solo-2 (3).
+    assert asyncio.run(main()) == ["solo-1", "g", "solo-2"]
