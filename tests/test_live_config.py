@@ -229,6 +229,56 @@ def test_a_change_is_applied_or_refused_with_its_reason(tmp_path: Path, capsys: 
     run_live(tmp_path, weighted(5, 1), body)
 
 
+def configmap_volume(root: Path, name: str, text: str, version: int) -> None:
+    """What the kubelet does to a ConfigMap volume: the files in a new timestamped directory, then the
+    ``..data`` symlink swapped to it by rename; ``name`` itself is a symlink into ``..data``."""
+    target = root / f"..2026_11_28_{version}"
+    target.mkdir()
+    (target / name).write_text(text)
+    staged = root / "..data_tmp"
+    staged.symlink_to(target.name)
+    os.replace(staged, root / "..data")
+    if not (root / name).is_symlink():
+        (root / name).symlink_to(f"..data/{name}")
+
+
+def test_the_watcher_sees_a_configmap_volume_swap_and_an_edit_in_place(tmp_path: Path) -> None:
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    configmap_volume(volume, "sched.yaml", weighted(5, 1), 1)
+
+    async def main() -> None:
+        path = volume / "sched.yaml"
+        srv = await start_service(lambda registry: load_scheduler_config(path, registry), (), "127.0.0.1:0")
+        live = LiveConfig(srv, WatchedFiles(str(path), interval=0.05), srv.address)
+        live.start()
+
+        async def generation(n: int) -> None:
+            for _ in range(200):
+                if live.generation == n:
+                    return
+                await asyncio.sleep(0.02)
+            raise AssertionError(f"generation {live.generation}, not {n}: {live.last_refused}")
+
+        try:
+            configmap_volume(volume, "sched.yaml", weighted(1, 5), 2)
+            await generation(2)
+            assert srv.scheduler.config.profiles[0].score_weights == {"NodeAffinity": 1, "TaintToleration": 5}
+            with open(volume / "..data" / "sched.yaml", "a") as fh:  # in place, through the links
+                fh.write("  percentageOfNodesToScore: 40\n")
+            await generation(3)
+            assert srv.scheduler.config.profiles[0].percentage_of_nodes_to_score == 40
+            (volume / "..data" / "sched.yaml").touch()  # the same bytes: nothing to apply
+            await asyncio.sleep(0.3)
+            assert (live.generation, live.applied, live.refused, live.unchanged) == (3, 2, 0, 0)
+        finally:
+            await live.stop()
+            await srv.stop(0.5)
+            await live.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
 # ---- the queue follows --------------------------------------------------------------------------
 
 TWO_PROFILES = HEAD + """\
