@@ -44,10 +44,14 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
+from framework.cli import demodevices
 from framework.kube.client import ApiError, ApiUnreachable, KubeConfig
 
 __all__ = [
+    "DRA_CONTROLLERS",
+    "DRA_WORKLOADS",
     "NODE_CAPACITY",
+    "OBJECT_PATHS",
     "PAUSE_IMAGE",
     "WORKLOADS",
     "Api",
@@ -58,9 +62,11 @@ __all__ = [
     "Workload",
     "create_and_wait",
     "create_cluster",
+    "create_objects",
     "create_pods",
     "node_manifest",
     "node_name",
+    "object_path",
     "pause_container",
     "pod_manifest",
     "pod_name",
@@ -277,29 +283,43 @@ class Workload:
     #: ``labelNodePrepareStrategy``: (label key, values given round-robin), or None.
     node_label: tuple[str, tuple[str, ...]] | None = None
     namespaces: tuple[str, ...] = ("default",)
+    #: The other objects the workload creates after its nodes, from the workload (DRA's slices, device
+    #: classes, claims and templates); a ResourceClaim with a ``status`` gets it written after it is
+    #: created (an allocated claim, scheduler_perf's ``allocResourceClaims``).
+    objects: Callable[[Workload], list[dict[str, Any]]] | None = None
+    #: The kube-controller-manager controllers the workload needs (DRA's resourceclaim controller makes
+    #: the claims of pods' ResourceClaimTemplates).
+    controllers: tuple[str, ...] = ()
+    #: ResourceClaims created already allocated (``initClaims`` of scheduler_perf's DRA workloads).
+    init_claims: int = 0
+
+    def node_names(self) -> list[str]:
+        width = max(5, len(str(self.nodes - 1)))
+        return [f"{NODE_PREFIX}{i:0{width}d}" for i in range(self.nodes)]
 
     def node_manifests(self) -> list[dict[str, Any]]:
-        width = max(5, len(str(self.nodes - 1)))
         out = []
-        for i in range(self.nodes):
+        for i, name in enumerate(self.node_names()):
             labels = {}
             if self.node_label is not None:
                 key, values = self.node_label
                 labels[key] = values[i % len(values)]
-            out.append(node_manifest(f"{NODE_PREFIX}{i:0{width}d}", labels))
+            out.append(node_manifest(name, labels))
         return out
 
     def sized(self, *, nodes: int | None = None, init_pods: int | None = None,
-              measure_pods: int | None = None) -> Workload:
+              measure_pods: int | None = None, init_claims: int | None = None) -> Workload:
         """The same shape at other sizes (scaled to a machine, or small for a test)."""
         return dataclasses.replace(
             self, nodes=self.nodes if nodes is None else nodes,
+            init_claims=self.init_claims if init_claims is None else init_claims,
             init=dataclasses.replace(self.init, count=self.init.count if init_pods is None else init_pods),
             measure=dataclasses.replace(self.measure,
                                         count=self.measure.count if measure_pods is None else measure_pods))
 
     def describe(self) -> str:
-        return f"{self.nodes} nodes, {self.init.count} initial pods, {self.measure.count} measured pods"
+        claims = f", {self.init_claims} allocated claims" if self.init_claims else ""
+        return f"{self.nodes} nodes{claims}, {self.init.count} initial pods, {self.measure.count} measured pods"
 
 
 _SCHED = ("sched-0", "sched-1")
@@ -324,6 +344,77 @@ WORKLOADS: dict[str, Workload] = {
         PodSet(5000, "default", "init-pod-", default_pod), PodSet(5000, "default", "spreading-pod-", spreading_pod),
         node_label=(ZONE_LABEL, ("moon-1", "moon-2", "moon-3"))),
 }
+
+
+
+# ---- DRA: scheduler_perf's dra/performance-config.yaml, with the demos' fake driver ------------------
+
+#: What a workload whose pods claim devices from templates needs running besides the scheduler.
+DRA_CONTROLLERS = ("resourceclaim-controller",)
+DRA_TEMPLATE = "test-claim-template"
+
+
+def _dra_pod(name: str, ns: str, scheduler: str, claim_source: dict[str, str]) -> dict[str, Any]:
+    """``pod-with-claim-template.yaml`` / ``pod-with-claim-ref.yaml``: the pause container, no requests,
+    one claim ``resource``."""
+    meta = {"name": name, "namespace": ns}
+    head: dict[str, Any] = {"schedulerName": scheduler} if scheduler else {}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
+        **head,
+        "containers": [{"name": "pause", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": "resource"}]}}],
+        "resourceClaims": [{"name": "resource", **claim_source}]}}
+
+
+def claim_template_pod(name: str, ns: str, scheduler: str, namespaces: list[str]) -> dict[str, Any]:
+    """A pod whose one claim is made from :data:`DRA_TEMPLATE` (one device)."""
+    return _dra_pod(name, ns, scheduler, {"resourceClaimTemplateName": DRA_TEMPLATE})
+
+
+def shared_claim_pod(name: str, ns: str, scheduler: str, namespaces: list[str]) -> dict[str, Any]:
+    """Pod ``i`` (its name's last number) shares claim ``test-claim-<i // 5>`` with four others."""
+    return _dra_pod(name, ns, scheduler, {"resourceClaimName": f"test-claim-{int(name.rsplit('-', 1)[1]) // 5}"})
+
+
+def allocated_claim(name: str, ns: str, node: str, device: str) -> dict[str, Any]:
+    """A one-device claim allocated ``device`` of ``node``'s pool, as a driver's allocation reads."""
+    doc = demodevices.claim(name, ns, 1)
+    doc["status"] = {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": demodevices.DRIVER, "pool": node, "device": device}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    return doc
+
+
+def _template_objects(w: Workload) -> list[dict[str, Any]]:
+    """10 devices per node, the class, the template, and ``init_claims`` allocated round-robin over the
+    nodes (claim ``i``: node ``i % nodes``, device ``gpu-<i // nodes>``)."""
+    nodes = w.node_names()
+    return [demodevices.device_class(), *(demodevices.gpu_slice(n, 10) for n in nodes),
+            demodevices.claim_template(DRA_TEMPLATE, w.measure.namespace, 1),
+            *(allocated_claim(f"test-claim-{i}", w.init.namespace, nodes[i % len(nodes)], f"gpu-{i // len(nodes)}")
+              for i in range(w.init_claims))]
+
+
+def _shared_objects(w: Workload) -> list[dict[str, Any]]:
+    """2 devices per node, the class, and one unallocated claim per five pods of each pod set."""
+    return [demodevices.device_class(), *(demodevices.gpu_slice(n, 2) for n in w.node_names()),
+            *(demodevices.claim(f"test-claim-{i}", ps.namespace, 1)
+              for ps in (w.init, w.measure) for i in range((ps.count + 4) // 5))]
+
+
+_DRA_NS = ("init", "test")
+#: scheduler_perf's DRA workloads at their ``5000pods_500nodes`` sizes.
+DRA_WORKLOADS: dict[str, Workload] = {
+    "SchedulingWithResourceClaimTemplate": Workload(
+        "SchedulingWithResourceClaimTemplate", 500,
+        PodSet(0, "init", "init-dra-", claim_template_pod), PodSet(2500, "test", "test-dra-", claim_template_pod),
+        namespaces=_DRA_NS, objects=_template_objects, controllers=DRA_CONTROLLERS, init_claims=2500),
+    "SchedulingWithResourceClaim": Workload(
+        "SchedulingWithResourceClaim", 500,
+        PodSet(2500, "init", "test-dra-", shared_claim_pod), PodSet(2500, "test", "test-dra-", shared_claim_pod),
+        namespaces=_DRA_NS, objects=_shared_objects),
+}
+WORKLOADS.update(DRA_WORKLOADS)
 
 
 # ---- creating -------------------------------------------------------------------------------------
@@ -366,6 +457,43 @@ async def create_cluster(client: Api, workload: Workload, concurrency: int = CON
             await client.request("POST", "/api/v1/namespaces", verb="create", resource="namespaces",
                                  body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     await _post_all(client, lambda _: "/api/v1/nodes", "nodes", workload.node_manifests(), concurrency)
+    if workload.objects is not None:
+        await create_objects(client, workload.objects(workload), concurrency)
+
+
+#: The API paths of the objects a workload creates besides nodes and pods (``{ns}``: its namespace).
+OBJECT_PATHS = {
+    "Namespace": "/api/v1/namespaces",
+    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+    "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+    "ResourceClaim": "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims",
+    "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
+}
+
+
+def object_path(obj: dict[str, Any]) -> str:
+    """Where ``obj`` is created (its kind in :data:`OBJECT_PATHS`; KeyError naming it otherwise)."""
+    kind = obj.get("kind")
+    if kind not in OBJECT_PATHS:
+        raise KeyError(f"no API path for kind {kind!r} (known: {', '.join(OBJECT_PATHS)})")
+    return OBJECT_PATHS[kind].format(ns=(obj.get("metadata") or {}).get("namespace") or "default")
+
+
+async def create_objects(client: Api, objects: list[dict[str, Any]], concurrency: int = CONCURRENCY) -> None:
+    """Create ``objects`` (kinds of :data:`OBJECT_PATHS`); each ResourceClaim with a ``status`` gets it
+    written after it is created, as a driver's allocation would be."""
+    plain = [{k: v for k, v in o.items() if k != "status"} for o in objects]
+    await _post_all(client, object_path, "objects", plain, concurrency)
+    statuses = iter([o for o in objects if o.get("kind") == "ResourceClaim" and o.get("status")])
+
+    async def worker() -> None:
+        for obj in statuses:
+            path = f"{object_path(obj)}/{obj['metadata']['name']}"
+            current = await client.request("GET", path, verb="get", resource="resourceclaims")
+            current["status"] = obj["status"]
+            await client.request("PUT", f"{path}/status", verb="update", resource="resourceclaims", body=current)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
 
 
 async def create_pods(client: Api, manifests: list[dict[str, Any]], concurrency: int = CONCURRENCY) -> float:

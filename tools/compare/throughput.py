@@ -48,6 +48,8 @@ def run_throughput(workload: Workload, scheduler: str, round_: int, workdir: Pat
     out = ThroughputRun(workload.name, scheduler, round_, workload.measure.count)
     try:
         with fresh_cluster(workdir, bin_dir) as cluster:
+            if workload.controllers:  # e.g. the claims of pods' templates, made for both schedulers alike
+                cluster.start_controller_manager(workload.controllers)
             asyncio.run(_setup(cluster, workload))
             with SCHEDULERS[scheduler](cluster, workdir) as sched:
                 asyncio.run(_timed(cluster, sched, workload, timeout, out))
