@@ -185,8 +185,8 @@ def test_a_shadow_block_parses_with_its_defaults() -> None:
             "- {name: v2, address: '127.0.0.1:1', shadow: {plugins: [F], points: [Score], budget: 50ms}}\n"
             "- {name: v3, address: '127.0.0.1:2', shadow: {}}\n")
     [v2, v3] = parse_remote_plugins(text)
-    assert v2.shadow == ShadowConfig(("F",), ("Score",), 0.05, 1000, 20, 1)
-    assert v3.shadow == ShadowConfig((), ("Filter", "Score"), 0.1, 1000, 20, 1)
+    assert v2.shadow == ShadowConfig(("F",), ("Score",), 0.05, 100, 20, 1)
+    assert v3.shadow == ShadowConfig((), ("Filter", "Score"), 0.1, 100, 20, 1)
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:

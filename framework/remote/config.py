@@ -26,7 +26,7 @@ passed with ``--plugins FILE`` to ``outrigger serve``, ``explain`` and ``demo``:
         plugins: [Gang]                   #   which of its plugins (default: all)
         points: [Filter, Score]           #   what is compared with the live cycle (default: both)
         budget: 50ms                      #   per cycle; longer evaluations are abandoned, counted
-        queue: 1000                       #   cycles waiting for evaluation; more are dropped, counted
+        queue: 100                        #   cycles waiting for evaluation; more are dropped, counted
         examples: 20                      #   disagreements kept for the report
         weight: 1                         #   its Score's weight when no live plugin of its name scores
 
@@ -91,7 +91,7 @@ _SCHEMAS = decode.schemas(
 )
 SHADOW_POINTS = ("Filter", "Score")
 DEFAULT_SHADOW_BUDGET = 0.1
-DEFAULT_SHADOW_QUEUE = 1000
+DEFAULT_SHADOW_QUEUE = 100
 DEFAULT_SHADOW_EXAMPLES = 20
 
 

@@ -63,6 +63,7 @@ class RemotePlugins:
         self.manifest_failures = 0
         #: The shadow plugins (:meth:`start_shadows`).
         self.shadows = Shadows(self.endpoints)
+        self._tasks: set[asyncio.Task[None]] = set()
         for ep in self.endpoints:  # their hosts may call back as soon as they are handshaken
             self.services.grant(ep.transport.credential, ep)
             ep.on_manifest_change = self.manifest_changed
@@ -114,14 +115,30 @@ class RemotePlugins:
         self.registry = registry
 
     async def start_shadows(self, scheduler: Any) -> None:
-        """Start the shadow plugins on ``scheduler``'s cycles (after :meth:`attach`; none: nothing)."""
+        """Start the shadow plugins on ``scheduler``'s cycles (after :meth:`attach`; none: nothing).
+        Once: a second call does nothing."""
+        if self.shadows.scheduler is not None:
+            return
         self.shadows = Shadows(self.endpoints)  # the manifests are known now
+        self.shadows.scheduler = scheduler  # started (a concurrent call returns)
         await self.shadows.start(scheduler, self.publisher, self.services)
 
     def follow_manifests(self, scheduler: Any, config_for: Callable[[Registry], Any]) -> None:
-        """Rebuild ``scheduler``'s profiles, resolved with ``config_for(registry)``, when a host's
-        manifest changes (:meth:`rebuild_profiles`)."""
+        """This RemotePlugins serves ``scheduler`` (after :meth:`attach`): rebuild its profiles,
+        resolved with ``config_for(registry)``, when a host's manifest changes
+        (:meth:`rebuild_profiles`), and start the shadow plugins if they are not yet (a configuration
+        applied live brings its own)."""
         self.scheduler, self.config_for = scheduler, config_for
+        if self.shadows.scheduler is None and any(ep.config.shadow is not None for ep in self.endpoints):
+            task = asyncio.get_running_loop().create_task(self._start_shadows_later(scheduler))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _start_shadows_later(self, scheduler: Any) -> None:
+        try:
+            await self.start_shadows(scheduler)
+        except Exception as exc:  # its endpoints are up (handshaken): a Configure it refused
+            log.error("the shadow plugins did not start: %s", exc)
 
     async def manifest_changed(self, ep: Endpoint, old: dict[str, Any]) -> None:
         """``ep``'s replicas agree on a new manifest: its plugins are registered with their new points
@@ -240,6 +257,7 @@ class RemotePlugins:
         """Close the endpoints of a configuration no longer serving (its cycles are over): informational
         calls finish, channels close and its hosts' credentials are revoked; the services, their
         publisher and the hosts' controllers stay, for the configuration that replaced it."""
+        await self.shadows.close()
         with contextlib.suppress(Exception):
             await self.drain(2.0)
         for ep in self.endpoints:

@@ -268,9 +268,9 @@ class Shadows:
     async def start(self, scheduler: Any, publisher: Any, services: Any) -> None:
         """Build and configure each shadow plugin's adapters (one per profile, with the args the
         profile gives a plugin of its name), observe the scheduler's cycles and start evaluating."""
+        self.scheduler = scheduler
         if not self.plugins:
             return
-        self.scheduler = scheduler
         for sp in self.plugins:
             cls = adapter_class(sp.endpoint.manifests[sp.name])
             sp.current = scheduler.cache.snapshot
