@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from kube_cluster import built_bin_dir
 
+from tools.compare.dra import DRA_PODS, DraPod, DraReport, Outcome, run_dra
 from tools.compare.kubescores import parse_kube_scores
 from tools.compare.placement_workloads import placement_workloads
 from tools.compare.placements import (
@@ -28,10 +29,10 @@ from tools.compare.placements import (
 )
 from tools.compare.reasons import PodReason, ReasonsReport, run_reasons
 from tools.compare.report import CompareResults, throughput_summary, to_json, to_markdown
-from tools.compare.run import main
+from tools.compare.run import QUICK_DRA, main
 from tools.compare.schedulers import KUBE, OUTRIGGER
 from tools.compare.throughput import ThroughputRun, run_throughput
-from tools.workloads import WORKLOADS
+from tools.workloads import WORKLOADS, allocated_claim
 
 SCORE_PLUGINS = {"TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
                  "DynamicResources", "NodeResourcesBalancedAllocation", "ImageLocality",
@@ -94,6 +95,105 @@ def test_a_throughput_run_binds_every_measured_pod(bin_dir: Path, tmp_path: Path
     assert run.seconds > 0 and run.pods_per_second == pytest.approx(15 / run.seconds)
     # CPU per pod is not asserted: /proc counts in 10 ms ticks, more than 15 pods may take.
     assert run.create_seconds > 0
+
+
+ALL_CLAIMED = ("0/4 nodes are available: 4 cannot allocate all claims. preemption: 0/4 nodes are available: 4 "
+               "Preemption is not helpful for scheduling.")
+
+
+@pytest.mark.kube
+def test_pods_claiming_devices_get_the_same_nodes_devices_and_messages_from_both(bin_dir: Path,
+                                                                                  tmp_path: Path) -> None:
+    report = run_dra(tmp_path, bin_dir)
+    assert report.error == ""
+    assert [(p.pod, p.agrees) for p in report.pods] == [(s.name, True) for s in DRA_PODS]
+    # Where the devices decide, both chose the same node and the same devices (the allocator takes a
+    # slice's free devices in order; a prioritized list's first subrequest that fits).
+    fixed = {p.pod: (p.outrigger.node, p.outrigger.devices) for p in report.pods if p.fixed}
+    assert fixed == {
+        "shared-0": ("dra-c", ["dra-c/gpu-0 for gpu"]), "shared-1": ("dra-c", ["dra-c/gpu-0 for gpu"]),
+        "shared-2": ("dra-c", ["dra-c/gpu-0 for gpu"]), "h100-pair": ("dra-c", ["dra-c/gpu-1 for gpu",
+                                                                                  "dra-c/gpu-2 for gpu"]),
+        "h100-index-3": ("dra-c", ["dra-c/gpu-3 for gpu"]), "first-available": ("dra-c", ["dra-c/gpu-4 for gpu/h100"])}
+    # The a100 pods tie between dra-a and dra-b: each bound on one of them, with one device of its node.
+    for p in report.pods[:4]:
+        for o in (p.kube, p.outrigger):
+            assert o.node in ("dra-a", "dra-b") and len(o.devices) == 1 and o.devices[0].startswith(o.node + "/")
+    want = {"dra-a": ["dra-a/gpu-0", "dra-a/gpu-1"], "dra-b": ["dra-b/gpu-0", "dra-b/gpu-1"],
+            "dra-c": [f"dra-c/gpu-{i}" for i in range(5)]}
+    assert report.kube_devices == want and report.outrigger_devices == want
+    # Pods that cannot get devices: kube-scheduler's words, as event and condition, on both.
+    missing = ("0/4 nodes are available: request gpu: device class no-such-class does not exist. preemption: 0/4 "
+               "nodes are available: 4 Preemption is not helpful for scheduling.")
+    unbound = {p.pod: (p.kube.event, p.kube.condition) for p in report.pods if not p.kube.node}
+    assert unbound == {"a100-full": (ALL_CLAIMED, ALL_CLAIMED), "a100-three": (ALL_CLAIMED, ALL_CLAIMED),
+                       "no-such-class": (missing, missing),
+                       "first-available-full": (ALL_CLAIMED, ALL_CLAIMED)}
+    assert set(unbound) == {s.name for s in DRA_PODS if not s.fits}
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("workload", [w.name for w in QUICK_DRA])
+def test_a_dra_throughput_run_of_both_binds_every_measured_pod(bin_dir: Path, tmp_path: Path, workload: str) -> None:
+    (sized,) = [w for w in QUICK_DRA if w.name == workload]
+    runs = [run_throughput(sized, s, 1, tmp_path / s, bin_dir, timeout=300) for s in (KUBE, OUTRIGGER)]
+    assert [(r.error, r.scheduler, r.pods) for r in runs] == [("", KUBE, sized.measure.count),
+                                                              ("", OUTRIGGER, sized.measure.count)]
+    assert all(r.seconds > 0 for r in runs)
+
+
+# ---- the DRA workloads' objects ------------------------------------------------------------------------
+
+
+def test_the_claim_template_workload_allocates_its_initial_claims_round_robin_over_the_nodes() -> None:
+    w = WORKLOADS["SchedulingWithResourceClaimTemplate"].sized(nodes=2, init_claims=3, measure_pods=4)
+    objects = w.objects(w) if w.objects else []
+    assert [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in objects] == [
+        ("DeviceClass", "gpu.example.com", None), ("ResourceSlice", "scheduler-perf-00000-gpus", None),
+        ("ResourceSlice", "scheduler-perf-00001-gpus", None), ("ResourceClaimTemplate", "test-claim-template", "test"),
+        ("ResourceClaim", "test-claim-0", "init"), ("ResourceClaim", "test-claim-1", "init"),
+        ("ResourceClaim", "test-claim-2", "init")]
+    assert [len(o["spec"]["devices"]) for o in objects[1:3]] == [10, 10]
+    assert objects[-1]["status"] == allocated_claim("x", "init", "scheduler-perf-00000", "gpu-1")["status"]
+    assert objects[-1]["status"]["allocation"]["devices"]["results"] == [
+        {"request": "gpu", "driver": "gpu.example.com", "pool": "scheduler-perf-00000", "device": "gpu-1"}]
+    assert w.controllers == ("resourceclaim-controller",)
+    assert w.describe() == "2 nodes, 3 allocated claims, 0 initial pods, 4 measured pods"
+    pod = w.measure.manifests("default-scheduler")[0]
+    assert (pod["metadata"]["name"], pod["spec"]["resourceClaims"]) == (
+        "test-dra-0", [{"name": "resource", "resourceClaimTemplateName": "test-claim-template"}])
+
+
+def test_the_shared_claim_workload_gives_five_pods_each_claim() -> None:
+    w = WORKLOADS["SchedulingWithResourceClaim"].sized(nodes=3, init_pods=6, measure_pods=10)
+    objects = w.objects(w) if w.objects else []
+    claims = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "ResourceClaim"]
+    assert claims == [("init", "test-claim-0"), ("init", "test-claim-1"), ("test", "test-claim-0"),
+                      ("test", "test-claim-1")]
+    assert [len(o["spec"]["devices"]) for o in objects if o["kind"] == "ResourceSlice"] == [2, 2, 2]
+    assert not any("status" in o for o in objects)
+    names = [p["spec"]["resourceClaims"][0]["resourceClaimName"] for p in w.measure.manifests("")]
+    assert names == ["test-claim-0"] * 5 + ["test-claim-1"] * 5
+
+
+def test_the_report_shows_each_devices_outcome_and_the_dra_targets() -> None:
+    bound = Outcome("dra-c", ["dra-c/gpu-0 for gpu"])
+    dra = DraReport([DraPod("shared-0", True, bound, bound),
+                     DraPod("a100-0", False, Outcome("dra-a", ["dra-a/gpu-0 for gpu"]),
+                            Outcome("dra-b", ["dra-b/gpu-0 for gpu"])),
+                     DraPod("full", False, Outcome(event="no", condition="no"), Outcome(event="yes", condition="no"))],
+                    {"dra-c": ["dra-c/gpu-0"]}, {"dra-c": ["dra-c/gpu-0"]})
+    runs = [run_of("SchedulingWithResourceClaimTemplate", KUBE, 1, 70),
+            run_of("SchedulingWithResourceClaimTemplate", OUTRIGGER, 1, 60)]
+    doc = json.loads(json.dumps(to_json(CompareResults(runs, dra=dra), "abc")))
+    assert (doc["dra"]["agree"], doc["dra"]["pods"], doc["dra"]["all_agree"]) == (2, 3, False)
+    text = to_markdown(doc)
+    assert "Devices (DRA, pods created one at a time): 2/3 pods agree; devices allocated per node equal." in text
+    assert "| shared-0 | yes | yes | dra-c: dra-c/gpu-0 for gpu |  |" in text
+    assert "| a100-0 | no | yes | dra-a: dra-a/gpu-0 for gpu | dra-b: dra-b/gpu-0 for gpu |" in text
+    assert "| full | no | no | unschedulable: no | unschedulable: yes |" in text
+    assert ("| SchedulingWithResourceClaimTemplate |  | 1 | 70 | 60 | 0.86 (0.86) | ≥ 1.0x, ≥ 56 pods/s: not met |"
+            in text)
 
 
 # ---- kube-scheduler's log --------------------------------------------------------------------------------
@@ -202,7 +302,8 @@ def test_the_report_lists_every_disagreement_in_both_forms() -> None:
         pytest.param(["--rounds", "0"], "--rounds must be at least 1, got 0", id="rounds"),
         pytest.param(["--workloads", "SchedulingBasic,Nope"],
                      "unknown workload(s) Nope (known: SchedulingBasic, SchedulingPodAntiAffinity, "
-                     "SchedulingPodAffinity, TopologySpreading)", id="workload"),
+                     "SchedulingPodAffinity, TopologySpreading, SchedulingWithResourceClaimTemplate, "
+                     "SchedulingWithResourceClaim)", id="workload"),
     ],
 )
 def test_bad_arguments_get_one_line_and_run_nothing(capsys: pytest.CaptureFixture[str], argv: list[str],

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dra import DraReport
 from .placements import PlacementReport, PluginAgreement
 from .reasons import ReasonsReport
 from .schedulers import KUBE, OUTRIGGER, SCHEDULERS
@@ -24,6 +25,7 @@ from .throughput import ThroughputRun
 
 __all__ = [
     "CompareResults",
+    "dra_json",
     "machine_info",
     "placement_summary",
     "throughput_summary",
@@ -35,6 +37,11 @@ __all__ = [
 TARGET_BASIC_RATIO = 1.0
 TARGET_BASIC_PODS_PER_SECOND = 680.0
 TARGET_OTHER_RATIO = 0.8
+#: The DRA workloads: at least kube-scheduler's pace, and scheduler_perf's CI threshold for
+#: SchedulingWithResourceClaimTemplate/5000pods_500nodes (56 pods/s; met at that size only).
+TARGET_DRA_RATIO = 1.0
+TARGET_PODS_PER_SECOND = {"SchedulingBasic": TARGET_BASIC_PODS_PER_SECOND, "SchedulingWithResourceClaimTemplate": 56.0}
+_DRA = ("SchedulingWithResourceClaimTemplate", "SchedulingWithResourceClaim")
 TARGET_TIE_AGREEMENT = 0.99
 
 
@@ -45,6 +52,7 @@ class CompareResults:
     reasons: ReasonsReport | None = None
     sizes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    dra: DraReport | None = None
 
 
 
@@ -67,7 +75,7 @@ def throughput_summary(runs: Sequence[ThroughputRun]) -> list[dict[str, Any]]:
                 ratios.append(o[0].pods_per_second / k[0].pods_per_second)
         ratio = _median(ratios)
         basic = name == "SchedulingBasic"
-        target = TARGET_BASIC_RATIO if basic else TARGET_OTHER_RATIO
+        target = TARGET_BASIC_RATIO if basic else TARGET_DRA_RATIO if name in _DRA else TARGET_OTHER_RATIO
         row: dict[str, Any] = {
             "workload": name, "rounds": len(rounds), "ratio": round(ratio, 3), "ratios": [round(x, 3) for x in ratios],
             "target_ratio": target, "ratio_met": bool(ratios) and ratio >= target,
@@ -84,9 +92,9 @@ def throughput_summary(runs: Sequence[ThroughputRun]) -> list[dict[str, Any]]:
                 "harness_cpu_ms_per_pod": round(_median([r.harness_cpu_ms_per_pod for r in rs]), 3),
                 "other_cpu_share": round(_median([r.other_cpu_share for r in rs]), 3),
             }
-        if basic:
-            row["target_pods_per_second"] = TARGET_BASIC_PODS_PER_SECOND
-            row["pods_per_second_met"] = row[OUTRIGGER]["pods_per_second"] >= TARGET_BASIC_PODS_PER_SECOND
+        if name in TARGET_PODS_PER_SECOND:
+            row["target_pods_per_second"] = TARGET_PODS_PER_SECOND[name]
+            row["pods_per_second_met"] = row[OUTRIGGER]["pods_per_second"] >= TARGET_PODS_PER_SECOND[name]
         out.append(row)
     return out
 
@@ -133,7 +141,15 @@ def to_json(results: CompareResults, commit: str = "") -> dict[str, Any]:
             "identical": sum(p.identical for p in reasons.pods), "pods": len(reasons.pods), "error": reasons.error,
             "by_pod": [{**dataclasses.asdict(p), "identical": p.identical} for p in reasons.pods],
         },
+        "dra": None if results.dra is None else dra_json(results.dra),
     }
+
+
+def dra_json(report: DraReport) -> dict[str, Any]:
+    """The devices comparison: how many pods agree, each pod's outcome on both, devices per node."""
+    return {"agree": sum(p.agrees for p in report.pods), "pods": len(report.pods), "all_agree": report.agrees,
+            "error": report.error, "by_pod": [{**dataclasses.asdict(p), "agrees": p.agrees} for p in report.pods],
+            "devices_by_node": {KUBE: report.kube_devices, OUTRIGGER: report.outrigger_devices}}
 
 
 def machine_info() -> dict[str, Any]:
@@ -202,4 +218,27 @@ def to_markdown(doc: dict[str, Any], *, details: int = 30) -> str:
         for p in reasons["by_pod"]:
             msg = p["kube"] if p["identical"] else f"{p['kube']}<br>Outrigger: {p['outrigger']}"
             lines.append(f"| {p['pod']} | {'yes' if p['identical'] else 'no'} | {msg} |")
+    if doc.get("dra") is not None:
+        lines += _dra_markdown(doc["dra"])
     return "\n".join(lines) + "\n"
+
+
+def _outcome(o: dict[str, Any]) -> str:
+    return f"{o['node']}: {', '.join(o['devices'])}" if o["node"] else f"unschedulable: {o['event']}"
+
+
+def _dra_markdown(dra: dict[str, Any]) -> list[str]:
+    same = dra["devices_by_node"][KUBE] == dra["devices_by_node"][OUTRIGGER]
+    lines = ["", f"Devices (DRA, pods created one at a time): {dra['agree']}/{dra['pods']} pods agree; devices "
+             f"allocated per node {'equal' if same else 'differ'}" + (f" (failed: {dra['error']})" if dra["error"]
+                                                                     else "") + ".", "",
+             "| pod | devices decide the node | agrees | kube-scheduler | Outrigger (when it differs) |",
+             "| --- | --- | --- | --- | --- |"]
+    for p in dra["by_pod"]:
+        k, o = _outcome(p["kube"]), _outcome(p["outrigger"])
+        lines.append(f"| {p['pod']} | {'yes' if p['fixed'] else 'no'} | {'yes' if p['agrees'] else 'no'} | {k} | "
+                     f"{'' if o == k else o} |")
+    if not same:
+        lines += ["", f"Devices per node: kube-scheduler {dra['devices_by_node'][KUBE]}, "
+                      f"Outrigger {dra['devices_by_node'][OUTRIGGER]}."]
+    return lines

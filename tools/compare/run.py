@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..localcluster import find_bin_dir
 from ..workloads import WORKLOADS, Workload
+from .dra import run_dra
 from .placement_workloads import PlacementWorkload, placement_workloads
 from .placements import run_placements
 from .reasons import run_reasons
@@ -37,26 +38,38 @@ DEFAULT_OUT = "compare-results"
 
 @dataclass(frozen=True)
 class Plan:
-    """What ``make compare`` runs: throughput workloads with their rounds, placements, reasons."""
+    """What ``make compare`` runs: throughput workloads with their rounds, placements, reasons, and the
+    devices comparison (:mod:`.dra`)."""
 
     throughput: list[tuple[Workload, int]]
     placements: list[PlacementWorkload]
     reasons: bool = True
+    dra: bool = True
 
 
 def default_plan(quick: bool = False, rounds: int | None = None) -> Plan:
     """The sizes that fit ``make compare``'s 15 minutes on two cores: SchedulingBasic at its
     performance size (5000 nodes, 1000 + 10000 pods), the others at scheduler_perf's own 500-node
-    sizes (``500Nodes``)."""
+    sizes (``500Nodes``); the DRA workloads at the sizes of their thresholds (``5000pods_500nodes``: 2500
+    claims allocated, 2500 pods measured) and ``2000pods_200nodes`` for the shared claims."""
     if quick:
-        small = [WORKLOADS["SchedulingBasic"].sized(nodes=50, init_pods=20, measure_pods=100)]
+        small = [WORKLOADS["SchedulingBasic"].sized(nodes=50, init_pods=20, measure_pods=100), *QUICK_DRA]
         return Plan([(w, rounds or 1) for w in small], placement_workloads(quick=True))
     return Plan([
         (WORKLOADS["SchedulingBasic"], rounds or 2),
         (WORKLOADS["SchedulingPodAntiAffinity"].sized(nodes=500, init_pods=100, measure_pods=400), rounds or 3),
         (WORKLOADS["SchedulingPodAffinity"].sized(nodes=500, init_pods=500, measure_pods=1000), rounds or 3),
         (WORKLOADS["TopologySpreading"].sized(nodes=500, init_pods=1000, measure_pods=1000), rounds or 3),
+        (WORKLOADS["SchedulingWithResourceClaimTemplate"], rounds or 1),
+        (WORKLOADS["SchedulingWithResourceClaim"].sized(nodes=200, init_pods=1000, measure_pods=1000), rounds or 1),
     ], placement_workloads())
+
+
+#: The DRA workloads of ``--quick``.
+QUICK_DRA = [
+    WORKLOADS["SchedulingWithResourceClaimTemplate"].sized(nodes=10, init_claims=20, measure_pods=50),
+    WORKLOADS["SchedulingWithResourceClaim"].sized(nodes=10, init_pods=20, measure_pods=30),
+]
 
 
 
@@ -82,6 +95,12 @@ def run_compare(plan: Plan, workdir: Path, bin_dir: Path,
         same = sum(p.identical for p in results.reasons.pods)
         progress(f"reasons: {same}/{len(results.reasons.pods)} identical" + (
             f" ({results.reasons.error})" if results.reasons.error else ""))
+    if plan.dra:
+        results.dra = run_dra(workdir / "dra", bin_dir)
+        same = sum(p.agrees for p in results.dra.pods)
+        progress(f"devices: {same}/{len(results.dra.pods)} pods agree, devices per node "
+                 + ("equal" if results.dra.kube_devices == results.dra.outrigger_devices else "differ")
+                 + (f" ({results.dra.error})" if results.dra.error else ""))
     results.seconds = time.monotonic() - started
     return results
 
@@ -95,11 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.compare", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=DEFAULT_OUT, help=f"report files OUT.md and OUT.json (default {DEFAULT_OUT})")
     p.add_argument("--rounds", type=int, help="rounds per throughput workload (default: 2 for SchedulingBasic, "
-                                              "3 for the others)")
-    p.add_argument("--workloads", help="throughput workloads to run, comma-separated (default: all four; "
-                                       "'none' for placements and reasons only)")
+                                              "3 for the affinity and spreading ones, 1 for the DRA ones)")
+    p.add_argument("--workloads", help="throughput workloads to run, comma-separated (default: all six; "
+                                       "'none' for placements, reasons and devices only)")
     p.add_argument("--no-placements", action="store_true", help="skip the placement comparison")
     p.add_argument("--no-reasons", action="store_true", help="skip the FailedScheduling comparison")
+    p.add_argument("--no-dra", action="store_true", help="skip the devices (DRA) comparison")
     p.add_argument("--quick", action="store_true", help="small sizes, one round (a minute or two)")
     p.add_argument("--workdir", help="where the clusters live (default: a temporary folder, removed after)")
     p.add_argument("--commit", help="the commit the report names (default: git rev-parse --short HEAD)")
@@ -117,8 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = dataclasses.replace(plan, placements=[])
     if args.no_reasons:
         plan = dataclasses.replace(plan, reasons=False)
+    if args.no_dra:
+        plan = dataclasses.replace(plan, dra=False)
     bin_dir = find_bin_dir()
-    missing = [b for b in ("etcd", "kube-apiserver", "kube-scheduler") if not (bin_dir / b).exists()]
+    missing = [b for b in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
+               if not (bin_dir / b).exists()]
     if missing:
         print(f"error: {', '.join(missing)} not found in {bin_dir}: build them with `make k8s`", file=sys.stderr)
         return 2
