@@ -644,6 +644,8 @@ OUTRIGGER_GRANTS = {  # (apiGroup, resource, resourceName or "*") -> verbs, over
     ("resource.k8s.io", "resourceclaims", "*"): {"get", "list", "watch", "update"},
     ("resource.k8s.io", "resourceclaims/status", "*"): {"update"},
     ("resource.k8s.io", "resourceclaims/binding", "*"): {"update"},
+    ("scheduling.k8s.io", "podgroups", "*"): {"get", "list", "watch"},
+    ("scheduling.k8s.io", "podgroups/status", "*"): {"patch"},
     ("scheduling.x-k8s.io", "podgroups", "*"): {"list", "watch"},
     ("coordination.k8s.io", "leases", "*"): {"create"},
     ("coordination.k8s.io", "leases", "outrigger"): {"get", "update"},

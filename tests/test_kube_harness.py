@@ -192,6 +192,10 @@ CAN_I = [  # kubectl auth can-i ..., the answer
     ("update resourceclaims.resource.k8s.io --subresource=status -n default", "yes"),
     ("update resourceclaims.resource.k8s.io --subresource=binding -n default", "yes"),
     ("create resourceclaims.resource.k8s.io -n default", "no"),
+    ("watch podgroups.scheduling.k8s.io --all-namespaces", "yes"),
+    ("patch podgroups.scheduling.k8s.io --subresource=status -n default", "yes"),
+    ("update podgroups.scheduling.k8s.io -n default", "no"),
+    ("list workloads.scheduling.k8s.io --all-namespaces", "no"),
     ("create leases.coordination.k8s.io -n outrigger", "yes"),
     ("update leases.coordination.k8s.io/outrigger -n outrigger", "yes"),
     ("update leases.coordination.k8s.io/other -n outrigger", "no"),
@@ -242,6 +246,11 @@ def test_every_grant_is_one_kube_schedulers_own_roles_hold_except_the_lease_name
     binding = ("resource.k8s.io", "resourceclaims/binding", "update", "*")
     if binding not in theirs:
         expected.add(binding)
+    # PodGroups are in kube-scheduler's role only where the API server runs with GenericWorkload (the suite's
+    # from 1.36 on); on 1.35 the rules are more (and authorize nothing that is served there).
+    pod_groups = {("scheduling.k8s.io", "podgroups", verb, "*") for verb in ("get", "list", "watch")} | {
+        ("scheduling.k8s.io", "podgroups/status", "patch", "*")}
+    expected |= pod_groups - theirs
     assert {g for g in ours if g not in theirs} == expected
     # And the scheduling essentials are all there.
     assert {("", "pods/binding", "create", "*"), ("", "pods/status", "patch", "*"), ("", "nodes", "watch", "*"),

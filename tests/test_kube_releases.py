@@ -28,17 +28,21 @@ from tools.localcluster import (
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: What each release's kube-apiserver serves with its default flags, in the API groups the scheduling of
-#: devices and workloads reads: (group versions, resources of resource.k8s.io/v1). Workload and PodGroup
-#: (scheduling.k8s.io v1alpha1 in 1.35, v1alpha2 in 1.36, v1beta1 and v1alpha3 in 1.37) are all off by
-#: default, as resource.k8s.io's beta and alpha versions are.
+#: What each release's kube-apiserver serves in the API groups the scheduling of devices and workloads
+#: reads, as the suite starts it: (group versions, resources of resource.k8s.io/v1, resources of
+#: scheduling.k8s.io). Workload and PodGroup (scheduling.k8s.io v1alpha1 in 1.35, v1alpha2 in 1.36, v1beta1
+#: and v1alpha3 in 1.37) are all off by default, as resource.k8s.io's beta and alpha versions are; the
+#: suite's API server turns on GenericWorkload and the version with PodGroups from 1.36 on
+#: (tools.localcluster.WORKLOAD_API_VERSIONS).
 SERVED = {
     "1.35": ({"resource.k8s.io/v1", "scheduling.k8s.io/v1"},
-             ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"]),
-    "1.36": ({"resource.k8s.io/v1", "scheduling.k8s.io/v1"},
-             ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"]),
-    "1.37": ({"resource.k8s.io/v1", "scheduling.k8s.io/v1"},
-             ["deviceclasses", "devicetaintrules", "resourceclaims", "resourceclaimtemplates", "resourceslices"]),
+             ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"], ["priorityclasses"]),
+    "1.36": ({"resource.k8s.io/v1", "scheduling.k8s.io/v1", "scheduling.k8s.io/v1alpha2"},
+             ["deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"],
+             ["podgroups", "priorityclasses", "workloads"]),
+    "1.37": ({"resource.k8s.io/v1", "scheduling.k8s.io/v1", "scheduling.k8s.io/v1beta1"},
+             ["deviceclasses", "devicetaintrules", "resourceclaims", "resourceclaimtemplates", "resourceslices"],
+             ["podgroups", "priorityclasses", "workloads"]),
 }
 
 
@@ -121,11 +125,13 @@ def test_compat_summary_has_a_row_per_release_and_names_each_failure() -> None:
 @pytest.mark.kube
 def test_the_api_server_serves_what_the_compatibility_table_says(kube_cluster: LocalCluster) -> None:
     release = k8s_release()
-    versions, resources = SERVED[release]
+    versions, resources, scheduling = SERVED[release]
     served = set(kube_cluster.kubectl("api-versions").stdout.split())
     assert {v for v in served if v.split("/")[0] in ("resource.k8s.io", "scheduling.k8s.io")} == versions
     names = kube_cluster.kubectl("api-resources", "--api-group=resource.k8s.io", "-o", "name").stdout.split()
     assert sorted(n.removesuffix(".resource.k8s.io") for n in names) == resources
+    names = kube_cluster.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "name").stdout.split()
+    assert sorted(n.removesuffix(".scheduling.k8s.io") for n in names) == scheduling
     version = kube_cluster.kubectl("version", "-o", "json").stdout
     assert f'"gitVersion": "{pinned_version(release)}"' in version
 

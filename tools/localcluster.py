@@ -14,6 +14,10 @@ names (1.35, 1.36, 1.37; the script's default without it: :func:`k8s_release`). 
 ``workdir``: etcd's data, the certificates, the kubeconfigs and the two logs (``etcd.log``,
 ``kube-apiserver.log``).
 
+The API server serves workload-aware scheduling's Workloads and PodGroups where its release has them
+(``scheduling.k8s.io/v1beta1`` in 1.37, ``v1alpha2`` in 1.36: :data:`WORKLOAD_API_VERSIONS`), with the
+GenericWorkload and TopologyAwareWorkloadScheduling gates on, as kube-scheduler's PodGroup cycle needs them.
+
 The API server authorizes with RBAC. The admin is a static token (``--token-auth-file``) of a user in
 ``system:masters``; service accounts get tokens from the TokenRequest API (``kubectl create token``),
 signed by a key generated here. Clients verify TLS against ``ca_file``, the CA that signed the serving
@@ -69,8 +73,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pluginhost.errors import OutriggerError
 
-__all__ = ["BIN_ENV", "BUILD_SCRIPT", "RELEASE_ENV", "ClusterError", "KubectlError", "LocalCluster", "find_bin_dir",
-           "k8s_release", "pinned_version", "releases"]
+__all__ = ["BIN_ENV", "BUILD_SCRIPT", "RELEASE_ENV", "WORKLOAD_API_VERSIONS", "ClusterError", "KubectlError",
+           "LocalCluster", "apiserver_release", "find_bin_dir", "k8s_release", "pinned_version", "releases",
+           "workload_api_flags"]
 
 #: The folder of etcd, kube-apiserver and kubectl, when not the one tests/k8s/build.sh builds into.
 BIN_ENV = "OUTRIGGER_K8S_BIN"
@@ -82,6 +87,9 @@ BINARIES = ("etcd", "kube-apiserver", "kubectl")
 ADMIN_USER = "outrigger-admin"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+#: The scheduling.k8s.io version serving Workload and PodGroup, by the API server's release (none in 1.35:
+#: v1alpha1 there has no PodGroup). Off by default in each, it is turned on with the GenericWorkload gate.
+WORKLOAD_API_VERSIONS = {"1.36": "scheduling.k8s.io/v1alpha2", "1.37": "scheduling.k8s.io/v1beta1"}
 READY_TIMEOUT = 90.0  # seconds; a cold start on 2 busy cores takes a few
 STOP_TIMEOUT = 15.0
 LOG_TAIL_LINES = 25
@@ -128,6 +136,25 @@ def pinned_version(release: str | None = None) -> str:
         if line.startswith("require k8s.io/kubernetes "):
             return line.split()[2]
     raise ClusterError(f"{go_mod} requires no k8s.io/kubernetes")
+
+
+def apiserver_release(binary: Path) -> str:
+    """The release of a kube-apiserver binary (``1.37`` for one saying ``Kubernetes v1.37.2``)."""
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    words = out.stdout.split()
+    if out.returncode != 0 or len(words) != 2 or not words[1].startswith("v"):
+        raise ClusterError(f"{binary} --version exited {out.returncode}: {(out.stdout + out.stderr).strip()!r}")
+    return ".".join(words[1].removeprefix("v").split(".")[:2])
+
+
+def workload_api_flags(version: str) -> list[str]:
+    """The API server flags that serve Workloads and PodGroups in ``version`` (none for ""): the gates of
+    workload-aware scheduling (GenericWorkload, and TopologyAwareWorkloadScheduling, without which the API
+    server drops a PodGroup's ``schedulingConstraints``) and the version itself."""
+    if not version:
+        return []
+    return ["--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+            f"--runtime-config={version}=true"]
 
 
 def find_bin_dir() -> Path:
@@ -336,6 +363,9 @@ class LocalCluster:
 
     def __init__(self, workdir: Path, bin_dir: Path) -> None:
         self.workdir, self.bin_dir = workdir, bin_dir
+        #: The scheduling.k8s.io version Workloads and PodGroups are served in ("" when none).
+        self.workload_api = WORKLOAD_API_VERSIONS.get(apiserver_release(bin_dir / "kube-apiserver"), "")
+        workload_api = self.workload_api
         etcd_port, peer_port, api_port = free_ports(3)
         self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self.server = f"https://127.0.0.1:{api_port}"
@@ -381,10 +411,13 @@ class LocalCluster:
             #   sees its kubelet report Ready, which no kubelet ever does;
             # - StorageObjectInUseProtection puts finalizers on PVCs and PVs that only the protection
             #   controllers remove, so deleted claims would stay Terminating.
-            "--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition,StorageObjectInUseProtection",
+            #   PodGroupProtection (1.36 on) does the same to PodGroups, whose controller does not run either.
+            "--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition,StorageObjectInUseProtection"
+            + (",PodGroupProtection" if workload_api else ""),
             # No garbage collector runs: a foreground or orphan delete would wait forever for it.
             "--enable-garbage-collector=false",
             "--profiling=false",
+            *workload_api_flags(workload_api),
         ], workdir / "kube-apiserver.log")
         self.controller_manager: _Component | None = None
 

@@ -29,8 +29,9 @@ What comes in (kube-scheduler's eventhandlers.go):
 - **ResourceSlices**, **DeviceClasses** and **ResourceClaims** (``resource.k8s.io/v1``) are listed and
   watched into the cache's DRA store when some profile runs DynamicResources, their one reader
   (:mod:`framework.kube.dra`); each change is a cluster event named by its kind, and pods are listed once
-  they are in. A pod's ``status.resourceClaimStatuses`` (the claims the resourceclaim controller made
-  from its templates) changing is a change of the pod, as kube-scheduler's isPodUpdated has it.
+  they are in. **PodGroups** likewise into the PodGroup store with GenericWorkload on
+  (:mod:`framework.kube.podgroups`). A pod's ``status.resourceClaimStatuses`` (the claims the resourceclaim
+  controller made from its templates) changing is a change of the pod, as kube-scheduler's isPodUpdated has it.
 - **Custom resources** the plugins register events for (kube-scheduler's ``plural.version.group``, e.g.
   Coscheduling's PodGroups) are listed and watched once the source has a scheduler, and each change is
   a cluster event under that name (:mod:`framework.kube.customresources`); they are not waited for.
@@ -53,6 +54,8 @@ What goes out (schedule_one.go, the preemption executor):
   ``claimRef``, a claim's ``volumeName`` and annotations, with ``PUT`` and the resourceVersion read (a
   conflict fails the binding cycle, which is retried); the phases through the ``status`` subresources,
   best effort (a real cluster's PV controller sets them too).
+- **PodGroup conditions** (the group cycle's ``PodGroupInitiallyScheduled``): a strategic-merge PATCH of
+  the ``status`` subresource, in the background (:class:`framework.kube.podgroups.ApiPodGroupStatusWriter`).
 - **Claim allocations** (DynamicResources' PreBind and Unreserve, :class:`framework.kube.dra.ApiClaimWriter`):
   a claim's ``status`` (allocation, reservedFor) with ``PUT`` and the resourceVersion read, fenced like
   bindings; a conflict fails the binding cycle, which is retried.
@@ -97,6 +100,7 @@ from .customresources import custom_resource_informers
 from .dra import ApiClaimWriter, ClaimWaiters, dra_informers
 from .events import EventRecorder, StatusWriter, Writer, rfc3339
 from .informer import Informer
+from .podgroups import PodGroupWatch
 from .volumewriter import ApiVolumeWriter
 
 if TYPE_CHECKING:
@@ -254,6 +258,8 @@ class KubeSource:
             storage_converter(csinode_from_api, "CSINode"), _Storage(self, "CSINode"))
         #: DynamicResources' objects, into the scheduler's DRA store (started when a profile runs it).
         self.dra: list[Informer[DraObject | None]] = dra_informers(self)
+        #: PodGroups into the scheduler's PodGroup store, and its condition writes (with GenericWorkload on).
+        self.podgroups = PodGroupWatch(self)
         #: Pods gated for want of a claim, tried again when it arrives.
         self.claim_waiters = ClaimWaiters()
         #: The custom resources the scheduler's plugins registered events for (once it has one).
@@ -285,12 +291,13 @@ class KubeSource:
             self._scheduler.source = self
             self._scheduler.cache.volumes.writer = ApiVolumeWriter(self)
             self._scheduler.cache.dra.writer = ApiClaimWriter(self)
+            self._scheduler.cache.podgroups.writer = self.podgroups.writer
         self.writer.start()
         self.events.start()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.nodes.run()), loop.create_task(self.namespaces.run()),
                        *(loop.create_task(i.run()) for i in self.storage_informers()),
-                       loop.create_task(self._start_pods())]
+                       *self.podgroups.start(), loop.create_task(self._start_pods())]
         self._watch_pdbs(self.wants_pdbs())
         self._watch_dra(self.wants_dra())
         if self._scheduler is not None:
@@ -348,7 +355,8 @@ class KubeSource:
         """The informers that run (or will once their turn comes), in the order they are listed."""
         pdbs = [self.pdbs] if self._pdb_task is not None else []
         dra = self.dra if self._dra_tasks else []
-        return [self.nodes, self.namespaces, *pdbs, *self.storage_informers(), *dra, self.pods]
+        return [self.nodes, self.namespaces, *pdbs, *self.storage_informers(), *dra, *self.podgroups.running(),
+                self.pods]
 
     def storage_informers(self) -> tuple[Informer[StorageObject | None], ...]:
         """The informers of the volume plugins' objects: claims, volumes, classes, CSINodes."""
@@ -365,7 +373,7 @@ class KubeSource:
 
     async def _start_pods(self) -> None:
         await self.nodes.synced.wait()
-        for informer in (*self.storage_informers(), *(self.dra if self._dra_tasks else ())):
+        for informer in (*self.storage_informers(), *(self.dra if self._dra_tasks else ()), *self.podgroups.running()):
             await informer.synced.wait()
         await self.pods.run()
 
@@ -378,6 +386,7 @@ class KubeSource:
         scheduler.source = self
         scheduler.cache.volumes.writer = ApiVolumeWriter(self)
         scheduler.cache.dra.writer = ApiClaimWriter(self)
+        scheduler.cache.podgroups.writer = self.podgroups.writer
         if self._tasks:  # the informers run: the scheduler's profiles decide now whether PDBs are watched
             self._watch_pdbs(self.wants_pdbs())
             self._watch_dra(self.wants_dra())
@@ -390,6 +399,7 @@ class KubeSource:
             for held in list(dra.store.values()):
                 if held is not None:
                     scheduler.cache.dra.put(held)
+        self.podgroups.hand_over(scheduler)
         nodes = self.nodes.store
         for key in list(nodes):
             node = nodes.get(key)
