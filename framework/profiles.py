@@ -44,7 +44,7 @@ async def build_registry_with_remote(
     try:
         remote.register(registry)
     except BaseException:
-        await remote.close()
+        await remote.abandon()
         raise
     return registry, remote
 

@@ -279,6 +279,66 @@ def test_the_watcher_sees_a_configmap_volume_swap_and_an_edit_in_place(tmp_path:
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
+def remote_plugins(*endpoints: str) -> str:
+    return "apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n" + "".join(endpoints)
+
+
+def test_a_refused_change_leaves_the_serving_endpoints_working(tmp_path: Path) -> None:
+    from test_remote_harness import HostProcess
+
+    from pluginhost.examples.nodelabels import REQUIRE
+
+    with_labels = weighted(5, 1, "    multiPoint:\n      enabled: [{name: NodeLabels}]\n")
+    cfg, plugins = tmp_path / "sched.yaml", tmp_path / "plugins.yaml"
+    cfg.write_text(with_labels)
+
+    async def main(address: str) -> None:
+        labels = f"- name: labels\n  address: {address}\n"
+        plugins.write_text(remote_plugins(labels))
+        from framework.remote import load_remote_plugins
+
+        srv = await start_service(lambda registry: load_scheduler_config(cfg, registry),
+                                  load_remote_plugins(plugins), "127.0.0.1:0")
+        live = LiveConfig(srv, WatchedFiles(str(cfg), str(plugins)), srv.address)
+        try:
+            async with AsyncSchedulerClient(srv.address, timeout=5) as client:
+                await client.apply(nodes_and_pods(0))
+
+                async def on_b(name: str) -> None:
+                    # NodeLabels, on the host, must filter for the pod to leave the preferred node a.
+                    p = pod(name)
+                    p["metadata"]["annotations"] = {REQUIRE: "zone=b"}
+                    await client.apply([p])
+                    states = await phases(client, {name: "Bound"})
+                    assert states[name].node_name == "b"
+
+                await on_b("first")
+                changes = [
+                    (remote_plugins(labels, "- name: gone\n  address: 127.0.0.1:1\n  connectTimeout: 1s\n"),
+                     with_labels, f"{plugins}: plugin host 'gone' at 127.0.0.1:1 is unreachable after 1s"),
+                    (remote_plugins(labels.replace("\n", "\n  failurePolicy: Ignore\n", 1)),
+                     with_labels.replace("NodeAffinity", "NodeAffinities"), 'score plugin "NodeAffinities"'),
+                ]
+                for i, (doc, text, reason) in enumerate(changes):
+                    replace(plugins, doc)
+                    replace(cfg, text)
+                    assert not await live.apply()
+                    assert live.last_refused is not None and reason in live.last_refused["reason"], live.last_refused
+                    await on_b(f"after{i}")
+                replace(plugins, remote_plugins(labels) + "# reviewed\n")
+                replace(cfg, with_labels)
+                assert not await live.apply() and live.unchanged == 1
+                await on_b("unchanged")
+                assert (live.generation, live.refused) == (1, 2)
+        finally:
+            await live.stop()
+            await srv.stop(0.5)
+            await live.close()
+
+    with HostProcess("pluginhost.examples.nodelabels:NodeLabels") as host:
+        asyncio.run(asyncio.wait_for(main(host.address), 90))
+
+
 # ---- the queue follows --------------------------------------------------------------------------
 
 TWO_PROFILES = HEAD + """\

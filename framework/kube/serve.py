@@ -245,7 +245,7 @@ async def _serve_elected(
         finally:
             if live is not None:
                 await live.stop()
-                await live.close(0.0)
+                await live.close()
         srv = None
     finally:
         for task in reversed(tasks):  # the elector last: cancelled while leading, it releases the lease

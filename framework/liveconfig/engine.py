@@ -46,6 +46,7 @@ from ..plugins import Registry
 from ..profiles import build_registry_with_remote, default_scheduler_config, unavailable_plugins
 from ..remote import EndpointConfig, RemotePlugins
 from ..remote.config import parse_remote_plugins
+from ..remote.errors import RemotePluginsError
 from ..runtime import Framework
 from .changes import queue_sort_problem, restart_problems, summary
 
@@ -252,12 +253,15 @@ class LiveConfig:
             return False
         except Exception as exc:  # whatever else fails, the serving configuration stays
             log.debug("preparing the configuration failed", exc_info=True)
-            self._refuse(" ".join(str(exc).split()) or type(exc).__name__, hashes, changed)
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            if isinstance(exc, RemotePluginsError) and self.files.plugins:
+                reason = f"{self.files.plugins}: {reason}"  # an endpoint of the document cannot be used
+            self._refuse(reason, hashes, changed)
             return False
         what = summary(self.scheduler.config, prepared.config, self._endpoints, prepared.endpoints)
         if what == "no change in meaning":
             if prepared.remote is not None:
-                await prepared.remote.retire()  # the endpoints serving stay
+                await self._discard(prepared.remote, configured=True)  # the endpoints serving stay
             self.hashes, self._document, self._config_text = hashes, prepared.document, prepared.text
             self.unchanged += 1
             log.info("configuration files changed (%s) with no change in meaning: generation %d serves on",
@@ -282,6 +286,7 @@ class LiveConfig:
         if files.plugins:
             endpoints = parse_remote_plugins(_text(data[files.plugins], files.plugins), files.plugins)
         registry, remote = await build_registry_with_remote(endpoints, self.framework_address, self.server.services)
+        configured = False
         try:
             config = self._load(config_text, registry)
             problem = queue_sort_problem(self.scheduler.config, config)
@@ -289,10 +294,11 @@ class LiveConfig:
                 raise ConfigChangeRefused(f"{files.config or '<defaults>'}: {problem}")
             profiles = self.scheduler.build_profiles(config, registry)
             if remote is not None:
+                configured = True
                 await remote.attach(self.scheduler, profiles)  # Configure: a host refusing its args fails here
         except BaseException:
             if remote is not None:
-                await remote.retire()
+                await self._discard(remote, configured=configured)
             raise
         return _Prepared(config, registry, remote, endpoints, profiles, document, config_text)
 
@@ -323,6 +329,27 @@ class LiveConfig:
         task = asyncio.get_running_loop().create_task(self._retire(done, old_remote))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
+
+    async def _discard(self, remote: RemotePlugins, *, configured: bool) -> None:
+        """Close the endpoints of a change that will not serve. Their hosts were handshaken by it, so
+        they now present its credential: that credential is granted to the serving endpoint of the
+        same name; and hosts it configured get the serving generation's configuration back."""
+        await remote.retire()
+        serving = self.server.remote
+        if serving is None:
+            return
+        by_name = {ep.name: ep for ep in serving.endpoints}
+        for ep in remote.endpoints:
+            mine = by_name.get(ep.name)
+            if mine is None:
+                continue
+            self.server.services.grant(ep.transport.credential, mine)
+            if configured:
+                try:
+                    await mine.configure_all()
+                except Exception as exc:  # the replica is marked and handshaken again on its next call
+                    log.warning("configuring endpoint %r again for generation %d failed: %s", ep.name,
+                                self.generation, exc)
 
     async def _retire(self, done: Any, remote: RemotePlugins | None) -> None:
         await done.finished()

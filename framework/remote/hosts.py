@@ -48,6 +48,8 @@ class RemotePlugins:
     def __init__(self, endpoints: Sequence[Endpoint], services: FrameworkServices | None = None) -> None:
         self.endpoints = list(endpoints)
         self.services = services or FrameworkServices()
+        # Services given by the caller are the caller's to close (a live change shares the server's).
+        self._owns_services = services is None
         self.publisher: SnapshotPublisher | None = None
         self.registry: Registry | None = None
         #: The scheduler, and how to resolve its configuration against the registry: what
@@ -81,7 +83,7 @@ class RemotePlugins:
         try:
             await asyncio.gather(*(ep.connect() for ep in endpoints))
         except BaseException:
-            await out.close()
+            await out.abandon()
             raise
         for ep in endpoints:
             ep.watch_health()
@@ -92,7 +94,7 @@ class RemotePlugins:
                 if _shadowed(ep, name):
                     continue  # a shadow may have the name of the live plugin it is a new version of
                 if name in seen:
-                    await out.close()
+                    await out.abandon()
                     raise RemotePluginsError(
                         f"plugin {name!r} is served by both endpoint {seen[name]!r} and {ep.name!r}"
                     )
@@ -263,6 +265,14 @@ class RemotePlugins:
         for ep in self.endpoints:
             await ep.close()
             self.services.revoke(ep.transport.credential)
+
+    async def abandon(self) -> None:
+        """Undo a connect that cannot be used: :meth:`close` when the services are this object's own,
+        :meth:`retire` when they were given (they serve others)."""
+        if self._owns_services:
+            await self.close()
+        else:
+            await self.retire()
 
     async def close(self) -> None:
         """Finish informational calls, stop remote controllers, close channels and the publisher.
