@@ -719,3 +719,28 @@ def test_serve_on_a_cluster_changes_its_configuration_twice_under_load(kube_clus
             assert proc.proc is not None and proc.proc.poll() is None and proc.proc.pid == pid
         finally:
             proc.stop()
+
+
+@pytest.mark.parametrize(("value", "want"), [("true", True), ("false", False), ("False", False), ("1", True),
+                                             ("0", False), ("maybe", None)])
+def test_watch_config_takes_kube_style_booleans(value: str, want: bool | None) -> None:
+    import argparse
+
+    from framework.cli.serve import _flag_bool
+
+    if want is None:
+        with pytest.raises(argparse.ArgumentTypeError, match="must be true or false, got 'maybe'"):
+            _flag_bool(value)
+    else:
+        assert _flag_bool(value) is want
+
+
+def test_serve_with_watch_config_false_reads_its_files_once(tmp_path: Path) -> None:
+    cfg = tmp_path / "scheduler.yaml"
+    cfg.write_text(weighted(5, 1))
+    srv = Serve("--config", cfg.name, "--watch-config=false", cwd=tmp_path)
+    try:
+        assert "liveConfiguration" not in srv.get("/configz")
+        assert "outrigger_config_generation" not in srv.get("/metrics")
+    finally:
+        srv.stop()
