@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -98,6 +97,7 @@ class ShadowPlugin:
         self.queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=config.queue)
         self.worker: asyncio.Task[None] | None = None
         self.busy = False  # an evaluation is under way
+        self.abandoned: set[asyncio.Task[Verdict]] = set()  # evaluations over the budget, cancelled
         #: The cache's snapshot now (for hosts that follow the mirror); None: the cycle's is used.
         self.current: Callable[[], Any] | None = None
         #: Per profile: the weight of its Score when no live plugin of its name scores.
@@ -113,26 +113,34 @@ class ShadowPlugin:
             self.stats.dropped += 1
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             outcome = await self.queue.get()
             self.busy = True
             started = time.perf_counter()
+            task = loop.create_task(self.evaluate(outcome))
             try:
-                verdict = await asyncio.wait_for(self.evaluate(outcome), self.config.budget)
-            except TimeoutError:
-                self.stats.timeouts += 1
-                continue
+                done, _ = await asyncio.wait({task}, timeout=self.config.budget)
             except asyncio.CancelledError:
+                task.cancel()
                 raise
-            except Exception as exc:
+            self.stats.latencies.append(time.perf_counter() - started)
+            self.busy = self.queue.qsize() > 0
+            if not done:
+                # Over the budget: abandoned, not awaited (the worker goes on to the next cycle; the
+                # calls under way end with their own deadlines).
+                self.stats.timeouts += 1
+                task.cancel()
+                self.abandoned.add(task)
+                task.add_done_callback(_forget(self.abandoned))
+                continue
+            exc = task.exception()
+            if exc is not None:
                 self.stats.errors += 1
                 log.info("shadow plugin %r on pod %s: %s", self.name, outcome.pod.key, exc)
                 continue
-            finally:
-                self.stats.latencies.append(time.perf_counter() - started)
-                self.busy = self.queue.qsize() > 0
             self.stats.evaluated += 1
-            self._count(outcome, verdict)
+            self._count(outcome, task.result())
 
     def _count(self, outcome: Any, verdict: Verdict) -> None:
         st = self.stats
@@ -308,8 +316,16 @@ class Shadows:
         if self.scheduler is not None and self.observe in self.scheduler.cycle_observers:
             self.scheduler.cycle_observers.remove(self.observe)
         for sp in self.plugins:
-            if sp.worker is not None:
-                sp.worker.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await sp.worker
+            tasks = [t for t in (sp.worker, *sp.abandoned) if t is not None]
+            for task in tasks:
+                task.cancel()
+            if tasks:  # bounded: a call that does not heed cancellation must not hold the shutdown
+                await asyncio.wait(tasks, timeout=2.0)
 
+
+def _forget(tasks: set[asyncio.Task[Verdict]]) -> Callable[[asyncio.Task[Verdict]], None]:
+    def done(task: asyncio.Task[Verdict]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: an abandoned evaluation's failure is not reported again
+    return done
