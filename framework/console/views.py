@@ -15,7 +15,8 @@ from ..observe.configz import configz
 from ..scheduler.records import BOUND, UNSCHEDULABLE_PHASE
 from .core import Console
 
-__all__ = ["MAX_RESULTS", "ConsoleLookupError", "configuration", "explain_now", "overview", "pod_view", "search"]
+__all__ = ["MAX_RESULTS", "MAX_WHAT_IF", "ConsoleLookupError", "configuration", "explain_now", "overview", "pod_view",
+           "search", "trace_view", "what_if_now"]
 
 #: Pods a search answers at most (the count says how many matched).
 MAX_RESULTS = 200
@@ -228,4 +229,24 @@ async def explain_now(console: Console, namespace: str, name: str) -> dict[str, 
         others = [p for p in snap.pods[row] if p.uid != pod.uid]
         pod, snap = dataclasses.replace(pod, node_name="", nominated_node_name=""), with_node_pods(snap, row, others)
     result: dict[str, Any] = await explain_pod(fwk, snap, pod)
+    return result
+
+
+#: The most hypothetical nodes a what-if from the console adds.
+MAX_WHAT_IF = 100
+
+
+async def what_if_now(console: Console, namespace: str, name: str, node: str, count: int) -> dict[str, Any]:
+    """``outrigger explain --what-if-nodes NODE.yaml --count N -f POD.yaml``'s answer for a held pod:
+    would it be scheduled if ``count`` nodes like the cluster's node ``node`` were added? Nothing is
+    reserved, bound or cached. ConsoleLookupError when the pod or the node is unknown."""
+    s = console.scheduler
+    rec = s.get_pod(namespace, name)
+    if rec is None:
+        raise ConsoleLookupError(f"pod {namespace}/{name} not found")
+    template = s.nodes.get(node)
+    if template is None:
+        raise ConsoleLookupError(f"node {node!r} not found (the what-if template is a node of the cluster)")
+    pod = dataclasses.replace(rec.pod, node_name="", nominated_node_name="")
+    result: dict[str, Any] = await s.what_if(template, count, [pod])
     return result

@@ -8,6 +8,7 @@
 ``GET /ui/api/pods?q=WORDS``            search by name, namespace, node, phase, reason
 ``GET /ui/api/pods/<ns>/<name>``        a pod: attempts (Filter groups, best scores, chosen node), events
 ``GET /ui/api/explain/<ns>/<name>``     explain the pod now (``outrigger explain -o json``'s answer)
+``GET /ui/api/whatif/<ns>/<name>``      ``?node=N&count=C``: would C nodes like N admit it (explain --what-if-nodes)
 ``GET /ui/api/traces/<trace id>``       a kept trace's spans (the framework's and the plugin hosts')
 ``GET /ui/api/config``                  profiles, plugins per point with weights and args, endpoints
 ``GET /ui/api/stream``                  server-sent events: a sample of the counters every second
@@ -26,7 +27,17 @@ from typing import Any
 from aiohttp import web
 
 from .core import Console
-from .views import ConsoleLookupError, configuration, explain_now, overview, pod_view, search, trace_view
+from .views import (
+    MAX_WHAT_IF,
+    ConsoleLookupError,
+    configuration,
+    explain_now,
+    overview,
+    pod_view,
+    search,
+    trace_view,
+    what_if_now,
+)
 
 __all__ = ["HEARTBEAT", "STATIC", "add_routes"]
 
@@ -87,6 +98,13 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
             if what == "explain" and len(parts) == 2:
                 async with asyncio.timeout(EXPLAIN_TIMEOUT):
                     return _json(await explain_now(console, parts[0], parts[1]))
+            if what == "whatif" and len(parts) == 2:
+                node, count = request.query.get("node", ""), request.query.get("count", "1")
+                if not node or not count.isdigit() or not 1 <= int(count) <= MAX_WHAT_IF:
+                    return _json({"error": f"what-if needs ?node=NAME (a node of the cluster) and ?count=N "
+                                           f"(1 to {MAX_WHAT_IF}), got node={node!r} count={count!r}"}, 400)
+                async with asyncio.timeout(EXPLAIN_TIMEOUT):
+                    return _json(await what_if_now(console, parts[0], parts[1], node, int(count)))
             if what == "traces" and len(parts) == 1:
                 return _json(trace_view(console, parts[0]))
             if what == "config" and not parts:

@@ -260,7 +260,28 @@ function explainSection(pod) {
   };
   return h("section", {}, h("h2", {}, "Explain now"),
     h("p", { class: "muted" }, "One cycle on the current state with every node evaluated; nothing is reserved or bound (a placed pod is taken off its node first)."),
-    h("button", { type: "button", onclick: run, "data-explain": "" }, "Explain now"), out);
+    h("button", { type: "button", onclick: run, "data-explain": "" }, "Explain now"), out,
+    pod.phase === "Bound" ? "" : whatIfForm(pod));
+}
+
+// "What if N nodes like X were added": explain --what-if-nodes for this pod, on the current state.
+function whatIfForm(pod) {
+  const node = h("input", { type: "text", placeholder: "a node of the cluster", "data-what-if-node": "", size: 18 });
+  const count = h("input", { type: "number", min: 1, max: 100, value: 1, "data-what-if-count": "", style: "width:5em" });
+  const out = h("div", { id: "what-if" });
+  const run = async (e) => {
+    e.preventDefault();
+    out.replaceChildren(h("p", { class: "muted" }, "Working…"));
+    try {
+      const r = await api(`whatif/${pod.namespace}/${pod.name}?node=${encodeURIComponent(node.value.trim())}&count=${encodeURIComponent(count.value)}`);
+      out.replaceChildren(h("p", {}, `New nodes: ${r.whatIf.nodes.join(", ")}`),
+        table(["Pod", "Fits", "Node", "On a new node", "Reasons"], r.pods.map((p) => h("tr", { "data-what-if-pod": p.pod },
+          h("td", {}, p.pod), h("td", { "data-fits": p.fits }, p.fits ? "yes" : "no"), h("td", { "data-what-if-node-chosen": "" }, p.node || "–"),
+          h("td", {}, p.newNode ? "yes" : "no"), h("td", {}, p.reasons.join(", "))))));
+    } catch (err) { out.replaceChildren(h("p", { class: "error" }, err.message)); }
+  };
+  return h("form", { class: "what-if", onsubmit: run }, h("h3", {}, "What if nodes were added?"),
+    h("label", {}, count, " node(s) like ", node), " ", h("button", { type: "submit", "data-what-if": "" }, "What if"), out);
 }
 
 async function podPage(ns, name) {
