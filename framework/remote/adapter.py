@@ -97,8 +97,8 @@ class RemotePlugin(Plugin, OutOfProcess):
         self.scores_enabled = "score" in self.points
         self.state_keys = tuple(m.state_keys)
         self.needs_snapshot = bool(m.needs_snapshot)
-        # Its host follows the mirror: for node ids (needs_snapshot), or for storage objects alone.
-        self.follows_mirror = self.needs_snapshot or bool(m.needs_volumes)
+        # Its host follows the mirror: for node ids (needs_snapshot), or for storage or device objects alone.
+        self.follows_mirror = self.needs_snapshot or bool(m.needs_volumes) or bool(m.needs_devices)
         self.batch_size = endpoint.config.batch_size or int(m.preferred_batch_size)
         self.with_scores = bool(m.filter_and_score) and "score" in self.points and "preScore" not in self.points
         self.stats: dict[str, PointStats] = {}

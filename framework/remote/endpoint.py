@@ -272,12 +272,18 @@ class Endpoint:
                     f"{self.where(replica)}: plugin {m.name!r} declares needs_volumes, which excludes "
                     "nodes_only and lookahead (storage changes alter answers without a node change)"
                 )
+            if m.needs_devices and (m.nodes_only or m.lookahead):
+                raise RemotePluginsError(
+                    f"{self.where(replica)}: plugin {m.name!r} declares needs_devices, which excludes "
+                    "nodes_only and lookahead (device changes alter answers without a node change)"
+                )
 
     def _use(self, manifests: dict[str, Any]) -> None:
         self.manifests = manifests
         # Its snapshot-reading plugins all read node objects only: its hosts follow the mirror nodes-only
-        # (a plugin reading storage objects is never nodes_only: its host needs every generation).
-        self.nodes_only = all(m.nodes_only for m in manifests.values() if m.needs_snapshot or m.needs_volumes)
+        # (a plugin reading storage or device objects is never nodes_only: its host needs every generation).
+        self.nodes_only = all(m.nodes_only for m in manifests.values()
+                              if m.needs_snapshot or m.needs_volumes or m.needs_devices)
 
     def take_up(self) -> None:
         """Adopt the manifest every replica that answers now agrees on, if it is a new one (replicas
