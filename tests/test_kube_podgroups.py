@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 from framework_thread import FrameworkThread
-from kube_framework import get_json, outrigger_kubeconfig
+from kube_framework import get_json, node_manifest, outrigger_kubeconfig, pod_manifest
 
 from framework import features
 from framework.cli import main as cli_main
-from framework.config import default_config
+from framework.config import default_config, load_config
 from framework.kube.client import ApiClient, KubeConfig
 from framework.kube.events import Writer
 from framework.kube.podgroups import ApiPodGroupStatusWriter, pod_group_converter, served_version
@@ -269,3 +269,51 @@ def test_get_and_describe_print_a_podgroup_as_kubectl_does(
             assert 'podgroups.scheduling.k8s.io "nope" not found' in capsys.readouterr().err
         finally:
             fw.call(source.stop())
+
+
+PROFILE = "outrigger-scheduler"
+CONFIG = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+          f"profiles:\n- schedulerName: {PROFILE}\n")
+
+
+def test_a_gang_is_placed_whole_and_its_condition_is_written_by_a_replica_that_took_over(
+        kube_cluster: LocalCluster, kube_namespace: str, version: str) -> None:
+    """A standby's informer holds the group when it takes over; the group cycle places the gang, and the
+    condition it writes is what kubectl then shows."""
+    ns = kube_namespace
+    node = f"{ns.split('-', 1)[0]}-gang-node"  # the namespace fixture deletes it
+    members = [pod_manifest(f"w{i}", ns, PROFILE, cpu="1", schedulingGroup={"podGroupName": "train"})
+               for i in range(2)]
+    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        node_manifest(node, cpu="4", labels={"topology.kubernetes.io/zone": "a"}), pod_group(version, "train", ns, 2),
+        *members]))
+
+    async def main() -> dict[str, str]:
+        registry = in_tree_registry()
+        sched = Scheduler(load_config(CONFIG, registry.points()), registry, seed=0)
+        source = KubeSource(None, ApiClient(KubeConfig.from_file(outrigger_kubeconfig(kube_cluster))))
+        try:
+            await source.start()
+            await source.wait_synced(30)
+            assert [pg.name for pg in source.podgroups.informer.store.values() if pg and pg.namespace == ns] == [
+                "train"]
+            await source.attach(sched)
+            assert sched.cache.podgroups.get(ns, "train") is not None
+            run = asyncio.get_running_loop().create_task(sched.run())
+            try:
+                await until(lambda: all((rec := sched.get_pod(ns, p)) is not None and rec.phase == "Bound"
+                                        for p in ("w0", "w1")), 60)
+                assert await source.podgroups.writer.flush(30)
+            finally:
+                run.cancel()
+                await asyncio.gather(run, return_exceptions=True)
+            return {p: rec.pod.node_name for p in ("w0", "w1") if (rec := sched.get_pod(ns, p)) is not None}
+        finally:
+            await source.stop()
+
+    assert asyncio.run(main()) == {"w0": node, "w1": node}
+    got = _conditions(kube_cluster, ns, "train")
+    assert [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in got] == [
+        {"type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled", "message": ""}]
+    assert kube_cluster.kubectl("get", "podgroup", "train", "-n", ns, "--no-headers").stdout.split()[:4] == [
+        "train", "Gang", "<none>", "Scheduled"]
