@@ -30,16 +30,23 @@ Three comparisons:
   scheduler_perf shapes at 50 nodes (identical nodes: ties everywhere).
 - **Reasons**: a set of pods that fit nowhere (:data:`REASONS`), and the ``FailedScheduling`` event
   of each pod from both, compared verbatim (with the ``PodScheduled`` condition's message).
+- **Devices** (:mod:`.dra`): pods claiming a fake driver's devices through ResourceClaimTemplates, a
+  shared ResourceClaim, a CEL selector and a prioritized list, and pods that cannot get devices, created
+  one at a time; every pod bound or not, the node and devices where the devices decide, the devices
+  allocated per node, and the messages, verbatim. The DRA throughput workloads (scheduler_perf's
+  ``dra/performance-config.yaml``: SchedulingWithResourceClaimTemplate, SchedulingWithResourceClaim) and
+  this comparison run kube-controller-manager's resourceclaim controller on both sides' clusters.
 
 The report is a Markdown file and a JSON file (``--out``, default ``compare-results``). ``--quick`` runs
 small sizes (what the tests run).
 
 The modules, one concern each: :mod:`.schedulers` (both schedulers and their fresh clusters),
 :mod:`.throughput`, :mod:`.kubescores` (kube-scheduler's log read), :mod:`.placement_workloads`,
-:mod:`.placements`, :mod:`.reasons`, :mod:`.report` (summaries, JSON, Markdown) and :mod:`.run` (the plan,
+:mod:`.placements`, :mod:`.reasons`, :mod:`.dra`, :mod:`.report` (summaries, JSON, Markdown) and :mod:`.run` (the plan,
 running it, the command line).
 """
 
+from .dra import DRA_PODS, DraReport, run_dra
 from .kubescores import parse_kube_scores
 from .placement_workloads import MIXED, PlacementWorkload
 from .placements import PlacementReport, run_placements
@@ -49,10 +56,12 @@ from .schedulers import KUBE, OUTRIGGER
 from .throughput import ThroughputRun, run_throughput
 
 __all__ = [
+    "DRA_PODS",
     "KUBE",
     "MIXED",
     "OUTRIGGER",
     "REASONS",
+    "DraReport",
     "PlacementReport",
     "PlacementWorkload",
     "ReasonsReport",
@@ -60,6 +69,7 @@ __all__ = [
     "main",
     "parse_kube_scores",
     "run_compare",
+    "run_dra",
     "run_placements",
     "run_reasons",
     "run_throughput",
