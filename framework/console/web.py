@@ -65,6 +65,39 @@ def _headers(response: web.StreamResponse) -> web.StreamResponse:
     return response
 
 
+async def _api(console: Console, request: web.Request) -> web.Response:
+    """One ``/ui/api/<what>/...`` request but the stream."""
+    what = request.match_info["what"]
+    parts = [p for p in request.match_info.get("rest", "").split("/") if p]
+    try:
+        if what == "overview" and not parts:
+            return _json(overview(console))
+        if what == "pods" and not parts:
+            return _json(search(console, request.query.get("q", "")))
+        if what == "pods" and len(parts) == 2:
+            return _json(pod_view(console, parts[0], parts[1]))
+        if what == "explain" and len(parts) == 2:
+            async with asyncio.timeout(EXPLAIN_TIMEOUT):
+                return _json(await explain_now(console, parts[0], parts[1]))
+        if what == "whatif" and len(parts) == 2:
+            node, count = request.query.get("node", ""), request.query.get("count", "1")
+            if not node or not count.isdigit() or not 1 <= int(count) <= MAX_WHAT_IF:
+                return _json({"error": f"what-if needs ?node=NAME (a node of the cluster) and ?count=N "
+                                       f"(1 to {MAX_WHAT_IF}), got node={node!r} count={count!r}"}, 400)
+            async with asyncio.timeout(EXPLAIN_TIMEOUT):
+                return _json(await what_if_now(console, parts[0], parts[1], node, int(count)))
+        if what == "traces" and len(parts) == 1:
+            return _json(trace_view(console, parts[0]))
+        if what == "config" and not parts:
+            return _json(configuration(console))
+    except ConsoleLookupError as exc:
+        return _json({"error": str(exc)}, 404)
+    except TimeoutError:
+        return _json({"error": f"explain took over {EXPLAIN_TIMEOUT:g}s"}, 503)
+    return _json({"error": f"no console API {request.path!r} (see /ui/api/overview, pods, explain, whatif, traces, "
+                           "config, stream)"}, 404)
+
+
 def add_routes(router: web.UrlDispatcher, console: Console) -> None:
     """The routes above on ``router`` (before the listener's catch-all route)."""
 
@@ -86,35 +119,7 @@ def add_routes(router: web.UrlDispatcher, console: Console) -> None:
 
     async def api(request: web.Request) -> web.StreamResponse:
         console.touch()
-        what = request.match_info["what"]
-        parts = [p for p in request.match_info.get("rest", "").split("/") if p]
-        try:
-            if what == "overview" and not parts:
-                return _json(overview(console))
-            if what == "pods" and not parts:
-                return _json(search(console, request.query.get("q", "")))
-            if what == "pods" and len(parts) == 2:
-                return _json(pod_view(console, parts[0], parts[1]))
-            if what == "explain" and len(parts) == 2:
-                async with asyncio.timeout(EXPLAIN_TIMEOUT):
-                    return _json(await explain_now(console, parts[0], parts[1]))
-            if what == "whatif" and len(parts) == 2:
-                node, count = request.query.get("node", ""), request.query.get("count", "1")
-                if not node or not count.isdigit() or not 1 <= int(count) <= MAX_WHAT_IF:
-                    return _json({"error": f"what-if needs ?node=NAME (a node of the cluster) and ?count=N "
-                                           f"(1 to {MAX_WHAT_IF}), got node={node!r} count={count!r}"}, 400)
-                async with asyncio.timeout(EXPLAIN_TIMEOUT):
-                    return _json(await what_if_now(console, parts[0], parts[1], node, int(count)))
-            if what == "traces" and len(parts) == 1:
-                return _json(trace_view(console, parts[0]))
-            if what == "config" and not parts:
-                return _json(configuration(console))
-        except ConsoleLookupError as exc:
-            return _json({"error": str(exc)}, 404)
-        except TimeoutError:
-            return _json({"error": f"explain took over {EXPLAIN_TIMEOUT:g}s"}, 503)
-        return _json({"error": f"no console API {request.path!r} (see /ui/api/overview, pods, explain, traces, "
-                               "config, stream)"}, 404)
+        return await _api(console, request)
 
     async def stream(request: web.Request) -> web.StreamResponse:
         try:
