@@ -249,13 +249,16 @@ def pod_group_row(obj: Mapping[str, Any], now: float, *, namespace: bool = False
     """A PodGroup's row of ``kubectl get podgroups`` (:data:`POD_GROUP_COLUMNS`) from its API JSON:
     the policy (``Gang`` or ``Basic``), the Workload it was made from, and the status the API server's
     printer derives from its conditions: ``Pending`` without ``PodGroupInitiallyScheduled``, then
-    ``Scheduled`` or ``Unschedulable``; a ``DisruptionTarget`` condition's reason over either."""
+    ``Scheduled`` or ``Unschedulable``; a ``DisruptionTarget`` condition's reason over either. A 1.36 API
+    server's group (``v1alpha2``) has that condition as ``PodGroupScheduled``, as its printer reads it."""
     policy = "Gang" if _field(obj, "spec", "schedulingPolicy", "gang") is not None else "Basic"
     conditions = _field(obj, "status", "conditions")
     by_type = {c.get("type"): c for c in conditions if isinstance(c, dict)} if isinstance(conditions, list) else {}
+    scheduled = "PodGroupScheduled" if obj.get("apiVersion") == "scheduling.k8s.io/v1alpha2" else \
+        "PodGroupInitiallyScheduled"
     status = "Pending"
-    if "PodGroupInitiallyScheduled" in by_type:
-        status = "Scheduled" if by_type["PodGroupInitiallyScheduled"].get("status") == "True" else "Unschedulable"
+    if scheduled in by_type:
+        status = "Scheduled" if by_type[scheduled].get("status") == "True" else "Unschedulable"
     if "DisruptionTarget" in by_type:
         status = str(by_type["DisruptionTarget"].get("reason") or "")
     # v1beta1's spec.workloadRef, or v1alpha2's spec.podGroupTemplateRef.workload (a 1.36 API server).

@@ -47,6 +47,8 @@ POD_GROUP_KINDS = ("Workload", "PodGroup")
 _MAX_CLAIMS = 4
 _MAX_TEMPLATES = 8
 _PREEMPTION_POLICIES = ("Never", "PreemptLowerPriority")
+#: v1alpha2's disruption modes, as the model (v1beta1's) names them.
+_V1ALPHA2_MODES = {"Pod": "Single", "PodGroup": "All"}
 
 _COMMON = {
     "Condition": "type status observedGeneration lastTransitionTime reason message",
@@ -167,9 +169,12 @@ def _claims(m: Mapping[str, Any], path: str) -> tuple[PodGroupClaim, ...]:
 
 def _disruption_mode(m: Mapping[str, Any], path: str, version: str) -> str:
     if version == V1ALPHA2:
+        # A string there (1.36's API server defaults it to "Pod"): v1beta1's single and all.
         mode = get_str(m, "disruptionMode", path)
-        decode.one_of(mode or "Single", ("Single", "All"), f"{path}.disruptionMode", "disruptionMode")
-        return mode
+        if not mode:
+            return ""
+        decode.one_of(mode, _V1ALPHA2_MODES, f"{path}.disruptionMode", "disruptionMode")
+        return _V1ALPHA2_MODES[mode]
     raw = m.get("disruptionMode")
     if raw is None:
         return ""
