@@ -37,8 +37,9 @@ __all__ = [
 ]
 
 #: The API versions of Workload and PodGroup that are understood: 1.37's first, then a 1.36 API
-#: server's (read the same way; it lacks ``preemptionPolicy``, ``parentCompositePodGroupName``, and
-#: names its workload reference ``podGroupTemplateRef.workload``).
+#: server's (read the same way; it lacks ``preemptionPolicy``, ``parentCompositePodGroupName``, names
+#: its workload reference ``podGroupTemplateRef.workload``, and its ``disruptionMode`` is a string,
+#: ``Pod`` or ``PodGroup``, read as ``Single`` and ``All``).
 SCHEDULING_API_VERSIONS = ("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha2")
 
 #: A PodGroup's scheduling policies.
