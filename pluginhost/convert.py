@@ -370,6 +370,8 @@ def pod_to_proto(pod: m.Pod) -> types.Pod:
         entry.name = rc.name
         entry.resource_claim_name = rc.claim_name
         entry.resource_claim_template_name = rc.template_name
+    if pod.scheduling_group is not None:
+        spec.scheduling_group = pod.scheduling_group
     msg.status.SetInParent()
     msg.status.nominated_node_name = pod.nominated_node_name
     if pod.resource_claim_statuses:
@@ -439,6 +441,7 @@ def pod_from_proto(msg: types.Pod) -> m.Pod:
             for rc in spec.resource_claims
         ),
         resource_claim_statuses=dict(msg.status.resource_claim_statuses),
+        scheduling_group=spec.scheduling_group if spec.HasField("scheduling_group") else None,
         containers=[_container_from_proto(c) for c in spec.containers],
         init_containers=[_container_from_proto(c) for c in spec.init_containers],
         overhead=dict(spec.overhead),

@@ -178,6 +178,7 @@ def rich_pod() -> m.Pod:
         resource_claims=(m.PodResourceClaim("gpu", template_name="one-gpu"), m.PodResourceClaim("nic", "shared-nic"),
                          m.PodResourceClaim("odd"), m.PodResourceClaim("skipped", template_name="t")),
         resource_claim_statuses={"gpu": "web-gpu-x7k2q", "skipped": ""},
+        scheduling_group="web-group",
         containers=[_container("app", host_port=80), _container("sidecar")],
         init_containers=[m.Container(name="init", image="busybox"), _container("proxy")],
         overhead={"cpu": 10, "memory": 1024},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	pb "outrigger.dev/clients/go/gen/outrigger/v1"
 	"outrigger.dev/clients/go/kube/internal/fwk"
 )
 
@@ -138,3 +139,11 @@ func (noClaims) MaybeRemoveClaimPendingAllocation(types.UID, bool) bool { return
 func (noClaims) AssumeClaimAfterAPICall(*resourceapi.ResourceClaim) error { return errNoClaims }
 
 func (noClaims) AssumedClaimRestore(string, string) {}
+
+// setSchedulingGroup gives the pod its spec.schedulingGroup (Kubernetes 1.36+) from the wire.
+func setSchedulingGroup(out *v1.Pod, spec *pb.PodSpec) {
+	if spec.SchedulingGroup != nil {
+		name := spec.GetSchedulingGroup()
+		out.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &name}
+	}
+}

@@ -3,8 +3,10 @@
 package kube
 
 import (
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	pb "outrigger.dev/clients/go/gen/outrigger/v1"
 	"outrigger.dev/clients/go/kube/internal/fwk"
 )
 
@@ -19,3 +21,6 @@ func nonHostScoped(*framework.NodeInfo) bool { return false }
 // SharedDRAManager is nil: no DRA objects reach plugins served out of process, and 1.34's in-tree
 // plugins ask for it only with DRA's alpha extended resources on.
 func (h *Handle) SharedDRAManager() fwk.SharedDRAManager { return nil }
+
+// setSchedulingGroup does nothing: 1.34's Pod has no spec.schedulingGroup.
+func setSchedulingGroup(*v1.Pod, *pb.PodSpec) {}

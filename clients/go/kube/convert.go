@@ -243,6 +243,7 @@ func Pod(p *pb.Pod) *v1.Pod {
 		Status: v1.PodStatus{NominatedNodeName: p.GetStatus().GetNominatedNodeName()},
 	}
 	mergePodAffinityLabelKeys(out.Spec.Affinity, out.Labels)
+	setSchedulingGroup(out, spec)
 	seeNamespace(out.Namespace)
 	priority := int32(spec.GetPriority())
 	out.Spec.Priority = &priority

@@ -265,7 +265,7 @@ class Container(_message.Message):
     def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., requests: _Optional[_Mapping[str, int]] = ..., limits: _Optional[_Mapping[str, int]] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., restart_policy: _Optional[str] = ...) -> None: ...
 
 class PodSpec(_message.Message):
-    __slots__ = ("scheduler_name", "node_name", "priority", "priority_class_name", "preemption_policy", "node_selector", "affinity", "tolerations", "topology_spread_constraints", "scheduling_gates", "containers", "init_containers", "overhead", "volumes", "resource_claims")
+    __slots__ = ("scheduler_name", "node_name", "priority", "priority_class_name", "preemption_policy", "node_selector", "affinity", "tolerations", "topology_spread_constraints", "scheduling_gates", "containers", "init_containers", "overhead", "volumes", "resource_claims", "scheduling_group")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -295,6 +295,7 @@ class PodSpec(_message.Message):
     OVERHEAD_FIELD_NUMBER: _ClassVar[int]
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULING_GROUP_FIELD_NUMBER: _ClassVar[int]
     scheduler_name: str
     node_name: str
     priority: int
@@ -310,7 +311,8 @@ class PodSpec(_message.Message):
     overhead: _containers.ScalarMap[str, int]
     volumes: _containers.RepeatedCompositeFieldContainer[PodVolume]
     resource_claims: _containers.RepeatedCompositeFieldContainer[PodResourceClaim]
-    def __init__(self, scheduler_name: _Optional[str] = ..., node_name: _Optional[str] = ..., priority: _Optional[int] = ..., priority_class_name: _Optional[str] = ..., preemption_policy: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., scheduling_gates: _Optional[_Iterable[str]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, int]] = ..., volumes: _Optional[_Iterable[_Union[PodVolume, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[PodResourceClaim, _Mapping]]] = ...) -> None: ...
+    scheduling_group: str
+    def __init__(self, scheduler_name: _Optional[str] = ..., node_name: _Optional[str] = ..., priority: _Optional[int] = ..., priority_class_name: _Optional[str] = ..., preemption_policy: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., scheduling_gates: _Optional[_Iterable[str]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., overhead: _Optional[_Mapping[str, int]] = ..., volumes: _Optional[_Iterable[_Union[PodVolume, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[PodResourceClaim, _Mapping]]] = ..., scheduling_group: _Optional[str] = ...) -> None: ...
 
 class PodResourceClaim(_message.Message):
     __slots__ = ("name", "resource_claim_name", "resource_claim_template_name")

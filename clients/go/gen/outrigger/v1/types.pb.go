@@ -1404,8 +1404,11 @@ type PodSpec struct {
 	Volumes []*PodVolume `protobuf:"bytes,14,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	// spec.resourceClaims: the ResourceClaims (dynamic resource allocation) the pod uses, in order.
 	ResourceClaims []*PodResourceClaim `protobuf:"bytes,15,rep,name=resource_claims,json=resourceClaims,proto3" json:"resource_claims,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// spec.schedulingGroup.podGroupName (Kubernetes 1.36+, GenericWorkload): the PodGroup, in the pod's
+	// namespace, the pod is scheduled with; unset for a pod that belongs to no group.
+	SchedulingGroup *string `protobuf:"bytes,16,opt,name=scheduling_group,json=schedulingGroup,proto3,oneof" json:"scheduling_group,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PodSpec) Reset() {
@@ -1541,6 +1544,13 @@ func (x *PodSpec) GetResourceClaims() []*PodResourceClaim {
 		return x.ResourceClaims
 	}
 	return nil
+}
+
+func (x *PodSpec) GetSchedulingGroup() string {
+	if x != nil && x.SchedulingGroup != nil {
+		return *x.SchedulingGroup
+	}
+	return ""
 }
 
 // One entry of a pod's spec.resourceClaims (v1.PodResourceClaim): a ResourceClaim named directly, or
@@ -4964,7 +4974,7 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a9\n" +
 	"\vLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xcd\a\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x92\b\n" +
 	"\aPodSpec\x12%\n" +
 	"\x0escheduler_name\x18\x01 \x01(\tR\rschedulerName\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x1a\n" +
@@ -4983,13 +4993,15 @@ const file_outrigger_v1_types_proto_rawDesc = "" +
 	"\x0finit_containers\x18\f \x03(\v2\x17.outrigger.v1.ContainerR\x0einitContainers\x12?\n" +
 	"\boverhead\x18\r \x03(\v2#.outrigger.v1.PodSpec.OverheadEntryR\boverhead\x121\n" +
 	"\avolumes\x18\x0e \x03(\v2\x17.outrigger.v1.PodVolumeR\avolumes\x12G\n" +
-	"\x0fresource_claims\x18\x0f \x03(\v2\x1e.outrigger.v1.PodResourceClaimR\x0eresourceClaims\x1a?\n" +
+	"\x0fresource_claims\x18\x0f \x03(\v2\x1e.outrigger.v1.PodResourceClaimR\x0eresourceClaims\x12.\n" +
+	"\x10scheduling_group\x18\x10 \x01(\tH\x00R\x0fschedulingGroup\x88\x01\x01\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rOverheadEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x97\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01B\x13\n" +
+	"\x11_scheduling_group\"\x97\x01\n" +
 	"\x10PodResourceClaim\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\x13resource_claim_name\x18\x02 \x01(\tR\x11resourceClaimName\x12?\n" +
@@ -5504,6 +5516,7 @@ func file_outrigger_v1_types_proto_init() {
 	file_outrigger_v1_types_proto_msgTypes[12].OneofWrappers = []any{}
 	file_outrigger_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
 	file_outrigger_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
+	file_outrigger_v1_types_proto_msgTypes[18].OneofWrappers = []any{}
 	file_outrigger_v1_types_proto_msgTypes[34].OneofWrappers = []any{}
 	file_outrigger_v1_types_proto_msgTypes[38].OneofWrappers = []any{}
 	file_outrigger_v1_types_proto_msgTypes[40].OneofWrappers = []any{
