@@ -293,9 +293,19 @@ async def _start_outrigger(stack: contextlib.AsyncExitStack, cluster: LocalClust
         await asyncio.to_thread(_touch_console, console)
 
 
-def _touch_console(console: str) -> None:
-    with urllib.request.urlopen(f"http://{console}/ui/api/overview", timeout=10) as r:
-        r.read()
+def _touch_console(console: str, timeout: float = 60.0) -> None:
+    """One console request, once the leader serves it: the standby's port (no console) hands over to
+    the elected framework's."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://{console}/ui/api/overview", timeout=10) as r:
+                r.read()
+                return
+        except OSError as exc:  # refused while the ports hand over; 404 from the standby
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the web console on {console} did not answer within {timeout:g}s: {exc}") from None
+            time.sleep(0.5)
 
 
 async def _apply_nodes(cluster: LocalCluster, work: Path, nodes: int, rng: random.Random) -> list[str]:
