@@ -304,7 +304,10 @@ def test_an_allocation_is_written_after_the_finalizer_and_taken_back_when_unrese
     # Taken back: no allocation, no consumer; the finalizer stays, as kube-scheduler leaves it (the claim
     # controller removes it).
     assert summary(freed) == ([], [], [FINALIZER])
-    assert summary(read_claim(kube_cluster, ns, "c")) == ([], [], [FINALIZER])
+    # Read back: the same, unless kube-controller-manager (started by an earlier test of the session) has
+    # meanwhile removed the finalizer of the claim nobody uses, as it does.
+    devices, consumers, finalizers = summary(read_claim(kube_cluster, ns, "c"))
+    assert (devices, consumers) == ([], []) and finalizers in ([FINALIZER], [])
     assert counts == {"update resourceclaims": 1, "update resourceclaims/status": 2}
 
 
