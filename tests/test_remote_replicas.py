@@ -397,3 +397,43 @@ def test_hosts_with_and_without_the_start_batch_feature_answer_alike(
     assert uses is bool(features)
     assert placed == {"p0": "n1", "p1": "n1", "p2": "n3", "p3": "n3"}
     assert cycles == {"Filter": 4, "Score": 4}
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the console's endpoint table shows of each replica
+
+
+def test_a_replica_counts_its_calls_in_flight_and_averages_its_answer_times() -> None:
+    # Every call of the Chaos plugin stalls 0.3 s (well inside the 5 s deadlines): while the pod is being
+    # scheduled a call or a node batch is in flight on the replica; once it is bound, none is, and every
+    # answer took at least 0.3 s, so their moving average does too.
+    from fault_plugins import Chaos
+
+    async def main() -> tuple[int, int, float | None, float | None, dict[str, int]]:
+        host = await PluginHost([Chaos], listen="127.0.0.1:0").start()
+        text = config(["Chaos"], {"Chaos": {"stall": 1.0, "stallSeconds": 0.3}})
+        rig = await remote_rig([endpoint("chaos", host.address)], lambda reg: load_config(text, reg.points()))
+        s = rig.scheduler
+        replica = rig.remote.endpoints[0].replicas[0]
+        before = replica.latency_ms
+        task = asyncio.create_task(s.run())
+        try:
+            await s.apply(tier_cluster(["p0"]))
+            busiest = 0
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while s.pods["uid-p0"].phase != "Bound" and loop.time() < deadline:
+                busiest = max(busiest, replica.in_flight)
+                await asyncio.sleep(0.02)
+            await s.drain(5)
+            return busiest, replica.in_flight, before, replica.latency_ms, s.leaks()
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+            await rig.close()
+            await host.stop(1.0)
+
+    busiest, after, before, latency, leaks = asyncio.run(main())
+    assert (before, busiest >= 1, after) == (None, True, 0)
+    assert latency is not None and latency >= 300.0
+    assert leaks == NO_LEAKS

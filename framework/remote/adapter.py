@@ -255,14 +255,14 @@ class RemotePlugin(Plugin, OutOfProcess):
             raise RemotePluginError(f"{self.endpoint.where(replica)} no longer declares {point} of {self.name!r}")
         metadata = tracing.grpc_metadata()  # the plugin call's span (None outside a traced cycle)
         try:
-            return await getattr(replica.stub, method)(request, timeout=timeout, metadata=metadata)
+            return await replica.call(method, request, timeout, metadata)
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.FAILED_PRECONDITION:
                 raise
             # "not configured": the host restarted between two calls. Configure and retry once.
             replica.suspect = True
             await self.endpoint.ready(replica)
-            return await getattr(replica.stub, method)(request, timeout=timeout, metadata=metadata)
+            return await replica.call(method, request, timeout, metadata)
 
     def _ignored(self, point: str, state: CycleState | None, exc: BaseException) -> bool:
         """Under failurePolicy Ignore, a failed call skips the plugin for the rest of the cycle: record

@@ -18,6 +18,8 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -71,6 +73,35 @@ class Replica:
         self.manifests: dict[str, Any] | None = None
         #: (plugin, extension point enum) pairs of those manifests; (plugin, 0) for each plugin.
         self.declared: frozenset[tuple[str, int]] = frozenset()
+        self.unary_in_flight = 0  # unary calls sent and not answered yet
+        self.streams: weakref.WeakSet[NodeStream] = weakref.WeakSet()  # its Filter/Score streams
+        self._latency: float | None = None  # seconds, moving average of answered calls and batches
+
+    @property
+    def in_flight(self) -> int:
+        """Calls and node batches sent to it and not answered yet (a broken stream's are not counted)."""
+        batches = sum(len(s.pending) for s in list(self.streams) if s.pending and not s.broken)
+        return self.unary_in_flight + batches
+
+    @property
+    def latency_ms(self) -> float | None:
+        """The moving average of its answer times (unary calls and node batches), in milliseconds."""
+        return None if self._latency is None else self._latency * 1000.0
+
+    async def call(self, method: str, request: Any, timeout: float, metadata: Any) -> Any:
+        """One unary call, counted in flight until it ends, its answer time observed."""
+        self.unary_in_flight += 1
+        started = time.perf_counter()
+        try:
+            reply = await getattr(self.stub, method)(request, timeout=timeout, metadata=metadata)
+        finally:
+            self.unary_in_flight -= 1
+        self.observe(time.perf_counter() - started)
+        return reply
+
+    def observe(self, seconds: float) -> None:
+        """An answer came ``seconds`` after its request: fold it into the moving average (weight 1/5)."""
+        self._latency = seconds if self._latency is None else self._latency + (seconds - self._latency) / 5
 
     def take(self, reply: Any) -> None:
         """What a handshake said: its manifests and features."""
@@ -98,7 +129,9 @@ class Replica:
             stream = idle.pop()
             if not stream.broken and not stream.call.done():
                 return stream
-        return NodeStream(getattr(self.stub, method)(), self, method)
+        stream = NodeStream(getattr(self.stub, method)(), self, method)
+        self.streams.add(stream)
+        return stream
 
     def give_back(self, stream: NodeStream) -> None:
         idle = self.idle[stream.method]
@@ -564,7 +597,7 @@ class NodeStream:
     abandoned cycle (``seq < base``, e.g. a prefetched window no plugin asked for) is recognised and
     dropped by the next cycle."""
 
-    __slots__ = ("base", "broken", "call", "method", "replica", "seq", "start")
+    __slots__ = ("__weakref__", "base", "broken", "call", "method", "pending", "replica", "sent", "seq", "start")
 
     def __init__(self, call: Any, replica: Replica, method: str) -> None:
         self.call = call
@@ -574,4 +607,6 @@ class NodeStream:
         self.base = 0
         self.broken = False
         self.start: Any = None  # this cycle's start message, held to carry the first batch
+        self.pending: dict[int, tuple[int, int]] | None = None  # the current cycle's unanswered batches
+        self.sent: dict[int, float] = {}  # batch seq -> when it was sent (perf_counter), until answered
 

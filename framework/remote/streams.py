@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
@@ -201,7 +202,10 @@ class NodeExchange:
             msg.node_names.extend(batch.snapshot.table.names[r] for r in batch.rows[lo:hi].tolist())
         self.stat.bytes_sent += request.ByteSize()
         self.stat.batches += 1
-        window.pending.setdefault(stream, {})[stream.seq] = (lo, hi)
+        spans = window.pending.setdefault(stream, {})
+        spans[stream.seq] = (lo, hi)
+        stream.pending = spans
+        stream.sent[stream.seq] = time.perf_counter()
         stream.seq += 1
         return stream, request
 
@@ -307,8 +311,11 @@ class NodeExchange:
             if reply is grpc.aio.EOF:
                 raise StreamBroken(f"the plugin closed its {method} stream with {len(spans)} batch(es) unanswered")
             self.stat.bytes_received += reply.ByteSize()
+            sent = stream.sent.pop(reply.batch_seq, None)
             if reply.batch_seq < stream.base:
                 continue  # the answer to an abandoned cycle's batch
+            if sent is not None:
+                stream.replica.observe(time.perf_counter() - sent)
             span = spans.pop(reply.batch_seq, None)
             if span is None:
                 raise RemotePluginError(f"answered {method} batch {reply.batch_seq}, which was not sent (or twice)")
