@@ -142,7 +142,7 @@ func (noClaims) AssumedClaimRestore(string, string) {}
 
 // setSchedulingGroup gives the pod its spec.schedulingGroup (Kubernetes 1.36+) from the wire.
 func setSchedulingGroup(out *v1.Pod, spec *pb.PodSpec) {
-	if spec.SchedulingGroup != nil {
+	if spec != nil && spec.SchedulingGroup != nil {
 		name := spec.GetSchedulingGroup()
 		out.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &name}
 	}

@@ -18,6 +18,9 @@ func TestAPodsSchedulingGroupCrossesTheWire(t *testing.T) {
 		{"member of a group", &group, "train"},
 		{"no group", nil, ""},
 	}
+	if p := Pod(&pb.Pod{Metadata: &pb.ObjectMeta{Name: "p"}}); p.Spec.SchedulingGroup != nil {
+		t.Errorf("a pod without a spec: schedulingGroup %v, want none", p.Spec.SchedulingGroup)
+	}
 	for _, c := range cases {
 		p := Pod(&pb.Pod{Metadata: &pb.ObjectMeta{Name: "p", Namespace: "ml"}, Spec: &pb.PodSpec{SchedulingGroup: c.in}})
 		got := ""
