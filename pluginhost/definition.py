@@ -23,6 +23,7 @@ from typing import Any, TypeVar, overload
 
 from pluginhost import pb
 from pluginhost.errors import OutriggerError
+from pluginhost.placement import POD_GROUP_POINT_ROWS, PlacementScoreExtensions, pod_group_points_of
 from pluginhost.plugin import (
     CONFIGURED_POINTS,
     POINT_CLASSES,
@@ -46,6 +47,8 @@ E = pb.plugin  # the ExtensionPoint enum lives in plugin.proto
 # From the points table: configured point -> its enum value; point -> its transformer's enum value.
 _POINT_ENUM = {p.name: E.ExtensionPoint.Value(p.enum) for p in CONFIGURED_POINTS}
 _TRANSFORMER_ENUM = {p.of: E.ExtensionPoint.Value(p.enum) for p in POINTS if p.kind == "transformer"}
+# The PodGroup points a host serves: configured point -> its enum value.
+_GROUP_ENUM = {p.name: E.ExtensionPoint.Value(p.enum) for p in POD_GROUP_POINT_ROWS if p.kind == "podGroup"}
 # Points whose plugins look at nodes: their hosts follow the snapshot mirror unless told otherwise.
 _SNAPSHOT_POINTS = frozenset({"preFilter", "filter", "postFilter", "preScore", "score"})
 
@@ -116,9 +119,12 @@ def manifest_of(cls: type) -> Any:
     if not isinstance(name, str) or not name:
         raise PluginDefinitionError(f"{where} has no name: set the class attribute `name = \"MyPlugin\"`")
     points = sorted(p for p, base in POINT_CLASSES.items() if issubclass(cls, base))
-    if not points:
+    group_points = sorted(pod_group_points_of(cls) & _GROUP_ENUM.keys())
+    if not points and not group_points:
         raise PluginDefinitionError(f"{where} ({name!r}) implements no extension point")
-    enums: list[Any] = [_POINT_ENUM[p] for p in points]
+    enums: list[Any] = [_POINT_ENUM[p] for p in points] + [_GROUP_ENUM[p] for p in group_points]
+    if "placementScore" in group_points and issubclass(cls, PlacementScoreExtensions):
+        enums.append(E.EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE)
     if issubclass(cls, PreFilterPlugin) and _overrides(cls, PreFilterPlugin, "pre_filter_extensions"):
         enums.append(E.EXTENSION_POINT_PRE_FILTER_EXTENSIONS)
     if issubclass(cls, ScoreExtensions):

@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pluginhost.model import Pod
-from pluginhost.plugin import CycleState, Plugin
+from pluginhost.plugin import CycleState, Plugin, Point
 from pluginhost.status import Status
 from pluginhost.workload import PodGroup
 
 __all__ = [
     "POD_GROUP_POINT_CLASSES",
+    "POD_GROUP_POINT_ROWS",
     "Placement",
     "PlacementFeasiblePlugin",
     "PlacementGeneratePlugin",
@@ -217,6 +218,19 @@ POD_GROUP_POINT_CLASSES: Mapping[str, type] = {
     "placementScore": PlacementScorePlugin,
     "podGroupPostFilter": PodGroupPostFilterPlugin,
 }
+
+
+#: The PodGroup points a plugin host can serve, as rows of the points table
+#: (:data:`pluginhost.plugin.POINTS`): each with its value of the contract's ExtensionPoint enum.
+#: PodGroupPostFilter re-runs the group's scheduling through a callback, so it is not served remotely.
+POD_GROUP_POINT_ROWS: tuple[Point, ...] = (
+    Point("placementGenerate", PlacementGeneratePlugin, "generate_placements",
+          "EXTENSION_POINT_PLACEMENT_GENERATE", None, "podGroup"),
+    Point("placementScore", PlacementScorePlugin, "score_placement", "EXTENSION_POINT_PLACEMENT_SCORE", None,
+          "podGroup"),
+    Point("normalizePlacementScore", PlacementScoreExtensions, "normalize_placement_score",
+          "EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE", None, "part", "placementScore"),
+)
 
 
 def pod_group_points_of(plugin: object | type) -> frozenset[str]:

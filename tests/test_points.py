@@ -14,6 +14,7 @@ from framework.config import EXTENSION_POINTS
 from framework.remote.classes import _ENUM_POINT, _TRANSFORMER_ENUMS
 from pluginhost import pb
 from pluginhost.definition import manifest_of
+from pluginhost.placement import POD_GROUP_POINT_ROWS
 from pluginhost.plugin import (
     CONFIGURED_POINTS,
     POINT_CLASSES,
@@ -41,7 +42,7 @@ def _camel(method: str) -> str:
 
 
 def test_every_enum_value_of_the_contract_is_one_row() -> None:
-    enums = [p.enum for p in POINTS]
+    enums = [p.enum for p in (*POINTS, *POD_GROUP_POINT_ROWS)]
     assert sorted(enums) == sorted(n for n in E.DESCRIPTOR.values_by_name if n != "EXTENSION_POINT_UNSPECIFIED")
     assert len(set(enums)) == len(enums) and len({p.name for p in POINTS}) == len(POINTS)
 

@@ -35,6 +35,9 @@ class ExtensionPoint(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXTENSION_POINT_SCORE_TRANSFORMER: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_POST_FILTER_TRANSFORMER: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_CONTROLLER: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_PLACEMENT_GENERATE: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_PLACEMENT_SCORE: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE: _ClassVar[ExtensionPoint]
 
 class NominatingMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -63,6 +66,9 @@ EXTENSION_POINT_FILTER_TRANSFORMER: ExtensionPoint
 EXTENSION_POINT_SCORE_TRANSFORMER: ExtensionPoint
 EXTENSION_POINT_POST_FILTER_TRANSFORMER: ExtensionPoint
 EXTENSION_POINT_CONTROLLER: ExtensionPoint
+EXTENSION_POINT_PLACEMENT_GENERATE: ExtensionPoint
+EXTENSION_POINT_PLACEMENT_SCORE: ExtensionPoint
+EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE: ExtensionPoint
 NOMINATING_MODE_UNSPECIFIED: NominatingMode
 NOMINATING_MODE_NOOP: NominatingMode
 NOMINATING_MODE_OVERRIDE: NominatingMode
@@ -414,6 +420,117 @@ class NormalizeScoreRequest(_message.Message):
     def __init__(self, ctx: _Optional[_Union[CycleContext, _Mapping]] = ..., node_ids: _Optional[_Iterable[int]] = ..., scores: _Optional[_Iterable[int]] = ..., node_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NormalizeScoreReply(_message.Message):
+    __slots__ = ("status", "scores", "state_writes")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    STATE_WRITES_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    scores: _containers.RepeatedScalarFieldContainer[int]
+    state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
+
+class PodGroupContext(_message.Message):
+    __slots__ = ("group_cycle_id", "plugin", "profile", "snapshot_generation", "namespace", "name", "min_count", "pods", "state", "trace_context")
+    class TraceContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    GROUP_CYCLE_ID_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MIN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    group_cycle_id: str
+    plugin: str
+    profile: str
+    snapshot_generation: int
+    namespace: str
+    name: str
+    min_count: int
+    pods: _containers.RepeatedCompositeFieldContainer[_types_pb2.Pod]
+    state: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
+    trace_context: _containers.ScalarMap[str, str]
+    def __init__(self, group_cycle_id: _Optional[str] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., snapshot_generation: _Optional[int] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., min_count: _Optional[int] = ..., pods: _Optional[_Iterable[_Union[_types_pb2.Pod, _Mapping]]] = ..., state: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class PlacementAssignment(_message.Message):
+    __slots__ = ("pod", "node_id", "node_name")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    pod: int
+    node_id: int
+    node_name: str
+    def __init__(self, pod: _Optional[int] = ..., node_id: _Optional[int] = ..., node_name: _Optional[str] = ...) -> None: ...
+
+class PlacementNodes(_message.Message):
+    __slots__ = ("name", "node_ids", "node_names")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    node_ids: _containers.RepeatedScalarFieldContainer[int]
+    node_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., node_ids: _Optional[_Iterable[int]] = ..., node_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GeneratePlacementsRequest(_message.Message):
+    __slots__ = ("ctx", "parent")
+    CTX_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    ctx: PodGroupContext
+    parent: PlacementNodes
+    def __init__(self, ctx: _Optional[_Union[PodGroupContext, _Mapping]] = ..., parent: _Optional[_Union[PlacementNodes, _Mapping]] = ...) -> None: ...
+
+class GeneratePlacementsReply(_message.Message):
+    __slots__ = ("status", "placements", "state_writes")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    STATE_WRITES_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    placements: _containers.RepeatedCompositeFieldContainer[PlacementNodes]
+    state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., placements: _Optional[_Iterable[_Union[PlacementNodes, _Mapping]]] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
+
+class ScorePlacementRequest(_message.Message):
+    __slots__ = ("ctx", "placement", "assignments", "placement_cycle_id")
+    CTX_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_CYCLE_ID_FIELD_NUMBER: _ClassVar[int]
+    ctx: PodGroupContext
+    placement: PlacementNodes
+    assignments: _containers.RepeatedCompositeFieldContainer[PlacementAssignment]
+    placement_cycle_id: str
+    def __init__(self, ctx: _Optional[_Union[PodGroupContext, _Mapping]] = ..., placement: _Optional[_Union[PlacementNodes, _Mapping]] = ..., assignments: _Optional[_Iterable[_Union[PlacementAssignment, _Mapping]]] = ..., placement_cycle_id: _Optional[str] = ...) -> None: ...
+
+class ScorePlacementReply(_message.Message):
+    __slots__ = ("status", "score", "state_writes")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    STATE_WRITES_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    score: int
+    state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., score: _Optional[int] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
+
+class NormalizePlacementScoreRequest(_message.Message):
+    __slots__ = ("ctx", "placements", "scores")
+    CTX_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    ctx: PodGroupContext
+    placements: _containers.RepeatedScalarFieldContainer[str]
+    scores: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ctx: _Optional[_Union[PodGroupContext, _Mapping]] = ..., placements: _Optional[_Iterable[str]] = ..., scores: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class NormalizePlacementScoreReply(_message.Message):
     __slots__ = ("status", "scores", "state_writes")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]

@@ -128,6 +128,21 @@ class PluginStub:
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.NodeRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_plugin__pb2.PermitReply.FromString,
                 _registered_method=True)
+        self.GeneratePlacements = channel.unary_unary(
+                '/outrigger.v1.Plugin/GeneratePlacements',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.GeneratePlacementsRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.GeneratePlacementsReply.FromString,
+                _registered_method=True)
+        self.ScorePlacement = channel.unary_unary(
+                '/outrigger.v1.Plugin/ScorePlacement',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.ScorePlacementRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.ScorePlacementReply.FromString,
+                _registered_method=True)
+        self.NormalizePlacementScore = channel.unary_unary(
+                '/outrigger.v1.Plugin/NormalizePlacementScore',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreReply.FromString,
+                _registered_method=True)
         self.PreBindPreFlight = channel.unary_unary(
                 '/outrigger.v1.Plugin/PreBindPreFlight',
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.NodeRequest.SerializeToString,
@@ -325,6 +340,38 @@ class PluginServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GeneratePlacements(self, request, context):
+        """--- PodGroup cycle (GenericWorkload with TopologyAwareWorkloadScheduling) ---------------------
+
+        A group cycle schedules the unscheduled pods of one PodGroup in one snapshot. Its CycleState is
+        keyed by PodGroupContext.group_cycle_id (not by any pod's cycle id): GeneratePlacements and
+        NormalizePlacementScore run with the group cycle's state, each ScorePlacement with the state of
+        the placement being scored, whose id is PlacementScoreRequest.placement_cycle_id. Declared
+        state_keys ride on PodGroupContext.state; writes come back on the reply, to that state.
+
+        PlacementGenerate: split the parent placement (every node the group may use) into candidate
+        placements. At most one plugin of a profile has this point.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ScorePlacement(self, request, context):
+        """PlacementScore: score one placement in which the whole group fits (the pods' proposed nodes);
+        the higher the better. Without EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE, in [0, 100].
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NormalizePlacementScore(self, request, context):
+        """PlacementScoreExtensions.NormalizePlacementScore: map this plugin's raw scores of all the
+        group's feasible placements into [0, 100].
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PreBindPreFlight(self, request, context):
         """--- Binding cycle ----------------------------------------------------------------------------
 
@@ -501,6 +548,21 @@ def add_PluginServicer_to_server(servicer, server):
                     servicer.Permit,
                     request_deserializer=outrigger_dot_v1_dot_plugin__pb2.NodeRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_plugin__pb2.PermitReply.SerializeToString,
+            ),
+            'GeneratePlacements': grpc.unary_unary_rpc_method_handler(
+                    servicer.GeneratePlacements,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.GeneratePlacementsRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.GeneratePlacementsReply.SerializeToString,
+            ),
+            'ScorePlacement': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScorePlacement,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.ScorePlacementRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.ScorePlacementReply.SerializeToString,
+            ),
+            'NormalizePlacementScore': grpc.unary_unary_rpc_method_handler(
+                    servicer.NormalizePlacementScore,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreReply.SerializeToString,
             ),
             'PreBindPreFlight': grpc.unary_unary_rpc_method_handler(
                     servicer.PreBindPreFlight,
@@ -1040,6 +1102,87 @@ class Plugin:
             '/outrigger.v1.Plugin/Permit',
             outrigger_dot_v1_dot_plugin__pb2.NodeRequest.SerializeToString,
             outrigger_dot_v1_dot_plugin__pb2.PermitReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GeneratePlacements(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/GeneratePlacements',
+            outrigger_dot_v1_dot_plugin__pb2.GeneratePlacementsRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.GeneratePlacementsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScorePlacement(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/ScorePlacement',
+            outrigger_dot_v1_dot_plugin__pb2.ScorePlacementRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.ScorePlacementReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NormalizePlacementScore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/NormalizePlacementScore',
+            outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -108,6 +108,12 @@ const (
 	ExtensionPoint_EXTENSION_POINT_POST_FILTER_TRANSFORMER ExtensionPoint = 20
 	// The plugin runs background work (a controller) while it is configured; Plugin.Stop ends it.
 	ExtensionPoint_EXTENSION_POINT_CONTROLLER ExtensionPoint = 21
+	// Plugin.GeneratePlacements (a PodGroup cycle's PlacementGenerate; enabled at placementGenerate).
+	ExtensionPoint_EXTENSION_POINT_PLACEMENT_GENERATE ExtensionPoint = 22
+	// Plugin.ScorePlacement (a PodGroup cycle's PlacementScore; enabled at placementScore).
+	ExtensionPoint_EXTENSION_POINT_PLACEMENT_SCORE ExtensionPoint = 23
+	// Plugin.NormalizePlacementScore; only with EXTENSION_POINT_PLACEMENT_SCORE.
+	ExtensionPoint_EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE ExtensionPoint = 24
 )
 
 // Enum value maps for ExtensionPoint.
@@ -135,30 +141,36 @@ var (
 		19: "EXTENSION_POINT_SCORE_TRANSFORMER",
 		20: "EXTENSION_POINT_POST_FILTER_TRANSFORMER",
 		21: "EXTENSION_POINT_CONTROLLER",
+		22: "EXTENSION_POINT_PLACEMENT_GENERATE",
+		23: "EXTENSION_POINT_PLACEMENT_SCORE",
+		24: "EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE",
 	}
 	ExtensionPoint_value = map[string]int32{
-		"EXTENSION_POINT_UNSPECIFIED":             0,
-		"EXTENSION_POINT_PRE_ENQUEUE":             1,
-		"EXTENSION_POINT_QUEUE_SORT":              2,
-		"EXTENSION_POINT_PRE_FILTER":              3,
-		"EXTENSION_POINT_PRE_FILTER_EXTENSIONS":   4,
-		"EXTENSION_POINT_FILTER":                  5,
-		"EXTENSION_POINT_POST_FILTER":             6,
-		"EXTENSION_POINT_PRE_SCORE":               7,
-		"EXTENSION_POINT_SCORE":                   8,
-		"EXTENSION_POINT_NORMALIZE_SCORE":         9,
-		"EXTENSION_POINT_RESERVE":                 10,
-		"EXTENSION_POINT_PERMIT":                  11,
-		"EXTENSION_POINT_PRE_BIND":                12,
-		"EXTENSION_POINT_PRE_BIND_PRE_FLIGHT":     13,
-		"EXTENSION_POINT_BIND":                    14,
-		"EXTENSION_POINT_POST_BIND":               15,
-		"EXTENSION_POINT_ENQUEUE_EXTENSIONS":      16,
-		"EXTENSION_POINT_PRE_FILTER_TRANSFORMER":  17,
-		"EXTENSION_POINT_FILTER_TRANSFORMER":      18,
-		"EXTENSION_POINT_SCORE_TRANSFORMER":       19,
-		"EXTENSION_POINT_POST_FILTER_TRANSFORMER": 20,
-		"EXTENSION_POINT_CONTROLLER":              21,
+		"EXTENSION_POINT_UNSPECIFIED":               0,
+		"EXTENSION_POINT_PRE_ENQUEUE":               1,
+		"EXTENSION_POINT_QUEUE_SORT":                2,
+		"EXTENSION_POINT_PRE_FILTER":                3,
+		"EXTENSION_POINT_PRE_FILTER_EXTENSIONS":     4,
+		"EXTENSION_POINT_FILTER":                    5,
+		"EXTENSION_POINT_POST_FILTER":               6,
+		"EXTENSION_POINT_PRE_SCORE":                 7,
+		"EXTENSION_POINT_SCORE":                     8,
+		"EXTENSION_POINT_NORMALIZE_SCORE":           9,
+		"EXTENSION_POINT_RESERVE":                   10,
+		"EXTENSION_POINT_PERMIT":                    11,
+		"EXTENSION_POINT_PRE_BIND":                  12,
+		"EXTENSION_POINT_PRE_BIND_PRE_FLIGHT":       13,
+		"EXTENSION_POINT_BIND":                      14,
+		"EXTENSION_POINT_POST_BIND":                 15,
+		"EXTENSION_POINT_ENQUEUE_EXTENSIONS":        16,
+		"EXTENSION_POINT_PRE_FILTER_TRANSFORMER":    17,
+		"EXTENSION_POINT_FILTER_TRANSFORMER":        18,
+		"EXTENSION_POINT_SCORE_TRANSFORMER":         19,
+		"EXTENSION_POINT_POST_FILTER_TRANSFORMER":   20,
+		"EXTENSION_POINT_CONTROLLER":                21,
+		"EXTENSION_POINT_PLACEMENT_GENERATE":        22,
+		"EXTENSION_POINT_PLACEMENT_SCORE":           23,
+		"EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE": 24,
 	}
 )
 
@@ -2565,6 +2577,651 @@ func (x *NormalizeScoreReply) GetStateWrites() []*StateEntry {
 	return nil
 }
 
+// The group cycle a PodGroup point runs in. What the host may read: the group (namespace, name,
+// min_count) and its unscheduled pods in the queue's order; nodes by id in the snapshot of
+// snapshot_generation when the plugin declared needs_snapshot (its mirror has applied at least that
+// generation), and by name always.
+type PodGroupContext struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the group cycle; the key of its CycleState (a placement's state has its own id, see
+	// ScorePlacementRequest.placement_cycle_id).
+	GroupCycleId string `protobuf:"bytes,1,opt,name=group_cycle_id,json=groupCycleId,proto3" json:"group_cycle_id,omitempty"`
+	// The plugin the request is for.
+	Plugin string `protobuf:"bytes,2,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	// The profile (schedulerName) the group is scheduled by.
+	Profile string `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
+	// Generation of the snapshot the group cycle runs against; node ids refer to it.
+	SnapshotGeneration uint64 `protobuf:"varint,4,opt,name=snapshot_generation,json=snapshotGeneration,proto3" json:"snapshot_generation,omitempty"`
+	// The PodGroup's namespace and name.
+	Namespace string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	// The PodGroup's minCount (0 when the group has no gang policy).
+	MinCount uint32 `protobuf:"varint,7,opt,name=min_count,json=minCount,proto3" json:"min_count,omitempty"`
+	// The group's unscheduled pods, in the queue's order; PlacementAssignment.pod indexes them.
+	Pods []*Pod `protobuf:"bytes,8,rep,name=pods,proto3" json:"pods,omitempty"`
+	// Current entries of the state (the group cycle's, or the placement's for ScorePlacement) for the
+	// keys the plugin declared in PluginManifest.state_keys.
+	State []*StateEntry `protobuf:"bytes,9,rep,name=state,proto3" json:"state,omitempty"`
+	// W3C trace context of the framework span this request belongs to.
+	TraceContext  map[string]string `protobuf:"bytes,10,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupContext) Reset() {
+	*x = PodGroupContext{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupContext) ProtoMessage() {}
+
+func (x *PodGroupContext) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupContext.ProtoReflect.Descriptor instead.
+func (*PodGroupContext) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PodGroupContext) GetGroupCycleId() string {
+	if x != nil {
+		return x.GroupCycleId
+	}
+	return ""
+}
+
+func (x *PodGroupContext) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
+}
+
+func (x *PodGroupContext) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *PodGroupContext) GetSnapshotGeneration() uint64 {
+	if x != nil {
+		return x.SnapshotGeneration
+	}
+	return 0
+}
+
+func (x *PodGroupContext) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodGroupContext) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodGroupContext) GetMinCount() uint32 {
+	if x != nil {
+		return x.MinCount
+	}
+	return 0
+}
+
+func (x *PodGroupContext) GetPods() []*Pod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+func (x *PodGroupContext) GetState() []*StateEntry {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *PodGroupContext) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+// One pod of the group proposed on a node in a placement attempt.
+type PlacementAssignment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index of the pod in PodGroupContext.pods.
+	Pod uint32 `protobuf:"varint,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The node's id in the snapshot of PodGroupContext.snapshot_generation (0 when unknown).
+	NodeId uint32 `protobuf:"varint,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The node's name.
+	NodeName      string `protobuf:"bytes,3,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementAssignment) Reset() {
+	*x = PlacementAssignment{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementAssignment) ProtoMessage() {}
+
+func (x *PlacementAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementAssignment.ProtoReflect.Descriptor instead.
+func (*PlacementAssignment) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PlacementAssignment) GetPod() uint32 {
+	if x != nil {
+		return x.Pod
+	}
+	return 0
+}
+
+func (x *PlacementAssignment) GetNodeId() uint32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *PlacementAssignment) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+// A candidate set of nodes for the group.
+type PlacementNodes struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The placement's name ("" for the implicit placement of all nodes).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Node ids in the snapshot of PodGroupContext.snapshot_generation; filled for hosts that follow the
+	// mirror (needs_snapshot).
+	NodeIds []uint32 `protobuf:"varint,2,rep,packed,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	// Node names, same order; filled for hosts that do not follow the mirror. In a reply either list
+	// may be used (ids win when both are set).
+	NodeNames     []string `protobuf:"bytes,3,rep,name=node_names,json=nodeNames,proto3" json:"node_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementNodes) Reset() {
+	*x = PlacementNodes{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementNodes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementNodes) ProtoMessage() {}
+
+func (x *PlacementNodes) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementNodes.ProtoReflect.Descriptor instead.
+func (*PlacementNodes) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PlacementNodes) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PlacementNodes) GetNodeIds() []uint32 {
+	if x != nil {
+		return x.NodeIds
+	}
+	return nil
+}
+
+func (x *PlacementNodes) GetNodeNames() []string {
+	if x != nil {
+		return x.NodeNames
+	}
+	return nil
+}
+
+// GeneratePlacements: the group and the parent placement.
+type GeneratePlacementsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group cycle.
+	Ctx *PodGroupContext `protobuf:"bytes,1,opt,name=ctx,proto3" json:"ctx,omitempty"`
+	// The parent placement (every node the group may use).
+	Parent        *PlacementNodes `protobuf:"bytes,2,opt,name=parent,proto3" json:"parent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeneratePlacementsRequest) Reset() {
+	*x = GeneratePlacementsRequest{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeneratePlacementsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeneratePlacementsRequest) ProtoMessage() {}
+
+func (x *GeneratePlacementsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeneratePlacementsRequest.ProtoReflect.Descriptor instead.
+func (*GeneratePlacementsRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GeneratePlacementsRequest) GetCtx() *PodGroupContext {
+	if x != nil {
+		return x.Ctx
+	}
+	return nil
+}
+
+func (x *GeneratePlacementsRequest) GetParent() *PlacementNodes {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+// The candidate placements.
+type GeneratePlacementsReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plugin's status; not success: the group cannot be placed (the framework names the plugin).
+	Status *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The placements; each node must belong to the parent. None with success: no feasible placement.
+	Placements []*PlacementNodes `protobuf:"bytes,2,rep,name=placements,proto3" json:"placements,omitempty"`
+	// Writes to the group cycle's CycleState.
+	StateWrites   []*StateEntry `protobuf:"bytes,3,rep,name=state_writes,json=stateWrites,proto3" json:"state_writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GeneratePlacementsReply) Reset() {
+	*x = GeneratePlacementsReply{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GeneratePlacementsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GeneratePlacementsReply) ProtoMessage() {}
+
+func (x *GeneratePlacementsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GeneratePlacementsReply.ProtoReflect.Descriptor instead.
+func (*GeneratePlacementsReply) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GeneratePlacementsReply) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *GeneratePlacementsReply) GetPlacements() []*PlacementNodes {
+	if x != nil {
+		return x.Placements
+	}
+	return nil
+}
+
+func (x *GeneratePlacementsReply) GetStateWrites() []*StateEntry {
+	if x != nil {
+		return x.StateWrites
+	}
+	return nil
+}
+
+// ScorePlacement: one placement and where each pod of the group would go in it.
+type ScorePlacementRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group cycle (its state entries are the placement's).
+	Ctx *PodGroupContext `protobuf:"bytes,1,opt,name=ctx,proto3" json:"ctx,omitempty"`
+	// The placement.
+	Placement *PlacementNodes `protobuf:"bytes,2,opt,name=placement,proto3" json:"placement,omitempty"`
+	// The pods proposed on the placement's nodes.
+	Assignments []*PlacementAssignment `protobuf:"bytes,3,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	// Id of the placement's CycleState (derived from the group cycle id and the placement).
+	PlacementCycleId string `protobuf:"bytes,4,opt,name=placement_cycle_id,json=placementCycleId,proto3" json:"placement_cycle_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ScorePlacementRequest) Reset() {
+	*x = ScorePlacementRequest{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScorePlacementRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScorePlacementRequest) ProtoMessage() {}
+
+func (x *ScorePlacementRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScorePlacementRequest.ProtoReflect.Descriptor instead.
+func (*ScorePlacementRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ScorePlacementRequest) GetCtx() *PodGroupContext {
+	if x != nil {
+		return x.Ctx
+	}
+	return nil
+}
+
+func (x *ScorePlacementRequest) GetPlacement() *PlacementNodes {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *ScorePlacementRequest) GetAssignments() []*PlacementAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+func (x *ScorePlacementRequest) GetPlacementCycleId() string {
+	if x != nil {
+		return x.PlacementCycleId
+	}
+	return ""
+}
+
+// A placement's raw score.
+type ScorePlacementReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plugin's status.
+	Status *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The score.
+	Score int64 `protobuf:"varint,2,opt,name=score,proto3" json:"score,omitempty"`
+	// Writes to the placement's CycleState.
+	StateWrites   []*StateEntry `protobuf:"bytes,3,rep,name=state_writes,json=stateWrites,proto3" json:"state_writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScorePlacementReply) Reset() {
+	*x = ScorePlacementReply{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScorePlacementReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScorePlacementReply) ProtoMessage() {}
+
+func (x *ScorePlacementReply) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScorePlacementReply.ProtoReflect.Descriptor instead.
+func (*ScorePlacementReply) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ScorePlacementReply) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *ScorePlacementReply) GetScore() int64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *ScorePlacementReply) GetStateWrites() []*StateEntry {
+	if x != nil {
+		return x.StateWrites
+	}
+	return nil
+}
+
+// NormalizePlacementScore: this plugin's raw scores of every scored placement.
+type NormalizePlacementScoreRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group cycle.
+	Ctx *PodGroupContext `protobuf:"bytes,1,opt,name=ctx,proto3" json:"ctx,omitempty"`
+	// The placements' names, in the same order as scores.
+	Placements []string `protobuf:"bytes,2,rep,name=placements,proto3" json:"placements,omitempty"`
+	// Raw scores.
+	Scores        []int64 `protobuf:"varint,3,rep,packed,name=scores,proto3" json:"scores,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NormalizePlacementScoreRequest) Reset() {
+	*x = NormalizePlacementScoreRequest{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NormalizePlacementScoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NormalizePlacementScoreRequest) ProtoMessage() {}
+
+func (x *NormalizePlacementScoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NormalizePlacementScoreRequest.ProtoReflect.Descriptor instead.
+func (*NormalizePlacementScoreRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *NormalizePlacementScoreRequest) GetCtx() *PodGroupContext {
+	if x != nil {
+		return x.Ctx
+	}
+	return nil
+}
+
+func (x *NormalizePlacementScoreRequest) GetPlacements() []string {
+	if x != nil {
+		return x.Placements
+	}
+	return nil
+}
+
+func (x *NormalizePlacementScoreRequest) GetScores() []int64 {
+	if x != nil {
+		return x.Scores
+	}
+	return nil
+}
+
+// The normalized scores.
+type NormalizePlacementScoreReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plugin's status.
+	Status *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// Scores in [0, 100], same order and length as the request's.
+	Scores []int64 `protobuf:"varint,2,rep,packed,name=scores,proto3" json:"scores,omitempty"`
+	// Writes to the group cycle's CycleState.
+	StateWrites   []*StateEntry `protobuf:"bytes,3,rep,name=state_writes,json=stateWrites,proto3" json:"state_writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NormalizePlacementScoreReply) Reset() {
+	*x = NormalizePlacementScoreReply{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NormalizePlacementScoreReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NormalizePlacementScoreReply) ProtoMessage() {}
+
+func (x *NormalizePlacementScoreReply) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NormalizePlacementScoreReply.ProtoReflect.Descriptor instead.
+func (*NormalizePlacementScoreReply) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *NormalizePlacementScoreReply) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *NormalizePlacementScoreReply) GetScores() []int64 {
+	if x != nil {
+		return x.Scores
+	}
+	return nil
+}
+
+func (x *NormalizePlacementScoreReply) GetStateWrites() []*StateEntry {
+	if x != nil {
+		return x.StateWrites
+	}
+	return nil
+}
+
 // Ask for Filter and Score answers of a plugin for pods ahead of their cycles, over every node of the
 // snapshot. The host waits until its mirror has applied at least node_generation, answers against its
 // latest snapshot and says which generation that was; the framework uses an answer only while its
@@ -2591,7 +3248,7 @@ type LookaheadRequest struct {
 
 func (x *LookaheadRequest) Reset() {
 	*x = LookaheadRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[32]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +3260,7 @@ func (x *LookaheadRequest) String() string {
 func (*LookaheadRequest) ProtoMessage() {}
 
 func (x *LookaheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[32]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +3273,7 @@ func (x *LookaheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookaheadRequest.ProtoReflect.Descriptor instead.
 func (*LookaheadRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LookaheadRequest) GetSeq() uint64 {
@@ -2695,7 +3352,7 @@ type PodVerdict struct {
 
 func (x *PodVerdict) Reset() {
 	*x = PodVerdict{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[33]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +3364,7 @@ func (x *PodVerdict) String() string {
 func (*PodVerdict) ProtoMessage() {}
 
 func (x *PodVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[33]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +3377,7 @@ func (x *PodVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodVerdict.ProtoReflect.Descriptor instead.
 func (*PodVerdict) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PodVerdict) GetUid() string {
@@ -2791,7 +3448,7 @@ type LookaheadReply struct {
 
 func (x *LookaheadReply) Reset() {
 	*x = LookaheadReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[34]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +3460,7 @@ func (x *LookaheadReply) String() string {
 func (*LookaheadReply) ProtoMessage() {}
 
 func (x *LookaheadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[34]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +3473,7 @@ func (x *LookaheadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookaheadReply.ProtoReflect.Descriptor instead.
 func (*LookaheadReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LookaheadReply) GetSeq() uint64 {
@@ -2869,7 +3526,7 @@ type PermitReply struct {
 
 func (x *PermitReply) Reset() {
 	*x = PermitReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[35]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2881,7 +3538,7 @@ func (x *PermitReply) String() string {
 func (*PermitReply) ProtoMessage() {}
 
 func (x *PermitReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[35]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2894,7 +3551,7 @@ func (x *PermitReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermitReply.ProtoReflect.Descriptor instead.
 func (*PermitReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PermitReply) GetStatus() *Status {
@@ -2938,7 +3595,7 @@ type NodeChange struct {
 
 func (x *NodeChange) Reset() {
 	*x = NodeChange{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[36]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3607,7 @@ func (x *NodeChange) String() string {
 func (*NodeChange) ProtoMessage() {}
 
 func (x *NodeChange) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[36]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3620,7 @@ func (x *NodeChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeChange.ProtoReflect.Descriptor instead.
 func (*NodeChange) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeChange) GetNodeName() string {
@@ -3014,7 +3671,7 @@ type AddedNode struct {
 
 func (x *AddedNode) Reset() {
 	*x = AddedNode{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[37]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3683,7 @@ func (x *AddedNode) String() string {
 func (*AddedNode) ProtoMessage() {}
 
 func (x *AddedNode) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[37]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3696,7 @@ func (x *AddedNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddedNode.ProtoReflect.Descriptor instead.
 func (*AddedNode) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AddedNode) GetId() uint32 {
@@ -3069,7 +3726,7 @@ type RemovedPod struct {
 
 func (x *RemovedPod) Reset() {
 	*x = RemovedPod{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[38]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3738,7 @@ func (x *RemovedPod) String() string {
 func (*RemovedPod) ProtoMessage() {}
 
 func (x *RemovedPod) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[38]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3751,7 @@ func (x *RemovedPod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovedPod.ProtoReflect.Descriptor instead.
 func (*RemovedPod) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RemovedPod) GetUid() string {
@@ -3129,7 +3786,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[39]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3798,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[39]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3811,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeView) GetAddedNodes() []*AddedNode {
@@ -3206,7 +3863,7 @@ type PodChange struct {
 
 func (x *PodChange) Reset() {
 	*x = PodChange{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[40]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3875,7 @@ func (x *PodChange) String() string {
 func (*PodChange) ProtoMessage() {}
 
 func (x *PodChange) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[40]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3888,7 @@ func (x *PodChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodChange.ProtoReflect.Descriptor instead.
 func (*PodChange) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PodChange) GetLabels() map[string]string {
@@ -3291,7 +3948,7 @@ type TransformPodReply struct {
 
 func (x *TransformPodReply) Reset() {
 	*x = TransformPodReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[41]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3303,7 +3960,7 @@ func (x *TransformPodReply) String() string {
 func (*TransformPodReply) ProtoMessage() {}
 
 func (x *TransformPodReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[41]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3316,7 +3973,7 @@ func (x *TransformPodReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformPodReply.ProtoReflect.Descriptor instead.
 func (*TransformPodReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{41}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *TransformPodReply) GetStatus() *Status {
@@ -3356,7 +4013,7 @@ type TransformNodesRequest struct {
 
 func (x *TransformNodesRequest) Reset() {
 	*x = TransformNodesRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[42]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3368,7 +4025,7 @@ func (x *TransformNodesRequest) String() string {
 func (*TransformNodesRequest) ProtoMessage() {}
 
 func (x *TransformNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[42]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3381,7 +4038,7 @@ func (x *TransformNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformNodesRequest.ProtoReflect.Descriptor instead.
 func (*TransformNodesRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{42}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TransformNodesRequest) GetCtx() *CycleContext {
@@ -3420,7 +4077,7 @@ type TransformNodesReply struct {
 
 func (x *TransformNodesReply) Reset() {
 	*x = TransformNodesReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3432,7 +4089,7 @@ func (x *TransformNodesReply) String() string {
 func (*TransformNodesReply) ProtoMessage() {}
 
 func (x *TransformNodesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3445,7 +4102,7 @@ func (x *TransformNodesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformNodesReply.ProtoReflect.Descriptor instead.
 func (*TransformNodesReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TransformNodesReply) GetStatus() *Status {
@@ -3482,7 +4139,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3494,7 +4151,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3507,7 +4164,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{44}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StopRequest) GetProfile() string {
@@ -3539,7 +4196,7 @@ type DebugRequest struct {
 
 func (x *DebugRequest) Reset() {
 	*x = DebugRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3551,7 +4208,7 @@ func (x *DebugRequest) String() string {
 func (*DebugRequest) ProtoMessage() {}
 
 func (x *DebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3564,7 +4221,7 @@ func (x *DebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugRequest.ProtoReflect.Descriptor instead.
 func (*DebugRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{45}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DebugRequest) GetPlugin() string {
@@ -3599,7 +4256,7 @@ type DebugReply struct {
 
 func (x *DebugReply) Reset() {
 	*x = DebugReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3611,7 +4268,7 @@ func (x *DebugReply) String() string {
 func (*DebugReply) ProtoMessage() {}
 
 func (x *DebugReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3624,7 +4281,7 @@ func (x *DebugReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugReply.ProtoReflect.Descriptor instead.
 func (*DebugReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{46}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DebugReply) GetJson() string {
@@ -3798,6 +4455,58 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x13NormalizeScoreReply\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12\x16\n" +
 	"\x06scores\x18\x02 \x03(\x03R\x06scores\x12;\n" +
+	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\xd7\x03\n" +
+	"\x0fPodGroupContext\x12$\n" +
+	"\x0egroup_cycle_id\x18\x01 \x01(\tR\fgroupCycleId\x12\x16\n" +
+	"\x06plugin\x18\x02 \x01(\tR\x06plugin\x12\x18\n" +
+	"\aprofile\x18\x03 \x01(\tR\aprofile\x12/\n" +
+	"\x13snapshot_generation\x18\x04 \x01(\x04R\x12snapshotGeneration\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12\x1b\n" +
+	"\tmin_count\x18\a \x01(\rR\bminCount\x12%\n" +
+	"\x04pods\x18\b \x03(\v2\x11.outrigger.v1.PodR\x04pods\x12.\n" +
+	"\x05state\x18\t \x03(\v2\x18.outrigger.v1.StateEntryR\x05state\x12T\n" +
+	"\rtrace_context\x18\n" +
+	" \x03(\v2/.outrigger.v1.PodGroupContext.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
+	"\x13PlacementAssignment\x12\x10\n" +
+	"\x03pod\x18\x01 \x01(\rR\x03pod\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\rR\x06nodeId\x12\x1b\n" +
+	"\tnode_name\x18\x03 \x01(\tR\bnodeName\"^\n" +
+	"\x0ePlacementNodes\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bnode_ids\x18\x02 \x03(\rR\anodeIds\x12\x1d\n" +
+	"\n" +
+	"node_names\x18\x03 \x03(\tR\tnodeNames\"\x82\x01\n" +
+	"\x19GeneratePlacementsRequest\x12/\n" +
+	"\x03ctx\x18\x01 \x01(\v2\x1d.outrigger.v1.PodGroupContextR\x03ctx\x124\n" +
+	"\x06parent\x18\x02 \x01(\v2\x1c.outrigger.v1.PlacementNodesR\x06parent\"\xc2\x01\n" +
+	"\x17GeneratePlacementsReply\x12,\n" +
+	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12<\n" +
+	"\n" +
+	"placements\x18\x02 \x03(\v2\x1c.outrigger.v1.PlacementNodesR\n" +
+	"placements\x12;\n" +
+	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\xf7\x01\n" +
+	"\x15ScorePlacementRequest\x12/\n" +
+	"\x03ctx\x18\x01 \x01(\v2\x1d.outrigger.v1.PodGroupContextR\x03ctx\x12:\n" +
+	"\tplacement\x18\x02 \x01(\v2\x1c.outrigger.v1.PlacementNodesR\tplacement\x12C\n" +
+	"\vassignments\x18\x03 \x03(\v2!.outrigger.v1.PlacementAssignmentR\vassignments\x12,\n" +
+	"\x12placement_cycle_id\x18\x04 \x01(\tR\x10placementCycleId\"\x96\x01\n" +
+	"\x13ScorePlacementReply\x12,\n" +
+	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12\x14\n" +
+	"\x05score\x18\x02 \x01(\x03R\x05score\x12;\n" +
+	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\x89\x01\n" +
+	"\x1eNormalizePlacementScoreRequest\x12/\n" +
+	"\x03ctx\x18\x01 \x01(\v2\x1d.outrigger.v1.PodGroupContextR\x03ctx\x12\x1e\n" +
+	"\n" +
+	"placements\x18\x02 \x03(\tR\n" +
+	"placements\x12\x16\n" +
+	"\x06scores\x18\x03 \x03(\x03R\x06scores\"\xa1\x01\n" +
+	"\x1cNormalizePlacementScoreReply\x12,\n" +
+	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12\x16\n" +
+	"\x06scores\x18\x02 \x03(\x03R\x06scores\x12;\n" +
 	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\xd4\x01\n" +
 	"\x10LookaheadRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
@@ -3901,7 +4610,7 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x04path\x18\x03 \x01(\tR\x04path\" \n" +
 	"\n" +
 	"DebugReply\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\tR\x04json*\x82\x06\n" +
+	"\x04json\x18\x01 \x01(\tR\x04json*\xfe\x06\n" +
 	"\x0eExtensionPoint\x12\x1f\n" +
 	"\x1bEXTENSION_POINT_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEXTENSION_POINT_PRE_ENQUEUE\x10\x01\x12\x1e\n" +
@@ -3925,11 +4634,14 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\"EXTENSION_POINT_FILTER_TRANSFORMER\x10\x12\x12%\n" +
 	"!EXTENSION_POINT_SCORE_TRANSFORMER\x10\x13\x12+\n" +
 	"'EXTENSION_POINT_POST_FILTER_TRANSFORMER\x10\x14\x12\x1e\n" +
-	"\x1aEXTENSION_POINT_CONTROLLER\x10\x15*i\n" +
+	"\x1aEXTENSION_POINT_CONTROLLER\x10\x15\x12&\n" +
+	"\"EXTENSION_POINT_PLACEMENT_GENERATE\x10\x16\x12#\n" +
+	"\x1fEXTENSION_POINT_PLACEMENT_SCORE\x10\x17\x12-\n" +
+	")EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE\x10\x18*i\n" +
 	"\x0eNominatingMode\x12\x1f\n" +
 	"\x1bNOMINATING_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14NOMINATING_MODE_NOOP\x10\x01\x12\x1c\n" +
-	"\x18NOMINATING_MODE_OVERRIDE\x10\x022\xa5\x10\n" +
+	"\x18NOMINATING_MODE_OVERRIDE\x10\x022\xda\x12\n" +
 	"\x06Plugin\x12L\n" +
 	"\tHandshake\x12\x1e.outrigger.v1.HandshakeRequest\x1a\x1f.outrigger.v1.HandshakeResponse\x12I\n" +
 	"\tConfigure\x12\x1e.outrigger.v1.ConfigureRequest\x1a\x1c.outrigger.v1.ConfigureReply\x12A\n" +
@@ -3950,7 +4662,10 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\tLookahead\x12\x1e.outrigger.v1.LookaheadRequest\x1a\x1c.outrigger.v1.LookaheadReply(\x010\x01\x12?\n" +
 	"\aReserve\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.StatusReply\x129\n" +
 	"\tUnreserve\x12\x19.outrigger.v1.NodeRequest\x1a\x11.outrigger.v1.Ack\x12>\n" +
-	"\x06Permit\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.PermitReply\x12H\n" +
+	"\x06Permit\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.PermitReply\x12d\n" +
+	"\x12GeneratePlacements\x12'.outrigger.v1.GeneratePlacementsRequest\x1a%.outrigger.v1.GeneratePlacementsReply\x12X\n" +
+	"\x0eScorePlacement\x12#.outrigger.v1.ScorePlacementRequest\x1a!.outrigger.v1.ScorePlacementReply\x12s\n" +
+	"\x17NormalizePlacementScore\x12,.outrigger.v1.NormalizePlacementScoreRequest\x1a*.outrigger.v1.NormalizePlacementScoreReply\x12H\n" +
 	"\x10PreBindPreFlight\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.StatusReply\x12?\n" +
 	"\aPreBind\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.StatusReply\x12<\n" +
 	"\x04Bind\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.StatusReply\x128\n" +
@@ -3975,211 +4690,243 @@ func file_outrigger_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_outrigger_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_outrigger_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_outrigger_v1_plugin_proto_goTypes = []any{
-	(ExtensionPoint)(0),               // 0: outrigger.v1.ExtensionPoint
-	(NominatingMode)(0),               // 1: outrigger.v1.NominatingMode
-	(*HandshakeRequest)(nil),          // 2: outrigger.v1.HandshakeRequest
-	(*PluginManifest)(nil),            // 3: outrigger.v1.PluginManifest
-	(*HandshakeResponse)(nil),         // 4: outrigger.v1.HandshakeResponse
-	(*ConfigureRequest)(nil),          // 5: outrigger.v1.ConfigureRequest
-	(*ConfigureReply)(nil),            // 6: outrigger.v1.ConfigureReply
-	(*CycleContext)(nil),              // 7: outrigger.v1.CycleContext
-	(*CycleRequest)(nil),              // 8: outrigger.v1.CycleRequest
-	(*PodRequest)(nil),                // 9: outrigger.v1.PodRequest
-	(*NodeRequest)(nil),               // 10: outrigger.v1.NodeRequest
-	(*StatusReply)(nil),               // 11: outrigger.v1.StatusReply
-	(*Ack)(nil),                       // 12: outrigger.v1.Ack
-	(*QueueSortKeyRequest)(nil),       // 13: outrigger.v1.QueueSortKeyRequest
-	(*SortKeyPart)(nil),               // 14: outrigger.v1.SortKeyPart
-	(*QueueSortKeyReply)(nil),         // 15: outrigger.v1.QueueSortKeyReply
-	(*EventsRequest)(nil),             // 16: outrigger.v1.EventsRequest
-	(*EventsReply)(nil),               // 17: outrigger.v1.EventsReply
-	(*QueueingHintRequest)(nil),       // 18: outrigger.v1.QueueingHintRequest
-	(*QueueingHintReply)(nil),         // 19: outrigger.v1.QueueingHintReply
-	(*PreFilterReply)(nil),            // 20: outrigger.v1.PreFilterReply
-	(*PreFilterExtensionRequest)(nil), // 21: outrigger.v1.PreFilterExtensionRequest
-	(*FilterStart)(nil),               // 22: outrigger.v1.FilterStart
-	(*FilterRequest)(nil),             // 23: outrigger.v1.FilterRequest
-	(*ReasonSet)(nil),                 // 24: outrigger.v1.ReasonSet
-	(*FilterReply)(nil),               // 25: outrigger.v1.FilterReply
-	(*PostFilterRequest)(nil),         // 26: outrigger.v1.PostFilterRequest
-	(*PostFilterReply)(nil),           // 27: outrigger.v1.PostFilterReply
-	(*PreScoreRequest)(nil),           // 28: outrigger.v1.PreScoreRequest
-	(*ScoreStart)(nil),                // 29: outrigger.v1.ScoreStart
-	(*ScoreRequest)(nil),              // 30: outrigger.v1.ScoreRequest
-	(*ScoreReply)(nil),                // 31: outrigger.v1.ScoreReply
-	(*NormalizeScoreRequest)(nil),     // 32: outrigger.v1.NormalizeScoreRequest
-	(*NormalizeScoreReply)(nil),       // 33: outrigger.v1.NormalizeScoreReply
-	(*LookaheadRequest)(nil),          // 34: outrigger.v1.LookaheadRequest
-	(*PodVerdict)(nil),                // 35: outrigger.v1.PodVerdict
-	(*LookaheadReply)(nil),            // 36: outrigger.v1.LookaheadReply
-	(*PermitReply)(nil),               // 37: outrigger.v1.PermitReply
-	(*NodeChange)(nil),                // 38: outrigger.v1.NodeChange
-	(*AddedNode)(nil),                 // 39: outrigger.v1.AddedNode
-	(*RemovedPod)(nil),                // 40: outrigger.v1.RemovedPod
-	(*NodeView)(nil),                  // 41: outrigger.v1.NodeView
-	(*PodChange)(nil),                 // 42: outrigger.v1.PodChange
-	(*TransformPodReply)(nil),         // 43: outrigger.v1.TransformPodReply
-	(*TransformNodesRequest)(nil),     // 44: outrigger.v1.TransformNodesRequest
-	(*TransformNodesReply)(nil),       // 45: outrigger.v1.TransformNodesReply
-	(*StopRequest)(nil),               // 46: outrigger.v1.StopRequest
-	(*DebugRequest)(nil),              // 47: outrigger.v1.DebugRequest
-	(*DebugReply)(nil),                // 48: outrigger.v1.DebugReply
-	nil,                               // 49: outrigger.v1.CycleContext.TraceContextEntry
-	nil,                               // 50: outrigger.v1.PostFilterRequest.NodeStatusesEntry
-	nil,                               // 51: outrigger.v1.NodeChange.AllocatableEntry
-	nil,                               // 52: outrigger.v1.NodeChange.RequestedEntry
-	nil,                               // 53: outrigger.v1.NodeChange.LabelsEntry
-	nil,                               // 54: outrigger.v1.PodChange.LabelsEntry
-	nil,                               // 55: outrigger.v1.PodChange.AnnotationsEntry
-	nil,                               // 56: outrigger.v1.PodChange.RequestsEntry
-	nil,                               // 57: outrigger.v1.PodChange.NodeSelectorEntry
-	(*ClusterEventWithHint)(nil),      // 58: outrigger.v1.ClusterEventWithHint
-	(*Status)(nil),                    // 59: outrigger.v1.Status
-	(*Pod)(nil),                       // 60: outrigger.v1.Pod
-	(*StateEntry)(nil),                // 61: outrigger.v1.StateEntry
-	(*ClusterEvent)(nil),              // 62: outrigger.v1.ClusterEvent
-	(*NodeBatch)(nil),                 // 63: outrigger.v1.NodeBatch
-	(Code)(0),                         // 64: outrigger.v1.Code
-	(*PodRef)(nil),                    // 65: outrigger.v1.PodRef
-	(*Node)(nil),                      // 66: outrigger.v1.Node
+	(ExtensionPoint)(0),                    // 0: outrigger.v1.ExtensionPoint
+	(NominatingMode)(0),                    // 1: outrigger.v1.NominatingMode
+	(*HandshakeRequest)(nil),               // 2: outrigger.v1.HandshakeRequest
+	(*PluginManifest)(nil),                 // 3: outrigger.v1.PluginManifest
+	(*HandshakeResponse)(nil),              // 4: outrigger.v1.HandshakeResponse
+	(*ConfigureRequest)(nil),               // 5: outrigger.v1.ConfigureRequest
+	(*ConfigureReply)(nil),                 // 6: outrigger.v1.ConfigureReply
+	(*CycleContext)(nil),                   // 7: outrigger.v1.CycleContext
+	(*CycleRequest)(nil),                   // 8: outrigger.v1.CycleRequest
+	(*PodRequest)(nil),                     // 9: outrigger.v1.PodRequest
+	(*NodeRequest)(nil),                    // 10: outrigger.v1.NodeRequest
+	(*StatusReply)(nil),                    // 11: outrigger.v1.StatusReply
+	(*Ack)(nil),                            // 12: outrigger.v1.Ack
+	(*QueueSortKeyRequest)(nil),            // 13: outrigger.v1.QueueSortKeyRequest
+	(*SortKeyPart)(nil),                    // 14: outrigger.v1.SortKeyPart
+	(*QueueSortKeyReply)(nil),              // 15: outrigger.v1.QueueSortKeyReply
+	(*EventsRequest)(nil),                  // 16: outrigger.v1.EventsRequest
+	(*EventsReply)(nil),                    // 17: outrigger.v1.EventsReply
+	(*QueueingHintRequest)(nil),            // 18: outrigger.v1.QueueingHintRequest
+	(*QueueingHintReply)(nil),              // 19: outrigger.v1.QueueingHintReply
+	(*PreFilterReply)(nil),                 // 20: outrigger.v1.PreFilterReply
+	(*PreFilterExtensionRequest)(nil),      // 21: outrigger.v1.PreFilterExtensionRequest
+	(*FilterStart)(nil),                    // 22: outrigger.v1.FilterStart
+	(*FilterRequest)(nil),                  // 23: outrigger.v1.FilterRequest
+	(*ReasonSet)(nil),                      // 24: outrigger.v1.ReasonSet
+	(*FilterReply)(nil),                    // 25: outrigger.v1.FilterReply
+	(*PostFilterRequest)(nil),              // 26: outrigger.v1.PostFilterRequest
+	(*PostFilterReply)(nil),                // 27: outrigger.v1.PostFilterReply
+	(*PreScoreRequest)(nil),                // 28: outrigger.v1.PreScoreRequest
+	(*ScoreStart)(nil),                     // 29: outrigger.v1.ScoreStart
+	(*ScoreRequest)(nil),                   // 30: outrigger.v1.ScoreRequest
+	(*ScoreReply)(nil),                     // 31: outrigger.v1.ScoreReply
+	(*NormalizeScoreRequest)(nil),          // 32: outrigger.v1.NormalizeScoreRequest
+	(*NormalizeScoreReply)(nil),            // 33: outrigger.v1.NormalizeScoreReply
+	(*PodGroupContext)(nil),                // 34: outrigger.v1.PodGroupContext
+	(*PlacementAssignment)(nil),            // 35: outrigger.v1.PlacementAssignment
+	(*PlacementNodes)(nil),                 // 36: outrigger.v1.PlacementNodes
+	(*GeneratePlacementsRequest)(nil),      // 37: outrigger.v1.GeneratePlacementsRequest
+	(*GeneratePlacementsReply)(nil),        // 38: outrigger.v1.GeneratePlacementsReply
+	(*ScorePlacementRequest)(nil),          // 39: outrigger.v1.ScorePlacementRequest
+	(*ScorePlacementReply)(nil),            // 40: outrigger.v1.ScorePlacementReply
+	(*NormalizePlacementScoreRequest)(nil), // 41: outrigger.v1.NormalizePlacementScoreRequest
+	(*NormalizePlacementScoreReply)(nil),   // 42: outrigger.v1.NormalizePlacementScoreReply
+	(*LookaheadRequest)(nil),               // 43: outrigger.v1.LookaheadRequest
+	(*PodVerdict)(nil),                     // 44: outrigger.v1.PodVerdict
+	(*LookaheadReply)(nil),                 // 45: outrigger.v1.LookaheadReply
+	(*PermitReply)(nil),                    // 46: outrigger.v1.PermitReply
+	(*NodeChange)(nil),                     // 47: outrigger.v1.NodeChange
+	(*AddedNode)(nil),                      // 48: outrigger.v1.AddedNode
+	(*RemovedPod)(nil),                     // 49: outrigger.v1.RemovedPod
+	(*NodeView)(nil),                       // 50: outrigger.v1.NodeView
+	(*PodChange)(nil),                      // 51: outrigger.v1.PodChange
+	(*TransformPodReply)(nil),              // 52: outrigger.v1.TransformPodReply
+	(*TransformNodesRequest)(nil),          // 53: outrigger.v1.TransformNodesRequest
+	(*TransformNodesReply)(nil),            // 54: outrigger.v1.TransformNodesReply
+	(*StopRequest)(nil),                    // 55: outrigger.v1.StopRequest
+	(*DebugRequest)(nil),                   // 56: outrigger.v1.DebugRequest
+	(*DebugReply)(nil),                     // 57: outrigger.v1.DebugReply
+	nil,                                    // 58: outrigger.v1.CycleContext.TraceContextEntry
+	nil,                                    // 59: outrigger.v1.PostFilterRequest.NodeStatusesEntry
+	nil,                                    // 60: outrigger.v1.PodGroupContext.TraceContextEntry
+	nil,                                    // 61: outrigger.v1.NodeChange.AllocatableEntry
+	nil,                                    // 62: outrigger.v1.NodeChange.RequestedEntry
+	nil,                                    // 63: outrigger.v1.NodeChange.LabelsEntry
+	nil,                                    // 64: outrigger.v1.PodChange.LabelsEntry
+	nil,                                    // 65: outrigger.v1.PodChange.AnnotationsEntry
+	nil,                                    // 66: outrigger.v1.PodChange.RequestsEntry
+	nil,                                    // 67: outrigger.v1.PodChange.NodeSelectorEntry
+	(*ClusterEventWithHint)(nil),           // 68: outrigger.v1.ClusterEventWithHint
+	(*Status)(nil),                         // 69: outrigger.v1.Status
+	(*Pod)(nil),                            // 70: outrigger.v1.Pod
+	(*StateEntry)(nil),                     // 71: outrigger.v1.StateEntry
+	(*ClusterEvent)(nil),                   // 72: outrigger.v1.ClusterEvent
+	(*NodeBatch)(nil),                      // 73: outrigger.v1.NodeBatch
+	(Code)(0),                              // 74: outrigger.v1.Code
+	(*PodRef)(nil),                         // 75: outrigger.v1.PodRef
+	(*Node)(nil),                           // 76: outrigger.v1.Node
 }
 var file_outrigger_v1_plugin_proto_depIdxs = []int32{
 	0,   // 0: outrigger.v1.PluginManifest.points:type_name -> outrigger.v1.ExtensionPoint
-	58,  // 1: outrigger.v1.PluginManifest.events:type_name -> outrigger.v1.ClusterEventWithHint
+	68,  // 1: outrigger.v1.PluginManifest.events:type_name -> outrigger.v1.ClusterEventWithHint
 	3,   // 2: outrigger.v1.HandshakeResponse.plugins:type_name -> outrigger.v1.PluginManifest
-	59,  // 3: outrigger.v1.ConfigureReply.status:type_name -> outrigger.v1.Status
-	60,  // 4: outrigger.v1.CycleContext.pod:type_name -> outrigger.v1.Pod
-	61,  // 5: outrigger.v1.CycleContext.state:type_name -> outrigger.v1.StateEntry
-	49,  // 6: outrigger.v1.CycleContext.trace_context:type_name -> outrigger.v1.CycleContext.TraceContextEntry
-	41,  // 7: outrigger.v1.CycleContext.node_view:type_name -> outrigger.v1.NodeView
+	69,  // 3: outrigger.v1.ConfigureReply.status:type_name -> outrigger.v1.Status
+	70,  // 4: outrigger.v1.CycleContext.pod:type_name -> outrigger.v1.Pod
+	71,  // 5: outrigger.v1.CycleContext.state:type_name -> outrigger.v1.StateEntry
+	58,  // 6: outrigger.v1.CycleContext.trace_context:type_name -> outrigger.v1.CycleContext.TraceContextEntry
+	50,  // 7: outrigger.v1.CycleContext.node_view:type_name -> outrigger.v1.NodeView
 	7,   // 8: outrigger.v1.CycleRequest.ctx:type_name -> outrigger.v1.CycleContext
-	60,  // 9: outrigger.v1.PodRequest.pod:type_name -> outrigger.v1.Pod
+	70,  // 9: outrigger.v1.PodRequest.pod:type_name -> outrigger.v1.Pod
 	7,   // 10: outrigger.v1.NodeRequest.ctx:type_name -> outrigger.v1.CycleContext
-	59,  // 11: outrigger.v1.StatusReply.status:type_name -> outrigger.v1.Status
-	61,  // 12: outrigger.v1.StatusReply.state_writes:type_name -> outrigger.v1.StateEntry
-	60,  // 13: outrigger.v1.QueueSortKeyRequest.pod:type_name -> outrigger.v1.Pod
+	69,  // 11: outrigger.v1.StatusReply.status:type_name -> outrigger.v1.Status
+	71,  // 12: outrigger.v1.StatusReply.state_writes:type_name -> outrigger.v1.StateEntry
+	70,  // 13: outrigger.v1.QueueSortKeyRequest.pod:type_name -> outrigger.v1.Pod
 	14,  // 14: outrigger.v1.QueueSortKeyReply.key:type_name -> outrigger.v1.SortKeyPart
-	58,  // 15: outrigger.v1.EventsReply.events:type_name -> outrigger.v1.ClusterEventWithHint
-	60,  // 16: outrigger.v1.QueueingHintRequest.pod:type_name -> outrigger.v1.Pod
-	62,  // 17: outrigger.v1.QueueingHintRequest.event:type_name -> outrigger.v1.ClusterEvent
-	59,  // 18: outrigger.v1.PreFilterReply.status:type_name -> outrigger.v1.Status
-	61,  // 19: outrigger.v1.PreFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	68,  // 15: outrigger.v1.EventsReply.events:type_name -> outrigger.v1.ClusterEventWithHint
+	70,  // 16: outrigger.v1.QueueingHintRequest.pod:type_name -> outrigger.v1.Pod
+	72,  // 17: outrigger.v1.QueueingHintRequest.event:type_name -> outrigger.v1.ClusterEvent
+	69,  // 18: outrigger.v1.PreFilterReply.status:type_name -> outrigger.v1.Status
+	71,  // 19: outrigger.v1.PreFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
 	7,   // 20: outrigger.v1.PreFilterExtensionRequest.ctx:type_name -> outrigger.v1.CycleContext
-	60,  // 21: outrigger.v1.PreFilterExtensionRequest.other_pod:type_name -> outrigger.v1.Pod
+	70,  // 21: outrigger.v1.PreFilterExtensionRequest.other_pod:type_name -> outrigger.v1.Pod
 	7,   // 22: outrigger.v1.FilterStart.ctx:type_name -> outrigger.v1.CycleContext
-	63,  // 23: outrigger.v1.FilterStart.batch:type_name -> outrigger.v1.NodeBatch
+	73,  // 23: outrigger.v1.FilterStart.batch:type_name -> outrigger.v1.NodeBatch
 	22,  // 24: outrigger.v1.FilterRequest.start:type_name -> outrigger.v1.FilterStart
-	63,  // 25: outrigger.v1.FilterRequest.batch:type_name -> outrigger.v1.NodeBatch
-	64,  // 26: outrigger.v1.FilterReply.codes:type_name -> outrigger.v1.Code
+	73,  // 25: outrigger.v1.FilterRequest.batch:type_name -> outrigger.v1.NodeBatch
+	74,  // 26: outrigger.v1.FilterReply.codes:type_name -> outrigger.v1.Code
 	24,  // 27: outrigger.v1.FilterReply.reason_table:type_name -> outrigger.v1.ReasonSet
-	61,  // 28: outrigger.v1.FilterReply.state_writes:type_name -> outrigger.v1.StateEntry
-	59,  // 29: outrigger.v1.FilterReply.error:type_name -> outrigger.v1.Status
+	71,  // 28: outrigger.v1.FilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	69,  // 29: outrigger.v1.FilterReply.error:type_name -> outrigger.v1.Status
 	7,   // 30: outrigger.v1.PostFilterRequest.ctx:type_name -> outrigger.v1.CycleContext
-	50,  // 31: outrigger.v1.PostFilterRequest.node_statuses:type_name -> outrigger.v1.PostFilterRequest.NodeStatusesEntry
-	59,  // 32: outrigger.v1.PostFilterReply.status:type_name -> outrigger.v1.Status
-	61,  // 33: outrigger.v1.PostFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
-	65,  // 34: outrigger.v1.PostFilterReply.victims:type_name -> outrigger.v1.PodRef
+	59,  // 31: outrigger.v1.PostFilterRequest.node_statuses:type_name -> outrigger.v1.PostFilterRequest.NodeStatusesEntry
+	69,  // 32: outrigger.v1.PostFilterReply.status:type_name -> outrigger.v1.Status
+	71,  // 33: outrigger.v1.PostFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	75,  // 34: outrigger.v1.PostFilterReply.victims:type_name -> outrigger.v1.PodRef
 	1,   // 35: outrigger.v1.PostFilterReply.nominating_mode:type_name -> outrigger.v1.NominatingMode
 	7,   // 36: outrigger.v1.PreScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
 	7,   // 37: outrigger.v1.ScoreStart.ctx:type_name -> outrigger.v1.CycleContext
-	63,  // 38: outrigger.v1.ScoreStart.batch:type_name -> outrigger.v1.NodeBatch
+	73,  // 38: outrigger.v1.ScoreStart.batch:type_name -> outrigger.v1.NodeBatch
 	29,  // 39: outrigger.v1.ScoreRequest.start:type_name -> outrigger.v1.ScoreStart
-	63,  // 40: outrigger.v1.ScoreRequest.batch:type_name -> outrigger.v1.NodeBatch
-	61,  // 41: outrigger.v1.ScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	59,  // 42: outrigger.v1.ScoreReply.error:type_name -> outrigger.v1.Status
+	73,  // 40: outrigger.v1.ScoreRequest.batch:type_name -> outrigger.v1.NodeBatch
+	71,  // 41: outrigger.v1.ScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	69,  // 42: outrigger.v1.ScoreReply.error:type_name -> outrigger.v1.Status
 	7,   // 43: outrigger.v1.NormalizeScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
-	59,  // 44: outrigger.v1.NormalizeScoreReply.status:type_name -> outrigger.v1.Status
-	61,  // 45: outrigger.v1.NormalizeScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	60,  // 46: outrigger.v1.LookaheadRequest.pods:type_name -> outrigger.v1.Pod
-	24,  // 47: outrigger.v1.PodVerdict.reason_table:type_name -> outrigger.v1.ReasonSet
-	59,  // 48: outrigger.v1.PodVerdict.error:type_name -> outrigger.v1.Status
-	35,  // 49: outrigger.v1.LookaheadReply.verdicts:type_name -> outrigger.v1.PodVerdict
-	59,  // 50: outrigger.v1.LookaheadReply.error:type_name -> outrigger.v1.Status
-	59,  // 51: outrigger.v1.PermitReply.status:type_name -> outrigger.v1.Status
-	61,  // 52: outrigger.v1.PermitReply.state_writes:type_name -> outrigger.v1.StateEntry
-	51,  // 53: outrigger.v1.NodeChange.allocatable:type_name -> outrigger.v1.NodeChange.AllocatableEntry
-	52,  // 54: outrigger.v1.NodeChange.requested:type_name -> outrigger.v1.NodeChange.RequestedEntry
-	53,  // 55: outrigger.v1.NodeChange.labels:type_name -> outrigger.v1.NodeChange.LabelsEntry
-	66,  // 56: outrigger.v1.AddedNode.node:type_name -> outrigger.v1.Node
-	39,  // 57: outrigger.v1.NodeView.added_nodes:type_name -> outrigger.v1.AddedNode
-	60,  // 58: outrigger.v1.NodeView.added_pods:type_name -> outrigger.v1.Pod
-	38,  // 59: outrigger.v1.NodeView.changes:type_name -> outrigger.v1.NodeChange
-	40,  // 60: outrigger.v1.NodeView.removed_pods:type_name -> outrigger.v1.RemovedPod
-	54,  // 61: outrigger.v1.PodChange.labels:type_name -> outrigger.v1.PodChange.LabelsEntry
-	55,  // 62: outrigger.v1.PodChange.annotations:type_name -> outrigger.v1.PodChange.AnnotationsEntry
-	56,  // 63: outrigger.v1.PodChange.requests:type_name -> outrigger.v1.PodChange.RequestsEntry
-	57,  // 64: outrigger.v1.PodChange.node_selector:type_name -> outrigger.v1.PodChange.NodeSelectorEntry
-	59,  // 65: outrigger.v1.TransformPodReply.status:type_name -> outrigger.v1.Status
-	42,  // 66: outrigger.v1.TransformPodReply.change:type_name -> outrigger.v1.PodChange
-	61,  // 67: outrigger.v1.TransformPodReply.state_writes:type_name -> outrigger.v1.StateEntry
-	7,   // 68: outrigger.v1.TransformNodesRequest.ctx:type_name -> outrigger.v1.CycleContext
-	59,  // 69: outrigger.v1.TransformNodesReply.status:type_name -> outrigger.v1.Status
-	38,  // 70: outrigger.v1.TransformNodesReply.changes:type_name -> outrigger.v1.NodeChange
-	61,  // 71: outrigger.v1.TransformNodesReply.state_writes:type_name -> outrigger.v1.StateEntry
-	59,  // 72: outrigger.v1.PostFilterRequest.NodeStatusesEntry.value:type_name -> outrigger.v1.Status
-	2,   // 73: outrigger.v1.Plugin.Handshake:input_type -> outrigger.v1.HandshakeRequest
-	5,   // 74: outrigger.v1.Plugin.Configure:input_type -> outrigger.v1.ConfigureRequest
-	9,   // 75: outrigger.v1.Plugin.PreEnqueue:input_type -> outrigger.v1.PodRequest
-	13,  // 76: outrigger.v1.Plugin.QueueSortKey:input_type -> outrigger.v1.QueueSortKeyRequest
-	16,  // 77: outrigger.v1.Plugin.EventsToRegister:input_type -> outrigger.v1.EventsRequest
-	18,  // 78: outrigger.v1.Plugin.QueueingHint:input_type -> outrigger.v1.QueueingHintRequest
-	8,   // 79: outrigger.v1.Plugin.PreFilter:input_type -> outrigger.v1.CycleRequest
-	21,  // 80: outrigger.v1.Plugin.PreFilterAddPod:input_type -> outrigger.v1.PreFilterExtensionRequest
-	21,  // 81: outrigger.v1.Plugin.PreFilterRemovePod:input_type -> outrigger.v1.PreFilterExtensionRequest
-	23,  // 82: outrigger.v1.Plugin.Filter:input_type -> outrigger.v1.FilterRequest
-	26,  // 83: outrigger.v1.Plugin.PostFilter:input_type -> outrigger.v1.PostFilterRequest
-	28,  // 84: outrigger.v1.Plugin.PreScore:input_type -> outrigger.v1.PreScoreRequest
-	30,  // 85: outrigger.v1.Plugin.Score:input_type -> outrigger.v1.ScoreRequest
-	32,  // 86: outrigger.v1.Plugin.NormalizeScore:input_type -> outrigger.v1.NormalizeScoreRequest
-	34,  // 87: outrigger.v1.Plugin.Lookahead:input_type -> outrigger.v1.LookaheadRequest
-	10,  // 88: outrigger.v1.Plugin.Reserve:input_type -> outrigger.v1.NodeRequest
-	10,  // 89: outrigger.v1.Plugin.Unreserve:input_type -> outrigger.v1.NodeRequest
-	10,  // 90: outrigger.v1.Plugin.Permit:input_type -> outrigger.v1.NodeRequest
-	10,  // 91: outrigger.v1.Plugin.PreBindPreFlight:input_type -> outrigger.v1.NodeRequest
-	10,  // 92: outrigger.v1.Plugin.PreBind:input_type -> outrigger.v1.NodeRequest
-	10,  // 93: outrigger.v1.Plugin.Bind:input_type -> outrigger.v1.NodeRequest
-	10,  // 94: outrigger.v1.Plugin.PostBind:input_type -> outrigger.v1.NodeRequest
-	8,   // 95: outrigger.v1.Plugin.BeforePreFilter:input_type -> outrigger.v1.CycleRequest
-	44,  // 96: outrigger.v1.Plugin.BeforeFilter:input_type -> outrigger.v1.TransformNodesRequest
-	44,  // 97: outrigger.v1.Plugin.BeforePostFilter:input_type -> outrigger.v1.TransformNodesRequest
-	44,  // 98: outrigger.v1.Plugin.BeforeScore:input_type -> outrigger.v1.TransformNodesRequest
-	46,  // 99: outrigger.v1.Plugin.Stop:input_type -> outrigger.v1.StopRequest
-	47,  // 100: outrigger.v1.Plugin.Debug:input_type -> outrigger.v1.DebugRequest
-	4,   // 101: outrigger.v1.Plugin.Handshake:output_type -> outrigger.v1.HandshakeResponse
-	6,   // 102: outrigger.v1.Plugin.Configure:output_type -> outrigger.v1.ConfigureReply
-	11,  // 103: outrigger.v1.Plugin.PreEnqueue:output_type -> outrigger.v1.StatusReply
-	15,  // 104: outrigger.v1.Plugin.QueueSortKey:output_type -> outrigger.v1.QueueSortKeyReply
-	17,  // 105: outrigger.v1.Plugin.EventsToRegister:output_type -> outrigger.v1.EventsReply
-	19,  // 106: outrigger.v1.Plugin.QueueingHint:output_type -> outrigger.v1.QueueingHintReply
-	20,  // 107: outrigger.v1.Plugin.PreFilter:output_type -> outrigger.v1.PreFilterReply
-	11,  // 108: outrigger.v1.Plugin.PreFilterAddPod:output_type -> outrigger.v1.StatusReply
-	11,  // 109: outrigger.v1.Plugin.PreFilterRemovePod:output_type -> outrigger.v1.StatusReply
-	25,  // 110: outrigger.v1.Plugin.Filter:output_type -> outrigger.v1.FilterReply
-	27,  // 111: outrigger.v1.Plugin.PostFilter:output_type -> outrigger.v1.PostFilterReply
-	11,  // 112: outrigger.v1.Plugin.PreScore:output_type -> outrigger.v1.StatusReply
-	31,  // 113: outrigger.v1.Plugin.Score:output_type -> outrigger.v1.ScoreReply
-	33,  // 114: outrigger.v1.Plugin.NormalizeScore:output_type -> outrigger.v1.NormalizeScoreReply
-	36,  // 115: outrigger.v1.Plugin.Lookahead:output_type -> outrigger.v1.LookaheadReply
-	11,  // 116: outrigger.v1.Plugin.Reserve:output_type -> outrigger.v1.StatusReply
-	12,  // 117: outrigger.v1.Plugin.Unreserve:output_type -> outrigger.v1.Ack
-	37,  // 118: outrigger.v1.Plugin.Permit:output_type -> outrigger.v1.PermitReply
-	11,  // 119: outrigger.v1.Plugin.PreBindPreFlight:output_type -> outrigger.v1.StatusReply
-	11,  // 120: outrigger.v1.Plugin.PreBind:output_type -> outrigger.v1.StatusReply
-	11,  // 121: outrigger.v1.Plugin.Bind:output_type -> outrigger.v1.StatusReply
-	12,  // 122: outrigger.v1.Plugin.PostBind:output_type -> outrigger.v1.Ack
-	43,  // 123: outrigger.v1.Plugin.BeforePreFilter:output_type -> outrigger.v1.TransformPodReply
-	45,  // 124: outrigger.v1.Plugin.BeforeFilter:output_type -> outrigger.v1.TransformNodesReply
-	45,  // 125: outrigger.v1.Plugin.BeforePostFilter:output_type -> outrigger.v1.TransformNodesReply
-	45,  // 126: outrigger.v1.Plugin.BeforeScore:output_type -> outrigger.v1.TransformNodesReply
-	12,  // 127: outrigger.v1.Plugin.Stop:output_type -> outrigger.v1.Ack
-	48,  // 128: outrigger.v1.Plugin.Debug:output_type -> outrigger.v1.DebugReply
-	101, // [101:129] is the sub-list for method output_type
-	73,  // [73:101] is the sub-list for method input_type
-	73,  // [73:73] is the sub-list for extension type_name
-	73,  // [73:73] is the sub-list for extension extendee
-	0,   // [0:73] is the sub-list for field type_name
+	69,  // 44: outrigger.v1.NormalizeScoreReply.status:type_name -> outrigger.v1.Status
+	71,  // 45: outrigger.v1.NormalizeScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	70,  // 46: outrigger.v1.PodGroupContext.pods:type_name -> outrigger.v1.Pod
+	71,  // 47: outrigger.v1.PodGroupContext.state:type_name -> outrigger.v1.StateEntry
+	60,  // 48: outrigger.v1.PodGroupContext.trace_context:type_name -> outrigger.v1.PodGroupContext.TraceContextEntry
+	34,  // 49: outrigger.v1.GeneratePlacementsRequest.ctx:type_name -> outrigger.v1.PodGroupContext
+	36,  // 50: outrigger.v1.GeneratePlacementsRequest.parent:type_name -> outrigger.v1.PlacementNodes
+	69,  // 51: outrigger.v1.GeneratePlacementsReply.status:type_name -> outrigger.v1.Status
+	36,  // 52: outrigger.v1.GeneratePlacementsReply.placements:type_name -> outrigger.v1.PlacementNodes
+	71,  // 53: outrigger.v1.GeneratePlacementsReply.state_writes:type_name -> outrigger.v1.StateEntry
+	34,  // 54: outrigger.v1.ScorePlacementRequest.ctx:type_name -> outrigger.v1.PodGroupContext
+	36,  // 55: outrigger.v1.ScorePlacementRequest.placement:type_name -> outrigger.v1.PlacementNodes
+	35,  // 56: outrigger.v1.ScorePlacementRequest.assignments:type_name -> outrigger.v1.PlacementAssignment
+	69,  // 57: outrigger.v1.ScorePlacementReply.status:type_name -> outrigger.v1.Status
+	71,  // 58: outrigger.v1.ScorePlacementReply.state_writes:type_name -> outrigger.v1.StateEntry
+	34,  // 59: outrigger.v1.NormalizePlacementScoreRequest.ctx:type_name -> outrigger.v1.PodGroupContext
+	69,  // 60: outrigger.v1.NormalizePlacementScoreReply.status:type_name -> outrigger.v1.Status
+	71,  // 61: outrigger.v1.NormalizePlacementScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	70,  // 62: outrigger.v1.LookaheadRequest.pods:type_name -> outrigger.v1.Pod
+	24,  // 63: outrigger.v1.PodVerdict.reason_table:type_name -> outrigger.v1.ReasonSet
+	69,  // 64: outrigger.v1.PodVerdict.error:type_name -> outrigger.v1.Status
+	44,  // 65: outrigger.v1.LookaheadReply.verdicts:type_name -> outrigger.v1.PodVerdict
+	69,  // 66: outrigger.v1.LookaheadReply.error:type_name -> outrigger.v1.Status
+	69,  // 67: outrigger.v1.PermitReply.status:type_name -> outrigger.v1.Status
+	71,  // 68: outrigger.v1.PermitReply.state_writes:type_name -> outrigger.v1.StateEntry
+	61,  // 69: outrigger.v1.NodeChange.allocatable:type_name -> outrigger.v1.NodeChange.AllocatableEntry
+	62,  // 70: outrigger.v1.NodeChange.requested:type_name -> outrigger.v1.NodeChange.RequestedEntry
+	63,  // 71: outrigger.v1.NodeChange.labels:type_name -> outrigger.v1.NodeChange.LabelsEntry
+	76,  // 72: outrigger.v1.AddedNode.node:type_name -> outrigger.v1.Node
+	48,  // 73: outrigger.v1.NodeView.added_nodes:type_name -> outrigger.v1.AddedNode
+	70,  // 74: outrigger.v1.NodeView.added_pods:type_name -> outrigger.v1.Pod
+	47,  // 75: outrigger.v1.NodeView.changes:type_name -> outrigger.v1.NodeChange
+	49,  // 76: outrigger.v1.NodeView.removed_pods:type_name -> outrigger.v1.RemovedPod
+	64,  // 77: outrigger.v1.PodChange.labels:type_name -> outrigger.v1.PodChange.LabelsEntry
+	65,  // 78: outrigger.v1.PodChange.annotations:type_name -> outrigger.v1.PodChange.AnnotationsEntry
+	66,  // 79: outrigger.v1.PodChange.requests:type_name -> outrigger.v1.PodChange.RequestsEntry
+	67,  // 80: outrigger.v1.PodChange.node_selector:type_name -> outrigger.v1.PodChange.NodeSelectorEntry
+	69,  // 81: outrigger.v1.TransformPodReply.status:type_name -> outrigger.v1.Status
+	51,  // 82: outrigger.v1.TransformPodReply.change:type_name -> outrigger.v1.PodChange
+	71,  // 83: outrigger.v1.TransformPodReply.state_writes:type_name -> outrigger.v1.StateEntry
+	7,   // 84: outrigger.v1.TransformNodesRequest.ctx:type_name -> outrigger.v1.CycleContext
+	69,  // 85: outrigger.v1.TransformNodesReply.status:type_name -> outrigger.v1.Status
+	47,  // 86: outrigger.v1.TransformNodesReply.changes:type_name -> outrigger.v1.NodeChange
+	71,  // 87: outrigger.v1.TransformNodesReply.state_writes:type_name -> outrigger.v1.StateEntry
+	69,  // 88: outrigger.v1.PostFilterRequest.NodeStatusesEntry.value:type_name -> outrigger.v1.Status
+	2,   // 89: outrigger.v1.Plugin.Handshake:input_type -> outrigger.v1.HandshakeRequest
+	5,   // 90: outrigger.v1.Plugin.Configure:input_type -> outrigger.v1.ConfigureRequest
+	9,   // 91: outrigger.v1.Plugin.PreEnqueue:input_type -> outrigger.v1.PodRequest
+	13,  // 92: outrigger.v1.Plugin.QueueSortKey:input_type -> outrigger.v1.QueueSortKeyRequest
+	16,  // 93: outrigger.v1.Plugin.EventsToRegister:input_type -> outrigger.v1.EventsRequest
+	18,  // 94: outrigger.v1.Plugin.QueueingHint:input_type -> outrigger.v1.QueueingHintRequest
+	8,   // 95: outrigger.v1.Plugin.PreFilter:input_type -> outrigger.v1.CycleRequest
+	21,  // 96: outrigger.v1.Plugin.PreFilterAddPod:input_type -> outrigger.v1.PreFilterExtensionRequest
+	21,  // 97: outrigger.v1.Plugin.PreFilterRemovePod:input_type -> outrigger.v1.PreFilterExtensionRequest
+	23,  // 98: outrigger.v1.Plugin.Filter:input_type -> outrigger.v1.FilterRequest
+	26,  // 99: outrigger.v1.Plugin.PostFilter:input_type -> outrigger.v1.PostFilterRequest
+	28,  // 100: outrigger.v1.Plugin.PreScore:input_type -> outrigger.v1.PreScoreRequest
+	30,  // 101: outrigger.v1.Plugin.Score:input_type -> outrigger.v1.ScoreRequest
+	32,  // 102: outrigger.v1.Plugin.NormalizeScore:input_type -> outrigger.v1.NormalizeScoreRequest
+	43,  // 103: outrigger.v1.Plugin.Lookahead:input_type -> outrigger.v1.LookaheadRequest
+	10,  // 104: outrigger.v1.Plugin.Reserve:input_type -> outrigger.v1.NodeRequest
+	10,  // 105: outrigger.v1.Plugin.Unreserve:input_type -> outrigger.v1.NodeRequest
+	10,  // 106: outrigger.v1.Plugin.Permit:input_type -> outrigger.v1.NodeRequest
+	37,  // 107: outrigger.v1.Plugin.GeneratePlacements:input_type -> outrigger.v1.GeneratePlacementsRequest
+	39,  // 108: outrigger.v1.Plugin.ScorePlacement:input_type -> outrigger.v1.ScorePlacementRequest
+	41,  // 109: outrigger.v1.Plugin.NormalizePlacementScore:input_type -> outrigger.v1.NormalizePlacementScoreRequest
+	10,  // 110: outrigger.v1.Plugin.PreBindPreFlight:input_type -> outrigger.v1.NodeRequest
+	10,  // 111: outrigger.v1.Plugin.PreBind:input_type -> outrigger.v1.NodeRequest
+	10,  // 112: outrigger.v1.Plugin.Bind:input_type -> outrigger.v1.NodeRequest
+	10,  // 113: outrigger.v1.Plugin.PostBind:input_type -> outrigger.v1.NodeRequest
+	8,   // 114: outrigger.v1.Plugin.BeforePreFilter:input_type -> outrigger.v1.CycleRequest
+	53,  // 115: outrigger.v1.Plugin.BeforeFilter:input_type -> outrigger.v1.TransformNodesRequest
+	53,  // 116: outrigger.v1.Plugin.BeforePostFilter:input_type -> outrigger.v1.TransformNodesRequest
+	53,  // 117: outrigger.v1.Plugin.BeforeScore:input_type -> outrigger.v1.TransformNodesRequest
+	55,  // 118: outrigger.v1.Plugin.Stop:input_type -> outrigger.v1.StopRequest
+	56,  // 119: outrigger.v1.Plugin.Debug:input_type -> outrigger.v1.DebugRequest
+	4,   // 120: outrigger.v1.Plugin.Handshake:output_type -> outrigger.v1.HandshakeResponse
+	6,   // 121: outrigger.v1.Plugin.Configure:output_type -> outrigger.v1.ConfigureReply
+	11,  // 122: outrigger.v1.Plugin.PreEnqueue:output_type -> outrigger.v1.StatusReply
+	15,  // 123: outrigger.v1.Plugin.QueueSortKey:output_type -> outrigger.v1.QueueSortKeyReply
+	17,  // 124: outrigger.v1.Plugin.EventsToRegister:output_type -> outrigger.v1.EventsReply
+	19,  // 125: outrigger.v1.Plugin.QueueingHint:output_type -> outrigger.v1.QueueingHintReply
+	20,  // 126: outrigger.v1.Plugin.PreFilter:output_type -> outrigger.v1.PreFilterReply
+	11,  // 127: outrigger.v1.Plugin.PreFilterAddPod:output_type -> outrigger.v1.StatusReply
+	11,  // 128: outrigger.v1.Plugin.PreFilterRemovePod:output_type -> outrigger.v1.StatusReply
+	25,  // 129: outrigger.v1.Plugin.Filter:output_type -> outrigger.v1.FilterReply
+	27,  // 130: outrigger.v1.Plugin.PostFilter:output_type -> outrigger.v1.PostFilterReply
+	11,  // 131: outrigger.v1.Plugin.PreScore:output_type -> outrigger.v1.StatusReply
+	31,  // 132: outrigger.v1.Plugin.Score:output_type -> outrigger.v1.ScoreReply
+	33,  // 133: outrigger.v1.Plugin.NormalizeScore:output_type -> outrigger.v1.NormalizeScoreReply
+	45,  // 134: outrigger.v1.Plugin.Lookahead:output_type -> outrigger.v1.LookaheadReply
+	11,  // 135: outrigger.v1.Plugin.Reserve:output_type -> outrigger.v1.StatusReply
+	12,  // 136: outrigger.v1.Plugin.Unreserve:output_type -> outrigger.v1.Ack
+	46,  // 137: outrigger.v1.Plugin.Permit:output_type -> outrigger.v1.PermitReply
+	38,  // 138: outrigger.v1.Plugin.GeneratePlacements:output_type -> outrigger.v1.GeneratePlacementsReply
+	40,  // 139: outrigger.v1.Plugin.ScorePlacement:output_type -> outrigger.v1.ScorePlacementReply
+	42,  // 140: outrigger.v1.Plugin.NormalizePlacementScore:output_type -> outrigger.v1.NormalizePlacementScoreReply
+	11,  // 141: outrigger.v1.Plugin.PreBindPreFlight:output_type -> outrigger.v1.StatusReply
+	11,  // 142: outrigger.v1.Plugin.PreBind:output_type -> outrigger.v1.StatusReply
+	11,  // 143: outrigger.v1.Plugin.Bind:output_type -> outrigger.v1.StatusReply
+	12,  // 144: outrigger.v1.Plugin.PostBind:output_type -> outrigger.v1.Ack
+	52,  // 145: outrigger.v1.Plugin.BeforePreFilter:output_type -> outrigger.v1.TransformPodReply
+	54,  // 146: outrigger.v1.Plugin.BeforeFilter:output_type -> outrigger.v1.TransformNodesReply
+	54,  // 147: outrigger.v1.Plugin.BeforePostFilter:output_type -> outrigger.v1.TransformNodesReply
+	54,  // 148: outrigger.v1.Plugin.BeforeScore:output_type -> outrigger.v1.TransformNodesReply
+	12,  // 149: outrigger.v1.Plugin.Stop:output_type -> outrigger.v1.Ack
+	57,  // 150: outrigger.v1.Plugin.Debug:output_type -> outrigger.v1.DebugReply
+	120, // [120:151] is the sub-list for method output_type
+	89,  // [89:120] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_plugin_proto_init() }
@@ -4207,7 +4954,7 @@ func file_outrigger_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_plugin_proto_rawDesc), len(file_outrigger_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   56,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

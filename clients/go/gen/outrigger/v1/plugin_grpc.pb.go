@@ -57,34 +57,37 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Plugin_Handshake_FullMethodName          = "/outrigger.v1.Plugin/Handshake"
-	Plugin_Configure_FullMethodName          = "/outrigger.v1.Plugin/Configure"
-	Plugin_PreEnqueue_FullMethodName         = "/outrigger.v1.Plugin/PreEnqueue"
-	Plugin_QueueSortKey_FullMethodName       = "/outrigger.v1.Plugin/QueueSortKey"
-	Plugin_EventsToRegister_FullMethodName   = "/outrigger.v1.Plugin/EventsToRegister"
-	Plugin_QueueingHint_FullMethodName       = "/outrigger.v1.Plugin/QueueingHint"
-	Plugin_PreFilter_FullMethodName          = "/outrigger.v1.Plugin/PreFilter"
-	Plugin_PreFilterAddPod_FullMethodName    = "/outrigger.v1.Plugin/PreFilterAddPod"
-	Plugin_PreFilterRemovePod_FullMethodName = "/outrigger.v1.Plugin/PreFilterRemovePod"
-	Plugin_Filter_FullMethodName             = "/outrigger.v1.Plugin/Filter"
-	Plugin_PostFilter_FullMethodName         = "/outrigger.v1.Plugin/PostFilter"
-	Plugin_PreScore_FullMethodName           = "/outrigger.v1.Plugin/PreScore"
-	Plugin_Score_FullMethodName              = "/outrigger.v1.Plugin/Score"
-	Plugin_NormalizeScore_FullMethodName     = "/outrigger.v1.Plugin/NormalizeScore"
-	Plugin_Lookahead_FullMethodName          = "/outrigger.v1.Plugin/Lookahead"
-	Plugin_Reserve_FullMethodName            = "/outrigger.v1.Plugin/Reserve"
-	Plugin_Unreserve_FullMethodName          = "/outrigger.v1.Plugin/Unreserve"
-	Plugin_Permit_FullMethodName             = "/outrigger.v1.Plugin/Permit"
-	Plugin_PreBindPreFlight_FullMethodName   = "/outrigger.v1.Plugin/PreBindPreFlight"
-	Plugin_PreBind_FullMethodName            = "/outrigger.v1.Plugin/PreBind"
-	Plugin_Bind_FullMethodName               = "/outrigger.v1.Plugin/Bind"
-	Plugin_PostBind_FullMethodName           = "/outrigger.v1.Plugin/PostBind"
-	Plugin_BeforePreFilter_FullMethodName    = "/outrigger.v1.Plugin/BeforePreFilter"
-	Plugin_BeforeFilter_FullMethodName       = "/outrigger.v1.Plugin/BeforeFilter"
-	Plugin_BeforePostFilter_FullMethodName   = "/outrigger.v1.Plugin/BeforePostFilter"
-	Plugin_BeforeScore_FullMethodName        = "/outrigger.v1.Plugin/BeforeScore"
-	Plugin_Stop_FullMethodName               = "/outrigger.v1.Plugin/Stop"
-	Plugin_Debug_FullMethodName              = "/outrigger.v1.Plugin/Debug"
+	Plugin_Handshake_FullMethodName               = "/outrigger.v1.Plugin/Handshake"
+	Plugin_Configure_FullMethodName               = "/outrigger.v1.Plugin/Configure"
+	Plugin_PreEnqueue_FullMethodName              = "/outrigger.v1.Plugin/PreEnqueue"
+	Plugin_QueueSortKey_FullMethodName            = "/outrigger.v1.Plugin/QueueSortKey"
+	Plugin_EventsToRegister_FullMethodName        = "/outrigger.v1.Plugin/EventsToRegister"
+	Plugin_QueueingHint_FullMethodName            = "/outrigger.v1.Plugin/QueueingHint"
+	Plugin_PreFilter_FullMethodName               = "/outrigger.v1.Plugin/PreFilter"
+	Plugin_PreFilterAddPod_FullMethodName         = "/outrigger.v1.Plugin/PreFilterAddPod"
+	Plugin_PreFilterRemovePod_FullMethodName      = "/outrigger.v1.Plugin/PreFilterRemovePod"
+	Plugin_Filter_FullMethodName                  = "/outrigger.v1.Plugin/Filter"
+	Plugin_PostFilter_FullMethodName              = "/outrigger.v1.Plugin/PostFilter"
+	Plugin_PreScore_FullMethodName                = "/outrigger.v1.Plugin/PreScore"
+	Plugin_Score_FullMethodName                   = "/outrigger.v1.Plugin/Score"
+	Plugin_NormalizeScore_FullMethodName          = "/outrigger.v1.Plugin/NormalizeScore"
+	Plugin_Lookahead_FullMethodName               = "/outrigger.v1.Plugin/Lookahead"
+	Plugin_Reserve_FullMethodName                 = "/outrigger.v1.Plugin/Reserve"
+	Plugin_Unreserve_FullMethodName               = "/outrigger.v1.Plugin/Unreserve"
+	Plugin_Permit_FullMethodName                  = "/outrigger.v1.Plugin/Permit"
+	Plugin_GeneratePlacements_FullMethodName      = "/outrigger.v1.Plugin/GeneratePlacements"
+	Plugin_ScorePlacement_FullMethodName          = "/outrigger.v1.Plugin/ScorePlacement"
+	Plugin_NormalizePlacementScore_FullMethodName = "/outrigger.v1.Plugin/NormalizePlacementScore"
+	Plugin_PreBindPreFlight_FullMethodName        = "/outrigger.v1.Plugin/PreBindPreFlight"
+	Plugin_PreBind_FullMethodName                 = "/outrigger.v1.Plugin/PreBind"
+	Plugin_Bind_FullMethodName                    = "/outrigger.v1.Plugin/Bind"
+	Plugin_PostBind_FullMethodName                = "/outrigger.v1.Plugin/PostBind"
+	Plugin_BeforePreFilter_FullMethodName         = "/outrigger.v1.Plugin/BeforePreFilter"
+	Plugin_BeforeFilter_FullMethodName            = "/outrigger.v1.Plugin/BeforeFilter"
+	Plugin_BeforePostFilter_FullMethodName        = "/outrigger.v1.Plugin/BeforePostFilter"
+	Plugin_BeforeScore_FullMethodName             = "/outrigger.v1.Plugin/BeforeScore"
+	Plugin_Stop_FullMethodName                    = "/outrigger.v1.Plugin/Stop"
+	Plugin_Debug_FullMethodName                   = "/outrigger.v1.Plugin/Debug"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -140,6 +143,15 @@ type PluginClient interface {
 	// Permit: approve (CODE_SUCCESS), deny (CODE_UNSCHEDULABLE...) or hold (CODE_WAIT with a timeout)
 	// the pod. A waiting pod is released through Handle.AllowWaitingPod / RejectWaitingPod.
 	Permit(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*PermitReply, error)
+	// PlacementGenerate: split the parent placement (every node the group may use) into candidate
+	// placements. At most one plugin of a profile has this point.
+	GeneratePlacements(ctx context.Context, in *GeneratePlacementsRequest, opts ...grpc.CallOption) (*GeneratePlacementsReply, error)
+	// PlacementScore: score one placement in which the whole group fits (the pods' proposed nodes);
+	// the higher the better. Without EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE, in [0, 100].
+	ScorePlacement(ctx context.Context, in *ScorePlacementRequest, opts ...grpc.CallOption) (*ScorePlacementReply, error)
+	// PlacementScoreExtensions.NormalizePlacementScore: map this plugin's raw scores of all the
+	// group's feasible placements into [0, 100].
+	NormalizePlacementScore(ctx context.Context, in *NormalizePlacementScoreRequest, opts ...grpc.CallOption) (*NormalizePlacementScoreReply, error)
 	// PreBindPreFlight: will this plugin's PreBind do anything for the pod? CODE_SKIP means no (the
 	// framework can then skip PreBind and avoid e.g. an API round trip).
 	PreBindPreFlight(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*StatusReply, error)
@@ -366,6 +378,36 @@ func (c *pluginClient) Permit(ctx context.Context, in *NodeRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *pluginClient) GeneratePlacements(ctx context.Context, in *GeneratePlacementsRequest, opts ...grpc.CallOption) (*GeneratePlacementsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GeneratePlacementsReply)
+	err := c.cc.Invoke(ctx, Plugin_GeneratePlacements_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pluginClient) ScorePlacement(ctx context.Context, in *ScorePlacementRequest, opts ...grpc.CallOption) (*ScorePlacementReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScorePlacementReply)
+	err := c.cc.Invoke(ctx, Plugin_ScorePlacement_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pluginClient) NormalizePlacementScore(ctx context.Context, in *NormalizePlacementScoreRequest, opts ...grpc.CallOption) (*NormalizePlacementScoreReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NormalizePlacementScoreReply)
+	err := c.cc.Invoke(ctx, Plugin_NormalizePlacementScore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *pluginClient) PreBindPreFlight(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*StatusReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StatusReply)
@@ -519,6 +561,15 @@ type PluginServer interface {
 	// Permit: approve (CODE_SUCCESS), deny (CODE_UNSCHEDULABLE...) or hold (CODE_WAIT with a timeout)
 	// the pod. A waiting pod is released through Handle.AllowWaitingPod / RejectWaitingPod.
 	Permit(context.Context, *NodeRequest) (*PermitReply, error)
+	// PlacementGenerate: split the parent placement (every node the group may use) into candidate
+	// placements. At most one plugin of a profile has this point.
+	GeneratePlacements(context.Context, *GeneratePlacementsRequest) (*GeneratePlacementsReply, error)
+	// PlacementScore: score one placement in which the whole group fits (the pods' proposed nodes);
+	// the higher the better. Without EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE, in [0, 100].
+	ScorePlacement(context.Context, *ScorePlacementRequest) (*ScorePlacementReply, error)
+	// PlacementScoreExtensions.NormalizePlacementScore: map this plugin's raw scores of all the
+	// group's feasible placements into [0, 100].
+	NormalizePlacementScore(context.Context, *NormalizePlacementScoreRequest) (*NormalizePlacementScoreReply, error)
 	// PreBindPreFlight: will this plugin's PreBind do anything for the pod? CODE_SKIP means no (the
 	// framework can then skip PreBind and avoid e.g. an API round trip).
 	PreBindPreFlight(context.Context, *NodeRequest) (*StatusReply, error)
@@ -609,6 +660,15 @@ func (UnimplementedPluginServer) Unreserve(context.Context, *NodeRequest) (*Ack,
 }
 func (UnimplementedPluginServer) Permit(context.Context, *NodeRequest) (*PermitReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Permit not implemented")
+}
+func (UnimplementedPluginServer) GeneratePlacements(context.Context, *GeneratePlacementsRequest) (*GeneratePlacementsReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GeneratePlacements not implemented")
+}
+func (UnimplementedPluginServer) ScorePlacement(context.Context, *ScorePlacementRequest) (*ScorePlacementReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ScorePlacement not implemented")
+}
+func (UnimplementedPluginServer) NormalizePlacementScore(context.Context, *NormalizePlacementScoreRequest) (*NormalizePlacementScoreReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NormalizePlacementScore not implemented")
 }
 func (UnimplementedPluginServer) PreBindPreFlight(context.Context, *NodeRequest) (*StatusReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PreBindPreFlight not implemented")
@@ -952,6 +1012,60 @@ func _Plugin_Permit_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_GeneratePlacements_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GeneratePlacementsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).GeneratePlacements(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_GeneratePlacements_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).GeneratePlacements(ctx, req.(*GeneratePlacementsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Plugin_ScorePlacement_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ScorePlacementRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).ScorePlacement(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_ScorePlacement_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).ScorePlacement(ctx, req.(*ScorePlacementRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Plugin_NormalizePlacementScore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NormalizePlacementScoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).NormalizePlacementScore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_NormalizePlacementScore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).NormalizePlacementScore(ctx, req.(*NormalizePlacementScoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Plugin_PreBindPreFlight_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(NodeRequest)
 	if err := dec(in); err != nil {
@@ -1198,6 +1312,18 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Permit",
 			Handler:    _Plugin_Permit_Handler,
+		},
+		{
+			MethodName: "GeneratePlacements",
+			Handler:    _Plugin_GeneratePlacements_Handler,
+		},
+		{
+			MethodName: "ScorePlacement",
+			Handler:    _Plugin_ScorePlacement_Handler,
+		},
+		{
+			MethodName: "NormalizePlacementScore",
+			Handler:    _Plugin_NormalizePlacementScore_Handler,
 		},
 		{
 			MethodName: "PreBindPreFlight",
