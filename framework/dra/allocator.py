@@ -43,6 +43,8 @@ __all__ = ["MAX_RESULTS", "Allocation", "Allocator", "DeviceID"]
 
 #: ``resourceapi.AllocationResultsMaxSize``: devices per claim.
 MAX_RESULTS = 32
+#: The key of the slices-by-node index in :attr:`Allocator.derived` (and, with a node name, of its pools).
+_INDEX = "slices by node"
 _NO_KEY_HINT = (
     ". consider using CEL optional chaining (.? followed by orValue())"
     " or guarding the check with has() for optional fields"
@@ -158,7 +160,12 @@ class _Pick:
 class Allocator:
     """Allocation over one set of slices, classes (by name) and what other claims hold: ``allocated``,
     devices allocated to them exclusively; ``shared``, the capacity they consume of devices that allow
-    multiple allocations (kube-scheduler's AllocatedState). Reusable for many nodes."""
+    multiple allocations (kube-scheduler's AllocatedState). Reusable for many nodes.
+
+    ``derived`` holds what depends on the slices alone, so that allocators over the same slices share
+    it (the store's :attr:`~.store.DraStore.derived`, replaced whenever a slice changes): the slices by
+    node name, each node's pools (when no slice lacks a node name, so node labels cannot matter) and
+    each selector's result per device. Without it, an allocator keeps its own."""
 
     def __init__(
         self,
@@ -166,11 +173,33 @@ class Allocator:
         classes: Mapping[str, DeviceClass],
         allocated: Collection[DeviceID] = (),
         shared: Mapping[DeviceID, Mapping[str, Fraction]] | None = None,
+        derived: dict[object, object] | None = None,
     ) -> None:
         self.slices = list(slices)
         self.classes = classes
         self.allocated = frozenset(allocated)
         self.shared = dict(shared or {})
+        self.derived: dict[object, object] = {} if derived is None else derived
+        index = self.derived.get(_INDEX)
+        if index is None:
+            by_node: dict[str, list[ResourceSlice]] = {}
+            unnamed: list[ResourceSlice] = []
+            for s in self.slices:
+                (by_node.setdefault(s.node_name, []) if s.node_name else unnamed).append(s)
+            index = self.derived[_INDEX] = (by_node, unnamed)
+        self._by_node: dict[str, list[ResourceSlice]] = index[0]  # type: ignore[index]
+        self._unnamed: list[ResourceSlice] = index[1]  # type: ignore[index]
+
+    def pools(self, node: Node) -> list[Pool]:
+        """The pools ``node`` can allocate from (:func:`~.pools.gather_pools`), without walking every slice."""
+        own: list[ResourceSlice] = self._by_node.get(node.name, [])
+        if self._unnamed:
+            return gather_pools(node, self.slices, own + self._unnamed)
+        key = (_INDEX, node.name)
+        pools = self.derived.get(key)
+        if pools is None:
+            pools = self.derived[key] = gather_pools(node, self.slices, own)
+        return pools  # type: ignore[return-value]
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim], deadline: float | None = None) -> Allocation:
         """Devices for ``claims`` on ``node`` (see the module docstring); a search still going at
@@ -194,7 +223,8 @@ class _Search:
         self.shared = owner.shared
         #: Capacity being consumed by this search, per shared device: one entry per allocation.
         self.sharing: dict[DeviceID, list[dict[str, Fraction]]] = {}
-        self.pools = gather_pools(node, owner.slices)
+        self.pools = owner.pools(node)
+        self.selector_results = owner.derived
         self.requests: dict[tuple[int, int, int], _Request] = {}
         self.chosen_sub: dict[tuple[int, int], int] = {}
         self.constraints: list[list[_Constraint]] = []
@@ -289,12 +319,17 @@ class _Search:
     def _selectors(self, ci: int, selectors: Sequence[str], s: ResourceSlice, d: Device, class_name: str) -> bool:
         owner = f"class {class_name}" if class_name else f"claim {self.claims[ci].key}"
         for i, expression in enumerate(selectors):
-            selector = compile_selector(expression)
-            matched = (
-                selector
-                if isinstance(selector, SelectorFailure)
-                else selector.matches(s.driver, d.attributes, d.capacity, d.allow_multiple_allocations)
-            )
+            # A selector's result depends on the expression and the device alone; the device objects
+            # live as long as the slices this cache belongs to.
+            key = (expression, s.driver, id(d))
+            matched = self.selector_results.get(key)
+            if matched is None:
+                selector = compile_selector(expression)
+                matched = self.selector_results[key] = (
+                    selector
+                    if isinstance(selector, SelectorFailure)
+                    else selector.matches(s.driver, d.attributes, d.capacity, d.allow_multiple_allocations)
+                )
             if matched is False:
                 return False
             if isinstance(matched, SelectorFailure):

@@ -107,6 +107,8 @@ def fits(
 ) -> bool:
     """Whether a request fits a device whose capacities already have ``used`` consumed (by allocated
     claims and by the claims being allocated)."""
+    if not requests and not policies and not used:
+        return True  # each capacity consumed whole, of nothing used: always fits (the common device)
     if requests and any(name not in values for name in requests):
         return False
     consumed = consumed_by(requests, values, policies)

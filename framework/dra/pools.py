@@ -59,10 +59,15 @@ def _relevant(node: Node, s: ResourceSlice) -> bool:
     return False
 
 
-def gather_pools(node: Node, slices: Sequence[ResourceSlice]) -> list[Pool]:
-    """The pools ``node`` can allocate from (see the module docstring), given all slices."""
+def gather_pools(
+    node: Node, slices: Sequence[ResourceSlice], candidates: Sequence[ResourceSlice] | None = None
+) -> list[Pool]:
+    """The pools ``node`` can allocate from (see the module docstring), given all slices; ``candidates``,
+    when the caller has them indexed, are the node's own slices then those without a node name, each
+    in ``slices`` order (what this function would otherwise pick out of ``slices``)."""
     # The node's own slices first, then those without a node name, as kube-scheduler lists them.
-    candidates = [s for s in slices if s.node_name == node.name] + [s for s in slices if not s.node_name]
+    if candidates is None:
+        candidates = [s for s in slices if s.node_name == node.name] + [s for s in slices if not s.node_name]
     newest: dict[tuple[str, str], list[ResourceSlice]] = {}
     for s in candidates:
         if not _relevant(node, s):

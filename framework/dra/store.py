@@ -142,6 +142,10 @@ class DraStore:
         self._view_listeners: list[Callable[[str], None]] = []
         #: Advances with every change of the objects or of the pending and assumed claims.
         self.generation = 0
+        #: What the allocator derives from the slices alone (its index, pools, selector results),
+        #: shared by every cycle's allocator; a new dict whenever a slice changes, so an allocator
+        #: holding the old one (with the old slices) never mixes the two.
+        self.derived: dict[object, object] = {}
         # resourceVersions of the objects changed here (embedded store): above any a manifest is
         # likely to carry, increasing with every change.
         self._versions = itertools.count(1_000_000_001)
@@ -234,6 +238,8 @@ class DraStore:
 
     def _changed(self, kind: str, old: Any, new: Any) -> None:
         self.generation += 1
+        if kind == "ResourceSlice":
+            self.derived = {}
         for listener in list(self._listeners):
             listener(kind, old, new)
 

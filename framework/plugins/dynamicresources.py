@@ -224,7 +224,8 @@ class DynamicResources(
         s.allocations = [None] * len(found)
         if any(c.allocation is None for c in found):
             exclusive, shared = store.allocated_state()
-            s.allocator = dra_allocator.Allocator(list(store.slices.values()), store.classes, exclusive, shared)
+            s.allocator = dra_allocator.Allocator(list(store.slices.values()), store.classes, exclusive, shared,
+                                                  store.derived)
         s.claims = found
         return None, SUCCESS
 
