@@ -110,18 +110,8 @@ def _mirror_flags(cls: type, where: str, lookahead: bool) -> tuple[bool | None, 
     return needs_snapshot, needs_volumes, needs_devices
 
 
-def manifest_of(cls: type) -> Any:
-    """The ``PluginManifest`` of a plugin class; :class:`PluginDefinitionError` if it is not valid."""
-    where = f"plugin class {cls.__module__}.{cls.__qualname__}"
-    if not isinstance(cls, type) or not issubclass(cls, Plugin):
-        raise PluginDefinitionError(f"{cls!r} is not a plugin class (derive from pluginhost.plugin base classes)")
-    name = getattr(cls, "name", "")
-    if not isinstance(name, str) or not name:
-        raise PluginDefinitionError(f"{where} has no name: set the class attribute `name = \"MyPlugin\"`")
-    points = sorted(p for p, base in POINT_CLASSES.items() if issubclass(cls, base))
-    group_points = sorted(pod_group_points_of(cls) & _GROUP_ENUM.keys())
-    if not points and not group_points:
-        raise PluginDefinitionError(f"{where} ({name!r}) implements no extension point")
+def _point_enums(cls: type, points: list[str], group_points: list[str]) -> list[Any]:
+    """The contract's enum values of the points, parts and transformers a plugin class implements."""
     enums: list[Any] = [_POINT_ENUM[p] for p in points] + [_GROUP_ENUM[p] for p in group_points]
     if "placementScore" in group_points and issubclass(cls, PlacementScoreExtensions):
         enums.append(E.EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE)
@@ -138,6 +128,22 @@ def manifest_of(cls: type) -> Any:
                 enums.remove(_POINT_ENUM[point])  # it only transforms
     if issubclass(cls, Controller):
         enums.append(E.EXTENSION_POINT_CONTROLLER)
+    return enums
+
+
+def manifest_of(cls: type) -> Any:
+    """The ``PluginManifest`` of a plugin class; :class:`PluginDefinitionError` if it is not valid."""
+    where = f"plugin class {cls.__module__}.{cls.__qualname__}"
+    if not isinstance(cls, type) or not issubclass(cls, Plugin):
+        raise PluginDefinitionError(f"{cls!r} is not a plugin class (derive from pluginhost.plugin base classes)")
+    name = getattr(cls, "name", "")
+    if not isinstance(name, str) or not name:
+        raise PluginDefinitionError(f"{where} has no name: set the class attribute `name = \"MyPlugin\"`")
+    points = sorted(p for p, base in POINT_CLASSES.items() if issubclass(cls, base))
+    group_points = sorted(pod_group_points_of(cls) & _GROUP_ENUM.keys())
+    if not points and not group_points:
+        raise PluginDefinitionError(f"{where} ({name!r}) implements no extension point")
+    enums = _point_enums(cls, points, group_points)
     if issubclass(cls, QueueSortPlugin) and not _overrides(cls, QueueSortPlugin, "sort_key"):
         raise PluginDefinitionError(
             f"{where} ({name!r}): a hosted QueueSort plugin must implement sort_key() (the framework "

@@ -52,7 +52,8 @@ DEFAULT_MULTIPOINT: tuple[PluginRef, ...] = (
 #: (:data:`~framework.config.model.POD_GROUP_POINTS`): Fit's ``ScorePlacement``, the pod-group
 #: PostFilter of DefaultPreemption and DynamicResources, and the topology-aware placement plugins.
 #: A plugin set may name these there (kube-scheduler loads such a file); any other name is refused as
-#: kube-scheduler refuses a plugin that does not implement the point. No remote plugin implements them.
+#: kube-scheduler refuses a plugin that does not implement the point. A remote plugin whose manifest
+#: declares placementGenerate or placementScore implements that point too (its registry points say so).
 POD_GROUP_IMPLEMENTERS: dict[str, frozenset[str]] = {
     "placementGenerate": frozenset({"TopologyPlacementGenerator"}),
     "placementScore": frozenset({"NodeResourcesFit", "PodGroupPodsCount"}),

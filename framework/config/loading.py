@@ -27,6 +27,7 @@ from .model import (
     EXTENSION_POINTS,
     KIND,
     PLUGIN_SETS,
+    POD_GROUP_POINTS,
     ConfigError,
     SchedulerConfig,
     located,
@@ -41,7 +42,7 @@ def _normalize_known(known: Mapping[str, frozenset[str]] | Mapping[str, Any]) ->
     out: dict[str, frozenset[str]] = {}
     for name, points in known.items():
         pts = frozenset(points)
-        bad = pts - set(EXTENSION_POINTS)
+        bad = pts - set(EXTENSION_POINTS) - set(POD_GROUP_POINTS)
         if bad:
             # A caller bug, not a configuration problem.
             raise ValueError(f"known[{name!r}] lists unknown extension points {sorted(bad)}")

@@ -48,10 +48,10 @@ _FRAMEWORK_ORDER: tuple[str, ...] = (
 
 
 def _implements(known: Mapping[str, frozenset[str]], name: str, point: str) -> bool:
-    """Whether plugin ``name`` (in ``known``) implements ``point``: the pod-group points only by the
-    in-tree plugins kube-scheduler has for them."""
-    if point in POD_GROUP_IMPLEMENTERS:
-        return name in POD_GROUP_IMPLEMENTERS[point]
+    """Whether plugin ``name`` (in ``known``) implements ``point``: a pod-group point by the in-tree
+    plugins kube-scheduler has for it, or by a plugin (remote) whose known points include it."""
+    if point in POD_GROUP_IMPLEMENTERS and name in POD_GROUP_IMPLEMENTERS[point]:
+        return True
     return point in known[name]
 
 

@@ -22,6 +22,7 @@ from pluginhost.plugin import (
 
 from ..hooks import BeforeCycle, FilterAhead
 from .adapter import RemotePlugin
+from .placement import RemotePlacementGenerate, RemotePlacementScore, RemotePlacementScoreExtensions
 
 __all__ = ["adapter_class"]
 
@@ -44,6 +45,12 @@ _TRANSFORMER_ENUMS: dict[int, tuple[str, int, type]] = {
 }
 
 
+# The PodGroup points a host serves: enum value -> (the configured point, the adapter's mixin).
+_GROUP_ENUMS: dict[int, tuple[str, type]] = {
+    E.EXTENSION_POINT_PLACEMENT_GENERATE: ("placementGenerate", RemotePlacementGenerate),
+    E.EXTENSION_POINT_PLACEMENT_SCORE: ("placementScore", RemotePlacementScore),
+}
+
 _ADAPTER_CLASSES: dict[tuple[str, frozenset[int]], type[RemotePlugin]] = {}
 
 
@@ -52,6 +59,7 @@ def adapter_class(manifest: Any) -> type[RemotePlugin]:
     runtime checks ``isinstance`` per point and for NormalizeScore and events), and of no other."""
     enums = frozenset(int(p) for p in manifest.points)
     points = frozenset(_ENUM_POINT[p] for p in enums if p in _ENUM_POINT)
+    points |= frozenset(_GROUP_ENUMS[p][0] for p in enums if p in _GROUP_ENUMS)
     cache_key = (manifest.SerializeToString().hex(), enums)
     cls = _ADAPTER_CLASSES.get(cache_key)
     if cls is not None:
@@ -59,7 +67,11 @@ def adapter_class(manifest: Any) -> type[RemotePlugin]:
     transformers = {_TRANSFORMER_ENUMS[e][0]: _TRANSFORMER_ENUMS[e] for e in enums if e in _TRANSFORMER_ENUMS}
     # A transformer's class derives from its point's class: it takes that class's place in the bases.
     bases: list[type] = [RemotePlugin]
-    bases += [transformers[p][2] if p in transformers else POINT_CLASSES[p] for p in sorted(points)]
+    pod_points = sorted(points & POINT_CLASSES.keys())
+    bases += [transformers[p][2] if p in transformers else POINT_CLASSES[p] for p in pod_points]
+    bases += [mixin for e, (_, mixin) in sorted(_GROUP_ENUMS.items()) if e in enums]
+    if E.EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE in enums and E.EXTENSION_POINT_PLACEMENT_SCORE in enums:
+        bases.append(RemotePlacementScoreExtensions)
     transform_only = frozenset(p for p, (_, plain, _) in transformers.items() if plain not in enums)
     if E.EXTENSION_POINT_NORMALIZE_SCORE in enums and "score" in points:
         bases.append(ScoreExtensions)

@@ -1,0 +1,109 @@
+"""A remote PlacementScore plugin in a PodGroup cycle (GenericWorkload and
+TopologyAwareWorkloadScheduling on): the example SharedLabelPlacement served by a real plugin host
+process scores each rack the group fits in, the group lands where its score says, and explain
+podgroup shows the score."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_podgroup_cycle import gang, gpod, node_of, phase
+from test_remote_harness import HostProcess, endpoint, remote_rig
+from test_runtime import NO_LEAKS, PROFILE, describe, settled, wait_for
+
+from framework import features
+from framework.config import SchedulerConfig, load_config
+from framework.plugins import Registry
+from framework.remote.placement import RemotePlacementScore
+from pluginhost import pb
+from pluginhost.definition import manifest_of
+from pluginhost.examples.sharedlabel import SharedLabelPlacement
+from pluginhost.manifest import node_from_dict
+from pluginhost.model import Node
+
+SETTLE = 10.0
+E = pb.plugin.ExtensionPoint
+
+
+@pytest.fixture(autouse=True)
+def topology_aware() -> Iterator[None]:
+    previous = features.install(features.parse("GenericWorkload=true,TopologyAwareWorkloadScheduling=true"))
+    try:
+        yield
+    finally:
+        features.install(previous)
+
+
+def config_for(registry: Registry) -> SchedulerConfig:
+    plugins = ["PrioritySort", "NodeResourcesFit", "GangScheduling", "DefaultBinder", "TopologyPlacementGenerator",
+               "PodGroupPodsCount"]
+    text = "\n".join([
+        "apiVersion: kubescheduler.config.k8s.io/v1",
+        "kind: KubeSchedulerConfiguration",
+        "profiles:",
+        f"- schedulerName: {PROFILE}",
+        "  plugins:",
+        "    multiPoint:",
+        "      enabled:",
+        *(f"      - {{name: {name}}}" for name in plugins),
+        "      - {name: SharedLabelPlacement, weight: 10}",
+        "      disabled:",
+        '      - {name: "*"}',
+        "  pluginConfig:",
+        "  - name: SharedLabelPlacement",
+        "    args: {label: power}",
+    ]) + "\n"
+    return load_config(text, registry.points(), "test.yaml")
+
+
+def power_node(name: str, rack: str, power: str) -> Node:
+    return node_from_dict({"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": name, "labels": {"rack": rack, "power": power}},
+                           "status": {"allocatable": {"cpu": "1", "memory": "8Gi", "pods": "110"}}})
+
+
+# Two racks of two 1-cpu nodes, alike but for the power label: rack-a's nodes are on two power
+# domains, rack-b's share one. The gang (2 x 1 cpu) fits in either rack, and the in-tree placement
+# scores cannot tell them apart.
+NODES = [power_node("a1", "rack-a", "p1"), power_node("a2", "rack-a", "p2"),
+         power_node("b1", "rack-b", "p3"), power_node("b2", "rack-b", "p3")]
+
+
+def test_the_python_host_declares_placement_score() -> None:
+    assert [E.Name(p) for p in manifest_of(SharedLabelPlacement).points] == ["EXTENSION_POINT_PLACEMENT_SCORE"]
+
+
+def test_a_remote_placement_score_decides_the_rack_and_explain_shows_it() -> None:
+    async def main() -> tuple[dict[str, Any], list[str], list[str]]:
+        with HostProcess("pluginhost.examples.sharedlabel:SharedLabelPlacement") as host:
+            rig = await remote_rig([endpoint("shared", host.address)], config_for)
+            s = rig.scheduler
+            try:
+                fwk = s.profiles[PROFILE]
+                at = [p.name for p in fwk.pod_group_plugins["placementScore"]]
+                assert isinstance(fwk.plugins["SharedLabelPlacement"], RemotePlacementScore)
+                s.cache.podgroups.put(gang("g", 2, topology=("rack",)))
+                await s.apply([*NODES, *(gpod(f"p{i}", "1", "g") for i in range(2))])
+                explained = await s.explain_group("default", "g")
+                task = asyncio.create_task(s.run())
+                try:
+                    await wait_for(s, lambda: settled(s), SETTLE)
+                finally:
+                    await s.drain(timeout=SETTLE)
+                    await s.stop()
+                    await asyncio.wait_for(task, SETTLE)
+                assert s.leaks() == NO_LEAKS
+                assert [phase(s, f"p{i}") for i in range(2)] == ["Bound", "Bound"], describe(s)
+                return explained, at, sorted(node_of(s, f"p{i}") for i in range(2))
+            finally:
+                await rig.close()
+
+    explained, at, landed = asyncio.run(main())
+    assert at == ["NodeResourcesFit", "PodGroupPodsCount", "SharedLabelPlacement"]
+    assert landed == ["b1", "b2"]
+    scores = {p["placement"]: p["score"]["plugins"]["SharedLabelPlacement"] for p in explained["placements"]}
+    assert scores == {"rack-a": 500, "rack-b": 1000}  # 50 and 100, weight 10
+    assert sorted(p["node"] for p in explained["pods"]) == ["b1", "b2"]
