@@ -113,6 +113,7 @@ class Framework:
             return out
 
         self.profile = profile
+        self.canary: Any = None  # this profile's canary variant (framework.canary.Canary), if any
         self.pre_enqueue_plugins: list[PreEnqueuePlugin] = typed("preEnqueue")
         queue_sort: list[QueueSortPlugin] = typed("queueSort")
         self.pre_filter_plugins: list[PreFilterPlugin] = typed("preFilter")

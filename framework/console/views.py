@@ -131,7 +131,8 @@ def _pod_row(scheduler: Any, rec: Any) -> dict[str, Any]:
     return {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid, "phase": rec.phase,
             "node": pod.node_name or None, "nominatedNode": pod.nominated_node_name or None,
             "attempts": rec.attempts, "profile": rec.profile or pod.scheduler_name,
-            "queue": scheduler.queue_of(pod.uid), "status": _status_dict(rec.last_status)}
+            "queue": scheduler.queue_of(pod.uid), "status": _status_dict(rec.last_status),
+            "variant": getattr(rec, "variant", "") or None}
 
 
 def search(console: Console, query: str) -> dict[str, Any]:

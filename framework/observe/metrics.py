@@ -28,7 +28,7 @@ upgrades: ``outrigger_remote_plugin_unserved_calls_total{endpoint,plugin,rpc}`` 
 any more) and ``outrigger_remote_manifest_changes_total{result}`` (``applied``, ``failed``); shadow plugins:
 ``outrigger_shadow_observed_cycles_total``, ``outrigger_shadow_cycles_total{result}``,
 ``outrigger_shadow_disagreements_total{kind}`` and ``outrigger_shadow_latency_seconds{quantile}``, labelled
-``{endpoint,plugin}``.
+``{endpoint,plugin}``; canary plugins: ``outrigger_canary_pods_total{plugin,variant,result}``.
 
 Every :class:`SchedulerMetrics` has its own :class:`CollectorRegistry`, so several services (tests) live
 in one process without clashing.
@@ -128,6 +128,24 @@ class _PodGroupCollector(Collector):
         for (result, profile), n in sorted(getattr(stats, "podgroup_attempts", {}).items()):
             attempts.add_metric([result, profile], n)
         yield attempts
+
+
+class _CanaryCollector(Collector):
+    """``outrigger_canary_pods_total{plugin,variant,result}``: scheduling cycles of profiles with a
+    canary plugin (framework.canary), by the variant that ran them and what it decided."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def collect(self) -> Iterable[Any]:
+        pods = CounterMetricFamily(
+            "outrigger_canary_pods",
+            "Scheduling cycles of profiles with a canary plugin, by plugin, variant (stable, canary) and result "
+            "(scheduled, unschedulable, error).", labels=["plugin", "variant", "result"])
+        stats = getattr(self.scheduler, "stats", None)
+        for (plugin, variant, result), n in sorted(getattr(stats, "canary", {}).items()):
+            pods.add_metric([plugin, variant, result], n)
+        yield pods
 
 
 class _RemoteCollector(Collector):
@@ -289,6 +307,7 @@ class SchedulerMetrics:
         self.registry.register(_PendingCollector(scheduler))
         self.registry.register(_BatchCollector(scheduler))
         self.registry.register(_PodGroupCollector(scheduler))
+        self.registry.register(_CanaryCollector(scheduler))
         self._remote = _RemoteCollector(remote)
         self.registry.register(self._remote)
 

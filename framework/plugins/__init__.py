@@ -37,6 +37,8 @@ class Registry:
     def __init__(self) -> None:
         self._factories: dict[str, Factory] = {}
         self._points: dict[str, frozenset[str]] = {}
+        #: A canary plugin (framework.canary.CanarySource), not a name profiles may use.
+        self.canary: Any = None
 
     def register(self, name: str, factory: Factory, points: frozenset[str]) -> None:
         if name in self._factories:
@@ -80,6 +82,7 @@ class Registry:
         out = Registry()
         out._factories = dict(self._factories)
         out._points = dict(self._points)
+        out.canary = self.canary
         return out
 
 

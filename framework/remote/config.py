@@ -29,12 +29,19 @@ passed with ``--plugins FILE`` to ``outrigger serve``, ``explain`` and ``demo``:
         queue: 100                        #   cycles waiting for evaluation; more are dropped, counted
         examples: 20                      #   disagreements kept for the report
         weight: 1                         #   its Score's weight when no live plugin of its name scores
+    - name: gang-v3                       # a new version deciding for some pods (a variant of the profiles)
+      address: 127.0.0.1:50081
+      canary:
+        plugin: Gang                      #   the plugin it serves in place of endpoint `of`'s
+        of: gang                          #   the stable endpoint
+        fraction: 0.1                     #   of the pods, stable by uid (default 1 with a selector)
+        selector: {matchLabels: {canary: "true"}}   # only pods with these labels (optional)
 
 Deadlines are per extension point (the configuration names: ``filter``, ``permit``, ...; plus
 ``normalizeScore``, ``configure`` and ``default``); durations are Kubernetes-style (``250ms``, ``2s``,
 ``1m``). File paths are used as given (relative to the working directory) and read when the framework
 connects. Problems are :class:`~framework.config.ConfigError` s naming the field. See docs/security.md,
-and docs/plugins-live.md for shadow plugins.
+and docs/plugins-live.md for shadow and canary plugins.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ __all__ = [
     "DEFAULT_DEADLINE",
     "KIND",
     "MAX_DURATION",
+    "CanaryConfig",
     "EndpointConfig",
     "ShadowConfig",
     "load_remote_plugins",
@@ -84,9 +92,11 @@ _SCHEMAS = decode.schemas(
         KIND: "apiVersion kind plugins:[Endpoint]",
         "Endpoint": (
             "name address addresses deadlines failurePolicy batchSize connectTimeout resolveInterval tls tokenFile "
-            "shadow:Shadow"
+            "shadow:Shadow canary:Canary"
         ),
         "Shadow": "plugins points budget queue examples weight",
+        "Canary": "plugin of fraction selector:Selector",
+        "Selector": "matchLabels",
     }
 )
 SHADOW_POINTS = ("Filter", "Score")
@@ -112,6 +122,17 @@ class ShadowConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class CanaryConfig:
+    """An endpoint's ``canary`` block: its ``plugin`` replaces the one endpoint ``of`` serves in a
+    variant of each profile running it, which schedules the pods chosen (docs/plugins-live.md)."""
+
+    plugin: str
+    of: str  # the endpoint serving the stable version
+    fraction: float  # of the pods (selected by match_labels, if any), stable by uid
+    match_labels: Mapping[str, str] | None = None  # None: every pod is a candidate
+
+
+@dataclass(frozen=True, slots=True)
 class EndpointConfig:
     """One ``plugins`` entry of a RemotePlugins document."""
 
@@ -125,6 +146,7 @@ class EndpointConfig:
     tls: ClientTLS | None = None  # None: plaintext
     token_file: str = ""  # the bearer token the host requires; empty: none
     shadow: ShadowConfig | None = None  # None: its plugins are live
+    canary: CanaryConfig | None = None  # None: its plugins are not a canary
 
     def deadline(self, point: str) -> float:
         return self.deadlines.get(point, self.deadlines.get("default", DEFAULT_DEADLINE))
@@ -189,7 +211,8 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
     except FieldError as exc:
         raise ConfigError(source, [*problems, (exc.path, exc.reason)]) from None
     for path in unknown:
-        schema = "Shadow" if ".shadow." in path else "Endpoint" if path.startswith("plugins[") else KIND
+        schema = ("Selector" if ".selector." in path else "Canary" if ".canary." in path
+                  else "Shadow" if ".shadow." in path else "Endpoint" if path.startswith("plugins[") else KIND)
         allowed = _SCHEMAS[schema].names
         fail(path, f"unknown field (allowed: {', '.join(allowed)})")
     if doc.get("apiVersion") != API_VERSION:
@@ -203,6 +226,8 @@ def parse_remote_plugins(text: str, source: str = "<remote plugins>") -> list[En
         endpoint = _endpoint(entry, f"plugins[{i}]", seen, source, problems)
         if endpoint is not None:
             out.append(endpoint)
+    if not problems:  # (its paths index `out` as `plugins`: no entry was dropped)
+        _check_canaries(out, problems)
     if problems:
         raise ConfigError(source, problems)
     return out
@@ -254,8 +279,60 @@ def _endpoint(entry: Any, path: str, seen: set[str], source: str,
         fail(f"{path}.tokenFile", "must be the path of a file holding the host's bearer token")
         token_file = ""
     shadow = _shadow(entry["shadow"], f"{path}.shadow", source, problems) if "shadow" in entry else None
+    canary = _canary(entry["canary"], f"{path}.canary", problems) if "canary" in entry else None
+    if shadow is not None and canary is not None:
+        fail(f"{path}.canary", "an endpoint is either a shadow or a canary, not both")
     return EndpointConfig(name, tuple(addrs), deadlines, policy, batch, connect, resolve,
-                          tls=tls, token_file=token_file, shadow=shadow)
+                          tls=tls, token_file=token_file, shadow=shadow, canary=canary)
+
+
+def _canary(raw: Any, path: str, problems: list[tuple[str, str]]) -> CanaryConfig | None:
+    """An endpoint's ``canary`` block (None when it is unusable; its problems are noted)."""
+    if not isinstance(raw, dict):
+        problems.append((path, "must be a mapping (plugin, of, fraction, selector)"))
+        return None
+    before = len(problems)
+    plugin, of = raw.get("plugin"), raw.get("of")
+    for key, value in (("plugin", plugin), ("of", of)):
+        if not isinstance(value, str) or not value:
+            problems.append((f"{path}.{key}", "required: " + ("the plugin this endpoint serves as a canary"
+                                                             if key == "plugin" else "the stable endpoint's name")))
+    labels: dict[str, str] | None = None
+    if "selector" in raw:
+        selector = raw["selector"]
+        match = selector.get("matchLabels") if isinstance(selector, dict) else None
+        if not isinstance(match, dict) or not match or not all(
+                isinstance(k, str) and k and isinstance(v, str) for k, v in match.items()):
+            problems.append((f"{path}.selector.matchLabels", "must be a non-empty mapping of label to value"))
+        else:
+            labels = dict(match)
+    if "fraction" not in raw and labels is None:
+        problems.append((f"{path}.fraction", "required (from 0 to 1) unless a selector chooses the pods"))
+    fraction = raw.get("fraction", 1.0)
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
+        problems.append((f"{path}.fraction", f"must be a number from 0 to 1, got {_shown(fraction)}"))
+    if len(problems) > before:
+        return None
+    return CanaryConfig(str(plugin), str(of), float(fraction), labels)
+
+
+def _check_canaries(endpoints: list[EndpointConfig], problems: list[tuple[str, str]]) -> None:
+    """Each canary's ``of`` names a live endpoint of the document, and a plugin has one canary."""
+    by_name = {ep.name: ep for ep in endpoints}
+    plugins: dict[str, str] = {}
+    for i, ep in enumerate(endpoints):
+        if ep.canary is None:
+            continue
+        where = f"plugins[{i}].canary"
+        stable = by_name.get(ep.canary.of)
+        if stable is None or stable is ep:
+            problems.append((f"{where}.of", f"no other endpoint named {ep.canary.of!r} in this document"))
+        elif stable.shadow is not None or stable.canary is not None:
+            problems.append((f"{where}.of", f"endpoint {ep.canary.of!r} is a shadow or a canary, not a live one"))
+        if ep.canary.plugin in plugins:
+            problems.append((f"{where}.plugin", f"plugin {ep.canary.plugin!r} already has a canary "
+                                                f"(endpoint {plugins[ep.canary.plugin]!r})"))
+        plugins.setdefault(ep.canary.plugin, ep.name)
 
 
 def _count(raw: Mapping[str, Any], key: str, default: int, low: int, path: str,

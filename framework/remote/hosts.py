@@ -24,6 +24,7 @@ import grpc
 from pluginhost import pb
 from pluginhost.plugin import Handle, Plugin
 
+from ..canary import CanarySource, with_variants
 from ..plugins import Registry
 from .adapter import RemotePlugin
 from .classes import adapter_class
@@ -91,14 +92,19 @@ class RemotePlugins:
         seen: dict[str, str] = {}
         for ep in endpoints:
             for name in ep.manifests:
-                if _shadowed(ep, name):
-                    continue  # a shadow may have the name of the live plugin it is a new version of
+                if _shadowed(ep, name) or _canary(ep, name):
+                    continue  # a shadow or canary may have the name of the live plugin it is a new version of
                 if name in seen:
                     await out.abandon()
                     raise RemotePluginsError(
                         f"plugin {name!r} is served by both endpoint {seen[name]!r} and {ep.name!r}"
                     )
                 seen[name] = ep.name
+        try:
+            _check_canaries(endpoints)
+        except RemotePluginsError:
+            await out.abandon()
+            raise
         return out
 
     def register(self, registry: Registry) -> None:
@@ -107,6 +113,10 @@ class RemotePlugins:
             for name, manifest in ep.manifests.items():
                 if _shadowed(ep, name):
                     continue  # never in a profile: called beside the live cycles (.shadow)
+                if _canary(ep, name):  # a variant of the profiles runs it (framework.canary)
+                    cls = adapter_class(manifest)
+                    registry.canary = CanarySource(ep.config.canary, ep.name, _factory(cls, ep), cls.points)
+                    continue
                 if name in registry:
                     raise RemotePluginsError(
                         f"remote plugin {name!r} (endpoint {ep.name!r}) has the name of a plugin that is "
@@ -146,7 +156,8 @@ class RemotePlugins:
         """``ep``'s replicas agree on a new manifest: its plugins are registered with their new points
         and the profiles rebuilt (:attr:`on_change`). A failure is logged and counted; the profiles
         built from the old manifest go on (calls still reach only replicas declaring them)."""
-        changed = {n for n, m in ep.manifests.items() if (n not in old or old[n] != m) and not _shadowed(ep, n)}
+        changed = {n for n, m in ep.manifests.items() if (n not in old or old[n] != m) and not _shadowed(ep, n)
+                   and not _canary(ep, n)}  # a canary's new manifest is taken up by a change of --plugins
         if self.registry is None or not changed:
             return
         for name in sorted(changed):
@@ -218,10 +229,10 @@ class RemotePlugins:
             self.publisher = services.publisher
         else:
             self.publisher = services.attach(scheduler)
-        for profile, fwk in (scheduler.profiles if profiles is None else profiles).items():
+        for fwk in with_variants(scheduler.profiles if profiles is None else profiles):
             for plugin in fwk.plugins.values():
                 if isinstance(plugin, RemotePlugin):
-                    plugin.profile = profile
+                    plugin.profile = fwk.profile
                     # Scores that ride on Filter replies would be computed on the Filter view: with
                     # Score transformers in the profile, Score gets its own stream (and view).
                     plugin.scores_enabled = plugin in fwk.score_plugins and not fwk.score_transformers
@@ -293,6 +304,30 @@ def _factory(cls: type[RemotePlugin], ep: Endpoint) -> Callable[[dict[str, Any],
         return cls(ep, args, handle)
 
     return factory
+
+
+def _canary(ep: Endpoint, plugin: str) -> bool:
+    return ep.config.canary is not None and ep.config.canary.plugin == plugin
+
+
+def _check_canaries(endpoints: Sequence[Endpoint]) -> None:
+    """A canary endpoint serves its plugin, with the points its stable endpoint serves it at."""
+    by_name = {ep.name: ep for ep in endpoints}
+    for ep in endpoints:
+        canary = ep.config.canary
+        if canary is None:
+            continue
+        stable = by_name[canary.of]  # the document said so (config._check_canaries)
+        mine, theirs = ep.manifests.get(canary.plugin), stable.manifests.get(canary.plugin)
+        if mine is None or theirs is None:
+            who = ep.name if mine is None else stable.name
+            raise RemotePluginsError(f"canary endpoint {ep.name!r}: endpoint {who!r} does not serve plugin "
+                                     f"{canary.plugin!r} (its plugins: {', '.join(sorted(by_name[who].manifests))})")
+        if adapter_class(mine).points != adapter_class(theirs).points:
+            raise RemotePluginsError(
+                f"canary endpoint {ep.name!r}: plugin {canary.plugin!r} has points "
+                f"{', '.join(sorted(adapter_class(mine).points))}, but endpoint {stable.name!r} serves it at "
+                f"{', '.join(sorted(adapter_class(theirs).points))} (a canary changes the plugin, not its points)")
 
 
 def _shadowed(ep: Endpoint, plugin: str) -> bool:

@@ -19,6 +19,7 @@ from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import VIEW_STATE_KEY
 
 from ..batching import OpportunisticBatch, Ranked
+from ..canary import CANARY, STABLE
 from ..outcomes import Diagnosis, IntArray, ScoreOutcome, num_feasible_nodes_to_find
 from ..runtime import Framework
 from .binding import BindingCycle
@@ -121,6 +122,10 @@ class SchedulingCycle(BindingCycle):
         if rec is None or fwk is None or rec.pod.node_name:
             self.queue.done(pod.uid)
             return
+        canary = fwk.canary
+        if canary is not None:  # chosen once per cycle: Reserve to Bind run the same variant
+            rec.variant = CANARY if canary.chooses(pod) else STABLE
+            fwk = canary.variant if rec.variant == CANARY else fwk
         started = time.perf_counter()
         rec.attempts = info.attempts
         self.stats.attempts += 1
@@ -132,7 +137,8 @@ class SchedulingCycle(BindingCycle):
         if fwk.before_cycle_plugins:
             await self._look_ahead(fwk, pod, snapshot)
         diagnosis = Diagnosis()
-        batch = self.batches.get(fwk.profile)
+        # Batching's hints come from the stable variant's cycles: a canary pod is scheduled on its own.
+        batch = None if canary is not None and rec.variant == CANARY else self.batches.get(fwk.profile)
         bc = None if batch is None else BatchCycle(batch, batch.sign(pod), self.popped)
         host: str | None
         try:
@@ -140,6 +146,8 @@ class SchedulingCycle(BindingCycle):
         except Exception as exc:
             log.exception("scheduling cycle of %s failed", pod.key)
             host, status = None, Status.failure(f"scheduling cycle failed: {exc}", error=exc)
+        if canary is not None:
+            self._count_variant(canary.plugin, rec.variant, host, status)
         if self.cycle_observers:
             self._tell_observers(CycleOutcome(
                 fwk.profile, pod, snapshot, cycle_id, info.attempts, host, status,
@@ -186,6 +194,10 @@ class SchedulingCycle(BindingCycle):
         task = asyncio.get_running_loop().create_task(self._binding_cycle(fwk, state, info, assumed, host))
         self._binding_tasks.add(task)
         task.add_done_callback(self._binding_tasks.discard)
+
+    def _count_variant(self, plugin: str, variant: str, host: str | None, status: Status) -> None:
+        result = "scheduled" if host is not None else "error" if status.code is Code.Error else "unschedulable"
+        self.stats.canary[(plugin, variant, result)] += 1
 
     def _tell_observers(self, outcome: CycleOutcome) -> None:
         for observe in self.cycle_observers:

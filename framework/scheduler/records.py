@@ -59,6 +59,9 @@ class PodRecord:
     last_status: Status | None = None
     attempts: int = 0
     profile: str = ""
+    #: The variant of its profile its last scheduling cycle ran (framework.canary: ``stable`` or
+    #: ``canary``; empty when the profile has no canary).
+    variant: str = ""
 
     @property
     def nominated_node(self) -> str:
@@ -101,3 +104,6 @@ class CycleStats:
     #: PodGroup cycles by (result, profile): kube-scheduler's scheduler_podgroup_schedule_attempts_total
     #: (``scheduled``, ``unschedulable``, ``waiting_on_preemption``, ``error``).
     podgroup_attempts: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
+    #: Scheduling cycles of profiles with a canary, by (plugin, variant, result): ``scheduled``,
+    #: ``unschedulable`` or ``error`` (outrigger_canary_pods_total).
+    canary: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)

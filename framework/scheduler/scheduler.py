@@ -35,6 +35,7 @@ from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 from .. import features
 from ..batching import OpportunisticBatch
 from ..cache import Cache
+from ..canary import Canary, with_variants
 from ..config import ProfileConfig, SchedulerConfig
 from ..plugins import Registry
 from ..podgroup_queue import GroupSchedulingQueue
@@ -146,6 +147,16 @@ class Scheduler(PodGroupCycle, ObjectStore, Reconfiguring):
 
     def _build_framework(self, profile: ProfileConfig, registry: Registry | None = None) -> Framework:
         registry = registry or self.registry
+        fwk = self._build_plain(profile, registry)
+        source = registry.canary
+        if source is not None and source.config.plugin in fwk.plugins:
+            # The variant: the same profile, with the canary endpoint's plugin in the stable one's place.
+            with_canary = registry.copy()
+            with_canary.replace(source.config.plugin, source.factory, source.points)
+            fwk.canary = Canary(source, self._build_plain(profile, with_canary))
+        return fwk
+
+    def _build_plain(self, profile: ProfileConfig, registry: Registry) -> Framework:
         instances: dict[str, Plugin] = {}
         lists: dict[str, list[Plugin]] = {}
         for point, refs in [*profile.plugins.items(), *profile.pod_group_plugins.items()]:
@@ -178,7 +189,7 @@ class Scheduler(PodGroupCycle, ObjectStore, Reconfiguring):
         cycles that start from now on; cycles under way finish with the Frameworks they started with.
         Synchronous, so the switch happens between two cycles. Returns the Frameworks replaced."""
         profiles = {p.scheduler_name: self._build_framework(p) for p in config.profiles}
-        for fwk in profiles.values():
+        for fwk in with_variants(profiles):
             for listener in self.profile_listeners:
                 listener(fwk)
         old, self.profiles, self.config = self.profiles, profiles, config
@@ -201,7 +212,7 @@ class Scheduler(PodGroupCycle, ObjectStore, Reconfiguring):
         the profiles running them count as changed."""
         async with self._cycle_lock:
             started = time.perf_counter()
-            for fwk in profiles.values():
+            for fwk in with_variants(profiles):
                 for listener in self.profile_listeners:
                     listener(fwk)
             old_config, old = self.config, self.profiles

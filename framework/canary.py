@@ -1,0 +1,75 @@
+"""Canary plugins: a variant of a profile in which one plugin is served by another endpoint (a
+RemotePlugins endpoint with a ``canary`` block, docs/plugins-live.md "Canary").
+
+The registry a configuration is resolved with carries the canary (:class:`CanarySource`, set by
+:meth:`framework.remote.RemotePlugins.register`); each profile that runs the plugin is built twice,
+the second time with the canary endpoint's plugin in place of the stable one's (:class:`Canary`, on
+the stable Framework's ``canary``). A live change of ``--plugins`` builds both anew, so the fraction
+changes between two scheduling cycles like any other configuration.
+
+Each scheduling cycle picks its variant once, from the pod: a pod whose labels match the selector
+(if any) and whose uid falls in the fraction (:func:`bucket`, stable across restarts and processes)
+is scheduled by the variant, Reserve to Bind included.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pluginhost.model import Pod
+
+__all__ = ["BUCKETS", "CANARY", "STABLE", "Canary", "CanarySource", "bucket", "with_variants"]
+
+STABLE = "stable"
+CANARY = "canary"
+#: A uid's bucket is one of this many; a pod is in the fraction when its bucket < fraction * BUCKETS.
+BUCKETS = 10000
+
+
+def bucket(uid: str) -> int:
+    """The pod's bucket: CRC-32 of its uid (UTF-8) modulo :data:`BUCKETS` (not Python's salted hash)."""
+    return zlib.crc32(uid.encode()) % BUCKETS
+
+
+@dataclass(frozen=True, slots=True)
+class CanarySource:
+    """What builds a canary plugin: its configuration (``framework.remote.config.CanaryConfig``), its
+    endpoint's name, and the factory and points the registry would hold for it."""
+
+    config: Any
+    endpoint: str
+    factory: Callable[..., Any]
+    points: frozenset[str]
+
+
+@dataclass(slots=True)
+class Canary:
+    """A profile's canary variant: the Framework that schedules the chosen pods."""
+
+    source: CanarySource
+    variant: Any  # the Framework, with the canary's plugin in place of the stable one's
+
+    @property
+    def plugin(self) -> str:
+        return str(self.source.config.plugin)
+
+    def chooses(self, pod: Pod) -> bool:
+        config = self.source.config
+        labels = config.match_labels
+        if labels is not None and any(pod.labels.get(k) != v for k, v in labels.items()):
+            return False
+        return bool(bucket(pod.uid) < config.fraction * BUCKETS)
+
+
+def with_variants(profiles: Mapping[str, Any]) -> list[Any]:
+    """The Frameworks of ``profiles`` followed, each, by its canary variant (if it has one)."""
+    out: list[Any] = []
+    for fwk in profiles.values():
+        out.append(fwk)
+        canary = getattr(fwk, "canary", None)
+        if canary is not None:
+            out.append(canary.variant)
+    return out
