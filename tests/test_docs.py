@@ -272,6 +272,8 @@ CHECKS: list[tuple[str, Callable[[list[str]], None], str]] = [
     (r"make( [\w.-]+)+", check_make, " ".join(MAKE_TARGETS.values())),
     (r"\.venv/bin/python -m tools\.bench( .*)?", check_python_module,
      "tests/test_bench.py::test_quick_bench_end_to_end, tests/test_bench.py::test_scenario_subset_and_unknown"),
+    (r"\.venv/bin/python -m tools\.bench\.dra( .*)?", check_python_module,
+     "tests/test_dra_allocator_cache.py::test_the_dra_bench_binds_every_pod_and_refuses_more_claims_than_devices"),
     (r"\.venv/bin/python -m tools\.compare( .*)?", check_python_module,
      "tests/test_kube_compare.py::test_every_pod_of_a_deterministic_workload_lands_where_kube_scheduler_puts_it, "
      "tests/test_kube_compare.py::test_bad_arguments_get_one_line_and_run_nothing"),

@@ -4,6 +4,10 @@ starts it afresh."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +16,7 @@ from framework.dra.allocator import Allocation, Allocator
 from framework.dra.store import DraStore
 from pluginhost.model import Node
 from tests.test_dra_allocator import CLASSES, DRV, claim, dclass, dev, exact, rslice
+from tools.bench.dra import run
 
 N1, N2, N3 = Node(name="n1", labels={"zone": "a"}), Node(name="n2", labels={"zone": "b"}), Node(name="n3")
 SLICES = [
@@ -82,3 +87,11 @@ def test_a_changed_slice_is_read_afresh_by_the_next_allocator() -> None:
     second = answer()
     store.put(rslice("s1", [dev("g0"), dev("g1")], pool="p1", node="n1"))
     assert (first, second, answer()) == (["p1/g1"], ["p1/g0"], "none")
+
+
+def test_the_dra_bench_binds_every_pod_and_refuses_more_claims_than_devices() -> None:
+    out = asyncio.run(asyncio.wait_for(run(nodes=3, devices=2, init=3, pods=3), 60))
+    proc = subprocess.run([sys.executable, "-m", "tools.bench.dra", "--nodes", "2", "--devices", "1", "--init", "3"],
+                          capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent)
+    assert (out["bound"], proc.returncode, proc.stderr.splitlines()[-1]) == (
+        3, 2, "python -m tools.bench.dra: error: --init 3: more claims than the 2 devices")

@@ -597,8 +597,8 @@ class _Search:
         raise AssertionError(name)
 
     def _config(self, ci: int, claim: ResourceClaim) -> tuple[tuple[str, tuple[str, ...], str, object], ...]:
-        requests = range(len(claim.requests))
-        if not claim.config and not any(self._selected(ci, ri).device_class.config for ri in requests):
+        indices = range(len(claim.requests))
+        if not claim.config and not any(self._selected(ci, ri).device_class.config for ri in indices):
             return ()  # nothing to pass on, as for most claims (this runs for every node Filter tries)
         config: list[list[object]] = []
         by_class: dict[str, tuple[int, int]] = {}
