@@ -274,7 +274,7 @@ def test_bad_config_is_one_clear_line(text: str, message: str) -> None:
 
 _REMOTE = "apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n- name: a\n  address: 127.0.0.1:1\n"
 _ENDPOINT_FIELDS = ("name, address, addresses, deadlines, failurePolicy, batchSize, connectTimeout, resolveInterval, "
-                    "tls, tokenFile")
+                    "tls, tokenFile, shadow, canary")
 
 
 @pytest.mark.parametrize(
