@@ -171,7 +171,7 @@ func pointsOf(p Plugin) []pb.ExtensionPoint {
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_POST_BIND)
 	_, ok = p.(EnqueueExtensions)
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_ENQUEUE_EXTENSIONS)
-	return pts
+	return append(pts, podGroupPoints(p)...)
 }
 
 func manifestOf(reg Registration) (*pb.PluginManifest, error) {
