@@ -317,7 +317,9 @@ def _check_canaries(endpoints: Sequence[Endpoint]) -> None:
         canary = ep.config.canary
         if canary is None:
             continue
-        stable = by_name[canary.of]  # the document said so (config._check_canaries)
+        stable = by_name.get(canary.of)  # the document's parser checked it; configs built in code may not be
+        if stable is None or stable is ep:
+            raise RemotePluginsError(f"canary endpoint {ep.name!r}: no other endpoint named {canary.of!r}")
         mine, theirs = ep.manifests.get(canary.plugin), stable.manifests.get(canary.plugin)
         if mine is None or theirs is None:
             who = ep.name if mine is None else stable.name
