@@ -401,7 +401,8 @@ def free_port() -> int:
         (["delete"], "error: delete needs KIND NAME... (e.g. `delete pod web`) or -f FILE"),
         (["get", "waiting", "web"], "error: get waiting lists every waiting pod; it takes no NAME (see --profile)"),
         (["get", "deployments"],
-         "error: unknown resource type 'deployments' (one of: pods (po), nodes (no), podgroups, reservations, waiting)"),
+         "error: unknown resource type 'deployments' (one of: pods (po), nodes (no), podgroups, reservations, "
+         "waiting)"),
         (["describe", "reservation", "r1"],
          "error: unknown resource type 'reservation' (one of: pods (po), nodes (no), podgroups)"),
         (["get", "pods/web", "nodes"], "error: 'nodes': give every object as TYPE/NAME (e.g. `outrigger get "

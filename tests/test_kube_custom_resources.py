@@ -77,9 +77,9 @@ def test_podgroup_changes_reach_the_scheduler_and_an_unreadable_resource_is_a_wa
             await asyncio.wait_for(informers[0].synced.wait(), 30)
             group = pod_group("crd-watch", kube_namespace, 2)
             await kubectl("create", "-f", "-", input=yaml.safe_dump(group))
-            await kubectl("patch", "podgroup", "crd-watch", "-n", kube_namespace, "--type=merge",
+            await kubectl("patch", "podgroups.scheduling.x-k8s.io", "crd-watch", "-n", kube_namespace, "--type=merge",
                           "-p", '{"spec": {"minMember": 3}}')
-            await kubectl("delete", "podgroup", "crd-watch", "-n", kube_namespace)
+            await kubectl("delete", "podgroups.scheduling.x-k8s.io", "crd-watch", "-n", kube_namespace)
             await until(lambda: len(changes.seen) >= 3, "three PodGroup events")
             assert changes.seen == [(PODGROUPS, "Add", "crd-watch"), (PODGROUPS, "Update", "crd-watch"),
                                     (PODGROUPS, "Delete", "crd-watch")]
