@@ -364,7 +364,11 @@ class LocalCluster:
     def __init__(self, workdir: Path, bin_dir: Path) -> None:
         self.workdir, self.bin_dir = workdir, bin_dir
         #: The scheduling.k8s.io version Workloads and PodGroups are served in ("" when none).
-        self.workload_api = WORKLOAD_API_VERSIONS.get(apiserver_release(bin_dir / "kube-apiserver"), "")
+        try:
+            release = apiserver_release(bin_dir / "kube-apiserver")
+        except ClusterError:
+            release = ""  # not a version it names: started without the workload APIs (its start says why)
+        self.workload_api = WORKLOAD_API_VERSIONS.get(release, "")
         workload_api = self.workload_api
         etcd_port, peer_port, api_port = free_ports(3)
         self.etcd_url = f"http://127.0.0.1:{etcd_port}"
