@@ -5,7 +5,9 @@ codes as upstream does, and wraps a plugin's failure with its name. Policy stays
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from pluginhost.placement import (
     Placement,
@@ -20,10 +22,11 @@ from pluginhost.placement import (
     PodGroupPostFilterResult,
     PodGroupSchedulingFunc,
 )
-from pluginhost.plugin import CycleState
+from pluginhost.plugin import CycleState, Plugin
 from pluginhost.status import Code, Status
 
 from . import features
+from .observe.groupcycle import end_point, start_point
 from .runtime import Framework
 
 __all__ = [
@@ -38,6 +41,30 @@ __all__ = [
 
 MIN_SCORE = 0
 MAX_SCORE = 100
+
+
+T = TypeVar("T")
+
+
+async def _call(fwk: Framework, point: str, pl: Plugin, call: Awaitable[T], **attrs: Any) -> T:
+    """Await ``call`` (``pl`` at ``point``) under the profile's observer, when there is one: a traced
+    group cycle makes it a span (CLIENT for a remote plugin, whose host's spans join it). ``attrs``
+    go on that span. The result (a Status, or a tuple ending with one) or the exception is as is."""
+    obs = fwk.observer
+    observed = obs.start(point, pl) if obs is not None else None
+    if observed is None:
+        return await call
+    set_attribute = getattr(observed, "set_attribute", None)  # a span's call (a metric's has none)
+    if set_attribute is not None:
+        for key, value in attrs.items():
+            set_attribute(key, value)
+    try:
+        out = await call
+    except BaseException as exc:
+        observed.failed(exc)
+        raise
+    observed.done(out[-1] if isinstance(out, tuple) else out)
+    return out
 
 
 def _plugins(fwk: Framework, point: str, cls: type) -> list:  # type: ignore[type-arg]
@@ -81,8 +108,19 @@ async def run_placement_generate(
     plugins = _plugins(fwk, "placementGenerate", PlacementGeneratePlugin)
     if not plugins:
         return [parent], Status()
-    pl = plugins[0]
-    placements, status = await pl.generate_placements(state, group, parent)
+    started = start_point("PlacementGenerate")
+    try:
+        placements, status = await _generate(fwk, plugins[0], state, group, parent)
+    except BaseException as exc:
+        end_point(started, None, error=exc)
+        raise
+    end_point(started, status, {"outrigger.placement.count": len(placements)})
+    return placements, status
+
+
+async def _generate(fwk: Framework, pl: PlacementGeneratePlugin, state: CycleState, group: PodGroupInfo,
+                    parent: Placement) -> tuple[list[Placement], Status]:
+    placements, status = await _call(fwk, "PlacementGenerate", pl, pl.generate_placements(state, group, parent))
     if not status.ok:
         return [], status.with_plugin(pl.name)
     if not placements:
@@ -110,12 +148,27 @@ async def run_placement_score(
             f"expected one PlacementCycleState per PodGroupAssignments, got {len(states)} placement states "
             f"for {len(assignments)} assignments"
         )
+    started = start_point("PlacementScore")
+    try:
+        out, status = await _score(fwk, state, group, assignments, states)
+    except BaseException as exc:
+        end_point(started, None, error=exc)
+        raise
+    end_point(started, status, {"outrigger.placement.count": len(assignments)})
+    return out, status
+
+
+async def _score(
+    fwk: Framework, state: CycleState, group: PodGroupInfo, assignments: list[PodGroupAssignments],
+    states: list[CycleState],
+) -> tuple[list[PlacementPluginScores], Status]:
     plugins: list[PlacementScorePlugin] = _plugins(fwk, "placementScore", PlacementScorePlugin)
     by_plugin: dict[str, list[PlacementScore]] = {}
     for pl in plugins:
         scores: list[PlacementScore] = []
         for assignment, pstate in zip(assignments, states, strict=True):
-            score, st = await pl.score_placement(pstate, group, assignment)
+            score, st = await _call(fwk, "PlacementScore", pl, pl.score_placement(pstate, group, assignment),
+                                    **{"outrigger.placement": assignment.placement.name})
             if not st.ok:
                 return [], Status.failure(
                     f"running PlacementScore plugins: plugin \"{pl.name}\" failed with: {st.message()}", plugin=pl.name
@@ -126,7 +179,8 @@ async def run_placement_score(
         ext = pl.placement_score_extensions()
         if ext is None:
             continue
-        st = await ext.normalize_placement_score(state, group, by_plugin[pl.name])
+        st = await _call(fwk, "NormalizePlacementScore", pl,
+                         ext.normalize_placement_score(state, group, by_plugin[pl.name]))
         if not st.ok:
             return [], Status.failure(
                 "running NormalizePlacementScore on PlacementScore plugins: "
@@ -155,10 +209,23 @@ async def run_pod_group_post_filter(
     stops; Unschedulable reasons add up; anything else is an Error naming the plugin."""
     if not features.enabled("GenericWorkload"):
         return None, Status.unschedulable("generic workload feature is disabled, cannot perform PodGroupPostFilter")
+    started = start_point("PodGroupPostFilter")
+    try:
+        result, status = await _post_filter(fwk, state, group, schedule)
+    except BaseException as exc:
+        end_point(started, None, error=exc)
+        raise
+    end_point(started, status)
+    return result, status
+
+
+async def _post_filter(
+    fwk: Framework, state: CycleState, group: PodGroupInfo, schedule: PodGroupSchedulingFunc
+) -> tuple[PodGroupPostFilterResult | None, Status]:
     reasons: list[str] = []
     rejector = ""
     for pl in _plugins(fwk, "podGroupPostFilter", PodGroupPostFilterPlugin):
-        result, st = await pl.pod_group_post_filter(state, group, schedule)
+        result, st = await _call(fwk, "PodGroupPostFilter", pl, pl.pod_group_post_filter(state, group, schedule))
         if st.ok:
             return result, st
         if st.code is Code.UnschedulableAndUnresolvable:

@@ -42,13 +42,17 @@ __all__ = ["Instrumentation", "instrument"]
 log = logging.getLogger("outrigger.instrument")
 
 _cycle: contextvars.ContextVar[_Context | None] = contextvars.ContextVar("outrigger_cycle", default=None)
+#: Installers of further spans, each called with the :class:`Instrumentation` when tracing is on:
+#: :mod:`framework.observe.groupcycle` adds the PodGroup cycle's when imported (the PodGroup cycle's
+#: runners import it, so it is there whenever a scheduler can run group cycles).
+TRACERS: list[Callable[[Instrumentation], None]] = []
 _rng = random.Random()
 
 
 class _Context:
     """One scheduling context as the wrappers see it."""
 
-    __slots__ = ("attempt", "binding", "console", "cycle_id", "cycle_span", "feasible", "generation",
+    __slots__ = ("attempt", "binding", "console", "cycle_id", "cycle_span", "feasible", "generation", "group",
                  "plugin_metrics", "pod_key", "profile", "root", "scores", "selected")
 
     def __init__(self, profile: str, pod_key: str, attempt: int) -> None:
@@ -65,6 +69,7 @@ class _Context:
         self.selected = ""
         self.scores: dict[str, Any] | None = None
         self.console: Any = None  # the console's record of this attempt, while someone looks at it
+        self.group: Any = None  # a PodGroup cycle's (framework.observe.groupcycle)
 
 
 _INTERNAL = SpanKind.INTERNAL  # an enum member read from its class costs a Python-level __getattr__
@@ -150,6 +155,9 @@ def instrument(
     if tracing is None and metrics is None and scores is None:
         return inst
     _wrap_scheduler(inst)
+    if tracing is not None:
+        for install in TRACERS:
+            install(inst)
     for fwk in scheduler.profiles.values():
         _wrap_framework(inst, fwk)
     # Profiles built later (a plugin host's manifest changed) are instrumented the same way.
@@ -218,6 +226,8 @@ def _wrap_scheduler(inst: Instrumentation) -> None:
         ctx = _cycle.get()
         if ctx is None:
             return coro
+        if ctx.group is not None:  # one of a placed group's pods: (fwk, state, info, assumed, host)
+            return ctx.group.binding(inst, ctx, coro, args[3], args[4])
         ctx.binding = True
         pod = args[3] if len(args) > 3 else kwargs["assumed"]
         return _binding(inst, ctx, coro, pod.uid)
@@ -509,3 +519,4 @@ def _end_calls(span: Span) -> None:
         child._end_time = end
         children.append(child)
     tracing.ended_all(children)
+

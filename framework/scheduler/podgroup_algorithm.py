@@ -81,12 +81,13 @@ class PodResult:
 @dataclass(slots=True)
 class GroupResult:
     """The group's outcome: its status, each pod's (in queue order), whether any pod was newly placed,
-    and whether it waits for a preemption."""
+    whether it waits for a preemption, and the placement it was found in ("" for all nodes)."""
 
     status: Status
     pods: list[PodResult] = field(default_factory=list)
     any_scheduled: bool = False
     waiting_on_preemption: bool = False
+    placement: str = ""
 
 
 @dataclass(slots=True)
@@ -173,7 +174,8 @@ class GroupAlgorithm(SchedulingCycle):
             seen = placement_snapshot(run.snapshot, placement.nodes)
             pstate = CycleState(run.gstate.cycle_id, seen, run.gstate.attempt)
             undo: _Undo = []
-            result = await self._default_algorithm(run, pstate, seen, undo)
+            result = await self._default_algorithm(run, pstate, seen, undo, placement)
+            result.placement = placement.name
             await self._revert(undo)
             if run.trace is not None:
                 run.trace.append({"placement": placement.name, "nodes": list(placement.nodes),
@@ -207,9 +209,10 @@ class GroupAlgorithm(SchedulingCycle):
         return works[best][1]
 
     async def _default_algorithm(self, run: GroupRun, pstate: CycleState, snapshot: Snapshot,
-                                 undo: _Undo) -> GroupResult:
+                                 undo: _Undo, placement: Placement | None = None) -> GroupResult:
         """podGroupSchedulingDefaultAlgorithm: PlacementFeasible, then each pod in order with
-        PlacementFeasible after it; any outcome but Success reverts what it assumed."""
+        PlacementFeasible after it; any outcome but Success reverts what it assumed. ``placement`` is
+        the one tried (None: every node), for the group's trace."""
         mark = len(undo)
         progress = PlacementProgress(len(run.members), run.scheduled)
         feasible = await run_placement_feasible(run.fwk, pstate, run.pgi, progress)
