@@ -135,9 +135,11 @@ async def run_one(spec: RunSpec) -> RunResult:
             scenario.mark()
 
             started = time.perf_counter()
+            cpu_started = time.process_time()
             created = await _feed(s, measured, spec, base_bound, started)
             await _settle(s, base_bound + created, started + spec.timeout)
             window = time.perf_counter() - started
+            cpu = time.process_time() - cpu_started
         finally:
             await s.stop()
             loop_task.cancel()
@@ -170,6 +172,7 @@ async def run_one(spec: RunSpec) -> RunResult:
         setup_rss_mib=round(setup_rss, 1),
         leaks={k: v for k, v in s.leaks().items() if v},
         metrics=scenario.metrics(created),
+        cpu_ms_per_pod=round(cpu * 1000 / bound, 4) if bound else 0.0,
     )
 
 

@@ -70,6 +70,9 @@ class RunResult:
     # With repeats, the run with the median pods/s is reported; these are every repeat's pods/s,
     # and peak_rss_mib is the highest of them.
     pods_per_second_samples: list[float] = field(default_factory=list)
+    # The framework process's CPU time (all its threads) over the window, per measured pod bound: on a
+    # shared machine a steadier figure than pods/s (plugin hosts' processes are not counted).
+    cpu_ms_per_pod: float = 0.0
 
 
 def failed_result(spec: RunSpec, message: str) -> RunResult:
