@@ -313,8 +313,9 @@ async def _group_binding(inst: Instrumentation, ctx: _Context, coro: Any, pod: A
         await coro
     finally:
         _current.reset(token)
-        rec = inst.scheduler.pods.get(pod.uid)
-        bound = rec is not None and rec.pod.node_name == host
+        # The cache keeps a pod whose binding succeeded on its node and forgets one whose binding failed
+        # (the pod's record may learn its node later, from the API server's watch).
+        bound = inst.scheduler.cache.node_of(pod.uid) == host
         result, status = ("bound", None) if bound else _outcome(inst, pod.uid)
         span.attrs["outrigger.result"] = result
         _status_attrs(span, status)

@@ -1,0 +1,154 @@
+"""PodGroup cycles on the real API server (kube-apiserver v1.37.2, GenericWorkload and
+TopologyAwareWorkloadScheduling on) with ``outrigger serve --kubeconfig``, as a team running gangs does:
+
+- a remote PlacementScore plugin (the example SharedLabelPlacement, in a real plugin host process) decides
+  which rack a gang lands in, and the group cycle's trace, exported over OTLP by the framework and the
+  host to one collector, holds the host's ScorePlacement spans under the framework's call spans;
+- two gangs that together do not fit, applied at once: one is bound whole, every pod of the other stays
+  pending with kube-scheduler's messages and PodGroup condition (the real kube-scheduler v1.37.2 gives the
+  same), and once the first is deleted the second is bound whole;
+- the framework SIGKILLed while a gang's binding is in flight (a remote PreBind holds one member): the
+  members already bound stay where they are, and the restarted framework completes the group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kube_framework import FrameworkProcess, get_json, node_manifest, outrigger_kubeconfig, wait_for
+from otlp_sink import CollectedSpan, OtlpSink
+from test_kube_podgroup_cycle import KUBE_SCHEDULER, PROFILE, Gangs, member, pod_group
+from test_observability_e2e import host_env
+from test_remote_harness import HostProcess
+
+from tools.localcluster import LocalCluster
+
+pytestmark = pytest.mark.kube
+
+GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+FRAMEWORK = "outrigger-framework"
+HOST = "placement-host"
+WAIT = 90.0
+
+
+def config(extra_plugins: str = "", plugin_config: str = "") -> str:
+    return f"""\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {{qps: 500, burst: 500}}
+leaderElection: {{leaderElect: false}}
+profiles:
+- schedulerName: {PROFILE}
+  plugins:
+    multiPoint: {{disabled: [{{name: DefaultPreemption}}, {{name: DynamicResources}}]}}
+{extra_plugins}  pluginConfig: [{plugin_config}]
+"""
+
+
+def remote_plugins(path: Path, **addresses: str) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "outrigger.io/v1alpha1", "kind": "RemotePlugins",
+        "plugins": [{"name": name, "address": address, "deadlines": {"default": "10s", "preBind": "300s"}}
+                    for name, address in addresses.items()],
+    }))
+    return path
+
+
+class Live:
+    """The cluster, the test's namespace, and how to read its pods and PodGroups through the API."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str, tmp: Path) -> None:
+        self.cluster, self.ns, self.tmp = cluster, namespace, tmp
+        self.base = namespace[:40].rstrip("-")
+
+    def apply(self, *docs: dict[str, Any]) -> None:
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+
+    def nodes_of(self, *pods: str) -> list[str]:
+        items = get_json(self.cluster, "pods", "-n", self.ns)["items"]
+        by_name = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in items}
+        return [by_name.get(p, "") for p in pods]
+
+    def framework(self, config_text: str, plugins: Path | None = None, *extra: str) -> FrameworkProcess:
+        path = self.tmp / "scheduler.yaml"
+        path.write_text(config_text)
+        fw = FrameworkProcess(outrigger_kubeconfig(self.cluster), path, plugins)
+        fw.argv += ["--feature-gates", GATES, *extra]
+        return fw
+
+
+@pytest.fixture
+def live(kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path) -> Live:
+    return Live(kube_cluster, kube_namespace, tmp_path)
+
+
+def rack_node(name: str, rack: str, power: str) -> dict[str, Any]:
+    node = node_manifest(name, cpu="1", labels={"rack": rack, "power": power})
+    return node
+
+
+def topology_gang(name: str, namespace: str, min_count: int) -> dict[str, Any]:
+    pg = pod_group(name, namespace, min_count)
+    pg["spec"]["schedulingConstraints"] = {"topology": [{"key": "rack"}]}
+    return pg
+
+
+# ---- a remote PlacementScore plugin, and the group cycle's trace ----------------------------------
+
+
+def test_a_remote_placement_score_plugin_picks_the_rack_and_its_spans_are_in_the_group_cycles_trace(
+        live: Live) -> None:
+    b = live.base
+    # Two racks of two 1-cpu nodes: rack-a's nodes on two power domains, rack-b's on one. The gang
+    # (2 x 1 cpu) fits in either rack; only SharedLabelPlacement's score tells them apart.
+    live.apply(rack_node(f"{b}-a1", "rack-a", "p1"), rack_node(f"{b}-a2", "rack-a", "p2"),
+               rack_node(f"{b}-b1", "rack-b", "p3"), rack_node(f"{b}-b2", "rack-b", "p3"))
+    text = config("    placementScore: {enabled: [{name: SharedLabelPlacement, weight: 10}]}\n",
+                  "{name: SharedLabelPlacement, args: {label: power}}")
+    with OtlpSink() as sink:
+        with HostProcess("pluginhost.examples.sharedlabel:SharedLabelPlacement", env=host_env(sink, HOST)) as host:
+            fw = live.framework(text, remote_plugins(live.tmp / "plugins.yaml", shared=host.address),
+                                "--trace-exporter", "otlp", "--otlp-endpoint", sink.endpoint,
+                                "--service-name", FRAMEWORK)
+            fw.start()
+            try:
+                live.apply(topology_gang("g", live.ns, 2), *(member(f"p{i}", live.ns, "g", "1") for i in range(2)))
+                landed = wait_for(lambda: all(n := live.nodes_of("p0", "p1")) and n, WAIT, "the gang bound")
+            finally:
+                fw.stop()  # SIGTERM: the framework flushes its spans
+        # The host, stopped with SIGTERM, flushed its own.
+
+        def complete(spans: list[CollectedSpan]) -> bool:
+            return (any(s.name == "SchedulePodGroup" for s in spans)
+                    and len([s for s in spans if s.service == HOST]) >= 2)
+        spans = sink.wait_for(complete, 60)
+    assert sorted(landed) == [f"{b}-b1", f"{b}-b2"], fw.output()
+    roots = [s for s in spans if s.name == "SchedulePodGroup"]
+    assert [r.attributes["outrigger.podgroup"] for r in roots] == [f"{live.ns}/g"]
+    (root,) = roots
+    trace = {s.span_id: s for s in spans if s.trace_id == root.trace_id}
+    a = root.attributes
+    assert (a["outrigger.result"], a["outrigger.podgroup.placement"], a["outrigger.podgroup.bound"],
+            a["outrigger.podgroup.min_count"], a["outrigger.profile"]) == ("scheduled", "rack-b", 2, 2, PROFILE)
+    assert sorted(a["outrigger.podgroup.assignments"]) == sorted(
+        f"{live.ns}/p{i}={n}" for i, n in enumerate(live.nodes_of("p0", "p1")))
+    # The framework's calls of the remote plugin, one per placement where the gang fits, under PlacementScore.
+    calls = sorted((s for s in trace.values() if s.name == "PlacementScore/SharedLabelPlacement"),
+                   key=lambda s: s.attributes["outrigger.placement"])
+    assert [(s.service, s.kind, s.attributes["outrigger.placement"], trace[s.parent_span_id].name)
+            for s in calls] == [(FRAMEWORK, "CLIENT", rack, "PlacementScore") for rack in ("rack-a", "rack-b")]
+    assert trace[trace[calls[0].parent_span_id].parent_span_id].name == "PodGroupSchedulingCycle"
+    # The host's server spans: in the same trace, each a child of the call it served.
+    served = sorted((s for s in trace.values() if s.service == HOST), key=lambda s: s.attributes["outrigger.cycle_id"])
+    assert [(s.name, s.kind, s.parent_span_id) for s in served] == [
+        ("outrigger.v1.Plugin/PlacementScore", "SERVER", c.span_id) for c in calls]
+    assert [s.attributes["outrigger.cycle_id"] for s in served] == [
+        f"{a['outrigger.cycle_id']}/placement/{rack}" for rack in ("rack-a", "rack-b")]
+    # Both pods' binding cycles, bound, in the same trace.
+    assert sorted((s.attributes["outrigger.pod"], s.attributes["outrigger.result"])
+                  for s in trace.values() if s.name == "BindingCycle") == [
+        (f"{live.ns}/p0", "bound"), (f"{live.ns}/p1", "bound")]
