@@ -152,3 +152,46 @@ def test_a_remote_placement_score_plugin_picks_the_rack_and_its_spans_are_in_the
     assert sorted((s.attributes["outrigger.pod"], s.attributes["outrigger.result"])
                   for s in trace.values() if s.name == "BindingCycle") == [
         (f"{live.ns}/p0", "bound"), (f"{live.ns}/p1", "bound")]
+
+
+# ---- two gangs racing for the same capacity -------------------------------------------------------
+
+
+@pytest.fixture(params=["outrigger", KUBE_SCHEDULER])
+def gangs(kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path,
+          request: pytest.FixtureRequest) -> Iterator[Gangs]:
+    rig = Gangs(kube_cluster, kube_namespace, tmp_path, request.param)
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+def test_of_two_racing_gangs_one_is_bound_whole_the_other_waits_whole_and_is_bound_when_room_is_made(
+        gangs: Gangs) -> None:
+    ns = gangs.ns
+    gangs.start()
+    # Two nodes of 2 cpus; two gangs of three 1-cpu pods (minCount 3), each fits alone, not both.
+    gangs.apply(pod_group("red", ns, 3), pod_group("blue", ns, 3),
+                *(member(f"{g}{i}", ns, g, "1") for i in range(3) for g in ("red", "blue")))
+    wait_for(lambda: gangs.condition("red") and gangs.condition("blue"), WAIT, "both conditions")
+    conditions = {g: gangs.condition(g) for g in ("red", "blue")}
+    placed = next(g for g, c in conditions.items() if c is not None and c[0] == "True")
+    waiting = "blue" if placed == "red" else "red"
+    group = "minCount (3) cannot be satisfied: 1 scheduled, 1 remaining, "
+    assert conditions == {placed: ("True", "Scheduled", "", 0), waiting: ("False", "Unschedulable", group, 0)}
+    assert all(gangs.node_of(f"{placed}{i}") in gangs.nodes for i in range(3))
+    notes = wait_for(lambda: [gangs.failed(f"{waiting}{i}") for i in range(3)] if all(
+        gangs.failed(f"{waiting}{i}") for i in range(3)) else None, WAIT, "the waiting gang's FailedScheduling")
+    # The first pod took the last cpu and the second fit nowhere; the third was not reached: the gang's
+    # own verdict (kube-scheduler writes the same, and repeats them as it retries).
+    assert [n[0] for n in notes] == [f"pod group is unschedulable, {group}",
+                                     "0/2 nodes are available: 2 Insufficient cpu.", group.removesuffix(", ")]
+    assert [gangs.node_of(f"{waiting}{i}") for i in range(3)] == ["", "", ""]
+    # Room is made: the placed gang goes, and the waiting one is bound whole.
+    gangs.cluster.kubectl("delete", "pods", *(f"{placed}{i}" for i in range(3)), "-n", ns, "--grace-period=0",
+                          "--force")
+    landed = wait_for(lambda: all(n := [gangs.node_of(f"{waiting}{i}") for i in range(3)]) and n, WAIT,
+                      f"the {waiting} gang bound")
+    assert all(n in gangs.nodes for n in landed)
+    assert gangs.condition(waiting)[:2] == ("True", "Scheduled")
