@@ -342,7 +342,9 @@ class Endpoint:
             return
         old = self.manifests
         self._use(merged)
-        log.info("endpoint %r takes up its hosts' new manifest: %s", self.name, describe_change(old, merged))
+        line = f"endpoint {self.name!r} takes up its hosts' new manifest: {describe_change(old, merged)}"
+        log.info("%s", line)
+        print(line, flush=True)  # as an applied generation is: what schedules changes, at any log level
         if self.on_manifest_change is not None:
             self._spawn(self.on_manifest_change(self, old))
 
