@@ -7,6 +7,8 @@ The runtime and the observers know a plugin only by what it declares: the base c
   queued behind the cycle's pod (a remote plugin with lookahead asks its host for their answers).
 - :class:`FilterAhead`: a Filter plugin that can be sent a window of nodes ahead of its turn and work
   on it while the plugins before it run.
+- :class:`CostlyFilter`: a Filter plugin whose cost a node is high enough that the runtime sends it
+  nodes a few at a time and stops once enough are feasible (:mod:`framework.filterwindow`).
 - :class:`OutOfProcess`: a plugin served by another process: traces show its calls as client spans
   naming where it is served, and its debug endpoints are its host's.
 """
@@ -19,7 +21,7 @@ from pluginhost.model import Pod
 from pluginhost.plugin import CycleState, FilterPlugin, FilterResult, NodeBatch, Plugin
 from pluginhost.snapshot import Snapshot
 
-__all__ = ["BeforeCycle", "FilterAhead", "OutOfProcess", "Upcoming"]
+__all__ = ["BeforeCycle", "CostlyFilter", "FilterAhead", "OutOfProcess", "Upcoming"]
 
 Upcoming = Callable[[int], Sequence[Pod]]
 """``upcoming(n)``: the next ``n`` pods queued for the profile (at most ``n``; computed when asked)."""
@@ -44,6 +46,15 @@ class FilterAhead(FilterPlugin):
         """Start Filter on ``batch`` now and return its result, or what collects it at the plugin's
         turn (the runtime may drop it unread when earlier plugins reject every node)."""
         raise NotImplementedError
+
+
+class CostlyFilter(FilterPlugin):
+    """A Filter plugin that may cost much a node (:meth:`filter_is_costly`)."""
+
+    def filter_is_costly(self, state: CycleState) -> bool:
+        """Whether this cycle's Filter (``state`` as PreFilter left it) costs enough a node that the
+        runtime should try no more nodes than it needs; the cycle's results are the same either way."""
+        return False
 
 
 class OutOfProcess:

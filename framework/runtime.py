@@ -10,14 +10,12 @@ started ahead of a plugin's turn), whoever implements them.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import random
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
 from pluginhost.model import Pod
 from pluginhost.plugin import (
@@ -28,7 +26,6 @@ from pluginhost.plugin import (
     BindPlugin,
     CycleState,
     FilterPlugin,
-    FilterResult,
     Handle,
     NodeBatch,
     NodeToStatus,
@@ -53,7 +50,8 @@ from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 
-from .hooks import BeforeCycle, FilterAhead, Upcoming
+from .filterwindow import WindowedFilter
+from .hooks import BeforeCycle, Upcoming
 from .outcomes import (
     Diagnosis,
     FilterOutcome,
@@ -62,15 +60,12 @@ from .outcomes import (
     PluginObserver,
     PluginScores,
     Raised,
-    Rejection,
     ScoreOutcome,
-    check_filter_result,
     error_text,
     failed_status,
     invalid_score_status,
     plugin_failure,
     raised_status,
-    record_rejections,
     status_of,
 )
 from .transformers import end_view, transform_nodes, transform_pod
@@ -80,9 +75,6 @@ __all__ = ["Framework", "ObservedCall", "PluginObserver"]
 
 log = logging.getLogger("outrigger.runtime")
 
-# Filter walks the cluster in windows so it can stop once it has enough feasible nodes without a
-# Python loop per node; a window is never smaller than this.
-MIN_FILTER_WINDOW = 256
 # CycleState key of the PreBind plugins whose PreBindPreFlight answered Skip for the cycle's pod.
 SKIP_PRE_BIND_KEY = "outrigger.io/skip-pre-bind"
 
@@ -319,10 +311,11 @@ class Framework:
         if not plugins:
             take = candidates[:num_to_find]
             return FilterOutcome(take, int(take.shape[0]))
+        windows = WindowedFilter(self._observed, state, pod, snapshot, plugins)
         if not self._filter_finishers:
-            return await self._filter_windows(state, pod, snapshot, candidates, num_to_find, diagnosis, plugins)
+            return await windows.run(candidates, num_to_find, diagnosis)
         try:
-            return await self._filter_windows(state, pod, snapshot, candidates, num_to_find, diagnosis, plugins)
+            return await windows.run(candidates, num_to_find, diagnosis)
         finally:
             for pl in self._filter_finishers:
                 # Also for plugins skipped by now (an ignored failure skips the rest of the cycle after
@@ -331,97 +324,6 @@ class Framework:
                     await pl.filter_finished(state)
                 except Exception:
                     log.exception("filter_finished of plugin %r failed", pl.name)
-
-    async def _filter_windows(
-        self,
-        state: CycleState,
-        pod: Pod,
-        snapshot: Snapshot,
-        candidates: IntArray,
-        num_to_find: int,
-        diagnosis: Diagnosis,
-        plugins: list[FilterPlugin],
-    ) -> FilterOutcome:
-        total = int(candidates.shape[0])
-        found: list[IntArray] = []
-        n_found = 0
-        pos = 0
-        # The first plugin that can filter ahead, when others come before it, gets each window ahead
-        # of its turn and works on it while they run (later ones see only surviving nodes).
-        first_ahead = next((pl for pl in plugins if isinstance(pl, FilterAhead)), None)
-        prefetcher = first_ahead if first_ahead is not plugins[0] else None
-        while pos < total and n_found < num_to_find:
-            window = min(total - pos, max(MIN_FILTER_WINDOW, 2 * (num_to_find - n_found)))
-            rows = candidates[pos : pos + window]
-            alive, rejected, error = await self._filter_window(state, pod, snapshot, rows, plugins, prefetcher)
-            if error is not None:
-                return FilterOutcome(np.empty(0, np.int64), pos, error)
-            ok = np.flatnonzero(alive)
-            need = num_to_find - n_found
-            if ok.shape[0] > need:
-                cut = int(ok[need - 1]) + 1  # examine up to (and including) the last node we keep
-                ok = ok[:need]
-            else:
-                cut = window
-            found.append(rows[ok])
-            n_found += int(ok.shape[0])
-            record_rejections(diagnosis, snapshot.table.names, rows, rejected, cut)
-            pos += cut
-        feasible = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
-        return FilterOutcome(feasible, pos)
-
-    async def _filter_window(
-        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: IntArray, plugins: list[FilterPlugin],
-        prefetcher: FilterAhead | None,
-    ) -> tuple[npt.NDArray[np.bool_], list[Rejection], Status | None]:
-        """One window through the Filter plugins in order: which nodes are alive, each plugin's
-        rejections, or the error that fails the cycle."""
-        window = int(rows.shape[0])
-        alive = np.ones(window, dtype=np.bool_)
-        rejected: list[Rejection] = []
-        # Its answers are read in configured order, so statuses name the first rejecting plugin.
-        ahead: dict[str, Awaitable[FilterResult] | FilterResult] = {}
-        try:
-            if prefetcher is not None:
-                # Sending the window is the observed call; its answer is read later, at the plugin's turn.
-                sent = await self._observed("FilterPrefetch", prefetcher, prefetcher.prefetch_filter(
-                    state, pod, NodeBatch(snapshot, rows)), window, error_point="Filter", tell=False)
-                if isinstance(sent, Raised):
-                    return alive, rejected, sent.status
-                ahead[prefetcher.name] = sent
-            for pl in plugins:
-                idx = np.flatnonzero(alive)
-                if idx.shape[0] == 0:
-                    break
-                batch = NodeBatch(snapshot, rows[idx])
-                early = ahead.pop(pl.name, None)
-                if early is not None:
-                    try:
-                        whole = early if isinstance(early, FilterResult) else await early
-                        res = whole.take(idx) if len(whole) == window else whole
-                    except Exception as exc:
-                        return alive, rejected, raised_status("Filter", pl, exc)
-                else:
-                    got = await self._observed("Filter", pl, pl.filter(state, pod, batch), len(batch))
-                    if isinstance(got, Raised):
-                        return alive, rejected, got.status
-                    res = got
-                bad = check_filter_result(pl, res, len(batch))
-                if bad is not None:
-                    return alive, rejected, bad
-                failed = res.codes != 0
-                if failed.any():
-                    not_rejection = failed & (res.codes != Code.Unschedulable)
-                    not_rejection &= res.codes != Code.UnschedulableAndUnresolvable
-                    not_rejection &= res.codes != Code.Pending
-                    if not_rejection.any():
-                        st = res.status_at(int(np.flatnonzero(not_rejection)[0]), pl.name)
-                        return alive, rejected, failed_status("filter", pl, st)
-                    alive[idx[failed]] = False
-                    rejected.append((pl, idx, res, failed))
-            return alive, rejected, None
-        finally:
-            _discard(ahead)  # every node rejected before these plugins' turn: their answers are not needed
 
     async def run_filter_with_node_pods(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, row: int, pods: Sequence[Pod]
@@ -687,11 +589,3 @@ class Framework:
             got = await self._observed("PostBind", pl, pl.post_bind(state, pod, node))
             if isinstance(got, Raised):
                 log.error("PostBind of plugin %r failed for pod %s", pl.name, pod.key, exc_info=got.exc)
-
-
-def _discard(ahead: dict[str, Awaitable[FilterResult] | FilterResult]) -> None:
-    """Drop prefetched answers nobody will read (their streams recognise the late replies)."""
-    for early in ahead.values():
-        if inspect.iscoroutine(early):
-            early.close()
-    ahead.clear()

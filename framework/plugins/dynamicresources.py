@@ -93,6 +93,7 @@ from ..dra.claims import (
 )
 from ..dra.models import AllocationResult, ResourceClaim
 from ..dra.store import FINALIZER, DraConflict, DraStore
+from ..hooks import CostlyFilter
 from .helpers import IntArray, default_normalize_score
 from .noderesources import PluginArgsError
 
@@ -171,6 +172,7 @@ def _duration(args: dict[str, Any], name: str, default: float, least: float, rul
 class DynamicResources(
     PreEnqueuePlugin,
     PreFilterPlugin,
+    CostlyFilter,
     FilterPlugin,
     PostFilterPlugin,
     ScorePlugin,
@@ -257,6 +259,11 @@ class DynamicResources(
         if not s.claims:
             return FilterResult.passing(len(batch))
         return FilterResult.from_statuses([self._filter_node(s, node) for _, node in batch.nodes()])
+
+    def filter_is_costly(self, state: CycleState) -> bool:
+        # Allocating searches each node's devices; allocated claims only check a node selector.
+        s = _read_state(state)
+        return s is not None and s.allocator is not None
 
     def _filter_node(self, s: _State, node: Node) -> Status:
         unavailable = []
