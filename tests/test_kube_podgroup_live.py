@@ -195,3 +195,42 @@ def test_of_two_racing_gangs_one_is_bound_whole_the_other_waits_whole_and_is_bou
                       f"the {waiting} gang bound")
     assert all(n in gangs.nodes for n in landed)
     assert gangs.condition(waiting)[:2] == ("True", "Scheduled")
+
+
+# ---- a crash while a gang is being bound ----------------------------------------------------------
+
+
+def test_a_framework_killed_while_a_gang_is_being_bound_leaves_no_member_without_its_group(live: Live) -> None:
+    b = live.base
+    nodes = [f"{b}-a", f"{b}-b"]
+    live.apply(*(node_manifest(n, cpu="2") for n in nodes))
+    marks = live.tmp / "marks"
+    marks.mkdir()
+    text = config("    preBind: {enabled: [{name: HoldPreBind}]}\n",
+                  f"{{name: HoldPreBind, args: {{hold: [c2], seconds: 120, markDir: '{marks}'}}}}")
+    pods = ("c0", "c1", "c2")
+    with HostProcess("group_plugins:HoldPreBind") as host:
+        plugins = remote_plugins(live.tmp / "plugins.yaml", hold=host.address)
+        first = live.framework(text, plugins).start()
+        try:
+            live.apply(pod_group("c", live.ns, 3), *(member(p, live.ns, "c", "1") for p in pods))
+            # The gang passed Permit together; c0 and c1 are bound, c2's PreBind is held: SIGKILL now.
+            wait_for(lambda: (marks / "c2").exists(), WAIT, "c2's PreBind to be held")
+            before = wait_for(lambda: all(n := live.nodes_of("c0", "c1")) and n, WAIT, "c0 and c1 bound")
+            first.kill()
+        finally:
+            first.stop()
+        assert live.nodes_of(*pods)[2] == ""  # the group is half-bound: two of its three members
+        # The restarted framework finds two members bound (GangScheduling counts them as scheduled) and
+        # places the third with them; the held PreBind now passes.
+        second = live.framework(text, plugins).start()
+        try:
+            landed = wait_for(lambda: all(n := live.nodes_of(*pods)) and n, WAIT, "c2 bound after the restart")
+        finally:
+            second.stop()
+    assert landed[:2] == before  # c0 and c1 were not bound again
+    assert all(n in nodes for n in landed)
+    assert (marks / "c2").read_text() in nodes
+    status = get_json(live.cluster, "podgroups.scheduling.k8s.io", "c", "-n", live.ns).get("status") or {}
+    assert [(c["type"], c["status"], c["reason"]) for c in status.get("conditions") or ()] == [
+        ("PodGroupInitiallyScheduled", "True", "Scheduled")]
