@@ -95,7 +95,8 @@ async def run_rig(text: str, addresses: list[str], body: Callable[[RemoteRig], A
         await rig.close()
 
 
-def test_a_plugin_that_gains_score_is_called_at_score_once_every_replica_declares_it(tmp_path: Path) -> None:
+def test_a_plugin_that_gains_score_is_called_at_score_once_every_replica_declares_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "calls.jsonl"
     old = {"name": "F", "points": ["filter"]}
     new = {"name": "F", "points": ["filter", "score"]}
@@ -141,6 +142,9 @@ def test_a_plugin_that_gains_score_is_called_at_score_once_every_replica_declare
     assert set(got["v1"].values()) != {"n2"}
     assert got["errors"] == []
     assert got["leaks"] == NO_LEAKS
+    # Printed once, at any log level, as an applied configuration generation is.
+    taken = [line for line in capsys.readouterr().out.splitlines() if "new manifest" in line]
+    assert taken == ["endpoint 'fakes' takes up its hosts' new manifest: F: +SCORE"]
 
 
 def test_a_rolling_upgrade_that_drops_score_never_sends_score_to_a_new_replica(tmp_path: Path) -> None:
