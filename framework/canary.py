@@ -21,7 +21,7 @@ from typing import Any
 
 from pluginhost.model import Pod
 
-__all__ = ["BUCKETS", "CANARY", "STABLE", "Canary", "CanarySource", "bucket", "with_variants"]
+__all__ = ["BUCKETS", "CANARY", "STABLE", "Canary", "CanarySource", "bucket", "for_pod", "with_variants"]
 
 STABLE = "stable"
 CANARY = "canary"
@@ -62,6 +62,22 @@ class Canary:
         if labels is not None and any(pod.labels.get(k) != v for k, v in labels.items()):
             return False
         return bool(bucket(pod.uid) < config.fraction * BUCKETS)
+
+
+def for_pod(fwk: Any, pod: Pod, last: str = "") -> tuple[Any, dict[str, Any] | None]:
+    """The Framework that schedules ``pod`` now: the profile's canary variant when its canary chooses
+    the pod, else the profile itself; and, for a profile with a canary, what explain says about it
+    (``variant``: ``stable`` or ``canary``, the ``plugin``, the ``canary`` and ``stable`` endpoints, and
+    ``lastCycle``: the variant the pod's last scheduling cycle ran, when ``last`` gives it)."""
+    canary = getattr(fwk, "canary", None)
+    if canary is None:
+        return fwk, None
+    chosen = canary.chooses(pod)
+    about: dict[str, Any] = {"variant": CANARY if chosen else STABLE, "plugin": canary.plugin,
+                             "canary": canary.source.endpoint, "stable": str(canary.source.config.of)}
+    if last:
+        about["lastCycle"] = last
+    return (canary.variant if chosen else fwk), about
 
 
 def with_variants(profiles: Mapping[str, Any]) -> list[Any]:

@@ -139,6 +139,7 @@ def _what_if_table(result: dict[str, Any]) -> str:
 
 
 async def _explain_offline(args: argparse.Namespace, pod_file: str, template: Node | None = None) -> dict[str, Any]:
+    from ..canary import for_pod
     from ..dra.embedded import with_template_claims
     from ..profiles import build_registry_with_remote
     from ..scheduler import Scheduler, explain_pod
@@ -178,7 +179,9 @@ async def _explain_offline(args: argparse.Namespace, pod_file: str, template: No
         fwk = scheduler.profiles.get(name)
         if fwk is None:
             raise UserError(f"no profile named {name!r} (profiles: {', '.join(scheduler.profiles)})")
-        return await explain_pod(fwk, scheduler.cache.snapshot(), pod)
+        fwk, variant = for_pod(fwk, pod)  # a profile with a canary: the variant that would schedule the pod
+        result = await explain_pod(fwk, scheduler.cache.snapshot(), pod)
+        return result if variant is None else {**result, "variant": variant}
     finally:
         if remote is not None:
             await remote.close()
@@ -186,11 +189,22 @@ async def _explain_offline(args: argparse.Namespace, pod_file: str, template: No
             await services.stop()
 
 
+def _variant_line(v: dict[str, Any]) -> str:
+    """Which variant of a profile with a canary plugin explained the pod (and ran its last cycle)."""
+    if v["variant"] == "canary":
+        line = f"variant: canary ({v['plugin']} from endpoint {v['canary']} in place of {v['stable']})"
+    else:
+        line = f"variant: stable ({v['plugin']} from endpoint {v['stable']}; its canary is {v['canary']})"
+    return line + (f"; its last cycle ran {v['lastCycle']}" if v.get("lastCycle") else "")
+
+
 def _explain_table(result: dict[str, Any]) -> str:
     lines = [f"pod {result['pod']}: {result['status']['code']}"
              + (f" -> {result['selected']}" if result["selected"] else "")]
     for reason in result["status"]["reasons"]:
         lines.append(f"  {reason}")
+    if result.get("variant"):
+        lines.append(_variant_line(result["variant"]))
     rows = []
     for name, n in sorted(result["nodes"].items(), key=lambda kv: -(kv[1]["total"] or -1)):
         f = n["filter"] or {}

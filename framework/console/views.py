@@ -212,6 +212,7 @@ def _manifest(m: Any) -> Any:
 async def explain_now(console: Console, namespace: str, name: str) -> dict[str, Any]:
     """``outrigger explain POD -o json`` on the current state: a placed pod is taken off its node first,
     so the answer shows how it is placed now. ConsoleLookupError when the pod or its profile is unknown."""
+    from ..canary import for_pod
     from ..scheduler.explain import explain_pod
     from ..whatif import with_node_pods
 
@@ -229,7 +230,10 @@ async def explain_now(console: Console, namespace: str, name: str) -> dict[str, 
     if row is not None:
         others = [p for p in snap.pods[row] if p.uid != pod.uid]
         pod, snap = dataclasses.replace(pod, node_name="", nominated_node_name=""), with_node_pods(snap, row, others)
+    fwk, variant = for_pod(fwk, pod, rec.variant)  # a canary pod is explained by the canary variant
     result: dict[str, Any] = await explain_pod(fwk, snap, pod)
+    if variant is not None:
+        result["variant"] = variant
     return result
 
 

@@ -22,6 +22,7 @@ from pluginhost.model import Node, PersistentVolumeClaim, Pod
 from pluginhost.snapshot import Snapshot
 from pluginhost.view import ViewError
 
+from ..canary import for_pod
 from ..observe.observability import Observability
 from ..podgroups.store import pod_group_manifest
 from ..remote.services import waiting_pod_to_proto
@@ -341,8 +342,11 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
             if self.s.cache.podgroups.get(ns, request.ref.name) is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"podgroup {ns}/{request.ref.name} not found")
             return pb.scheduler.ExplainResponse(json=json.dumps(await self.s.explain_group(ns, request.ref.name)))
+        last = ""  # the variant of a held pod's last cycle (framework.canary)
         if request.HasField("ref"):
             pod, snap = await self._explained_pod(request.ref, context)
+            held = self.s.pods.get(pod.uid)
+            last = held.variant if held is not None else ""
         else:
             snap = self.s.cache.snapshot()
             try:
@@ -359,7 +363,11 @@ class SchedulerService(pb.scheduler_grpc.SchedulerServicer):  # type: ignore[mis
         if fwk is None:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no profile named {profile!r}")
             raise AssertionError("unreachable: abort raises")
+        # A profile with a canary: the variant that schedules this pod explains it, and says so.
+        fwk, variant = for_pod(fwk, pod, last)
         result = await explain_pod(fwk, snap, pod)
+        if variant is not None:
+            result["variant"] = variant
         return pb.scheduler.ExplainResponse(json=json.dumps(result))
 
     async def _what_if(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
