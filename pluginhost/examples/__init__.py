@@ -17,6 +17,8 @@ in-process: ``registry.register_class(Coscheduling)``.
 - :mod:`~pluginhost.examples.gputopology`: a Score plugin reading the device objects of dynamic resource
   allocation from the snapshot mirror (``needs_devices``): nodes where most free devices of the pod's
   device classes share one topology attribute value (a NUMA node, a PCIe root) score highest.
+- :mod:`~pluginhost.examples.noderank`: one plugin in three versions whose manifests differ (Filter;
+  Filter and Score; another Score), to try host upgrades, shadow and canary plugins (docs/plugins-live.md).
 """
 
 from __future__ import annotations
