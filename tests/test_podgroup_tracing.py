@@ -16,14 +16,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_sink import CollectedSpan, OtlpSink
 from test_observability_e2e import host_env
-from test_podgroup_cycle import gang, gpod, node_of, phase
+from test_podgroup_cycle import gang, gpod, make, node, node_of, phase, run
 from test_remote_harness import HostProcess, endpoint, remote_rig
 from test_remote_placement import NODES, config_for
 from test_runtime import NO_LEAKS, describe, settled, wait_for
 
 from framework import features
 from framework.observe.instrument import instrument
-from framework.observe.tracing import Tracing
+from framework.observe.tracing import SpanStore, Tracing
 
 SETTLE = 20.0
 HOST = "placement-host"
@@ -120,7 +120,8 @@ def _not_a_pods_plugin(span: ReadableSpan) -> bool:
 
 def test_a_group_cycle_is_one_trace_with_its_placements_pods_and_the_remote_plugins_host_spans() -> None:
     exporter = InMemorySpanExporter()
-    tracing = Tracing([SimpleSpanProcessor(exporter)])
+    store = SpanStore(10)
+    tracing = Tracing([SimpleSpanProcessor(exporter)], store=store)
     with OtlpSink() as sink:
         with HostProcess("pluginhost.examples.sharedlabel:SharedLabelPlacement", env=host_env(sink, HOST)) as host:
             landed, _ = asyncio.run(run_gang(host.address, tracing))
@@ -132,6 +133,9 @@ def test_a_group_cycle_is_one_trace_with_its_placements_pods_and_the_remote_plug
     spans = list(exporter.get_finished_spans())
     assert len({s.context.trace_id for s in spans}) == 1  # one trace for the whole group cycle
     assert tree(spans, _not_a_pods_plugin) == GROUP_TRACE
+    # `outrigger trace` of a member (or of the group) shows the group's cycle.
+    for key in ("default/p0", "default/p1", "podgroup/default/g"):
+        assert sorted(s.context.span_id for s in store.trace_of(key)) == sorted(s.context.span_id for s in spans)
     by_name: dict[str, list[ReadableSpan]] = {}
     for s in spans:
         by_name.setdefault(s.name, []).append(s)
@@ -182,3 +186,43 @@ def test_without_tracing_a_group_cycle_makes_no_span_and_schedules_the_same() ->
     assert landed == ["b1", "b2"]
     # Nothing was wrapped: the scheduler's own methods.
     assert "schedule_group" not in vars(s) and "_simulate_pod" not in vars(s)
+
+
+def test_an_unschedulable_group_cycles_trace_says_why_and_has_no_binding_cycle() -> None:
+    # 3 pods of 1 cpu, minCount 3, room for 2 (no placements: TopologyAwareWorkloadScheduling off).
+    features.install(features.parse("GenericWorkload=true"))
+    exporter = InMemorySpanExporter()
+    tracing = Tracing([SimpleSpanProcessor(exporter)])
+
+    async def main() -> None:
+        s = make()
+        instrument(s, tracing=tracing)
+        await run(s, [gang("g", 3)], [node("n1", cpu="1"), node("n2", cpu="1"),
+                                      *(gpod(f"p{i}", "1", "g") for i in range(3))])
+
+    asyncio.run(main())
+    tracing.shutdown()
+    spans = list(exporter.get_finished_spans())
+    first = min((s for s in spans if s.name == "SchedulePodGroup"), key=lambda s: s.start_time or 0)
+    trace = [s for s in spans if s.context.trace_id == first.context.trace_id]
+    assert [line for line in tree(trace) if not line.startswith("      ")] == [
+        "SchedulePodGroup",
+        "  PodGroupSchedulingCycle",
+        "    SchedulePodInGroup pod=default/p0",
+        "    SchedulePodInGroup pod=default/p1",
+        "    SchedulePodInGroup pod=default/p2",
+        "    Unreserve", "    Unreserve",  # p0's and p1's Reserve undone: all or nothing
+        "    PodGroupPostFilter",
+    ]
+    group = "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
+    a = dict(first.attributes or {})
+    assert {k: a[k] for k in ("outrigger.result", "outrigger.status.code", "outrigger.status.reasons")} == {
+        "outrigger.result": "unschedulable", "outrigger.status.code": "Unschedulable",
+        "outrigger.status.reasons": [group, ""],  # the condition's message: PodGroupPostFilter adds ""
+    }
+    assert "outrigger.podgroup.assignments" not in a and "outrigger.podgroup.bound" not in a
+    pods = {dict(s.attributes or {})["outrigger.pod"]: dict(s.attributes or {}) for s in trace
+            if s.name == "SchedulePodInGroup"}
+    assert [p["outrigger.status.code"] for p in pods.values()] == ["Success", "Success", "Unschedulable"]
+    assert sorted(p.get("outrigger.selected_node", "") for p in pods.values()) == ["", "n1", "n2"]
+    assert pods["default/p2"]["outrigger.status.reasons"] == ["0/2 nodes are available: 2 Insufficient cpu."]

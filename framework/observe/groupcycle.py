@@ -211,6 +211,9 @@ def _wrap_group_cycle(inst: Instrumentation) -> None:
         if ctx.root is None:  # not sampled
             await schedule_group(group)
             return
+        if tracing.store is not None:  # `outrigger trace POD` of a member shows its group's last cycle
+            for m in group.members:
+                tracing.store.begin(ctx.root.trace_id, m.pod.key)
         ctx.group = _Group()
         ctx.cycle_span = ctx.root.child("PodGroupSchedulingCycle")
         ctoken = _cycle.set(ctx)
