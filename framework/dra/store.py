@@ -29,6 +29,7 @@ from pluginhost.decode import FieldError
 from pluginhost.errors import OutriggerError
 from pluginhost.manifest import set_resource_decoder
 
+from .inuse import InUse
 from .models import (
     DeviceClass,
     DeviceID,
@@ -146,6 +147,8 @@ class DraStore:
         #: shared by every cycle's allocator; a new dict whenever a slice changes, so an allocator
         #: holding the old one (with the old slices) never mixes the two.
         self.derived: dict[object, object] = {}
+        # What the claims read (and the pending allocations) hold, kept as they change (allocated_state).
+        self._in_use = InUse()
         # resourceVersions of the objects changed here (embedded store): above any a manifest is
         # likely to carry, increasing with every change.
         self._versions = itertools.count(1_000_000_001)
@@ -213,6 +216,7 @@ class DraStore:
                 assumed.uid != new.uid or _version(new.resource_version) >= _version(assumed.resource_version)
             ):
                 del self._assumed[key]
+            self._held_changed(key)
         self._changed(kind, old, new)
 
     def remove(self, kind: str, namespace: str, name: str) -> DraObject | None:
@@ -221,6 +225,7 @@ class DraStore:
         old: DraObject | None = self._table(kind).pop(key, None)
         if kind == "ResourceClaim":
             self._assumed.pop(key, None)
+            self._held_changed(key)
         if old is not None:
             self._changed(kind, old, None)
         return old
@@ -235,6 +240,13 @@ class DraStore:
         if kind not in tables:
             raise DraDecodeError(kind, "", FieldError("kind", f"expected one of {', '.join(DRA_KINDS)}"))
         return tables[kind]
+
+    def _held_changed(self, key: str) -> None:
+        # The claim read at ``key`` (as all_claims reads it) counts unless a pending allocation of it
+        # counts instead.
+        claim = self.claims.get(key)
+        claim = self._assumed.get(key, claim) if claim is not None else None
+        self._in_use.set(key, None if claim is not None and claim.uid and claim.uid in self._pending else claim)
 
     def _changed(self, kind: str, old: Any, new: Any) -> None:
         self.generation += 1
@@ -260,26 +272,11 @@ class DraStore:
         """Every claim, assumed versions first (as :meth:`claim` reads them)."""
         return [self._assumed.get(k, c) for k, c in self.claims.items()]
 
-    def allocated_state(self) -> tuple[set[DeviceID], dict[DeviceID, dict[str, Fraction]]]:
+    def allocated_state(self) -> tuple[frozenset[DeviceID], dict[DeviceID, dict[str, Fraction]]]:
         """The devices allocated to claims (pending allocations included): those held exclusively, and
         the capacity consumed of devices shared by several claims (kube-scheduler's GatherAllocatedState;
         devices taken with admin access are not in use)."""
-        exclusive: set[DeviceID] = set()
-        shared: dict[DeviceID, dict[str, Fraction]] = {}
-        pending = [entry[0] for entry in self._pending.values()]
-        claims = [c for c in self.all_claims() if c.uid not in self._pending or not c.uid]
-        for claim in [*claims, *pending]:
-            if claim.allocation is None:
-                continue
-            for r in claim.allocation.results:
-                device = (r.driver, r.pool, r.device)
-                if r.share_id:
-                    used = shared.setdefault(device, {})
-                    for name, q in (r.consumed_capacity or {}).items():
-                        used[name] = used.get(name, Fraction(0)) + q
-                elif not r.admin_access:
-                    exclusive.add(device)
-        return exclusive, shared
+        return self._in_use.state()
 
     # ---- this scheduler's allocations ----------------------------------------------------------
 
@@ -300,6 +297,8 @@ class DraStore:
         if current is not None and current.uid == claim.uid and current.allocation is not None:
             return
         self._pending[claim.uid] = [claim, 1]
+        self._in_use.set(("pending", claim.uid), claim)
+        self._held_changed(claim.key)
         self.generation += 1
         self._view_changed(claim.key)
 
@@ -313,6 +312,8 @@ class DraStore:
             entry[1] -= 1
             return False
         del self._pending[uid]
+        self._in_use.set(("pending", uid), None)
+        self._held_changed(entry[0].key)
         self.generation += 1
         self._view_changed(entry[0].key)
         return True
@@ -325,12 +326,14 @@ class DraStore:
         ):
             return
         self._assumed[claim.key] = claim
+        self._held_changed(claim.key)
         self.generation += 1
         self._view_changed(claim.key)
 
     def restore(self, key: str) -> None:
         """Drop the assumed version of the claim ``namespace/name`` (the source's reads again)."""
         if self._assumed.pop(key, None) is not None:
+            self._held_changed(key)
             self.generation += 1
             self._view_changed(key)
 
