@@ -10,6 +10,8 @@ copied; ``cd docs/examples`` enters the copy; ``/tmp/...`` paths go to the tempo
   waited for; every ``127.0.0.1:PORT`` of a document (in its commands and in the example files) moves to
   a free port, so runs never collide. A client command talking to a server gets three tries a second
   apart; a command that still fails fails the test.
+- ``until curl ...; do sleep N; done`` (a curl pipeline waited on, e.g. for a configuration generation
+  to be applied) is run by the shell until it succeeds, for at most :data:`WAIT_SECONDS`.
 - ``cat > FILE <<'TAG'`` heredocs write the file; ``export NAME=value`` sets a variable for the
   commands after it; ``. .venv/bin/activate`` is the environment the test already runs in.
 - Anything else must match one of :data:`CHECKS`: a pattern and a function that checks what the
@@ -18,8 +20,9 @@ copied; ``cd docs/examples`` enters the copy; ``/tmp/...`` paths go to the tempo
   neither run nor checked fails the test, naming the file and line.
 
 A ``json`` or ``text`` block right after a command block shows what the block's last command prints:
-it is compared with what the command printed here (a table's AGE column, which depends on the clock, is
-left out of the comparison). A plain block after ``outrigger trace`` shows a span tree: every span it
+it is compared with what the command printed here (a table's AGE column and the latency columns of
+``outrigger shadow-report``, which depend on the clock, are left out of the comparison). A plain block
+after ``outrigger trace`` shows a span tree: every span it
 names must be printed, in that place in the tree, with the attributes it shows (durations, ids and
 values vary). The configuration reference names every field the
 loaders accept and every ``outrigger`` flag, and relative links between the documents resolve.
@@ -57,6 +60,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 OUTRIGGER = str(Path(sys.executable).parent / "outrigger")
 STARTUP_SECONDS = 30.0
 COMMAND_SECONDS = 120.0
+WAIT_SECONDS = 60.0  # the longest an `until curl ...; do sleep N; done` loop of a document runs here
 
 
 # ---- reading the documents --------------------------------------------------------------------------
@@ -366,6 +370,8 @@ class Session:
             self.script(cmd)
         elif words[0] == "curl":
             self.curl(cmd)
+        elif re.fullmatch(r"until curl .*; do sleep [\d.]+; done", " ".join(words)):
+            self.wait_loop(cmd)
         elif words[0] == "node" and len(words) > 1 and words[1].endswith(".js"):
             self.node(cmd)
         elif words[0].startswith("clients/go/.bin/"):
@@ -432,6 +438,22 @@ class Session:
         words = [w for word in cmd.words for w in ([word, "--fail-with-body"] if word == "curl" else [word])]
         line = " ".join(w if w == "|" else shlex.quote(self.word(w)) for w in words)
         self.outputs[cmd.text] = self.until_ok(cmd, ["bash", "-o", "pipefail", "-c", line], attempts=3)
+
+    def wait_loop(self, cmd: Command) -> None:
+        """``until curl ... | grep -q ...; do sleep N; done``: the condition, run by the shell until it
+        succeeds, within :data:`WAIT_SECONDS` (curl with ``--fail-with-body``, as above)."""
+        if shutil.which("curl") is None:
+            pytest.skip(f"{cmd.where}: curl is not installed (Debian: apt-get install curl)")
+        words = cmd.words[1:cmd.words.index("do")]
+        words[-1] = words[-1].removesuffix(";")
+        words = [w for word in words for w in ([word, "--fail-with-body"] if word == "curl" else [word])]
+        line = " ".join(w if w == "|" else shlex.quote(self.word(w)) for w in words)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while subprocess.run(["bash", "-o", "pipefail", "-c", line], capture_output=True, cwd=self.cwd,
+                             env=self.env(cmd), timeout=COMMAND_SECONDS).returncode != 0:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{cmd.where}: `{cmd.text}` still waiting after {WAIT_SECONDS:g}s")
+            time.sleep(0.2)
 
     def node(self, cmd: Command) -> None:
         """``node FILE.js --listen ADDR &``: a plugin host in JavaScript, started like ``plugin serve``."""
@@ -592,17 +614,24 @@ def test_every_documented_command_runs_or_is_checked(doc: Path, session: Callabl
     assert written == set(), f"{doc.relative_to(ROOT)}: its commands write into docs/examples: {sorted(written)}"
 
 
+#: Headers of columns whose cells depend on the clock: kubectl's tables and describe's ages, and the
+#: latencies of ``outrigger shadow-report``.
+CLOCK_COLUMNS = ("AGE", "Age", "P50(ms)", "P99(ms)")
+
+
 def _without_age(text: str) -> list[list[str]]:
-    """A text's lines as cells (split at runs of 2+ spaces), with the cells under an ``AGE`` or ``Age``
-    header (kubectl's tables and describe's: a duration from the clock) replaced by ``AGE``."""
+    """A text's lines as cells (split at runs of 2+ spaces), with the cells under a header of
+    :data:`CLOCK_COLUMNS` replaced by the header."""
     rows = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
-    column: int | None = None
+    columns: dict[int, str] = {}
     for row in rows:
-        header = next((i for i, cell in enumerate(row) if cell in ("AGE", "Age")), None)
-        if header is not None:
-            column = header
-        elif column is not None and len(row) > column:
-            row[column] = "AGE"
+        headers = {i: cell for i, cell in enumerate(row) if cell in CLOCK_COLUMNS}
+        if headers:
+            columns = headers
+            continue
+        for i, header in columns.items():
+            if len(row) > i:
+                row[i] = header
     return rows
 
 
@@ -834,8 +863,12 @@ def test_a_documented_trace_names_only_spans_that_are_printed(documented: str, m
         ("Events:\n  Type    Reason     Age   From\n  Normal  Scheduled  3s    x\n",
          "Events:\n  Type    Reason     Age           From\n  Normal  Scheduled  2m (x2 over 5m)   x\n", True),
         ("cpu:  500m\n", "cpu:  400m\n", False),  # quantities are not ages
+        ("PLUGIN  SCORE  P50(ms)  P99(ms)\nF       2      1.9      3.4\n",
+         "PLUGIN  SCORE  P50(ms)  P99(ms)\nF       2      0.8      12.1\n", True),
+        ("PLUGIN  SCORE  P50(ms)  P99(ms)\nF       2      1.9      3.4\n",
+         "PLUGIN  SCORE  P50(ms)  P99(ms)\nF       1      1.9      3.4\n", False),
     ],
-    ids=["age", "age-mid-table", "other-name", "describe-events", "no-age-column"],
+    ids=["age", "age-mid-table", "other-name", "describe-events", "no-age-column", "latencies", "other-count"],
 )
 def test_printed_tables_are_compared_without_their_ages(documented: str, printed: str, same: bool) -> None:
     assert (_without_age(documented) == _without_age(printed)) is same
