@@ -118,6 +118,8 @@ type shared struct {
 	keys        []SharedState
 	// podsInformed says the Handle's pod informer runs (a plugin asked for it before start).
 	podsInformed atomic.Bool
+	// groupsOnce asks the informer factory for PodGroups once (watchPodGroups).
+	groupsOnce sync.Once
 
 	mu     sync.Mutex
 	cycles map[string]*cycle
@@ -308,7 +310,7 @@ func unservedNote(unserved []string) string {
 	if len(unserved) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (it implements %s, not served out of process: QueueSort's Less cannot be answered a key at a time, and the contract does not carry Sign nor the pod group cycle's points)",
+	return fmt.Sprintf(" (it implements %s, not served out of process: QueueSort's Less cannot be answered a key at a time, and the contract does not carry Sign nor PodGroupPostFilter)",
 		strings.Join(unserved, ", "))
 }
 
@@ -351,6 +353,7 @@ func (a *adapted) build(args json.RawMessage, env *outrigger.Env) (outrigger.Plu
 		return nil, err
 	}
 	if env.Profile != "" {
+		a.shared.watchPodGroups(p)
 		a.shared.start()
 	}
 	a.shared.feedStorage(env.Mirror)
@@ -371,8 +374,8 @@ func (p *Plugin) Name() string { return p.served }
 func (p *Plugin) Upstream() fwk.Plugin { return p.p }
 
 // Unserved names the kube-scheduler points the plugin implements that the adapter does not serve, in
-// this order: QueueSort, Sign, PlacementGenerate, PlacementScore, PodGroupPostFilter (the last four
-// are 1.37's). The framework never calls them; the plugin's other points are served.
+// this order: QueueSort, Sign, PodGroupPostFilter (the last two are 1.37's). The framework never
+// calls them; the plugin's other points are served.
 func (p *Plugin) Unserved() []string { return fwk.Unserved(p.p) }
 
 func (p *Plugin) points() []pb.ExtensionPoint {
@@ -409,7 +412,7 @@ func (p *Plugin) points() []pb.ExtensionPoint {
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_POST_BIND)
 	_, ok = p.p.(fwk.EnqueueExtensions)
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_ENQUEUE_EXTENSIONS)
-	return pts
+	return append(pts, placementPoints(p.p)...)
 }
 
 // ---- statuses and events ---------------------------------------------------------------------------

@@ -43,17 +43,16 @@ func (n nodeInfoLister) HavePodsWithRequiredNonHostScopedAntiAffinityList() ([]f
 	return listsOf(n.l.snapshot()).withRequiredNonHostScopedAntiAffinity, nil
 }
 
-// Pod groups (GenericWorkload) do not reach plugins served out of process: the contract carries none,
-// so every lookup answers that the group is not found, as kube-scheduler's snapshot does for a group
-// it does not hold.
+// Pod groups (GenericWorkload): the state of a group is read from the snapshot's pods and the group
+// cycle the call runs in, the PodGroup is the group cycle's (podgroup.go). Composite pod groups do not
+// reach plugins served out of process: the contract carries none, so every lookup answers that the
+// group is not found, as kube-scheduler's snapshot does for a group it does not hold.
 
-// PodGroupStates finds no pod group.
-func (l *Lister) PodGroupStates() fwk.PodGroupStateLister {
-	return notFound(fwk.PodGroupStateLister.Get, "state of pod group")
-}
+// PodGroupStates are the states of the pod groups in the snapshot.
+func (l *Lister) PodGroupStates() fwk.PodGroupStateLister { return podGroupStates{l} }
 
-// PodGroups finds no pod group.
-func (l *Lister) PodGroups() fwk.PodGroupLister { return notFound(fwk.PodGroupLister.Get, "pod group") }
+// PodGroups finds the PodGroup of the current group cycle (and the API server's with --kubeconfig).
+func (l *Lister) PodGroups() fwk.PodGroupLister { return podGroups{l} }
 
 // CompositePodGroupStates finds no composite pod group.
 func (l *Lister) CompositePodGroupStates() fwk.CompositePodGroupStateLister {

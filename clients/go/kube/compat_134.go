@@ -24,3 +24,9 @@ func (h *Handle) SharedDRAManager() fwk.SharedDRAManager { return nil }
 
 // setSchedulingGroup does nothing: 1.34's Pod has no spec.schedulingGroup.
 func setSchedulingGroup(*v1.Pod, *pb.PodSpec) {}
+
+// placementPoints are none: 1.34 has no pod group cycle.
+func placementPoints(fwk.Plugin) []pb.ExtensionPoint { return nil }
+
+// watchPodGroups does nothing: 1.34 has no pod groups.
+func (s *shared) watchPodGroups(fwk.Plugin) {}

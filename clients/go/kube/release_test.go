@@ -71,6 +71,13 @@ func (groupPostFiltering) PodGroupPostFilter(context.Context, framework.PodGroup
 
 type sorting struct{ signing }
 
+type signingAlone struct{}
+
+func (signingAlone) Name() string { return "P" }
+func (signingAlone) SignPod(context.Context, *v1.Pod) ([]framework.SignFragment, *framework.Status) {
+	return nil, nil
+}
+
 func (sorting) Less(framework.QueuedEntityInfo, framework.QueuedEntityInfo) bool { return false }
 
 func register(p framework.Plugin) Option {
@@ -78,10 +85,12 @@ func register(p framework.Plugin) Option {
 }
 
 // TestUnservedPointsAreDetectedAndTheOthersServed: a plugin's 1.37 points the contract does not carry
-// (Sign, the pod group cycle's) are named and left out of its manifest, whose points are the others;
-// a plugin with nothing else is refused, naming them.
+// (Sign, PodGroupPostFilter) are named and left out of its manifest, whose points are the others (the
+// pod group cycle's PlacementGenerate and PlacementScore among them); a plugin with nothing else is
+// refused, naming them.
 func TestUnservedPointsAreDetectedAndTheOthersServed(t *testing.T) {
 	filter := []pb.ExtensionPoint{pb.ExtensionPoint_EXTENSION_POINT_FILTER}
+	generate := append(append([]pb.ExtensionPoint(nil), filter...), pb.ExtensionPoint_EXTENSION_POINT_PLACEMENT_GENERATE)
 	cases := []struct {
 		name     string
 		plugin   framework.Plugin
@@ -91,12 +100,13 @@ func TestUnservedPointsAreDetectedAndTheOthersServed(t *testing.T) {
 	}{
 		{"filter only", filterOnly{}, nil, filter, ""},
 		{"sign", signing{}, []string{"Sign"}, filter, ""},
-		{"placement generate", generating{}, []string{"PlacementGenerate"}, filter, ""},
-		{"pod group post filter", groupPostFiltering{}, []string{"PlacementGenerate", "PodGroupPostFilter"}, filter, ""},
+		{"placement generate", generating{}, nil, generate, ""},
+		{"pod group post filter", groupPostFiltering{}, []string{"PodGroupPostFilter"}, generate, ""},
 		{"queue sort", sorting{}, []string{"QueueSort", "Sign"}, filter, ""},
-		{"placement score alone", placementScoring{}, []string{"PlacementScore"}, nil,
-			"plugin P implements no extension point Outrigger can call (it implements PlacementScore, not served out of process: " +
-				"QueueSort's Less cannot be answered a key at a time, and the contract does not carry Sign nor the pod group cycle's points)"},
+		{"placement score alone", placementScoring{}, nil, []pb.ExtensionPoint{pb.ExtensionPoint_EXTENSION_POINT_PLACEMENT_SCORE}, ""},
+		{"sign alone", signingAlone{}, []string{"Sign"}, nil,
+			"plugin P implements no extension point Outrigger can call (it implements Sign, not served out of process: " +
+				"QueueSort's Less cannot be answered a key at a time, and the contract does not carry Sign nor PodGroupPostFilter)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,23 +171,19 @@ func TestPreBindPreFlightAnswersItsStatus(t *testing.T) {
 	}
 }
 
-// TestPodGroupsAreNotFound: the contract carries no pod groups, so 1.37's pod group listers find none
-// and say why.
-func TestPodGroupsAreNotFound(t *testing.T) {
+// TestCompositePodGroupsAreNotFound: the contract carries no composite pod groups, so 1.37's composite
+// pod group listers find none and say why.
+func TestCompositePodGroupsAreNotFound(t *testing.T) {
 	l := &Lister{}
-	_, e1 := l.PodGroupStates().Get("ns", "g")
-	_, e2 := l.PodGroups().Get("ns", "g")
-	_, e3 := l.CompositePodGroupStates().Get("ns", "c")
-	_, e4 := l.CompositePodGroups().Get("ns", "c")
+	_, e1 := l.CompositePodGroupStates().Get("ns", "c")
+	_, e2 := l.CompositePodGroups().Get("ns", "c")
 	const why = " not found: pod groups are not carried to plugins served out of process"
 	for i, tc := range []struct {
 		err  error
 		want string
 	}{
-		{e1, "state of pod group ns/g" + why},
-		{e2, "pod group ns/g" + why},
-		{e3, "state of composite pod group ns/c" + why},
-		{e4, "composite pod group ns/c" + why},
+		{e1, "state of composite pod group ns/c" + why},
+		{e2, "composite pod group ns/c" + why},
 	} {
 		if tc.err == nil || tc.err.Error() != tc.want {
 			t.Errorf("lister %d: %v, want %q", i, tc.err, tc.want)

@@ -77,6 +77,13 @@ func listsOf(s *outrigger.Snapshot) *lists {
 // kube-scheduler does; plugins keep the lister they got from the Handle at construction).
 type Lister struct {
 	current atomic.Pointer[outrigger.Snapshot]
+	// group is the group of the pod group cycle the current call runs in (the 1.37 build's *groupView;
+	// 1.34 has no pod groups).
+	group atomic.Value
+	// podGroup, when set, holds a func(namespace, name string) any: the API server's PodGroup of that
+	// namespace and name (nil when it has none), a *scheduling/v1beta1.PodGroup read from the Handle's
+	// informer on a live apiserver.
+	podGroup atomic.Value
 }
 
 // Set makes s the snapshot the lister reads.

@@ -17,8 +17,10 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podgrouppodscount"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/topologyaware"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/volumerestrictions"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/volumezone"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -40,5 +42,8 @@ func main() {
 		app.WithPlugin(volumezone.Name, runtime.FactoryAdapter(fts, volumezone.New)),
 		app.WithPlugin(volumerestrictions.Name, runtime.FactoryAdapter(fts, volumerestrictions.New)),
 		app.WithPlugin(nodevolumelimits.CSIName, runtime.FactoryAdapter(fts, nodevolumelimits.NewCSI)),
+		// The pod group cycle's (1.37, GenericWorkload): PlacementScore and PlacementGenerate.
+		app.WithPlugin(podgrouppodscount.Name, runtime.FactoryAdapter(fts, podgrouppodscount.New)),
+		app.WithPlugin(topologyaware.Name, runtime.FactoryAdapter(fts, topologyaware.New)),
 	))
 }

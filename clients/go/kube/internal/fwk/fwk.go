@@ -41,13 +41,28 @@ type (
 	PostBindPlugin      = framework.PostBindPlugin
 )
 
-// The points of 1.37's pod group cycle and of opportunistic batching, which the contract does not
-// carry yet: the adapter detects them (Unserved) and serves a plugin's other points.
+// The points of 1.37's pod group cycle the adapter serves (PlacementGenerate, PlacementScore) and
+// what they take and return.
+type (
+	PlacementGeneratePlugin  = framework.PlacementGeneratePlugin
+	PlacementScorePlugin     = framework.PlacementScorePlugin
+	PlacementScoreExtensions = framework.PlacementScoreExtensions
+	Placement                = framework.Placement
+	PlacementScore           = framework.PlacementScore
+	PodGroupAssignments      = framework.PodGroupAssignments
+	PodGroupCycleState       = framework.PodGroupCycleState
+	PlacementCycleState      = framework.PlacementCycleState
+)
+
+// PodGroupKeyType is the type of a PodGroupInfo that is a pod group (not a composite one).
+const PodGroupKeyType = framework.PodGroupKeyType
+
+// The points the contract does not carry yet (opportunistic batching's Sign, 1.37's
+// PodGroupPostFilter), and QueueSort: the adapter detects them (Unserved) and serves a plugin's
+// other points.
 type (
 	QueueSortPlugin          = framework.QueueSortPlugin
 	SignPlugin               = framework.SignPlugin
-	PlacementGeneratePlugin  = framework.PlacementGeneratePlugin
-	PlacementScorePlugin     = framework.PlacementScorePlugin
 	PodGroupPostFilterPlugin = framework.PodGroupPostFilterPlugin
 )
 
@@ -98,7 +113,7 @@ func PreBindPreFlight(ctx context.Context, p PreBindPlugin, state CycleState, po
 
 // Unserved names the points p implements that the adapter does not serve: QueueSort (a comparator
 // cannot be answered a key at a time), Sign (opportunistic batching), and the pod group cycle's
-// PlacementGenerate, PlacementScore and PodGroupPostFilter.
+// PodGroupPostFilter.
 func Unserved(p Plugin) []string {
 	var out []string
 	for _, point := range []struct {
@@ -107,8 +122,6 @@ func Unserved(p Plugin) []string {
 	}{
 		{"QueueSort", implements[QueueSortPlugin](p)},
 		{"Sign", implements[SignPlugin](p)},
-		{"PlacementGenerate", implements[PlacementGeneratePlugin](p)},
-		{"PlacementScore", implements[PlacementScorePlugin](p)},
 		{"PodGroupPostFilter", implements[PodGroupPostFilterPlugin](p)},
 	} {
 		if point.ok {
