@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.compat import RELEASE_SPECIFIC, Outcome, live_test_files, read_report, summary
+from tools.compat import RELEASE_SPECIFIC, Outcome, default_release, live_test_files, read_report, summary
 from tools.compat import main as compat_main
 from tools.localcluster import (
     BUILD_SCRIPT,
@@ -95,13 +95,15 @@ def test_a_release_that_is_not_pinned_is_refused_naming_those_that_are(release: 
         pinned_version(release)
 
 
-def test_compat_runs_the_live_cluster_files_but_the_kube_scheduler_comparison() -> None:
-    files = live_test_files()
-    assert RELEASE_SPECIFIC == ("tests/test_kube_compare.py",)
-    assert "tests/test_kube_compare.py" not in files
-    assert {"tests/test_kube_harness.py", "tests/test_kube_releases.py", "tests/test_kube_source.py"} <= set(files)
-    assert files == sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("tests/test_kube_*.py")
-                           if p.name != "test_kube_compare.py")
+def test_compat_runs_the_files_expecting_the_default_releases_results_only_against_it() -> None:
+    specific = ("tests/test_kube_compare.py", "tests/test_kube_podgroup_cycle.py", "tests/test_kube_podgroup_live.py")
+    every = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("tests/test_kube_*.py"))
+    assert specific == RELEASE_SPECIFIC
+    assert {"tests/test_kube_harness.py", "tests/test_kube_releases.py", "tests/test_kube_source.py",
+            "tests/test_kube_podgroups.py", *specific} <= set(every)
+    assert live_test_files() == [f for f in every if f not in specific]
+    assert live_test_files(default=True) == every
+    assert default_release() == "1.37"
 
 
 def test_compat_summary_has_a_row_per_release_and_names_each_failure() -> None:

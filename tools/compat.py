@@ -5,9 +5,12 @@ For each release (``tests/k8s/kubernetes/<release>``; all of them, or ``--releas
 what is missing (``tests/k8s/build.sh``, half an hour for a release not built yet on a busy machine),
 then runs :data:`TESTS` with ``OUTRIGGER_K8S_RELEASE`` set, so that every fixture and tool starts that
 release's etcd, kube-apiserver and kube-controller-manager, and reads pytest's JUnit report. The tests are
-``tests/test_kube_*.py`` but the kube-scheduler comparison (:data:`RELEASE_SPECIFIC`), whose expected
-placements are the default release's kube-scheduler's. Exits 1 when a release failed to build or had a
-failing test.
+``tests/test_kube_*.py``; those of :data:`RELEASE_SPECIFIC` run only against the default release (the one
+Outrigger follows, tests/k8s/build.sh's ``default_release``), as what they expect is that release's: the
+kube-scheduler comparison's placements, and the PodGroup cycles' ``scheduling.k8s.io/v1beta1`` objects
+with kube-scheduler 1.37's results (1.36 serves PodGroups in ``v1alpha2``, which
+``tests/test_kube_podgroups.py`` covers on every release; 1.35 serves none). Exits 1 when a release
+failed to build or had a failing test.
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ from pathlib import Path
 
 from .localcluster import BIN_ENV, BUILD_SCRIPT, RELEASE_ENV, pinned_version, releases
 
-__all__ = ["RELEASE_SPECIFIC", "TESTS", "Outcome", "live_test_files", "main", "read_report", "run_release",
-           "summary"]
+__all__ = ["RELEASE_SPECIFIC", "TESTS", "Outcome", "default_release", "live_test_files", "main", "read_report",
+           "run_release", "summary"]
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The live-cluster test files, by pattern, and those left out: they compare with kube-scheduler itself.
+#: The live-cluster test files, by pattern, and those run against the default release only: they expect
+#: its kube-scheduler's results and its API (PodGroups in ``scheduling.k8s.io/v1beta1``).
 TESTS = "tests/test_kube_*.py"
-RELEASE_SPECIFIC = ("tests/test_kube_compare.py",)
+RELEASE_SPECIFIC = ("tests/test_kube_compare.py", "tests/test_kube_podgroup_cycle.py",
+                    "tests/test_kube_podgroup_live.py")
 BUILD_TIMEOUT = 3 * 3600.0  # seconds: a cold build of one release on 2 busy cores
 TEST_TIMEOUT = 2 * 3600.0  # seconds: the live tests of one release on a loaded machine
 
@@ -55,15 +60,26 @@ class Outcome:
         return not self.problem and not self.failed and not self.errors and self.passed > 0
 
 
-def live_test_files() -> list[str]:
-    """The test files ``make compat`` runs, relative to the checkout."""
-    left_out = set(RELEASE_SPECIFIC)
+def default_release() -> str:
+    """The release tests/k8s/build.sh builds when none is named (whatever ``$OUTRIGGER_K8S_RELEASE`` says)."""
+    out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print-release"], env=_env(""), capture_output=True,
+                         text=True, timeout=30, check=True)
+    return out.stdout.strip()
+
+
+def live_test_files(default: bool = False) -> list[str]:
+    """The test files ``make compat`` runs against a release, relative to the checkout; ``default``: the
+    release is the default one, which runs :data:`RELEASE_SPECIFIC` too."""
+    left_out = set() if default else set(RELEASE_SPECIFIC)
     return sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(TESTS) if str(p.relative_to(ROOT)) not in left_out)
 
 
 def _env(release: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != BIN_ENV}  # a fixed folder would defeat the release
-    env[RELEASE_ENV] = release
+    """This environment for ``release`` ("": none named, the default)."""
+    # A fixed folder of binaries would defeat the release.
+    env = {k: v for k, v in os.environ.items() if k not in (BIN_ENV, RELEASE_ENV)}
+    if release:
+        env[RELEASE_ENV] = release
     return env
 
 
@@ -140,8 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [r for r in chosen if r not in known]
     if unknown or not chosen:
         p.error(f"--releases: no pinned release {', '.join(unknown) or '(none given)'}; pinned: {', '.join(known)}")
-    files = live_test_files()
-    outcomes = [run_release(r, files, args.pytest_args) for r in chosen]
+    default = default_release()
+    outcomes = [run_release(r, live_test_files(r == default), args.pytest_args) for r in chosen]
     print(summary(outcomes), flush=True)
     return 0 if all(o.ok for o in outcomes) else 1
 
