@@ -40,6 +40,11 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                                           "outrigger-framework)")
     p.add_argument("--trace-sampler", help="default: $OTEL_TRACES_SAMPLER, else parentbased_always_on")
     p.add_argument("--trace-sampler-arg", help="the ratio of *traceidratio samplers ($OTEL_TRACES_SAMPLER_ARG)")
+    p.add_argument("--trace-keep-ratio", metavar="R",
+                   help="tail sampling: export every failed or slow scheduling context and this ratio of the "
+                        "others ($OUTRIGGER_TRACE_KEEP_RATIO)")
+    p.add_argument("--trace-keep-slow", metavar="250ms|2s|p99",
+                   help="tail sampling: a context this slow is always exported ($OUTRIGGER_TRACE_KEEP_SLOW)")
     p.add_argument("--trace-store", type=int, metavar="N",
                    help="keep the last N traces in process for `outrigger trace` (turns tracing on)")
     p.add_argument("--kubeconfig", metavar="PATH",
@@ -95,6 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tracing = TracingConfig.from_env(
             exporters=args.trace_exporter, endpoint=args.otlp_endpoint, service_name=args.service_name,
             sampler=args.trace_sampler, sampler_arg=args.trace_sampler_arg, store=args.trace_store,
+            keep_ratio=args.trace_keep_ratio, keep_slow=args.trace_keep_slow,
         )
     except TracingConfigError as exc:
         raise UserError(str(exc)) from None

@@ -50,7 +50,6 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
     ConsoleSpanExporter,
     SpanExporter,
     SpanExportResult,
@@ -68,6 +67,10 @@ from opentelemetry.trace.status import Status as OtelStatus
 from opentelemetry.trace.status import StatusCode
 
 from pluginhost.errors import OutriggerError
+
+from . import otlp
+from .tailsampling import TailSampler, TailSampling
+from .traceexport import ExportBatching, OtlpExporter, TraceExport
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -355,13 +358,18 @@ class SpanStore(SpanProcessor):
 
 
 class SinkExporter(SpanExporter):
-    """An exporter that counts spans and drops them (the benchmark's tracing cost without a backend)."""
+    """An exporter that counts spans and drops them (the benchmark's tracing cost without a backend);
+    with ``encode``, after writing their OTLP request as an OTLP exporter does (counted in ``bytes``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, encode: bool = False) -> None:
         self.spans = 0
+        self.bytes = 0
+        self.encode = encode
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.spans += len(spans)
+        if self.encode:
+            self.bytes += len(otlp.encode(spans))
         return SpanExportResult.SUCCESS
 
 
@@ -379,8 +387,15 @@ class Tracing:
         resource: Resource | None = None,
         sampler: Sampler | None = None,
         store: SpanStore | None = None,
+        exporters: Sequence[SpanExporter] = (),
+        batch: ExportBatching | None = None,
+        tail: TailSampling | None = None,
     ) -> None:
         self.processors = list(processors)
+        # Exporters get whole traces, batched by an export thread (TraceExport), with no per-span call;
+        # with tail sampling, only the traces it keeps (the processors still see every span).
+        self.export = TraceExport(exporters, batch or ExportBatching()) if exporters else None
+        self.tail = TailSampler(tail) if tail is not None and exporters else None
         self.store = store
         if store is not None:
             self.processors.append(store)
@@ -446,6 +461,10 @@ class Tracing:
         ended = self._ended
         while ended:
             spans = [ended.popleft() for _ in range(len(ended))]
+            if self.export is not None:
+                kept = spans if self.tail is None else self.tail.select(spans)
+                if kept:
+                    self.export.put(kept)
             for p in self.processors:
                 for span in spans:
                     try:
@@ -455,6 +474,8 @@ class Tracing:
 
     def force_flush(self, timeout_millis: int = 30_000) -> None:
         self._drain()
+        if self.export is not None:
+            self.export.flush()
         for p in self.processors:
             p.force_flush(timeout_millis)
 
@@ -466,6 +487,8 @@ class Tracing:
         self._wake.set()
         self._thread.join(5.0)
         self._drain()
+        if self.export is not None:
+            self.export.shutdown()
         for p in self.processors:
             try:
                 p.shutdown()
@@ -497,6 +520,21 @@ def make_sampler(name: str, arg: str | None = None) -> Sampler:
     return samplers[name]
 
 
+def _batching(env: Mapping[str, str]) -> ExportBatching:
+    try:
+        return ExportBatching.from_env(env)
+    except ValueError as exc:
+        raise TracingConfigError(str(exc)) from None
+
+
+def _tail(env: Mapping[str, str], ratio: str | None, slow: str | None) -> TailSampling | None:
+    try:
+        return TailSampling.parse(ratio if ratio is not None else env.get("OUTRIGGER_TRACE_KEEP_RATIO"),
+                                  slow if slow is not None else env.get("OUTRIGGER_TRACE_KEEP_SLOW"))
+    except ValueError as exc:
+        raise TracingConfigError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class TracingConfig:
     """How to trace: exporters, OTLP endpoint, service name, sampler, and how many traces to keep in
@@ -509,6 +547,8 @@ class TracingConfig:
     sampler_arg: str | None = None
     store: int = 0
     resource_attributes: Mapping[str, str] = field(default_factory=dict)
+    batching: ExportBatching = field(default_factory=ExportBatching)
+    tail: TailSampling | None = None
 
     @property
     def enabled(self) -> bool:
@@ -525,6 +565,8 @@ class TracingConfig:
         sampler: str | None = None,
         sampler_arg: str | None = None,
         store: int | None = None,
+        keep_ratio: str | None = None,
+        keep_slow: str | None = None,
     ) -> TracingConfig:
         env = os.environ if env is None else env
         names = exporters if exporters is not None else env.get("OTEL_TRACES_EXPORTER", "none")
@@ -550,48 +592,47 @@ class TracingConfig:
             sampler=sampler_name,
             sampler_arg=arg,
             store=store or 0,
+            batching=_batching(env),
+            tail=_tail(env, keep_ratio, keep_slow),
         )
 
     def build(self) -> Tracing | None:
         """The :class:`Tracing` of this configuration, or None when tracing is off."""
         if not self.enabled:
             return None
-        processors: list[SpanProcessor] = []
+        exporters: list[SpanExporter] = []
         for name in self.exporters:
-            exporter: SpanExporter
             if name == "otlp":
-                from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
                 endpoint = self.endpoint
                 insecure = None
                 if endpoint and "://" not in endpoint:
                     insecure = True  # a bare host:port is a plain-text collector next to the framework
-                exporter = OTLPSpanExporter(endpoint=endpoint, insecure=insecure)
+                exporters.append(OtlpExporter(endpoint=endpoint, insecure=insecure))
             else:
-                exporter = ConsoleSpanExporter(service_name=self.service_name)
-            processors.append(BatchSpanProcessor(exporter))
+                exporters.append(ConsoleSpanExporter(service_name=self.service_name))
         resource = Resource.create({**self.resource_attributes, "service.name": self.service_name})
         store = SpanStore(self.store) if self.store > 0 else None
-        return Tracing(processors, resource=resource, sampler=make_sampler(self.sampler, self.sampler_arg),
-                       store=store)
+        return Tracing(resource=resource, sampler=make_sampler(self.sampler, self.sampler_arg), store=store,
+                       exporters=exporters, batch=self.batching, tail=self.tail)
 
 
-# The benchmark's batch span processor exports every few milliseconds instead of the SDK's 5 s (its other
-# settings are the SDK's, but a queue large enough that no span is dropped): spans held longer outlive two
-# garbage collections and make full collections of the whole heap frequent, a cost that depends on the
-# heap and the export rate more than on tracing. docs/benchmarks.md says so.
-BENCH_SCHEDULE_DELAY_MS = 5.0
+# The benchmark exports every few milliseconds instead of the SDK's 5 s (and with a queue large enough
+# that no span is dropped): spans held longer outlive two garbage collections and make full collections
+# of the whole heap frequent, a cost that depends on the heap and the export rate more than on tracing.
+# docs/benchmarks.md says so.
+BENCH_BATCHING = ExportBatching(delay=0.005, max_batch=512, max_queue=65_536)
 
 
 def benchmark_tracing(store: int = 0) -> tuple[Tracing, SinkExporter]:
-    """Tracing as a production setup pays for it, without a backend: every context sampled, spans
-    through a batch span processor into a :class:`SinkExporter`. For the benchmark's tracing scenario::
+    """Tracing as a production setup pays for it, without a backend: every context sampled, its spans
+    batched and written as OTLP requests, as :class:`OtlpExporter` writes them, into a
+    :class:`SinkExporter` that drops them. For the benchmark's tracing scenario::
 
         tracing, sink = benchmark_tracing()
         instrument(scheduler, tracing=tracing)        # framework.observe.instrument
         ...
         tracing.shutdown(); print(sink.spans)
     """
-    sink = SinkExporter()
-    processor = BatchSpanProcessor(sink, max_queue_size=65_536, schedule_delay_millis=BENCH_SCHEDULE_DELAY_MS)
-    return Tracing([processor], sampler=ALWAYS_ON, store=SpanStore(store) if store else None), sink
+    sink = SinkExporter(encode=True)
+    return Tracing(sampler=ALWAYS_ON, store=SpanStore(store) if store else None, exporters=[sink],
+                   batch=BENCH_BATCHING), sink

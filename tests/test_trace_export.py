@@ -1,0 +1,267 @@
+"""The export path of the framework's traces: OTLP requests written straight from the spans (the same
+message as the SDK's encoder makes), the batching of whole traces, its settings, a full queue, and tail
+sampling (which contexts' traces are exported)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags, TraceState
+from opentelemetry.trace.status import Status, StatusCode
+
+from framework.observe import otlp
+from framework.observe.tailsampling import TailSampler, TailSampling
+from framework.observe.traceexport import ExportBatching, TraceExport
+from framework.observe.tracing import SinkExporter, Span, SpanStore, Tracing, TracingConfig, TracingConfigError
+
+
+class Recorder(SpanExporter):
+    """Keeps each batch's span names; ``fail`` makes every export raise."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.batches: list[list[str]] = []
+        self.fail = fail
+        self.shut = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.fail:
+            raise RuntimeError("collector gone")
+        self.batches.append([s.name for s in spans])
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+
+def _framework_trace(tracing: Tracing) -> list[Span]:
+    root = tracing.start_trace("SchedulePod", {"k8s.pod.name": "web", "outrigger.attempt": 3, "ok": True,
+                                               "ratio": 0.25, "neg": -7, "big": 1 << 40})
+    assert root is not None
+    cycle = root.child("SchedulingCycle", {"outrigger.status.reasons": ["no fit", "taint"], "raw": b"\x00\x01"})
+    call = cycle.child("Filter/Remote", {"outrigger.plugin": "Remote", "outrigger.filter.nodes_in": 5000},
+                       SpanKind.CLIENT)
+    call.add_event("remote plugin failure ignored", {"plugin": "Remote", "code": 14})
+    call.error("RuntimeError: boom")
+    for span in (call, cycle, root):
+        span.end()
+    return [call, cycle, root]
+
+
+def _sdk_spans(_: Tracing) -> list[ReadableSpan]:
+    ctx = SpanContext(0xABC, 0x12, False, TraceFlags(TraceFlags.SAMPLED), TraceState([("vendor", "x")]))
+    remote_parent = SpanContext(0xABC, 0x34, True, TraceFlags(TraceFlags.SAMPLED))
+    res_a = Resource.create({"service.name": "a"})
+    res_b = Resource({"service.name": "b", "zone": "z1"}, schema_url="https://opentelemetry.io/schemas/1.21.0")
+    scope_a = InstrumentationScope("lib.a", "1.0")
+    scope_b = InstrumentationScope("lib.b", None, "https://s")
+    return [
+        ReadableSpan("server", ctx, remote_parent, res_a, {"n": 1}, kind=SpanKind.SERVER, instrumentation_scope=scope_a,
+                     start_time=10, end_time=20, status=Status(StatusCode.OK)),
+        ReadableSpan("linked", SpanContext(0xABC, 0x56, False), None, res_b, None,
+                     links=(Link(remote_parent, {"why": "batch"}),), instrumentation_scope=scope_b,
+                     start_time=11, end_time=12),
+        ReadableSpan("events", SpanContext(0xDEF, 0x78, False), ctx, res_a, {"list": (1, 2)}, kind=SpanKind.PRODUCER,
+                     events=(Event("e", {"f": 1.5}, timestamp=15),), instrumentation_scope=scope_b,
+                     start_time=13, end_time=14, status=Status(StatusCode.ERROR)),
+        ReadableSpan("no-scope", SpanContext(0xDEF, 0x9A, False), None, res_a, {}, kind=SpanKind.CONSUMER,
+                     start_time=1, end_time=2),
+    ]
+
+
+@pytest.mark.parametrize("make", [_framework_trace, _sdk_spans], ids=["framework-trace", "sdk-spans"])
+def test_the_request_is_the_sdks_encoding_of_the_same_spans(make: Callable[[Tracing], list[Any]]) -> None:
+    tracing = Tracing()
+    try:
+        spans = make(tracing)
+        want = encode_spans(spans)
+        assert otlp.request(spans) == want
+        assert otlp.request(spans) == want  # the second time from the cached pieces
+        assert otlp.request([]) == encode_spans([])
+    finally:
+        tracing.shutdown()
+
+
+def test_whole_traces_are_batched_and_a_full_queue_drops_whole_traces() -> None:
+    one, broken, two = Recorder(), Recorder(fail=True), Recorder()
+    export = TraceExport([one, broken, two], ExportBatching(delay=600.0, max_batch=4, max_queue=8),
+                         thread=False)
+    try:
+        spans = {name: ReadableSpan(name) for name in "abcdefghi"}
+        for names in ("abc", "de", "f", "ghi"):  # g, h, i would make 9 > 8 waiting spans
+            export.put([spans[n] for n in names])
+        assert (export.dropped, one.batches) == (3, [])
+        export.flush()
+        # A batch ends once it holds max_batch spans, never inside a trace; the failing exporter is skipped.
+        assert one.batches == two.batches == [["a", "b", "c", "d", "e"], ["f"]]
+        assert export.exported == 6
+        export.put([spans["g"]])  # room again
+    finally:
+        export.shutdown()
+    assert one.batches[-1] == ["g"] and one.shut and two.shut
+    assert (export.exported, export.dropped) == (7, 3)
+
+
+def test_a_tracing_with_exporters_exports_each_ended_trace() -> None:
+    recorder, sink = Recorder(), SinkExporter(encode=True)
+    tracing = Tracing(exporters=[recorder, sink], batch=ExportBatching(delay=600.0))
+    try:
+        _framework_trace(tracing)
+        tracing.force_flush()
+        assert recorder.batches == [["Filter/Remote", "SchedulingCycle", "SchedulePod"]]
+        assert sink.spans == 3 and sink.bytes > 0
+    finally:
+        tracing.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [
+        ({}, ExportBatching(5.0, 512, 2048)),
+        ({"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "64", "OTEL_BSP_MAX_QUEUE_SIZE": "128"},
+         ExportBatching(0.1, 64, 128)),
+        ({"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4096"}, ExportBatching(5.0, 4096, 4096)),  # the queue holds a batch
+    ],
+)
+def test_batch_settings_come_from_the_sdks_variables(env: dict[str, str], want: ExportBatching) -> None:
+    assert TracingConfig.from_env(env).batching == want
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"OTEL_BSP_SCHEDULE_DELAY": "soon"}, "OTEL_BSP_SCHEDULE_DELAY='soon' is not a whole number"),
+        ({"OTEL_BSP_MAX_QUEUE_SIZE": "0"}, "OTEL_BSP_MAX_QUEUE_SIZE='0' must be above 0"),
+    ],
+)
+def test_bad_batch_settings_are_named(env: dict[str, str], message: str) -> None:
+    with pytest.raises(TracingConfigError) as err:
+        TracingConfig.from_env(env)
+    assert str(err.value) == message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tail sampling
+
+HALF = 1 << 63  # trace ids below keep a ratio of 0.5 (their low 64 bits are compared, as TraceIdRatioBased does)
+
+
+def _ctx(trace_id: int, span_id: int) -> SpanContext:
+    return SpanContext(trace_id, span_id, False, TraceFlags(TraceFlags.SAMPLED))
+
+
+def _context_spans(trace_id: int, result: str, ms: int) -> list[ReadableSpan]:
+    """A scheduling context: its root (result, lasting ``ms``) and one child, the child ending first."""
+    root = _ctx(trace_id, 1)
+    return [ReadableSpan("SchedulingCycle", _ctx(trace_id, 2), root, start_time=0, end_time=1),
+            ReadableSpan("SchedulePod", root, None, attributes={"outrigger.result": result}, start_time=0,
+                         end_time=ms * 1_000_000)]
+
+
+# (trace id, result, duration in ms) of six contexts: bound fast below and above the ratio's cut, bound
+# slow, unschedulable (a preempting cycle ends so too), an error, a pod deleted while it was scheduled.
+CONTEXTS = [(1, "bound", 5), (HALF + 2, "bound", 5), (HALF + 3, "bound", 300), (HALF + 4, "unschedulable", 5),
+            (HALF + 5, "error", 1), (HALF + 6, "deleted", 2)]
+
+
+@pytest.mark.parametrize(
+    ("ratio", "slow", "kept"),
+    [
+        ("0", None, [HALF + 4, HALF + 5, HALF + 6]),
+        ("0.5", None, [1, HALF + 4, HALF + 5, HALF + 6]),
+        ("1", None, [1, HALF + 2, HALF + 3, HALF + 4, HALF + 5, HALF + 6]),
+        (None, "250ms", [HALF + 3, HALF + 4, HALF + 5, HALF + 6]),
+        ("0.5", "0.3s", [1, HALF + 3, HALF + 4, HALF + 5, HALF + 6]),
+        (None, "301ms", [HALF + 4, HALF + 5, HALF + 6]),
+    ],
+)
+def test_tail_sampling_keeps_failed_and_slow_contexts_and_a_ratio_of_the_rest(
+        ratio: str | None, slow: str | None, kept: list[int]) -> None:
+    rule = TailSampling.parse(ratio, slow)
+    assert rule is not None
+    sampler = TailSampler(rule)
+    got: list[ReadableSpan] = []
+    for trace_id, result, ms in CONTEXTS:
+        child, root = _context_spans(trace_id, result, ms)
+        got += sampler.select([child])  # waits for its root
+        got += sampler.select([root])
+    assert [s.context.trace_id for s in got if s.parent is None] == kept
+    assert [s.name for s in got] == ["SchedulingCycle", "SchedulePod"] * len(kept)
+    assert (sampler.kept, sampler.dropped) == (len(kept), len(CONTEXTS) - len(kept))
+    # A span ending after its root follows its trace's decision.
+    late = [ReadableSpan("BindingCycle", _ctx(t, 9), _ctx(t, 1)) for t, _, _ in CONTEXTS]
+    assert [s.context.trace_id for s in sampler.select(late)] == kept
+
+
+def test_tail_sampling_by_percentile_keeps_the_slowest_of_recent_contexts() -> None:
+    rule = TailSampling.parse("0", "p90")
+    assert rule == TailSampling(0.0, 0.0, 90.0)
+    sampler = TailSampler(rule)
+    kept = []
+    for i in range(1, 301):  # durations 1..100 ms, three times over: the 90th percentile of a window is 91 ms
+        trace_id = HALF + i
+        child, root = _context_spans(trace_id, "bound", (i - 1) % 100 + 1)
+        if sampler.select([child, root]):
+            kept.append((i - 1) % 100 + 1)
+    # No threshold before 100 contexts: the 100th sets it (91 ms) and is decided by it, as are those after.
+    assert kept == [100] + list(range(92, 101)) * 2
+
+
+def test_a_tracing_with_tail_sampling_exports_only_kept_traces_but_stores_all() -> None:
+    recorder = Recorder()
+    store = SpanStore(10)
+    tracing = Tracing(exporters=[recorder], batch=ExportBatching(delay=600.0), tail=TailSampling(0.0), store=store)
+    try:
+        for pod, result in (("default/fast", "bound"), ("default/failed", "unschedulable")):
+            root = tracing.start_trace("SchedulePod", {"outrigger.pod": pod}, pod=pod)
+            assert root is not None
+            root.child("SchedulingCycle").end()
+            root.set_attribute("outrigger.result", result)
+            root.end()
+        tracing.force_flush()
+        assert recorder.batches == [["SchedulingCycle", "SchedulePod"]]
+        assert [s.attributes["outrigger.pod"] for s in recorder_spans(tracing, store, "default/failed")] == [
+            "default/failed"]
+        assert [s.name for s in store.trace_of("default/fast")] == ["SchedulePod", "SchedulingCycle"]
+    finally:
+        tracing.shutdown()
+
+
+def recorder_spans(tracing: Tracing, store: SpanStore, pod: str) -> list[ReadableSpan]:
+    return [s for s in store.trace_of(pod) if s.parent is None]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"keep_ratio": "most"}, "trace keep ratio 'most' is not a number (a ratio in [0, 1])"),
+        ({"keep_ratio": "2"}, "trace keep ratio '2' is outside [0, 1]"),
+        ({"keep_slow": "slow"}, "slow trace threshold 'slow' is neither a duration (250ms, 2s) nor a percentile (p99)"),
+        ({"keep_slow": "p100"}, "slow trace percentile 'p100' is outside (p0, p100)"),
+        ({"keep_slow": "0ms"}, "slow trace threshold '0ms' must be above 0"),
+    ],
+)
+def test_bad_tail_sampling_settings_are_named(flags: dict[str, str], message: str) -> None:
+    with pytest.raises(TracingConfigError) as err:
+        TracingConfig.from_env({}, **flags)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    ("env", "flags", "want"),
+    [
+        ({}, {}, None),
+        ({"OUTRIGGER_TRACE_KEEP_RATIO": "0.1"}, {}, TailSampling(0.1)),
+        ({"OUTRIGGER_TRACE_KEEP_RATIO": "0.1", "OUTRIGGER_TRACE_KEEP_SLOW": "2s"}, {"keep_slow": "250ms"},
+         TailSampling(0.1, 0.25)),
+    ],
+)
+def test_tail_sampling_settings_come_from_env_and_flags(env: dict[str, str], flags: dict[str, str],
+                                                        want: TailSampling | None) -> None:
+    assert TracingConfig.from_env(env, **flags).tail == want
