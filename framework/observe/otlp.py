@@ -25,7 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PB2Resource
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import DEFAULT_TRACE_STATE, SpanKind
 from opentelemetry.trace.status import StatusCode
 
 __all__ = ["encode", "request"]
@@ -44,7 +44,8 @@ _shared_cache: dict[tuple[Any, ...], bytes] = {}
 _group_cache: dict[tuple[int, int], tuple[Resource, Any, bytes, bytes]] = {}
 _last_trace: tuple[int, bytes] = (0, b"")
 # Span.kind (field 6): OTLP's SpanKind is the API's plus one (0 is SPAN_KIND_UNSPECIFIED).
-_KINDS = {kind: b"\x30" + _SMALL[kind.value + 1] for kind in SpanKind}
+_KINDS = {id(kind): b"\x30" + _SMALL[kind.value + 1] for kind in SpanKind}
+_NO_STATE = DEFAULT_TRACE_STATE
 _STATUS_UNSET = StatusCode.UNSET
 
 
@@ -119,27 +120,33 @@ def _name(name: str) -> bytes:
 def _span(span: ReadableSpan) -> bytes:
     """One ``Span`` message's bytes (field numbers from opentelemetry/proto/trace/v1/trace.proto):
     what is the span's own (ids, times, events), then what many spans share (:func:`_shared`)."""
+    # A SpanContext is a tuple (trace_id, span_id, is_remote, trace_flags, trace_state, is_valid): its
+    # fields are read by index, its properties being Python calls.
     ctx = span._context
     if span._links or ctx is None:
         raise _Unsupported("links, or no context")
     parent = span._parent
-    trace_id = ctx.trace_id
+    trace_id = ctx[0]
     global _last_trace
     if _last_trace[0] != trace_id:  # a batch holds each trace's spans together
         _last_trace = (trace_id, b"\x0a\x10" + trace_id.to_bytes(16, "big"))
-    parts = [_last_trace[1], b"\x12\x08" + ctx.span_id.to_bytes(8, "big")]
-    state = ctx.trace_state
-    if state:
+    parts = [_last_trace[1], b"\x12\x08" + ctx[1].to_bytes(8, "big")]
+    state = ctx[4]
+    if state is not _NO_STATE and state:
         parts.append(_field(b"\x1a", ",".join(f"{k}={v}" for k, v in state.items()).encode()))
+    remote_parent = False
     if parent is not None:
-        parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
+        parts.append(b"\x22\x08" + parent[1].to_bytes(8, "big"))
+        remote_parent = parent[2]
     parts.append(b"\x39" + _pack_q(span._start_time or 0) + b"\x41" + _pack_q(span._end_time or 0))
     for event in span._events:
         event_parts = [b"\x09" + _pack_q(event.timestamp), _field(b"\x12", event.name.encode())]
         event_parts.extend(_attributes(b"\x1a", event.attributes))
         parts.append(_field(b"\x5a", b"".join(event_parts)))
-    parts.append(_shared(span, parent is not None and parent.is_remote))
-    return _field(b"\x12", b"".join(parts))  # ScopeSpans.spans
+    parts.append(_shared(span, remote_parent))
+    body = b"".join(parts)
+    n = len(body)
+    return b"\x12" + (_SMALL[n] if n < 128 else _varint(n)) + body  # ScopeSpans.spans
 
 
 def _shared(span: ReadableSpan, remote_parent: bool) -> bytes:
@@ -147,16 +154,17 @@ def _shared(span: ReadableSpan, remote_parent: bool) -> bytes:
     scheduling context's spans (a plugin's call at a point), so encoded once and looked up."""
     attrs = span._attributes
     status = span._status
+    # Enum members by identity: their __hash__ is a Python call.
+    kind, code = id(span._kind), id(status._status_code)
     key: tuple[Any, ...] | None
     try:
-        key = (span._name, span._kind, tuple(attrs.items()) if attrs else (), status.status_code,
-               status.description, remote_parent)
+        key = (span._name, kind, tuple(attrs.items()) if attrs else (), code, status._description, remote_parent)
         got = _shared_cache.get(key)
     except TypeError:  # an unhashable attribute value (a list)
         key = got = None
     if got is not None:
         return got
-    parts = [_name(span._name), _KINDS[span._kind]]
+    parts = [_name(span._name), _KINDS[kind]]
     if attrs:
         parts.extend([_field(b"\x4a", _key_value(k, v)) for k, v in attrs.items()])
         if type(attrs) is not dict and span.dropped_attributes:
