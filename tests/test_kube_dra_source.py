@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from kube_fault_proxy import FaultProxy
-from kube_framework import get_json, outrigger_kubeconfig
+from kube_framework import get_json, outrigger_kubeconfig, pod_manifest
 
 from framework.config import load_config
 from framework.dra.models import ResourceClaim
@@ -284,14 +284,18 @@ async def write(client: ApiClient, claim: ResourceClaim, status: dict[str, Any],
 def test_an_allocation_is_written_after_the_finalizer_and_taken_back_when_unreserved(
         kube_cluster: LocalCluster, kube_namespace: str) -> None:
     ns = kube_namespace
-    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(fakedriver.claim("c", ns, 2)))
+    # Reserved for a pod that exists: kube-controller-manager (started by an earlier test of the session)
+    # takes a claim reserved for a missing pod out of use at once, racing the writes below.
+    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([fakedriver.claim("c", ns, 2),
+                                                                       pod_manifest("p", ns, "nobody")]))
+    uid = get_json(kube_cluster, "pod", "p", "-n", ns)["metadata"]["uid"]
     claim = read_claim(kube_cluster, ns, "c")
     client = ApiClient(KubeConfig.from_file(outrigger_kubeconfig(kube_cluster)))
 
     async def main() -> tuple[Any, Any, dict[str, int]]:
         try:
             written = await write(client, claim, {"allocation": allocation("n1", "gpu-0", "gpu-1"),
-                                                  "reservedFor": reserved("u-1")})
+                                                  "reservedFor": reserved(uid)})
             assert isinstance(written, ResourceClaim)
             freed = await write(client, written, {})
             return written, freed, dict(client.counts)
@@ -299,7 +303,7 @@ def test_an_allocation_is_written_after_the_finalizer_and_taken_back_when_unrese
             await client.close()
 
     written, freed, counts = asyncio.run(main())
-    assert summary(written) == (["gpu-0", "gpu-1"], ["u-1"], [FINALIZER])
+    assert summary(written) == (["gpu-0", "gpu-1"], [uid], [FINALIZER])
     assert written.allocation is not None and written.allocation.node_selector is not None
     # Taken back: no allocation, no consumer; the finalizer stays, as kube-scheduler leaves it (the claim
     # controller removes it).
