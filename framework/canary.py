@@ -14,6 +14,7 @@ is scheduled by the variant, Reserve to Bind included.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ from typing import Any
 
 from pluginhost.model import Pod
 
-__all__ = ["BUCKETS", "CANARY", "STABLE", "Canary", "CanarySource", "bucket", "for_pod", "with_variants"]
+__all__ = [
+    "BUCKETS", "CANARY", "STABLE", "Canary", "CanarySource", "bucket", "canary_profile", "for_pod", "with_variants",
+]
 
 STABLE = "stable"
 CANARY = "canary"
@@ -62,6 +65,19 @@ class Canary:
         if labels is not None and any(pod.labels.get(k) != v for k, v in labels.items()):
             return False
         return bool(bucket(pod.uid) < config.fraction * BUCKETS)
+
+
+def canary_profile(profile: Any, config: Any) -> Any:
+    """The ProfileConfig the variant is built from: ``profile`` with the canary block's ``args`` (in
+    place of the profile's for the plugin) and ``weight`` (for the plugin's Score), where given."""
+    if config.args is None and (config.weight is None or config.plugin not in profile.score_weights):
+        return profile
+    args, weights = dict(profile.plugin_args), dict(profile.score_weights)
+    if config.args is not None:
+        args[config.plugin] = dict(config.args)
+    if config.weight is not None and config.plugin in weights:
+        weights[config.plugin] = config.weight
+    return dataclasses.replace(profile, plugin_args=args, score_weights=weights)
 
 
 def for_pod(fwk: Any, pod: Pod, last: str = "") -> tuple[Any, dict[str, Any] | None]:

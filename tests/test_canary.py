@@ -195,8 +195,14 @@ HEAD = "apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n- name
     ("  canary: {plugin: F, of: live, fraction: 0.1, selector: {matchExpressions: []}}\n",
      "plugins[1].canary.selector.matchExpressions: unknown field (allowed: matchLabels)\n"
      "plugins.yaml: plugins[1].canary.selector.matchLabels: must be a non-empty mapping of label to value"),
-    ("  canary: {plugin: F, of: live, fraction: 0.1, weight: 2}\n",
-     "plugins[1].canary.weight: unknown field (allowed: plugin, of, fraction, selector)"),
+    ("  canary: {plugin: F, of: live, fraction: 0.1, weights: 2}\n",
+     "plugins[1].canary.weights: unknown field (allowed: plugin, of, fraction, selector, args, weight)"),
+    ("  canary: {plugin: F, of: live, fraction: 0.1, weight: 0}\n",
+     "plugins[1].canary.weight: must be a positive integer, got 0"),
+    ("  canary: {plugin: F, of: live, fraction: 0.1, weight: 1.5}\n",
+     "plugins[1].canary.weight: must be a positive integer, got 1.5"),
+    ("  canary: {plugin: F, of: live, fraction: 0.1, args: [zone-c]}\n",
+     "plugins[1].canary.args: must be a mapping (the plugin's args), got ['zone-c']"),
     ("  canary: {plugin: F, of: nowhere, fraction: 0.1}\n",
      "plugins[1].canary.of: no other endpoint named 'nowhere' in this document"),
     ("  canary: {plugin: F, of: v2, fraction: 0.1}\n",
@@ -209,6 +215,9 @@ HEAD = "apiVersion: outrigger.io/v1alpha1\nkind: RemotePlugins\nplugins:\n- name
     ("  canary: {plugin: F, of: live, fraction: 0.1}\n- name: v3\n  address: 127.0.0.1:3\n"
      "  canary: {plugin: G, of: v2, fraction: 0.2}\n",
      "plugins[2].canary.of: endpoint 'v2' is a shadow or a canary, not a live one"),
+    ("  canary: {plugin: F, of: live, fraction: 0.1}\n- name: v3\n  addresses: [127.0.0.1:4, 127.0.0.1:1]\n"
+     "  canary: {plugin: G, of: live, fraction: 0.2}\n",
+     "plugins[2].canary: 127.0.0.1:1 is also an address of endpoint 'live': a canary needs plugin hosts of its own"),
 ])
 def test_a_bad_canary_block_is_refused_naming_the_field(block: str, want: str) -> None:
     with pytest.raises(ConfigError) as err:

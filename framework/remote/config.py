@@ -36,6 +36,8 @@ passed with ``--plugins FILE`` to ``outrigger serve``, ``explain`` and ``demo``:
         of: gang                          #   the stable endpoint
         fraction: 0.1                     #   of the pods, stable by uid (default 1 with a selector)
         selector: {matchLabels: {canary: "true"}}   # only pods with these labels (optional)
+        args: {groupTimeout: 30}          #   the variant's args for the plugin (optional: the profile's)
+        weight: 2                         #   the variant's Score weight for it (optional: the profile's)
 
 Deadlines are per extension point (the configuration names: ``filter``, ``permit``, ...; plus
 ``normalizeScore``, ``configure`` and ``default``); durations are Kubernetes-style (``250ms``, ``2s``,
@@ -95,7 +97,7 @@ _SCHEMAS = decode.schemas(
             "shadow:Shadow canary:Canary"
         ),
         "Shadow": "plugins points budget queue examples weight",
-        "Canary": "plugin of fraction selector:Selector",
+        "Canary": "plugin of fraction selector:Selector args weight",
         "Selector": "matchLabels",
     }
 )
@@ -130,6 +132,8 @@ class CanaryConfig:
     of: str  # the endpoint serving the stable version
     fraction: float  # of the pods (selected by match_labels, if any), stable by uid
     match_labels: Mapping[str, str] | None = None  # None: every pod is a candidate
+    args: Mapping[str, Any] | None = None  # the variant's args for the plugin (None: the profile's)
+    weight: int | None = None  # the variant's Score weight for the plugin (None: the profile's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +293,7 @@ def _endpoint(entry: Any, path: str, seen: set[str], source: str,
 def _canary(raw: Any, path: str, problems: list[tuple[str, str]]) -> CanaryConfig | None:
     """An endpoint's ``canary`` block (None when it is unusable; its problems are noted)."""
     if not isinstance(raw, dict):
-        problems.append((path, "must be a mapping (plugin, of, fraction, selector)"))
+        problems.append((path, "must be a mapping (plugin, of, fraction, selector, args, weight)"))
         return None
     before = len(problems)
     plugin, of = raw.get("plugin"), raw.get("of")
@@ -311,13 +315,19 @@ def _canary(raw: Any, path: str, problems: list[tuple[str, str]]) -> CanaryConfi
     fraction = raw.get("fraction", 1.0)
     if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
         problems.append((f"{path}.fraction", f"must be a number from 0 to 1, got {_shown(fraction)}"))
+    args, weight = raw.get("args"), raw.get("weight")
+    if "args" in raw and not isinstance(args, dict):
+        problems.append((f"{path}.args", f"must be a mapping (the plugin's args), got {_shown(args)}"))
+    if "weight" in raw and (isinstance(weight, bool) or not isinstance(weight, int) or weight < 1):
+        problems.append((f"{path}.weight", f"must be a positive integer, got {_shown(weight)}"))
     if len(problems) > before:
         return None
-    return CanaryConfig(str(plugin), str(of), float(fraction), labels)
+    return CanaryConfig(str(plugin), str(of), float(fraction), labels, args, weight)
 
 
 def _check_canaries(endpoints: list[EndpointConfig], problems: list[tuple[str, str]]) -> None:
-    """Each canary's ``of`` names a live endpoint of the document, and a plugin has one canary."""
+    """Each canary's ``of`` names a live endpoint of the document whose hosts are not the canary's,
+    and a plugin has one canary."""
     by_name = {ep.name: ep for ep in endpoints}
     plugins: dict[str, str] = {}
     for i, ep in enumerate(endpoints):
@@ -329,6 +339,10 @@ def _check_canaries(endpoints: list[EndpointConfig], problems: list[tuple[str, s
             problems.append((f"{where}.of", f"no other endpoint named {ep.canary.of!r} in this document"))
         elif stable.shadow is not None or stable.canary is not None:
             problems.append((f"{where}.of", f"endpoint {ep.canary.of!r} is a shadow or a canary, not a live one"))
+        elif shared := sorted(set(ep.addresses) & set(stable.addresses)):
+            # A host keeps one configuration per (plugin, profile): the variant's would replace the stable one's.
+            problems.append((where, f"{shared[0]} is also an address of endpoint {stable.name!r}: a canary "
+                                    "needs plugin hosts of its own"))
         if ep.canary.plugin in plugins:
             problems.append((f"{where}.plugin", f"plugin {ep.canary.plugin!r} already has a canary "
                                                 f"(endpoint {plugins[ep.canary.plugin]!r})"))

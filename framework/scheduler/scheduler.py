@@ -35,7 +35,7 @@ from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 from .. import features
 from ..batching import OpportunisticBatch
 from ..cache import Cache
-from ..canary import Canary, with_variants
+from ..canary import Canary, canary_profile, with_variants
 from ..config import ProfileConfig, SchedulerConfig
 from ..plugins import Registry
 from ..podgroup_queue import GroupSchedulingQueue
@@ -153,7 +153,7 @@ class Scheduler(PodGroupCycle, ObjectStore, Reconfiguring):
             # The variant: the same profile, with the canary endpoint's plugin in the stable one's place.
             with_canary = registry.copy()
             with_canary.replace(source.config.plugin, source.factory, source.points)
-            fwk.canary = Canary(source, self._build_plain(profile, with_canary))
+            fwk.canary = Canary(source, self._build_plain(canary_profile(profile, source.config), with_canary))
         return fwk
 
     def _build_plain(self, profile: ProfileConfig, registry: Registry) -> Framework:
