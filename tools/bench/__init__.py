@@ -21,8 +21,8 @@ Scenarios (:data:`tools.bench.scenarios.SCENARIOS`):
   process (:mod:`tools.bench.httpextender`), called by
   :class:`~tools.bench.httpextender.ExtenderPlugin` with full v1 Node objects / in
   ``nodeCacheCapable`` mode with node names; 1000 measured pods.
-- ``remote-traced``: ``remote`` with tracing on (always-on sampler, a batch span processor into an
-  in-process sink); reports spans per pod.
+- ``remote-traced``: ``remote`` with tracing on (always-on sampler, whole traces batched and written
+  as OTLP requests into an in-process sink); reports spans and OTLP bytes per pod.
 - ``remote-shadow``: ``remote`` plus BenchTier again as a shadow plugin on a second plugin host
   (:mod:`framework.remote.shadow`): what a shadow costs live scheduling; reports the share of cycles it
   evaluated and dropped.

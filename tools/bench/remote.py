@@ -120,19 +120,21 @@ class RemotePluginScenario(InProcessPlugin):
 
 
 class TracedRemoteScenario(RemotePluginScenario):
-    """``remote`` with tracing on: every scheduling context sampled (always-on), spans through a batch
-    span processor into an in-process sink (the cost a production setup pays, without a backend); the
-    plugin host gets the trace context with every request. Compared with ``remote``."""
+    """``remote`` with tracing on: every scheduling context sampled (always-on), whole traces batched for
+    an in-process sink that writes their OTLP requests and drops them (the cost a production setup pays,
+    without a backend); the plugin host gets the trace context with every request. Compared with
+    ``remote``."""
 
     name = "remote-traced"
     chunk = 200
-    description = "remote with tracing on (always-on sampler, batch span processor into an in-process sink)"
+    description = "remote with tracing on (always-on sampler, traces batched and encoded as OTLP into a sink)"
 
     def __init__(self) -> None:
         super().__init__()
         self._tracing: Any = None
         self._sink: Any = None
         self._spans_at_mark = 0
+        self._bytes_at_mark = 0
 
     async def attach(self, scheduler: Scheduler) -> None:
         from framework.observe.instrument import instrument
@@ -145,9 +147,13 @@ class TracedRemoteScenario(RemotePluginScenario):
     def mark(self) -> None:
         super().mark()
         self._spans_at_mark = self._span_count()
+        self._bytes_at_mark = self._otlp_bytes()
 
     def _span_count(self) -> int:
         return int(self._sink.spans) if self._sink is not None else 0  # SinkExporter counts what it got
+
+    def _otlp_bytes(self) -> int:
+        return int(self._sink.bytes) if self._sink is not None else 0  # the OTLP requests it wrote
 
     async def detach(self) -> None:
         await super().detach()
@@ -157,6 +163,7 @@ class TracedRemoteScenario(RemotePluginScenario):
     def metrics(self, measured_pods: int) -> dict[str, float]:
         out = super().metrics(measured_pods)
         out["spans_per_pod"] = round((self._span_count() - self._spans_at_mark) / max(measured_pods, 1), 1)
+        out["otlp_bytes_per_pod"] = round((self._otlp_bytes() - self._bytes_at_mark) / max(measured_pods, 1))
         return out
 
 
