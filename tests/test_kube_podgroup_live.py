@@ -133,7 +133,7 @@ def test_a_remote_placement_score_plugin_picks_the_rack_and_its_spans_are_in_the
     trace = {s.span_id: s for s in spans if s.trace_id == root.trace_id}
     a = root.attributes
     assert (a["outrigger.result"], a["outrigger.podgroup.placement"], a["outrigger.podgroup.bound"],
-            a["outrigger.podgroup.min_count"], a["outrigger.profile"]) == ("scheduled", "rack-b", 2, 2, PROFILE)
+            a["outrigger.podgroup.min_count"], a["outrigger.profile"]) == ("bound", "rack-b", 2, 2, PROFILE)
     assert sorted(a["outrigger.podgroup.assignments"]) == sorted(
         f"{live.ns}/p{i}={n}" for i, n in enumerate(live.nodes_of("p0", "p1")))
     # The framework's calls of the remote plugin, one per placement where the gang fits, under PlacementScore.

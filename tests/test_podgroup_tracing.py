@@ -146,7 +146,7 @@ def test_a_group_cycle_is_one_trace_with_its_placements_pods_and_the_remote_plug
         "k8s.namespace.name": "default", "outrigger.podgroup": "default/g", "outrigger.podgroup.name": "g",
         "outrigger.profile": "default-scheduler", "outrigger.attempt": 1,
         "outrigger.podgroup.pods": ["default/p0", "default/p1"], "outrigger.podgroup.min_count": 2,
-        "outrigger.cycle_id": cycle_id, "outrigger.snapshot.generation": 4, "outrigger.result": "scheduled",
+        "outrigger.cycle_id": cycle_id, "outrigger.snapshot.generation": 4, "outrigger.result": "bound",
         "outrigger.podgroup.placement": "rack-b", "outrigger.status.code": "Success",
         "outrigger.podgroup.assignments": ["default/p0=b2", "default/p1=b1"], "outrigger.podgroup.bound": 2,
     }

@@ -37,12 +37,13 @@ class _Group:
     """What a traced PodGroup cycle gathers for its spans: the algorithm's final result (or the error
     that failed the group first), and its pods' binding cycles still running."""
 
-    __slots__ = ("bound", "cycle_done", "error", "pending", "result")
+    __slots__ = ("bound", "cycle_done", "error", "pending", "result", "started")
 
     def binding(self, inst: Instrumentation, ctx: _Context, coro: Any, pod: Any, host: str) -> Any:
         """The traced binding cycle of one of the group's pods (called as its task is made, so that the
         group's root span waits for it)."""
         self.pending += 1
+        self.started += 1
         return _group_binding(inst, ctx, coro, pod, host)
 
     def __init__(self) -> None:
@@ -50,6 +51,7 @@ class _Group:
         self.error = ""
         self.pending = 0
         self.bound = 0
+        self.started = 0
         self.cycle_done = False
 
 
@@ -300,8 +302,11 @@ def _end_group_cycle(ctx: _Context) -> None:
 
 def _end_group_root(ctx: _Context) -> None:
     assert ctx.root is not None and ctx.group is not None
-    if ctx.group.result is not None and ctx.group.result.status.ok:
-        ctx.root.attrs["outrigger.podgroup.bound"] = ctx.group.bound
+    group = ctx.group
+    if group.result is not None and group.result.status.ok:
+        ctx.root.attrs["outrigger.podgroup.bound"] = group.bound
+        if group.started and group.bound == group.started:
+            ctx.root.attrs["outrigger.result"] = "bound"  # as a pod's root says once its binding cycle is over
     ctx.root.end()
 
 
