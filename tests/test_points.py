@@ -89,11 +89,12 @@ def _node_host_points() -> list[tuple[str, str]]:
 
 def test_the_node_host_serves_the_table_s_points_under_their_methods() -> None:
     node = _node_host_points()
-    # The Node.js host serves every point and part but controllers, and no transformer.
-    served = [p for p in POINTS if p.kind != "transformer" and p.name != "controller"]
+    # The Node.js host serves every point and part but controllers, and no transformer, and the
+    # PodGroup points a plugin host can serve.
+    served = [p for p in (*POINTS, *POD_GROUP_POINT_ROWS) if p.kind != "transformer" and p.name != "controller"]
     assert sorted(e for _, e in node) == sorted(p.enum for p in served)
     by_enum = dict((e, m) for m, e in node)
-    for row in CONFIGURED_POINTS:
+    for row in (*CONFIGURED_POINTS, *POD_GROUP_POINT_ROWS):
         assert by_enum[row.enum] == _camel(row.method), row.name
 
 

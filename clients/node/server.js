@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * Serves the example plugin (TierZone) over gRPC as an Outrigger plugin host.
+ * Serves the example plugins (TierZone, and SharedLabelPlacement for PodGroup cycles) over gRPC as an
+ * Outrigger plugin host.
  *
  *   node clients/node/server.js --listen 127.0.0.1:50071 [--framework 127.0.0.1:50051]
  *
@@ -14,6 +15,7 @@
 const { PluginHost } = require('./lib/host');
 const { setupTracing, shutdownTracing } = require('./lib/tracing');
 const { TierZone } = require('./plugins/tierzone');
+const { SharedLabelPlacement } = require('./plugins/sharedlabel');
 
 const USAGE = 'usage: node server.js [--listen HOST:PORT] [--framework HOST:PORT]';
 
@@ -43,7 +45,7 @@ async function main() {
     process.exit(2);
   }
   const tracing = setupTracing();
-  const host = new PluginHost([TierZone], { listen: args.listen, framework: args.framework });
+  const host = new PluginHost([TierZone, SharedLabelPlacement], { listen: args.listen, framework: args.framework });
   try {
     await host.start();
   } catch (err) {

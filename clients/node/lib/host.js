@@ -22,6 +22,10 @@
  *   preBindPreFlight / preBind / bind(state, pod, nodeName, call) -> Status
  *   postBind(state, pod, nodeName, call)      -> nothing
  *   queueingHint(pod, event, oldObject, newObject) -> boolean (with static `events`)
+ *   generatePlacements(state, group, parent, call) -> [{name, nodes}] | {status, placements}
+ *   scorePlacement(state, group, placement, proposed, call) -> integer | {status, score}
+ *   normalizePlacementScore(state, group, placements, scores, call) -> Status (scores in place)
+ *                                             (a PodGroup cycle's points: lib/placement.js)
  *
  * Static options: `stateKeys` (CycleState keys sent with every request), `batchSize` (preferred nodes
  * per batch), `filterAndScore` (answer Score in the Filter exchange), `events` (cluster events:
@@ -61,6 +65,7 @@ const tracing = require('./tracing');
 const { CycleState } = require('./state');
 const { StorageMirror, followStorage } = require('./volumes');
 const { DeviceMirror } = require('./devices');
+const { placementHandlers } = require('./placement');
 
 const HOST_VERSION = '0.1.0-node';
 const HEALTH_SERVICE = 'outrigger.v1.Plugin';
@@ -225,6 +230,9 @@ const POINT_METHODS = [
   ['bind', 'EXTENSION_POINT_BIND'],
   ['postBind', 'EXTENSION_POINT_POST_BIND'],
   ['queueingHint', 'EXTENSION_POINT_ENQUEUE_EXTENSIONS'],
+  ['generatePlacements', 'EXTENSION_POINT_PLACEMENT_GENERATE'],
+  ['scorePlacement', 'EXTENSION_POINT_PLACEMENT_SCORE'],
+  ['normalizePlacementScore', 'EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE'],
 ];
 
 class PluginDefinitionError extends TypeError {}
@@ -246,6 +254,9 @@ function manifestOf(cls) {
   }
   if (has('normalizeScore') && !has('score')) {
     throw new PluginDefinitionError(`plugin ${name}: normalizeScore needs score`);
+  }
+  if (has('normalizePlacementScore') && !has('scorePlacement')) {
+    throw new PluginDefinitionError(`plugin ${name}: normalizePlacementScore needs scorePlacement`);
   }
   const stateKeys = cls.stateKeys || [];
   if (!Array.isArray(stateKeys) || !stateKeys.every((k) => typeof k === 'string' && k)) {
@@ -584,7 +595,22 @@ class PluginHost {
         await this._stopInstances(req.profile, req.reason);
         return {};
       }),
+      ...placementHandlers(unary, (point, req, rpc, cycleId, fn) => this._groupCall(point, req, rpc, cycleId, fn),
+        grpc.status, { CallError, Code, toStatus }),
     };
+  }
+
+  /**
+   * A PodGroup point's call (lib/placement.js): a cycle call whose CycleState is the group cycle's
+   * (`cycleId`, the placement's, for ScorePlacement), with the group's key on its span.
+   */
+  _groupCall(point, req, rpc, cycleId, fn) {
+    const group = req.ctx || {};
+    const ctx = { ...group, cycle_id: cycleId || group.group_cycle_id || '', pod: undefined };
+    return this._cycleCall(point, { ctx }, rpc, (inst, state, _pod, call) => {
+      if (call.span) call.span.setAttribute('outrigger.pod_group', `${group.namespace || ''}/${group.name || ''}`);
+      return fn(inst, state, call);
+    });
   }
 
   /** Plugin.Stop: the instances of `profile` ("" for all) that have a `stop` method are told to stop. */
