@@ -2,8 +2,9 @@
 TopologyAwareWorkloadScheduling on) with ``outrigger serve --kubeconfig``, as a team running gangs does:
 
 - a remote PlacementScore plugin (the example SharedLabelPlacement, in a real plugin host process) decides
-  which rack a gang lands in, and the group cycle's trace, exported over OTLP by the framework and the
-  host to one collector, holds the host's ScorePlacement spans under the framework's call spans;
+  which rack a gang lands in, with kube-scheduler's own PodGroupPodsCount served unmodified by the Go
+  adapter (``outrigger-kube-plugins``) scoring too, and the group cycle's trace, exported over OTLP by the
+  framework and both hosts to one collector, holds the hosts' spans under the framework's call spans;
 - two gangs that together do not fit, applied at once: one is bound whole, every pod of the other stays
   pending with kube-scheduler's messages and PodGroup condition (the real kube-scheduler v1.37.2 gives the
   same), and once the first is deleted the second is bound whole;
@@ -21,6 +22,7 @@ import pytest
 import yaml
 from kube_framework import FrameworkProcess, get_json, node_manifest, outrigger_kubeconfig, wait_for
 from otlp_sink import CollectedSpan, OtlpSink
+from test_go_plugins import GoHost, kube_plugins  # noqa: F401 (kube_plugins: the fixture that builds it)
 from test_kube_podgroup_cycle import KUBE_SCHEDULER, PROFILE, Gangs, member, pod_group
 from test_observability_e2e import host_env
 from test_remote_harness import HostProcess
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.kube
 GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 FRAMEWORK = "outrigger-framework"
 HOST = "placement-host"
+GO_HOST = "upstream-host"
 WAIT = 90.0
 
 
@@ -100,19 +103,22 @@ def topology_gang(name: str, namespace: str, min_count: int) -> dict[str, Any]:
 # ---- a remote PlacementScore plugin, and the group cycle's trace ----------------------------------
 
 
-def test_a_remote_placement_score_plugin_picks_the_rack_and_its_spans_are_in_the_group_cycles_trace(
-        live: Live) -> None:
+def test_remote_placement_score_plugins_pick_the_rack_and_their_spans_are_in_the_group_cycles_trace(
+        live: Live, kube_plugins: Path) -> None:  # noqa: F811 (the fixture)
     b = live.base
     # Two racks of two 1-cpu nodes: rack-a's nodes on two power domains, rack-b's on one. The gang
-    # (2 x 1 cpu) fits in either rack; only SharedLabelPlacement's score tells them apart.
+    # (2 x 1 cpu) fits in either rack; only SharedLabelPlacement's score tells them apart. Upstream
+    # PodGroupPodsCount, served unmodified by the Go adapter, scores both racks alike (2 pods each).
     live.apply(rack_node(f"{b}-a1", "rack-a", "p1"), rack_node(f"{b}-a2", "rack-a", "p2"),
                rack_node(f"{b}-b1", "rack-b", "p3"), rack_node(f"{b}-b2", "rack-b", "p3"))
-    text = config("    placementScore: {enabled: [{name: SharedLabelPlacement, weight: 10}]}\n",
+    text = config("    placementScore: {enabled: [{name: SharedLabelPlacement, weight: 10}, "
+                  "{name: UpstreamPodGroupPodsCount}]}\n",
                   "{name: SharedLabelPlacement, args: {label: power}}")
     with OtlpSink() as sink:
-        with HostProcess("pluginhost.examples.sharedlabel:SharedLabelPlacement", env=host_env(sink, HOST)) as host:
-            fw = live.framework(text, remote_plugins(live.tmp / "plugins.yaml", shared=host.address),
-                                "--trace-exporter", "otlp", "--otlp-endpoint", sink.endpoint,
+        with HostProcess("pluginhost.examples.sharedlabel:SharedLabelPlacement", env=host_env(sink, HOST)) as host, \
+                GoHost(kube_plugins, "--prefix", "Upstream", env=host_env(sink, GO_HOST)) as go_host:
+            plugins = remote_plugins(live.tmp / "plugins.yaml", shared=host.address, upstream=go_host.address)
+            fw = live.framework(text, plugins, "--trace-exporter", "otlp", "--otlp-endpoint", sink.endpoint,
                                 "--service-name", FRAMEWORK)
             fw.start()
             try:
@@ -120,11 +126,12 @@ def test_a_remote_placement_score_plugin_picks_the_rack_and_its_spans_are_in_the
                 landed = wait_for(lambda: all(n := live.nodes_of("p0", "p1")) and n, WAIT, "the gang bound")
             finally:
                 fw.stop()  # SIGTERM: the framework flushes its spans
-        # The host, stopped with SIGTERM, flushed its own.
+        # The hosts, stopped with SIGTERM, flushed their own.
 
         def complete(spans: list[CollectedSpan]) -> bool:
             return (any(s.name == "SchedulePodGroup" for s in spans)
-                    and len([s for s in spans if s.service == HOST]) >= 2)
+                    and len([s for s in spans if s.service == HOST]) >= 2
+                    and len([s for s in spans if s.service == GO_HOST]) >= 3)
         spans = sink.wait_for(complete, 60)
     assert sorted(landed) == [f"{b}-b1", f"{b}-b2"], fw.output()
     roots = [s for s in spans if s.name == "SchedulePodGroup"]
@@ -148,6 +155,25 @@ def test_a_remote_placement_score_plugin_picks_the_rack_and_its_spans_are_in_the
         ("outrigger.v1.Plugin/PlacementScore", "SERVER", c.span_id) for c in calls]
     assert [s.attributes["outrigger.cycle_id"] for s in served] == [
         f"{a['outrigger.cycle_id']}/placement/{rack}" for rack in ("rack-a", "rack-b")]
+    # The Go adapter's upstream PodGroupPodsCount: ScorePlacement per placement, then one
+    # NormalizePlacementScore, each a SERVER span of the Go host under the framework's call span.
+    go_calls = sorted((s for s in trace.values() if s.name.endswith("/UpstreamPodGroupPodsCount")),
+                      key=lambda s: (s.name, s.attributes.get("outrigger.placement", "")))
+    assert [(s.name, s.kind, s.attributes.get("outrigger.placement"), trace[s.parent_span_id].name)
+            for s in go_calls] == [
+        ("NormalizePlacementScore/UpstreamPodGroupPodsCount", "CLIENT", None, "PlacementScore"),
+        ("PlacementScore/UpstreamPodGroupPodsCount", "CLIENT", "rack-a", "PlacementScore"),
+        ("PlacementScore/UpstreamPodGroupPodsCount", "CLIENT", "rack-b", "PlacementScore"),
+    ]
+    go_served = {s.parent_span_id: s for s in trace.values() if s.service == GO_HOST}
+    assert sorted(go_served) == sorted(c.span_id for c in go_calls)
+    cycle_id = a["outrigger.cycle_id"]
+    assert [(go_served[c.span_id].name, go_served[c.span_id].kind, go_served[c.span_id].attributes["outrigger.plugin"],
+             go_served[c.span_id].attributes["outrigger.cycle_id"]) for c in go_calls] == [
+        ("outrigger.v1.Plugin/NormalizePlacementScore", "SERVER", "UpstreamPodGroupPodsCount", cycle_id),
+        ("outrigger.v1.Plugin/PlacementScore", "SERVER", "UpstreamPodGroupPodsCount", f"{cycle_id}/placement/rack-a"),
+        ("outrigger.v1.Plugin/PlacementScore", "SERVER", "UpstreamPodGroupPodsCount", f"{cycle_id}/placement/rack-b"),
+    ]
     # Both pods' binding cycles, bound, in the same trace.
     assert sorted((s.attributes["outrigger.pod"], s.attributes["outrigger.result"])
                   for s in trace.values() if s.name == "BindingCycle") == [
