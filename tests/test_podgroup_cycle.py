@@ -29,6 +29,7 @@ from framework.podgroup_queue import (
 )
 from framework.scheduler import Scheduler
 from framework.scheduler.podgroup import validate_group
+from framework.scheduler.podgroup_algorithm import POD_GROUP_UNSCHEDULABLE
 from pluginhost.manifest import pod_from_dict
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import QueuedPodInfo
@@ -470,6 +471,20 @@ def test_explain_group_without_placements() -> None:
     assert out["status"] == {"code": "Unschedulable",
                              "reasons": ["minCount (2) cannot be satisfied: 1 scheduled, 0 remaining"]}
     assert [(p["pod"], p["node"]) for p in out["pods"]] == [("default/p0", "n1"), ("default/p1", None)]
+
+
+def test_explain_group_whose_pods_are_all_bound_says_none_is_pending() -> None:
+    # The bound members carry the profile's schedulerName; with no pending pod there is nothing to
+    # compare them with, so the answer is "no pending pods", not a validation error.
+    async def main() -> dict[str, Any]:
+        s = make()
+        s.cache.podgroups.put(gang("g", 2))
+        await s.apply([node("n1", cpu="2"), gpod("p0", "1", "g", bound="n1"), gpod("p1", "1", "g", bound="n1")])
+        return await s.explain_group("default", "g")
+
+    out = asyncio.run(main())
+    assert out == {"podGroup": "default/g", "scheduled": 2, "pods": [],
+                   "status": {"code": "Unschedulable", "reasons": [POD_GROUP_UNSCHEDULABLE, "no pending pods"]}}
 
 
 def test_cli_explains_a_podgroup_of_a_running_framework(capsys: pytest.CaptureFixture[str]) -> None:

@@ -302,10 +302,13 @@ class GroupAlgorithm(SchedulingCycle):
             key=member_order,
         )
         out: dict[str, Any] = {"podGroup": key, "scheduled": len(scheduled)}
+        if not members:
+            # Nothing for a cycle to do (every member placed, or none created yet); validating would
+            # compare the scheduled pods against an empty group.
+            return {**out, "status": _status_json(unschedulable_group("no pending pods")), "pods": []}
         err = validate_group([m.pod for m in members], scheduled, pg.queue_priority, list(self.profiles))
-        if not members or err:
-            status = Status.failure(err) if err else unschedulable_group("no pending pods")
-            return {**out, "status": _status_json(status), "pods": []}
+        if err:
+            return {**out, "status": _status_json(Status.failure(err)), "pods": []}
         snapshot = self.cache.snapshot()
         run = GroupRun(self.profiles[members[0].pod.scheduler_name], PodGroupInfo(pg, [m.pod for m in members]),
                        members, snapshot, len(scheduled), CycleState(f"explain:podgroup/{key}", snapshot),
