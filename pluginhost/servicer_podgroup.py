@@ -30,7 +30,8 @@ def _group(ctx: Any) -> PodGroupInfo:
     pods = [pod_from_proto(p) for p in ctx.pods]
     policy = GANG if ctx.min_count > 1 else BASIC
     group = PodGroup(name=str(ctx.name), namespace=str(ctx.namespace), policy=policy,
-                     min_count=max(1, int(ctx.min_count)))
+                     min_count=max(1, int(ctx.min_count)),
+                     topology_keys=tuple(str(k) for k in ctx.topology_keys))
     return PodGroupInfo(group, pods)
 
 

@@ -107,3 +107,50 @@ def test_a_remote_placement_score_decides_the_rack_and_explain_shows_it() -> Non
     scores = {p["placement"]: p["score"]["plugins"]["SharedLabelPlacement"] for p in explained["placements"]}
     assert scores == {"rack-a": 500, "rack-b": 1000}  # 50 and 100, weight 10
     assert sorted(p["node"] for p in explained["pods"]) == ["b1", "b2"]
+
+
+def generator_config(generator: str) -> Any:
+    def config(registry: Registry) -> SchedulerConfig:
+        plugins = ["PrioritySort", "NodeResourcesFit", "GangScheduling", "DefaultBinder", generator,
+                   "PodGroupPodsCount"]
+        text = "\n".join([
+            "apiVersion: kubescheduler.config.k8s.io/v1",
+            "kind: KubeSchedulerConfiguration",
+            "profiles:",
+            f"- schedulerName: {PROFILE}",
+            "  plugins:",
+            "    multiPoint:",
+            "      enabled:",
+            *(f"      - {{name: {name}}}" for name in plugins),
+            "      disabled:",
+            '      - {name: "*"}',
+        ]) + "\n"
+        return load_config(text, registry.points(), "test.yaml")
+
+    return config
+
+
+@pytest.mark.parametrize("topology, want", [
+    (("rack",), [("rack-a", ["a1", "a2"]), ("rack-b", ["b1", "b2"])]),
+    (("power",), [("p1", ["a1"]), ("p2", ["a2"]), ("p3", ["b1", "b2"])]),
+    ((), [("", ["a1", "a2", "b1", "b2"])]),
+])
+def test_a_python_placement_generator_reads_the_groups_topology_keys(
+        topology: tuple[str, ...], want: list[tuple[str, list[str]]]) -> None:
+    """The PodGroup's schedulingConstraints reach a Python plugin host in the group context: the
+    plugin splits the parent placement by the group's key, as explain podgroup shows."""
+    async def main() -> dict[str, Any]:
+        with HostProcess("placement_plugins:SplitByGroupKey") as host:
+            rig = await remote_rig([endpoint("split", host.address)], generator_config("SplitByGroupKey"))
+            s = rig.scheduler
+            try:
+                generate = [p.name for p in s.profiles[PROFILE].pod_group_plugins["placementGenerate"]]
+                assert generate == ["SplitByGroupKey"]
+                s.cache.podgroups.put(gang("g", 2, topology=topology))
+                await s.apply([*NODES, *(gpod(f"p{i}", "1", "g") for i in range(2))])
+                return await s.explain_group("default", "g")
+            finally:
+                await rig.close()
+
+    explained = asyncio.run(main())
+    assert [(p["placement"], p["nodes"]) for p in explained["placements"]] == want

@@ -30,6 +30,7 @@ from pluginhost import pb
 SETTLE = 10.0
 E = pb.plugin.ExtensionPoint
 UPSTREAM = f"{PREFIX}PodGroupPodsCount"
+UPSTREAM_GENERATOR = f"{PREFIX}TopologyPlacementGenerator"
 
 
 @pytest.fixture(autouse=True)
@@ -41,10 +42,10 @@ def topology_aware() -> Iterator[None]:
         features.install(previous)
 
 
-def config_with(pods_count: str) -> Any:
+def config_with(pods_count: str, generator: str = "TopologyPlacementGenerator") -> Any:
     def config_for(registry: Registry) -> SchedulerConfig:
         plugins = ["PrioritySort", "NodeResourcesFit", "GangScheduling", "DefaultBinder",
-                   "TopologyPlacementGenerator", pods_count]
+                   generator, pods_count]
         text = "\n".join([
             "apiVersion: kubescheduler.config.k8s.io/v1",
             "kind: KubeSchedulerConfiguration",
@@ -147,4 +148,37 @@ def test_upstream_pod_group_pods_count_scores_placements_as_in_process(kube_plug
         ("PodGroupPodsCount" if k == UPSTREAM else k): v for k, v in p["score"]["plugins"].items()}}}
         for p in explained["placements"]]
     assert renamed == want_explained["placements"]
+    assert explained["pods"] == want_explained["pods"]
+
+
+def generated_by_adapter(address: str) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The group cycle with kube-scheduler's TopologyPlacementGenerator behind the adapter."""
+    async def main() -> tuple[dict[str, Any], list[str], list[str]]:
+        rig = await remote_rig([endpoint("upstream", address)],
+                               config_with("PodGroupPodsCount", UPSTREAM_GENERATOR))
+        try:
+            fwk = rig.scheduler.profiles[PROFILE]
+            generate = [p.name for p in fwk.pod_group_plugins["placementGenerate"]]
+            explained, landed = await group_cycle(rig.scheduler)
+            return explained, landed, generate
+        finally:
+            await rig.close()
+
+    return asyncio.run(main())
+
+
+def test_upstream_topology_placement_generator_splits_by_rack_as_in_process(
+        kube_plugins: Path) -> None:  # noqa: F811
+    """On the embedded store (no --kubeconfig, so no PodGroup for the adapter to watch) the group's
+    topology key reaches the adapter in the group context: the upstream generator splits the gang by
+    rack exactly as the in-process one does, and the gang lands in the same rack."""
+    want_explained, want_landed = in_process()
+    assert [(p["placement"], p["nodes"]) for p in want_explained["placements"]] == [
+        ("rack-a", ["a1", "a2"]), ("rack-b", ["b1", "b2"])]
+
+    with GoHost(kube_plugins, "--prefix", PREFIX) as host:
+        explained, landed, generate = generated_by_adapter(host.address)
+    assert generate == [UPSTREAM_GENERATOR]
+    assert landed == want_landed == ["a1", "a1", "a2"]
+    assert explained["placements"] == want_explained["placements"]
     assert explained["pods"] == want_explained["pods"]

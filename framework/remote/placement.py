@@ -54,6 +54,7 @@ def group_context(adapter: RemotePlugin, state: CycleState, group: PodGroupInfo)
         namespace=group.namespace,
         name=group.name,
         min_count=group.pod_group.min_count,
+        topology_keys=list(group.pod_group.topology_keys),
         pods=[pod_to_proto(p) for p in group.unscheduled_pods],
         state=entries_for(state, adapter.state_keys, plugin=adapter.name) if adapter.state_keys else (),
     )

@@ -47,8 +47,8 @@ type groupView struct {
 }
 
 // podGroupInfo is the upstream PodGroupInfo of the request's group: its unscheduled pods in the
-// queue's order, and its PodGroup (the API server's when the adapter watches one, else one with the
-// group's name and minCount: the contract carries no more of it).
+// queue's order, and its PodGroup (the API server's when the adapter watches one, else one built from
+// what the contract carries: the group's name, minCount and schedulingConstraints' topology keys).
 func (p *Plugin) podGroupInfo(c *outrigger.Call, g *outrigger.PodGroupInfo) *framework.PodGroupInfo {
 	pods := make([]*v1.Pod, len(g.Pods))
 	for i, pod := range g.Pods {
@@ -61,6 +61,13 @@ func (p *Plugin) podGroupInfo(c *outrigger.Call, g *outrigger.PodGroupInfo) *fra
 			pg.Spec.SchedulingPolicy.Gang = &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(g.MinCount)}
 		} else {
 			pg.Spec.SchedulingPolicy.Basic = &schedulingv1beta1.BasicSchedulingPolicy{}
+		}
+		if len(g.TopologyKeys) > 0 {
+			topology := make([]schedulingv1beta1.TopologyConstraint, len(g.TopologyKeys))
+			for i, key := range g.TopologyKeys {
+				topology[i] = schedulingv1beta1.TopologyConstraint{Key: key}
+			}
+			pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: topology}
 		}
 	}
 	info := &framework.PodGroupInfo{Namespace: g.Namespace, Name: g.Name, Type: fwk.PodGroupKeyType,
@@ -307,7 +314,7 @@ func (l *Lister) apiPodGroup(namespace, name string) *schedulingv1beta1.PodGroup
 
 // watchPodGroups has the informer factory watch PodGroups (before it starts) when p implements a pod
 // group point and the live apiserver serves scheduling.k8s.io/v1beta1 podgroups, so the PodGroupInfo's
-// PodGroup is the API server's (with its scheduling constraints, which the contract does not carry).
+// PodGroup is the API server's (with all of its spec; the contract carries minCount and topology keys).
 func (s *shared) watchPodGroups(p fwk.Plugin) {
 	if s.kubeconfig == nil || len(placementPoints(p)) == 0 {
 		return
@@ -315,7 +322,7 @@ func (s *shared) watchPodGroups(p fwk.Plugin) {
 	s.groupsOnce.Do(func() {
 		resources, err := s.client.Discovery().ServerResourcesForGroupVersion("scheduling.k8s.io/v1beta1")
 		if err != nil {
-			klog.InfoS("the apiserver serves no scheduling.k8s.io/v1beta1 PodGroups; a group's PodGroup carries its name and minCount only", "err", err)
+			klog.InfoS("the apiserver serves no scheduling.k8s.io/v1beta1 PodGroups; a group's PodGroup carries its name, minCount and topology keys only", "err", err)
 			return
 		}
 		served := false

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -153,17 +154,48 @@ func TestUpstreamPodGroupPodsCountThroughTheAdapter(t *testing.T) {
 }
 
 // TestUpstreamTopologyPlacementGeneratorThroughTheAdapter: without the API server's PodGroup (no
-// --kubeconfig) the group has no topology constraint, and the plugin answers the parent placement.
+// --kubeconfig) the group's PodGroup gets the topology keys the contract carries: with none the plugin
+// answers the parent placement; with "rack" one placement per rack, or only the rack of the group's
+// scheduled pods (g's are on rack-a); with a key no node has, its error about the scheduled pods.
 func TestUpstreamTopologyPlacementGeneratorThroughTheAdapter(t *testing.T) {
 	p := adapt(t, topologyaware.Name, frameworkruntime.FactoryAdapter(plfeature.Features{}, topologyaware.New))
 	if got, want := p.points(), []pb.ExtensionPoint{pb.ExtensionPoint_EXTENSION_POINT_PLACEMENT_GENERATE}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("points %v, want %v", got, want)
 	}
-	got, st := p.GeneratePlacements(groupCall("PlacementGenerate", "c1"), trainGroup, outrigger.Placement{Nodes: rackNodes})
-	if want := []outrigger.Placement{{Name: "", Nodes: rackNodes}}; st != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("placements %v (%v), want %v", got, st, want)
+	cases := []struct {
+		group   string
+		keys    []string
+		want    []outrigger.Placement
+		wantErr string
+	}{
+		{"g", nil, []outrigger.Placement{{Name: "", Nodes: rackNodes}}, ""},
+		{"g", []string{"rack"}, []outrigger.Placement{{Name: "rack-a", Nodes: []string{"a1", "a2"}}}, ""},
+		{"fresh", []string{"rack"}, []outrigger.Placement{{Name: "rack-a", Nodes: []string{"a1", "a2"}}, {Name: "rack-b", Nodes: []string{"b1"}}}, ""},
+		{"g", []string{"zone"}, nil, "cannot determine domain for already scheduled pods: no topology domain found for pod default/bound"},
 	}
-	_, st = p.GeneratePlacements(groupCall("PlacementGenerate", "c1"), trainGroup, outrigger.Placement{Nodes: []string{"zz"}})
+	for _, tc := range cases {
+		group := *trainGroup
+		group.Name, group.TopologyKeys = tc.group, tc.keys
+		got, st := p.GeneratePlacements(groupCall("PlacementGenerate", "c1"), &group, outrigger.Placement{Nodes: rackNodes})
+		var reason string
+		if st != nil {
+			reason = strings.Join(st.Reasons, "; ")
+		}
+		if reason != tc.wantErr || (tc.wantErr == "" && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("keys %v: placements %v (%q), want %v (%q)", tc.keys, got, reason, tc.want, tc.wantErr)
+		}
+		pg, err := p.shared.lister.PodGroups().Get("default", tc.group)
+		var keys []string
+		if err == nil && pg.Spec.SchedulingConstraints != nil {
+			for _, c := range pg.Spec.SchedulingConstraints.Topology {
+				keys = append(keys, c.Key)
+			}
+		}
+		if err != nil || !reflect.DeepEqual(keys, tc.keys) {
+			t.Errorf("keys %v: the PodGroup's topology keys are %v (%v)", tc.keys, keys, err)
+		}
+	}
+	_, st := p.GeneratePlacements(groupCall("PlacementGenerate", "c1"), trainGroup, outrigger.Placement{Nodes: []string{"zz"}})
 	if st == nil || st.Reasons[0] != `node "zz" is not in the snapshot of generation 1` {
 		t.Errorf("unknown node: %v, want an error naming it", st)
 	}

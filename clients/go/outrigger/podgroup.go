@@ -8,11 +8,13 @@ import (
 )
 
 // PodGroupInfo is a group being scheduled in a PodGroup cycle (GenericWorkload with
-// TopologyAwareWorkloadScheduling): the PodGroup's namespace, name and minCount, and its unscheduled
-// pods in the queue's order.
+// TopologyAwareWorkloadScheduling): the PodGroup's namespace, name, minCount and topology keys
+// (spec.schedulingConstraints.topology[*].key, nil when none), and its unscheduled pods in the
+// queue's order.
 type PodGroupInfo struct {
 	Namespace, Name string
 	MinCount        uint32
+	TopologyKeys    []string
 	Pods            []*pb.Pod
 }
 
@@ -77,7 +79,8 @@ func groupCycle(g *pb.PodGroupContext, cycleID string) *pb.CycleContext {
 }
 
 func groupOf(g *pb.PodGroupContext) *PodGroupInfo {
-	return &PodGroupInfo{Namespace: g.GetNamespace(), Name: g.GetName(), MinCount: g.GetMinCount(), Pods: g.GetPods()}
+	return &PodGroupInfo{Namespace: g.GetNamespace(), Name: g.GetName(), MinCount: g.GetMinCount(),
+		TopologyKeys: g.GetTopologyKeys(), Pods: g.GetPods()}
 }
 
 // placementOf resolves a placement's nodes: by name, or by id in the call's snapshot.

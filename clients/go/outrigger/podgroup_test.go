@@ -28,7 +28,7 @@ func (racks) GeneratePlacements(c *Call, g *PodGroupInfo, parent Placement) ([]P
 		}
 		out[i].Nodes = append(out[i].Nodes, n)
 	}
-	c.State.Set("R/groups", "application/json", []byte(`"`+g.Namespace+"/"+g.Name+`"`))
+	c.State.Set("R/groups", "application/json", []byte(`"`+g.Namespace+"/"+g.Name+":"+strings.Join(g.TopologyKeys, ",")+`"`))
 	return out, nil
 }
 func (racks) ScorePlacement(c *Call, g *PodGroupInfo, p Placement, proposed []ProposedAssignment) (int64, *Status) {
@@ -64,7 +64,8 @@ func TestPodGroupPointsAreDeclaredAndServed(t *testing.T) {
 	}
 	ctx := context.Background()
 	pods := []*pb.Pod{{Metadata: &pb.ObjectMeta{Name: "p0"}}, {Metadata: &pb.ObjectMeta{Name: "p1"}}}
-	group := &pb.PodGroupContext{GroupCycleId: "g1", Plugin: "R", Profile: "p", Namespace: "ns", Name: "g", Pods: pods}
+	group := &pb.PodGroupContext{GroupCycleId: "g1", Plugin: "R", Profile: "p", Namespace: "ns", Name: "g",
+		TopologyKeys: []string{"rack", "zone"}, Pods: pods}
 
 	gen, err := h.GeneratePlacements(ctx, &pb.GeneratePlacementsRequest{Ctx: group,
 		Parent: &pb.PlacementNodes{NodeNames: []string{"a-1", "b-1", "a-2"}}})
@@ -78,12 +79,12 @@ func TestPodGroupPointsAreDeclaredAndServed(t *testing.T) {
 	if want := [][]string{{"a", "a-1", "a-2"}, {"b", "b-1"}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("placements = %v, want %v", got, want)
 	}
-	if w := gen.GetStateWrites(); len(w) != 1 || w[0].GetKey() != "R/groups" || string(w[0].GetValue()) != `"ns/g"` {
-		t.Errorf("state writes = %v, want R/groups = \"ns/g\"", w)
+	if w := gen.GetStateWrites(); len(w) != 1 || w[0].GetKey() != "R/groups" || string(w[0].GetValue()) != `"ns/g:rack,zone"` {
+		t.Errorf("state writes = %v, want R/groups = \"ns/g:rack,zone\"", w)
 	}
 
 	score, err := h.ScorePlacement(ctx, &pb.ScorePlacementRequest{Ctx: group, PlacementCycleId: "g1/placement/a",
-		Placement: &pb.PlacementNodes{Name: "a", NodeNames: []string{"a-1", "a-2"}},
+		Placement:   &pb.PlacementNodes{Name: "a", NodeNames: []string{"a-1", "a-2"}},
 		Assignments: []*pb.PlacementAssignment{{Pod: 0, NodeName: "a-1"}, {Pod: 1, NodeName: "a-1"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,9 @@
  *   scorePlacement(state, group, placement, proposed, call) -> integer | {status, score}
  *   normalizePlacementScore(state, group, placements, scores, call) -> Status (scores in place)
  *
- * `group` is {namespace, name, minCount, pods}: the PodGroup and its unscheduled pods in the queue's
- * order (outrigger.v1.Pod objects). A placement is {name, nodes} (node names; `parent` is every node
+ * `group` is {namespace, name, minCount, topologyKeys, pods}: the PodGroup (topologyKeys: the node
+ * label keys of its spec.schedulingConstraints.topology, [] when none) and its unscheduled pods in the
+ * queue's order (outrigger.v1.Pod objects). A placement is {name, nodes} (node names; `parent` is every node
  * the group may use, and each generated placement's nodes must belong to it); `proposed` are
  * {pod, nodeName}, the group's pods placed on the placement's nodes; `placements` are the names of the
  * placements whose raw scores `scores` holds. `state` is the group cycle's CycleState (the
@@ -26,7 +27,10 @@ let toStatus;
 
 /** The group of a PodGroupContext, as plugins get it. */
 function groupOf(ctx) {
-  return { namespace: ctx.namespace || '', name: ctx.name || '', minCount: Number(ctx.min_count) || 0, pods: ctx.pods || [] };
+  return {
+    namespace: ctx.namespace || '', name: ctx.name || '', minCount: Number(ctx.min_count) || 0,
+    topologyKeys: (ctx.topology_keys || []).map(String), pods: ctx.pods || [],
+  };
 }
 
 /** A placement's node names; the ids alone cannot be resolved here (needs_snapshot is false). */

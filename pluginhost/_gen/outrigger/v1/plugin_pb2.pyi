@@ -430,7 +430,7 @@ class NormalizeScoreReply(_message.Message):
     def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
 
 class PodGroupContext(_message.Message):
-    __slots__ = ("group_cycle_id", "plugin", "profile", "snapshot_generation", "namespace", "name", "min_count", "pods", "state", "trace_context")
+    __slots__ = ("group_cycle_id", "plugin", "profile", "snapshot_generation", "namespace", "name", "min_count", "pods", "state", "trace_context", "topology_keys")
     class TraceContextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -448,6 +448,7 @@ class PodGroupContext(_message.Message):
     PODS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TRACE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_KEYS_FIELD_NUMBER: _ClassVar[int]
     group_cycle_id: str
     plugin: str
     profile: str
@@ -458,7 +459,8 @@ class PodGroupContext(_message.Message):
     pods: _containers.RepeatedCompositeFieldContainer[_types_pb2.Pod]
     state: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
     trace_context: _containers.ScalarMap[str, str]
-    def __init__(self, group_cycle_id: _Optional[str] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., snapshot_generation: _Optional[int] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., min_count: _Optional[int] = ..., pods: _Optional[_Iterable[_Union[_types_pb2.Pod, _Mapping]]] = ..., state: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., trace_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    topology_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_cycle_id: _Optional[str] = ..., plugin: _Optional[str] = ..., profile: _Optional[str] = ..., snapshot_generation: _Optional[int] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., min_count: _Optional[int] = ..., pods: _Optional[_Iterable[_Union[_types_pb2.Pod, _Mapping]]] = ..., state: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ..., trace_context: _Optional[_Mapping[str, str]] = ..., topology_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PlacementAssignment(_message.Message):
     __slots__ = ("pod", "node_id", "node_name")

@@ -2578,7 +2578,7 @@ func (x *NormalizeScoreReply) GetStateWrites() []*StateEntry {
 }
 
 // The group cycle a PodGroup point runs in. What the host may read: the group (namespace, name,
-// min_count) and its unscheduled pods in the queue's order; nodes by id in the snapshot of
+// min_count, topology_keys) and its unscheduled pods in the queue's order; nodes by id in the snapshot of
 // snapshot_generation when the plugin declared needs_snapshot (its mirror has applied at least that
 // generation), and by name always.
 type PodGroupContext struct {
@@ -2603,7 +2603,11 @@ type PodGroupContext struct {
 	// keys the plugin declared in PluginManifest.state_keys.
 	State []*StateEntry `protobuf:"bytes,9,rep,name=state,proto3" json:"state,omitempty"`
 	// W3C trace context of the framework span this request belongs to.
-	TraceContext  map[string]string `protobuf:"bytes,10,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceContext map[string]string `protobuf:"bytes,10,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The node label keys of the PodGroup's spec.schedulingConstraints.topology[*].key, in the spec's
+	// order (empty when the group sets no topology constraint): all of the group's pods must land in
+	// one domain of each key.
+	TopologyKeys  []string `protobuf:"bytes,11,rep,name=topology_keys,json=topologyKeys,proto3" json:"topology_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2704,6 +2708,13 @@ func (x *PodGroupContext) GetState() []*StateEntry {
 func (x *PodGroupContext) GetTraceContext() map[string]string {
 	if x != nil {
 		return x.TraceContext
+	}
+	return nil
+}
+
+func (x *PodGroupContext) GetTopologyKeys() []string {
+	if x != nil {
+		return x.TopologyKeys
 	}
 	return nil
 }
@@ -4455,7 +4466,7 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x13NormalizeScoreReply\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12\x16\n" +
 	"\x06scores\x18\x02 \x03(\x03R\x06scores\x12;\n" +
-	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\xd7\x03\n" +
+	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\xfc\x03\n" +
 	"\x0fPodGroupContext\x12$\n" +
 	"\x0egroup_cycle_id\x18\x01 \x01(\tR\fgroupCycleId\x12\x16\n" +
 	"\x06plugin\x18\x02 \x01(\tR\x06plugin\x12\x18\n" +
@@ -4467,7 +4478,8 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x04pods\x18\b \x03(\v2\x11.outrigger.v1.PodR\x04pods\x12.\n" +
 	"\x05state\x18\t \x03(\v2\x18.outrigger.v1.StateEntryR\x05state\x12T\n" +
 	"\rtrace_context\x18\n" +
-	" \x03(\v2/.outrigger.v1.PodGroupContext.TraceContextEntryR\ftraceContext\x1a?\n" +
+	" \x03(\v2/.outrigger.v1.PodGroupContext.TraceContextEntryR\ftraceContext\x12#\n" +
+	"\rtopology_keys\x18\v \x03(\tR\ftopologyKeys\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
