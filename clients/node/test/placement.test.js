@@ -21,7 +21,7 @@ class Racks {
       if (!racks.has(rack)) racks.set(rack, []);
       racks.get(rack).push(n);
     }
-    state.setJson('Racks/group', `${group.namespace}/${group.name}/${group.minCount}/${group.pods.length}`);
+    state.setJson('Racks/group', `${group.namespace}/${group.name}/${group.minCount}/${group.pods.length}/${group.topologyKeys.join(',')}`);
     return [...racks].map(([name, nodes]) => ({ name, nodes }));
   }
 
@@ -63,13 +63,13 @@ test('GeneratePlacements, ScorePlacement and NormalizePlacementScore over gRPC',
     const configured = await rpc(client, 'Configure', { plugin: 'Racks', profile: 'p' });
     assert.equal(configured.status.code, 'CODE_SUCCESS');
     const pods = [{ metadata: { name: 'p0', namespace: 'ml' } }, { metadata: { name: 'p1', namespace: 'ml' } }];
-    const ctx = (name) => ({ group_cycle_id: 'g1', plugin: 'Racks', profile: 'p', namespace: 'ml', name, min_count: 2, pods });
+    const ctx = (name) => ({ group_cycle_id: 'g1', plugin: 'Racks', profile: 'p', namespace: 'ml', name, min_count: 2, topology_keys: ['rack', 'zone'], pods });
     const parent = { name: '', node_names: ['a-1', 'b-1', 'a-2'] };
 
     const gen = await rpc(client, 'GeneratePlacements', { ctx: ctx('train'), parent });
     assert.deepEqual(gen.status, success);
     assert.deepEqual(gen.placements.map((p) => [p.name, ...p.node_names]), [['a', 'a-1', 'a-2'], ['b', 'b-1']]);
-    assert.deepEqual(gen.state_writes.map((w) => [w.key, w.value.toString()]), [['Racks/group', '"ml/train/2/2"']]);
+    assert.deepEqual(gen.state_writes.map((w) => [w.key, w.value.toString()]), [['Racks/group', '"ml/train/2/2/rack,zone"']]);
 
     const refused = await rpc(client, 'GeneratePlacements', { ctx: ctx('refused'), parent });
     assert.deepEqual([refused.status.code, refused.status.reasons, refused.placements],
