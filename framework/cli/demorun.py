@@ -64,7 +64,11 @@ EXAMPLE_PLUGINS = (
     ("NodeLabels", "pluginhost.examples.nodelabels:NodeLabels"),
     ("Provisioner", "pluginhost.examples.provisioner:Provisioner"),
 )
-GANG_TIMEOUT = 2.0  # seconds the short gang waits at Permit before it is rejected
+GANG_TIMEOUT = 2.0  # seconds the short gang waits at Permit before it is rejected (its own annotation)
+# How long a gang that fits waits at Permit for its last member: scheduler-plugins' default. Its members
+# arrive one by one (kubectl creates the pods one at a time among hundreds of others), so a timeout of
+# seconds rejects a whole gang whose last member is simply not created yet.
+GANG_WAIT = 60.0
 GANG_PRIORITY = 1000  # gang members are popped before the bulk workload, so a group gathers quickly
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -132,15 +136,15 @@ def generate_jobs(rng: random.Random, n_labelled: int = 120, n_provisioned: int 
     remote = {"schedulerName": REMOTE_PROFILE}
     pods = []
 
-    def gang(name: str, members: int, min_available: int, cpu: str) -> None:
-        ann = {MIN_AVAILABLE: str(min_available), TIMEOUT: str(GANG_TIMEOUT)}
+    def gang(name: str, members: int, min_available: int, cpu: str, timeout: float | None = None) -> None:
+        ann = {MIN_AVAILABLE: str(min_available), **({TIMEOUT: f"{timeout:g}"} if timeout is not None else {})}
         for i in range(members):
             pods.append(_pod(f"{name}-{i}", cpu, "1Gi", labels={GROUP_LABEL: name, "app": "gang"},
                              annotations=ann, extra=remote, priority=GANG_PRIORITY))
 
     gang("gang-train", 8, 8, "1")
     gang("gang-eval", 4, 4, "500m")
-    gang("gang-short", 3, 4, "500m")  # one member never comes: rejected after GANG_TIMEOUT
+    gang("gang-short", 3, 4, "500m", GANG_TIMEOUT)  # one member never comes: rejected after GANG_TIMEOUT
     for i in range(n_labelled):
         zone = ZONES[rng.randrange(len(ZONES))]
         ann = {PREFER: f"topology.kubernetes.io/zone={zone}"}
@@ -210,7 +214,7 @@ def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
 def demo_config_text(provision_root: str = "", head: Sequence[str] = ()) -> str:
     """The demo's KubeSchedulerConfiguration: ``head`` lines (top-level settings), kube-scheduler's default
     profile and the ``gang-scheduler`` profile of the example sidecars."""
-    args = {"Coscheduling": {"permitWaitingTimeSeconds": GANG_TIMEOUT},
+    args = {"Coscheduling": {"permitWaitingTimeSeconds": GANG_WAIT},
             "Provisioner": {"delaySeconds": 0.02, **({"root": provision_root} if provision_root else {})}}
     return "\n".join([
         "apiVersion: kubescheduler.config.k8s.io/v1",
