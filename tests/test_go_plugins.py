@@ -481,7 +481,8 @@ def plugin_stub(upstream: str) -> Iterator[Any]:
 CONFIGURE_CASES = [  # (plugin, args_json, reason)
     ("Nope", "{}", 'this host serves no plugin named "Nope" (it serves UpstreamInterPodAffinity, UpstreamNodeAffinity, '
      "UpstreamNodeResourcesBalancedAllocation, UpstreamNodeResourcesFit, UpstreamNodeVolumeLimits, "
-     "UpstreamPodTopologySpread, UpstreamTaintToleration, UpstreamVolumeRestrictions, UpstreamVolumeZone)"),
+     "UpstreamPodGroupPodsCount, UpstreamPodTopologySpread, UpstreamTaintToleration, "
+     "UpstreamTopologyPlacementGenerator, UpstreamVolumeRestrictions, UpstreamVolumeZone)"),
     ("UpstreamNodeResourcesFit", "[1]", "invalid args for plugin UpstreamNodeResourcesFit: not a JSON object: [1]"),
     ("UpstreamNodeResourcesFit", '{"bogus": 1}', 'decoding NodeResourcesFitArgs: json: unknown field "bogus"'),
     ("UpstreamNodeResourcesFit", '{"scoringStrategy": {"type": "Bogus"}}',
