@@ -139,7 +139,7 @@ def condition(s: Scheduler, group: str) -> tuple[str, str, str, int] | None:
 
 
 async def run(s: Scheduler, groups: list[PodGroup], objects: list[Pod | Node],
-              during: Callable[[Scheduler], Awaitable[None]] | None = None) -> None:
+              during: Callable[[Scheduler], Awaitable[None]] | None = None, settle: float = SETTLE) -> None:
     for pg in groups:
         s.cache.podgroups.put(pg)
     await s.apply(objects)
@@ -147,11 +147,11 @@ async def run(s: Scheduler, groups: list[PodGroup], objects: list[Pod | Node],
     try:
         if during is not None:
             await during(s)
-        await wait_for(s, lambda: settled(s), SETTLE)
+        await wait_for(s, lambda: settled(s), settle)
     finally:
-        await s.drain(timeout=SETTLE)
+        await s.drain(timeout=settle)
         await s.stop()
-        await asyncio.wait_for(task, SETTLE)
+        await asyncio.wait_for(task, settle)
 
 
 def scenario(groups: list[PodGroup], objects: list[Pod | Node], *, tas: bool = False,

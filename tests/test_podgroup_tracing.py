@@ -16,16 +16,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_sink import CollectedSpan, OtlpSink
 from test_observability_e2e import host_env
-from test_podgroup_cycle import gang, gpod, make, node, node_of, phase, run
+from test_podgroup_cycle import gang, gpod, make, node, run
 from test_remote_harness import HostProcess, endpoint, remote_rig
-from test_remote_placement import NODES, config_for
-from test_runtime import NO_LEAKS, describe, settled, wait_for
+from test_remote_placement import NODES, config_for, gang_cycle
 
 from framework import features
 from framework.observe.instrument import instrument
 from framework.observe.tracing import SpanStore, Tracing
 
-SETTLE = 20.0
 HOST = "placement-host"
 
 
@@ -66,18 +64,8 @@ async def run_gang(address: str, tracing: Tracing | None) -> tuple[list[str], An
     try:
         if tracing is not None:
             instrument(s, tracing=tracing)
-        s.cache.podgroups.put(gang("g", 2, topology=("rack",)))
-        await s.apply([*NODES, *(gpod(f"p{i}", "1", "g") for i in range(2))])
-        task = asyncio.create_task(s.run())
-        try:
-            await wait_for(s, lambda: settled(s), SETTLE)
-        finally:
-            await s.drain(timeout=SETTLE)
-            await s.stop()
-            await asyncio.wait_for(task, SETTLE)
-        assert s.leaks() == NO_LEAKS
-        assert [phase(s, f"p{i}") for i in range(2)] == ["Bound", "Bound"], describe(s)
-        return sorted(node_of(s, f"p{i}") for i in range(2)), s
+        _, landed = await gang_cycle(s, NODES, 2, explain=False)
+        return landed, s
     finally:
         await rig.close()
 

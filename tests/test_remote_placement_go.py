@@ -17,9 +17,10 @@ from typing import Any
 import grpc
 import pytest
 from test_go_plugins import PREFIX, GoHost, kube_plugins  # noqa: F401 (kube_plugins is a fixture)
-from test_podgroup_cycle import gang, gpod, node_of, phase, rack_node
+from test_podgroup_cycle import rack_node
 from test_remote_harness import endpoint, remote_rig
-from test_runtime import NO_LEAKS, PROFILE, describe, settled, wait_for
+from test_remote_placement import gang_cycle
+from test_runtime import PROFILE
 
 from framework import features
 from framework.config import SchedulerConfig, load_config
@@ -27,7 +28,6 @@ from framework.plugins import Registry
 from framework.remote.placement import RemotePlacementScore
 from pluginhost import pb
 
-SETTLE = 10.0
 E = pb.plugin.ExtensionPoint
 UPSTREAM = f"{PREFIX}PodGroupPodsCount"
 UPSTREAM_GENERATOR = f"{PREFIX}TopologyPlacementGenerator"
@@ -71,20 +71,8 @@ NODES = [rack_node("a1", "rack-a", "2"), rack_node("a2", "rack-a", "1"),
 
 async def group_cycle(scheduler: Any) -> tuple[dict[str, Any], list[str]]:
     """explain podgroup/g before the cycle, then where the gang's pods land."""
-    s = scheduler
-    s.cache.podgroups.put(gang("g", 2, topology=("rack",)))
-    await s.apply([*NODES, *(gpod(f"p{i}", "1", "g") for i in range(3))])
-    explained = await s.explain_group("default", "g")
-    task = asyncio.create_task(s.run())
-    try:
-        await wait_for(s, lambda: settled(s), SETTLE)
-    finally:
-        await s.drain(timeout=SETTLE)
-        await s.stop()
-        await asyncio.wait_for(task, SETTLE)
-    assert s.leaks() == NO_LEAKS
-    assert [phase(s, f"p{i}") for i in range(3)] == ["Bound"] * 3, describe(s)
-    return explained, sorted(node_of(s, f"p{i}") for i in range(3))
+    explained, landed = await gang_cycle(scheduler, NODES, 3)
+    return explained, landed
 
 
 def in_process() -> tuple[dict[str, Any], list[str]]:

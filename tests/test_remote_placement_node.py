@@ -16,16 +16,14 @@ from typing import Any
 import grpc
 import pytest
 from test_node_plugin import NodeHost, node  # noqa: F401 (node is a fixture)
-from test_podgroup_cycle import gang, gpod, node_of, phase
 from test_remote_harness import HostProcess, endpoint, remote_rig
-from test_remote_placement import NODES, config_for
-from test_runtime import NO_LEAKS, PROFILE, describe, settled, wait_for
+from test_remote_placement import NODES, config_for, gang_cycle
+from test_runtime import PROFILE
 
 from framework import features
 from framework.remote.placement import RemotePlacementScore
 from pluginhost import pb
 
-SETTLE = 10.0
 E = pb.plugin.ExtensionPoint
 P = pb.plugin
 
@@ -57,19 +55,8 @@ async def group_cycle(host: HostProcess) -> tuple[dict[str, Any], list[str], lis
         fwk = s.profiles[PROFILE]
         at = [p.name for p in fwk.pod_group_plugins["placementScore"]]
         assert isinstance(fwk.plugins["SharedLabelPlacement"], RemotePlacementScore)
-        s.cache.podgroups.put(gang("g", 2, topology=("rack",)))
-        await s.apply([*NODES, *(gpod(f"p{i}", "1", "g") for i in range(2))])
-        explained = await s.explain_group("default", "g")
-        task = asyncio.create_task(s.run())
-        try:
-            await wait_for(s, lambda: settled(s), SETTLE)
-        finally:
-            await s.drain(timeout=SETTLE)
-            await s.stop()
-            await asyncio.wait_for(task, SETTLE)
-        assert s.leaks() == NO_LEAKS
-        assert [phase(s, f"p{i}") for i in range(2)] == ["Bound", "Bound"], describe(s)
-        return explained, at, sorted(node_of(s, f"p{i}") for i in range(2))
+        explained, landed = await gang_cycle(s, NODES, 2)
+        return explained, at, landed
     finally:
         await rig.close()
 
