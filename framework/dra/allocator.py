@@ -16,6 +16,7 @@ for a node whose pools are invalid.
 
 from __future__ import annotations
 
+import operator
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -24,6 +25,7 @@ from fractions import Fraction
 
 from pluginhost.model import Node, NodeSelectorRequirement, NodeSelectorTerm
 
+from . import fastpath
 from .capacity import consumed_by, fits
 from .models import (
     AllocationResult,
@@ -63,6 +65,13 @@ class Allocation:
     on_node: bool = False
     #: The search ran past its deadline (the caller's filter timeout) and was given up.
     timed_out: bool = False
+    #: When asked to defer and the claims fit: builds ``results`` (``results`` itself is None then).
+    deferred: Callable[[], tuple[AllocationResult, ...]] | None = None
+
+    @property
+    def fits(self) -> bool:
+        """Whether the claims fit the node (their results built or deferred)."""
+        return self.results is not None or self.deferred is not None
 
 
 class _Failed(Exception):
@@ -174,8 +183,12 @@ class Allocator:
         allocated: Collection[DeviceID] = (),
         shared: Mapping[DeviceID, Mapping[str, Fraction]] | None = None,
         derived: dict[object, object] | None = None,
+        fast: bool = True,
     ) -> None:
         self.slices = list(slices)
+        #: Whether claims of the common shape go by :mod:`.fastpath` (same answers; off to compare).
+        self.fast = fast
+        self._plan: tuple[tuple[ResourceClaim, ...], fastpath.Plan | None] | None = None
         self.classes = classes
         self.allocated = frozenset(allocated)
         self.shared = dict(shared or {})
@@ -190,6 +203,11 @@ class Allocator:
         self._by_node: dict[str, list[ResourceSlice]] = index[0]  # type: ignore[index]
         self._unnamed: list[ResourceSlice] = index[1]  # type: ignore[index]
 
+    @property
+    def unnamed(self) -> bool:
+        """Whether some slice has no node name (then node labels may decide which pools a node has)."""
+        return bool(self._unnamed)
+
     def pools(self, node: Node) -> list[Pool]:
         """The pools ``node`` can allocate from (:func:`~.pools.gather_pools`), without walking every slice."""
         own: list[ResourceSlice] = self._by_node.get(node.name, [])
@@ -201,9 +219,23 @@ class Allocator:
             pools = self.derived[key] = gather_pools(node, self.slices, own)
         return pools  # type: ignore[return-value]
 
-    def allocate(self, node: Node, claims: Sequence[ResourceClaim], deadline: float | None = None) -> Allocation:
+    def allocate(
+        self, node: Node, claims: Sequence[ResourceClaim], deadline: float | None = None, defer: bool = False
+    ) -> Allocation:
         """Devices for ``claims`` on ``node`` (see the module docstring); a search still going at
-        ``deadline`` (a ``time.monotonic()`` value) is given up (:attr:`Allocation.timed_out`)."""
+        ``deadline`` (a ``time.monotonic()`` value) is given up (:attr:`Allocation.timed_out`). With
+        ``defer``, the results may come as :attr:`Allocation.deferred`, built only if asked for."""
+        the_plan = self._fast_plan(claims) if self.fast else None
+        if the_plan is not None:
+            if deadline is not None and time.monotonic() > deadline:
+                return Allocation(None, "context deadline exceeded", timed_out=True)
+            fast = fastpath.allocate(self, node, claims, the_plan)
+            if isinstance(fast, fastpath.Picked):
+                return Allocation(None, deferred=fast.results) if defer else Allocation(fast.results())
+            if fast == "invalid":
+                return Allocation(None, "invalid resource pools were encountered", on_node=True)
+            if fast == "":
+                return Allocation(None)
         try:
             results = _Search(self, node, list(claims), deadline).run()
         except _Failed as failed:
@@ -211,6 +243,14 @@ class Allocator:
         except _TimedOut:
             return Allocation(None, "context deadline exceeded", timed_out=True)
         return Allocation(None if results is None else tuple(results))
+
+    def _fast_plan(self, claims: Sequence[ResourceClaim]) -> fastpath.Plan | None:
+        # A cycle asks for the same claims on every node: the plan is made once for them (and holds
+        # them, so that the identities it compares stay theirs).
+        kept = self._plan
+        if kept is None or len(kept[0]) != len(claims) or not all(map(operator.is_, kept[0], claims)):
+            kept = self._plan = (tuple(claims), fastpath.plan(self, claims, MAX_RESULTS))
+        return kept[1]
 
 
 class _Search:

@@ -41,6 +41,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -112,6 +113,7 @@ BINDING_POLL = 5.0
 #: Tries of one claim status write that conflicts (client-go's retry.DefaultRetry steps).
 _WRITE_TRIES = 5
 _UNRESOLVABLE = Code.UnschedulableAndUnresolvable
+_Allocations = tuple[AllocationResult, ...] | Callable[[], tuple[AllocationResult, ...]]
 
 
 @dataclass(slots=True)
@@ -126,11 +128,24 @@ class _State:
     allocator: dra_allocator.Allocator | None = None
     #: Indices of allocated claims that were unusable on some node (PostFilter may deallocate one).
     unavailable: set[int] = field(default_factory=set)
-    #: Per node Filter passed: the allocations of the claims to allocate, in their order.
-    node_allocations: dict[str, tuple[AllocationResult, ...]] = field(default_factory=dict)
+    #: Per node Filter passed: the allocations of the claims to allocate, in their order (or what
+    #: builds them: most nodes Filter passes are never looked at again).
+    node_allocations: dict[str, _Allocations] = field(default_factory=dict)
+    #: The claims to allocate (when there is an allocator), asked for on every node.
+    allocating: list[ResourceClaim] = field(default_factory=list)
+    #: Whether a claim has a firstAvailable list (Score counts only those).
+    ranked: bool = False
 
     def clone(self) -> _State:
         return self
+
+    def allocations_on(self, node_name: str) -> tuple[AllocationResult, ...] | None:
+        """The allocations Filter found on ``node_name`` (None: it did not pass), built when deferred."""
+        made = self.node_allocations.get(node_name)
+        if made is None or isinstance(made, tuple):
+            return made
+        built = self.node_allocations[node_name] = made()
+        return built
 
     def to_allocate(self) -> list[int]:
         return [i for i, c in enumerate(self.claims) if c.allocation is None]
@@ -228,7 +243,9 @@ class DynamicResources(
             exclusive, shared = store.allocated_state()
             s.allocator = dra_allocator.Allocator(list(store.slices.values()), store.classes, exclusive, shared,
                                                   store.derived)
+            s.allocating = [c for c in found if c.allocation is None]
         s.claims = found
+        s.ranked = any(r.first_available for c in found for r in c.requests)
         return None, SUCCESS
 
     def _check_claim(self, store: DraStore, pod: Pod, claim: ResourceClaim) -> Status | None:
@@ -267,7 +284,7 @@ class DynamicResources(
 
     def _filter_node(self, s: _State, node: Node) -> Status:
         unavailable = []
-        now = time.time()
+        now = 0.0
         for i, claim in enumerate(s.claims):
             selector = s.available_on[i]
             if selector is not None and not dra_pools.node_matches(node, "", False, selector):
@@ -275,20 +292,23 @@ class DynamicResources(
                 continue
             if claim.allocation is not None:
                 ready, failure = binding_problem(claim)
+                now = now or time.time()
                 if failure or (not ready and timed_out(claim, self.binding_timeout, now)):
                     unavailable.append(i)
-        results: tuple[AllocationResult, ...] = ()
+        results: _Allocations = ()
         if s.allocator is not None:
-            to_allocate = [s.claims[i] for i in s.to_allocate()]
             deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
-            answer = s.allocator.allocate(node, to_allocate, deadline)
+            answer = s.allocator.allocate(node, s.allocating, deadline, defer=True)
             if answer.timed_out:
                 return Status(Code.Error, (f"node {node.name}: timed out trying to allocate devices",), self.name)
             if answer.error:
                 return Status(_UNRESOLVABLE if answer.on_node else Code.Error, (answer.error,), self.name)
-            if answer.results is None or len(answer.results) != len(to_allocate):
+            if answer.deferred is not None:
+                results = answer.deferred
+            elif answer.results is None or len(answer.results) != len(s.allocating):
                 return Status(_UNRESOLVABLE, ("cannot allocate all claims",), self.name)
-            results = answer.results
+            else:
+                results = answer.results
         if unavailable:
             s.unavailable.update(unavailable)
             return Status(_UNRESOLVABLE, ("resourceclaim not available on the node",), self.name)
@@ -328,10 +348,10 @@ class DynamicResources(
         if s is None:
             raise RuntimeError(MSG_NO_STATE)
         out = np.zeros(len(batch), dtype=np.int64)
-        if not s.claims:
-            return out
+        if not s.claims or not s.ranked:
+            return out  # only firstAvailable choices score
         for k, name in enumerate(batch.names):
-            allocations = s.node_allocations.get(name)
+            allocations = s.allocations_on(name)
             if allocations is not None:
                 out[k] = _score(s.claims, allocations)
         return out
@@ -349,7 +369,7 @@ class DynamicResources(
         indices = s.to_allocate()
         if not s.claims or not indices or s.allocator is None:
             return SUCCESS
-        allocations = s.node_allocations.get(node_name)
+        allocations = s.allocations_on(node_name)
         if not allocations:
             return Status(Code.Error, ("claim allocation not found for node",), self.name)
         if len(allocations) != len(indices):
@@ -513,7 +533,7 @@ def allocated_devices(state: CycleState, node_name: str) -> list[dict[str, Any]]
     s = _read_state(state)
     if s is None or not s.claims:
         return []
-    made = s.node_allocations.get(node_name)
+    made = s.allocations_on(node_name)
     if s.allocator is not None and made is None:
         return []
     out: list[dict[str, Any]] = []

@@ -1,0 +1,208 @@
+"""The allocator's fast path for the common claim: requests of ``exactly`` N devices of one class, no
+``firstAvailable``, constraints, admin access, capacity requests or config; on a node whose devices are
+plain (own-node slices without per-device node selection; no NoSchedule/NoExecute taints, shared
+counters, capacity policies or multiple allocations; selectors that evaluate without error).
+
+For such claims the general search (:class:`~.allocator._Search`) takes, request after request, the
+first free matching devices in pool order, and only backtracks when a request runs out; so when that
+greedy pass completes, its picks are the search's first solution, and with one request in all its
+failure is the search's failure too. Anything else (another shape, a node with a device that is not
+plain, a greedy failure with several requests) answers None and the general search runs.
+
+What makes it fast: per node, each request's candidate devices (those of complete, valid pools that
+match the class's and the request's selectors, in search order) are kept in the allocator's ``derived``
+cache, which lives as long as the slices do; a pod then costs a walk over them skipping devices in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from pluginhost.model import Node, NodeSelectorRequirement, NodeSelectorTerm
+
+from .models import AllocationResult, Device, DeviceClass, DeviceID, DeviceResult, ExactRequest, ResourceClaim
+from .selectors import SelectorFailure, compile_selector
+
+if TYPE_CHECKING:  # framework.dra.pools may be importing when this module is (through framework.plugins)
+    from .pools import Pool
+
+__all__ = ["Owner", "Picked", "Plan", "allocate", "plan"]
+
+#: A claim's requests the fast path serves: (request, class selectors), in order.
+Plan = tuple[tuple[tuple[ExactRequest, tuple[str, ...]], ...], ...]
+#: One candidate device: its id and the device.
+_Candidate = tuple[DeviceID, Device]
+_KEY = "fast candidates"
+_HARD_TAINTS = ("NoSchedule", "NoExecute")
+
+
+class Owner(Protocol):
+    """What the fast path reads of the allocator (:class:`~.allocator.Allocator`)."""
+
+    @property
+    def classes(self) -> Mapping[str, DeviceClass]:
+        """Device classes by name."""
+
+    @property
+    def allocated(self) -> Collection[DeviceID]:
+        """Devices other claims hold."""
+
+    @property
+    def shared(self) -> Mapping[DeviceID, object]:
+        """Capacity other claims consume of shared devices."""
+
+    @property
+    def derived(self) -> dict[object, object]:
+        """The cache that lives as long as the slices."""
+
+    @property
+    def unnamed(self) -> bool:
+        """Whether some slice has no node name (node labels may matter)."""
+
+    def pools(self, node: Node) -> list[Pool]:
+        """The pools the node can allocate from."""
+
+
+def plan(owner: Owner, claims: Sequence[ResourceClaim], max_results: int) -> Plan | None:
+    """The claims' requests when every claim has the fast path's shape (see the module), else None."""
+    out = []
+    for claim in claims:
+        if claim.constraints or claim.config:
+            return None
+        requests = []
+        total = 0
+        for request in claim.requests:
+            req = request.exactly
+            if req is None or request.first_available or req.mode != "ExactCount" or req.count < 1:
+                return None
+            if req.admin_access or req.capacity:
+                return None
+            cls = owner.classes.get(req.device_class)
+            if cls is None or cls.config:
+                return None
+            total += req.count
+            requests.append((req, cls.selectors))
+        if total > max_results or not requests:
+            return None
+        out.append(tuple(requests))
+    return tuple(out)
+
+
+class Picked:
+    """The devices the fast path picked for each claim on a node; :meth:`results` builds the claims'
+    AllocationResults (only for the node a pod gets, or the nodes a caller looks at)."""
+
+    __slots__ = ("node_name", "picks")
+
+    def __init__(self, node_name: str, picks: list[list[tuple[ExactRequest, _Candidate]]]) -> None:
+        self.node_name = node_name
+        self.picks = picks
+
+    def results(self) -> tuple[AllocationResult, ...]:
+        """One AllocationResult per claim, as the general search builds them."""
+        return tuple(_result(self.node_name, picks) for picks in self.picks)
+
+
+def allocate(owner: Owner, node: Node, claims: Sequence[ResourceClaim], the_plan: Plan) -> Picked | str | None:
+    """The claims' allocation on ``node`` by the fast path: the devices picked; "" when the node has
+    not the devices; "invalid" when it has not and one of its pools is invalid; None when the general
+    search must answer (see the module)."""
+    if owner.unnamed:
+        return None
+    taken: set[DeviceID] = set()
+    allocated, shared = owner.allocated, owner.shared
+    picks_per_claim: list[list[tuple[ExactRequest, _Candidate]]] = []
+    requests = 0
+    for requests_of_claim in the_plan:
+        picks: list[tuple[ExactRequest, _Candidate]] = []
+        for req, class_selectors in requests_of_claim:
+            requests += 1
+            found = _candidates(owner, node, class_selectors, req.selectors)
+            if found is None:
+                return None
+            candidates, invalid = found
+            need = req.count
+            for candidate in candidates:
+                device_id = candidate[0]
+                if device_id in allocated or device_id in taken:
+                    continue
+                if shared and device_id in shared:
+                    return None  # capacity others consume of it: the general search weighs it
+                taken.add(device_id)
+                picks.append((req, candidate))
+                need -= 1
+                if not need:
+                    break
+            if need:
+                # One request in all: no other choice could have served it. Otherwise earlier
+                # requests might have left it devices by choosing others: the search decides.
+                if requests == 1 and len(the_plan) == 1 and len(requests_of_claim) == 1:
+                    return "invalid" if invalid else ""
+                return None
+        picks_per_claim.append(picks)
+    return Picked(node.name, picks_per_claim)
+
+
+def _result(node_name: str, picks: list[tuple[ExactRequest, _Candidate]]) -> AllocationResult:
+    results = tuple(
+        DeviceResult(req.name, *device_id, None, req.tolerations, d.binding_conditions, d.binding_failure_conditions)
+        for req, (device_id, d) in picks
+    )
+    # Own-node slices only (the fast path's condition): the claim is pinned to the node, as the
+    # general search's node selector for a slice with a node name.
+    pin = NodeSelectorRequirement("metadata.name", "In", (node_name,))
+    return AllocationResult(results, (NodeSelectorTerm(match_fields=[pin]),))
+
+
+def _candidates(owner: Owner, node: Node, class_selectors: tuple[str, ...], selectors: tuple[str, ...],
+                ) -> tuple[list[_Candidate], bool] | None:
+    """The node's devices that match, in search order, and whether a pool is invalid; None when a
+    device of the node is not plain (kept too, so that the node is not looked at again)."""
+    key = (_KEY, node.name, class_selectors, selectors)
+    hit = owner.derived.get(key, False)
+    if hit is False:
+        hit = owner.derived[key] = _gather(owner, owner.pools(node), class_selectors, selectors)
+    return hit  # type: ignore[return-value]
+
+
+def _gather(owner: Owner, pools: list[Pool], class_selectors: tuple[str, ...], selectors: tuple[str, ...],
+            ) -> tuple[list[_Candidate], bool] | None:
+    out: list[_Candidate] = []
+    invalid = False
+    for pool in pools:
+        invalid = invalid or pool.invalid
+        if pool.incomplete or pool.invalid:
+            continue
+        for s in pool.slices:
+            if s.per_device_node_selection or not s.node_name:
+                return None
+            for d in s.devices:
+                if (d.allow_multiple_allocations or d.consumes_counters or d.capacity_policies
+                        or any(t.effect in _HARD_TAINTS for t in d.taints)):
+                    return None
+                matched = True
+                for expression in (*class_selectors, *selectors):
+                    result = _matches(owner.derived, expression, s.driver, d)
+                    if isinstance(result, SelectorFailure):
+                        return None
+                    if not result:
+                        matched = False
+                        break
+                if matched:
+                    out.append(((pool.driver, pool.name, d.name), d))
+    return out, invalid
+
+
+def _matches(cache: dict[object, object], expression: str, driver: str, d: Device) -> bool | SelectorFailure:
+    # The same cache entries as the general search's (its _selectors), so neither evaluates twice.
+    key = (expression, driver, id(d))
+    matched = cache.get(key)
+    if matched is None:
+        selector = compile_selector(expression)
+        matched = cache[key] = (
+            selector
+            if isinstance(selector, SelectorFailure)
+            else selector.matches(driver, d.attributes, d.capacity, d.allow_multiple_allocations)
+        )
+    return matched  # type: ignore[return-value]
