@@ -146,3 +146,24 @@ def test_a_class_with_config_goes_by_the_general_search() -> None:
             fastpath.plan(Allocator(TWO, configured), claims, MAX_RESULTS)) == (True, None)
     answer = Allocator(TWO, configured).allocate(N1, claims)
     assert answer.results is not None and answer.results[0].config == (("FromClass", (), "drv", {"a": 1}),)
+
+
+EACH = [*EIGHT, rslice("s2", [dev("g0"), dev("g1")], pool="p2", node="n2"),
+        rslice("s3", [with_(dev("g0"), taints=[NO_SCHEDULE]), dev("g1")], pool="p3", node="n3"),
+        rslice("bad", [dev("d0"), dev("d0")], pool="p4", node="n4")]
+
+
+@pytest.mark.parametrize(("claims", "want"), [
+    ([claim(exact("r"))], [[[("r", "p1", "g0")]], [[("r", "p2", "g0")]], [[("r", "p3", "g1")]],
+                           "invalid resource pools were encountered", "none"]),
+    ([claim(exact("r", count=2))], [[[("r", "p1", "g0"), ("r", "p1", "g1")]], [[("r", "p2", "g0"), ("r", "p2", "g1")]],
+                                    "none", "invalid resource pools were encountered", "none"]),
+    ([claim(exact("a"), exact("b", "small"))], [[[("a", "p1", "g0"), ("b", "p1", "g1")]], "none", "none",
+                                                "invalid resource pools were encountered", "none"]),
+], ids=["one device", "two devices", "two requests"])
+def test_allocating_on_each_node_answers_as_one_node_at_a_time(claims: list[Any], want: list[Any]) -> None:
+    nodes = [N1, *(Node(name=f"n{i}") for i in range(2, 6))]
+    each = Allocator(EACH, CLASSES, ()).allocate_each(nodes, claims, defer=True)
+    built = [a if a.deferred is None else Allocation(a.deferred()) for a in each]
+    one = [Allocator(EACH, CLASSES, (), fast=False).allocate(node, claims) for node in nodes]
+    assert ([_outcome(a) for a in built], built == one) == (want, True)

@@ -74,6 +74,9 @@ class Allocation:
         return self.results is not None or self.deferred is not None
 
 
+_NONE = Allocation(None)
+
+
 class _Failed(Exception):
     """Ends the search with an error (becomes :attr:`Allocation.error`)."""
 
@@ -243,6 +246,29 @@ class Allocator:
         except _TimedOut:
             return Allocation(None, "context deadline exceeded", timed_out=True)
         return Allocation(None if results is None else tuple(results))
+
+    def allocate_each(
+        self, nodes: Sequence[Node], claims: Sequence[ResourceClaim], timeout: float = 0.0, defer: bool = False
+    ) -> list[Allocation]:
+        """:meth:`allocate` on each of ``nodes``, each with ``timeout`` seconds from its start (0: none)."""
+        the_plan = self._fast_plan(claims) if self.fast else None
+        if the_plan is None:
+            return [self.allocate(n, claims, time.monotonic() + timeout if timeout > 0 else None, defer) for n in nodes]
+        out = []
+        for node, fast in zip(nodes, fastpath.allocate_each(self, nodes, claims, the_plan), strict=True):
+            # As in allocate: a node's search is given up when its clock is past its deadline at the start.
+            deadline = time.monotonic() + timeout if timeout > 0 else None
+            if deadline is not None and time.monotonic() > deadline:
+                out.append(Allocation(None, "context deadline exceeded", timed_out=True))
+            elif isinstance(fast, fastpath.Picked):
+                out.append(Allocation(None, deferred=fast.results) if defer else Allocation(fast.results()))
+            elif fast == "invalid":
+                out.append(Allocation(None, "invalid resource pools were encountered", on_node=True))
+            elif fast == "":
+                out.append(_NONE)
+            else:
+                out.append(self.allocate(node, claims, deadline, defer))
+        return out
 
     def _fast_plan(self, claims: Sequence[ResourceClaim]) -> fastpath.Plan | None:
         # A cycle asks for the same claims on every node: the plan is made once for them (and holds

@@ -135,6 +135,8 @@ class _State:
     allocating: list[ResourceClaim] = field(default_factory=list)
     #: Whether a claim has a firstAvailable list (Score counts only those).
     ranked: bool = False
+    #: Whether Filter checks allocated claims on each node (their nodes, their binding conditions).
+    checked: bool = False
 
     def clone(self) -> _State:
         return self
@@ -246,6 +248,7 @@ class DynamicResources(
             s.allocating = [c for c in found if c.allocation is None]
         s.claims = found
         s.ranked = any(r.first_available for c in found for r in c.requests)
+        s.checked = any(c.allocation is not None for c in found)
         return None, SUCCESS
 
     def _check_claim(self, store: DraStore, pod: Pod, claim: ResourceClaim) -> Status | None:
@@ -275,14 +278,22 @@ class DynamicResources(
             return FilterResult.from_statuses([Status(Code.Error, (MSG_NO_STATE,), self.name)] * len(batch))
         if not s.claims:
             return FilterResult.passing(len(batch))
-        return FilterResult.from_statuses([self._filter_node(s, node) for _, node in batch.nodes()])
+        nodes = [node for _, node in batch.nodes()]
+        if s.allocator is None:
+            return FilterResult.from_statuses([self._filter_node(s, node, None) for node in nodes])
+        answers = s.allocator.allocate_each(nodes, s.allocating, self.filter_timeout, defer=True)
+        return FilterResult.from_statuses([self._filter_node(s, n, a) for n, a in zip(nodes, answers, strict=True)])
 
     def filter_is_costly(self, state: CycleState) -> bool:
         # Allocating searches each node's devices; allocated claims only check a node selector.
         s = _read_state(state)
         return s is not None and s.allocator is not None
 
-    def _filter_node(self, s: _State, node: Node) -> Status:
+    def _filter_node(self, s: _State, node: Node, answer: dra_allocator.Allocation | None) -> Status:
+        """One node's status, given the allocator's ``answer`` for it (None: nothing to allocate)."""
+        if answer is not None and answer.deferred is not None and not s.checked:
+            s.node_allocations[node.name] = answer.deferred  # the common case, first
+            return SUCCESS
         unavailable = []
         now = 0.0
         for i, claim in enumerate(s.claims):
@@ -296,9 +307,7 @@ class DynamicResources(
                 if failure or (not ready and timed_out(claim, self.binding_timeout, now)):
                     unavailable.append(i)
         results: _Allocations = ()
-        if s.allocator is not None:
-            deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
-            answer = s.allocator.allocate(node, s.allocating, deadline, defer=True)
+        if answer is not None:
             if answer.timed_out:
                 return Status(Code.Error, (f"node {node.name}: timed out trying to allocate devices",), self.name)
             if answer.error:
@@ -312,7 +321,7 @@ class DynamicResources(
         if unavailable:
             s.unavailable.update(unavailable)
             return Status(_UNRESOLVABLE, ("resourceclaim not available on the node",), self.name)
-        if s.allocator is not None:
+        if answer is not None:
             s.node_allocations[node.name] = results
         return SUCCESS
 
