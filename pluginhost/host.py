@@ -121,6 +121,7 @@ class PluginHost:
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
         self._follower: asyncio.Task[None] | None = None
+        self._credential = ""  # the credential of the framework's last Handshake
         self._stopped = False
         self.views: dict[tuple[int, bytes], tuple[Snapshot, Snapshot]] = {}
         self.controllers: dict[tuple[str, str], Controller] = {}  # (plugin, profile) -> running controller
@@ -152,12 +153,20 @@ class PluginHost:
         return self
 
     def framework_connected(self, address: str, credential: str = "") -> None:
-        """A Handshake: follow the framework at ``address`` (unless the host was given one), resyncing,
-        presenting ``credential`` on every call to it."""
+        """A Handshake: follow the framework at ``address`` (unless the host was given one), presenting
+        ``credential`` on every call to it. A new framework (another address, or a new credential: the
+        framework issues one per start) makes the mirror resync; the same framework handshaking again
+        (it does after any failed call, to find out whether the host restarted) keeps the mirror it
+        follows: a resync then would leave every call waiting for it, fail them at their deadlines
+        and bring the next handshake, and a loaded host would never catch up."""
+        target = self.handle.address if self._fixed_framework or not address else address
+        same = (target, credential) == (self.handle.address, self._credential)
+        following = self._follower is not None and not self._follower.done()
+        self._credential = credential
         self.handle.set_credential(credential)
         if not self._fixed_framework and address:
             self.handle.connect(address)
-        if self._needs_mirror and self.handle.address:
+        if self._needs_mirror and self.handle.address and not (same and following):
             self._start_following()
 
     def _start_following(self) -> None:

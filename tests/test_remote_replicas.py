@@ -115,6 +115,53 @@ def test_one_filter_stream_carries_every_cycle_and_late_answers_are_dropped() ->
     assert got["leaks"] == NO_LEAKS
 
 
+def test_a_host_handshaken_again_by_the_same_framework_keeps_its_mirror() -> None:
+    """After a failed call the framework handshakes the replica again before its next call (it may have
+    restarted). A host that did not restart keeps the snapshot mirror it follows: no resync, the same
+    generation, and the next cycle is answered at once. (A resync per failed call left every call
+    waiting for it, failing at its deadline and bringing the next handshake: a loaded host never
+    caught up.)"""
+
+    async def main() -> dict[str, Any]:
+        host = await PluginHost([BenchTier], listen="127.0.0.1:0").start()
+        text = only_tier_scores(tier_config())
+        rig = await remote_rig([endpoint("tier", host.address)], lambda reg: load_config(text, reg.points()))
+        s = rig.scheduler
+        task = asyncio.create_task(s.run())
+        try:
+            await s.apply(tier_cluster(["warm"]))
+            await until(lambda: s.pods["uid-warm"].phase == "Bound", 10, "warm to bind")
+            publisher = rig.remote.publisher
+            assert publisher is not None
+            before = (publisher.resyncs_sent, host.mirror.generation)
+            [ep] = rig.remote.endpoints
+            [replica] = ep.replicas
+            handshakes = []
+            for _ in range(3):  # as three failed calls in a row do
+                ep.failed(replica)
+                await ep.ready(replica)
+                handshakes.append((publisher.resyncs_sent, host.mirror.generation))
+            await s.apply([pod("next", "1500m")])
+            await until(lambda: s.pods["uid-next"].phase == "Bound", 10, "next to bind")
+            await s.drain(5)
+            return {"before": before, "handshakes": handshakes, "suspect": replica.suspect,
+                    "next": s.pods["uid-next"].pod.node_name, "errors": [ev for ev in s.recent_events()
+                                                                          if ev.type == "Error"]}
+        finally:
+            await s.stop()
+            await asyncio.wait_for(task, 5)
+            await rig.close()
+            await host.stop(1.0)
+
+    got = asyncio.run(main())
+    resyncs, generation = got["before"]
+    assert resyncs == 1 and generation > 0  # the one resync of the host's first Handshake
+    assert [r for r, _ in got["handshakes"]] == [1, 1, 1]
+    # Never reset: at the generation it had, or later (the warm pod's binding may follow in a delta).
+    assert all(g >= generation for _, g in got["handshakes"])
+    assert (got["suspect"], got["next"], got["errors"]) == (False, "n1", [])
+
+
 # ---------------------------------------------------------------------------------------------------
 # Replicas: batches spread and failed over
 
