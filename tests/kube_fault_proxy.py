@@ -1,7 +1,8 @@
 """A loopback HTTP proxy in front of the test suite's real API server that injects failures into chosen
 requests: a request is forwarded and its real answer replaced by a ``503`` with ``Retry-After`` (the
-first copy landed, the client cannot know), or it is answered ``500`` without being forwarded (it never
-landed). Every other request gets the API server's answer.
+first copy landed, the client cannot know) or by another status without it, or it is answered ``500``
+(or another status: a ``403`` as a restarted API server gives until its authorizers catch up) without
+being forwarded (it never landed). Every other request gets the API server's answer.
 
 ::
 
@@ -30,6 +31,8 @@ import orjson
 
 __all__ = ["FaultProxy"]
 
+REASONS = {403: "Forbidden", 500: "InternalError", 503: "ServiceUnavailable"}
+
 
 
 @dataclass
@@ -38,6 +41,7 @@ class _Fault:
     path: str  # the request path, without the query
     landed: bool
     times: int
+    status: int | None
 
 
 class FaultProxy:
@@ -55,10 +59,11 @@ class FaultProxy:
         self.log: list[tuple[str, str, int | None, int]] = []
         self.url = ""
 
-    def fail(self, method: str, path: str, *, landed: bool, times: int = 1) -> None:
+    def fail(self, method: str, path: str, *, landed: bool, times: int = 1, status: int | None = None) -> None:
         """The next ``times`` requests ``method`` to a path starting with ``path``: forwarded and answered
-        503 with ``Retry-After: 1`` (``landed``), or answered 500 without being forwarded."""
-        self._faults.append(_Fault(method, path, landed, times))
+        ``status`` (``landed``; by default 503 with ``Retry-After: 1``, any other without it), or answered
+        ``status`` (by default 500) without being forwarded."""
+        self._faults.append(_Fault(method, path, landed, times, status))
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._ssl))
@@ -113,17 +118,19 @@ class FaultProxy:
         path = target.split("?", 1)[0]
         fault = self._take(method, path)
         if fault is not None and not fault.landed:
-            self.log.append((method, path, None, 500))
-            return 500, _status(500, "InternalError", "injected: not forwarded"), ""
+            code = fault.status or 500
+            self.log.append((method, path, None, code))
+            return code, _status(code, REASONS.get(code, "InternalError"), "injected: not forwarded"), ""
         assert self._session is not None
         forward = {k: v for k, v in headers.items() if k in ("authorization", "content-type", "accept")}
         async with self._session.request(method, self.upstream + target, headers=forward,
                                          data=body if body else None) as resp:
             real, answer = resp.status, await resp.read()
         if fault is not None:
-            self.log.append((method, path, real, 503))
-            return 503, _status(503, "ServiceUnavailable", "injected after the request was applied"), \
-                "Retry-After: 1\r\n"
+            code = fault.status or 503
+            self.log.append((method, path, real, code))
+            return code, _status(code, REASONS.get(code, "InternalError"), "injected after the request was applied"), \
+                "Retry-After: 1\r\n" if fault.status is None else ""
         self.log.append((method, path, real, real))
         return real, answer, ""
 

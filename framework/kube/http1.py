@@ -303,6 +303,6 @@ def _may_resend(replayable: bool, conn: _Connection) -> bool:
 
     A request not called replayable is never sent twice here: a second binding, say, of one that
     landed would be refused "already assigned"; the client raises instead, and the source asks the API
-    server how the binding ended (``KubeSource._binding_outcome``), sending it again only while the pod
-    is unbound."""
+    server how the binding ended (:func:`framework.kube.bindings.binding_outcome`), sending it again only
+    while the pod is unbound."""
     return replayable and not conn.answered

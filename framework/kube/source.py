@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -81,6 +80,7 @@ from pluginhost.model import Node, PersistentVolumeClaim, Pod, PodDisruptionBudg
 from pluginhost.snapshot import StorageObject
 from pluginhost.status import SUCCESS, Status
 
+from .bindings import OUTCOME_SECONDS, assigned_node, binding_body, binding_outcome
 from .client import REQUEST_TIMEOUT, STRATEGIC_MERGE_PATCH, ApiClient, ApiError, ApiUnreachable
 from .convert import (
     PodItem,
@@ -111,10 +111,6 @@ __all__ = ["KubeSource", "uses_default_preemption", "uses_dynamic_resources"]
 
 log = logging.getLogger("outrigger.kube")
 
-# How long a binding cycle waits to learn whether a binding whose answer was lost went through (without
-# leader election; with it, until the lease could pass to another replica), and how often it asks.
-OUTCOME_SECONDS = 60.0
-OUTCOME_RETRY = 0.5
 DEFAULT_PREEMPTION = "DefaultPreemption"
 DYNAMIC_RESOURCES = "DynamicResources"
 
@@ -497,17 +493,11 @@ class KubeSource:
             if window <= 0:
                 return Status.failure("not bound: this replica no longer holds the leader lease")
             timeout = min(timeout, window)  # given up before another replica could lead
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
-        }
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
-        deadline = time.monotonic() + (timeout if self.fence is not None else OUTCOME_SECONDS)
+        deadline = time.monotonic() + OUTCOME_SECONDS
         try:
-            await self.client.request("POST", path, verb="create", resource="pods/binding", body=body,
-                                      timeout=timeout)
+            await self.client.request("POST", path, verb="create", resource="pods/binding",
+                                      body=binding_body(pod, node_name), timeout=timeout)
         except ApiError as exc:
             if exc.code == 409 and "already assigned" in exc.message:
                 if assigned_node(exc.message) == node_name:
@@ -531,54 +521,14 @@ class KubeSource:
         return SUCCESS
 
     async def _binding_outcome(self, pod: Pod, node_name: str, why: str, deadline: float) -> Status:
-        """A binding without an answer (no connection, a broken one, a server failure) may have been
-        applied. Forgetting the assumed pod now could hand its room to another pod while it holds it,
-        so the binding cycle holds on until the API says: read the pod (and send the binding again
-        while it is unbound) until then, or until ``deadline``."""
-        log.warning("pod %s: binding to %s may or may not have been applied (%s); asking the API server",
-                    pod.key, node_name, why)
-        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
-        body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
-        while (left := deadline - time.monotonic()) > 0:
-            if self.fence is not None and self.fence() <= 0:
-                break
-            try:
-                obj = await self.client.request("GET", path, verb="get", resource="pods", timeout=min(left, 5.0))
-            except ApiError as exc:
-                if exc.code == 404:
-                    return Status.failure(f"pod {pod.key} not found (deleted while binding)")
-                if exc.code < 500:
-                    return Status.failure(str(exc))
-                await asyncio.sleep(min(OUTCOME_RETRY, max(deadline - time.monotonic(), 0)))
-                continue
-            except ApiUnreachable:
-                await asyncio.sleep(min(OUTCOME_RETRY, max(deadline - time.monotonic(), 0)))
-                continue
-            meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-            if meta.get("uid") != pod.uid:
-                return Status.failure(f"pod {pod.key} was replaced while binding")
-            bound_to = str(spec.get("nodeName") or "")
-            if bound_to == node_name:
-                log.warning("pod %s: the binding to %s had gone through", pod.key, node_name)
-                self.scheduler.stats.bound += 1
-                return SUCCESS
-            if bound_to:
-                self._bound_elsewhere.add(pod.uid)
-                return Status.failure(f"pod {pod.key} is already assigned to node {bound_to!r}")
-            try:  # not applied: send it again (the API refuses a second one, so this cannot bind twice)
-                await self.client.request("POST", f"{path}/binding", verb="create", resource="pods/binding",
-                                          body=body, timeout=min(left, REQUEST_TIMEOUT))
-            except ApiError as exc:
-                if exc.code == 409 or exc.code >= 500:
-                    continue  # the first one landed meanwhile, or still unknown: read again
-                return Status.failure(str(exc))
-            except ApiUnreachable:
-                continue
+        """A binding without an answer may have been applied: the pod stays assumed, its room held, until
+        the API says how it ended (:func:`framework.kube.bindings.binding_outcome`)."""
+        status, bound_to = await binding_outcome(self.client, pod, node_name, why, deadline, self.fence)
+        if status.ok:
             self.scheduler.stats.bound += 1
-            return SUCCESS
-        return Status.failure(f"binding of pod {pod.key} to {node_name}: no answer from the API server ({why})")
+        elif bound_to:
+            self._bound_elsewhere.add(pod.uid)
+        return status
 
     async def delete_pod(self, pod: Pod, reason: str) -> Status:
         if not self.may_write():
@@ -678,13 +628,3 @@ def _claim_statuses(raw: dict[str, Any]) -> Any:
     # UpdatePodGeneratedResourceClaim): a change the pod's own status carries that scheduling reads.
     status = raw.get("status")
     return status.get("resourceClaimStatuses") if isinstance(status, dict) else None
-
-
-_ASSIGNED = re.compile(r'already assigned to node "([^"]*)"')
-
-
-def assigned_node(message: str) -> str | None:
-    """The node a ``409 Conflict`` refusing a binding names (the API server's ``pod P is already assigned to
-    node "N"``); None when the message does not say."""
-    found = _ASSIGNED.search(message)
-    return found.group(1) if found else None
