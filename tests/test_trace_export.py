@@ -17,9 +17,18 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags, TraceSt
 from opentelemetry.trace.status import Status, StatusCode
 
 from framework.observe import otlp
+from framework.observe.instrument import _Info
 from framework.observe.tailsampling import TailSampler, TailSampling
 from framework.observe.traceexport import ExportBatching, TraceExport
-from framework.observe.tracing import SinkExporter, Span, SpanStore, Tracing, TracingConfig, TracingConfigError
+from framework.observe.tracing import (
+    PluginCall,
+    SinkExporter,
+    Span,
+    SpanStore,
+    Tracing,
+    TracingConfig,
+    TracingConfigError,
+)
 
 
 class Recorder(SpanExporter):
@@ -116,6 +125,85 @@ def test_a_tracing_with_exporters_exports_each_ended_trace() -> None:
         tracing.force_flush()
         assert recorder.batches == [["Filter/Remote", "SchedulingCycle", "SchedulePod"]]
         assert sink.spans == 3 and sink.bytes > 0
+    finally:
+        tracing.shutdown()
+
+
+class _Plugin:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _closed_calls(tracing: Tracing) -> tuple[list[Any], list[Span]]:
+    """Plugin calls of one context as the scheduling loop leaves them (closed records), and its spans."""
+    root = tracing.start_trace("SchedulePod", {"outrigger.pod": "default/web"})
+    assert root is not None
+    point = root.child("Filter", {"outrigger.extension_point": "Filter"})
+    fit, remote = _Info("Filter", _Plugin("NodeResourcesFit")), _Info("Score", _Plugin("Remote"))
+    calls = []
+    for info, nodes, extra, error in [
+        (fit, 5000, (("outrigger.filter.nodes_in", 5000), ("outrigger.filter.nodes_out", 4990),
+                     ("outrigger.status.code", "Unschedulable")), None),
+        (remote, -1, (("outrigger.status.code", "Success"),), None),
+        (remote, -1, (("outrigger.status.code", "Error"), ("outrigger.status.reasons", ("boom", "again")),
+                      ("outrigger.status.plugin", "Remote")), "boom"),
+        (remote, -1, (), "the plugin call did not return"),
+        (remote, -1, (("outrigger.status.code", "Success"),), None),  # the second time from the cache
+    ]:
+        call = PluginCall(None, info, point, nodes, False)
+        call.close(call.start + 1000, extra, error)
+        calls.append(call)
+    calls[-1].set_attribute("outrigger.remote.cached", True)  # set by the plugin's code: its own span
+    calls[-1].add_event("retried", {"attempt": 2})
+    point.end()
+    root.end()
+    return calls, [point, root]
+
+
+def test_plugin_calls_are_written_from_their_records_as_the_sdk_writes_their_spans() -> None:
+    tracing = Tracing()
+    try:
+        calls, spans = _closed_calls(tracing)
+        made = otlp.readable(calls)
+        assert [(s.name, dict(s.attributes or {}), s.status.status_code, s.status.description) for s in made] == [
+            ("Filter/NodeResourcesFit", {"outrigger.plugin": "NodeResourcesFit", "outrigger.extension_point": "Filter",
+                                         "outrigger.filter.nodes_in": 5000, "outrigger.filter.nodes_out": 4990,
+                                         "outrigger.status.code": "Unschedulable"}, StatusCode.UNSET, None),
+            ("Score/Remote", {"outrigger.plugin": "Remote", "outrigger.extension_point": "Score",
+                              "outrigger.status.code": "Success"}, StatusCode.UNSET, None),
+            ("Score/Remote", {"outrigger.plugin": "Remote", "outrigger.extension_point": "Score",
+                              "outrigger.status.code": "Error", "outrigger.status.reasons": ["boom", "again"],
+                              "outrigger.status.plugin": "Remote"}, StatusCode.ERROR, "boom"),
+            ("Score/Remote", {"outrigger.plugin": "Remote", "outrigger.extension_point": "Score"}, StatusCode.ERROR,
+             "the plugin call did not return"),
+            ("Score/Remote", {"outrigger.plugin": "Remote", "outrigger.extension_point": "Score",
+                              "outrigger.status.code": "Success", "outrigger.remote.cached": True}, StatusCode.UNSET,
+             None),
+        ]
+        point = spans[0]
+        assert [(s.context.span_id, s.parent, s.start_time, s.end_time) for s in made] == [
+            (c.span_id, point.context, c.start, c.start + 1000) for c in calls]
+        assert [e.name for e in made[-1].events] == ["retried"]
+        want = encode_spans(made + spans)
+        assert otlp.request(calls + spans) == want
+        assert otlp.request(calls + spans) == want  # the shared pieces from the cache
+    finally:
+        tracing.shutdown()
+
+
+def test_exporters_that_do_not_take_records_get_spans() -> None:
+    recorder, sink = Recorder(), SinkExporter(encode=True)
+    store = SpanStore()
+    tracing = Tracing(exporters=[recorder, sink], batch=ExportBatching(delay=600.0), store=store)
+    try:
+        calls, spans = _closed_calls(tracing)
+        store.begin(spans[1].trace_id, "default/web")
+        tracing.ended_all(calls)
+        tracing.drain()
+        tracing.force_flush()
+        assert recorder.batches == [["Filter", "SchedulePod", "Filter/NodeResourcesFit"] + ["Score/Remote"] * 4]
+        assert sink.spans == 7 and sink.bytes == len(otlp.encode(spans + calls))
+        assert [s.name for s in store.trace_of("default/web")] == ["Filter/NodeResourcesFit"] + ["Score/Remote"] * 4
     finally:
         tracing.shutdown()
 

@@ -19,6 +19,8 @@ from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import Link, SpanKind
 from opentelemetry.util.types import Attributes
 
+from ..observe.otlp import SpanRecord
+
 __all__ = ["MAX_SPANS", "MAX_TRACES", "SpanRing", "WatchSampler"]
 
 #: Scheduling contexts whose spans are kept.
@@ -41,10 +43,11 @@ class SpanRing(SpanProcessor):
         self.max_traces = max_traces
         self.max_spans = max_spans
         self.dropped = 0
-        self._traces: collections.OrderedDict[int, list[ReadableSpan | dict[str, Any]]] = collections.OrderedDict()
+        self._traces: collections.OrderedDict[int, list[ReadableSpan | SpanRecord | dict[str, Any]]] = (
+            collections.OrderedDict())
         self._lock = threading.Lock()
 
-    def add(self, trace_id: int, span: ReadableSpan | dict[str, Any]) -> None:
+    def add(self, trace_id: int, span: ReadableSpan | SpanRecord | dict[str, Any]) -> None:
         with self._lock:
             spans = self._traces.get(trace_id)
             if spans is None:
@@ -56,14 +59,23 @@ class SpanRing(SpanProcessor):
                 return
             spans.append(span)
 
-    def on_end(self, span: ReadableSpan) -> None:
+    # Plugin calls come as their records (framework.observe.otlp.SpanRecord), made spans when asked for.
+    takes_records = True
+
+    def on_end(self, span: ReadableSpan | SpanRecord) -> None:  # type: ignore[override]
+        if isinstance(span, SpanRecord):
+            if self.watching():
+                self.add(span.owner.trace_id, span)
+            return
         ctx = span.context
         if ctx is not None and self.watching():
             self.add(ctx.trace_id, span)
 
-    def _json(self, span: ReadableSpan | dict[str, Any]) -> dict[str, Any]:
+    def _json(self, span: ReadableSpan | SpanRecord | dict[str, Any]) -> dict[str, Any]:
         if isinstance(span, dict):
             return span
+        if isinstance(span, SpanRecord):
+            span = span.to_span()
         ctx = span.context
         assert ctx is not None
         return {

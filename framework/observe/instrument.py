@@ -6,8 +6,9 @@ classes): ``schedule_one`` and ``_binding_cycle`` (the scheduling context: its r
 duration metrics) and each profile's ``Framework.run_*`` (a span and a duration per extension point).
 Plugin calls are not wrapped: the runtime tells each profile's ``Framework.observer`` (an
 :class:`_Observer` installed here) when a call starts and how it ended, and the observer records it on
-the extension point's span; the calls become child spans, built together when the point ends (the
-plugin metric is observed for a sample of contexts). A scheduler that is not instrumented pays one
+the extension point's span; when the point ends the calls' records are closed and queued as its child
+spans, written from the records on the export thread without span objects (the plugin metric is
+observed for a sample of contexts). A scheduler that is not instrumented pays one
 ``is None`` test per plugin call. Wrappers are installed only for what is on: tracing or metrics wrap
 the points and install the observer; debug scores wrap ``run_score`` and ``run_reserve`` alone.
 
@@ -419,7 +420,7 @@ class _Info:
 
 class _Observer:
     """The runtime's plugin-call observer (``Framework.observer``): it records each call on the current
-    extension point's span (made child spans when the point ends, :func:`_end_calls`) and times the calls
+    extension point's span (its child spans' records when the point ends, :func:`_end_calls`) and times the calls
     of contexts in the plugin metric's sample. Nothing wraps the plugins: the runtime calls it."""
 
     def __init__(self, metrics: SchedulerMetrics | None) -> None:
@@ -469,21 +470,23 @@ def _call_code(call: PluginCall) -> str:
     return "Success" if result is None else _CODE_NAMES[result.code]
 
 
+_SUCCESS = (("outrigger.status.code", "Success"),)
+
+
 def _end_calls(span: Span) -> None:
-    """The child spans of the plugin calls recorded on the point's ``span`` (ended or not)."""
+    """Close the plugin calls recorded on the point's ``span`` (ended or not) and queue them, as the
+    records of its child spans: nothing else is built on the scheduling thread (:mod:`.otlp`)."""
     calls = span.calls
     if not calls:
         return
     span.calls = None
     span.active = None
-    tracing, trace_id, parent = span.tracing, span.trace_id, span._context
-    children = []
     now = 0
     for call in calls:
         info = call.info
-        attrs = info.attrs.copy()
         error = call.error
         end = call.end
+        extra: tuple[tuple[str, Any], ...] = ()
         if not end:  # never returned (the cycle was cancelled at the call)
             end = now = now or _time_ns()
             error = "the plugin call did not return"
@@ -493,30 +496,25 @@ def _end_calls(span: Span) -> None:
                 # Filter answers carry no Status: Unschedulable when any node was rejected.
                 codes = getattr(result, "codes", None)
                 rejected = int(np.count_nonzero(codes)) if codes is not None else 0
-                attrs["outrigger.filter.nodes_in"] = call.nodes
-                attrs["outrigger.filter.nodes_out"] = call.nodes - rejected
-                attrs["outrigger.status.code"] = "Unschedulable" if rejected else "Success"
+                extra = (("outrigger.filter.nodes_in", call.nodes),
+                         ("outrigger.filter.nodes_out", call.nodes - rejected),
+                         ("outrigger.status.code", "Unschedulable" if rejected else "Success"))
             elif call.nodes >= 0:  # a Filter window sent ahead
-                attrs["outrigger.filter.nodes_in"] = call.nodes
+                extra = (("outrigger.filter.nodes_in", call.nodes),)
             elif result is None:
-                attrs["outrigger.status.code"] = "Success"
+                extra = _SUCCESS
             else:
-                code = result.code
-                attrs["outrigger.status.code"] = _CODE_NAMES[code]
-                if result.reasons:
-                    attrs["outrigger.status.reasons"] = list(result.reasons)
-                if result.plugin:
-                    attrs["outrigger.status.plugin"] = result.plugin
-                if code is _ERROR:
-                    error = result.message() or "Error"
-        if call.attrs:
-            attrs.update(call.attrs)
-        child = Span(tracing, info.span_name, trace_id, parent, info.kind, attrs, call.span_id, call.start)
-        if call.events:
-            child._events = call.events
-        if error is not None:
-            child.error(error)
-        child._end_time = end
-        children.append(child)
-    tracing.ended_all(children)
+                extra, error = _result_attrs(result)
+        call.close(end, extra, error)
+    span.tracing.ended_all(calls)
 
+
+def _result_attrs(status: Status) -> tuple[tuple[tuple[str, Any], ...], str | None]:
+    """A plugin's Status as its span's attributes (reasons as a tuple) and error message."""
+    code = status.code
+    out: list[tuple[str, Any]] = [("outrigger.status.code", _CODE_NAMES[code])]
+    if status.reasons:
+        out.append(("outrigger.status.reasons", tuple(status.reasons)))
+    if status.plugin:
+        out.append(("outrigger.status.plugin", status.plugin))
+    return tuple(out), (status.message() or "Error") if code is _ERROR else None

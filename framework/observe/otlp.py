@@ -11,6 +11,12 @@ encoding of the same spans field by field.
 
 Spans this encoder does not know how to write (links, values other than str, bool, int, float, bytes
 and their sequences) go through the SDK's encoder, so any ``ReadableSpan`` can be given.
+
+A plugin call's span need not exist as a ``ReadableSpan`` at all: the scheduling loop records the call
+(:class:`SpanRecord`, :class:`framework.observe.tracing.PluginCall`) and this module writes its span
+straight from the record on the export thread, the part it shares with the same plugin's other calls
+(name, kind, attributes, status) looked up by the record's :attr:`~SpanRecord.shared_key`.
+:func:`readable` turns records into spans for consumers that need the SDK's objects.
 """
 
 from __future__ import annotations
@@ -28,10 +34,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import DEFAULT_TRACE_STATE, SpanKind
 from opentelemetry.trace.status import StatusCode
 
-__all__ = ["encode", "request"]
+__all__ = ["SpanRecord", "encode", "readable", "request"]
 
 _pack_d = struct.Struct("<d").pack
 _pack_q = struct.Struct("<Q").pack
+# Span.span_id (field 2) and parent_span_id (field 4), then start (7) and end (8) time, each pair one pack.
+_pack_ids = struct.Struct(">HQHQ").pack
+_pack_times = struct.Struct("<BQBQ").pack
 _SMALL = [bytes((i,)) for i in range(128)]
 # Span.flags (field 16, fixed32): SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, with IS_REMOTE for a remote parent.
 _FLAGS_LOCAL = b"\x85\x01" + (0x100).to_bytes(4, "little")
@@ -53,6 +62,36 @@ class _Unsupported(Exception):
     """A value or span the direct encoder leaves to the SDK's."""
 
 
+class SpanRecord:
+    """A span kept as the record the scheduling loop made rather than as a ``ReadableSpan``: what
+    :func:`encode` reads from one (a plugin call's, :class:`framework.observe.tracing.PluginCall`) is
+    ``owner`` (the span it is a child of, a framework ``Span``), ``span_id``, ``start``, ``span_end``,
+    ``attrs`` and ``events`` (set by the plugin's code; usually None), :attr:`shared_key` and
+    :meth:`to_span`."""
+
+    __slots__ = ()
+    owner: Any
+    span_id: int
+    start: int
+    span_end: int
+    attrs: Any
+    events: Any
+
+    @property
+    def shared_key(self) -> Any:
+        """A hashable key equal for records whose spans share name, kind, attributes and status."""
+        raise NotImplementedError
+
+    def to_span(self) -> ReadableSpan:
+        """The record as the ``ReadableSpan`` it stands for."""
+        raise NotImplementedError
+
+
+def readable(items: Sequence[Any]) -> list[ReadableSpan]:
+    """``items`` (spans and :class:`SpanRecord` s) as spans, in the same order."""
+    return [item.to_span() if isinstance(item, SpanRecord) else item for item in items]
+
+
 def _varint(n: int) -> bytes:
     if n < 128:
         return _SMALL[n] if n >= 0 else _varint(n + (1 << 64))
@@ -64,10 +103,14 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
+# Lengths of messages (a span is 100 to 400 bytes, a batch's scope up to ~200 KB) by table below 16 KiB.
+_LENGTHS = [_varint(n) for n in range(1 << 14)]
+
+
 def _field(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: its tag byte(s), the payload's length, the payload."""
     n = len(payload)
-    return tag + (_SMALL[n] if n < 128 else _varint(n)) + payload
+    return tag + (_LENGTHS[n] if n < 16384 else _varint(n)) + payload
 
 
 def _any_value(value: Any) -> bytes:
@@ -138,7 +181,7 @@ def _span(span: ReadableSpan) -> bytes:
     if parent is not None:
         parts.append(b"\x22\x08" + parent[1].to_bytes(8, "big"))
         remote_parent = parent[2]
-    parts.append(b"\x39" + _pack_q(span._start_time or 0) + b"\x41" + _pack_q(span._end_time or 0))
+    parts.append(_pack_times(0x39, span._start_time or 0, 0x41, span._end_time or 0))
     for event in span._events:
         event_parts = [b"\x09" + _pack_q(event.timestamp), _field(b"\x12", event.name.encode())]
         event_parts.extend(_attributes(b"\x1a", event.attributes))
@@ -146,7 +189,32 @@ def _span(span: ReadableSpan) -> bytes:
     parts.append(_shared(span, remote_parent))
     body = b"".join(parts)
     n = len(body)
-    return b"\x12" + (_SMALL[n] if n < 128 else _varint(n)) + body  # ScopeSpans.spans
+    return b"\x12" + (_LENGTHS[n] if n < 16384 else _varint(n)) + body  # ScopeSpans.spans
+
+
+_record_cache: dict[Any, bytes] = {}
+
+
+def _record(rec: Any) -> bytes:
+    """A :class:`SpanRecord`'s ``Span`` message bytes, as :func:`_span` writes its ``to_span()``: the
+    ids and times packed, the rest looked up by its shared key (made from a span the first time)."""
+    if rec.attrs or rec.events:  # set by the plugin's code: this span's own
+        return _span(rec.to_span())
+    owner = rec.owner
+    trace_id = owner.trace_id
+    global _last_trace
+    if _last_trace[0] != trace_id:
+        _last_trace = (trace_id, b"\x0a\x10" + trace_id.to_bytes(16, "big"))
+    key = rec.shared_key
+    shared = _record_cache.get(key)
+    if shared is None:
+        if len(_record_cache) >= _CACHE_MAX:
+            _record_cache.clear()
+        shared = _record_cache[key] = _shared(rec.to_span(), False)
+    body = b"".join((_last_trace[1], _pack_ids(0x1208, rec.span_id, 0x2208, owner.span_id),
+                     _pack_times(0x39, rec.start, 0x41, rec.span_end), shared))
+    n = len(body)
+    return b"\x12" + (_LENGTHS[n] if n < 16384 else _varint(n)) + body
 
 
 def _shared(span: ReadableSpan, remote_parent: bool) -> bytes:
@@ -207,22 +275,33 @@ def _group(resource: Resource, scope: Any) -> tuple[bytes, bytes]:
     return res_field, sc_field
 
 
-def encode(spans: Sequence[ReadableSpan]) -> bytes:
-    """The serialized ``ExportTraceServiceRequest`` of ``spans``, grouped by resource and scope as the
-    SDK's encoder groups them (in order of first appearance)."""
+def encode(spans: Sequence[ReadableSpan | SpanRecord]) -> bytes:
+    """The serialized ``ExportTraceServiceRequest`` of ``spans`` (spans and :class:`SpanRecord` s),
+    grouped by resource and scope as the SDK's encoder groups them (in order of first appearance)."""
     groups: dict[tuple[int, int], tuple[Resource, Any, list[bytes]]] = {}
+    last_resource: Any = None
+    last_scope: Any = None
+    target: list[bytes] = []
     for span in spans:
-        resource = span._resource
-        scope = span._instrumentation_scope or None
-        try:
-            encoded = _span(span)
-        except _Unsupported:
-            encoded = _field(b"\x12", _encode_span(span).SerializeToString())
-        key = (id(resource), id(scope))
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = (resource, scope, [])
-        group[2].append(encoded)
+        if isinstance(span, SpanRecord):
+            owner = span.owner
+            resource = owner._resource
+            scope = owner._instrumentation_scope or None
+            encoded = _record(span)
+        else:
+            resource = span._resource
+            scope = span._instrumentation_scope or None
+            try:
+                encoded = _span(span)
+            except _Unsupported:
+                encoded = _field(b"\x12", _encode_span(span).SerializeToString())
+        if resource is not last_resource or scope is not last_scope or not groups:  # mostly one group
+            key = (id(resource), id(scope))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = (resource, scope, [])
+            target, last_resource, last_scope = group[2], resource, scope
+        target.append(encoded)
     by_resource: dict[int, list[bytes]] = {}
     resources: dict[int, bytes] = {}
     for resource, scope, encoded_spans in groups.values():
@@ -234,6 +313,6 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes:
     return b"".join([_field(b"\x0a", resources[rid] + b"".join(scopes)) for rid, scopes in by_resource.items()])
 
 
-def request(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
+def request(spans: Sequence[ReadableSpan | SpanRecord]) -> ExportTraceServiceRequest:
     """The ``ExportTraceServiceRequest`` of ``spans`` (what an OTLP exporter sends)."""
     return ExportTraceServiceRequest.FromString(encode(spans))

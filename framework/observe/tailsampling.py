@@ -92,9 +92,13 @@ class TailSampler:
         roots = []
         pending, decided = self._pending, self._decided
         for span in spans:
-            trace_id = span._context.trace_id
-            if span._parent is None:
-                roots.append(span)
+            ctx = getattr(span, "_context", None)
+            if ctx is None:  # a plugin call's record (framework.observe.otlp.SpanRecord): never a root
+                trace_id = span.owner.trace_id
+            else:
+                trace_id = ctx.trace_id
+                if span._parent is None:
+                    roots.append(span)
             was = decided.get(trace_id)
             if was is not None:  # a span ending after its root
                 if was:

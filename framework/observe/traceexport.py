@@ -19,6 +19,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -72,7 +73,7 @@ class TraceExport:
         self.batching = batching
         self.dropped = 0  # spans of traces dropped because the queue was full
         self.exported = 0  # spans handed to the exporters
-        self._queue: collections.deque[Sequence[ReadableSpan]] = collections.deque()
+        self._queue: collections.deque[Sequence[Any]] = collections.deque()
         self._waiting = 0  # spans in the queue (read without the lock: a hint for waking the thread)
         self._count = threading.Lock()  # _waiting, updated by the threads that queue and the one that exports
         self._lock = threading.Lock()  # one export at a time (the thread, a flush, the shutdown)
@@ -83,8 +84,9 @@ class TraceExport:
             self._thread = threading.Thread(target=self._run, name="outrigger-trace-export", daemon=True)
             self._thread.start()
 
-    def put(self, spans: Sequence[ReadableSpan]) -> None:
-        """Queue one hand-over of finished spans (a trace, or what ended since the last one)."""
+    def put(self, spans: Sequence[Any]) -> None:
+        """Queue one hand-over of finished spans (a trace, or what ended since the last one): spans, and
+        plugin calls as their :class:`.otlp.SpanRecord` s."""
         n = len(spans)
         with self._count:
             full = self._waiting + n > self.batching.max_queue
@@ -114,17 +116,25 @@ class TraceExport:
         queue = self._queue
         with self._lock:
             while queue:
-                batch: list[ReadableSpan] = []
+                batch: list[Any] = []
                 while queue and len(batch) < self.batching.max_batch:
                     batch.extend(queue.popleft())
                 with self._count:
                     self._waiting -= len(batch)
                 self._send(batch)
 
-    def _send(self, batch: list[ReadableSpan]) -> None:
+    def _send(self, batch: list[Any]) -> None:
+        # Plugin calls arrive as records (otlp.SpanRecord): made spans, here on the export thread, only
+        # for exporters that do not write them directly.
+        plain: list[ReadableSpan] | None = None
         for exporter in self.exporters:
+            items = batch
+            if not getattr(exporter, "takes_records", False):
+                if plain is None:
+                    plain = otlp.readable(batch)
+                items = plain
             try:
-                exporter.export(batch)
+                exporter.export(items)
             except Exception:  # a backend gone away must not stop the export of the next batches
                 log.exception("span exporter %r failed", exporter)
         self.exported += len(batch)
@@ -147,7 +157,10 @@ class TraceExport:
 
 class OtlpExporter(OTLPSpanExporter):
     """The SDK's OTLP/gRPC span exporter with the request encoded by :func:`.otlp.request` (the same
-    message as the SDK's encoder makes, a fraction of its cost)."""
+    message as the SDK's encoder makes, a fraction of its cost), plugin calls' spans written from their
+    records (``takes_records``)."""
 
-    def _translate_data(self, data: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
+    takes_records = True
+
+    def _translate_data(self, data: Sequence[Any]) -> ExportTraceServiceRequest:
         return otlp.request(data)

@@ -19,7 +19,10 @@ start and end, more than the whole scheduling of a pod takes in-process. A span 
 :class:`ReadableSpan` from the start (:class:`Span` fills its fields in one go, without the SDK's
 per-span locks, validation and copies); once ended it is queued, and when its trace's root span ends the
 queued spans go to ordinary span processors (batch OTLP export, console, the in-process
-:class:`SpanStore`) in one round, so exporters, resources and samplers are the standard ones. The sampler
+:class:`SpanStore`) in one round, so exporters, resources and samplers are the standard ones. A plugin
+call's span is not even built: its :class:`PluginCall` record is queued, the OTLP exporters write the
+span from it on the export thread (:mod:`.otlp`), and only consumers that need the SDK's object (a
+custom processor or exporter, a trace asked for) get one, built from the record. The sampler
 decides once per scheduling context; an unsampled context costs one contextvar check per extension point
 and plugin call.
 
@@ -154,8 +157,8 @@ class Span(ReadableSpan):
         self.trace_id = trace_id
         self.leaf = False  # no child spans below this one (preemption's per-node what-ifs)
         self.tracing = tracing
-        # An extension point's plugin calls (framework.observe.instrument): the one running, and all of them, made
-        # child spans when the point ends.
+        # An extension point's plugin calls (framework.observe.instrument): the one running, and all of them,
+        # queued as the records of its child spans when the point ends.
         self.active: PluginCall | None = None
         self.calls: list[PluginCall] | None = None
 
@@ -201,14 +204,19 @@ READABLE_SPAN_FIELDS = frozenset({
 })
 
 
-class PluginCall:
+class PluginCall(otlp.SpanRecord):
     """A plugin call under an extension point's span, recorded by the runtime's observer
-    (:mod:`framework.observe.instrument`) and made a child span of the point's span when the point ends. Its span
+    (:mod:`framework.observe.instrument`); when the point ends the record is closed (:meth:`close`) and
+    stands for its child span of the point's span: the exporters write the span from it on their own
+    thread (:mod:`.otlp`) and only consumers that need the SDK's object get one (:meth:`to_span`). Its span
     id is chosen when the call starts, so that a remote plugin's request carries it as the parent of the
     host's spans; code running in the call records on it as on a span (attributes, events)."""
 
     __slots__ = ("attrs", "end", "error", "events", "info", "leaf", "nodes", "observer", "owner", "result",
-                 "span_id", "start", "started")
+                 "span_attrs", "span_end", "span_error", "span_id", "start", "started")
+    span_end: int
+    span_attrs: tuple[tuple[str, Any], ...]
+    span_error: str | None
 
     def __init__(self, observer: Any, info: Any, owner: Span | None, nodes: int, leaf: bool) -> None:
         self.observer = observer  # what times the call for metrics (framework.observe.instrument)
@@ -224,6 +232,37 @@ class PluginCall:
         self.end = 0
         self.started = 0.0  # perf_counter, when timed for metrics
         self.start = _time_ns()
+        # span_end, span_attrs and span_error: set by close(), read only after it.
+
+    def close(self, end: int, span_attrs: tuple[tuple[str, Any], ...], error: str | None) -> None:
+        """Fix the span's outcome (the point has ended): its end, the status attributes as (key, value)
+        pairs in order (a sequence value as a tuple) and the error message, which a late return does not
+        change; and let go of the plugin's result."""
+        self.span_end = end
+        self.span_attrs = span_attrs
+        self.span_error = error
+        self.result = None
+
+    @property
+    def shared_key(self) -> Any:
+        return (self.info, self.span_attrs, self.span_error)
+
+    def to_span(self) -> Span:
+        """The child span of the point's span this closed call stands for."""
+        info, owner = self.info, self.owner
+        attrs = info.attrs.copy()
+        for key, value in self.span_attrs:
+            attrs[key] = list(value) if type(value) is tuple else value
+        if self.attrs:
+            attrs.update(self.attrs)
+        span = Span(owner.tracing, info.span_name, owner.trace_id, owner._context, info.kind, attrs, self.span_id,
+                    self.start)
+        if self.events:
+            span._events = self.events
+        if self.span_error is not None:
+            span.error(self.span_error)
+        span._end_time = self.span_end
+        return span
 
     def done(self, result: Any) -> None:
         """The plugin returned ``result`` (its Status, FilterResult, or None)."""
@@ -320,11 +359,14 @@ def grpc_metadata() -> tuple[tuple[str, str], ...] | None:
 
 class SpanStore(SpanProcessor):
     """The spans of the last ``max_traces`` scheduling contexts, and each pod's last one (what
-    ``outrigger trace POD`` prints). A span processor: it sees every span the framework ends."""
+    ``outrigger trace POD`` prints). A span processor: it sees every span the framework ends, plugin
+    calls as their records (``takes_records``), made spans when a trace is asked for."""
+
+    takes_records = True
 
     def __init__(self, max_traces: int = 1000) -> None:
         self.max_traces = max(1, int(max_traces))
-        self._traces: collections.OrderedDict[int, list[ReadableSpan]] = collections.OrderedDict()
+        self._traces: collections.OrderedDict[int, list[ReadableSpan | otlp.SpanRecord]] = collections.OrderedDict()
         self._by_pod: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -337,12 +379,16 @@ class SpanStore(SpanProcessor):
                 for key in [k for k, v in self._by_pod.items() if v == old]:
                     del self._by_pod[key]
 
-    def on_end(self, span: ReadableSpan) -> None:
-        ctx = span.context
-        if ctx is None:
-            return
+    def on_end(self, span: ReadableSpan | otlp.SpanRecord) -> None:  # type: ignore[override]
+        if isinstance(span, otlp.SpanRecord):
+            trace_id = span.owner.trace_id
+        else:
+            ctx = span.context
+            if ctx is None:
+                return
+            trace_id = ctx.trace_id
         with self._lock:
-            spans = self._traces.get(ctx.trace_id)
+            spans = self._traces.get(trace_id)
             if spans is not None:
                 spans.append(span)
 
@@ -351,7 +397,7 @@ class SpanStore(SpanProcessor):
         with self._lock:
             tid = self._by_pod.get(pod)
             spans = list(self._traces.get(tid, ())) if tid is not None else []
-        return sorted(spans, key=lambda s: s.start_time or 0)
+        return sorted(otlp.readable(spans), key=lambda s: s.start_time or 0)
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -359,14 +405,17 @@ class SpanStore(SpanProcessor):
 
 class SinkExporter(SpanExporter):
     """An exporter that counts spans and drops them (the benchmark's tracing cost without a backend);
-    with ``encode``, after writing their OTLP request as an OTLP exporter does (counted in ``bytes``)."""
+    with ``encode``, after writing their OTLP request as an OTLP exporter does (counted in ``bytes``).
+    Plugin calls come as their records, as to :class:`~.traceexport.OtlpExporter`."""
+
+    takes_records = True
 
     def __init__(self, encode: bool = False) -> None:
         self.spans = 0
         self.bytes = 0
         self.encode = encode
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def export(self, spans: Sequence[ReadableSpan | otlp.SpanRecord]) -> SpanExportResult:  # type: ignore[override]
         self.spans += len(spans)
         if self.encode:
             self.bytes += len(otlp.encode(spans))
@@ -405,7 +454,7 @@ class Tracing:
         self._always = self.sampler is ALWAYS_ON
         self._closed = False
         # Ended spans wait here until their trace's root ends (see DRAIN_INTERVAL).
-        self._ended: collections.deque[Span] = collections.deque()
+        self._ended: collections.deque[Span | PluginCall] = collections.deque()
         self._drain_lock = threading.Lock()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="outrigger-spans", daemon=True)
@@ -430,8 +479,8 @@ class Tracing:
         if len(ended) == 1 and not self._wake.is_set():
             self._wake.set()  # the fallback thread, should no root end come to take it
 
-    def ended_all(self, spans: list[Span]) -> None:
-        """Queue ended spans for the processors (an extension point's plugin calls)."""
+    def ended_all(self, spans: Sequence[Span | PluginCall]) -> None:
+        """Queue ended spans for the processors (an extension point's plugin calls, as their records)."""
         ended = self._ended
         was = len(ended)
         ended.extend(spans)
@@ -465,8 +514,15 @@ class Tracing:
                 kept = spans if self.tail is None else self.tail.select(spans)
                 if kept:
                     self.export.put(kept)
+            # Plugin calls are records (PluginCall): a processor that does not take them gets spans.
+            plain: list[ReadableSpan] | None = None
             for p in self.processors:
-                for span in spans:
+                items: Sequence[Any] = spans
+                if not getattr(p, "takes_records", False):
+                    if plain is None:
+                        plain = otlp.readable(spans)
+                    items = plain
+                for span in items:
                     try:
                         p.on_end(span)
                     except Exception:  # a broken processor must not stop the scheduling loop
