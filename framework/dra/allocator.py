@@ -27,11 +27,11 @@ from pluginhost.model import Node, NodeSelectorRequirement, NodeSelectorTerm
 
 from . import fastpath
 from .capacity import consumed_by, fits
+from .constraints import Constraint, tolerated
 from .models import (
     AllocationResult,
     Device,
     DeviceClass,
-    DeviceConstraint,
     DeviceID,
     DeviceResult,
     ExactRequest,
@@ -104,57 +104,6 @@ class _Request:
     @property
     def name(self) -> str:
         return f"{self.parent}/{self.request.name}" if self.parent else self.request.name
-
-
-class _Constraint:
-    """matchAttribute (all equal) or distinctAttribute (all different) over the devices of some requests."""
-
-    def __init__(self, c: DeviceConstraint) -> None:
-        self.requests = frozenset(c.requests)
-        self.attribute = c.match_attribute or c.distinct_attribute
-        self.distinct = not c.match_attribute
-        self.values: list[object] = []
-
-    def applies(self, request: str, sub: str) -> bool:
-        return not self.requests or request in self.requests or (bool(sub) and f"{request}/{sub}" in self.requests)
-
-    def add(self, request: str, sub: str, device: Device, driver: str) -> bool:
-        if not self.applies(request, sub):
-            return True
-        value = _attribute(device, driver, self.attribute)
-        if value is None:
-            return False
-        if self.distinct and any(_same(value, v) for v in self.values):
-            return False
-        if not self.distinct and self.values and not _same(value, self.values[0]):
-            return False
-        self.values.append(value)
-        return True
-
-    def remove(self, request: str, sub: str) -> None:
-        if self.applies(request, sub):
-            self.values.pop()
-
-
-def _attribute(device: Device, driver: str, name: str) -> object:
-    if name in device.attributes:
-        return device.attributes[name]
-    domain, _, ident = name.partition("/")
-    if ident and domain == driver:
-        return device.attributes.get(ident)
-    return None
-
-
-def _same(a: object, b: object) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def _tolerated(device: Device, request: ExactRequest) -> bool:
-    return all(
-        any(t.tolerates(taint) for t in request.tolerations)
-        for taint in device.taints
-        if taint.effect in ("NoSchedule", "NoExecute")
-    )
 
 
 @dataclass(slots=True)
@@ -293,7 +242,7 @@ class _Search:
         self.selector_results = owner.derived
         self.requests: dict[tuple[int, int, int], _Request] = {}
         self.chosen_sub: dict[tuple[int, int], int] = {}
-        self.constraints: list[list[_Constraint]] = []
+        self.constraints: list[list[Constraint]] = []
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
         self.in_use: dict[DeviceID, set[int]] = {}
         self.results: list[list[_Pick]] = [[] for _ in claims]
@@ -336,7 +285,7 @@ class _Search:
         for i, c in enumerate(claim.constraints):
             if not c.match_attribute and not c.distinct_attribute:
                 raise _Failed(f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)")
-            constraints.append(_Constraint(c))
+            constraints.append(Constraint(c))
         self.constraints.append(constraints)
 
     def _request_data(
@@ -520,10 +469,10 @@ class _Search:
             if counting:
                 self._counters_add(pool, d, -1)
 
-        if not _tolerated(d, rd.request):
+        if not tolerated(d, rd.request):
             release_counters()
             return None
-        added: list[_Constraint] = []
+        added: list[Constraint] = []
         for c in self.constraints[ci]:
             if not c.add(base, sub, d, pool.driver):
                 for a in reversed(added):
