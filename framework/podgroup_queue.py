@@ -415,6 +415,12 @@ class GroupSchedulingQueue(SchedulingQueue):
             return info.timestamp + self.group_backoff(info)
         return super()._backoff_expiry(info)
 
+    def _waits_backoff_out(self, info: QueuedPodInfo) -> bool:
+        # A group always does: the events its own cycle causes (its members assumed and forgotten) are
+        # not told apart from others' here, so one that cannot fit would be tried again at once, in a
+        # loop, where the backoff spaces its attempts out.
+        return isinstance(info, QueuedPodGroupInfo) or super()._waits_backoff_out(info)
+
     def _backoff_remaining(self, info: QueuedPodInfo) -> float:
         if isinstance(info, QueuedPodGroupInfo):
             if not (info.consecutive_errors or info.unschedulable_count):

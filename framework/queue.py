@@ -2,7 +2,10 @@
 
 - **activeQ** is a heap ordered by the profile's QueueSort plugin; ``pop`` waits on it.
 - **backoffQ** holds pods that failed and wait out an exponential backoff
-  (``initial * 2**(attempts-1)``, capped at ``max``); they move to activeQ when it expires.
+  (``initial * 2**(attempts-1)``, capped at ``max``); they move to activeQ when it expires. With
+  ``pop_from_backoff`` (kube-scheduler's SchedulerPopFromBackoffQ, on by default) a pod a plugin
+  rejected is taken from backoffQ early whenever activeQ is empty: the scheduler would otherwise sit
+  idle while it waits. Pods backing off after an error wait their backoff out.
 - **unschedulable** holds pods rejected by plugins, and pods gated by PreEnqueue. A cluster event
   moves a rejected pod back when one of the plugins that rejected it registered that event (or
   when no plugin is on record, on any event); pods left there longer than
@@ -91,6 +94,7 @@ class SchedulingQueue:
         pre_enqueue: PreEnqueueFn | None = None,
         plugin_events: EventsFn | None = None,
         clock: Callable[[], float] = time.monotonic,
+        pop_from_backoff: bool = False,
     ) -> None:
         self._less = less
         self._sort_key = sort_key
@@ -102,7 +106,11 @@ class SchedulingQueue:
         self._clock = clock
         self._seq = itertools.count()
         self._active: list[_Entry] = []
+        # backoffQ, split as kube-scheduler splits it: pods a plugin rejected (which pop() may take
+        # early when activeQ is empty) and pods that wait their backoff out (_waits_backoff_out).
         self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
+        self._error_backoff: list[tuple[float, int, QueuedPodInfo]] = []
+        self.pop_from_backoff = pop_from_backoff
         self._where: dict[str, str] = {}  # uid -> ACTIVE/BACKOFF/UNSCHEDULABLE/GATED/IN_FLIGHT
         self._entries: dict[str, _Entry] = {}  # uid -> live activeQ entry
         self._infos: dict[str, QueuedPodInfo] = {}
@@ -181,8 +189,14 @@ class SchedulingQueue:
         self._where[uid] = BACKOFF
         seq = next(self._seq)
         self._backoff_seq[uid] = seq
-        heapq.heappush(self._backoff, (self._backoff_expiry(info), seq, info))
+        heap = self._error_backoff if self._waits_backoff_out(info) else self._backoff
+        heapq.heappush(heap, (self._backoff_expiry(info), seq, info))
         self._wakeup.set()
+
+    def _waits_backoff_out(self, info: QueuedPodInfo) -> bool:
+        """Whether ``info`` is never taken from backoffQ early: it backs off after an error (not a
+        plugin's rejection)."""
+        return info.last_status is not None and not info.last_status.ok and not info.last_status.is_rejected
 
     # ---- popping -------------------------------------------------------------------------------
 
@@ -205,10 +219,13 @@ class SchedulingQueue:
                     info.initial_attempt_timestamp = self._clock()
                 self._in_flight_since[uid] = self._log_base + len(self._events_log)
                 return info
+            if self.pop_from_backoff and self._pop_backoff_early():
+                continue
             self._wakeup.clear()
             timeout = None
-            if self._backoff:
-                timeout = max(0.0, self._backoff[0][0] - self._clock())
+            heads = [heap[0][0] for heap in (self._backoff, self._error_backoff) if heap]
+            if heads:
+                timeout = max(0.0, min(heads) - self._clock())
             try:
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
             except TimeoutError:
@@ -240,13 +257,29 @@ class SchedulingQueue:
 
     def _flush_backoff(self) -> None:
         now = self._clock()
-        while self._backoff and self._backoff[0][0] <= now:
-            _, seq, info = heapq.heappop(self._backoff)
-            uid = info.pod.uid
-            if self._backoff_seq.get(uid) == seq:
-                del self._backoff_seq[uid]
-                if self._where.get(uid) == BACKOFF and self._infos.get(uid) is info:
-                    self._push_active(info)
+        for heap in (self._backoff, self._error_backoff):
+            while heap and heap[0][0] <= now:
+                self._leave_backoff(heapq.heappop(heap))
+
+    def _leave_backoff(self, item: tuple[float, int, QueuedPodInfo]) -> bool:
+        """Move a backoffQ entry to activeQ; False for an entry left behind (the pod moved or went)."""
+        _, seq, info = item
+        uid = info.pod.uid
+        if self._backoff_seq.get(uid) != seq:
+            return False
+        del self._backoff_seq[uid]
+        if self._where.get(uid) != BACKOFF or self._infos.get(uid) is not info:
+            return False
+        self._push_active(info)
+        return True
+
+    def _pop_backoff_early(self) -> bool:
+        """activeQ is empty: move the rejected pod whose backoff ends first to it (kube-scheduler's
+        popBackoff). False when there is none."""
+        while self._backoff:
+            if self._leave_backoff(heapq.heappop(self._backoff)):
+                return True
+        return False
 
     def flush_unschedulable_leftover(self) -> int:
         """Move pods that waited longer than ``max_unschedulable_seconds`` (kube-scheduler's

@@ -131,6 +131,7 @@ class Scheduler(PodGroupCycle, ObjectStore, Reconfiguring):
             plugin_events=lambda name: self._plugin_events.get(name, _ALL_EVENTS),
             group_of=lambda pod: (pod.namespace, pod.scheduling_group) if workloads and pod.scheduling_group else None,
             podgroup=self.cache.podgroups.get,
+            pop_from_backoff=features.enabled("SchedulerPopFromBackoffQ"),
         )
         self._running = False
         self._controllers: list[Controller] = []
