@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -315,6 +316,38 @@ def test_pre_bind_gives_up_after_five_conflicts() -> None:
     assert status == Status(Code.Error, ("add allocation and reservation to claim ns/c: the object has been "
                                          "modified",), NAME)
     assert writer.calls == 5
+
+
+class ReadBackWriter:
+    """Loses the first write, reading the claim back as ``latest`` (None: not read back); then records what
+    each write started from: (resourceVersion, the reservedFor uids it sends)."""
+
+    def __init__(self, latest: ResourceClaim | None) -> None:
+        self.latest = latest
+        self.sent: list[tuple[str, list[str]]] = []
+
+    async def write_claim_status(self, c: ResourceClaim, status: Any) -> ResourceClaim:
+        self.sent.append((c.resource_version, [r["uid"] for r in status.get("reservedFor") or ()]))
+        if len(self.sent) == 1:
+            raise DraConflict("the object has been modified", self.latest)
+        return replace(c, resource_version="13")
+
+
+@pytest.mark.parametrize(("read_back", "want"), [
+    pytest.param(True, [("10", ["u1", "u2"]), ("12", ["u1", "u3", "u2"])], id="retry-from-the-claim-read-back"),
+    pytest.param(False, [("10", ["u1", "u2"]), ("10", ["u1", "u2"])], id="retry-from-the-store"),
+])
+def test_pre_bind_retries_a_shared_claim_from_the_claim_read_back(read_back: bool,
+                                                                  want: list[tuple[str, list[str]]]) -> None:
+    # Another pod (u3) reserved the claim meanwhile: the store has not seen it, the writer's read did.
+    shared = allocated("gpu-0", reserved=(("p1", "u1"),))
+    table, store = cluster(CLASS, N0_GPUS, claim("c", status=shared, rv="10"))
+    newer = store.decode("ResourceClaim", claim("c", status=allocated("gpu-0", reserved=(("p1", "u1"), ("p3", "u3"))),
+                                                rv="12"))
+    assert isinstance(newer, ResourceClaim)
+    store.writer = writer = ReadBackWriter(newer if read_back else None)
+    assert bound(table, gpu_pod(("gpu", "c"), name="p2", uid="u2"))[2] == OK
+    assert writer.sent == want
 
 
 def test_pre_bind_stops_when_the_claim_got_allocated_elsewhere() -> None:

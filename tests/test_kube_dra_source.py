@@ -281,6 +281,15 @@ async def write(client: ApiClient, claim: ResourceClaim, status: dict[str, Any],
         return f"DraConflict: {exc}"
 
 
+async def read_back(client: ApiClient, claim: ResourceClaim, status: dict[str, Any]) -> ResourceClaim | None:
+    """The claim a conflicting write read back (:attr:`DraConflict.latest`)."""
+    try:
+        await ApiClaimWriter(SimpleNamespace(client=client, fence=None)).write_claim_status(claim, status)
+    except DraConflict as exc:
+        return exc.latest
+    raise AssertionError(f"the write of {claim.key} did not conflict")
+
+
 def test_an_allocation_is_written_after_the_finalizer_and_taken_back_when_unreserved(
         kube_cluster: LocalCluster, kube_namespace: str) -> None:
     ns = kube_namespace
@@ -328,11 +337,17 @@ def test_a_claim_changed_since_it_was_read_or_deleted_is_a_conflict_and_nothing_
     async def main() -> list[Any]:
         client = ApiClient(KubeConfig.from_file(kube_cluster.admin_kubeconfig))
         try:
-            return [await write(client, changed, status), await write(client, gone, status)]
+            return [await write(client, changed, status), await write(client, gone, status),
+                    *[await read_back(client, c, status) for c in (changed, gone)]]
         finally:
             await client.close()
 
-    answers = asyncio.run(main())
+    *answers, changed_latest, gone_latest = asyncio.run(main())
+    # The conflict carries the claim read back (what PreBind's retry starts from); a missing claim, none.
+    now = read_claim(kube_cluster, ns, "changed")
+    assert changed_latest is not None and gone_latest is None
+    assert (changed_latest.resource_version, changed_latest.raw["metadata"]["annotations"]["touched"]) == (
+        now.resource_version, "yes")
     assert answers == [
         'DraConflict: update resourceclaims: 409 Conflict: Operation cannot be fulfilled on '
         'resourceclaims.resource.k8s.io "changed": the object has been modified; please apply your changes '

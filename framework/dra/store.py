@@ -87,7 +87,13 @@ class DraDecodeError(FieldError):
 
 
 class DraConflict(OutriggerError, RuntimeError):
-    """A claim status write lost: the claim changed since it was read, or is gone."""
+    """A claim status write lost: the claim changed since it was read, or is gone. ``latest`` is the
+    claim as the writer read it back after the conflict (None when it did not), what a retry starts
+    from: the store's copy may not have caught up yet."""
+
+    def __init__(self, message: str, latest: ResourceClaim | None = None) -> None:
+        super().__init__(message)
+        self.latest = latest
 
 
 class ClaimWriter(Protocol):

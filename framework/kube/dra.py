@@ -39,7 +39,10 @@ What goes out (DynamicResources' PreBind and Unreserve, ``bindClaim`` in kube-sc
 - A write whose answer is lost (the connection broke, a 5xx) may have been applied, and a ``409`` may
   be the client's second copy of a first one that landed: neither is taken as written nor sent again
   blindly. The claim is read back; it is written when its status already says what was sent
-  (the same devices, the same consumers), and a conflict otherwise.
+  (the same devices, the same consumers), and a conflict otherwise, carrying the claim read back
+  (``DraConflict.latest``): PreBind's retry starts from it, as kube-scheduler's starts from the claim
+  it gets after a conflict, where the informer's copy may still be the one that conflicted (several
+  pods sharing a claim add themselves to its ``reservedFor`` one after the other).
 """
 
 from __future__ import annotations
@@ -251,10 +254,24 @@ class ApiClaimWriter:
                               f"reading it back failed: {exc}") from None
         meta = got.get("metadata") if isinstance(got, dict) else None
         sent = body.get("metadata") or {}
-        if isinstance(got, dict) and isinstance(meta, dict) and meta.get("uid") == sent.get("uid") and landed(got):
+        if not isinstance(got, dict) or not isinstance(meta, dict) or meta.get("uid") != sent.get("uid"):
+            raise DraConflict(why)
+        if landed(got):
             log.info("%s: the write had gone through (%s)", what, why)
             return got
-        raise DraConflict(why)
+        raise DraConflict(why, _decoded(got))
+
+
+def _decoded(obj: dict[str, Any]) -> ResourceClaim | None:
+    """A claim read back, decoded (None if it does not decode: the retry then reads the store's)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    try:
+        claim = DraStore.decode("ResourceClaim", obj)
+    except DraDecodeError:
+        return None
+    return claim if isinstance(claim, ResourceClaim) else None
 
 
 def _manifest(claim: ResourceClaim) -> dict[str, Any]:

@@ -442,9 +442,10 @@ class DynamicResources(
                           allocation: AllocationResult | None) -> ResourceClaim:
         what = "add allocation and reservation to" if allocation is not None else "add reservation to"
         current = claim
+        latest: ResourceClaim | None = None  # the claim the writer read back after a conflict
         for attempt in range(_WRITE_TRIES):
             if attempt:
-                current = store.claim(claim.namespace, claim.name) or current
+                current = latest or store.claim(claim.namespace, claim.name) or current
             if current.deleting:
                 raise _BindError(f"claim {claim.key} got deleted in the meantime")
             if allocation is not None and current.allocation is not None:
@@ -456,6 +457,7 @@ class DynamicResources(
             except DraConflict as exc:
                 if attempt == _WRITE_TRIES - 1:
                     raise _BindError(f"{what} claim {claim.key}: {exc}") from None
+                latest = exc.latest
                 continue
             except Exception as exc:  # the source's own error: the binding cycle fails with it
                 raise _BindError(f"{what} claim {claim.key}: {exc}") from None
