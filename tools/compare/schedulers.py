@@ -61,10 +61,13 @@ class Scheduler:
 
     name = ""
 
-    def __init__(self, cluster: LocalCluster, workdir: Path, *, scores: int = 0) -> None:
+    def __init__(self, cluster: LocalCluster, workdir: Path, *, scores: int = 0, gates: str = "",
+                 profiles: str = "") -> None:
         self.cluster = cluster
         self.workdir = workdir
         self.scores = scores  # nodes per pod to record scores for (0: off)
+        self.gates = gates  # --feature-gates, the same for both (e.g. GenericWorkload=true)
+        self.profiles = profiles  # the configuration's `profiles:` lines (none: the default profile)
         self.log = workdir / f"{self.name}.log"
         self.config = workdir / f"{self.name}.yaml"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -74,7 +77,7 @@ class Scheduler:
         raise NotImplementedError
 
     def start(self) -> None:
-        self.config.write_text(scheduler_config(self.cluster.admin_kubeconfig))
+        self.config.write_text(scheduler_config(self.cluster.admin_kubeconfig, self.profiles))
         self._log_file = self.log.open("ab")
         self.proc = _spawner.popen(self.argv(), self._log_file)
         try:
@@ -134,6 +137,8 @@ class KubeScheduler(Scheduler):
         if self.scores:
             # schedule_one.go logs each plugin's weighted score per node, and each total, at level 10.
             argv += ["-v", "2", "--vmodule", "schedule_one=10"]
+        if self.gates:
+            argv += ["--feature-gates", self.gates]
         return argv
 
     def wait_ready(self) -> None:
@@ -145,8 +150,9 @@ class OutriggerScheduler(Scheduler):
 
     name = OUTRIGGER
 
-    def __init__(self, cluster: LocalCluster, workdir: Path, *, scores: int = 0) -> None:
-        super().__init__(cluster, workdir, scores=scores)
+    def __init__(self, cluster: LocalCluster, workdir: Path, *, scores: int = 0, gates: str = "",
+                 profiles: str = "") -> None:
+        super().__init__(cluster, workdir, scores=scores, gates=gates, profiles=profiles)
         self.http = f"127.0.0.1:{free_ports(1)[0]}" if scores else ""
 
     def argv(self) -> list[str]:
@@ -154,6 +160,8 @@ class OutriggerScheduler(Scheduler):
                 "--config", str(self.config), "--listen", "127.0.0.1:0", "--secure-port", "0"]
         if self.scores:
             argv += ["--http", self.http, "--debug-scores", str(self.scores)]
+        if self.gates:
+            argv += ["--feature-gates", self.gates]
         return argv
 
     def wait_ready(self) -> None:

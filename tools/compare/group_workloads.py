@@ -1,0 +1,174 @@
+"""The group comparison's workloads (:mod:`.groups`): nodes, Workloads and PodGroups, and the pods that
+name them, for kube-scheduler's PodGroup cycle (GenericWorkload and TopologyAwareWorkloadScheduling on).
+
+scheduler_perf's ``podgroup`` shapes (test/integration/scheduler_perf/podgroup/: BasicScheduling,
+GangScheduling, TopologyAwareScheduling) keep their templates (pods of 100m and 100Mi, gangs whose minCount
+is their size, racks of 100 nodes of 4 cpus for TAS) and are scaled for two cores: 500 nodes, 100 groups of
+3 pods (upstream's performance size is 5000 nodes, 1000 groups) and 3 groups of 100 pods (upstream: 3 of
+1000); 75 gangs of 4 for TAS (upstream: 750). ``--quick`` and the suite run upstream's integration sizes
+(``10Nodes_3Gangs``). Their nodes are identical: which node a pod gets is a tie, so what is compared is
+each group's outcome and how many of the workload's pods each node ends with.
+
+:func:`mix` is a seeded mix on nodes of different sizes, where scores decide each pod's node: gangs that
+fit (a Workload's gang and basic groups, a gang kept to one zone), a gang that does not fit, a gang that
+fits with fewer than all its pods (minCount below its size), a basic group with a pod that fits nowhere,
+and two gangs racing for the same room. Each category has a pool of nodes of its own (``pool`` label,
+pods select it), so one group's outcome never depends on another's but the race's. Its groups are
+created step by step (``steps``): a group's pods first, then its PodGroup, so that its first cycle has
+all its pods in their order on both schedulers (all at once, each scheduler's queue takes the pods of
+the initial list in an order of its own: kube-scheduler's differs from run to run); the two racing gangs
+are one step, red's pods and PodGroup before blue's.
+
+A workload with ``preemption`` set needs workload-aware preemption (DefaultPreemption's PodGroupPostFilter)
+and runs with the default profile; none is in the list yet (scheduler_perf's ``workload_preemption``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from ..workloads import node_manifest, pod_manifest
+from .schedulers import SCHEDULER_NAME
+
+__all__ = ["API", "GroupWorkload", "group_workloads", "mix", "perf_shape"]
+
+API = "scheduling.k8s.io/v1beta1"
+ZONE = "topology.kubernetes.io/zone"
+RACK = "topology.kubernetes.io/rack"
+
+
+@dataclass(frozen=True)
+class GroupWorkload:
+    """Nodes, Workloads and PodGroups (``objects``, created first) and pods, in one namespace."""
+
+    name: str
+    description: str
+    namespace: str
+    nodes: list[dict[str, Any]]
+    objects: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    #: The groups, step by step: each step's pods are created one at a time in order, then its PodGroups
+    #: (so that each group's first cycle has all its pods, in that order), and the step is waited for
+    #: before the next. Without steps every PodGroup is created first, then all the pods concurrently, timed.
+    steps: tuple[tuple[str, ...], ...] = ()
+    #: Node labels naming interchangeable domains (the racks of identical nodes): not part of a node's shape.
+    symmetric_labels: tuple[str, ...] = ()
+    #: Needs workload-aware preemption: run with the default profile (DefaultPreemption's PodGroupPostFilter).
+    preemption: bool = False
+
+
+def pod_group(name: str, ns: str, *, min_count: int = 0, topology: str = "", workload: tuple[str, str] | None = None,
+              ) -> dict[str, Any]:
+    """A PodGroup: a gang of ``min_count`` (0: the basic policy), kept to one ``topology`` domain."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    if workload is not None:
+        spec["workloadRef"] = {"workloadName": workload[0], "templateName": workload[1]}
+    return {"apiVersion": API, "kind": "PodGroup", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def workload(name: str, ns: str, groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Workload whose templates are ``groups``' specs (each PodGroup names its template)."""
+    templates = []
+    for g in groups:
+        ref = g["spec"]["workloadRef"]
+        templates.append({"name": ref["templateName"], "schedulingPolicy": g["spec"]["schedulingPolicy"],
+                          **({"schedulingConstraints": g["spec"]["schedulingConstraints"]}
+                             if "schedulingConstraints" in g["spec"] else {})})
+    return {"apiVersion": API, "kind": "Workload", "metadata": {"name": name, "namespace": ns},
+            "spec": {"podGroupTemplates": templates}}
+
+
+def member(name: str, ns: str, group: str, cpu: str, memory: str = "100Mi", pool: str = "") -> dict[str, Any]:
+    """A pod of ``group`` requesting ``cpu`` and ``memory`` (on nodes of ``pool`` when given)."""
+    extra: dict[str, Any] = {"nodeSelector": {"pool": pool}} if pool else {}
+    doc = pod_manifest(name, ns, SCHEDULER_NAME, schedulingGroup={"podGroupName": group}, **extra)
+    requests = {"cpu": cpu, "memory": memory}
+    doc["spec"]["containers"][0] = {"name": "pause", "image": doc["spec"]["containers"][0]["image"],
+                                    "resources": {"requests": requests}}
+    return doc
+
+
+def _tas_node(i: int) -> dict[str, Any]:
+    """scheduler_perf's podgroup/tas/templates/node.yaml: 100 nodes to a zone and a rack."""
+    return node_manifest(f"node-{i}", {ZONE: f"zone-{i // 100}", RACK: f"rack-{i // 100}"})
+
+
+def perf_shape(kind: str, nodes: int, groups: int, per_group: int) -> GroupWorkload:
+    """scheduler_perf's podgroup shape ``kind`` (``basic``, ``gang``, ``tas``) at these sizes."""
+    ns = {"basic": "basic-ns-0", "gang": "gang-ns-0", "tas": "tas-ns-0"}[kind]
+    group_name = "basic-group-{}" if kind == "basic" else "gang-{}"
+    pod_name = {"basic": "test-basic-scheduling-{}", "gang": "test-gang-scheduling-{}",
+                "tas": "test-tas-scheduling-{}"}[kind]
+    node_docs = ([_tas_node(i) for i in range(nodes)] if kind == "tas"
+                 else [node_manifest(f"scheduler-perf-{i:05d}") for i in range(nodes)])
+    for doc in node_docs:
+        doc["status"]["capacity"] = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+        doc["status"]["allocatable"] = dict(doc["status"]["capacity"])
+    objects = [pod_group(group_name.format(g), ns, min_count=0 if kind == "basic" else per_group,
+                         topology=RACK if kind == "tas" else "") for g in range(groups)]
+    pods = [member(pod_name.format(i), ns, group_name.format(i // per_group), "100m")
+            for i in range(groups * per_group)]
+    title = {"basic": "BasicScheduling", "gang": "GangScheduling", "tas": "TopologyAwareScheduling"}[kind]
+    unit = "Groups" if kind == "basic" else "Gangs"
+    return GroupWorkload(f"{title}/{nodes}Nodes_{groups}{unit}_{groups * per_group}Pods", f"{nodes} identical nodes, "
+                         f"{groups} groups of {per_group}", ns, node_docs, objects, pods,
+                         symmetric_labels=(ZONE, RACK) if kind == "tas" else ())
+
+
+def _pool_node(name: str, pool: str, cpu: str, memory: str, zone: str = "z0") -> dict[str, Any]:
+    doc = node_manifest(name, {"pool": pool, ZONE: zone})
+    doc["status"]["capacity"] = {"cpu": cpu, "memory": memory, "pods": "110"}
+    doc["status"]["allocatable"] = dict(doc["status"]["capacity"])
+    return doc
+
+
+def mix(seed: int = 7) -> GroupWorkload:
+    """The seeded mix (module docstring): requests and sizes drawn from ``seed``, categories fixed."""
+    rng = random.Random(seed)
+    ns = "gang-mix"
+    nodes = [_pool_node(f"main-{i}", "main", f"{4 + i}", f"{16 + (i * 5) % 6 * 2}Gi", f"z{i % 2}") for i in range(6)]
+    nodes += [_pool_node("race-a", "race", "2", "8Gi"), _pool_node("race-b", "race", "2", "8Gi"),
+              _pool_node("tight-0", "tight", "3", "8Gi"), _pool_node("spare-0", "spare", "3", "8Gi")]
+    workers = rng.randint(3, 5)
+    groups = {
+        "train-workers": pod_group("train-workers", ns, min_count=workers, workload=("train", "workers")),
+        "train-ps": pod_group("train-ps", ns, workload=("train", "ps")),
+        "infer-replicas": pod_group("infer-replicas", ns, min_count=3, topology=ZONE, workload=("infer", "replicas")),
+        "too-big": pod_group("too-big", ns, min_count=3),
+        "elastic": pod_group("elastic", ns, min_count=2),
+        "solo": pod_group("solo", ns),
+        "race-red": pod_group("race-red", ns, min_count=3, workload=("race", "red")),
+        "race-blue": pod_group("race-blue", ns, min_count=3, workload=("race", "blue")),
+    }
+    objects = [workload("train", ns, [groups["train-workers"], groups["train-ps"]]),
+               workload("infer", ns, [groups["infer-replicas"]]),
+               workload("race", ns, [groups["race-red"], groups["race-blue"]]), *groups.values()]
+
+    def some(group: str, count: int, cpus: tuple[int, ...], pool: str = "main") -> list[dict[str, Any]]:
+        return [member(f"{group}-{i}", ns, group, f"{rng.choice(cpus)}m", f"{rng.choice((256, 512, 1024, 2048))}Mi",
+                       pool) for i in range(count)]
+
+    pods = [*some("train-workers", workers, (1000, 1250, 1500, 2000)), *some("train-ps", 2, (250, 500, 750)),
+            *some("infer-replicas", 3, (500, 1000, 1500)),
+            # 3 cpus: two of 1200m fit, the third does not (minCount 3: nothing bound; minCount 2: two).
+            *some("too-big", 3, (1200,), "tight"), *some("elastic", 3, (1200,), "spare"),
+            *some("solo", 1, (500,)), member("solo-1", ns, "solo", "64"),
+            # 4 cpus in all, two gangs of three 1-cpu pods, created in turns: one takes 3, the other waits.
+            *(member(f"race-{c}-{i}", ns, f"race-{c}", "1", pool="race") for i in range(3) for c in ("red", "blue"))]
+    steps = (("train-workers", "train-ps"), ("infer-replicas",), ("too-big",), ("elastic",), ("solo",),
+             ("race-red", "race-blue"))
+    return GroupWorkload(f"Mix-{seed}", f"{len(nodes)} nodes of different sizes, {len(groups)} groups (fit, do not "
+                         "fit, minCount below size, basic, one zone, two racing)", ns, nodes, objects, pods,
+                         steps=steps)
+
+
+def group_workloads(quick: bool = False) -> list[GroupWorkload]:
+    """The mix and scheduler_perf's shapes: at their integration sizes with ``quick``, else scaled (above)."""
+    if quick:
+        return [mix(), perf_shape("gang", 10, 3, 3), perf_shape("tas", 10, 3, 3)]
+    return [mix(), perf_shape("basic", 500, 100, 3), perf_shape("basic", 500, 3, 100), perf_shape("gang", 500, 100, 3),
+            perf_shape("gang", 500, 3, 100), perf_shape("tas", 500, 75, 4), perf_shape("tas", 500, 3, 100)]
