@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .dra import DraReport
+from .groups import GroupReport
 from .placements import PlacementReport, PluginAgreement
 from .reasons import ReasonsReport
 from .schedulers import KUBE, OUTRIGGER, SCHEDULERS
@@ -53,6 +54,7 @@ class CompareResults:
     sizes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     dra: DraReport | None = None
+    groups: list[GroupReport] = field(default_factory=list)
 
 
 
@@ -142,7 +144,30 @@ def to_json(results: CompareResults, commit: str = "") -> dict[str, Any]:
             "by_pod": [{**dataclasses.asdict(p), "identical": p.identical} for p in reasons.pods],
         },
         "dra": None if results.dra is None else dra_json(results.dra),
+        "groups": groups_json(results.groups),
     }
+
+
+def groups_json(reports: Sequence[GroupReport]) -> dict[str, Any]:
+    """The PodGroup comparison: per workload, the groups that agree, each scheduler's pods/s, and what
+    differs; the pods/s ratio over the timed workloads (bound pods over seconds, summed)."""
+    rows = []
+    totals = {s: [0, 0.0] for s in SCHEDULERS}
+    for r in reports:
+        runs = {s: {"bound": run.bound, "pods": run.pods, "seconds": round(run.seconds, 3),
+                    "pods_per_second": round(run.pods_per_second, 1)} for s, run in r.runs.items()}
+        if r.timed and not r.error:
+            for s, run in r.runs.items():
+                totals[s][0] += run.bound
+                totals[s][1] += run.seconds
+        rows.append({"workload": r.workload, "description": r.description, "timed": r.timed, "error": r.error,
+                     "groups": len(r.groups), "agree": sum(g.agrees for g in r.groups), "same_load": r.same_load,
+                     "all_agree": r.agrees, "runs": runs,
+                     "differences": [{"group": g.group, "differ": g.differences, KUBE: dataclasses.asdict(g.kube),
+                                      OUTRIGGER: dataclasses.asdict(g.outrigger)} for g in r.groups if not g.agrees]})
+    rate = {s: (b / t if t > 0 else 0.0) for s, (b, t) in totals.items()}
+    ratio = rate[OUTRIGGER] / rate[KUBE] if rate[KUBE] > 0 else 0.0
+    return {"workloads": rows, "pods_per_second": {s: round(v, 1) for s, v in rate.items()}, "ratio": round(ratio, 3)}
 
 
 def dra_json(report: DraReport) -> dict[str, Any]:
@@ -220,6 +245,8 @@ def to_markdown(doc: dict[str, Any], *, details: int = 30) -> str:
             lines.append(f"| {p['pod']} | {'yes' if p['identical'] else 'no'} | {msg} |")
     if doc.get("dra") is not None:
         lines += _dra_markdown(doc["dra"])
+    if doc.get("groups") and doc["groups"]["workloads"]:
+        lines += _groups_markdown(doc["groups"])
     return "\n".join(lines) + "\n"
 
 
@@ -241,4 +268,26 @@ def _dra_markdown(dra: dict[str, Any]) -> list[str]:
     if not same:
         lines += ["", f"Devices per node: kube-scheduler {dra['devices_by_node'][KUBE]}, "
                       f"Outrigger {dra['devices_by_node'][OUTRIGGER]}."]
+    return lines
+
+
+def _groups_markdown(groups: dict[str, Any]) -> list[str]:
+    rate = groups["pods_per_second"]
+    lines = ["", f"PodGroups (GenericWorkload, TopologyAwareWorkloadScheduling): pods/s over the timed workloads "
+             f"{KUBE} {rate[KUBE]:.0f}, {OUTRIGGER} {rate[OUTRIGGER]:.0f}, "
+             f"ratio {groups['ratio']:.2f} (target ≥ 1.0x).",
+             "", f"| workload | groups agreeing | pods per node alike | bound {KUBE} / {OUTRIGGER} | pods/s {KUBE} / "
+             f"{OUTRIGGER} |", "| --- | --- | --- | --- | --- |"]
+    for w in groups["workloads"]:
+        k, o = w["runs"].get(KUBE, {}), w["runs"].get(OUTRIGGER, {})
+        speed = (f"{k.get('pods_per_second', 0):.0f} / {o.get('pods_per_second', 0):.0f}" if w["timed"]
+                 else "(not timed)")
+        lines.append(f"| {w['workload']} ({w['description']}) | {w['agree']}/{w['groups']} | "
+                     f"{'yes' if w['same_load'] else 'no'} | {k.get('bound', 0)} / {o.get('bound', 0)} | {speed} |"
+                     + (f" failed: {w['error']}" if w["error"] else ""))
+    for w in groups["workloads"]:
+        for d in w["differences"]:
+            k, o = d[KUBE], d[OUTRIGGER]
+            lines.append(f"- {w['workload']} {d['group']}: {', '.join(d['differ'])} differ; {KUBE} "
+                         f"{k['conditions']} {sorted(k['bound'])}, {OUTRIGGER} {o['conditions']} {sorted(o['bound'])}")
     return lines

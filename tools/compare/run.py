@@ -22,6 +22,8 @@ from pathlib import Path
 from ..localcluster import find_bin_dir
 from ..workloads import WORKLOADS, Workload
 from .dra import run_dra
+from .group_workloads import GroupWorkload, group_workloads
+from .groups import run_groups
 from .placement_workloads import PlacementWorkload, placement_workloads
 from .placements import run_placements
 from .reasons import run_reasons
@@ -45,6 +47,8 @@ class Plan:
     placements: list[PlacementWorkload]
     reasons: bool = True
     dra: bool = True
+    #: The PodGroup comparison's workloads (:mod:`.groups`).
+    groups: list[GroupWorkload] = dataclasses.field(default_factory=list)
 
 
 def default_plan(quick: bool = False, rounds: int | None = None) -> Plan:
@@ -54,7 +58,8 @@ def default_plan(quick: bool = False, rounds: int | None = None) -> Plan:
     claims allocated, 2500 pods measured) and ``2000pods_200nodes`` for the shared claims."""
     if quick:
         small = [WORKLOADS["SchedulingBasic"].sized(nodes=50, init_pods=20, measure_pods=100), *QUICK_DRA]
-        return Plan([(w, rounds or 1) for w in small], placement_workloads(quick=True))
+        return Plan([(w, rounds or 1) for w in small], placement_workloads(quick=True),
+                    groups=group_workloads(quick=True))
     return Plan([
         (WORKLOADS["SchedulingBasic"], rounds or 2),
         (WORKLOADS["SchedulingPodAntiAffinity"].sized(nodes=500, init_pods=100, measure_pods=400), rounds or 3),
@@ -62,7 +67,7 @@ def default_plan(quick: bool = False, rounds: int | None = None) -> Plan:
         (WORKLOADS["TopologySpreading"].sized(nodes=500, init_pods=1000, measure_pods=1000), rounds or 3),
         (WORKLOADS["SchedulingWithResourceClaimTemplate"], rounds or 1),
         (WORKLOADS["SchedulingWithResourceClaim"].sized(nodes=200, init_pods=1000, measure_pods=1000), rounds or 1),
-    ], placement_workloads())
+    ], placement_workloads(), groups=group_workloads())
 
 
 #: The DRA workloads of ``--quick``.
@@ -101,6 +106,11 @@ def run_compare(plan: Plan, workdir: Path, bin_dir: Path,
         progress(f"devices: {same}/{len(results.dra.pods)} pods agree, devices per node "
                  + ("equal" if results.dra.kube_devices == results.dra.outrigger_devices else "differ")
                  + (f" ({results.dra.error})" if results.dra.error else ""))
+    for gw in plan.groups:
+        rep = run_groups(gw, workdir / f"groups-{gw.name.replace('/', '-')}", bin_dir)
+        results.groups.append(rep)
+        progress(f"groups {gw.name}: {sum(g.agrees for g in rep.groups)}/{len(rep.groups)} agree"
+                 + (f" ({rep.error})" if rep.error else ""))
     results.seconds = time.monotonic() - started
     return results
 
@@ -120,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-placements", action="store_true", help="skip the placement comparison")
     p.add_argument("--no-reasons", action="store_true", help="skip the FailedScheduling comparison")
     p.add_argument("--no-dra", action="store_true", help="skip the devices (DRA) comparison")
+    p.add_argument("--no-groups", action="store_true", help="skip the PodGroup (gangs) comparison")
     p.add_argument("--quick", action="store_true", help="small sizes, one round (a minute or two)")
     p.add_argument("--workdir", help="where the clusters live (default: a temporary folder, removed after)")
     p.add_argument("--commit", help="the commit the report names (default: git rev-parse --short HEAD)")
@@ -139,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = dataclasses.replace(plan, reasons=False)
     if args.no_dra:
         plan = dataclasses.replace(plan, dra=False)
+    if args.no_groups:
+        plan = dataclasses.replace(plan, groups=[])
     bin_dir = find_bin_dir()
     missing = [b for b in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
                if not (bin_dir / b).exists()]
