@@ -23,13 +23,14 @@ queue's order) and, through the framework handle's :meth:`PodGroupManager.state`
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from pluginhost.model import Pod
 from pluginhost.plugin import CycleState, Plugin, Point
 from pluginhost.status import Status
+from pluginhost.view import NodeView
 from pluginhost.workload import PodGroup
 
 __all__ = [
@@ -198,9 +199,13 @@ class PodGroupPostFilterResult:
     nominated: dict[str, str] = field(default_factory=dict)
 
 
-#: Re-runs the group's scheduling in the cycle's (possibly changed) snapshot: the assignments found,
-#: and the group's status.
-PodGroupSchedulingFunc = Callable[[], Awaitable[tuple[PodGroupAssignments | None, Status]]]
+class PodGroupSchedulingFunc(Protocol):
+    """Re-runs the group's scheduling (placements too) in the cycle's snapshot as ``view`` shows it
+    (a preemption's victims in ``removed_pods``; None: the snapshot as it is), with nothing kept: the
+    assignments found, each pod with the node proposed ("" for none) and its cycle state, and the
+    group's status (kube-scheduler's ``PodGroupSchedulingFunc`` over the mutated snapshot)."""
+
+    def __call__(self, view: NodeView | None = None) -> Awaitable[tuple[PodGroupAssignments | None, Status]]: ...
 
 
 class PodGroupPostFilterPlugin(Plugin):

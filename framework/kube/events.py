@@ -50,6 +50,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pluginhost.model import Pod
+from pluginhost.workload import PodGroup
 
 from .client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiClient, ApiError, ApiUnreachable
 
@@ -207,7 +208,7 @@ class EventRecorder:
         self._flush_series()
 
     def record(self, pod: Pod, *, type_: str, reason: str, action: str, note: str, controller: str,
-               related: Pod | None = None) -> None:
+               related: Pod | PodGroup | None = None) -> None:
         """An event about ``pod`` reported by ``controller`` (the profile's schedulerName)."""
         note = truncate_note(note)
         key = (pod.uid, type_, reason, action, note, controller, related.uid if related else "")
@@ -309,7 +310,13 @@ class EventRecorder:
             # Created meanwhile (its first create landed late): patch it once more.
 
 
-def _reference(pod: Pod) -> dict[str, Any]:
+def _reference(pod: Pod | PodGroup) -> dict[str, Any]:
+    if isinstance(pod, PodGroup):
+        ref = {"kind": "PodGroup", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid,
+               "apiVersion": pod.api_version}
+        if pod.resource_version:
+            ref["resourceVersion"] = pod.resource_version
+        return ref
     ref = {"kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid, "apiVersion": "v1"}
     rv = (pod.raw.get("metadata") or {}).get("resourceVersion") if pod.raw else None
     if rv:

@@ -79,6 +79,7 @@ from typing import TYPE_CHECKING, Any
 from pluginhost.model import Node, PersistentVolumeClaim, Pod, PodDisruptionBudget
 from pluginhost.snapshot import StorageObject
 from pluginhost.status import SUCCESS, Status
+from pluginhost.workload import PodGroup
 
 from .bindings import OUTCOME_SECONDS, assigned_node, binding_body, binding_outcome
 from .client import REQUEST_TIMEOUT, STRATEGIC_MERGE_PATCH, ApiClient, ApiError, ApiUnreachable
@@ -559,11 +560,18 @@ class KubeSource:
     async def _mark_disruption(self, victim: Pod, reason: str) -> None:
         # kube-scheduler's preemption: DisruptionTarget=True (PreemptionByScheduler) before the delete.
         preemptor_key = reason.removeprefix("preempted by ").split(" on node ", 1)[0]
+        kind = "pod"
+        if preemptor_key.startswith("podgroup "):  # a PodGroup's preemption (DefaultPreemption's PodGroupPostFilter)
+            kind, preemptor_key = "podgroup", preemptor_key.removeprefix("podgroup ")
         ns, _, name = preemptor_key.partition("/")
-        rec = self.scheduler.get_pod(ns, name)
-        sched_name = rec.pod.scheduler_name if rec is not None else victim.scheduler_name
+        if kind == "pod":
+            rec = self.scheduler.get_pod(ns, name)
+            sched_name = rec.pod.scheduler_name if rec is not None else victim.scheduler_name
+        else:
+            members = self.scheduler.cache.podgroups.members(ns, name)
+            sched_name = members[0].scheduler_name if members else victim.scheduler_name
         cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                "message": f"{sched_name}: preempting to accommodate a higher priority pod",
+                "message": f"{sched_name}: preempting to accommodate a higher priority {kind}",
                 "lastTransitionTime": rfc3339(time.time())}
         path = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}/status"
         await self.client.request("PATCH", path, verb="patch", resource="pods/status",
@@ -602,13 +610,23 @@ class KubeSource:
         # kube-scheduler's GetNamespaceLabelsSnapshot: a namespace the informer does not have has none.
         return self.namespace_labels.get(namespace) or {}
 
-    def preempted(self, victim: Pod, preemptor: Pod, node_name: str, in_memory: bool = False) -> None:
-        # kube-scheduler 1.37 says when the victim was stopped without being deleted.
-        note = f"Preempted by pod {preemptor.uid} on node {node_name}"
+    def preempted(self, victim: Pod, preemptor: Pod | PodGroup, node_name: str, in_memory: bool = False) -> None:
+        # kube-scheduler 1.37 says when the victim was stopped without being deleted; a PodGroup's
+        # preemption is "by podgroup <uid>", reported by its pods' scheduler.
+        kind = "pod" if isinstance(preemptor, Pod) else "podgroup"
+        note = f"Preempted by {kind} {preemptor.uid} on node {node_name}"
         if in_memory:
             note += " (in kube-scheduler memory)."
         self.events.record(victim, type_="Normal", reason="Preempted", action="Preempting", note=note,
-                           controller=preemptor.scheduler_name, related=preemptor)
+                           controller=self._scheduler_of(preemptor, victim), related=preemptor)
+
+    def _scheduler_of(self, preemptor: Pod | PodGroup, victim: Pod) -> str:
+        """The scheduler name a preemptor acts for: a pod's own, a PodGroup's pods' (the victim's when
+        none is known)."""
+        if isinstance(preemptor, Pod):
+            return preemptor.scheduler_name
+        members = self.scheduler.cache.podgroups.members(preemptor.namespace, preemptor.name)
+        return members[0].scheduler_name if members else victim.scheduler_name
 
 
 def uses_default_preemption(scheduler: Scheduler) -> bool:

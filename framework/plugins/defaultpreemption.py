@@ -41,16 +41,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pluginhost.model import Pod, PodDisruptionBudget
+from pluginhost.placement import (
+    PodGroupInfo,
+    PodGroupPostFilterPlugin,
+    PodGroupPostFilterResult,
+    PodGroupSchedulingFunc,
+)
 from pluginhost.plugin import CycleState, NodeToStatus, PostFilterPlugin, PostFilterResult
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
-from .labels import LabelSelectorMatcher, compile_label_selector
 from .noderesources import PluginArgsError
+from .podgrouppreemption import Budget as _Budget
+from .podgrouppreemption import GroupPreemptionHandle, preempt_in_memory, preempt_pod_group, terminating_by_preemption
 
 if TYPE_CHECKING:
     from ..runtime import Framework
-    from ..waiting import PodInPreBind, WaitingPodHandle
 
 __all__ = [
     "DefaultPreemption",
@@ -68,22 +74,10 @@ MSG_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 _MAX_INT32 = 2**31 - 1
 
 
-class PreemptionHandle(Protocol):
-    """What preemption needs from the framework (kube-scheduler's Handle with its PluginsRunner)."""
-
-    def snapshot(self) -> Snapshot: ...
-
-    def framework_for(self, pod: Pod) -> Framework | None: ...
-
-    def waiting_pod(self, uid: str) -> WaitingPodHandle | None: ...
-
-    def pod_in_pre_bind(self, uid: str) -> PodInPreBind | None: ...
-
-    async def delete_pod(self, pod: Pod, reason: str) -> Status: ...
-
-    def preempted(self, victim: Pod, preemptor: Pod, node_name: str, in_memory: bool = False) -> None: ...
-
-    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]: ...
+class PreemptionHandle(GroupPreemptionHandle, Protocol):
+    """What preemption needs from the framework (kube-scheduler's Handle with its PluginsRunner): the
+    cycle's snapshot, the profiles, waiting pods and pods in PreBind, deleting and telling victims,
+    the PodDisruptionBudgets, and the PodGroups (a group's preemption)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,26 +87,6 @@ class _Candidate:
     #: Most important first.
     victims: tuple[Pod, ...]
     pdb_violations: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class _Budget:
-    """A PodDisruptionBudget as victim selection reads it (its selector compiled once per attempt)."""
-
-    namespace: str
-    matcher: LabelSelectorMatcher
-    allowed: int
-    disrupted: frozenset[str]
-
-    @classmethod
-    def of(cls, pdb: PodDisruptionBudget) -> _Budget:
-        return cls(pdb.namespace, compile_label_selector(pdb.selector), pdb.disruptions_allowed,
-                   frozenset(pdb.disrupted_pods))
-
-    def covers(self, pod: Pod) -> bool:
-        # An empty selector (or none) matches nothing here, unlike in the disruption controller.
-        m = self.matcher
-        return pod.namespace == self.namespace and not m.everything and m.matches(pod.labels)
 
 
 def _parse_args(args: dict[str, Any]) -> tuple[int, int]:
@@ -175,19 +149,7 @@ def filter_pods_with_pdb_violation(
     return violating, non_violating
 
 
-def terminating_by_preemption(pod: Pod) -> bool:
-    """Whether ``pod`` is being deleted because a preemption chose it: it has a deletion timestamp and
-    its ``DisruptionTarget`` condition is True with reason ``PreemptionByScheduler``."""
-    if pod.deletion_timestamp is None:
-        return False
-    status = pod.raw.get("status") if pod.raw else None
-    for cond in (status.get("conditions") if isinstance(status, dict) else None) or ():
-        if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget":
-            return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
-    return False
-
-
-class DefaultPreemption(PostFilterPlugin):
+class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin):
     name = NAME
 
     def __init__(self, args: dict[str, Any] | None = None, handle: Any = None, *, seed: int | None = None) -> None:
@@ -267,14 +229,16 @@ class DefaultPreemption(PostFilterPlugin):
         return PostFilterResult(best.name), SUCCESS
 
     def _preempt_in_memory(self, handle: PreemptionHandle, victim: Pod) -> bool:
-        """Stop a victim that is not bound yet without deleting it: a wait at Permit ends with an Error
-        (``WaitingPod.Preempt``), a running PreBind is cancelled. False if neither applied (the pod is
-        bound, or its wait or PreBind ended just now): the victim must be deleted."""
-        waiting = handle.waiting_pod(victim.uid)
-        if waiting is not None:
-            return waiting.preempt(self.name, "preempted")
-        binding = handle.pod_in_pre_bind(victim.uid)
-        return binding is not None and binding.cancel_pod(f"preempted by {self.name}")
+        return preempt_in_memory(handle, victim, self.name)
+
+    async def pod_group_post_filter(
+        self, state: CycleState, group: PodGroupInfo, schedule: PodGroupSchedulingFunc
+    ) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """Preemption for a PodGroup that cannot be placed (:mod:`.podgrouppreemption`)."""
+        handle = self._handle
+        if handle is None:
+            return None, Status.failure(f"{NAME} has no framework handle", plugin=self.name)
+        return await preempt_pod_group(self.name, handle, state, group, schedule)
 
     @staticmethod
     def _waiting_for_victims(pod: Pod, snapshot: Snapshot, statuses: NodeToStatus) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pluginhost.model import Pod, PodDisruptionBudget
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import Code, Status
+from pluginhost.workload import PodGroup
 
 from ..podgroups.store import PodGroupStore
 from ..reservations import Reservations
@@ -68,9 +69,10 @@ class SchedulerHandle:
         """A Namespace's labels from the cluster source (None: it has no Namespace objects)."""
         return self._s.source.namespace_labels_of(namespace)
 
-    def preempted(self, victim: Pod, preemptor: Pod, node_name: str, in_memory: bool = False) -> None:
-        """Tell that ``victim`` was preempted for ``preemptor``: deleted, or, ``in_memory``, stopped at
-        Permit or in PreBind before it was bound."""
-        reason = Status(Code.Unschedulable, (f"preempted by {preemptor.key} on node {node_name}",))
+    def preempted(self, victim: Pod, preemptor: Pod | PodGroup, node_name: str, in_memory: bool = False) -> None:
+        """Tell that ``victim`` was preempted for ``preemptor`` (a pod, or a PodGroup on node ``cluster``):
+        deleted, or, ``in_memory``, stopped at Permit or in PreBind before it was bound."""
+        who = preemptor.key if isinstance(preemptor, Pod) else f"podgroup {preemptor.key}"
+        reason = Status(Code.Unschedulable, (f"preempted by {who} on node {node_name}",))
         self._s._emit(EV_PREEMPTED, "Pod", victim, node=node_name, status=reason)
         self._s.source.preempted(victim, preemptor, node_name, in_memory)

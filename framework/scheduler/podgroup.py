@@ -25,10 +25,10 @@ import logging
 import time
 from typing import Any
 
-from pluginhost.placement import PodGroupInfo
+from pluginhost.placement import Placement, PodGroupAssignments, PodGroupInfo, ProposedAssignment
 from pluginhost.plugin import ClusterEvent, CycleState, QueuedPodInfo
 from pluginhost.status import Code, Status
-from pluginhost.view import VIEW_STATE_KEY
+from pluginhost.view import VIEW_STATE_KEY, NodeView, apply_view
 from pluginhost.workload import (
     CONDITION_INITIALLY_SCHEDULED,
     REASON_SCHEDULED,
@@ -158,12 +158,16 @@ class PodGroupCycle(GroupAlgorithm):
         pods; an error replaces the group's status; otherwise the PostFilter status's text is added to
         the group's reasons (empty when no plugin spoke, as upstream's is)."""
 
-        async def schedule() -> tuple[None, Status]:
-            again = dataclasses.replace(run, gstate=CycleState(run.gstate.cycle_id, run.snapshot), states=[])
+        async def schedule(view: NodeView | None = None) -> tuple[PodGroupAssignments, Status]:
+            seen = apply_view(run.snapshot, view) if view else run.snapshot
+            again = dataclasses.replace(run, snapshot=seen, base_view=view or None,
+                                        gstate=CycleState(run.gstate.cycle_id, seen), states=[])
             try:
-                return None, (await self._group_algorithm(again)).status
+                found = await self._group_algorithm(again)
             finally:
                 run.states.extend(again.states)
+            proposed = [ProposedAssignment(pr.info.pod, pr.node or "", pr.state) for pr in found.pods]
+            return PodGroupAssignments(Placement(found.placement, ()), proposed), found.status
 
         pf_result, status = await run_pod_group_post_filter(run.fwk, run.gstate, run.pgi, schedule)
         if status.ok:

@@ -95,7 +95,9 @@ class GroupRun:
     """One run of the algorithm: the profile, the group and its unscheduled pods in queue order, the
     snapshot, how many of its pods were scheduled before (bound or assumed), and the group cycle's
     state. ``states`` collects the cycle states it registers (the caller frees them); ``trace``, when
-    a list, gets each placement's outcome (explain); ``reserve`` False leaves Reserve out (explain)."""
+    a list, gets each placement's outcome (explain); ``reserve`` False leaves Reserve out (explain);
+    ``base_view``, when set, is how ``snapshot`` differs from the cycle's (a preemption's victims taken
+    out), which remote plugins apply to their mirror before each pod's own view."""
 
     fwk: Framework
     pgi: PodGroupInfo
@@ -106,6 +108,7 @@ class GroupRun:
     states: list[str] = field(default_factory=list)
     trace: list[dict[str, Any]] | None = None
     reserve: bool = True
+    base_view: NodeView | None = None
 
 
 def validate_group(pods: Sequence[Pod], scheduled: Sequence[Pod], priority: int, profiles: Sequence[str]) -> str:
@@ -259,8 +262,9 @@ class GroupAlgorithm(SchedulingCycle):
         state = CycleState(f"{pod.uid}:{member.attempts}:{next(self._cycle_ids)}", seen, member.attempts)
         self.cycle_states[state.cycle_id] = state  # remote plugins read and write it by its id
         run.states.append(state.cycle_id)
-        if view:
-            state.write(VIEW_STATE_KEY, view)
+        seen_view = run.base_view.then(view) if run.base_view else view
+        if seen_view:
+            state.write(VIEW_STATE_KEY, seen_view)
         try:
             host, status = await self._schedule_pod(fwk, state, pod, seen, Diagnosis())
         except Exception as exc:

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from pluginhost.model import Pod, PodDisruptionBudget
 from pluginhost.status import Status
+from pluginhost.workload import PodGroup
 
 __all__ = ["ClusterSource"]
 
@@ -44,9 +45,10 @@ class ClusterSource(Protocol):
         """``pod`` is nominated to ``node_name`` (``""``: its nomination is cleared)."""
         ...
 
-    def preempted(self, victim: Pod, preemptor: Pod, node_name: str, in_memory: bool = False) -> None:
-        """``victim`` was preempted to make room for ``preemptor`` on ``node_name``: deleted, or
-        (``in_memory``) stopped before it was bound, at Permit or in PreBind."""
+    def preempted(self, victim: Pod, preemptor: Pod | PodGroup, node_name: str, in_memory: bool = False) -> None:
+        """``victim`` was preempted to make room for ``preemptor`` on ``node_name`` (a PodGroup's
+        preemption names the node ``cluster``): deleted, or (``in_memory``) stopped before it was
+        bound, at Permit or in PreBind."""
         ...
 
     def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:

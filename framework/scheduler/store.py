@@ -464,7 +464,7 @@ class EmbeddedSource:
     def nominated(self, pod: Pod, node_name: str) -> None:
         pass
 
-    def preempted(self, victim: Pod, preemptor: Pod, node_name: str, in_memory: bool = False) -> None:
+    def preempted(self, victim: Pod, preemptor: Pod | PodGroup, node_name: str, in_memory: bool = False) -> None:
         pass
 
     def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
