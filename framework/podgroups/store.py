@@ -302,4 +302,18 @@ def _manifest(pg: PodGroup) -> dict[str, Any]:
                             "resourceVersion": pg.resource_version}
     if pg.generation:
         meta["generation"] = pg.generation
-    return {"apiVersion": pg.api_version, "kind": "PodGroup", "metadata": meta, "spec": {"schedulingPolicy": policy}}
+    spec: dict[str, Any] = {"schedulingPolicy": policy}
+    # Everything scheduling reads of the spec, so a group retried after the write is the same group.
+    if pg.priority is not None:
+        spec["priority"] = pg.priority
+    if pg.priority_class_name:
+        spec["priorityClassName"] = pg.priority_class_name
+    alpha = pg.api_version.endswith("v1alpha2")  # a 1.36 group: the mode is a string, no preemptionPolicy
+    if pg.disruption_mode:
+        spec["disruptionMode"] = ({"Single": "Pod", "All": "PodGroup"}[pg.disruption_mode] if alpha
+                                  else {pg.disruption_mode.lower(): {}})
+    if pg.preemption_policy and not alpha:
+        spec["preemptionPolicy"] = pg.preemption_policy
+    if pg.topology_keys:
+        spec["schedulingConstraints"] = {"topology": [{"key": k} for k in pg.topology_keys]}
+    return {"apiVersion": pg.api_version, "kind": "PodGroup", "metadata": meta, "spec": spec}
