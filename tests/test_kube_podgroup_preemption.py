@@ -2,13 +2,15 @@
 ``scheduling.k8s.io/v1beta1`` served), scheduled by ``outrigger serve --feature-gates GenericWorkload=true``
 with kube-scheduler's default plugins: a high-priority gang that does not fit preempts a lower-priority
 gang whose PodGroup says ``disruptionMode: all``, every pod of that gang is evicted (DisruptionTarget, then
-deleted), and the high-priority gang is bound whole once they are gone.
+deleted), and the high-priority gang is bound whole once they are gone. The same expectations are
+checked with the real kube-scheduler v1.37.2 (same gate, same profile).
 
 No kubelet runs, so a deleted bound pod stays Terminating: the test finishes the deletions itself
 (``--grace-period=0 --force``), as in test_kube_preemption.py."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import pytest
 import yaml
 from kube_framework import FrameworkProcess, get_json, node_manifest, outrigger_kubeconfig, pod_manifest, wait_for
 
-from tools.localcluster import LocalCluster
+from tools.localcluster import LocalCluster, free_ports
 
 pytestmark = pytest.mark.kube
 
@@ -41,8 +43,32 @@ def member(name: str, ns: str, group: str, **spec: Any) -> dict[str, Any]:
     return pod_manifest(name, ns, PROFILE, cpu="1", schedulingGroup={"podGroupName": group}, **spec)
 
 
+def start_kube_scheduler(cluster: LocalCluster, tmp: Path) -> subprocess.Popen[bytes]:
+    config = tmp / "kube-scheduler.yaml"
+    config.write_text(CONFIG.replace("clientConnection: {", f"clientConnection: {{kubeconfig: "
+                                                             f"{cluster.admin_kubeconfig}, "))
+    (port,) = free_ports(1)
+    log = (tmp / "kube-scheduler.log").open("ab")
+    proc = subprocess.Popen([str(cluster.bin_dir / "kube-scheduler"), "--config", str(config),
+                             "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                             "--feature-gates", "GenericWorkload=true"], stdout=log, stderr=log)
+    wait_for(lambda: "Starting Kubernetes Scheduler" in (tmp / "kube-scheduler.log").read_text(errors="replace"),
+             90, "kube-scheduler to start")
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(15)
+
+
+@pytest.mark.parametrize("scheduler", ["outrigger", "kube-scheduler"])
 def test_a_high_priority_gang_evicts_a_lower_priority_gang_whole_and_is_bound_whole(
-        kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path) -> None:
+        kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path, scheduler: str) -> None:
     cluster, ns = kube_cluster, kube_namespace
     base = ns[:40].rstrip("-")
     nodes = [f"{base}-a", f"{base}-b"]
@@ -51,9 +77,14 @@ def test_a_high_priority_gang_evicts_a_lower_priority_gang_whole_and_is_bound_wh
          {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": HIGH}, "value": 1000}]))
     config = tmp_path / "scheduler.yaml"
     config.write_text(CONFIG)
-    proc = FrameworkProcess(outrigger_kubeconfig(cluster), config)
-    proc.argv += ["--feature-gates", "GenericWorkload=true"]
-    proc.start()
+    proc: FrameworkProcess | None = None
+    kube: subprocess.Popen[bytes] | None = None
+    if scheduler == "outrigger":
+        proc = FrameworkProcess(outrigger_kubeconfig(cluster), config)
+        proc.argv += ["--feature-gates", "GenericWorkload=true"]
+        proc.start()
+    else:
+        kube = start_kube_scheduler(cluster, tmp_path)
     try:
         def node_of(pod: str) -> str:
             obj = get_json(cluster, "pod", pod, "-n", ns)
@@ -94,6 +125,9 @@ def test_a_high_priority_gang_evicts_a_lower_priority_gang_whole_and_is_bound_wh
         cond = next(c for c in status.get("conditions") or () if c["type"] == "PodGroupInitiallyScheduled")
         assert (cond["status"], cond["reason"]) == ("True", "Scheduled")
     finally:
-        proc.stop()
+        if proc is not None:
+            proc.stop()
+        if kube is not None:
+            stop(kube)
         cluster.kubectl("delete", "node", *nodes, "--ignore-not-found")
         cluster.kubectl("delete", "priorityclass", HIGH, "--ignore-not-found")
