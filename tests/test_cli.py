@@ -4,10 +4,13 @@ progress bar, the demo."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import logging
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -28,6 +31,7 @@ from framework.cli import apply as cli_apply
 from framework.cli import get as cli_get
 from framework.cli import main
 from framework.cli.progress import ProgressBar
+from framework.cli.registry import quiet_connection_errors
 
 CLUSTER = """\
 apiVersion: v1
@@ -917,3 +921,34 @@ def test_describe_shows_kube_schedulers_events_counted_as_its_recorder_counts_th
         ("Normal", "Scheduled", "100s", "packer", "Successfully assigned default/web to n1"),
         ("Normal", "Preempted", "50s", "packer", "Preempted by default/vip on node n1"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("context", "quiet"),
+    [
+        ({"message": "SSL error in data received", "exception": ssl.SSLError(1, "[SSL] bad record mac"),
+          "transport": object()}, True),
+        ({"message": "Fatal error on transport", "exception": ConnectionResetError(104, "Connection reset by peer"),
+          "protocol": object()}, True),
+        ({"message": "Task exception was never retrieved", "exception": ConnectionResetError(104, "reset")}, False),
+        ({"message": "Fatal error on transport", "exception": ValueError("a bug"), "transport": object()}, False),
+    ],
+    ids=["ssl-under-a-transport", "reset-under-a-protocol", "no-transport", "not-a-connection-error"],
+)
+def test_a_connection_broken_under_a_transport_is_one_log_line(
+        context: dict[str, Any], quiet: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """An API server killed mid-write makes the loop report the broken connection: one line, no traceback;
+    anything else keeps the default handler's report."""
+    loop = asyncio.new_event_loop()
+    try:
+        with caplog.at_level(logging.WARNING):
+            quiet_connection_errors(loop, context)
+    finally:
+        loop.close()
+    [record] = caplog.records
+    if quiet:
+        assert (record.levelname, record.exc_info) == ("WARNING", None)
+        exc = context["exception"]
+        assert record.getMessage() == f"{context['message']}: {type(exc).__name__}: {exc}"
+    else:
+        assert record.levelname == "ERROR" and record.exc_info is not None

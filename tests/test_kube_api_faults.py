@@ -22,6 +22,7 @@ import asyncio
 import collections
 import json
 import logging
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -157,10 +158,22 @@ def test_api_server_killed_mid_run_every_pod_ends_bound_once_or_pending_with_its
     fit = f"0/{nodes} nodes are available: {nodes} Insufficient cpu."
     assert all(c["message"].startswith(fit) for p in pending for c in p["status"]["conditions"]
                if c["type"] == "PodScheduled")
-    scheduled = wait_for(lambda: (lambda e: e if len(e) >= len(placed) else None)(
-        events(kube_cluster, kube_namespace, "Scheduled")), 30, "the Scheduled events")
+    def every_event() -> list[dict[str, Any]] | None:
+        got = events(kube_cluster, kube_namespace, "Scheduled")
+        return got if len(got) >= len(placed) else None
+
+    try:
+        scheduled = wait_for(every_event, 30, "the Scheduled events")
+    except AssertionError:
+        # A restarted kube-apiserver refuses requests (403) until its authorizer has caught up; an event
+        # it refuses is dropped, as client-go's event broadcaster drops a refused event, and the refusal
+        # is logged. Only then may a bound pod lack its event, and only a few of them.
+        scheduled = events(kube_cluster, kube_namespace, "Scheduled")
+        refused = re.search(r"create events\S*: 403", proc.output())
+        assert refused is not None and len(placed) - len(scheduled) <= len(placed) // 20, (
+            len(scheduled), len(placed), proc.output()[-3000:])
     per_pod = collections.Counter(e["regarding"]["name"] for e in scheduled)
-    assert set(per_pod) == set(placed) and set(per_pod.values()) == {1}
+    assert set(per_pod) <= set(placed) and set(per_pod.values()) == {1}  # never two, never for a pending pod
     assert all(e["note"].endswith(f" to {placed[e['regarding']['name']]}") for e in scheduled)
     assert "Traceback" not in proc.output()
     api(kube_cluster, "DELETE", f"/api/v1/namespaces/{kube_namespace}/pods?gracePeriodSeconds=0")

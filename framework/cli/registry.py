@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from pluginhost.errors import OutriggerError
 
-__all__ = ["COMMANDS", "Command", "UserError", "command", "run_async"]
+__all__ = ["COMMANDS", "Command", "UserError", "command", "quiet_connection_errors", "run_async"]
+
+log = logging.getLogger("outrigger")
 
 
 class UserError(OutriggerError):
@@ -56,11 +59,28 @@ def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser],
 
 
 
+def quiet_connection_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The event loop's exception handler: a connection that broke under a transport (the API server
+    or a plugin host killed mid-write: ``ssl.SSLError``, ``ConnectionResetError``, ``BrokenPipeError``,
+    all ``OSError``) is logged in one line, since whoever used it sees the failure and retries; anything
+    else goes to the default handler, traceback and all."""
+    exc = context.get("exception")
+    if isinstance(exc, OSError) and ("transport" in context or "protocol" in context):
+        log.warning("%s: %s: %s", context.get("message") or "a connection failed", type(exc).__name__, exc)
+        return
+    loop.default_exception_handler(context)
+
+
+async def _with_handler(coro: Coroutine[Any, Any, Any]) -> Any:
+    asyncio.get_running_loop().set_exception_handler(quiet_connection_errors)
+    return await coro
+
+
 def run_async(coro: Any) -> Any:
     """Run a command's coroutine to its end, on uvloop."""
     try:
         import uvloop
 
-        return uvloop.run(coro)
+        return uvloop.run(_with_handler(coro))
     except ImportError:  # pragma: no cover - uvloop is a dependency, but keep the CLI usable without it
-        return asyncio.run(coro)
+        return asyncio.run(_with_handler(coro))
