@@ -12,6 +12,7 @@ call the framework did not need to make) fails the remote run.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -587,7 +588,13 @@ def test_many_pods_all_settle_with_mixed_outcomes(mode: str, tmp_path: Path) -> 
     pods = ["p1", "p2", "p3", "p4", "p5", "p6"]
     s, calls = scenario(mode, tmp_path, specs, lambda: manifest(["n1", "n2"], pods))
     assert [p for p in pods if rec(s, p).phase == "Bound"] == ["p6"]
-    # Every pod that got past Reserve was unreserved exactly once (X is a Reserve plugin too).
-    assert sorted(c[2] for c in points(calls, "unreserve")) == ["p3", "p4", "p5"]
-    assert s.stats.attempts == 6
+    # Every attempt that got past Reserve was unreserved exactly once (X is a Reserve plugin too). A pod
+    # X rejected is moved to backoffQ by the events of the cycles running beside its own, and taken from
+    # it early once activeQ is empty (SchedulerPopFromBackoffQ, on by default in 1.37), so it may be
+    # tried more than once; p5 failed with an error and waits its backoff out, past the test's end.
+    tries = {p: rec(s, p).attempts for p in pods}
+    assert (tries["p5"], tries["p6"]) == (1, 1) and min(tries.values()) == 1
+    unreserved = collections.Counter(c[2] for c in points(calls, "unreserve"))
+    assert unreserved == {p: tries[p] for p in ("p3", "p4", "p5")}
+    assert s.stats.attempts == sum(tries.values())
     assert settled(s)
