@@ -1537,9 +1537,15 @@ def test_mixed_outcomes_leave_every_pod_accounted_for() -> None:
     assert [p for p in pods if rec(s, p).phase == "Bound"] == ["p7"]
     for p in pods[:-1]:
         assert not status_of(s, p).ok
-    # Every pod that got past Reserve was unreserved exactly once, the bound one never.
-    assert sorted(c[2] for c in points(calls, "unreserve")) == ["p3", "p4", "p5", "p6"]
-    assert s.stats.attempts == 7
+    # Every attempt that got past Reserve was unreserved exactly once, the bound pod's never. A pod X
+    # rejected may be moved to backoffQ by the cycles beside its own and taken from it early once
+    # activeQ is empty (SchedulerPopFromBackoffQ, on by default), so it may be tried more than once; p5
+    # and p6 failed with an error and wait their backoff out, past the test's end.
+    tries = {p: rec(s, p).attempts for p in pods}
+    assert (tries["p5"], tries["p6"], tries["p7"]) == (1, 1, 1) and min(tries.values()) == 1
+    unreserved = collections.Counter(c[2] for c in points(calls, "unreserve"))
+    assert unreserved == {p: tries[p] for p in ("p3", "p4", "p5", "p6")}
+    assert s.stats.attempts == sum(tries.values())
 
 
 def test_no_nodes_is_unresolvable_and_skips_post_filter() -> None:
@@ -1568,8 +1574,9 @@ def test_binding_a_pod_requeues_pods_waiting_for_an_assigned_pod() -> None:
     assert rec(s, "peer").phase == "Bound"
     info = s.queue.info("uid-waiter")
     assert info is not None and info.unschedulable_plugins == {"Affinity"}
-    assert s.queue_of("uid-waiter") in {"backoff", "active"}
-    assert rec(s, "waiter").phase == "Pending"
+    # Moved to backoffQ by the binding, and taken from it at once since nothing else waits
+    # (SchedulerPopFromBackoffQ, on by default): tried a second time, rejected again.
+    assert (rec(s, "waiter").attempts, s.queue_of("uid-waiter")) == (2, "unschedulable")
 
 
 def test_rejected_pod_is_not_requeued_by_its_own_forget() -> None:
