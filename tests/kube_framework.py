@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tools.localcluster import LocalCluster
+from tools.localcluster import LocalCluster, free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -106,3 +106,31 @@ def pod_manifest(name: str, namespace: str, scheduler: str, cpu: str = "1",
             "spec": {"schedulerName": scheduler, "containers": [
                 {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}],
                 **spec}}
+
+
+def start_kube_scheduler(cluster: LocalCluster, tmp: Path, config: str, gates: str) -> subprocess.Popen[bytes]:
+    """The real kube-scheduler of ``cluster``'s release with ``config`` (a KubeSchedulerConfiguration whose
+    ``clientConnection: {`` gains the admin kubeconfig) and ``--feature-gates gates``, on a free secure
+    port; returns once it says it started (its log: ``tmp/kube-scheduler.log``)."""
+    path = tmp / "kube-scheduler.yaml"
+    path.write_text(config.replace("clientConnection: {", f"clientConnection: {{kubeconfig: "
+                                                          f"{cluster.admin_kubeconfig}, "))
+    (port,) = free_ports(1)
+    log_path = tmp / "kube-scheduler.log"
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen([str(cluster.bin_dir / "kube-scheduler"), "--config", str(path),
+                                 "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                                 "--feature-gates", gates], stdout=log, stderr=log)
+    wait_for(lambda: "Starting Kubernetes Scheduler" in log_path.read_text(errors="replace"), 90,
+             "kube-scheduler to start")
+    return proc
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(15)

@@ -15,9 +15,18 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_framework import FrameworkProcess, get_json, node_manifest, outrigger_kubeconfig, pod_manifest, wait_for
+from kube_framework import (
+    FrameworkProcess,
+    get_json,
+    node_manifest,
+    outrigger_kubeconfig,
+    pod_manifest,
+    start_kube_scheduler,
+    stop_process,
+    wait_for,
+)
 
-from tools.localcluster import LocalCluster, free_ports
+from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 
@@ -68,16 +77,7 @@ class Gangs:
         if self.framework is not None:
             self.framework.start()
             return
-        config = self.tmp / "kube-scheduler.yaml"
-        config.write_text(CONFIG.replace("clientConnection: {", f"clientConnection: {{kubeconfig: "
-                                                                 f"{self.cluster.admin_kubeconfig}, "))
-        (port,) = free_ports(1)
-        log = (self.tmp / "kube-scheduler.log").open("ab")
-        self.kube = subprocess.Popen([str(self.cluster.bin_dir / "kube-scheduler"), "--config", str(config),
-                                      "--bind-address", "127.0.0.1", "--secure-port", str(port),
-                                      "--feature-gates", "GenericWorkload=true"], stdout=log, stderr=log)
-        wait_for(lambda: "Starting Kubernetes Scheduler" in (self.tmp / "kube-scheduler.log").read_text(
-            errors="replace"), 90, "kube-scheduler to start")
+        self.kube = start_kube_scheduler(self.cluster, self.tmp, CONFIG, "GenericWorkload=true")
 
     def apply(self, *docs: dict[str, Any]) -> None:
         self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
@@ -102,12 +102,7 @@ class Gangs:
         if self.framework is not None:
             self.framework.stop()
         if self.kube is not None:
-            self.kube.terminate()
-            try:
-                self.kube.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kube.kill()
-                self.kube.wait(15)
+            stop_process(self.kube)
 
 
 @pytest.fixture(params=["outrigger", KUBE_SCHEDULER])

@@ -16,9 +16,18 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_framework import FrameworkProcess, get_json, node_manifest, outrigger_kubeconfig, pod_manifest, wait_for
+from kube_framework import (
+    FrameworkProcess,
+    get_json,
+    node_manifest,
+    outrigger_kubeconfig,
+    pod_manifest,
+    start_kube_scheduler,
+    stop_process,
+    wait_for,
+)
 
-from tools.localcluster import LocalCluster, free_ports
+from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
 
@@ -43,29 +52,6 @@ def member(name: str, ns: str, group: str, **spec: Any) -> dict[str, Any]:
     return pod_manifest(name, ns, PROFILE, cpu="1", schedulingGroup={"podGroupName": group}, **spec)
 
 
-def start_kube_scheduler(cluster: LocalCluster, tmp: Path) -> subprocess.Popen[bytes]:
-    config = tmp / "kube-scheduler.yaml"
-    config.write_text(CONFIG.replace("clientConnection: {", f"clientConnection: {{kubeconfig: "
-                                                             f"{cluster.admin_kubeconfig}, "))
-    (port,) = free_ports(1)
-    log = (tmp / "kube-scheduler.log").open("ab")
-    proc = subprocess.Popen([str(cluster.bin_dir / "kube-scheduler"), "--config", str(config),
-                             "--bind-address", "127.0.0.1", "--secure-port", str(port),
-                             "--feature-gates", "GenericWorkload=true"], stdout=log, stderr=log)
-    wait_for(lambda: "Starting Kubernetes Scheduler" in (tmp / "kube-scheduler.log").read_text(errors="replace"),
-             90, "kube-scheduler to start")
-    return proc
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(15)
-
-
 @pytest.mark.parametrize("scheduler", ["outrigger", "kube-scheduler"])
 def test_a_high_priority_gang_evicts_a_lower_priority_gang_whole_and_is_bound_whole(
         kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path, scheduler: str) -> None:
@@ -84,7 +70,7 @@ def test_a_high_priority_gang_evicts_a_lower_priority_gang_whole_and_is_bound_wh
         proc.argv += ["--feature-gates", "GenericWorkload=true"]
         proc.start()
     else:
-        kube = start_kube_scheduler(cluster, tmp_path)
+        kube = start_kube_scheduler(cluster, tmp_path, CONFIG, "GenericWorkload=true")
     try:
         def node_of(pod: str) -> str:
             obj = get_json(cluster, "pod", pod, "-n", ns)
@@ -128,6 +114,6 @@ def test_a_high_priority_gang_evicts_a_lower_priority_gang_whole_and_is_bound_wh
         if proc is not None:
             proc.stop()
         if kube is not None:
-            stop(kube)
+            stop_process(kube)
         cluster.kubectl("delete", "node", *nodes, "--ignore-not-found")
         cluster.kubectl("delete", "priorityclass", HIGH, "--ignore-not-found")
