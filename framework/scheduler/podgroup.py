@@ -73,6 +73,7 @@ class PodGroupCycle(GroupAlgorithm):
         if event.resource != POD_GROUP_RESOURCE or not isinstance(self.queue, GroupSchedulingQueue):
             return
         if new is None:
+            self._decided_conditions.pop(old.key, None)
             self.queue.podgroup_deleted(old.namespace, old.name)
             return
         # Its pods join it (they may need PreEnqueue, which is async): done on the event loop.
@@ -80,6 +81,12 @@ class PodGroupCycle(GroupAlgorithm):
         tasks: set[asyncio.Task[None]] = self.__dict__.setdefault("_podgroup_tasks", set())
         tasks.add(task)  # held until done (the loop keeps only weak references)
         task.add_done_callback(tasks.discard)
+
+    @property
+    def _decided_conditions(self) -> dict[str, tuple[str, PodGroupCondition]]:
+        """group key -> (its uid, the PodGroupInitiallyScheduled condition last handed to the writer)."""
+        decided: dict[str, tuple[str, PodGroupCondition]] = self.__dict__.setdefault("_decided", {})
+        return decided
 
     @property
     def _group_queue(self) -> GroupSchedulingQueue:
@@ -236,6 +243,12 @@ class PodGroupCycle(GroupAlgorithm):
         else:
             cond = PodGroupCondition(CONDITION_INITIALLY_SCHEDULED, "False", REASON_SCHEDULER_ERROR, status.message())
         existing = pg.condition(CONDITION_INITIALLY_SCHEDULED)
+        decided = self._decided_conditions.get(pg.key)
+        if decided is not None and decided[0] == pg.uid and (existing is None or decided[1].status == "True"):
+            # The condition handed to the writer may not be in the cached group yet (nor sent): a group
+            # placed with a pod left behind is tried again at once, and that cycle must not take its
+            # True back (kube-scheduler reads it from its informer, and loses that race now and then).
+            existing = decided[1]
         if existing is not None and existing.status == "True" and cond.status != "True":
             return
         cond = dataclasses.replace(cond, observed_generation=pg.generation)
@@ -247,6 +260,7 @@ class PodGroupCycle(GroupAlgorithm):
             cond = dataclasses.replace(cond, last_transition_time=_now_rfc3339())
         else:
             cond = dataclasses.replace(cond, last_transition_time=existing.last_transition_time)
+        self._decided_conditions[pg.key] = (pg.uid, cond)
         try:
             await self.cache.podgroups.writer.write_condition(pg, cond)
         except Exception:
