@@ -83,9 +83,10 @@ class PodGroupCycle(GroupAlgorithm):
         task.add_done_callback(tasks.discard)
 
     @property
-    def _decided_conditions(self) -> dict[str, tuple[str, PodGroupCondition]]:
-        """group key -> (its uid, the PodGroupInitiallyScheduled condition last handed to the writer)."""
-        decided: dict[str, tuple[str, PodGroupCondition]] = self.__dict__.setdefault("_decided", {})
+    def _decided_conditions(self) -> dict[str, tuple[str, str]]:
+        """group key -> (its uid, the status of the PodGroupInitiallyScheduled condition last handed to
+        the writer). Only a True is read back: a write that was lost is made again by the next cycle."""
+        decided: dict[str, tuple[str, str]] = self.__dict__.setdefault("_decided", {})
         return decided
 
     @property
@@ -244,11 +245,11 @@ class PodGroupCycle(GroupAlgorithm):
             cond = PodGroupCondition(CONDITION_INITIALLY_SCHEDULED, "False", REASON_SCHEDULER_ERROR, status.message())
         existing = pg.condition(CONDITION_INITIALLY_SCHEDULED)
         decided = self._decided_conditions.get(pg.key)
-        if decided is not None and decided[0] == pg.uid and (existing is None or decided[1].status == "True"):
-            # The condition handed to the writer may not be in the cached group yet (nor sent): a group
-            # placed with a pod left behind is tried again at once, and that cycle must not take its
-            # True back (kube-scheduler reads it from its informer, and loses that race now and then).
-            existing = decided[1]
+        if cond.status != "True" and decided is not None and decided == (pg.uid, "True"):
+            # A True handed to the writer may not be in the cached group yet (nor sent): a group placed
+            # with a pod left behind is tried again at once, and that cycle must not take the True back
+            # (kube-scheduler reads it from its informer, and loses that race now and then).
+            return
         if existing is not None and existing.status == "True" and cond.status != "True":
             return
         cond = dataclasses.replace(cond, observed_generation=pg.generation)
@@ -260,7 +261,7 @@ class PodGroupCycle(GroupAlgorithm):
             cond = dataclasses.replace(cond, last_transition_time=_now_rfc3339())
         else:
             cond = dataclasses.replace(cond, last_transition_time=existing.last_transition_time)
-        self._decided_conditions[pg.key] = (pg.uid, cond)
+        self._decided_conditions[pg.key] = (pg.uid, cond.status)
         try:
             await self.cache.podgroups.writer.write_condition(pg, cond)
         except Exception:
