@@ -6,9 +6,11 @@ next-best node, so its cycle filters one node instead of the cluster and does no
   scores on the same nodes. It is built from what each PreFilter, Filter, PreScore and Score plugin of the
   profile says of the pod (kube-scheduler's ``SignPlugin``): its resource requests, tolerations, node
   affinity and selector, host ports, volumes (configMaps and secrets left out), images, node name,
-  labels (InterPodAffinity) and required node features. A pod with pod (anti-)affinity, topology spread
-  constraints or resource claims has none, nor has any pod of a profile with a plugin that cannot sign
-  (a remote or out-of-tree one, a transformer) or with PodTopologySpread's default constraints, which
+  labels (InterPodAffinity) and required node features, then what each other plugin's ``sign_pod`` says
+  (:class:`~pluginhost.sign.SignPlugin`; a remote plugin's host answers Plugin.SignPod). A pod with pod
+  (anti-)affinity, topology spread constraints or resource claims has none, nor has a pod one of those
+  plugins cannot sign, nor any pod of a profile with a plugin that does not sign (an out-of-tree or
+  remote one that does not implement Sign, a transformer) or with PodTopologySpread's default constraints, which
   kube-scheduler's default profile has (``defaultingType: System``): batching only acts in profiles
   that turn those off.
 - **The batch** (:class:`OpportunisticBatch`, one per profile) keeps the last scheduled pod's
@@ -32,7 +34,7 @@ import collections
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +42,7 @@ import numpy as np
 
 from pluginhost.model import Pod
 from pluginhost.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, CycleState, NodeBatch, ScoreExtensions
+from pluginhost.sign import SignPlugin
 from pluginhost.snapshot import Snapshot
 
 from .outcomes import IntArray
@@ -68,7 +71,7 @@ FLUSH_REASONS = (
     "pod_not_batchable", "filter_error", "prescore_error", "rescore_error", "normalize_error",
 )
 
-Signer = Callable[[Pod], "bytes | None"]
+Signer = Callable[[Pod], Awaitable["bytes | None"]]
 _Fragments = list[tuple[str, Any]] | None  # None: the plugin cannot sign this pod
 
 
@@ -184,29 +187,45 @@ _SIGNERS: dict[str, Callable[[Any, Pod], _Fragments]] = {
 
 def pod_signer(fwk: Framework) -> Signer | None:
     """The profile's signature of a pod (None: that pod cannot be batched), or None when no pod of the
-    profile can be: one of its PreFilter, Filter, PreScore or Score plugins is not an in-tree plugin that
-    signs, a transformer runs, or PodTopologySpread has default constraints."""
+    profile can be: one of its PreFilter, Filter, PreScore or Score plugins neither is an in-tree plugin
+    that signs nor implements :class:`~pluginhost.sign.SignPlugin` (a remote plugin whose host declared
+    Sign does), a transformer runs, or PodTopologySpread has default constraints."""
     if fwk.pre_filter_transformers or fwk.filter_transformers or fwk.score_transformers:
         return None
     plugins = dict.fromkeys((*fwk.pre_filter_plugins, *fwk.filter_plugins, *fwk.pre_score_plugins,
                              *fwk.score_plugins))
     signers: list[tuple[Any, Callable[[Any, Pod], _Fragments]]] = []
+    plugin_signers: list[SignPlugin] = []
     for pl in plugins:
         sign = _SIGNERS.get(pl.name)
         if sign is None or not type(pl).__module__.startswith("framework.plugins."):
-            return None
+            if not isinstance(pl, SignPlugin):
+                return None
+            plugin_signers.append(pl)
+            continue
         if pl.name == "PodTopologySpread" and (getattr(pl, "system_defaulted", True)
                                                or getattr(pl, "default_constraints", None)):
             return None  # kube-scheduler: "pods with default topology constraints are not signable"
         signers.append((pl, sign))
 
-    def signature(pod: Pod) -> bytes | None:
+    async def signature(pod: Pod) -> bytes | None:
         fragments: dict[str, Any] = {"v1.Pod.Spec.SchedulerName": pod.scheduler_name}
         for pl, sign in signers:
             got = sign(pl, pod)
             if got is None:
                 return None
             fragments.update(got)
+        # The plugins' own SignPod after the in-tree ones: a pod those cannot sign costs no remote call.
+        for spl in plugin_signers:
+            try:
+                signed, status = await spl.sign_pod(pod)
+            except Exception:
+                log.exception("SignPod of plugin %r failed; pod %s is not batched", spl.name, pod.key)
+                return None
+            if not status.ok or signed is None:
+                log.debug("plugin %r cannot sign pod %s: %s", spl.name, pod.key, status.message())
+                return None
+            fragments.update(signed)
         return _canonical(fragments).encode()
 
     return signature
@@ -269,8 +288,8 @@ class OpportunisticBatch:
         #: Pods placed on their hint.
         self.batched_pods = 0
 
-    def sign(self, pod: Pod) -> bytes | None:
-        return self.signer(pod) if self.signer is not None else None
+    async def sign(self, pod: Pod) -> bytes | None:
+        return await self.signer(pod) if self.signer is not None else None
 
     def _flush(self, reason: str) -> bool:
         self.flushed[reason] += 1

@@ -39,6 +39,7 @@ from pluginhost.plugin import (
     QueueSortPlugin,
     ScoreExtensions,
 )
+from pluginhost.sign import SignPlugin
 
 __all__ = ["Hosted", "PluginDefinitionError", "action_from_text", "action_text", "defn", "manifest_of"]
 
@@ -51,6 +52,8 @@ _TRANSFORMER_ENUM = {p.of: E.ExtensionPoint.Value(p.enum) for p in POINTS if p.k
 _GROUP_ENUM = {p.name: E.ExtensionPoint.Value(p.enum) for p in POD_GROUP_POINT_ROWS if p.kind == "podGroup"}
 # Points whose plugins look at nodes: their hosts follow the snapshot mirror unless told otherwise.
 _SNAPSHOT_POINTS = frozenset({"preFilter", "filter", "postFilter", "preScore", "score"})
+# The points batching skips for a hinted pod: only their plugins sign.
+_SIGNED_POINTS = frozenset({"preFilter", "filter", "preScore", "score"})
 
 
 class PluginDefinitionError(OutriggerError, TypeError):
@@ -128,6 +131,11 @@ def _point_enums(cls: type, points: list[str], group_points: list[str]) -> list[
                 enums.remove(_POINT_ENUM[point])  # it only transforms
     if issubclass(cls, Controller):
         enums.append(E.EXTENSION_POINT_CONTROLLER)
+    if issubclass(cls, SignPlugin):
+        if not _SIGNED_POINTS & set(points):
+            raise PluginDefinitionError(f"plugin class {cls.__qualname__}: SignPlugin signs for PreFilter, Filter, "
+                                        "PreScore or Score, and it implements none of them")
+        enums.append(E.EXTENSION_POINT_SIGN)
     return enums
 
 

@@ -41,6 +41,7 @@ from pluginhost.plugin import (
 )
 from pluginhost.replies import fill_filter_reply, lookahead_verdict, sort_key_parts
 from pluginhost.servicer_podgroup import PodGroupServicer
+from pluginhost.servicer_sign import SignServicer
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Status
 from pluginhost.tracing import enter as _enter
@@ -117,7 +118,7 @@ class HostState(Protocol):
     async def stop_controllers(self, profile: str = "") -> None: ...
 
 
-class Servicer(PodGroupServicer, pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
+class Servicer(PodGroupServicer, SignServicer, pb.plugin_grpc.PluginServicer):  # type: ignore[misc]
     """The Plugin service of one host (see the module docstring)."""
 
     def __init__(self, host: HostState) -> None:

@@ -135,7 +135,7 @@ def test_which_pods_sign_alike(case: SignCase) -> None:
     s = make(case.plugins, args)
     signer = pod_signer(s.profiles[PROFILE])
     assert signer is not None
-    a, b = signer(case.a), signer(case.b)
+    a, b = asyncio.run(signer(case.a)), asyncio.run(signer(case.b))
     assert a is not None
     assert (None if b is None else a == b) == case.same
 

@@ -29,6 +29,7 @@ from pluginhost.plugin import (
     ScorePlugin,
     point_named,
 )
+from pluginhost.sign import SIGN_POINT
 from pluginhost.status import Status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,7 @@ def _camel(method: str) -> str:
 
 
 def test_every_enum_value_of_the_contract_is_one_row() -> None:
-    enums = [p.enum for p in (*POINTS, *POD_GROUP_POINT_ROWS)]
+    enums = [p.enum for p in (*POINTS, *POD_GROUP_POINT_ROWS, SIGN_POINT)]
     assert sorted(enums) == sorted(n for n in E.DESCRIPTOR.values_by_name if n != "EXTENSION_POINT_UNSPECIFIED")
     assert len(set(enums)) == len(enums) and len({p.name for p in POINTS}) == len(POINTS)
 
@@ -90,11 +91,12 @@ def _node_host_points() -> list[tuple[str, str]]:
 def test_the_node_host_serves_the_table_s_points_under_their_methods() -> None:
     node = _node_host_points()
     # The Node.js host serves every point and part but controllers, and no transformer, and the
-    # PodGroup points a plugin host can serve.
-    served = [p for p in (*POINTS, *POD_GROUP_POINT_ROWS) if p.kind != "transformer" and p.name != "controller"]
+    # PodGroup points a plugin host can serve, and Sign.
+    served = [p for p in (*POINTS, *POD_GROUP_POINT_ROWS, SIGN_POINT)
+              if p.kind != "transformer" and p.name != "controller"]
     assert sorted(e for _, e in node) == sorted(p.enum for p in served)
     by_enum = dict((e, m) for m, e in node)
-    for row in (*CONFIGURED_POINTS, *POD_GROUP_POINT_ROWS):
+    for row in (*CONFIGURED_POINTS, *POD_GROUP_POINT_ROWS, SIGN_POINT):
         assert by_enum[row.enum] == _camel(row.method), row.name
 
 

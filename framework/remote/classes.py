@@ -23,6 +23,7 @@ from pluginhost.plugin import (
 from ..hooks import BeforeCycle, FilterAhead
 from .adapter import RemotePlugin
 from .placement import RemotePlacementGenerate, RemotePlacementScore, RemotePlacementScoreExtensions
+from .sign import RemoteSign
 
 __all__ = ["adapter_class"]
 
@@ -73,6 +74,8 @@ def adapter_class(manifest: Any) -> type[RemotePlugin]:
     if E.EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE in enums and E.EXTENSION_POINT_PLACEMENT_SCORE in enums:
         bases.append(RemotePlacementScoreExtensions)
     transform_only = frozenset(p for p, (_, plain, _) in transformers.items() if plain not in enums)
+    if E.EXTENSION_POINT_SIGN in enums and {"preFilter", "filter", "preScore", "score"} & points:
+        bases.append(RemoteSign)  # its profiles may batch (framework.batching.pod_signer)
     if E.EXTENSION_POINT_NORMALIZE_SCORE in enums and "score" in points:
         bases.append(ScoreExtensions)
     if E.EXTENSION_POINT_ENQUEUE_EXTENSIONS in enums or len(manifest.events):

@@ -26,6 +26,8 @@
  *   scorePlacement(state, group, placement, proposed, call) -> integer | {status, score}
  *   normalizePlacementScore(state, group, placements, scores, call) -> Status (scores in place)
  *                                             (a PodGroup cycle's points: lib/placement.js)
+ *   signPod(pod, call)                        -> [[key, value], ...] | null (cannot sign) | Status
+ *                                             (opportunistic batching: lib/sign.js)
  *
  * Static options: `stateKeys` (CycleState keys sent with every request), `batchSize` (preferred nodes
  * per batch), `filterAndScore` (answer Score in the Filter exchange), `events` (cluster events:
@@ -66,6 +68,7 @@ const { CycleState } = require('./state');
 const { StorageMirror, followStorage } = require('./volumes');
 const { DeviceMirror } = require('./devices');
 const { placementHandlers } = require('./placement');
+const { signReply } = require('./sign');
 
 const HOST_VERSION = '0.1.0-node';
 const HEALTH_SERVICE = 'outrigger.v1.Plugin';
@@ -233,6 +236,7 @@ const POINT_METHODS = [
   ['generatePlacements', 'EXTENSION_POINT_PLACEMENT_GENERATE'],
   ['scorePlacement', 'EXTENSION_POINT_PLACEMENT_SCORE'],
   ['normalizePlacementScore', 'EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE'],
+  ['signPod', 'EXTENSION_POINT_SIGN'],
 ];
 
 class PluginDefinitionError extends TypeError {}
@@ -254,6 +258,9 @@ function manifestOf(cls) {
   }
   if (has('normalizeScore') && !has('score')) {
     throw new PluginDefinitionError(`plugin ${name}: normalizeScore needs score`);
+  }
+  if (has('signPod') && !['preFilter', 'filter', 'preScore', 'score'].some(has)) {
+    throw new PluginDefinitionError(`plugin ${name}: signPod needs preFilter, filter, preScore or score (the points it signs for)`);
   }
   if (has('normalizePlacementScore') && !has('scorePlacement')) {
     throw new PluginDefinitionError(`plugin ${name}: normalizePlacementScore needs scorePlacement`);
@@ -548,6 +555,8 @@ class PluginHost {
         status: toStatus(await inst.preEnqueue(req.pod, call), 'preEnqueue'),
       }))),
       QueueSortKey: unary((req, rpc) => this._queueSortKey(req, rpc)),
+      SignPod: unary((req, rpc) => this._podCall('SignPod', req, rpc, async (inst, call) => (
+        signReply(await inst.signPod(req.pod, call), toStatus)))),
       EventsToRegister: unary((req) => ({ events: this._hosted(req.plugin).manifest.events })),
       QueueingHint: unary((req) => this._queueingHint(req)),
       PreFilter: unary((req, rpc) => this._cycleCall('PreFilter', req, rpc, async (inst, state, pod, call) => {

@@ -38,6 +38,7 @@ class ExtensionPoint(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXTENSION_POINT_PLACEMENT_GENERATE: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_PLACEMENT_SCORE: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_SIGN: _ClassVar[ExtensionPoint]
 
 class NominatingMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -69,6 +70,7 @@ EXTENSION_POINT_CONTROLLER: ExtensionPoint
 EXTENSION_POINT_PLACEMENT_GENERATE: ExtensionPoint
 EXTENSION_POINT_PLACEMENT_SCORE: ExtensionPoint
 EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE: ExtensionPoint
+EXTENSION_POINT_SIGN: ExtensionPoint
 NOMINATING_MODE_UNSPECIFIED: NominatingMode
 NOMINATING_MODE_NOOP: NominatingMode
 NOMINATING_MODE_OVERRIDE: NominatingMode
@@ -428,6 +430,22 @@ class NormalizeScoreReply(_message.Message):
     scores: _containers.RepeatedScalarFieldContainer[int]
     state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
     def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
+
+class SignFragment(_message.Message):
+    __slots__ = ("key", "value_json")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value_json: bytes
+    def __init__(self, key: _Optional[str] = ..., value_json: _Optional[bytes] = ...) -> None: ...
+
+class SignReply(_message.Message):
+    __slots__ = ("status", "fragments")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENTS_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    fragments: _containers.RepeatedCompositeFieldContainer[SignFragment]
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., fragments: _Optional[_Iterable[_Union[SignFragment, _Mapping]]] = ...) -> None: ...
 
 class PodGroupContext(_message.Message):
     __slots__ = ("group_cycle_id", "plugin", "profile", "snapshot_generation", "namespace", "name", "min_count", "pods", "state", "trace_context", "topology_keys")

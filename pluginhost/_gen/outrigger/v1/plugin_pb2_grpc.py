@@ -143,6 +143,11 @@ class PluginStub:
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreReply.FromString,
                 _registered_method=True)
+        self.SignPod = channel.unary_unary(
+                '/outrigger.v1.Plugin/SignPod',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.PodRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.SignReply.FromString,
+                _registered_method=True)
         self.PreBindPreFlight = channel.unary_unary(
                 '/outrigger.v1.Plugin/PreBindPreFlight',
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.NodeRequest.SerializeToString,
@@ -372,6 +377,23 @@ class PluginServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SignPod(self, request, context):
+        """--- Opportunistic batching -------------------------------------------------------------------
+
+        Sign (kube-scheduler 1.37's SignPlugin.SignPod): what this plugin's Filter and Score answers for
+        the pod depend on, as fragments. Two pods whose fragments from every Filter, Score, PreFilter and
+        PreScore plugin of the profile are equal must get the same answers on the same nodes; the
+        framework then offers the second the first one's next-best node (opportunistic batching). A
+        profile batches only when every such plugin signs: a remote plugin without EXTENSION_POINT_SIGN
+        keeps batching off for its profiles. Called at most once per pod and resourceVersion (the
+        framework keeps the answer) and only in profiles where batching can apply. Not cycle-scoped: no
+        CycleState. CODE_UNSCHEDULABLE: this pod cannot be signed (it is scheduled without batching);
+        CODE_ERROR likewise, and logged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PreBindPreFlight(self, request, context):
         """--- Binding cycle ----------------------------------------------------------------------------
 
@@ -563,6 +585,11 @@ def add_PluginServicer_to_server(servicer, server):
                     servicer.NormalizePlacementScore,
                     request_deserializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreReply.SerializeToString,
+            ),
+            'SignPod': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignPod,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.PodRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.SignReply.SerializeToString,
             ),
             'PreBindPreFlight': grpc.unary_unary_rpc_method_handler(
                     servicer.PreBindPreFlight,
@@ -1183,6 +1210,33 @@ class Plugin:
             '/outrigger.v1.Plugin/NormalizePlacementScore',
             outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreRequest.SerializeToString,
             outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignPod(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/outrigger.v1.Plugin/SignPod',
+            outrigger_dot_v1_dot_plugin__pb2.PodRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.SignReply.FromString,
             options,
             channel_credentials,
             insecure,

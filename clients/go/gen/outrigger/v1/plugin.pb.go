@@ -114,6 +114,9 @@ const (
 	ExtensionPoint_EXTENSION_POINT_PLACEMENT_SCORE ExtensionPoint = 23
 	// Plugin.NormalizePlacementScore; only with EXTENSION_POINT_PLACEMENT_SCORE.
 	ExtensionPoint_EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE ExtensionPoint = 24
+	// Plugin.SignPod (opportunistic batching). Only with EXTENSION_POINT_PRE_FILTER, _FILTER,
+	// _PRE_SCORE or _SCORE (the points batching skips for a pod given a hint).
+	ExtensionPoint_EXTENSION_POINT_SIGN ExtensionPoint = 25
 )
 
 // Enum value maps for ExtensionPoint.
@@ -144,6 +147,7 @@ var (
 		22: "EXTENSION_POINT_PLACEMENT_GENERATE",
 		23: "EXTENSION_POINT_PLACEMENT_SCORE",
 		24: "EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE",
+		25: "EXTENSION_POINT_SIGN",
 	}
 	ExtensionPoint_value = map[string]int32{
 		"EXTENSION_POINT_UNSPECIFIED":               0,
@@ -171,6 +175,7 @@ var (
 		"EXTENSION_POINT_PLACEMENT_GENERATE":        22,
 		"EXTENSION_POINT_PLACEMENT_SCORE":           23,
 		"EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE": 24,
+		"EXTENSION_POINT_SIGN":                      25,
 	}
 )
 
@@ -2577,6 +2582,118 @@ func (x *NormalizeScoreReply) GetStateWrites() []*StateEntry {
 	return nil
 }
 
+// One part of a pod's signature (kube-scheduler's SignFragment).
+type SignFragment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the value is of, named after the pod field it reads, e.g. "v1.Pod.Spec.Tolerations", or
+	// with a suffix naming the processing, e.g. "v1.Pod.Spec.ContainerRequestsAndOverheads()". Plugins
+	// reading the same thing the same way use the same key (one entry per key in the signature).
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The value, as a JSON document (compared byte for byte: write it canonically, e.g. sorted keys).
+	ValueJson     []byte `protobuf:"bytes,2,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignFragment) Reset() {
+	*x = SignFragment{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignFragment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignFragment) ProtoMessage() {}
+
+func (x *SignFragment) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignFragment.ProtoReflect.Descriptor instead.
+func (*SignFragment) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SignFragment) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SignFragment) GetValueJson() []byte {
+	if x != nil {
+		return x.ValueJson
+	}
+	return nil
+}
+
+// SignPod's answer.
+type SignReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Success: the fragments are the pod's. CODE_UNSCHEDULABLE: the pod cannot be signed.
+	Status *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The fragments (none is a valid answer: nothing of the pod changes this plugin's answers).
+	Fragments     []*SignFragment `protobuf:"bytes,2,rep,name=fragments,proto3" json:"fragments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignReply) Reset() {
+	*x = SignReply{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignReply) ProtoMessage() {}
+
+func (x *SignReply) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignReply.ProtoReflect.Descriptor instead.
+func (*SignReply) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SignReply) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *SignReply) GetFragments() []*SignFragment {
+	if x != nil {
+		return x.Fragments
+	}
+	return nil
+}
+
 // The group cycle a PodGroup point runs in. What the host may read: the group (namespace, name,
 // min_count, topology_keys) and its unscheduled pods in the queue's order; nodes by id in the snapshot of
 // snapshot_generation when the plugin declared needs_snapshot (its mirror has applied at least that
@@ -2614,7 +2731,7 @@ type PodGroupContext struct {
 
 func (x *PodGroupContext) Reset() {
 	*x = PodGroupContext{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[32]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +2743,7 @@ func (x *PodGroupContext) String() string {
 func (*PodGroupContext) ProtoMessage() {}
 
 func (x *PodGroupContext) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[32]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,7 +2756,7 @@ func (x *PodGroupContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodGroupContext.ProtoReflect.Descriptor instead.
 func (*PodGroupContext) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PodGroupContext) GetGroupCycleId() string {
@@ -2734,7 +2851,7 @@ type PlacementAssignment struct {
 
 func (x *PlacementAssignment) Reset() {
 	*x = PlacementAssignment{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[33]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2863,7 @@ func (x *PlacementAssignment) String() string {
 func (*PlacementAssignment) ProtoMessage() {}
 
 func (x *PlacementAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[33]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2876,7 @@ func (x *PlacementAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementAssignment.ProtoReflect.Descriptor instead.
 func (*PlacementAssignment) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PlacementAssignment) GetPod() uint32 {
@@ -2800,7 +2917,7 @@ type PlacementNodes struct {
 
 func (x *PlacementNodes) Reset() {
 	*x = PlacementNodes{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[34]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2929,7 @@ func (x *PlacementNodes) String() string {
 func (*PlacementNodes) ProtoMessage() {}
 
 func (x *PlacementNodes) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[34]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2942,7 @@ func (x *PlacementNodes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlacementNodes.ProtoReflect.Descriptor instead.
 func (*PlacementNodes) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PlacementNodes) GetName() string {
@@ -2862,7 +2979,7 @@ type GeneratePlacementsRequest struct {
 
 func (x *GeneratePlacementsRequest) Reset() {
 	*x = GeneratePlacementsRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[35]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +2991,7 @@ func (x *GeneratePlacementsRequest) String() string {
 func (*GeneratePlacementsRequest) ProtoMessage() {}
 
 func (x *GeneratePlacementsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[35]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3004,7 @@ func (x *GeneratePlacementsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeneratePlacementsRequest.ProtoReflect.Descriptor instead.
 func (*GeneratePlacementsRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GeneratePlacementsRequest) GetCtx() *PodGroupContext {
@@ -2919,7 +3036,7 @@ type GeneratePlacementsReply struct {
 
 func (x *GeneratePlacementsReply) Reset() {
 	*x = GeneratePlacementsReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[36]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3048,7 @@ func (x *GeneratePlacementsReply) String() string {
 func (*GeneratePlacementsReply) ProtoMessage() {}
 
 func (x *GeneratePlacementsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[36]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3061,7 @@ func (x *GeneratePlacementsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GeneratePlacementsReply.ProtoReflect.Descriptor instead.
 func (*GeneratePlacementsReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GeneratePlacementsReply) GetStatus() *Status {
@@ -2985,7 +3102,7 @@ type ScorePlacementRequest struct {
 
 func (x *ScorePlacementRequest) Reset() {
 	*x = ScorePlacementRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[37]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3114,7 @@ func (x *ScorePlacementRequest) String() string {
 func (*ScorePlacementRequest) ProtoMessage() {}
 
 func (x *ScorePlacementRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[37]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3127,7 @@ func (x *ScorePlacementRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScorePlacementRequest.ProtoReflect.Descriptor instead.
 func (*ScorePlacementRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ScorePlacementRequest) GetCtx() *PodGroupContext {
@@ -3056,7 +3173,7 @@ type ScorePlacementReply struct {
 
 func (x *ScorePlacementReply) Reset() {
 	*x = ScorePlacementReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[38]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3068,7 +3185,7 @@ func (x *ScorePlacementReply) String() string {
 func (*ScorePlacementReply) ProtoMessage() {}
 
 func (x *ScorePlacementReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[38]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3081,7 +3198,7 @@ func (x *ScorePlacementReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScorePlacementReply.ProtoReflect.Descriptor instead.
 func (*ScorePlacementReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ScorePlacementReply) GetStatus() *Status {
@@ -3120,7 +3237,7 @@ type NormalizePlacementScoreRequest struct {
 
 func (x *NormalizePlacementScoreRequest) Reset() {
 	*x = NormalizePlacementScoreRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[39]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3132,7 +3249,7 @@ func (x *NormalizePlacementScoreRequest) String() string {
 func (*NormalizePlacementScoreRequest) ProtoMessage() {}
 
 func (x *NormalizePlacementScoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[39]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3145,7 +3262,7 @@ func (x *NormalizePlacementScoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NormalizePlacementScoreRequest.ProtoReflect.Descriptor instead.
 func (*NormalizePlacementScoreRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NormalizePlacementScoreRequest) GetCtx() *PodGroupContext {
@@ -3184,7 +3301,7 @@ type NormalizePlacementScoreReply struct {
 
 func (x *NormalizePlacementScoreReply) Reset() {
 	*x = NormalizePlacementScoreReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[40]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3196,7 +3313,7 @@ func (x *NormalizePlacementScoreReply) String() string {
 func (*NormalizePlacementScoreReply) ProtoMessage() {}
 
 func (x *NormalizePlacementScoreReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[40]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3209,7 +3326,7 @@ func (x *NormalizePlacementScoreReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NormalizePlacementScoreReply.ProtoReflect.Descriptor instead.
 func (*NormalizePlacementScoreReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NormalizePlacementScoreReply) GetStatus() *Status {
@@ -3259,7 +3376,7 @@ type LookaheadRequest struct {
 
 func (x *LookaheadRequest) Reset() {
 	*x = LookaheadRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[41]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3388,7 @@ func (x *LookaheadRequest) String() string {
 func (*LookaheadRequest) ProtoMessage() {}
 
 func (x *LookaheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[41]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3401,7 @@ func (x *LookaheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookaheadRequest.ProtoReflect.Descriptor instead.
 func (*LookaheadRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{41}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LookaheadRequest) GetSeq() uint64 {
@@ -3363,7 +3480,7 @@ type PodVerdict struct {
 
 func (x *PodVerdict) Reset() {
 	*x = PodVerdict{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[42]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3375,7 +3492,7 @@ func (x *PodVerdict) String() string {
 func (*PodVerdict) ProtoMessage() {}
 
 func (x *PodVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[42]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3388,7 +3505,7 @@ func (x *PodVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodVerdict.ProtoReflect.Descriptor instead.
 func (*PodVerdict) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{42}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PodVerdict) GetUid() string {
@@ -3459,7 +3576,7 @@ type LookaheadReply struct {
 
 func (x *LookaheadReply) Reset() {
 	*x = LookaheadReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +3588,7 @@ func (x *LookaheadReply) String() string {
 func (*LookaheadReply) ProtoMessage() {}
 
 func (x *LookaheadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3601,7 @@ func (x *LookaheadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookaheadReply.ProtoReflect.Descriptor instead.
 func (*LookaheadReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LookaheadReply) GetSeq() uint64 {
@@ -3537,7 +3654,7 @@ type PermitReply struct {
 
 func (x *PermitReply) Reset() {
 	*x = PermitReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3549,7 +3666,7 @@ func (x *PermitReply) String() string {
 func (*PermitReply) ProtoMessage() {}
 
 func (x *PermitReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3562,7 +3679,7 @@ func (x *PermitReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermitReply.ProtoReflect.Descriptor instead.
 func (*PermitReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{44}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PermitReply) GetStatus() *Status {
@@ -3606,7 +3723,7 @@ type NodeChange struct {
 
 func (x *NodeChange) Reset() {
 	*x = NodeChange{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +3735,7 @@ func (x *NodeChange) String() string {
 func (*NodeChange) ProtoMessage() {}
 
 func (x *NodeChange) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +3748,7 @@ func (x *NodeChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeChange.ProtoReflect.Descriptor instead.
 func (*NodeChange) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{45}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeChange) GetNodeName() string {
@@ -3682,7 +3799,7 @@ type AddedNode struct {
 
 func (x *AddedNode) Reset() {
 	*x = AddedNode{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3694,7 +3811,7 @@ func (x *AddedNode) String() string {
 func (*AddedNode) ProtoMessage() {}
 
 func (x *AddedNode) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3707,7 +3824,7 @@ func (x *AddedNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddedNode.ProtoReflect.Descriptor instead.
 func (*AddedNode) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{46}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AddedNode) GetId() uint32 {
@@ -3737,7 +3854,7 @@ type RemovedPod struct {
 
 func (x *RemovedPod) Reset() {
 	*x = RemovedPod{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3749,7 +3866,7 @@ func (x *RemovedPod) String() string {
 func (*RemovedPod) ProtoMessage() {}
 
 func (x *RemovedPod) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3762,7 +3879,7 @@ func (x *RemovedPod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovedPod.ProtoReflect.Descriptor instead.
 func (*RemovedPod) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{47}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RemovedPod) GetUid() string {
@@ -3797,7 +3914,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +3926,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +3939,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{48}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeView) GetAddedNodes() []*AddedNode {
@@ -3874,7 +3991,7 @@ type PodChange struct {
 
 func (x *PodChange) Reset() {
 	*x = PodChange{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3886,7 +4003,7 @@ func (x *PodChange) String() string {
 func (*PodChange) ProtoMessage() {}
 
 func (x *PodChange) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3899,7 +4016,7 @@ func (x *PodChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodChange.ProtoReflect.Descriptor instead.
 func (*PodChange) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{49}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PodChange) GetLabels() map[string]string {
@@ -3959,7 +4076,7 @@ type TransformPodReply struct {
 
 func (x *TransformPodReply) Reset() {
 	*x = TransformPodReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3971,7 +4088,7 @@ func (x *TransformPodReply) String() string {
 func (*TransformPodReply) ProtoMessage() {}
 
 func (x *TransformPodReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3984,7 +4101,7 @@ func (x *TransformPodReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformPodReply.ProtoReflect.Descriptor instead.
 func (*TransformPodReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{50}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TransformPodReply) GetStatus() *Status {
@@ -4024,7 +4141,7 @@ type TransformNodesRequest struct {
 
 func (x *TransformNodesRequest) Reset() {
 	*x = TransformNodesRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4036,7 +4153,7 @@ func (x *TransformNodesRequest) String() string {
 func (*TransformNodesRequest) ProtoMessage() {}
 
 func (x *TransformNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4049,7 +4166,7 @@ func (x *TransformNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformNodesRequest.ProtoReflect.Descriptor instead.
 func (*TransformNodesRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{51}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TransformNodesRequest) GetCtx() *CycleContext {
@@ -4088,7 +4205,7 @@ type TransformNodesReply struct {
 
 func (x *TransformNodesReply) Reset() {
 	*x = TransformNodesReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4100,7 +4217,7 @@ func (x *TransformNodesReply) String() string {
 func (*TransformNodesReply) ProtoMessage() {}
 
 func (x *TransformNodesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4113,7 +4230,7 @@ func (x *TransformNodesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformNodesReply.ProtoReflect.Descriptor instead.
 func (*TransformNodesReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{52}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TransformNodesReply) GetStatus() *Status {
@@ -4150,7 +4267,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4162,7 +4279,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4175,7 +4292,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{53}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *StopRequest) GetProfile() string {
@@ -4207,7 +4324,7 @@ type DebugRequest struct {
 
 func (x *DebugRequest) Reset() {
 	*x = DebugRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4219,7 +4336,7 @@ func (x *DebugRequest) String() string {
 func (*DebugRequest) ProtoMessage() {}
 
 func (x *DebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4232,7 +4349,7 @@ func (x *DebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugRequest.ProtoReflect.Descriptor instead.
 func (*DebugRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{54}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DebugRequest) GetPlugin() string {
@@ -4267,7 +4384,7 @@ type DebugReply struct {
 
 func (x *DebugReply) Reset() {
 	*x = DebugReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4279,7 +4396,7 @@ func (x *DebugReply) String() string {
 func (*DebugReply) ProtoMessage() {}
 
 func (x *DebugReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4292,7 +4409,7 @@ func (x *DebugReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugReply.ProtoReflect.Descriptor instead.
 func (*DebugReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{55}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DebugReply) GetJson() string {
@@ -4466,7 +4583,14 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x13NormalizeScoreReply\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12\x16\n" +
 	"\x06scores\x18\x02 \x03(\x03R\x06scores\x12;\n" +
-	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\xfc\x03\n" +
+	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"?\n" +
+	"\fSignFragment\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"value_json\x18\x02 \x01(\fR\tvalueJson\"s\n" +
+	"\tSignReply\x12,\n" +
+	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x128\n" +
+	"\tfragments\x18\x02 \x03(\v2\x1a.outrigger.v1.SignFragmentR\tfragments\"\xfc\x03\n" +
 	"\x0fPodGroupContext\x12$\n" +
 	"\x0egroup_cycle_id\x18\x01 \x01(\tR\fgroupCycleId\x12\x16\n" +
 	"\x06plugin\x18\x02 \x01(\tR\x06plugin\x12\x18\n" +
@@ -4622,7 +4746,7 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x04path\x18\x03 \x01(\tR\x04path\" \n" +
 	"\n" +
 	"DebugReply\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\tR\x04json*\xfe\x06\n" +
+	"\x04json\x18\x01 \x01(\tR\x04json*\x98\a\n" +
 	"\x0eExtensionPoint\x12\x1f\n" +
 	"\x1bEXTENSION_POINT_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEXTENSION_POINT_PRE_ENQUEUE\x10\x01\x12\x1e\n" +
@@ -4649,11 +4773,12 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x1aEXTENSION_POINT_CONTROLLER\x10\x15\x12&\n" +
 	"\"EXTENSION_POINT_PLACEMENT_GENERATE\x10\x16\x12#\n" +
 	"\x1fEXTENSION_POINT_PLACEMENT_SCORE\x10\x17\x12-\n" +
-	")EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE\x10\x18*i\n" +
+	")EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE\x10\x18\x12\x18\n" +
+	"\x14EXTENSION_POINT_SIGN\x10\x19*i\n" +
 	"\x0eNominatingMode\x12\x1f\n" +
 	"\x1bNOMINATING_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14NOMINATING_MODE_NOOP\x10\x01\x12\x1c\n" +
-	"\x18NOMINATING_MODE_OVERRIDE\x10\x022\xda\x12\n" +
+	"\x18NOMINATING_MODE_OVERRIDE\x10\x022\x98\x13\n" +
 	"\x06Plugin\x12L\n" +
 	"\tHandshake\x12\x1e.outrigger.v1.HandshakeRequest\x1a\x1f.outrigger.v1.HandshakeResponse\x12I\n" +
 	"\tConfigure\x12\x1e.outrigger.v1.ConfigureRequest\x1a\x1c.outrigger.v1.ConfigureReply\x12A\n" +
@@ -4677,7 +4802,8 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x06Permit\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.PermitReply\x12d\n" +
 	"\x12GeneratePlacements\x12'.outrigger.v1.GeneratePlacementsRequest\x1a%.outrigger.v1.GeneratePlacementsReply\x12X\n" +
 	"\x0eScorePlacement\x12#.outrigger.v1.ScorePlacementRequest\x1a!.outrigger.v1.ScorePlacementReply\x12s\n" +
-	"\x17NormalizePlacementScore\x12,.outrigger.v1.NormalizePlacementScoreRequest\x1a*.outrigger.v1.NormalizePlacementScoreReply\x12H\n" +
+	"\x17NormalizePlacementScore\x12,.outrigger.v1.NormalizePlacementScoreRequest\x1a*.outrigger.v1.NormalizePlacementScoreReply\x12<\n" +
+	"\aSignPod\x12\x18.outrigger.v1.PodRequest\x1a\x17.outrigger.v1.SignReply\x12H\n" +
 	"\x10PreBindPreFlight\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.StatusReply\x12?\n" +
 	"\aPreBind\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.StatusReply\x12<\n" +
 	"\x04Bind\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.StatusReply\x128\n" +
@@ -4702,7 +4828,7 @@ func file_outrigger_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_outrigger_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_outrigger_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_outrigger_v1_plugin_proto_goTypes = []any{
 	(ExtensionPoint)(0),                    // 0: outrigger.v1.ExtensionPoint
 	(NominatingMode)(0),                    // 1: outrigger.v1.NominatingMode
@@ -4738,207 +4864,213 @@ var file_outrigger_v1_plugin_proto_goTypes = []any{
 	(*ScoreReply)(nil),                     // 31: outrigger.v1.ScoreReply
 	(*NormalizeScoreRequest)(nil),          // 32: outrigger.v1.NormalizeScoreRequest
 	(*NormalizeScoreReply)(nil),            // 33: outrigger.v1.NormalizeScoreReply
-	(*PodGroupContext)(nil),                // 34: outrigger.v1.PodGroupContext
-	(*PlacementAssignment)(nil),            // 35: outrigger.v1.PlacementAssignment
-	(*PlacementNodes)(nil),                 // 36: outrigger.v1.PlacementNodes
-	(*GeneratePlacementsRequest)(nil),      // 37: outrigger.v1.GeneratePlacementsRequest
-	(*GeneratePlacementsReply)(nil),        // 38: outrigger.v1.GeneratePlacementsReply
-	(*ScorePlacementRequest)(nil),          // 39: outrigger.v1.ScorePlacementRequest
-	(*ScorePlacementReply)(nil),            // 40: outrigger.v1.ScorePlacementReply
-	(*NormalizePlacementScoreRequest)(nil), // 41: outrigger.v1.NormalizePlacementScoreRequest
-	(*NormalizePlacementScoreReply)(nil),   // 42: outrigger.v1.NormalizePlacementScoreReply
-	(*LookaheadRequest)(nil),               // 43: outrigger.v1.LookaheadRequest
-	(*PodVerdict)(nil),                     // 44: outrigger.v1.PodVerdict
-	(*LookaheadReply)(nil),                 // 45: outrigger.v1.LookaheadReply
-	(*PermitReply)(nil),                    // 46: outrigger.v1.PermitReply
-	(*NodeChange)(nil),                     // 47: outrigger.v1.NodeChange
-	(*AddedNode)(nil),                      // 48: outrigger.v1.AddedNode
-	(*RemovedPod)(nil),                     // 49: outrigger.v1.RemovedPod
-	(*NodeView)(nil),                       // 50: outrigger.v1.NodeView
-	(*PodChange)(nil),                      // 51: outrigger.v1.PodChange
-	(*TransformPodReply)(nil),              // 52: outrigger.v1.TransformPodReply
-	(*TransformNodesRequest)(nil),          // 53: outrigger.v1.TransformNodesRequest
-	(*TransformNodesReply)(nil),            // 54: outrigger.v1.TransformNodesReply
-	(*StopRequest)(nil),                    // 55: outrigger.v1.StopRequest
-	(*DebugRequest)(nil),                   // 56: outrigger.v1.DebugRequest
-	(*DebugReply)(nil),                     // 57: outrigger.v1.DebugReply
-	nil,                                    // 58: outrigger.v1.CycleContext.TraceContextEntry
-	nil,                                    // 59: outrigger.v1.PostFilterRequest.NodeStatusesEntry
-	nil,                                    // 60: outrigger.v1.PodGroupContext.TraceContextEntry
-	nil,                                    // 61: outrigger.v1.NodeChange.AllocatableEntry
-	nil,                                    // 62: outrigger.v1.NodeChange.RequestedEntry
-	nil,                                    // 63: outrigger.v1.NodeChange.LabelsEntry
-	nil,                                    // 64: outrigger.v1.PodChange.LabelsEntry
-	nil,                                    // 65: outrigger.v1.PodChange.AnnotationsEntry
-	nil,                                    // 66: outrigger.v1.PodChange.RequestsEntry
-	nil,                                    // 67: outrigger.v1.PodChange.NodeSelectorEntry
-	(*ClusterEventWithHint)(nil),           // 68: outrigger.v1.ClusterEventWithHint
-	(*Status)(nil),                         // 69: outrigger.v1.Status
-	(*Pod)(nil),                            // 70: outrigger.v1.Pod
-	(*StateEntry)(nil),                     // 71: outrigger.v1.StateEntry
-	(*ClusterEvent)(nil),                   // 72: outrigger.v1.ClusterEvent
-	(*NodeBatch)(nil),                      // 73: outrigger.v1.NodeBatch
-	(Code)(0),                              // 74: outrigger.v1.Code
-	(*PodRef)(nil),                         // 75: outrigger.v1.PodRef
-	(*Node)(nil),                           // 76: outrigger.v1.Node
+	(*SignFragment)(nil),                   // 34: outrigger.v1.SignFragment
+	(*SignReply)(nil),                      // 35: outrigger.v1.SignReply
+	(*PodGroupContext)(nil),                // 36: outrigger.v1.PodGroupContext
+	(*PlacementAssignment)(nil),            // 37: outrigger.v1.PlacementAssignment
+	(*PlacementNodes)(nil),                 // 38: outrigger.v1.PlacementNodes
+	(*GeneratePlacementsRequest)(nil),      // 39: outrigger.v1.GeneratePlacementsRequest
+	(*GeneratePlacementsReply)(nil),        // 40: outrigger.v1.GeneratePlacementsReply
+	(*ScorePlacementRequest)(nil),          // 41: outrigger.v1.ScorePlacementRequest
+	(*ScorePlacementReply)(nil),            // 42: outrigger.v1.ScorePlacementReply
+	(*NormalizePlacementScoreRequest)(nil), // 43: outrigger.v1.NormalizePlacementScoreRequest
+	(*NormalizePlacementScoreReply)(nil),   // 44: outrigger.v1.NormalizePlacementScoreReply
+	(*LookaheadRequest)(nil),               // 45: outrigger.v1.LookaheadRequest
+	(*PodVerdict)(nil),                     // 46: outrigger.v1.PodVerdict
+	(*LookaheadReply)(nil),                 // 47: outrigger.v1.LookaheadReply
+	(*PermitReply)(nil),                    // 48: outrigger.v1.PermitReply
+	(*NodeChange)(nil),                     // 49: outrigger.v1.NodeChange
+	(*AddedNode)(nil),                      // 50: outrigger.v1.AddedNode
+	(*RemovedPod)(nil),                     // 51: outrigger.v1.RemovedPod
+	(*NodeView)(nil),                       // 52: outrigger.v1.NodeView
+	(*PodChange)(nil),                      // 53: outrigger.v1.PodChange
+	(*TransformPodReply)(nil),              // 54: outrigger.v1.TransformPodReply
+	(*TransformNodesRequest)(nil),          // 55: outrigger.v1.TransformNodesRequest
+	(*TransformNodesReply)(nil),            // 56: outrigger.v1.TransformNodesReply
+	(*StopRequest)(nil),                    // 57: outrigger.v1.StopRequest
+	(*DebugRequest)(nil),                   // 58: outrigger.v1.DebugRequest
+	(*DebugReply)(nil),                     // 59: outrigger.v1.DebugReply
+	nil,                                    // 60: outrigger.v1.CycleContext.TraceContextEntry
+	nil,                                    // 61: outrigger.v1.PostFilterRequest.NodeStatusesEntry
+	nil,                                    // 62: outrigger.v1.PodGroupContext.TraceContextEntry
+	nil,                                    // 63: outrigger.v1.NodeChange.AllocatableEntry
+	nil,                                    // 64: outrigger.v1.NodeChange.RequestedEntry
+	nil,                                    // 65: outrigger.v1.NodeChange.LabelsEntry
+	nil,                                    // 66: outrigger.v1.PodChange.LabelsEntry
+	nil,                                    // 67: outrigger.v1.PodChange.AnnotationsEntry
+	nil,                                    // 68: outrigger.v1.PodChange.RequestsEntry
+	nil,                                    // 69: outrigger.v1.PodChange.NodeSelectorEntry
+	(*ClusterEventWithHint)(nil),           // 70: outrigger.v1.ClusterEventWithHint
+	(*Status)(nil),                         // 71: outrigger.v1.Status
+	(*Pod)(nil),                            // 72: outrigger.v1.Pod
+	(*StateEntry)(nil),                     // 73: outrigger.v1.StateEntry
+	(*ClusterEvent)(nil),                   // 74: outrigger.v1.ClusterEvent
+	(*NodeBatch)(nil),                      // 75: outrigger.v1.NodeBatch
+	(Code)(0),                              // 76: outrigger.v1.Code
+	(*PodRef)(nil),                         // 77: outrigger.v1.PodRef
+	(*Node)(nil),                           // 78: outrigger.v1.Node
 }
 var file_outrigger_v1_plugin_proto_depIdxs = []int32{
 	0,   // 0: outrigger.v1.PluginManifest.points:type_name -> outrigger.v1.ExtensionPoint
-	68,  // 1: outrigger.v1.PluginManifest.events:type_name -> outrigger.v1.ClusterEventWithHint
+	70,  // 1: outrigger.v1.PluginManifest.events:type_name -> outrigger.v1.ClusterEventWithHint
 	3,   // 2: outrigger.v1.HandshakeResponse.plugins:type_name -> outrigger.v1.PluginManifest
-	69,  // 3: outrigger.v1.ConfigureReply.status:type_name -> outrigger.v1.Status
-	70,  // 4: outrigger.v1.CycleContext.pod:type_name -> outrigger.v1.Pod
-	71,  // 5: outrigger.v1.CycleContext.state:type_name -> outrigger.v1.StateEntry
-	58,  // 6: outrigger.v1.CycleContext.trace_context:type_name -> outrigger.v1.CycleContext.TraceContextEntry
-	50,  // 7: outrigger.v1.CycleContext.node_view:type_name -> outrigger.v1.NodeView
+	71,  // 3: outrigger.v1.ConfigureReply.status:type_name -> outrigger.v1.Status
+	72,  // 4: outrigger.v1.CycleContext.pod:type_name -> outrigger.v1.Pod
+	73,  // 5: outrigger.v1.CycleContext.state:type_name -> outrigger.v1.StateEntry
+	60,  // 6: outrigger.v1.CycleContext.trace_context:type_name -> outrigger.v1.CycleContext.TraceContextEntry
+	52,  // 7: outrigger.v1.CycleContext.node_view:type_name -> outrigger.v1.NodeView
 	7,   // 8: outrigger.v1.CycleRequest.ctx:type_name -> outrigger.v1.CycleContext
-	70,  // 9: outrigger.v1.PodRequest.pod:type_name -> outrigger.v1.Pod
+	72,  // 9: outrigger.v1.PodRequest.pod:type_name -> outrigger.v1.Pod
 	7,   // 10: outrigger.v1.NodeRequest.ctx:type_name -> outrigger.v1.CycleContext
-	69,  // 11: outrigger.v1.StatusReply.status:type_name -> outrigger.v1.Status
-	71,  // 12: outrigger.v1.StatusReply.state_writes:type_name -> outrigger.v1.StateEntry
-	70,  // 13: outrigger.v1.QueueSortKeyRequest.pod:type_name -> outrigger.v1.Pod
+	71,  // 11: outrigger.v1.StatusReply.status:type_name -> outrigger.v1.Status
+	73,  // 12: outrigger.v1.StatusReply.state_writes:type_name -> outrigger.v1.StateEntry
+	72,  // 13: outrigger.v1.QueueSortKeyRequest.pod:type_name -> outrigger.v1.Pod
 	14,  // 14: outrigger.v1.QueueSortKeyReply.key:type_name -> outrigger.v1.SortKeyPart
-	68,  // 15: outrigger.v1.EventsReply.events:type_name -> outrigger.v1.ClusterEventWithHint
-	70,  // 16: outrigger.v1.QueueingHintRequest.pod:type_name -> outrigger.v1.Pod
-	72,  // 17: outrigger.v1.QueueingHintRequest.event:type_name -> outrigger.v1.ClusterEvent
-	69,  // 18: outrigger.v1.PreFilterReply.status:type_name -> outrigger.v1.Status
-	71,  // 19: outrigger.v1.PreFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	70,  // 15: outrigger.v1.EventsReply.events:type_name -> outrigger.v1.ClusterEventWithHint
+	72,  // 16: outrigger.v1.QueueingHintRequest.pod:type_name -> outrigger.v1.Pod
+	74,  // 17: outrigger.v1.QueueingHintRequest.event:type_name -> outrigger.v1.ClusterEvent
+	71,  // 18: outrigger.v1.PreFilterReply.status:type_name -> outrigger.v1.Status
+	73,  // 19: outrigger.v1.PreFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
 	7,   // 20: outrigger.v1.PreFilterExtensionRequest.ctx:type_name -> outrigger.v1.CycleContext
-	70,  // 21: outrigger.v1.PreFilterExtensionRequest.other_pod:type_name -> outrigger.v1.Pod
+	72,  // 21: outrigger.v1.PreFilterExtensionRequest.other_pod:type_name -> outrigger.v1.Pod
 	7,   // 22: outrigger.v1.FilterStart.ctx:type_name -> outrigger.v1.CycleContext
-	73,  // 23: outrigger.v1.FilterStart.batch:type_name -> outrigger.v1.NodeBatch
+	75,  // 23: outrigger.v1.FilterStart.batch:type_name -> outrigger.v1.NodeBatch
 	22,  // 24: outrigger.v1.FilterRequest.start:type_name -> outrigger.v1.FilterStart
-	73,  // 25: outrigger.v1.FilterRequest.batch:type_name -> outrigger.v1.NodeBatch
-	74,  // 26: outrigger.v1.FilterReply.codes:type_name -> outrigger.v1.Code
+	75,  // 25: outrigger.v1.FilterRequest.batch:type_name -> outrigger.v1.NodeBatch
+	76,  // 26: outrigger.v1.FilterReply.codes:type_name -> outrigger.v1.Code
 	24,  // 27: outrigger.v1.FilterReply.reason_table:type_name -> outrigger.v1.ReasonSet
-	71,  // 28: outrigger.v1.FilterReply.state_writes:type_name -> outrigger.v1.StateEntry
-	69,  // 29: outrigger.v1.FilterReply.error:type_name -> outrigger.v1.Status
+	73,  // 28: outrigger.v1.FilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	71,  // 29: outrigger.v1.FilterReply.error:type_name -> outrigger.v1.Status
 	7,   // 30: outrigger.v1.PostFilterRequest.ctx:type_name -> outrigger.v1.CycleContext
-	59,  // 31: outrigger.v1.PostFilterRequest.node_statuses:type_name -> outrigger.v1.PostFilterRequest.NodeStatusesEntry
-	69,  // 32: outrigger.v1.PostFilterReply.status:type_name -> outrigger.v1.Status
-	71,  // 33: outrigger.v1.PostFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
-	75,  // 34: outrigger.v1.PostFilterReply.victims:type_name -> outrigger.v1.PodRef
+	61,  // 31: outrigger.v1.PostFilterRequest.node_statuses:type_name -> outrigger.v1.PostFilterRequest.NodeStatusesEntry
+	71,  // 32: outrigger.v1.PostFilterReply.status:type_name -> outrigger.v1.Status
+	73,  // 33: outrigger.v1.PostFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	77,  // 34: outrigger.v1.PostFilterReply.victims:type_name -> outrigger.v1.PodRef
 	1,   // 35: outrigger.v1.PostFilterReply.nominating_mode:type_name -> outrigger.v1.NominatingMode
 	7,   // 36: outrigger.v1.PreScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
 	7,   // 37: outrigger.v1.ScoreStart.ctx:type_name -> outrigger.v1.CycleContext
-	73,  // 38: outrigger.v1.ScoreStart.batch:type_name -> outrigger.v1.NodeBatch
+	75,  // 38: outrigger.v1.ScoreStart.batch:type_name -> outrigger.v1.NodeBatch
 	29,  // 39: outrigger.v1.ScoreRequest.start:type_name -> outrigger.v1.ScoreStart
-	73,  // 40: outrigger.v1.ScoreRequest.batch:type_name -> outrigger.v1.NodeBatch
-	71,  // 41: outrigger.v1.ScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	69,  // 42: outrigger.v1.ScoreReply.error:type_name -> outrigger.v1.Status
+	75,  // 40: outrigger.v1.ScoreRequest.batch:type_name -> outrigger.v1.NodeBatch
+	73,  // 41: outrigger.v1.ScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	71,  // 42: outrigger.v1.ScoreReply.error:type_name -> outrigger.v1.Status
 	7,   // 43: outrigger.v1.NormalizeScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
-	69,  // 44: outrigger.v1.NormalizeScoreReply.status:type_name -> outrigger.v1.Status
-	71,  // 45: outrigger.v1.NormalizeScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	70,  // 46: outrigger.v1.PodGroupContext.pods:type_name -> outrigger.v1.Pod
-	71,  // 47: outrigger.v1.PodGroupContext.state:type_name -> outrigger.v1.StateEntry
-	60,  // 48: outrigger.v1.PodGroupContext.trace_context:type_name -> outrigger.v1.PodGroupContext.TraceContextEntry
-	34,  // 49: outrigger.v1.GeneratePlacementsRequest.ctx:type_name -> outrigger.v1.PodGroupContext
-	36,  // 50: outrigger.v1.GeneratePlacementsRequest.parent:type_name -> outrigger.v1.PlacementNodes
-	69,  // 51: outrigger.v1.GeneratePlacementsReply.status:type_name -> outrigger.v1.Status
-	36,  // 52: outrigger.v1.GeneratePlacementsReply.placements:type_name -> outrigger.v1.PlacementNodes
-	71,  // 53: outrigger.v1.GeneratePlacementsReply.state_writes:type_name -> outrigger.v1.StateEntry
-	34,  // 54: outrigger.v1.ScorePlacementRequest.ctx:type_name -> outrigger.v1.PodGroupContext
-	36,  // 55: outrigger.v1.ScorePlacementRequest.placement:type_name -> outrigger.v1.PlacementNodes
-	35,  // 56: outrigger.v1.ScorePlacementRequest.assignments:type_name -> outrigger.v1.PlacementAssignment
-	69,  // 57: outrigger.v1.ScorePlacementReply.status:type_name -> outrigger.v1.Status
-	71,  // 58: outrigger.v1.ScorePlacementReply.state_writes:type_name -> outrigger.v1.StateEntry
-	34,  // 59: outrigger.v1.NormalizePlacementScoreRequest.ctx:type_name -> outrigger.v1.PodGroupContext
-	69,  // 60: outrigger.v1.NormalizePlacementScoreReply.status:type_name -> outrigger.v1.Status
-	71,  // 61: outrigger.v1.NormalizePlacementScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	70,  // 62: outrigger.v1.LookaheadRequest.pods:type_name -> outrigger.v1.Pod
-	24,  // 63: outrigger.v1.PodVerdict.reason_table:type_name -> outrigger.v1.ReasonSet
-	69,  // 64: outrigger.v1.PodVerdict.error:type_name -> outrigger.v1.Status
-	44,  // 65: outrigger.v1.LookaheadReply.verdicts:type_name -> outrigger.v1.PodVerdict
-	69,  // 66: outrigger.v1.LookaheadReply.error:type_name -> outrigger.v1.Status
-	69,  // 67: outrigger.v1.PermitReply.status:type_name -> outrigger.v1.Status
-	71,  // 68: outrigger.v1.PermitReply.state_writes:type_name -> outrigger.v1.StateEntry
-	61,  // 69: outrigger.v1.NodeChange.allocatable:type_name -> outrigger.v1.NodeChange.AllocatableEntry
-	62,  // 70: outrigger.v1.NodeChange.requested:type_name -> outrigger.v1.NodeChange.RequestedEntry
-	63,  // 71: outrigger.v1.NodeChange.labels:type_name -> outrigger.v1.NodeChange.LabelsEntry
-	76,  // 72: outrigger.v1.AddedNode.node:type_name -> outrigger.v1.Node
-	48,  // 73: outrigger.v1.NodeView.added_nodes:type_name -> outrigger.v1.AddedNode
-	70,  // 74: outrigger.v1.NodeView.added_pods:type_name -> outrigger.v1.Pod
-	47,  // 75: outrigger.v1.NodeView.changes:type_name -> outrigger.v1.NodeChange
-	49,  // 76: outrigger.v1.NodeView.removed_pods:type_name -> outrigger.v1.RemovedPod
-	64,  // 77: outrigger.v1.PodChange.labels:type_name -> outrigger.v1.PodChange.LabelsEntry
-	65,  // 78: outrigger.v1.PodChange.annotations:type_name -> outrigger.v1.PodChange.AnnotationsEntry
-	66,  // 79: outrigger.v1.PodChange.requests:type_name -> outrigger.v1.PodChange.RequestsEntry
-	67,  // 80: outrigger.v1.PodChange.node_selector:type_name -> outrigger.v1.PodChange.NodeSelectorEntry
-	69,  // 81: outrigger.v1.TransformPodReply.status:type_name -> outrigger.v1.Status
-	51,  // 82: outrigger.v1.TransformPodReply.change:type_name -> outrigger.v1.PodChange
-	71,  // 83: outrigger.v1.TransformPodReply.state_writes:type_name -> outrigger.v1.StateEntry
-	7,   // 84: outrigger.v1.TransformNodesRequest.ctx:type_name -> outrigger.v1.CycleContext
-	69,  // 85: outrigger.v1.TransformNodesReply.status:type_name -> outrigger.v1.Status
-	47,  // 86: outrigger.v1.TransformNodesReply.changes:type_name -> outrigger.v1.NodeChange
-	71,  // 87: outrigger.v1.TransformNodesReply.state_writes:type_name -> outrigger.v1.StateEntry
-	69,  // 88: outrigger.v1.PostFilterRequest.NodeStatusesEntry.value:type_name -> outrigger.v1.Status
-	2,   // 89: outrigger.v1.Plugin.Handshake:input_type -> outrigger.v1.HandshakeRequest
-	5,   // 90: outrigger.v1.Plugin.Configure:input_type -> outrigger.v1.ConfigureRequest
-	9,   // 91: outrigger.v1.Plugin.PreEnqueue:input_type -> outrigger.v1.PodRequest
-	13,  // 92: outrigger.v1.Plugin.QueueSortKey:input_type -> outrigger.v1.QueueSortKeyRequest
-	16,  // 93: outrigger.v1.Plugin.EventsToRegister:input_type -> outrigger.v1.EventsRequest
-	18,  // 94: outrigger.v1.Plugin.QueueingHint:input_type -> outrigger.v1.QueueingHintRequest
-	8,   // 95: outrigger.v1.Plugin.PreFilter:input_type -> outrigger.v1.CycleRequest
-	21,  // 96: outrigger.v1.Plugin.PreFilterAddPod:input_type -> outrigger.v1.PreFilterExtensionRequest
-	21,  // 97: outrigger.v1.Plugin.PreFilterRemovePod:input_type -> outrigger.v1.PreFilterExtensionRequest
-	23,  // 98: outrigger.v1.Plugin.Filter:input_type -> outrigger.v1.FilterRequest
-	26,  // 99: outrigger.v1.Plugin.PostFilter:input_type -> outrigger.v1.PostFilterRequest
-	28,  // 100: outrigger.v1.Plugin.PreScore:input_type -> outrigger.v1.PreScoreRequest
-	30,  // 101: outrigger.v1.Plugin.Score:input_type -> outrigger.v1.ScoreRequest
-	32,  // 102: outrigger.v1.Plugin.NormalizeScore:input_type -> outrigger.v1.NormalizeScoreRequest
-	43,  // 103: outrigger.v1.Plugin.Lookahead:input_type -> outrigger.v1.LookaheadRequest
-	10,  // 104: outrigger.v1.Plugin.Reserve:input_type -> outrigger.v1.NodeRequest
-	10,  // 105: outrigger.v1.Plugin.Unreserve:input_type -> outrigger.v1.NodeRequest
-	10,  // 106: outrigger.v1.Plugin.Permit:input_type -> outrigger.v1.NodeRequest
-	37,  // 107: outrigger.v1.Plugin.GeneratePlacements:input_type -> outrigger.v1.GeneratePlacementsRequest
-	39,  // 108: outrigger.v1.Plugin.ScorePlacement:input_type -> outrigger.v1.ScorePlacementRequest
-	41,  // 109: outrigger.v1.Plugin.NormalizePlacementScore:input_type -> outrigger.v1.NormalizePlacementScoreRequest
-	10,  // 110: outrigger.v1.Plugin.PreBindPreFlight:input_type -> outrigger.v1.NodeRequest
-	10,  // 111: outrigger.v1.Plugin.PreBind:input_type -> outrigger.v1.NodeRequest
-	10,  // 112: outrigger.v1.Plugin.Bind:input_type -> outrigger.v1.NodeRequest
-	10,  // 113: outrigger.v1.Plugin.PostBind:input_type -> outrigger.v1.NodeRequest
-	8,   // 114: outrigger.v1.Plugin.BeforePreFilter:input_type -> outrigger.v1.CycleRequest
-	53,  // 115: outrigger.v1.Plugin.BeforeFilter:input_type -> outrigger.v1.TransformNodesRequest
-	53,  // 116: outrigger.v1.Plugin.BeforePostFilter:input_type -> outrigger.v1.TransformNodesRequest
-	53,  // 117: outrigger.v1.Plugin.BeforeScore:input_type -> outrigger.v1.TransformNodesRequest
-	55,  // 118: outrigger.v1.Plugin.Stop:input_type -> outrigger.v1.StopRequest
-	56,  // 119: outrigger.v1.Plugin.Debug:input_type -> outrigger.v1.DebugRequest
-	4,   // 120: outrigger.v1.Plugin.Handshake:output_type -> outrigger.v1.HandshakeResponse
-	6,   // 121: outrigger.v1.Plugin.Configure:output_type -> outrigger.v1.ConfigureReply
-	11,  // 122: outrigger.v1.Plugin.PreEnqueue:output_type -> outrigger.v1.StatusReply
-	15,  // 123: outrigger.v1.Plugin.QueueSortKey:output_type -> outrigger.v1.QueueSortKeyReply
-	17,  // 124: outrigger.v1.Plugin.EventsToRegister:output_type -> outrigger.v1.EventsReply
-	19,  // 125: outrigger.v1.Plugin.QueueingHint:output_type -> outrigger.v1.QueueingHintReply
-	20,  // 126: outrigger.v1.Plugin.PreFilter:output_type -> outrigger.v1.PreFilterReply
-	11,  // 127: outrigger.v1.Plugin.PreFilterAddPod:output_type -> outrigger.v1.StatusReply
-	11,  // 128: outrigger.v1.Plugin.PreFilterRemovePod:output_type -> outrigger.v1.StatusReply
-	25,  // 129: outrigger.v1.Plugin.Filter:output_type -> outrigger.v1.FilterReply
-	27,  // 130: outrigger.v1.Plugin.PostFilter:output_type -> outrigger.v1.PostFilterReply
-	11,  // 131: outrigger.v1.Plugin.PreScore:output_type -> outrigger.v1.StatusReply
-	31,  // 132: outrigger.v1.Plugin.Score:output_type -> outrigger.v1.ScoreReply
-	33,  // 133: outrigger.v1.Plugin.NormalizeScore:output_type -> outrigger.v1.NormalizeScoreReply
-	45,  // 134: outrigger.v1.Plugin.Lookahead:output_type -> outrigger.v1.LookaheadReply
-	11,  // 135: outrigger.v1.Plugin.Reserve:output_type -> outrigger.v1.StatusReply
-	12,  // 136: outrigger.v1.Plugin.Unreserve:output_type -> outrigger.v1.Ack
-	46,  // 137: outrigger.v1.Plugin.Permit:output_type -> outrigger.v1.PermitReply
-	38,  // 138: outrigger.v1.Plugin.GeneratePlacements:output_type -> outrigger.v1.GeneratePlacementsReply
-	40,  // 139: outrigger.v1.Plugin.ScorePlacement:output_type -> outrigger.v1.ScorePlacementReply
-	42,  // 140: outrigger.v1.Plugin.NormalizePlacementScore:output_type -> outrigger.v1.NormalizePlacementScoreReply
-	11,  // 141: outrigger.v1.Plugin.PreBindPreFlight:output_type -> outrigger.v1.StatusReply
-	11,  // 142: outrigger.v1.Plugin.PreBind:output_type -> outrigger.v1.StatusReply
-	11,  // 143: outrigger.v1.Plugin.Bind:output_type -> outrigger.v1.StatusReply
-	12,  // 144: outrigger.v1.Plugin.PostBind:output_type -> outrigger.v1.Ack
-	52,  // 145: outrigger.v1.Plugin.BeforePreFilter:output_type -> outrigger.v1.TransformPodReply
-	54,  // 146: outrigger.v1.Plugin.BeforeFilter:output_type -> outrigger.v1.TransformNodesReply
-	54,  // 147: outrigger.v1.Plugin.BeforePostFilter:output_type -> outrigger.v1.TransformNodesReply
-	54,  // 148: outrigger.v1.Plugin.BeforeScore:output_type -> outrigger.v1.TransformNodesReply
-	12,  // 149: outrigger.v1.Plugin.Stop:output_type -> outrigger.v1.Ack
-	57,  // 150: outrigger.v1.Plugin.Debug:output_type -> outrigger.v1.DebugReply
-	120, // [120:151] is the sub-list for method output_type
-	89,  // [89:120] is the sub-list for method input_type
-	89,  // [89:89] is the sub-list for extension type_name
-	89,  // [89:89] is the sub-list for extension extendee
-	0,   // [0:89] is the sub-list for field type_name
+	71,  // 44: outrigger.v1.NormalizeScoreReply.status:type_name -> outrigger.v1.Status
+	73,  // 45: outrigger.v1.NormalizeScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	71,  // 46: outrigger.v1.SignReply.status:type_name -> outrigger.v1.Status
+	34,  // 47: outrigger.v1.SignReply.fragments:type_name -> outrigger.v1.SignFragment
+	72,  // 48: outrigger.v1.PodGroupContext.pods:type_name -> outrigger.v1.Pod
+	73,  // 49: outrigger.v1.PodGroupContext.state:type_name -> outrigger.v1.StateEntry
+	62,  // 50: outrigger.v1.PodGroupContext.trace_context:type_name -> outrigger.v1.PodGroupContext.TraceContextEntry
+	36,  // 51: outrigger.v1.GeneratePlacementsRequest.ctx:type_name -> outrigger.v1.PodGroupContext
+	38,  // 52: outrigger.v1.GeneratePlacementsRequest.parent:type_name -> outrigger.v1.PlacementNodes
+	71,  // 53: outrigger.v1.GeneratePlacementsReply.status:type_name -> outrigger.v1.Status
+	38,  // 54: outrigger.v1.GeneratePlacementsReply.placements:type_name -> outrigger.v1.PlacementNodes
+	73,  // 55: outrigger.v1.GeneratePlacementsReply.state_writes:type_name -> outrigger.v1.StateEntry
+	36,  // 56: outrigger.v1.ScorePlacementRequest.ctx:type_name -> outrigger.v1.PodGroupContext
+	38,  // 57: outrigger.v1.ScorePlacementRequest.placement:type_name -> outrigger.v1.PlacementNodes
+	37,  // 58: outrigger.v1.ScorePlacementRequest.assignments:type_name -> outrigger.v1.PlacementAssignment
+	71,  // 59: outrigger.v1.ScorePlacementReply.status:type_name -> outrigger.v1.Status
+	73,  // 60: outrigger.v1.ScorePlacementReply.state_writes:type_name -> outrigger.v1.StateEntry
+	36,  // 61: outrigger.v1.NormalizePlacementScoreRequest.ctx:type_name -> outrigger.v1.PodGroupContext
+	71,  // 62: outrigger.v1.NormalizePlacementScoreReply.status:type_name -> outrigger.v1.Status
+	73,  // 63: outrigger.v1.NormalizePlacementScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	72,  // 64: outrigger.v1.LookaheadRequest.pods:type_name -> outrigger.v1.Pod
+	24,  // 65: outrigger.v1.PodVerdict.reason_table:type_name -> outrigger.v1.ReasonSet
+	71,  // 66: outrigger.v1.PodVerdict.error:type_name -> outrigger.v1.Status
+	46,  // 67: outrigger.v1.LookaheadReply.verdicts:type_name -> outrigger.v1.PodVerdict
+	71,  // 68: outrigger.v1.LookaheadReply.error:type_name -> outrigger.v1.Status
+	71,  // 69: outrigger.v1.PermitReply.status:type_name -> outrigger.v1.Status
+	73,  // 70: outrigger.v1.PermitReply.state_writes:type_name -> outrigger.v1.StateEntry
+	63,  // 71: outrigger.v1.NodeChange.allocatable:type_name -> outrigger.v1.NodeChange.AllocatableEntry
+	64,  // 72: outrigger.v1.NodeChange.requested:type_name -> outrigger.v1.NodeChange.RequestedEntry
+	65,  // 73: outrigger.v1.NodeChange.labels:type_name -> outrigger.v1.NodeChange.LabelsEntry
+	78,  // 74: outrigger.v1.AddedNode.node:type_name -> outrigger.v1.Node
+	50,  // 75: outrigger.v1.NodeView.added_nodes:type_name -> outrigger.v1.AddedNode
+	72,  // 76: outrigger.v1.NodeView.added_pods:type_name -> outrigger.v1.Pod
+	49,  // 77: outrigger.v1.NodeView.changes:type_name -> outrigger.v1.NodeChange
+	51,  // 78: outrigger.v1.NodeView.removed_pods:type_name -> outrigger.v1.RemovedPod
+	66,  // 79: outrigger.v1.PodChange.labels:type_name -> outrigger.v1.PodChange.LabelsEntry
+	67,  // 80: outrigger.v1.PodChange.annotations:type_name -> outrigger.v1.PodChange.AnnotationsEntry
+	68,  // 81: outrigger.v1.PodChange.requests:type_name -> outrigger.v1.PodChange.RequestsEntry
+	69,  // 82: outrigger.v1.PodChange.node_selector:type_name -> outrigger.v1.PodChange.NodeSelectorEntry
+	71,  // 83: outrigger.v1.TransformPodReply.status:type_name -> outrigger.v1.Status
+	53,  // 84: outrigger.v1.TransformPodReply.change:type_name -> outrigger.v1.PodChange
+	73,  // 85: outrigger.v1.TransformPodReply.state_writes:type_name -> outrigger.v1.StateEntry
+	7,   // 86: outrigger.v1.TransformNodesRequest.ctx:type_name -> outrigger.v1.CycleContext
+	71,  // 87: outrigger.v1.TransformNodesReply.status:type_name -> outrigger.v1.Status
+	49,  // 88: outrigger.v1.TransformNodesReply.changes:type_name -> outrigger.v1.NodeChange
+	73,  // 89: outrigger.v1.TransformNodesReply.state_writes:type_name -> outrigger.v1.StateEntry
+	71,  // 90: outrigger.v1.PostFilterRequest.NodeStatusesEntry.value:type_name -> outrigger.v1.Status
+	2,   // 91: outrigger.v1.Plugin.Handshake:input_type -> outrigger.v1.HandshakeRequest
+	5,   // 92: outrigger.v1.Plugin.Configure:input_type -> outrigger.v1.ConfigureRequest
+	9,   // 93: outrigger.v1.Plugin.PreEnqueue:input_type -> outrigger.v1.PodRequest
+	13,  // 94: outrigger.v1.Plugin.QueueSortKey:input_type -> outrigger.v1.QueueSortKeyRequest
+	16,  // 95: outrigger.v1.Plugin.EventsToRegister:input_type -> outrigger.v1.EventsRequest
+	18,  // 96: outrigger.v1.Plugin.QueueingHint:input_type -> outrigger.v1.QueueingHintRequest
+	8,   // 97: outrigger.v1.Plugin.PreFilter:input_type -> outrigger.v1.CycleRequest
+	21,  // 98: outrigger.v1.Plugin.PreFilterAddPod:input_type -> outrigger.v1.PreFilterExtensionRequest
+	21,  // 99: outrigger.v1.Plugin.PreFilterRemovePod:input_type -> outrigger.v1.PreFilterExtensionRequest
+	23,  // 100: outrigger.v1.Plugin.Filter:input_type -> outrigger.v1.FilterRequest
+	26,  // 101: outrigger.v1.Plugin.PostFilter:input_type -> outrigger.v1.PostFilterRequest
+	28,  // 102: outrigger.v1.Plugin.PreScore:input_type -> outrigger.v1.PreScoreRequest
+	30,  // 103: outrigger.v1.Plugin.Score:input_type -> outrigger.v1.ScoreRequest
+	32,  // 104: outrigger.v1.Plugin.NormalizeScore:input_type -> outrigger.v1.NormalizeScoreRequest
+	45,  // 105: outrigger.v1.Plugin.Lookahead:input_type -> outrigger.v1.LookaheadRequest
+	10,  // 106: outrigger.v1.Plugin.Reserve:input_type -> outrigger.v1.NodeRequest
+	10,  // 107: outrigger.v1.Plugin.Unreserve:input_type -> outrigger.v1.NodeRequest
+	10,  // 108: outrigger.v1.Plugin.Permit:input_type -> outrigger.v1.NodeRequest
+	39,  // 109: outrigger.v1.Plugin.GeneratePlacements:input_type -> outrigger.v1.GeneratePlacementsRequest
+	41,  // 110: outrigger.v1.Plugin.ScorePlacement:input_type -> outrigger.v1.ScorePlacementRequest
+	43,  // 111: outrigger.v1.Plugin.NormalizePlacementScore:input_type -> outrigger.v1.NormalizePlacementScoreRequest
+	9,   // 112: outrigger.v1.Plugin.SignPod:input_type -> outrigger.v1.PodRequest
+	10,  // 113: outrigger.v1.Plugin.PreBindPreFlight:input_type -> outrigger.v1.NodeRequest
+	10,  // 114: outrigger.v1.Plugin.PreBind:input_type -> outrigger.v1.NodeRequest
+	10,  // 115: outrigger.v1.Plugin.Bind:input_type -> outrigger.v1.NodeRequest
+	10,  // 116: outrigger.v1.Plugin.PostBind:input_type -> outrigger.v1.NodeRequest
+	8,   // 117: outrigger.v1.Plugin.BeforePreFilter:input_type -> outrigger.v1.CycleRequest
+	55,  // 118: outrigger.v1.Plugin.BeforeFilter:input_type -> outrigger.v1.TransformNodesRequest
+	55,  // 119: outrigger.v1.Plugin.BeforePostFilter:input_type -> outrigger.v1.TransformNodesRequest
+	55,  // 120: outrigger.v1.Plugin.BeforeScore:input_type -> outrigger.v1.TransformNodesRequest
+	57,  // 121: outrigger.v1.Plugin.Stop:input_type -> outrigger.v1.StopRequest
+	58,  // 122: outrigger.v1.Plugin.Debug:input_type -> outrigger.v1.DebugRequest
+	4,   // 123: outrigger.v1.Plugin.Handshake:output_type -> outrigger.v1.HandshakeResponse
+	6,   // 124: outrigger.v1.Plugin.Configure:output_type -> outrigger.v1.ConfigureReply
+	11,  // 125: outrigger.v1.Plugin.PreEnqueue:output_type -> outrigger.v1.StatusReply
+	15,  // 126: outrigger.v1.Plugin.QueueSortKey:output_type -> outrigger.v1.QueueSortKeyReply
+	17,  // 127: outrigger.v1.Plugin.EventsToRegister:output_type -> outrigger.v1.EventsReply
+	19,  // 128: outrigger.v1.Plugin.QueueingHint:output_type -> outrigger.v1.QueueingHintReply
+	20,  // 129: outrigger.v1.Plugin.PreFilter:output_type -> outrigger.v1.PreFilterReply
+	11,  // 130: outrigger.v1.Plugin.PreFilterAddPod:output_type -> outrigger.v1.StatusReply
+	11,  // 131: outrigger.v1.Plugin.PreFilterRemovePod:output_type -> outrigger.v1.StatusReply
+	25,  // 132: outrigger.v1.Plugin.Filter:output_type -> outrigger.v1.FilterReply
+	27,  // 133: outrigger.v1.Plugin.PostFilter:output_type -> outrigger.v1.PostFilterReply
+	11,  // 134: outrigger.v1.Plugin.PreScore:output_type -> outrigger.v1.StatusReply
+	31,  // 135: outrigger.v1.Plugin.Score:output_type -> outrigger.v1.ScoreReply
+	33,  // 136: outrigger.v1.Plugin.NormalizeScore:output_type -> outrigger.v1.NormalizeScoreReply
+	47,  // 137: outrigger.v1.Plugin.Lookahead:output_type -> outrigger.v1.LookaheadReply
+	11,  // 138: outrigger.v1.Plugin.Reserve:output_type -> outrigger.v1.StatusReply
+	12,  // 139: outrigger.v1.Plugin.Unreserve:output_type -> outrigger.v1.Ack
+	48,  // 140: outrigger.v1.Plugin.Permit:output_type -> outrigger.v1.PermitReply
+	40,  // 141: outrigger.v1.Plugin.GeneratePlacements:output_type -> outrigger.v1.GeneratePlacementsReply
+	42,  // 142: outrigger.v1.Plugin.ScorePlacement:output_type -> outrigger.v1.ScorePlacementReply
+	44,  // 143: outrigger.v1.Plugin.NormalizePlacementScore:output_type -> outrigger.v1.NormalizePlacementScoreReply
+	35,  // 144: outrigger.v1.Plugin.SignPod:output_type -> outrigger.v1.SignReply
+	11,  // 145: outrigger.v1.Plugin.PreBindPreFlight:output_type -> outrigger.v1.StatusReply
+	11,  // 146: outrigger.v1.Plugin.PreBind:output_type -> outrigger.v1.StatusReply
+	11,  // 147: outrigger.v1.Plugin.Bind:output_type -> outrigger.v1.StatusReply
+	12,  // 148: outrigger.v1.Plugin.PostBind:output_type -> outrigger.v1.Ack
+	54,  // 149: outrigger.v1.Plugin.BeforePreFilter:output_type -> outrigger.v1.TransformPodReply
+	56,  // 150: outrigger.v1.Plugin.BeforeFilter:output_type -> outrigger.v1.TransformNodesReply
+	56,  // 151: outrigger.v1.Plugin.BeforePostFilter:output_type -> outrigger.v1.TransformNodesReply
+	56,  // 152: outrigger.v1.Plugin.BeforeScore:output_type -> outrigger.v1.TransformNodesReply
+	12,  // 153: outrigger.v1.Plugin.Stop:output_type -> outrigger.v1.Ack
+	59,  // 154: outrigger.v1.Plugin.Debug:output_type -> outrigger.v1.DebugReply
+	123, // [123:155] is the sub-list for method output_type
+	91,  // [91:123] is the sub-list for method input_type
+	91,  // [91:91] is the sub-list for extension type_name
+	91,  // [91:91] is the sub-list for extension extendee
+	0,   // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_plugin_proto_init() }
@@ -4966,7 +5098,7 @@ func file_outrigger_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_plugin_proto_rawDesc), len(file_outrigger_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -78,6 +78,7 @@ const (
 	Plugin_GeneratePlacements_FullMethodName      = "/outrigger.v1.Plugin/GeneratePlacements"
 	Plugin_ScorePlacement_FullMethodName          = "/outrigger.v1.Plugin/ScorePlacement"
 	Plugin_NormalizePlacementScore_FullMethodName = "/outrigger.v1.Plugin/NormalizePlacementScore"
+	Plugin_SignPod_FullMethodName                 = "/outrigger.v1.Plugin/SignPod"
 	Plugin_PreBindPreFlight_FullMethodName        = "/outrigger.v1.Plugin/PreBindPreFlight"
 	Plugin_PreBind_FullMethodName                 = "/outrigger.v1.Plugin/PreBind"
 	Plugin_Bind_FullMethodName                    = "/outrigger.v1.Plugin/Bind"
@@ -152,6 +153,16 @@ type PluginClient interface {
 	// PlacementScoreExtensions.NormalizePlacementScore: map this plugin's raw scores of all the
 	// group's feasible placements into [0, 100].
 	NormalizePlacementScore(ctx context.Context, in *NormalizePlacementScoreRequest, opts ...grpc.CallOption) (*NormalizePlacementScoreReply, error)
+	// Sign (kube-scheduler 1.37's SignPlugin.SignPod): what this plugin's Filter and Score answers for
+	// the pod depend on, as fragments. Two pods whose fragments from every Filter, Score, PreFilter and
+	// PreScore plugin of the profile are equal must get the same answers on the same nodes; the
+	// framework then offers the second the first one's next-best node (opportunistic batching). A
+	// profile batches only when every such plugin signs: a remote plugin without EXTENSION_POINT_SIGN
+	// keeps batching off for its profiles. Called at most once per pod and resourceVersion (the
+	// framework keeps the answer) and only in profiles where batching can apply. Not cycle-scoped: no
+	// CycleState. CODE_UNSCHEDULABLE: this pod cannot be signed (it is scheduled without batching);
+	// CODE_ERROR likewise, and logged.
+	SignPod(ctx context.Context, in *PodRequest, opts ...grpc.CallOption) (*SignReply, error)
 	// PreBindPreFlight: will this plugin's PreBind do anything for the pod? CODE_SKIP means no (the
 	// framework can then skip PreBind and avoid e.g. an API round trip).
 	PreBindPreFlight(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*StatusReply, error)
@@ -408,6 +419,16 @@ func (c *pluginClient) NormalizePlacementScore(ctx context.Context, in *Normaliz
 	return out, nil
 }
 
+func (c *pluginClient) SignPod(ctx context.Context, in *PodRequest, opts ...grpc.CallOption) (*SignReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignReply)
+	err := c.cc.Invoke(ctx, Plugin_SignPod_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *pluginClient) PreBindPreFlight(ctx context.Context, in *NodeRequest, opts ...grpc.CallOption) (*StatusReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StatusReply)
@@ -570,6 +591,16 @@ type PluginServer interface {
 	// PlacementScoreExtensions.NormalizePlacementScore: map this plugin's raw scores of all the
 	// group's feasible placements into [0, 100].
 	NormalizePlacementScore(context.Context, *NormalizePlacementScoreRequest) (*NormalizePlacementScoreReply, error)
+	// Sign (kube-scheduler 1.37's SignPlugin.SignPod): what this plugin's Filter and Score answers for
+	// the pod depend on, as fragments. Two pods whose fragments from every Filter, Score, PreFilter and
+	// PreScore plugin of the profile are equal must get the same answers on the same nodes; the
+	// framework then offers the second the first one's next-best node (opportunistic batching). A
+	// profile batches only when every such plugin signs: a remote plugin without EXTENSION_POINT_SIGN
+	// keeps batching off for its profiles. Called at most once per pod and resourceVersion (the
+	// framework keeps the answer) and only in profiles where batching can apply. Not cycle-scoped: no
+	// CycleState. CODE_UNSCHEDULABLE: this pod cannot be signed (it is scheduled without batching);
+	// CODE_ERROR likewise, and logged.
+	SignPod(context.Context, *PodRequest) (*SignReply, error)
 	// PreBindPreFlight: will this plugin's PreBind do anything for the pod? CODE_SKIP means no (the
 	// framework can then skip PreBind and avoid e.g. an API round trip).
 	PreBindPreFlight(context.Context, *NodeRequest) (*StatusReply, error)
@@ -669,6 +700,9 @@ func (UnimplementedPluginServer) ScorePlacement(context.Context, *ScorePlacement
 }
 func (UnimplementedPluginServer) NormalizePlacementScore(context.Context, *NormalizePlacementScoreRequest) (*NormalizePlacementScoreReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method NormalizePlacementScore not implemented")
+}
+func (UnimplementedPluginServer) SignPod(context.Context, *PodRequest) (*SignReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SignPod not implemented")
 }
 func (UnimplementedPluginServer) PreBindPreFlight(context.Context, *NodeRequest) (*StatusReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PreBindPreFlight not implemented")
@@ -1066,6 +1100,24 @@ func _Plugin_NormalizePlacementScore_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_SignPod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PodRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).SignPod(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_SignPod_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).SignPod(ctx, req.(*PodRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Plugin_PreBindPreFlight_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(NodeRequest)
 	if err := dec(in); err != nil {
@@ -1324,6 +1376,10 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NormalizePlacementScore",
 			Handler:    _Plugin_NormalizePlacementScore_Handler,
+		},
+		{
+			MethodName: "SignPod",
+			Handler:    _Plugin_SignPod_Handler,
 		},
 		{
 			MethodName: "PreBindPreFlight",
