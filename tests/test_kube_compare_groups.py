@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kube_cluster import built_bin_dir
 
-from tools.compare.group_workloads import mix, perf_shape
+from tools.compare.group_workloads import Wave, mix, perf_shape, preemption_shape
 from tools.compare.groups import GroupOutcome, GroupReport, GroupRun, SameGroup, node_shapes, run_groups
 from tools.compare.report import groups_json, to_markdown
 from tools.compare.schedulers import KUBE, OUTRIGGER
@@ -57,6 +57,7 @@ def _outcome(**kw: object) -> GroupOutcome:
     ({"domains": 2}, ["domains"]),
     ({"messages": {"p1": ("note", "other")}}, ["messages"]),
     ({"conditions": [], "domains": 0}, ["conditions", "domains"]),
+    ({"evicted": ["p3"]}, ["victims"]),
 ])
 def test_what_differs_between_two_outcomes(change: dict[str, object], differs: list[str]) -> None:
     assert _outcome().same(_outcome(**change)) == differs
@@ -90,3 +91,34 @@ def test_the_report_gives_the_ratio_over_timed_workloads_and_lists_what_differs(
     assert f"{KUBE} 18, {OUTRIGGER} 36, ratio 2.00" in text
     assert "| GangScheduling/x (10 nodes) | 1/1 | yes | 9 / 9 | 18 / 36 |" in text
     assert "- Mix-7 h: domains differ;" in text
+
+
+def test_workload_preemptions_shapes_keep_scheduler_perfs_waves_and_priorities() -> None:
+    basic = preemption_shape("basic", 2, 10, 1, 2)
+    assert basic.name == "GangPreemptionBasic/2Nodes_1PreemptorGang_2Pods_Evicting_10InitPods"
+    assert basic.waves == (Wave((), tuple(f"pod-low-priority-{i}" for i in range(10))),
+                           Wave(("gang-0",), ("pod-gang-0", "pod-gang-1")))
+    low = {p["metadata"]["name"]: p["spec"] for p in basic.pods}
+    # Five 40m pods a node: host ports 8000..8004, priority 0 (no class); the gang's pods 3970m of class 8888888.
+    assert sorted({s["containers"][0]["ports"][0]["hostPort"] for n, s in low.items() if "low" in n}) == [
+        8000, 8001, 8002, 8003, 8004]
+    assert [(s.get("priorityClassName"), s["containers"][0]["resources"]["requests"]["cpu"],
+             s["terminationGracePeriodSeconds"]) for s in (low["pod-low-priority-0"], low["pod-gang-1"])] == [
+        (None, "40m", 0), ("perf-8888888", "3970m", 0)]
+    groups = preemption_shape("podgroups", 2, 2, 1, 2, disrupt_all=True)
+    assert groups.name == "GangPreemptionPodGroups/2Nodes_1PreemptorGang_2Pods_Evicting_2LowPriorityGangs_All"
+    assert [w.groups for w in groups.waves] == [("low-gang-0", "low-gang-1"), ("gang-0",)]
+    specs = {o["metadata"]["name"]: o.get("spec", o.get("value")) for o in groups.objects}
+    assert specs["low-gang-1"] == {"schedulingPolicy": {"gang": {"minCount": 2}}, "priorityClassName": "perf-1000",
+                                   "disruptionMode": {"all": {}}}
+    assert specs["gang-0"] == {"schedulingPolicy": {"gang": {"minCount": 2}}, "priorityClassName": "perf-9999999"}
+    assert (specs["perf-1000"], specs["perf-9999999"]) == (1000, 9999999)
+    # A host port per gang keeps a gang's pods on different nodes.
+    assert [p["spec"]["containers"][0]["ports"][0]["hostPort"] for p in groups.pods] == [8000, 8000, 8001, 8001,
+                                                                                         9000, 9000]
+    affinity = preemption_shape("affinity", 3, 6, 1, 3)
+    assert [len(w.pods) for w in affinity.waves] == [3, 6, 3]
+    assert affinity.pods[-1]["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+        "labelSelector"]["matchLabels"]["app"] == "blue"
+    with pytest.raises(ValueError, match="unknown workload_preemption shape 'other'"):
+        preemption_shape("other", 2, 2, 1, 2)

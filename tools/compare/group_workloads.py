@@ -20,7 +20,14 @@ the initial list in an order of its own: kube-scheduler's differs from run to ru
 are one step, red's pods and PodGroup before blue's.
 
 A workload with ``preemption`` set needs workload-aware preemption (DefaultPreemption's PodGroupPostFilter)
-and runs with the default profile; none is in the list yet (scheduler_perf's ``workload_preemption``).
+and runs with the default profile: scheduler_perf's ``workload_preemption`` shapes (:func:`preemption_shape`:
+GangPreemptionBasic, GangPreemptionPodGroups with the low gangs' disruptionMode Single, upstream's, or All,
+GangPreemptionAffinity) keep their templates (nodes of 4 cpus, low-priority pods or gangs filling them,
+then gangs of high priority whose pods fit only once they are evicted, host ports spreading each) and their
+steps as ``waves``, in one namespace (upstream's low and high namespaces only sort them; the low gangs are
+``low-gang-<i>`` here). Their priorities are PriorityClasses (the API server's Priority admission is on).
+They run at their integration sizes (2 nodes) with ``--quick`` and at upstream's performance sizes
+(100 nodes) otherwise.
 """
 
 from __future__ import annotations
@@ -29,10 +36,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ..workloads import node_manifest, pod_manifest
+from ..workloads import PAUSE_IMAGE, node_manifest, pod_manifest
 from .schedulers import SCHEDULER_NAME
 
-__all__ = ["API", "GroupWorkload", "group_workloads", "mix", "perf_shape"]
+__all__ = ["API", "GroupWorkload", "Wave", "group_workloads", "mix", "perf_shape", "preemption_shape"]
 
 API = "scheduling.k8s.io/v1beta1"
 ZONE = "topology.kubernetes.io/zone"
@@ -57,6 +64,18 @@ class GroupWorkload:
     symmetric_labels: tuple[str, ...] = ()
     #: Needs workload-aware preemption: run with the default profile (DefaultPreemption's PodGroupPostFilter).
     preemption: bool = False
+    #: scheduler_perf's steps (``workload_preemption``): each wave's PodGroups are created, then its pods
+    #: all at once, and every one of them is waited for bound before the next wave; the last wave is timed.
+    #: Pods of earlier waves gone at the end are the victims, compared too.
+    waves: tuple[Wave, ...] = ()
+
+
+@dataclass(frozen=True)
+class Wave:
+    """One createPodGroups + createPods step of scheduler_perf: these PodGroups, then these pods."""
+
+    groups: tuple[str, ...]
+    pods: tuple[str, ...]
 
 
 def pod_group(name: str, ns: str, *, min_count: int = 0, topology: str = "", workload: tuple[str, str] | None = None,
@@ -164,6 +183,110 @@ def mix(seed: int = 7) -> GroupWorkload:
     return GroupWorkload(f"Mix-{seed}", f"{len(nodes)} nodes of different sizes, {len(groups)} groups (fit, do not "
                          "fit, minCount below size, basic, one zone, two racing)", ns, nodes, objects, pods,
                          steps=steps)
+
+
+#: scheduler_perf's workload_preemption priorities, as PriorityClasses (the API server's Priority admission
+#: computes a pod's and a PodGroup's priority from its class; 0, the low pods', needs none).
+PRIORITIES = (1000, 8888888, 9999999)
+PREEMPT_NS = "gang-preempt-0"
+
+
+def _priority_class(value: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": f"perf-{value}"},
+            "value": value}
+
+
+def perf_pod(name: str, ns: str, cpu: str, memory: str = "100Mi", *, group: str = "", priority: int = 0,
+             host_port: int = 0, labels: dict[str, str] | None = None,
+             affinity: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A pod of workload_preemption's templates: ``cpu`` and ``memory`` as requests and limits, deleted at
+    once (terminationGracePeriodSeconds 0: a victim is gone when evicted, no kubelet needed)."""
+    container: dict[str, Any] = {"name": "pause", "image": PAUSE_IMAGE, "resources": {
+        "limits": {"cpu": cpu, "memory": memory}, "requests": {"cpu": cpu, "memory": memory}}}
+    if host_port:
+        container["ports"] = [{"containerPort": 80, "hostPort": host_port}]
+    spec: dict[str, Any] = {"schedulerName": SCHEDULER_NAME, "terminationGracePeriodSeconds": 0,
+                            "containers": [container]}
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
+    if priority:
+        spec["priorityClassName"] = f"perf-{priority}"
+    if affinity:
+        spec["affinity"] = affinity
+    meta: dict[str, Any] = {"name": name, "namespace": ns, **({"labels": dict(labels)} if labels else {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+#: pod-low-priority.yaml's and pod-anchor-high-priority.yaml's labels, which the gangs' affinity selects.
+BLUE = {"app": "blue", "label1": "value1", "label2": "value2", "label3": "value3", "label4": "value4"}
+AFFINITY = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": BLUE}, "topologyKey": "kubernetes.io/hostname", "namespaceSelector": {}}]}}
+
+
+def _gangs(prefix: str, ns: str, count: int, size: int, priority: int, cpu: str, memory: str = "100Mi", *,
+           host_port_base: int = 0, disrupt_all: bool = False,
+           affinity: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """podgroup.yaml and gang-pod.yaml (pod-gang-affinity.yaml with ``affinity``): ``count`` gangs of
+    ``size`` whose minCount is their size, their pods ``{prefix}pod-gang-<i>`` in order."""
+    groups = []
+    for g in range(count):
+        pg = pod_group(f"{prefix}gang-{g}", ns, min_count=size)
+        pg["spec"]["priorityClassName"] = f"perf-{priority}"
+        if disrupt_all:
+            pg["spec"]["disruptionMode"] = {"all": {}}
+        groups.append(pg)
+    pods = [perf_pod(f"{prefix}pod-gang-{i}", ns, cpu, memory, group=f"{prefix}gang-{i // size}", priority=priority,
+                     host_port=host_port_base + i // size if host_port_base else 0, affinity=affinity)
+            for i in range(count * size)]
+    return groups, pods
+
+
+def _low_pods(ns: str, count: int, nodes: int) -> list[dict[str, Any]]:
+    """pod-low-priority.yaml: priority 0, 40m, a host port that spreads them evenly over the nodes."""
+    per_node = max(count // nodes, 1)
+    return [perf_pod(f"pod-low-priority-{i}", ns, "40m", host_port=8000 + i % per_node, labels=BLUE)
+            for i in range(count)]
+
+
+def _names(docs: list[dict[str, Any]]) -> tuple[str, ...]:
+    return tuple(d["metadata"]["name"] for d in docs)
+
+
+def preemption_shape(kind: str, nodes: int, low: int, gangs: int, per_gang: int, *,
+                     disrupt_all: bool = False) -> GroupWorkload:
+    """scheduler_perf's workload_preemption shape ``kind`` at these sizes, in one namespace: ``basic``
+    (GangPreemptionBasic: ``low`` pods of priority 0, then ``gangs`` gangs of 3970m pods), ``podgroups``
+    (GangPreemptionPodGroups: ``low`` gangs of priority 1000 and 600m pods, a host port per gang, then
+    gangs of 9999999 and 3500m; ``disrupt_all``: the low gangs say disruptionMode All) and ``affinity``
+    (GangPreemptionAffinity: an anchor pod of 9999999 on every node, ``low`` pods, then gangs whose pods
+    must share a node with the anchors' labels). Low-priority groups are ``low-gang-<i>``."""
+    ns = PREEMPT_NS
+    node_docs = [node_manifest(f"scheduler-perf-{i:05d}") for i in range(nodes)]
+    waves: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+    if kind == "podgroups":
+        waves.append(_gangs("low-", ns, low, per_gang, 1000, "600m", host_port_base=8000, disrupt_all=disrupt_all))
+        waves.append(_gangs("", ns, gangs, per_gang, 9999999, "3500m", host_port_base=9000))
+        title, evicting = "GangPreemptionPodGroups", f"{low}LowPriorityGangs" + ("_All" if disrupt_all else "")
+    elif kind in ("basic", "affinity"):
+        if kind == "affinity":
+            waves.append(([], [perf_pod(f"pod-anchor-{i}", ns, "10m", priority=9999999, host_port=7000, labels=BLUE)
+                               for i in range(nodes)]))
+        waves.append(([], _low_pods(ns, low, nodes)))
+        if kind == "basic":
+            waves.append(_gangs("", ns, gangs, per_gang, 8888888, "3970m"))
+        else:
+            waves.append(_gangs("", ns, gangs, per_gang, 8888888, "3970m", "500Mi", affinity=AFFINITY))
+        title = "GangPreemptionBasic" if kind == "basic" else "GangPreemptionAffinity"
+        evicting = f"{low}InitPods"
+    else:
+        raise ValueError(f"unknown workload_preemption shape {kind!r} (basic, podgroups, affinity)")
+    objects = [_priority_class(v) for v in PRIORITIES] + [g for groups, _ in waves for g in groups]
+    unit = "Gang" if gangs == 1 else "Gangs"
+    return GroupWorkload(
+        f"{title}/{nodes}Nodes_{gangs}Preemptor{unit}_{per_gang}Pods_Evicting_{evicting}",
+        f"{nodes} identical nodes, {sum(len(p) for _, p in waves[:-1])} low-priority pods, {gangs} gangs of "
+        f"{per_gang} preempting", ns, node_docs, objects, [p for _, pods in waves for p in pods], preemption=True,
+        waves=tuple(Wave(_names(groups), _names(pods)) for groups, pods in waves))
 
 
 def group_workloads(quick: bool = False) -> list[GroupWorkload]:

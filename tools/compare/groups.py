@@ -10,9 +10,10 @@ left unbound's ``FailedScheduling`` note and ``PodScheduled`` message. Per workl
 each node shape ended with (the spreading the scores decide), and the pods/s of each scheduler, timed from
 just before the first pod was created to the last one seen bound.
 
-Both run the same profile: the default one without DefaultPreemption and DynamicResources, whose
-PodGroupPostFilter (workload-aware preemption, claims) is not modelled yet; a workload marked
-``preemption`` runs with the default profile.
+Both run the same profile: the default one without DefaultPreemption and DynamicResources (their
+PodGroupPostFilter and claims are not what these workloads compare); a workload marked ``preemption``
+runs with the default profile, in ``waves`` as scheduler_perf's steps, and its victims are compared too:
+which pods of the earlier waves each scheduler evicted, each with the PodGroup its ``Preempted`` event names.
 
 ::
 
@@ -38,7 +39,7 @@ from .schedulers import KUBE, OUTRIGGER, SCHEDULERS, cluster_api, create_pod, fr
 __all__ = ["GATES", "GroupOutcome", "GroupReport", "GroupRun", "SameGroup", "run_groups"]
 
 GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
-#: The profile both run: GenericWorkload's group cycle without the PodGroupPostFilter plugins not modelled.
+#: The profile both run but for preemption workloads: the group cycle without preemption and claims.
 PROFILES = ("profiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint: {disabled: "
             "[{name: DefaultPreemption}, {name: DynamicResources}]}\n")
 HOSTNAME = "kubernetes.io/hostname"
@@ -58,9 +59,12 @@ class GroupOutcome:
     domains: int = 0
     #: pod -> (its last FailedScheduling note, its PodScheduled message), of its unbound pods.
     messages: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: Its pods evicted (created in an earlier wave, gone or terminating at the end), sorted.
+    evicted: list[str] = field(default_factory=list)
 
     def same(self, other: GroupOutcome) -> list[str]:
-        """What differs from ``other``: ``conditions``, ``pods`` (bound), ``nodes``, ``domains``, ``messages``."""
+        """What differs from ``other``: ``conditions``, ``pods`` (bound), ``nodes``, ``domains``, ``messages``,
+        ``victims`` (its pods evicted)."""
         out = []
         if self.conditions != other.conditions:
             out.append("conditions")
@@ -72,6 +76,8 @@ class GroupOutcome:
             out.append("domains")
         if self.messages != other.messages:
             out.append("messages")
+        if self.evicted != other.evicted:
+            out.append("victims")
         return out
 
 
@@ -103,6 +109,8 @@ class GroupRun:
     seconds: float = 0.0
     #: (node shape, the workload's pods on a node, how many such nodes), sorted.
     load: list[tuple[str, int, int]] = field(default_factory=list)
+    #: (pod, the PodGroup its Preempted event names, "" without one) of every pod evicted, sorted.
+    evicted: list[tuple[str, str]] = field(default_factory=list)
     error: str = ""
 
     @property
@@ -124,8 +132,14 @@ class GroupReport:
         return KUBE in self.runs and OUTRIGGER in self.runs and self.runs[KUBE].load == self.runs[OUTRIGGER].load
 
     @property
+    def same_victims(self) -> bool:
+        """Both evicted the same pods, each for the same PodGroup."""
+        return KUBE in self.runs and OUTRIGGER in self.runs and self.runs[KUBE].evicted == self.runs[OUTRIGGER].evicted
+
+    @property
     def agrees(self) -> bool:
-        return not self.error and bool(self.groups) and all(g.agrees for g in self.groups) and self.same_load
+        return (not self.error and bool(self.groups) and all(g.agrees for g in self.groups) and self.same_load
+                and self.same_victims)
 
 
 def node_shapes(workload: GroupWorkload) -> dict[str, str]:
@@ -167,6 +181,10 @@ def _path(ns: str, kind: str) -> str:
 
 
 async def _create(api: Api, obj: dict[str, Any]) -> None:
+    if obj["kind"] == "PriorityClass":
+        await api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", verb="create",
+                          resource="priorityclasses", body=obj)
+        return
     kind = {"Workload": "workloads", "PodGroup": "podgroups"}[obj["kind"]]
     await api.request("POST", _path(obj["metadata"]["namespace"], kind), verb="create", resource=kind, body=obj)
 
@@ -179,7 +197,7 @@ async def _setup(cluster: LocalCluster, workload: GroupWorkload) -> None:
         for node in workload.nodes:
             await api.request("POST", "/api/v1/nodes", verb="create", resource="nodes", body=node)
         for obj in workload.objects:
-            if obj["kind"] == "Workload" or not workload.steps:
+            if obj["kind"] != "PodGroup" or not (workload.steps or workload.waves):
                 await _create(api, obj)
     finally:
         await api.close()
@@ -191,7 +209,9 @@ async def _schedule(cluster: LocalCluster, workload: GroupWorkload, timeout: flo
     watch = BoundWatch(api, workload.namespace, all_pods=True)
     try:
         deadline = time.monotonic() + timeout
-        if not workload.steps:  # timed: the watch sees each pod bound
+        if workload.waves:
+            await _waves(api, watch, workload, deadline, run)
+        elif not workload.steps:  # timed: the watch sees each pod bound
             await watch.start()
             first = await create_pods(api, workload.pods)
             if not await watch.settle(len(workload.pods), deadline):
@@ -212,7 +232,33 @@ async def _schedule(cluster: LocalCluster, workload: GroupWorkload, timeout: flo
         await watch.stop()
         await api.close()
     run.bound = sum(bool(p["spec"].get("nodeName")) for p in state["pods"])
+    if workload.waves:
+        run.bound = sum(bool(p["spec"].get("nodeName")) for p in state["pods"]
+                        if p["metadata"]["name"] in workload.waves[-1].pods)
+        run.pods = len(workload.waves[-1].pods)
     return _outcomes(workload, state, run)
+
+
+async def _waves(api: Api, watch: BoundWatch, workload: GroupWorkload, deadline: float, run: GroupRun) -> None:
+    """scheduler_perf's steps: each wave's PodGroups, then its pods at once, all of them waited for bound
+    (scheduler_perf's own wait); the last wave timed from before its first pod to its last seen bound,
+    and not required to bind whole (what each left unbound is compared)."""
+    pods = {p["metadata"]["name"]: p for p in workload.pods}
+    await watch.start()
+    for i, wave in enumerate(workload.waves):
+        for obj in workload.objects:
+            if obj["kind"] == "PodGroup" and obj["metadata"]["name"] in wave.groups:
+                await _create(api, obj)
+        first = await create_pods(api, [pods[n] for n in wave.pods])
+        last = i == len(workload.waves) - 1
+        try:  # the last wave leaves time to read what was left unbound
+            await watch.wait(wave.pods, max(deadline - time.monotonic() - (15.0 if last else 0.0), 0.0))
+        except TimeoutError:
+            if not last:
+                raise
+        seen = [watch.bound[n][0] for n in wave.pods if n in watch.bound]
+        if seen and last:
+            run.seconds = max(seen) - first
 
 
 async def _read(api: Api, ns: str) -> dict[str, list[dict[str, Any]]]:
@@ -277,10 +323,16 @@ def _outcomes(workload: GroupWorkload, state: dict[str, list[dict[str, Any]]],
     load = dict.fromkeys(shapes, 0)
     for pod in state["pods"]:
         name, node = pod["metadata"]["name"], pod["spec"].get("nodeName") or ""
-        group = out.setdefault(pod["spec"]["schedulingGroup"]["podGroupName"], GroupOutcome())
+        if pod["metadata"].get("deletionTimestamp"):
+            continue  # a victim on its way out
+        named = (pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
+        if node:
+            load[node] += 1
+        if named is None:
+            continue  # a pod of no group (the victims of GangPreemptionBasic) counts in the load only
+        group = out.setdefault(named, GroupOutcome())
         if node:
             group.bound[name] = node
-            load[node] += 1
             continue
         scheduled = next((c.get("message", "") for c in (pod.get("status") or {}).get("conditions") or ()
                           if c.get("type") == "PodScheduled"), "")
@@ -289,6 +341,32 @@ def _outcomes(workload: GroupWorkload, state: dict[str, list[dict[str, Any]]],
         group.shapes = sorted(shapes[n] for n in group.bound.values())
         if keys.get(name):
             group.domains = len({labels[n].get(keys[name]) for n in group.bound.values()})
+    _victims(workload, state, out, run)
     spread = Counter((shapes[n], count) for n, count in load.items())
     run.load = sorted((shape, count, nodes) for (shape, count), nodes in spread.items())
     return out
+
+
+def _victims(workload: GroupWorkload, state: dict[str, list[dict[str, Any]]], out: dict[str, GroupOutcome],
+             run: GroupRun) -> None:
+    """The pods of the waves before the last one that are gone or terminating: per group, and each with
+    the PodGroup its ``Preempted`` event names (``Preempted by podgroup <uid> on node cluster``)."""
+    if not workload.waves:
+        return
+    present = {p["metadata"]["name"] for p in state["pods"] if not p["metadata"].get("deletionTimestamp")}
+    earlier = [n for w in workload.waves[:-1] for n in w.pods]
+    gone = [n for n in earlier if n not in present]
+    names = {g["metadata"]["uid"]: g["metadata"]["name"] for g in state["podgroups"]}
+    by: dict[str, str] = {}
+    for ev in state["events"]:
+        note = str(ev.get("note") or "")
+        if ev.get("reason") == "Preempted" and note.startswith("Preempted by podgroup "):
+            uid = note.removeprefix("Preempted by podgroup ").split(" ", 1)[0]
+            by[str((ev.get("regarding") or {}).get("name") or "")] = names.get(uid, uid)
+    run.evicted = sorted((n, by.get(n, "")) for n in gone)
+    groups = {p["metadata"]["name"]: (p["spec"].get("schedulingGroup") or {}).get("podGroupName")
+              for p in workload.pods}
+    for n in sorted(gone):
+        group = groups[n]
+        if group is not None:
+            out.setdefault(str(group), GroupOutcome()).evicted.append(n)

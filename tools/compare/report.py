@@ -162,7 +162,8 @@ def groups_json(reports: Sequence[GroupReport]) -> dict[str, Any]:
                 totals[s][1] += run.seconds
         rows.append({"workload": r.workload, "description": r.description, "timed": r.timed, "error": r.error,
                      "groups": len(r.groups), "agree": sum(g.agrees for g in r.groups), "same_load": r.same_load,
-                     "all_agree": r.agrees, "runs": runs,
+                     "same_victims": r.same_victims, "all_agree": r.agrees, "runs": runs,
+                     "victims": {s: run.evicted for s, run in r.runs.items()},
                      "differences": [{"group": g.group, "differ": g.differences, KUBE: dataclasses.asdict(g.kube),
                                       OUTRIGGER: dataclasses.asdict(g.outrigger)} for g in r.groups if not g.agrees]})
     rate = {s: (b / t if t > 0 else 0.0) for s, (b, t) in totals.items()}
@@ -290,4 +291,10 @@ def _groups_markdown(groups: dict[str, Any]) -> list[str]:
             k, o = d[KUBE], d[OUTRIGGER]
             lines.append(f"- {w['workload']} {d['group']}: {', '.join(d['differ'])} differ; {KUBE} "
                          f"{k['conditions']} {sorted(k['bound'])}, {OUTRIGGER} {o['conditions']} {sorted(o['bound'])}")
+        victims = w.get("victims") or {}
+        if not w.get("same_victims", True) and victims:
+            k, o = victims.get(KUBE, []), victims.get(OUTRIGGER, [])
+            lines.append(f"- {w['workload']}: victims differ; {KUBE} {len(k)} evicted, {OUTRIGGER} {len(o)}; only "
+                         f"{KUBE}'s: {sorted(set(map(tuple, k)) - set(map(tuple, o)))[:5]}, only {OUTRIGGER}'s: "
+                         f"{sorted(set(map(tuple, o)) - set(map(tuple, k)))[:5]}")
     return lines
