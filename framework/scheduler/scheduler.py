@@ -270,10 +270,11 @@ class Scheduler(PodGroupCycle, ObjectStore, Reconfiguring):
                     break
                 async with self._cycle_lock:
                     await self.schedule_one(info)
-                if self._binding_tasks:
-                    # Let binding cycles run between pods: otherwise they pile up (each holding its
-                    # cycle's snapshot) while the queue stays non-empty.
-                    await asyncio.sleep(0)
+                # Let the rest of the event loop run between cycles: binding cycles (otherwise they pile
+                # up, each holding its cycle's snapshot), and the gRPC server, the informers and the
+                # status writes, which a run of cycles that never wait (in-process plugins, pods or
+                # groups that do not fit) would otherwise starve until the queue is empty.
+                await asyncio.sleep(0)
         finally:
             flusher.cancel()
             expirer.cancel()
