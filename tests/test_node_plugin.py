@@ -398,7 +398,7 @@ class Direct:
         hs = await stub.Handshake(P.HandshakeRequest(framework_version="test", framework_address=self.handle_address),
                                   timeout=10)
         assert [(m.name, list(m.state_keys), m.needs_snapshot) for m in hs.plugins] == [
-            ("TierZone", ["TierZone/want"], False), ("SharedLabelPlacement", [], False)]
+            ("TierZone", ["TierZone/want"], False), ("SharedLabelPlacement", [], False), ("PoolFit", [], False)]
         assert set(hs.plugins[0].points) == {P.EXTENSION_POINT_PRE_FILTER, P.EXTENSION_POINT_FILTER,
                                              P.EXTENSION_POINT_SCORE}
         reply = await stub.Configure(P.ConfigureRequest(plugin="TierZone", profile="default-scheduler",
@@ -815,7 +815,7 @@ def test_one_trace_holds_the_framework_and_the_node_plugin_spans(node: str, tmp_
 def test_the_host_unit_tests_pass(node: str) -> None:
     """clients/node/test (node:test): what the Plugin service does not show, e.g. node views with pods,
     the nominating mode of each kind of postFilter answer, the storage mirror of needsVolumes plugins, the
-    device mirror of needsDevices plugins, the PodGroup points' answers and refusals."""
+    device mirror of needsDevices plugins, the PodGroup points' answers and refusals, SignPod's fragments."""
     done = subprocess.run([node, "--test", "test/"], cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "# fail 0" in done.stdout and "# pass 20" in done.stdout
+    assert "# fail 0" in done.stdout and "# pass 23" in done.stdout
