@@ -28,6 +28,7 @@ from pluginhost.model import Node, NodeSelectorRequirement, NodeSelectorTerm
 from . import fastpath
 from .capacity import consumed_by, fits
 from .constraints import Constraint, tolerated
+from .inuse import InUse
 from .models import (
     AllocationResult,
     Device,
@@ -75,6 +76,7 @@ class Allocation:
 
 
 _NONE = Allocation(None)
+_INVALID = Allocation(None, "invalid resource pools were encountered", on_node=True)
 
 
 class _Failed(Exception):
@@ -126,7 +128,11 @@ class Allocator:
     ``derived`` holds what depends on the slices alone, so that allocators over the same slices share
     it (the store's :attr:`~.store.DraStore.derived`, replaced whenever a slice changes): the slices by
     node name, each node's pools (when no slice lacks a node name, so node labels cannot matter) and
-    each selector's result per device. Without it, an allocator keeps its own."""
+    each selector's result per device. Without it, an allocator keeps its own.
+
+    ``tally``: the store's :class:`~.inuse.InUse` that ``allocated`` and ``shared`` were just read from
+    (:meth:`~.inuse.InUse.state`, nothing changed in between); the fast path then keeps each node's
+    free devices in it, and reuses those kept by earlier allocators."""
 
     def __init__(
         self,
@@ -136,8 +142,13 @@ class Allocator:
         shared: Mapping[DeviceID, Mapping[str, Fraction]] | None = None,
         derived: dict[object, object] | None = None,
         fast: bool = True,
+        tally: InUse | None = None,
     ) -> None:
         self.slices = list(slices)
+        # The store's tally, when ``allocated`` and ``shared`` were read from it just now: the fast
+        # path then uses and fills its free lists, as long as it has not changed since.
+        self._tally = tally
+        self._stamp = tally.version if tally is not None else -1
         #: Whether claims of the common shape go by :mod:`.fastpath` (same answers; off to compare).
         self.fast = fast
         self._plan: tuple[tuple[ResourceClaim, ...], fastpath.Plan | None] | None = None
@@ -171,6 +182,17 @@ class Allocator:
             pools = self.derived[key] = gather_pools(node, self.slices, own)
         return pools  # type: ignore[return-value]
 
+    def free_lists(self, shape: object) -> dict[str, object] | None:
+        """The fast path's free lists for ``shape`` by node name (:meth:`.inuse.InUse.free_lists`), when
+        this allocator has a tally that has not changed since it was made; else None."""
+        tally = self._tally
+        return tally.free_lists(shape) if tally is not None and tally.version == self._stamp else None
+
+    def keep_free(self, node: str, shape: object, entry: object) -> None:
+        """Keep ``entry`` as ``node``'s free list for ``shape``, until a device of one of its pools changes."""
+        if self._tally is not None:
+            self._tally.keep(shape, node, {(s.driver, s.pool) for s in self._by_node.get(node, ())}, entry)
+
     def allocate(
         self, node: Node, claims: Sequence[ResourceClaim], deadline: float | None = None, defer: bool = False
     ) -> Allocation:
@@ -185,9 +207,9 @@ class Allocator:
             if isinstance(fast, fastpath.Picked):
                 return Allocation(None, deferred=fast.results) if defer else Allocation(fast.results())
             if fast == "invalid":
-                return Allocation(None, "invalid resource pools were encountered", on_node=True)
+                return _INVALID
             if fast == "":
-                return Allocation(None)
+                return _NONE
         try:
             results = _Search(self, node, list(claims), deadline).run()
         except _Failed as failed:
@@ -203,20 +225,33 @@ class Allocator:
         the_plan = self._fast_plan(claims) if self.fast else None
         if the_plan is None:
             return [self.allocate(n, claims, time.monotonic() + timeout if timeout > 0 else None, defer) for n in nodes]
-        out = []
-        for node, fast in zip(nodes, fastpath.allocate_each(self, nodes, claims, the_plan), strict=True):
-            # As in allocate: a node's search is given up when its clock is past its deadline at the start.
-            deadline = time.monotonic() + timeout if timeout > 0 else None
-            if deadline is not None and time.monotonic() > deadline:
-                out.append(Allocation(None, "context deadline exceeded", timed_out=True))
-            elif isinstance(fast, fastpath.Picked):
-                out.append(Allocation(None, deferred=fast.results) if defer else Allocation(fast.results()))
+        start = time.monotonic() if timeout > 0 else 0.0
+        answers = fastpath.allocate_each(self, nodes, claims, the_plan)
+        # The fast path answered every node at once; each node's share of that time is below its
+        # timeout when the whole was, and only otherwise are the nodes' clocks read one by one.
+        clocked = timeout > 0 and time.monotonic() - start > timeout
+        out: list[Allocation] = []
+        for node, fast in zip(nodes, answers, strict=True):
+            if clocked:
+                # As in allocate: a node is given up when its clock is past its deadline at the start.
+                deadline = time.monotonic() + timeout
+                if time.monotonic() > deadline:
+                    out.append(Allocation(None, "context deadline exceeded", timed_out=True))
+                    continue
+            if isinstance(fast, fastpath.Picked):
+                if not defer:
+                    out.append(Allocation(fast.results()))
+                    continue
+                answer = fast.answer
+                if answer is None:
+                    answer = fast.answer = Allocation(None, deferred=fast.results)
+                out.append(answer)  # type: ignore[arg-type]
             elif fast == "invalid":
-                out.append(Allocation(None, "invalid resource pools were encountered", on_node=True))
+                out.append(_INVALID)
             elif fast == "":
                 out.append(_NONE)
             else:
-                out.append(self.allocate(node, claims, deadline, defer))
+                out.append(self.allocate(node, claims, time.monotonic() + timeout if timeout > 0 else None, defer))
         return out
 
     def _fast_plan(self, claims: Sequence[ResourceClaim]) -> fastpath.Plan | None:

@@ -11,7 +11,9 @@ plain, a greedy failure with several requests) answers None and the general sear
 
 What makes it fast: per node, each request's candidate devices (those of complete, valid pools that
 match the class's and the request's selectors, in search order) are kept in the allocator's ``derived``
-cache, which lives as long as the slices do; a pod then costs a walk over them skipping devices in use.
+cache, which lives as long as the slices do; and of them the free ones (not held by any claim) are kept
+in the store's in-use tally (:mod:`.inuse`) until a device of one of the node's pools is taken or
+freed, or one of its slices changes. A pod then costs, on most nodes, a lookup of that free list.
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ from typing import TYPE_CHECKING, Protocol
 
 from pluginhost.model import Node, NodeSelectorRequirement, NodeSelectorTerm
 
-from .models import AllocationResult, Device, DeviceClass, DeviceID, DeviceResult, ExactRequest, ResourceClaim
+from .models import (
+    AllocationResult,
+    Device,
+    DeviceClass,
+    DeviceID,
+    DeviceResult,
+    DeviceToleration,
+    ExactRequest,
+    ResourceClaim,
+)
 from .selectors import SelectorFailure, compile_selector
 
 if TYPE_CHECKING:  # framework.dra.pools may be importing when this module is (through framework.plugins)
@@ -33,6 +44,16 @@ __all__ = ["Owner", "Picked", "Plan", "allocate", "allocate_each", "plan"]
 Plan = tuple[tuple[tuple[ExactRequest, tuple[str, ...]], ...], ...]
 #: One candidate device: its id and the device.
 _Candidate = tuple[DeviceID, Device]
+#: A request as the fast path sees it: the class's selectors, the request's, its name, count and
+#: tolerations.
+_Shape = tuple[tuple[str, ...], tuple[str, ...], str, int, tuple[DeviceToleration, ...]]
+#: A node's free list for one request shape: its matching devices that no claim holds, in search
+#: order, up to the first that others consume capacity of; whether one of its pools is invalid;
+#: whether the list stops at such a device; and the answer (as :func:`allocate`'s) for a pod whose
+#: only request is this one. None: a device of the node is not plain.
+_Free = tuple[list[_Candidate], bool, bool, "Picked | str | None"] | None
+_MISS = object()
+_NOTHING_KEPT: dict[str, object] = {}
 _KEY = "fast candidates"
 _HARD_TAINTS = ("NoSchedule", "NoExecute")
 
@@ -63,6 +84,12 @@ class Owner(Protocol):
     def pools(self, node: Node) -> list[Pool]:
         """The pools the node can allocate from."""
 
+    def free_lists(self, shape: object) -> dict[str, object] | None:
+        """The free lists kept for a request shape, by node name; None when none can be kept now."""
+
+    def keep_free(self, node: str, shape: object, entry: object) -> None:
+        """Keep ``entry`` as ``node``'s free list for ``shape`` (right after :meth:`free_lists` gave a dict)."""
+
 
 def plan(owner: Owner, claims: Sequence[ResourceClaim], max_results: int) -> Plan | None:
     """The claims' requests when every claim has the fast path's shape (see the module), else None."""
@@ -76,7 +103,7 @@ def plan(owner: Owner, claims: Sequence[ResourceClaim], max_results: int) -> Pla
             req = request.exactly
             if req is None or request.first_available or req.mode != "ExactCount" or req.count < 1:
                 return None
-            if req.admin_access or req.capacity:
+            if req.admin_access or req.capacity is not None:
                 return None
             cls = owner.classes.get(req.device_class)
             if cls is None or cls.config:
@@ -93,11 +120,14 @@ class Picked:
     """The devices the fast path picked for each claim on a node; :meth:`results` builds the claims'
     AllocationResults (only for the node a pod gets, or the nodes a caller looks at)."""
 
-    __slots__ = ("node_name", "picks")
+    __slots__ = ("answer", "node_name", "picks")
 
     def __init__(self, node_name: str, picks: list[list[tuple[ExactRequest, _Candidate]]]) -> None:
         self.node_name = node_name
         self.picks = picks
+        #: What the caller made of it (the allocator's answer for the node), kept with it: a pick kept
+        #: in a node's free list serves the pods that follow as long as the list is kept.
+        self.answer: object = None
 
     def results(self) -> tuple[AllocationResult, ...]:
         """One AllocationResult per claim, as the general search builds them."""
@@ -111,34 +141,32 @@ def allocate(owner: Owner, node: Node, claims: Sequence[ResourceClaim], the_plan
     if owner.unnamed:
         return None
     taken: set[DeviceID] = set()
-    allocated, shared = owner.allocated, owner.shared
     picks_per_claim: list[list[tuple[ExactRequest, _Candidate]]] = []
     requests = 0
     for requests_of_claim in the_plan:
         picks: list[tuple[ExactRequest, _Candidate]] = []
         for req, class_selectors in requests_of_claim:
             requests += 1
-            found = _candidates(owner, node, class_selectors, req.selectors)
-            if found is None:
+            shape = _shape(req, class_selectors)
+            entry = _free(owner, node, shape, req, owner.free_lists(shape))
+            if entry is None:
                 return None
-            candidates, invalid = found
             need = req.count
-            for candidate in candidates:
-                device_id = candidate[0]
-                if device_id in allocated or device_id in taken:
+            for candidate in entry[0]:
+                if candidate[0] in taken:
                     continue
-                if shared and device_id in shared:
-                    return None  # capacity others consume of it: the general search weighs it
-                taken.add(device_id)
+                taken.add(candidate[0])
                 picks.append((req, candidate))
                 need -= 1
                 if not need:
                     break
             if need:
+                if entry[2]:
+                    return None  # the next device is one others consume capacity of: the search weighs it
                 # One request in all: no other choice could have served it. Otherwise earlier
                 # requests might have left it devices by choosing others: the search decides.
                 if requests == 1 and len(the_plan) == 1 and len(requests_of_claim) == 1:
-                    return "invalid" if invalid else ""
+                    return "invalid" if entry[1] else ""
                 return None
         picks_per_claim.append(picks)
     return Picked(node.name, picks_per_claim)
@@ -146,39 +174,60 @@ def allocate(owner: Owner, node: Node, claims: Sequence[ResourceClaim], the_plan
 
 def allocate_each(owner: Owner, nodes: Sequence[Node], claims: Sequence[ResourceClaim], the_plan: Plan,
                   ) -> list[Picked | str | None]:
-    """:func:`allocate` on each of ``nodes``; one request in all (the common pod) in one loop."""
+    """:func:`allocate` on each of ``nodes``; one request in all (the common pod) in one loop, which
+    for most nodes is a lookup of the node's kept free list."""
     if owner.unnamed or len(the_plan) != 1 or len(the_plan[0]) != 1:
         return [allocate(owner, node, claims, the_plan) for node in nodes]
     ((req, class_selectors),) = the_plan[0]
-    derived, allocated, shared, count = owner.derived, owner.allocated, owner.shared, req.count
+    shape = _shape(req, class_selectors)
+    lists = owner.free_lists(shape)
+    get = (lists if lists is not None else _NOTHING_KEPT).get
     out: list[Picked | str | None] = []
     for node in nodes:
-        key = (_KEY, node.name, class_selectors, req.selectors)
-        hit = derived.get(key, False)
-        found: tuple[list[_Candidate], bool] | None = (
-            _candidates(owner, node, class_selectors, req.selectors) if hit is False else hit  # type: ignore[assignment]
-        )
-        if found is None:
-            out.append(None)
-            continue
-        picks: list[tuple[ExactRequest, _Candidate]] = []
-        plain = True
-        for candidate in found[0]:
+        entry = get(node.name, _MISS)
+        if entry is _MISS:
+            entry = _free(owner, node, shape, req, lists)
+        out.append(None if entry is None else entry[3])  # type: ignore[index]
+    return out
+
+
+def _shape(req: ExactRequest, class_selectors: tuple[str, ...]) -> _Shape:
+    # What a free list and the answer kept with it depend on: the selectors, and what the results
+    # take of the request (so that pods whose claims come from one template share them).
+    return class_selectors, req.selectors, req.name, req.count, req.tolerations
+
+
+def _free(owner: Owner, node: Node, shape: _Shape, req: ExactRequest, lists: dict[str, object] | None) -> _Free:
+    """The node's free list for ``shape`` (see :data:`_Free`): kept in ``lists`` (the owner's, None when
+    it cannot keep them), else made from its candidates and what others hold, and kept."""
+    entry = lists.get(node.name, _MISS) if lists is not None else _MISS
+    if entry is not _MISS:
+        return entry  # type: ignore[return-value]
+    found = _candidates(owner, node, shape[0], shape[1])
+    made: _Free = None
+    if found is not None:
+        candidates, invalid = found
+        allocated, shared = owner.allocated, owner.shared
+        free: list[_Candidate] = []
+        blocked = False
+        for candidate in candidates:
             if candidate[0] in allocated:
                 continue
             if shared and candidate[0] in shared:
-                plain = False  # capacity others consume of it: the general search weighs it
+                blocked = True
                 break
-            picks.append((req, candidate))
-            if len(picks) == count:
-                break
-        if not plain:
-            out.append(None)
-        elif len(picks) == count:
-            out.append(Picked(node.name, [picks]))
+            free.append(candidate)
+        one: Picked | str | None
+        if len(free) >= req.count:
+            one = Picked(node.name, [[(req, c) for c in free[: req.count]]])
+        elif blocked:
+            one = None  # the next device is one others consume capacity of: the search weighs it
         else:
-            out.append("invalid" if found[1] else "")
-    return out
+            one = "invalid" if invalid else ""
+        made = (free, invalid, blocked, one)
+    if lists is not None:
+        owner.keep_free(node.name, shape, made)
+    return made
 
 
 def _result(node_name: str, picks: list[tuple[ExactRequest, _Candidate]]) -> AllocationResult:

@@ -258,6 +258,7 @@ class DraStore:
         self.generation += 1
         if kind == "ResourceSlice":
             self.derived = {}
+            self._in_use.slices_changed([s for s in (old, new) if s is not None])
         for listener in list(self._listeners):
             listener(kind, old, new)
 
@@ -277,6 +278,11 @@ class DraStore:
     def all_claims(self) -> list[ResourceClaim]:
         """Every claim, assumed versions first (as :meth:`claim` reads them)."""
         return [self._assumed.get(k, c) for k, c in self.claims.items()]
+
+    @property
+    def in_use(self) -> InUse:
+        """The devices in use as the claims change, and the free lists kept per node (:mod:`.inuse`)."""
+        return self._in_use
 
     def allocated_state(self) -> tuple[frozenset[DeviceID], dict[DeviceID, dict[str, Fraction]]]:
         """The devices allocated to claims (pending allocations included): those held exclusively, and

@@ -244,7 +244,7 @@ class DynamicResources(
         if any(c.allocation is None for c in found):
             exclusive, shared = store.allocated_state()
             s.allocator = dra_allocator.Allocator(list(store.slices.values()), store.classes, exclusive, shared,
-                                                  store.derived)
+                                                  store.derived, tally=store.in_use)
             s.allocating = [c for c in found if c.allocation is None]
         s.claims = found
         s.ranked = any(r.first_available for c in found for r in c.requests)
@@ -282,7 +282,21 @@ class DynamicResources(
         if s.allocator is None:
             return FilterResult.from_statuses([self._filter_node(s, node, None) for node in nodes])
         answers = s.allocator.allocate_each(nodes, s.allocating, self.filter_timeout, defer=True)
-        return FilterResult.from_statuses([self._filter_node(s, n, a) for n, a in zip(nodes, answers, strict=True)])
+        if s.checked:
+            return FilterResult.from_statuses([self._filter_node(s, n, a) for n, a in zip(nodes, answers, strict=True)])
+        # The common case (every claim to allocate, the devices found) inline; the rest by _filter_node.
+        kept = s.node_allocations
+        statuses: list[Status] = []
+        passing = True
+        for node, answer in zip(nodes, answers, strict=True):
+            if answer.deferred is not None:
+                kept[node.name] = answer.deferred
+                statuses.append(SUCCESS)
+            else:
+                status = self._filter_node(s, node, answer)
+                passing = passing and status.code == Code.Success
+                statuses.append(status)
+        return FilterResult.passing(len(statuses)) if passing else FilterResult.from_statuses(statuses)
 
     def filter_is_costly(self, state: CycleState) -> bool:
         # Allocating searches each node's devices; allocated claims only check a node selector.
