@@ -10,14 +10,14 @@ is their size, racks of 100 nodes of 4 cpus for TAS) and are scaled for two core
 each group's outcome and how many of the workload's pods each node ends with.
 
 :func:`mix` is a seeded mix on nodes of different sizes, where scores decide each pod's node: gangs that
-fit (a Workload's gang and basic groups, a gang kept to one zone), a gang that does not fit, a gang that
-fits with fewer than all its pods (minCount below its size), a basic group with a pod that fits nowhere,
-and two gangs racing for the same room. Each category has a pool of nodes of its own (``pool`` label,
-pods select it), so one group's outcome never depends on another's but the race's. Its groups are
-created step by step (``steps``): a group's pods first, then its PodGroup, so that its first cycle has
-all its pods in their order on both schedulers (all at once, each scheduler's queue takes the pods of
-the initial list in an order of its own: kube-scheduler's differs from run to run); the two racing gangs
-are one step, red's pods and PodGroup before blue's.
+fit (a Workload's gang and basic groups, a group kept to the zone that holds most of it), a gang that
+does not fit, a gang that fits with fewer than all its pods (minCount below its size), a basic group with
+a pod that fits nowhere, and two gangs racing for the same room. Each category has a pool of nodes of
+its own (``pool`` label, pods select it), so one group's outcome never depends on another's but the
+race's. Its groups are created step by step (``steps``): a group's pods first, then its PodGroup, so
+that its first cycle has all its pods in their order on both schedulers (all at once, each scheduler's
+queue takes the pods of the initial list in an order of its own: kube-scheduler's differs from run to
+run); the two racing gangs are one step, red's pods and PodGroup before blue's.
 
 A workload with ``preemption`` set needs workload-aware preemption (DefaultPreemption's PodGroupPostFilter)
 and runs with the default profile: scheduler_perf's ``workload_preemption`` shapes (:func:`preemption_shape`:
@@ -156,7 +156,7 @@ def mix(seed: int = 7) -> GroupWorkload:
     groups = {
         "train-workers": pod_group("train-workers", ns, min_count=workers, workload=("train", "workers")),
         "train-ps": pod_group("train-ps", ns, workload=("train", "ps")),
-        "infer-replicas": pod_group("infer-replicas", ns, min_count=3, topology=ZONE, workload=("infer", "replicas")),
+        "infer-replicas": pod_group("infer-replicas", ns, min_count=2, topology=ZONE, workload=("infer", "replicas")),
         "too-big": pod_group("too-big", ns, min_count=3),
         "elastic": pod_group("elastic", ns, min_count=2),
         "solo": pod_group("solo", ns),
@@ -171,14 +171,21 @@ def mix(seed: int = 7) -> GroupWorkload:
         return [member(f"{group}-{i}", ns, group, f"{rng.choice(cpus)}m", f"{rng.choice((256, 512, 1024, 2048))}Mi",
                        pool) for i in range(count)]
 
-    pods = [*some("train-workers", workers, (1000, 1250, 1500, 2000)), *some("train-ps", 2, (250, 500, 750)),
-            *some("infer-replicas", 3, (500, 1000, 1500)),
+    train = [*some("train-workers", workers, (1000, 1250, 1500, 2000)), *some("train-ps", 2, (250, 500, 750))]
+    infer = some("infer-replicas", 3, (500, 1000, 1500))
+    # 7.5 cpus: once train is placed only main-5 has them, so zone z0 holds two of the three and z1 all
+    # three; PodGroupPodsCount scores z1 higher. (With every pod in either zone the placements tie, and
+    # kube-scheduler picks one at random.)
+    infer[0]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "7500m"
+    pods = [*train, *infer,
             # 3 cpus: two of 1200m fit, the third does not (minCount 3: nothing bound; minCount 2: two).
             *some("too-big", 3, (1200,), "tight"), *some("elastic", 3, (1200,), "spare"),
             *some("solo", 1, (500,)), member("solo-1", ns, "solo", "64"),
             # 4 cpus in all, two gangs of three 1-cpu pods, created in turns: one takes 3, the other waits.
             *(member(f"race-{c}-{i}", ns, f"race-{c}", "1", pool="race") for i in range(3) for c in ("red", "blue"))]
-    steps = (("train-workers", "train-ps"), ("infer-replicas",), ("too-big",), ("elastic",), ("solo",),
+    # train's two groups are two steps: in one, which group's cycle ran first (and so the nodes left to
+    # the other) was a race of kube-scheduler's informers against the pods still being created.
+    steps = (("train-workers",), ("train-ps",), ("infer-replicas",), ("too-big",), ("elastic",), ("solo",),
              ("race-red", "race-blue"))
     return GroupWorkload(f"Mix-{seed}", f"{len(nodes)} nodes of different sizes, {len(groups)} groups (fit, do not "
                          "fit, minCount below size, basic, one zone, two racing)", ns, nodes, objects, pods,

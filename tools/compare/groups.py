@@ -43,6 +43,7 @@ GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 PROFILES = ("profiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint: {disabled: "
             "[{name: DefaultPreemption}, {name: DynamicResources}]}\n")
 HOSTNAME = "kubernetes.io/hostname"
+CONDITION = "PodGroupInitiallyScheduled"
 
 
 @dataclass
@@ -91,7 +92,26 @@ class SameGroup:
 
     @property
     def differences(self) -> list[str]:
-        return self.kube.same(self.outrigger)
+        """What differs (:meth:`GroupOutcome.same`), but for kube-scheduler's own race (:attr:`raced`)."""
+        out = self.kube.same(self.outrigger)
+        if self.raced:
+            out.remove("conditions")
+        return out
+
+    @property
+    def raced(self) -> bool:
+        """The conditions differ only by kube-scheduler's race after a group was placed with pods left
+        behind: both bound the same pods and left the others with the same messages; Outrigger says
+        True/Scheduled, kube-scheduler False/Unschedulable ``pod group is unschedulable, ``. Its cycle for
+        the pods left runs at once (their group's cycle succeeded), places nothing, and its condition
+        never goes back from True, but kube-scheduler reads the True it wrote from its informer: when
+        that cycle's snapshot comes before the watch event, it writes False over it (seen both ways
+        with v1.37.2 on the same workload). Outrigger keeps the condition it decided."""
+        return (bool(self.kube.bound) and bool(self.kube.messages) and "conditions" in self.kube.same(self.outrigger)
+                and sorted(self.kube.bound) == sorted(self.outrigger.bound)
+                and self.kube.messages == self.outrigger.messages
+                and self.kube.conditions == [(CONDITION, "False", "Unschedulable", "pod group is unschedulable, ")]
+                and self.outrigger.conditions == [(CONDITION, "True", "Scheduled", "")])
 
     @property
     def agrees(self) -> bool:

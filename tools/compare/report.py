@@ -164,6 +164,7 @@ def groups_json(reports: Sequence[GroupReport]) -> dict[str, Any]:
                      "groups": len(r.groups), "agree": sum(g.agrees for g in r.groups), "same_load": r.same_load,
                      "same_victims": r.same_victims, "all_agree": r.agrees, "runs": runs,
                      "victims": {s: run.evicted for s, run in r.runs.items()},
+                     "raced": [g.group for g in r.groups if g.raced],
                      "differences": [{"group": g.group, "differ": g.differences, KUBE: dataclasses.asdict(g.kube),
                                       OUTRIGGER: dataclasses.asdict(g.outrigger)} for g in r.groups if not g.agrees]})
     rate = {s: (b / t if t > 0 else 0.0) for s, (b, t) in totals.items()}
@@ -287,6 +288,9 @@ def _groups_markdown(groups: dict[str, Any]) -> list[str]:
                      f"{'yes' if w['same_load'] else 'no'} | {k.get('bound', 0)} / {o.get('bound', 0)} | {speed} |"
                      + (f" failed: {w['error']}" if w["error"] else ""))
     for w in groups["workloads"]:
+        for g in w.get("raced", ()):
+            lines.append(f"- {w['workload']} {g}: agrees but for {KUBE}'s condition race (False over its own True "
+                         "after the group was placed with pods left behind; tools/compare/groups.py SameGroup.raced)")
         for d in w["differences"]:
             k, o = d[KUBE], d[OUTRIGGER]
             lines.append(f"- {w['workload']} {d['group']}: {', '.join(d['differ'])} differ; {KUBE} "
