@@ -89,8 +89,10 @@ def run_compare(plan: Plan, workdir: Path, bin_dir: Path,
             for sched in order:
                 run = run_throughput(workload, sched, r + 1, workdir / f"{workload.name}-{sched}-{r + 1}", bin_dir)
                 results.throughput.append(run)
+                conflicts = sum(n for k, n in run.claim_requests.items() if k.endswith(" 409"))
                 progress(f"throughput {workload.name} round {r + 1} {sched}: "
-                         + (run.error or f"{run.pods_per_second:.0f} pods/s"))
+                         + (run.error or f"{run.pods_per_second:.0f} pods/s")
+                         + (f", {conflicts} claim writes refused with 409" if run.claim_requests else ""))
     for pw in plan.placements:
         report = run_placements(pw, workdir / f"placements-{pw.name}", bin_dir)
         results.placements.append(report)

@@ -1,13 +1,18 @@
 """Throughput: a scheduler_perf workload on a fresh cluster with one scheduler, the measured pods timed from
 outside (from just before the first is created to a watch showing the last one bound, the same
 instrument for both schedulers), with the CPU per measured pod of the scheduler, the API server, etcd
-and the harness (:class:`tools.bench.apiserver.CpuSample`).
+and the harness (:class:`tools.bench.apiserver.CpuSample`), and the API server's count of the requests made
+on ResourceClaims in that window by verb and answer (the conflicts of claim writes show there).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import re
+import ssl
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bench.apiserver import CpuSample
@@ -39,6 +44,9 @@ class ThroughputRun:
     #: Shares of the machine's CPU over the window: everything else that ran (other users), and idle.
     other_cpu_share: float = 0.0
     idle_cpu_share: float = 0.0
+    #: Requests on ResourceClaims while the measured pods were created and scheduled, as the API server
+    #: counted them (``apiserver_request_total``), by ``"VERB subresource code"`` (``"PUT status 409"``).
+    claim_requests: dict[str, int] = field(default_factory=dict)
     error: str = ""
 
 
@@ -75,9 +83,11 @@ async def _timed(cluster: LocalCluster, sched: Scheduler, workload: Workload, ti
         pids = {"scheduler": sched.pid,
                 "apiserver": cluster.apiserver.proc.pid if cluster.apiserver.proc else 0,
                 "etcd": cluster.etcd.proc.pid if cluster.etcd.proc else 0}
+        requests_before = claim_requests(cluster)
         before = CpuSample.take(pids)
         timing = await create_and_wait(api, workload.measure, SCHEDULER_NAME, timeout)
         cpu = before.shares(CpuSample.take(pids), timing.pods)
+        out.claim_requests = {k: v for k, v in sorted((claim_requests(cluster) - requests_before).items()) if v}
     finally:
         await api.close()
     out.seconds, out.pods_per_second, out.create_seconds = timing.seconds, timing.pods_per_second, timing.create_seconds
@@ -86,3 +96,26 @@ async def _timed(cluster: LocalCluster, sched: Scheduler, workload: Workload, ti
     out.etcd_cpu_ms_per_pod = cpu["cpu_ms_per_pod_etcd"]
     out.harness_cpu_ms_per_pod = cpu["cpu_ms_per_pod_watcher"]
     out.other_cpu_share, out.idle_cpu_share = cpu["cpu_share_other"], cpu["cpu_share_idle"]
+
+
+_SAMPLE_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def claim_requests(cluster: LocalCluster) -> Counter[str]:
+    """The API server's ``apiserver_request_total`` for ResourceClaims so far, by ``"VERB subresource
+    code"`` (its /metrics, read as admin)."""
+    request = urllib.request.Request(f"{cluster.server}/metrics",
+                                     headers={"Authorization": f"Bearer {cluster.admin_token}"})
+    context = ssl.create_default_context(cafile=str(cluster.ca_file))
+    with urllib.request.urlopen(request, context=context, timeout=30) as resp:
+        text = resp.read().decode()
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(_SAMPLE_LABEL.findall(line[:line.rindex("}")]))
+        if labels.get("resource") == "resourceclaims":
+            parts = (labels.get("verb", ""), labels.get("subresource", ""), labels.get("code", ""))
+            key = " ".join(x for x in parts if x)
+            counts[key] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
