@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from pluginhost.model import Node, NodeSelectorRequirement, NodeSelectorTerm
 
@@ -182,7 +183,7 @@ class Allocator:
             pools = self.derived[key] = gather_pools(node, self.slices, own)
         return pools  # type: ignore[return-value]
 
-    def free_lists(self, shape: object) -> dict[str, object] | None:
+    def free_lists(self, shape: object) -> dict[str, Any] | None:
         """The fast path's free lists for ``shape`` by node name (:meth:`.inuse.InUse.free_lists`), when
         this allocator has a tally that has not changed since it was made; else None."""
         tally = self._tally
@@ -192,6 +193,15 @@ class Allocator:
         """Keep ``entry`` as ``node``'s free list for ``shape``, until a device of one of its pools changes."""
         if self._tally is not None:
             self._tally.keep(shape, node, {(s.driver, s.pool) for s in self._by_node.get(node, ())}, entry)
+
+    @staticmethod
+    def answer(fast: fastpath.Picked | str | None) -> Allocation | None:
+        """The answer for a node given the fast path's (results deferred; None: the search answers)."""
+        if isinstance(fast, fastpath.Picked):
+            return Allocation(None, deferred=fast.results)
+        if fast == "invalid":
+            return _INVALID
+        return _NONE if fast == "" else None
 
     def allocate(
         self, node: Node, claims: Sequence[ResourceClaim], deadline: float | None = None, defer: bool = False
@@ -204,12 +214,11 @@ class Allocator:
             if deadline is not None and time.monotonic() > deadline:
                 return Allocation(None, "context deadline exceeded", timed_out=True)
             fast = fastpath.allocate(self, node, claims, the_plan)
-            if isinstance(fast, fastpath.Picked):
-                return Allocation(None, deferred=fast.results) if defer else Allocation(fast.results())
-            if fast == "invalid":
-                return _INVALID
-            if fast == "":
-                return _NONE
+            if isinstance(fast, fastpath.Picked) and not defer:
+                return Allocation(fast.results())
+            answer = self.answer(fast)
+            if answer is not None:
+                return answer
         try:
             results = _Search(self, node, list(claims), deadline).run()
         except _Failed as failed:
@@ -226,32 +235,25 @@ class Allocator:
         if the_plan is None:
             return [self.allocate(n, claims, time.monotonic() + timeout if timeout > 0 else None, defer) for n in nodes]
         start = time.monotonic() if timeout > 0 else 0.0
-        answers = fastpath.allocate_each(self, nodes, claims, the_plan)
+        answers, handover = fastpath.allocate_each(self, nodes, claims, the_plan)
         # The fast path answered every node at once; each node's share of that time is below its
         # timeout when the whole was, and only otherwise are the nodes' clocks read one by one.
         clocked = timeout > 0 and time.monotonic() - start > timeout
+        if defer and not handover and not clocked:
+            return answers  # type: ignore[return-value]
         out: list[Allocation] = []
-        for node, fast in zip(nodes, answers, strict=True):
+        for node, answer in zip(nodes, answers, strict=True):
             if clocked:
                 # As in allocate: a node is given up when its clock is past its deadline at the start.
                 deadline = time.monotonic() + timeout
                 if time.monotonic() > deadline:
                     out.append(Allocation(None, "context deadline exceeded", timed_out=True))
                     continue
-            if isinstance(fast, fastpath.Picked):
-                if not defer:
-                    out.append(Allocation(fast.results()))
-                    continue
-                answer = fast.answer
-                if answer is None:
-                    answer = fast.answer = Allocation(None, deferred=fast.results)
-                out.append(answer)  # type: ignore[arg-type]
-            elif fast == "invalid":
-                out.append(_INVALID)
-            elif fast == "":
-                out.append(_NONE)
-            else:
+            if answer is None:
                 out.append(self.allocate(node, claims, time.monotonic() + timeout if timeout > 0 else None, defer))
+            else:
+                assert isinstance(answer, Allocation)
+                out.append(Allocation(answer.deferred()) if answer.deferred is not None and not defer else answer)
         return out
 
     def _fast_plan(self, claims: Sequence[ResourceClaim]) -> fastpath.Plan | None:

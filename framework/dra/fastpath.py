@@ -19,7 +19,7 @@ freed, or one of its slices changes. A pod then costs, on most nodes, a lookup o
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pluginhost.model import Node, NodeSelectorRequirement, NodeSelectorTerm
 
@@ -49,11 +49,12 @@ _Candidate = tuple[DeviceID, Device]
 _Shape = tuple[tuple[str, ...], tuple[str, ...], str, int, tuple[DeviceToleration, ...]]
 #: A node's free list for one request shape: its matching devices that no claim holds, in search
 #: order, up to the first that others consume capacity of; whether one of its pools is invalid;
-#: whether the list stops at such a device; and the answer (as :func:`allocate`'s) for a pod whose
-#: only request is this one. None: a device of the node is not plain.
-_Free = tuple[list[_Candidate], bool, bool, "Picked | str | None"] | None
-_MISS = object()
-_NOTHING_KEPT: dict[str, object] = {}
+#: whether the list stops at such a device; the owner's answer (:meth:`Owner.answer`) for a pod whose
+#: only request is this one; and whether the node's devices are plain (when not, the rest is empty
+#: and the answer None: the general search answers).
+_Free = tuple[list[_Candidate], bool, bool, object, bool]
+_NOT_PLAIN: _Free = ([], False, False, None, False)
+_NOTHING_KEPT: dict[str, _Free] = {}
 _KEY = "fast candidates"
 _HARD_TAINTS = ("NoSchedule", "NoExecute")
 
@@ -84,11 +85,15 @@ class Owner(Protocol):
     def pools(self, node: Node) -> list[Pool]:
         """The pools the node can allocate from."""
 
-    def free_lists(self, shape: object) -> dict[str, object] | None:
+    def free_lists(self, shape: object) -> dict[str, Any] | None:
         """The free lists kept for a request shape, by node name; None when none can be kept now."""
 
     def keep_free(self, node: str, shape: object, entry: object) -> None:
         """Keep ``entry`` as ``node``'s free list for ``shape`` (right after :meth:`free_lists` gave a dict)."""
+
+    def answer(self, fast: Picked | str | None) -> object:
+        """What the owner answers for a node given the fast path's answer (None for None); kept with the
+        node's free list, so it must depend on ``fast`` alone."""
 
 
 def plan(owner: Owner, claims: Sequence[ResourceClaim], max_results: int) -> Plan | None:
@@ -120,14 +125,11 @@ class Picked:
     """The devices the fast path picked for each claim on a node; :meth:`results` builds the claims'
     AllocationResults (only for the node a pod gets, or the nodes a caller looks at)."""
 
-    __slots__ = ("answer", "node_name", "picks")
+    __slots__ = ("node_name", "picks")
 
     def __init__(self, node_name: str, picks: list[list[tuple[ExactRequest, _Candidate]]]) -> None:
         self.node_name = node_name
         self.picks = picks
-        #: What the caller made of it (the allocator's answer for the node), kept with it: a pick kept
-        #: in a node's free list serves the pods that follow as long as the list is kept.
-        self.answer: object = None
 
     def results(self) -> tuple[AllocationResult, ...]:
         """One AllocationResult per claim, as the general search builds them."""
@@ -149,7 +151,7 @@ def allocate(owner: Owner, node: Node, claims: Sequence[ResourceClaim], the_plan
             requests += 1
             shape = _shape(req, class_selectors)
             entry = _free(owner, node, shape, req, owner.free_lists(shape))
-            if entry is None:
+            if not entry[4]:
                 return None
             need = req.count
             for candidate in entry[0]:
@@ -173,22 +175,29 @@ def allocate(owner: Owner, node: Node, claims: Sequence[ResourceClaim], the_plan
 
 
 def allocate_each(owner: Owner, nodes: Sequence[Node], claims: Sequence[ResourceClaim], the_plan: Plan,
-                  ) -> list[Picked | str | None]:
-    """:func:`allocate` on each of ``nodes``; one request in all (the common pod) in one loop, which
-    for most nodes is a lookup of the node's kept free list."""
+                  ) -> tuple[list[object], bool]:
+    """The owner's answer (:meth:`Owner.answer`) of :func:`allocate` on each of ``nodes``, and whether
+    one is None (the general search must answer there). One request in all (the common pod) goes in
+    one loop, which for most nodes is a lookup of the answer kept with the node's free list."""
     if owner.unnamed or len(the_plan) != 1 or len(the_plan[0]) != 1:
-        return [allocate(owner, node, claims, the_plan) for node in nodes]
+        answers = [owner.answer(allocate(owner, node, claims, the_plan)) for node in nodes]
+        return answers, any(a is None for a in answers)
     ((req, class_selectors),) = the_plan[0]
     shape = _shape(req, class_selectors)
     lists = owner.free_lists(shape)
     get = (lists if lists is not None else _NOTHING_KEPT).get
-    out: list[Picked | str | None] = []
+    out: list[object] = []
+    append = out.append
+    handover = False
     for node in nodes:
-        entry = get(node.name, _MISS)
-        if entry is _MISS:
+        entry = get(node.name)
+        if entry is None:
             entry = _free(owner, node, shape, req, lists)
-        out.append(None if entry is None else entry[3])  # type: ignore[index]
-    return out
+        answer = entry[3]
+        if answer is None:
+            handover = True
+        append(answer)
+    return out, handover
 
 
 def _shape(req: ExactRequest, class_selectors: tuple[str, ...]) -> _Shape:
@@ -197,14 +206,14 @@ def _shape(req: ExactRequest, class_selectors: tuple[str, ...]) -> _Shape:
     return class_selectors, req.selectors, req.name, req.count, req.tolerations
 
 
-def _free(owner: Owner, node: Node, shape: _Shape, req: ExactRequest, lists: dict[str, object] | None) -> _Free:
+def _free(owner: Owner, node: Node, shape: _Shape, req: ExactRequest, lists: dict[str, _Free] | None) -> _Free:
     """The node's free list for ``shape`` (see :data:`_Free`): kept in ``lists`` (the owner's, None when
     it cannot keep them), else made from its candidates and what others hold, and kept."""
-    entry = lists.get(node.name, _MISS) if lists is not None else _MISS
-    if entry is not _MISS:
-        return entry  # type: ignore[return-value]
+    entry = lists.get(node.name) if lists is not None else None
+    if entry is not None:
+        return entry
     found = _candidates(owner, node, shape[0], shape[1])
-    made: _Free = None
+    made = _NOT_PLAIN
     if found is not None:
         candidates, invalid = found
         allocated, shared = owner.allocated, owner.shared
@@ -224,7 +233,7 @@ def _free(owner: Owner, node: Node, shape: _Shape, req: ExactRequest, lists: dic
             one = None  # the next device is one others consume capacity of: the search weighs it
         else:
             one = "invalid" if invalid else ""
-        made = (free, invalid, blocked, one)
+        made = (free, invalid, blocked, owner.answer(one), True)
     if lists is not None:
         owner.keep_free(node.name, shape, made)
     return made

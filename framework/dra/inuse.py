@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
+from typing import Any
 
 from .models import DeviceID, ResourceClaim, ResourceSlice
 
@@ -60,7 +61,7 @@ class InUse:
         self._consumed: dict[DeviceID, dict[str, tuple[int, Fraction]]] = {}  # per capacity: shares, sum
         #: Advances whenever what is in use or a slice changes (see the module docstring).
         self.version = 0
-        self._free: dict[object, dict[str, object]] = {}  # request shape -> node name -> its free list
+        self._free: dict[object, dict[str, Any]] = {}  # request shape -> node name -> its free list
         self._nodes_of_pool: dict[PoolID, set[str]] = {}  # the nodes whose free lists a pool's devices are in
 
     def set(self, owner: object, claim: ResourceClaim | None) -> None:
@@ -110,7 +111,7 @@ class InUse:
 
     # ---- the fast path's free lists ------------------------------------------------------------
 
-    def free_lists(self, shape: object) -> dict[str, object]:
+    def free_lists(self, shape: object) -> dict[str, Any]:
         """The free lists kept for one request shape, by node name (the caller adds to it through
         :meth:`keep`)."""
         lists = self._free.get(shape)

@@ -278,25 +278,18 @@ class DynamicResources(
             return FilterResult.from_statuses([Status(Code.Error, (MSG_NO_STATE,), self.name)] * len(batch))
         if not s.claims:
             return FilterResult.passing(len(batch))
-        nodes = [node for _, node in batch.nodes()]
+        table = batch.snapshot.table.nodes
+        nodes = [table[r] for r in batch.rows.tolist()]
         if s.allocator is None:
             return FilterResult.from_statuses([self._filter_node(s, node, None) for node in nodes])
         answers = s.allocator.allocate_each(nodes, s.allocating, self.filter_timeout, defer=True)
-        if s.checked:
-            return FilterResult.from_statuses([self._filter_node(s, n, a) for n, a in zip(nodes, answers, strict=True)])
-        # The common case (every claim to allocate, the devices found) inline; the rest by _filter_node.
-        kept = s.node_allocations
-        statuses: list[Status] = []
-        passing = True
-        for node, answer in zip(nodes, answers, strict=True):
-            if answer.deferred is not None:
-                kept[node.name] = answer.deferred
-                statuses.append(SUCCESS)
-            else:
-                status = self._filter_node(s, node, answer)
-                passing = passing and status.code == Code.Success
-                statuses.append(status)
-        return FilterResult.passing(len(statuses)) if passing else FilterResult.from_statuses(statuses)
+        if not s.checked:
+            # The common case first: every claim to allocate, and the devices found on every node.
+            deferred = [a.deferred for a in answers]
+            if None not in deferred:
+                s.node_allocations.update(zip(batch.names, deferred))  # type: ignore[arg-type]
+                return FilterResult.passing(len(nodes))
+        return FilterResult.from_statuses([self._filter_node(s, n, a) for n, a in zip(nodes, answers, strict=True)])
 
     def filter_is_costly(self, state: CycleState) -> bool:
         # Allocating searches each node's devices; allocated claims only check a node selector.
