@@ -283,13 +283,22 @@ class DynamicResources(
         if s.allocator is None:
             return FilterResult.from_statuses([self._filter_node(s, node, None) for node in nodes])
         answers = s.allocator.allocate_each(nodes, s.allocating, self.filter_timeout, defer=True)
-        if not s.checked:
-            # The common case first: every claim to allocate, and the devices found on every node.
-            deferred = [a.deferred for a in answers]
-            if None not in deferred:
-                s.node_allocations.update(zip(batch.names, deferred))  # type: ignore[arg-type]
-                return FilterResult.passing(len(nodes))
-        return FilterResult.from_statuses([self._filter_node(s, n, a) for n, a in zip(nodes, answers, strict=True)])
+        if s.checked:
+            return FilterResult.from_statuses([self._filter_node(s, n, a) for n, a in zip(nodes, answers, strict=True)])
+        # The common case: every claim to allocate, so a node with the devices passes as it is.
+        deferred = [a.deferred for a in answers]
+        if None not in deferred:
+            s.node_allocations.update(zip(batch.names, deferred))  # type: ignore[arg-type]
+            return FilterResult.passing(len(nodes))
+        kept = s.node_allocations
+        statuses: list[Status] = []
+        for name, node, answer, made in zip(batch.names, nodes, answers, deferred, strict=True):
+            if made is not None:
+                kept[name] = made
+                statuses.append(SUCCESS)
+            else:
+                statuses.append(self._filter_node(s, node, answer))
+        return FilterResult.from_statuses(statuses)
 
     def filter_is_costly(self, state: CycleState) -> bool:
         # Allocating searches each node's devices; allocated claims only check a node selector.
