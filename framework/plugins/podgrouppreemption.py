@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pluginhost.model import Pod, PodDisruptionBudget
+from pluginhost.model import CPU, MEMORY, PODS, Pod, PodDisruptionBudget
 from pluginhost.placement import (
     PodGroupInfo,
     PodGroupPostFilterResult,
@@ -289,14 +289,20 @@ async def _preempt(
     violating, clean = filter_victims_with_pdb_violation(potential, budgets)
     valid = [a for a in (assignments.proposed if assignments is not None else ()) if a.node_name]
     out = list(potential)  # the victims out of the snapshot now
+    # The snapshot without the victims still out, kept up to date as victims are given back (one
+    # victim's work each time, not all of them again: a thousand victims add up).
+    bare = apply_view(snapshot, removed)
+    needs = _needs(fwk, valid, snapshot)
     chosen: list[Victim] = []
     violations = 0
     for victim, count in [*violating, *((v, 0) for v in clean)]:
-        fits, status = await _reprieve(fwk, snapshot, victim, [v for v in out if v is not victim], valid)
+        fits, status = await _reprieve(fwk, snapshot, bare, victim, [v for v in out if v is not victim], valid,
+                                       needs)
         if not status.ok:
             return None, status
         if fits:
             out.remove(victim)
+            bare = apply_view(bare, NodeView(added_pods=victim.pods))
         else:
             chosen.append(victim)
             violations += count
@@ -325,22 +331,64 @@ async def _pre_filter_extensions(fwk: Framework, pods: Sequence[Pod], valid: Seq
     return Status()
 
 
-async def _reprieve(fwk: Framework, snapshot: Snapshot, victim: Victim, others: Sequence[Victim],
-                    valid: Sequence[ProposedAssignment]) -> tuple[bool, Status]:
-    """Whether the group still fits with ``victim`` given back (``others`` still out): each proposed
-    pod passes Filter on its node with the pods before it placed and Reserved; all undone after."""
+#: What the proposed pods of a node need there together (resource column -> amount), per node name.
+_Needs = dict[str, dict[int, int]]
+
+
+def _needs(fwk: Framework, valid: Sequence[ProposedAssignment], snapshot: Snapshot) -> _Needs | None:
+    """The CPU, memory and pod count the proposed pods need on each node, when NodeResourcesFit is
+    one of the profile's Filter plugins (None otherwise: nothing can be told before Filter runs)."""
+    if not any(p.name == "NodeResourcesFit" for p in fwk.filter_plugins):
+        return None
+    pods_col = snapshot.columns[PODS]
+    out: _Needs = {}
+    for a in valid:
+        need = out.setdefault(a.node_name, {})
+        need[pods_col] = need.get(pods_col, 0) + 1
+        for resource in (CPU, MEMORY):
+            col = snapshot.columns.get(resource)
+            if col is not None:
+                need[col] = need.get(col, 0) + a.pod.requests.get(resource, 0)
+    return out
+
+
+def _overflows(seen: Snapshot, victim: Victim, needs: _Needs) -> bool:
+    """Whether a node of ``victim`` lacks room for the pods proposed on it once the victim is back:
+    NodeResourcesFit's Filter would then turn away the last of them that asks for that resource (the
+    others placed before it), so the victim cannot stay, and Filter need not run for every pod."""
+    for name in {p.node_name for p in victim.pods}:
+        row = seen.row(name)
+        need = needs.get(name)
+        if row is None or not need:
+            continue
+        for col, amount in need.items():
+            if amount > 0 and amount > int(seen.allocatable[row, col]) - int(seen.requested[row, col]):
+                return True
+    return False
+
+
+async def _reprieve(fwk: Framework, snapshot: Snapshot, bare: Snapshot, victim: Victim, others: Sequence[Victim],
+                    valid: Sequence[ProposedAssignment], needs: _Needs | None) -> tuple[bool, Status]:
+    """Whether the group still fits with ``victim`` given back (``others`` still out, ``bare`` the
+    snapshot without them): each proposed pod passes Filter on its node with the pods before it placed
+    and Reserved; all undone after."""
+    seen = apply_view(bare, NodeView(added_pods=victim.pods))
+    if needs is not None and _overflows(seen, victim, needs):
+        return False, Status()
     status = await _pre_filter_extensions(fwk, victim.pods, valid, snapshot, add=True)
     if not status.ok:
         return False, status
     removed = tuple((p.uid, p.node_name) for v in others for p in v.pods)
     placed: list[tuple[ProposedAssignment, Pod]] = []
+    # Each pod placed is added to the last view's snapshot (one pod's work, not all of them again).
     try:
         for a in valid:
             view = NodeView(added_pods=tuple(p for _, p in placed), removed_pods=removed)
-            if not await _fits(fwk, a, snapshot, view):
+            if not await _fits(fwk, a, snapshot, seen, view):
                 status = await _pre_filter_extensions(fwk, victim.pods, valid, snapshot, add=False)
                 return False, status
             pod = dataclasses.replace(a.pod, node_name=a.node_name)
+            seen = apply_view(seen, NodeView(added_pods=(pod,)))
             placed.append((a, pod))
             if a.state is not None:
                 await fwk.run_reserve(a.state, pod, a.node_name)  # upstream does not look at its answer
@@ -351,9 +399,9 @@ async def _reprieve(fwk: Framework, snapshot: Snapshot, victim: Victim, others: 
                 await fwk.run_unreserve(a.state, pod, a.node_name)
 
 
-async def _fits(fwk: Framework, a: ProposedAssignment, snapshot: Snapshot, view: NodeView) -> bool:
-    """Filter for one proposed pod on its node in ``snapshot`` as ``view`` shows it (remote plugins get
-    the view with the request); anything but Success is a no."""
+async def _fits(fwk: Framework, a: ProposedAssignment, snapshot: Snapshot, seen: Snapshot, view: NodeView) -> bool:
+    """Filter for one proposed pod on its node in ``seen``, which is ``snapshot`` as ``view`` shows it
+    (remote plugins get the view with the request and apply it themselves); anything but Success is a no."""
     row = snapshot.row(a.node_name)
     if row is None or a.state is None:
         return False
@@ -361,7 +409,7 @@ async def _fits(fwk: Framework, a: ProposedAssignment, snapshot: Snapshot, view:
     base = state.get(VIEW_STATE_KEY)
     state.write(VIEW_STATE_KEY, view)
     try:
-        status = await fwk.run_filter_on_node(state, a.pod, apply_view(snapshot, view), row)
+        status = await fwk.run_filter_on_node(state, a.pod, seen, row)
     finally:
         if base is None:
             state.delete(VIEW_STATE_KEY)
