@@ -413,6 +413,29 @@ def test_tas_places_the_gang_in_one_rack() -> None:
     assert condition(s, "g") == ("True", "Scheduled", "", 2)
 
 
+@pytest.mark.parametrize("busy", ["rack-a", "rack-b"])
+def test_tas_prefers_the_rack_that_would_be_most_allocated(busy: str) -> None:
+    # Both racks (two 4-cpu, 8Gi nodes each) hold the gang (2 x 1 cpu) and PodGroupPodsCount ties them;
+    # NodeResourcesFit's ScorePlacement (MostAllocated over the rack as one) picks the one already
+    # running a 1-cpu pod: cpu (1000 + 2000) / 8000 and memory 3 x 200Mi (non-zero defaults) / 16Gi
+    # give 37 and 3, mean 20; the empty rack 25 and 2, mean 13.
+    nodes = [rack_node(n, f"rack-{n[0]}", "4") for n in ("a1", "a2", "b1", "b2")]
+    filler = gpod("f0", "1", None, bound=f"{busy[-1]}1")
+
+    async def main() -> dict[str, Any]:
+        s = make(tas=True)
+        s.cache.podgroups.put(gang("g", 2, topology=("rack",)))
+        await s.apply([*nodes, filler, *(gpod(f"p{i}", "1", "g") for i in range(2))])
+        return await s.explain_group("default", "g")
+
+    out = asyncio.run(main())
+    scores = {p["placement"]: p["score"]["plugins"] for p in out["placements"]}
+    other = "rack-b" if busy == "rack-a" else "rack-a"
+    assert scores == {busy: {"NodeResourcesFit": 20, "PodGroupPodsCount": 100},
+                      other: {"NodeResourcesFit": 13, "PodGroupPodsCount": 100}}
+    assert {p["node"][0] for p in out["pods"]} == {busy[-1]}
+
+
 def test_tas_with_no_rack_holding_the_gang_reports_the_placements() -> None:
     nodes = [rack_node("a1", "rack-a", "2"), rack_node("b1", "rack-b", "2")]
     pods = [gpod(f"p{i}", "1", "g") for i in range(3)]

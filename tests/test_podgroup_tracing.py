@@ -87,6 +87,8 @@ GROUP_TRACE = [
         "    Unreserve", "    Unreserve",
     )),
     "    PlacementScore",
+    "      PlacementScore/NodeResourcesFit placement=rack-a",
+    "      PlacementScore/NodeResourcesFit placement=rack-b",
     "      PlacementScore/PodGroupPodsCount placement=rack-a",
     "      PlacementScore/PodGroupPodsCount placement=rack-b",
     "      PlacementScore/SharedLabelPlacement placement=rack-a",

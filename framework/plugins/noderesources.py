@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from pluginhost.errors import OutriggerError
 from pluginhost.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod
+from pluginhost.placement import PlacementScorePlugin, PodGroupAssignments, PodGroupInfo
 from pluginhost.plugin import (
     ASSIGNED_POD,
     MAX_NODE_SCORE,
@@ -356,9 +357,11 @@ def _fit_requests(pod: Pod) -> tuple[tuple[str, int], ...]:
 # ---- the plugin ------------------------------------------------------------------------------
 
 
-class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, PlacementScorePlugin,
+                       EnqueueExtensions):
     """Filters out nodes without room for the pod's requests and scores the rest by how allocated
-    they would be, with the configured strategy."""
+    they would be, with the configured strategy; scores a PodGroup's placements by how allocated their
+    nodes would be together (MostAllocated whatever the strategy, as kube-scheduler 1.37 does)."""
 
     name = "NodeResourcesFit"
 
@@ -369,6 +372,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         self.shape = parsed.shape
         self.ignored = parsed.ignored
         self.ignored_groups = parsed.ignored_groups
+        self.handle = handle
 
     # ---- PreFilter / Filter --------------------------------------------------------------------
 
@@ -486,6 +490,36 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         denom = np.maximum(weight_sum, 1)
         out = (2 * total + denom) // (2 * denom) if rounded else total // denom
         return np.where(weight_sum > 0, out, 0).astype(np.int64)
+
+    # ---- PlacementScore ------------------------------------------------------------------------
+
+    async def score_placement(self, state: CycleState, group: PodGroupInfo,
+                              assignments: PodGroupAssignments) -> tuple[int, Status]:
+        """MostAllocated over the placement's nodes as one: per resource, what they hold (CPU and memory
+        with the non-zero defaults) plus the proposed pods' requests, over their summed allocatable;
+        the resources' weighted mean. Only with TopologyAwareWorkloadScheduling is a group's cycle
+        given placements to score."""
+        snap = state.snapshot if state.snapshot is not None else (
+            self.handle.snapshot() if self.handle is not None else None)
+        if snap is None:
+            return 0, Status.failure("NodeResourcesFit: no snapshot to score the placement in", plugin=self.name)
+        wanted = [0] * len(self.resources)
+        for a in assignments.proposed:
+            for i, amount in enumerate(self._pod_score_requests(a.pod)):
+                wanted[i] += amount
+        rows = np.asarray(sorted({r for n in assignments.placement.nodes if (r := snap.row(n)) is not None}),
+                          dtype=np.int64)
+        total = weight_sum = 0
+        names = [res for res, _ in self.resources]
+        for i, alloc, used in resource_columns(snap, rows, names, wanted, use_requested=False):
+            capacity = int(alloc.sum())
+            if capacity == 0:
+                continue
+            held = int(used.sum()) - wanted[i] * len(rows) + wanted[i]  # the pods' requests once, not per node
+            weight = self.resources[i][1]
+            total += min(held, capacity) * MAX_NODE_SCORE // capacity * weight
+            weight_sum += weight
+        return (total // weight_sum if weight_sum else 0), SUCCESS
 
     # ---- queueing hints --------------------------------------------------------------------------
 
