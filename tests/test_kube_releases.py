@@ -96,7 +96,8 @@ def test_a_release_that_is_not_pinned_is_refused_naming_those_that_are(release: 
 
 
 def test_compat_runs_the_files_expecting_the_default_releases_results_only_against_it() -> None:
-    specific = ("tests/test_kube_compare.py", "tests/test_kube_podgroup_cycle.py", "tests/test_kube_podgroup_live.py")
+    specific = ("tests/test_kube_compare.py", "tests/test_kube_compare_groups.py", "tests/test_kube_podgroup_cycle.py",
+                "tests/test_kube_podgroup_live.py", "tests/test_kube_podgroup_preemption.py")
     every = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("tests/test_kube_*.py"))
     assert specific == RELEASE_SPECIFIC
     assert {"tests/test_kube_harness.py", "tests/test_kube_releases.py", "tests/test_kube_source.py",

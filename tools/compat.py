@@ -7,10 +7,10 @@ then runs :data:`TESTS` with ``OUTRIGGER_K8S_RELEASE`` set, so that every fixtur
 release's etcd, kube-apiserver and kube-controller-manager, and reads pytest's JUnit report. The tests are
 ``tests/test_kube_*.py``; those of :data:`RELEASE_SPECIFIC` run only against the default release (the one
 Outrigger follows, tests/k8s/build.sh's ``default_release``), as what they expect is that release's: the
-kube-scheduler comparison's placements, and the PodGroup cycles' ``scheduling.k8s.io/v1beta1`` objects
-with kube-scheduler 1.37's results (1.36 serves PodGroups in ``v1alpha2``, which
-``tests/test_kube_podgroups.py`` covers on every release; 1.35 serves none). Exits 1 when a release
-failed to build or had a failing test.
+kube-scheduler comparisons' placements (pods, and PodGroups), and the PodGroup cycles and gang preemption
+with their ``scheduling.k8s.io/v1beta1`` objects and kube-scheduler 1.37's results (1.36 serves PodGroups
+in ``v1alpha2``, which ``tests/test_kube_podgroups.py`` covers on every release; 1.35 serves none). Exits
+1 when a release failed to build or had a failing test.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The live-cluster test files, by pattern, and those run against the default release only: they expect
 #: its kube-scheduler's results and its API (PodGroups in ``scheduling.k8s.io/v1beta1``).
 TESTS = "tests/test_kube_*.py"
-RELEASE_SPECIFIC = ("tests/test_kube_compare.py", "tests/test_kube_podgroup_cycle.py",
-                    "tests/test_kube_podgroup_live.py")
+RELEASE_SPECIFIC = ("tests/test_kube_compare.py", "tests/test_kube_compare_groups.py",
+                    "tests/test_kube_podgroup_cycle.py", "tests/test_kube_podgroup_live.py",
+                    "tests/test_kube_podgroup_preemption.py")
 BUILD_TIMEOUT = 3 * 3600.0  # seconds: a cold build of one release on 2 busy cores
 TEST_TIMEOUT = 2 * 3600.0  # seconds: the live tests of one release on a loaded machine
 
