@@ -169,3 +169,21 @@ def test_workload_preemptions_shapes_keep_scheduler_perfs_waves_and_priorities()
         "labelSelector"]["matchLabels"]["app"] == "blue"
     with pytest.raises(ValueError, match="unknown workload_preemption shape 'other'"):
         preemption_shape("other", 2, 2, 1, 2)
+
+
+def test_victims_that_differ_make_the_workload_disagree_and_are_listed() -> None:
+    same = [("low-0", "gang-0"), ("low-1", "gang-0")]
+    report = GroupReport("GangPreemptionBasic/x", "2 nodes", True, [SameGroup("gang-0", _outcome(), _outcome())],
+                         {KUBE: GroupRun(KUBE, 2, 2, 1.0, evicted=same),
+                          OUTRIGGER: GroupRun(OUTRIGGER, 2, 2, 1.0, evicted=[*same, ("low-2", "gang-0")])})
+    assert (report.same_load, report.same_victims, report.agrees) == (True, False, False)
+    doc = groups_json([report])
+    assert (doc["workloads"][0]["same_victims"], doc["workloads"][0]["all_agree"]) == (False, False)
+    text = to_markdown({"commit": "abc", "machine": {"cpus": 2}, "seconds": 1.0, "sizes": {},
+                        "throughput": {"summary": []}, "placements": {"summary": [], "plugins": [], "disagreements": {},
+                                                                      "score_disagreements": {}},
+                        "reasons": None, "groups": doc})
+    assert (f"- GangPreemptionBasic/x: victims differ; {KUBE} 2 evicted, {OUTRIGGER} 3; only {KUBE}'s: [], "
+            f"only {OUTRIGGER}'s: [('low-2', 'gang-0')]") in text
+    report.runs[OUTRIGGER].evicted = list(same)
+    assert report.agrees
