@@ -350,6 +350,100 @@ def test_pre_bind_retries_a_shared_claim_from_the_claim_read_back(read_back: boo
     assert writer.sent == want
 
 
+class LaggingServer:
+    """An API server for one claim whose watch has not delivered yet: it keeps the claim's versions apart from
+    the store, refuses a write that carries another resourceVersion than its own (a conflict, the claim read
+    back), and answers each write after a round trip, so writes sent at once interleave as on the wire."""
+
+    #: The API server's validation of a claim reserved for more pods than it allows.
+    TOO_MANY = ('ResourceClaim.resource.k8s.io "c" is invalid: status.reservedFor: Too many: 257: must have at '
+                'most 256 items')
+
+    def __init__(self, store: DraStore, key: str) -> None:
+        self.store, self.claim = store, store.claims[key]
+        self.writes = self.conflicts = 0
+
+    def change(self, status: dict[str, Any]) -> None:
+        """Someone else writes the claim's status (a new resourceVersion)."""
+        raw = {**self.claim.raw, "status": status}
+        raw["metadata"] = {**raw["metadata"], "resourceVersion": str(int(self.claim.resource_version) + 1)}
+        stored = self.store.decode("ResourceClaim", raw)
+        assert isinstance(stored, ResourceClaim)
+        self.claim = stored
+
+    async def write_claim_status(self, c: ResourceClaim, status: Any) -> ResourceClaim:
+        self.writes += 1
+        await asyncio.sleep(0)
+        if c.resource_version != self.claim.resource_version:
+            self.conflicts += 1
+            raise DraConflict("the object has been modified", self.claim)
+        if len(status.get("reservedFor") or ()) > 256:
+            raise RuntimeError(self.TOO_MANY)
+        self.change(status)
+        return self.claim
+
+
+@pytest.mark.parametrize(("pods", "foreign", "writes", "conflicts"), [
+    pytest.param(1, False, 1, 0, id="one-pod"),
+    pytest.param(5, False, 5, 0, id="five-pods-at-once-one-write-each"),
+    pytest.param(12, False, 12, 0, id="twelve-pods-at-once-one-write-each"),
+    # Another writer changed the claim after the pods read it: the first write is refused once and retried
+    # from the claim read back; the others start from the version it stored.
+    pytest.param(5, True, 6, 1, id="changed-by-someone-else-first"),
+])
+def test_pods_sharing_a_claim_reserve_it_one_write_each_without_racing_to_conflicts(
+        pods: int, foreign: bool, writes: int, conflicts: int) -> None:
+    shared = allocated("gpu-0", reserved=(("p0", "u0"),))
+    table, store = cluster(CLASS, N0_GPUS, claim("c", status=shared, rv="10"))
+    store.writer = server = LaggingServer(store, "ns/c")
+    pl = plugin(table)
+    cycles = []
+    for i in range(1, pods + 1):  # each pod's scheduling cycle, one after the other, all reading version 10
+        pod = gpu_pod(("gpu", "c"), name=f"p{i}", uid=f"u{i}")
+        state, status, statuses = filter_all(pl, table, pod)
+        assert (status, statuses[0]) == (OK, OK)
+        assert run(pl.reserve(state, pod, "n0")) == OK
+        cycles.append((state, pod))
+    if foreign:
+        server.change({**shared, "devices": [{"driver": DRIVER, "pool": "n0", "device": "gpu-0"}]})
+
+    async def bind_all() -> list[Status]:  # their binding cycles at once
+        return list(await asyncio.gather(*(pl.pre_bind(state, pod, "n0") for state, pod in cycles)))
+
+    assert run(bind_all()) == [OK] * pods
+    assert (server.writes, server.conflicts) == (writes, conflicts)
+    assert server.claim.reserved_for == tuple(("pods", f"p{i}", f"u{i}") for i in range(pods + 1))
+    assert server.claim.resource_version == str(10 + pods + foreign)
+    c = store.claim("ns", "c")  # the last write's answer, read until the watch delivers it
+    assert c is not None and c.resource_version == server.claim.resource_version
+    assert store.is_assumed("ns/c")
+
+
+def test_pods_past_the_reserved_for_limit_are_refused_by_the_api_server_then_turned_away() -> None:
+    # 254 pods hold the claim; four more passed PreFilter at once: two fit in reservedFor's 256, the other
+    # two are refused by the API server (as kube-scheduler's are), and a pod scheduled next sees it in use.
+    shared = allocated("gpu-0", reserved=tuple((f"q{i}", f"v{i}") for i in range(254)))
+    table, store = cluster(CLASS, N0_GPUS, claim("c", status=shared, rv="10"))
+    store.writer = server = LaggingServer(store, "ns/c")
+    pl = plugin(table)
+    cycles = []
+    for i in range(1, 5):
+        pod = gpu_pod(("gpu", "c"), name=f"p{i}", uid=f"u{i}")
+        state, status, _ = filter_all(pl, table, pod)
+        assert status == OK and run(pl.reserve(state, pod, "n0")) == OK
+        cycles.append((state, pod))
+
+    async def bind_all() -> list[Status]:
+        return list(await asyncio.gather(*(pl.pre_bind(state, pod, "n0") for state, pod in cycles)))
+
+    refused = st(Code.Error, f"add reservation to claim ns/c: {LaggingServer.TOO_MANY}")
+    assert run(bind_all()) == [OK, OK, refused, refused]
+    assert (server.writes, server.conflicts) == (4, 0)
+    assert [r[1] for r in server.claim.reserved_for[254:]] == ["p1", "p2"]
+    store.put(server.claim)  # the watch delivers it
+    assert filter_all(pl, table, gpu_pod(("gpu", "c"), name="p3", uid="u3"))[1] == st(UU, "resourceclaim in use")
+
+
 def test_pre_bind_stops_when_the_claim_got_allocated_elsewhere() -> None:
     table, store = cluster(CLASS, N0_GPUS, node_slice("n1", device("gpu-0")), claim("c"))
 

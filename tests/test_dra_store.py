@@ -12,6 +12,7 @@ import pytest
 from dra_fixtures import DRIVER, allocated, claim, device, device_class, node_slice
 
 from framework.cache import Cache
+from framework.dra.models import ResourceClaim
 from framework.dra.store import FINALIZER, DraConflict, DraDecodeError, DraStore
 
 BAD = [  # (kind, object, the error)
@@ -147,3 +148,59 @@ def test_the_embedded_writer_refuses_a_stale_claim(change: str, error: str) -> N
     with pytest.raises(DraConflict) as exc:
         asyncio.run(store.writer.write_claim_status(stale, allocated("gpu-0")))
     assert str(exc.value) == error and store.claim("ns", "c") is before
+
+
+@pytest.mark.parametrize(("stored", "given", "want"), [
+    pytest.param(("uid-c", "12"), ("uid-c", "10"), "12", id="the-store-has-a-newer-version"),
+    pytest.param(("uid-c", "10"), ("uid-c", "10"), "10", id="the-same-version"),
+    pytest.param(("uid-c", "9"), ("uid-c", "10"), "10", id="the-given-claim-is-newer"),
+    pytest.param(("uid-other", "12"), ("uid-c", "10"), "10", id="a-new-claim-of-that-name"),
+    pytest.param(None, ("uid-c", "10"), "10", id="not-in-the-store"),
+])
+def test_latest_is_the_newer_of_a_claim_and_the_stores_version_of_it(
+        stored: tuple[str, str] | None, given: tuple[str, str], want: str) -> None:
+    store = DraStore()
+    if stored is not None:
+        store.apply("ResourceClaim", claim("c", uid=stored[0], rv=stored[1]))
+    mine = DraStore.decode("ResourceClaim", claim("c", uid=given[0], rv=given[1]))
+    assert isinstance(mine, ResourceClaim)
+    got = store.latest(mine)
+    assert (got.uid, got.resource_version) == (given[0], want)
+
+
+def test_writes_of_one_claim_go_one_at_a_time_and_other_claims_do_not_wait() -> None:
+    store = DraStore()
+    order: list[str] = []
+
+    async def write(key: str, name: str) -> None:
+        async with store.writing(key):
+            order.append(f"{name} starts")
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            order.append(f"{name} ends")
+
+    async def main() -> None:
+        await asyncio.gather(write("ns/a", "a1"), write("ns/a", "a2"), write("ns/b", "b1"), write("ns/a", "a3"))
+
+    asyncio.run(main())
+    assert order == ["a1 starts", "b1 starts", "a1 ends", "b1 ends", "a2 starts", "a2 ends", "a3 starts", "a3 ends"]
+    assert store._writing == {}  # no lock is kept for a claim nobody writes
+
+
+def test_a_failed_write_lets_the_next_writer_of_the_claim_go() -> None:
+    store = DraStore()
+
+    async def fail() -> None:
+        async with store.writing("ns/a"):
+            await asyncio.sleep(0)
+            raise DraConflict("the object has been modified")
+
+    async def main() -> list[Any]:
+        async def then() -> str:
+            async with store.writing("ns/a"):
+                return "written"
+        return list(await asyncio.gather(fail(), then(), return_exceptions=True))
+
+    first, second = asyncio.run(main())
+    assert (type(first), str(first), second) == (DraConflict, "the object has been modified", "written")
+    assert store._writing == {}

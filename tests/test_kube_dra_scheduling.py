@@ -26,6 +26,7 @@ from test_remote_harness import HostProcess
 from framework.dra.store import FINALIZER
 from pluginhost.examples.provisioner import FAIL, PROVISION
 from tools import fakedriver
+from tools.compare.throughput import claim_requests
 from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
@@ -297,3 +298,21 @@ def test_a_pod_created_before_its_claim_is_bound_once_the_claim_exists(gpus: Gpu
     gpus.apply(fakedriver.claim("later", ns, 1, gpus.device_class))
     node = gpus.bound("early")
     assert allocation_of(gpus.claim("later"))[1:3] == (on_node(node), ["early"])
+
+
+def test_pods_sharing_a_claim_each_reserve_it_with_one_write_and_no_conflict(gpus: Gpus) -> None:
+    # Six pods share one GPU's claim, all queued before the framework starts: the first allocates it, the
+    # others reserve it as soon as it is written, their binding cycles overlapping. Each is one write of
+    # the claim's status from the version the one before stored: the API server refuses none (409).
+    ns = gpus.ns
+    names = [f"share-{i}" for i in range(6)]
+    gpus.apply(fakedriver.claim("shared", ns, 1, gpus.device_class), *(gpu_pod(n, ns, claim="shared") for n in names))
+    before = claim_requests(gpus.cluster)
+    gpus.start()
+    nodes = {gpus.bound(n) for n in names}
+    devices, selector, users, finalizers = allocation_of(gpus.claim("shared"))
+    # Both nodes have a free GPU and tie; the claim decides the node of every pod.
+    assert len(nodes) == 1 and (selector, sorted(users), finalizers) == (on_node(nodes.pop()), names, [FINALIZER])
+    assert len(devices) == 1
+    writes = {k: n for k, n in (claim_requests(gpus.cluster) - before).items() if k.startswith("PUT") or "409" in k}
+    assert writes == {"PUT 200": 1, "PUT status 200": 6}  # the finalizer, then six status writes

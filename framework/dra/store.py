@@ -15,13 +15,21 @@ already counts their devices as taken) and *assumed* claims (PreBind wrote the s
 reads as current until the source delivers that version or a newer one). PreBind writes through
 :attr:`DraStore.writer`, a :class:`ClaimWriter`: :class:`MemoryClaimWriter` (this store, the embedded
 cluster's API server) unless a live source sets its own.
+
+This scheduler's writes of one claim go one at a time (:meth:`DraStore.writing`): the pods sharing a claim
+reach PreBind together, and each write carries the resourceVersion it read, so writes of one claim sent
+at once would all but one be refused (``409``) and sent again after a read. One after the other, each
+starts from the version the one before it stored (:meth:`DraStore.latest`) and is not refused unless
+someone else changed the claim meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -160,6 +168,8 @@ class DraStore:
         self._versions = itertools.count(1_000_000_001)
         #: Takes PreBind's claim status writes (the embedded default writes into this store).
         self.writer: ClaimWriter = MemoryClaimWriter(self)
+        # Per claim key being written: its lock and how many writers hold or wait for it.
+        self._writing: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
     def __len__(self) -> int:
         return len(self.claims) + len(self.templates) + len(self.classes) + len(self.slices)
@@ -341,6 +351,33 @@ class DraStore:
         self._held_changed(claim.key)
         self.generation += 1
         self._view_changed(claim.key)
+
+    def latest(self, claim: ResourceClaim) -> ResourceClaim:
+        """``claim``, or the version of it this store reads (:meth:`claim`) when that is newer: the same
+        claim (uid) with a higher resourceVersion, such as the one this scheduler's last write stored."""
+        current = self.claim(claim.namespace, claim.name)
+        if current is None or current.uid != claim.uid or (
+            _version(current.resource_version) <= _version(claim.resource_version)
+        ):
+            return claim
+        return current
+
+    @contextlib.asynccontextmanager
+    async def writing(self, key: str) -> AsyncIterator[None]:
+        """Hold the claim ``namespace/name`` for one write of it (or a write and its retries): this
+        scheduler's other writers of that claim wait until it is done (see the module docstring)."""
+        entry = self._writing.get(key)
+        if entry is None:
+            entry = self._writing[key] = (asyncio.Lock(), [0])
+        lock, users = entry
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._writing[key]
 
     def restore(self, key: str) -> None:
         """Drop the assumed version of the claim ``namespace/name`` (the source's reads again)."""

@@ -417,11 +417,12 @@ class DynamicResources(
             if store.drop_pending(claim.uid):
                 store.restore(claim.key)
             if claim.allocation is not None and claim.reserved_for_pod(pod.uid):
-                current = store.claim(claim.namespace, claim.name) or claim
-                try:
-                    await store.writer.write_claim_status(current, unreserved_status(current, pod))
-                except Exception as exc:  # retried when the pod is scheduled again
-                    log.warning("unreserve: claim %s: %s", claim.key, exc)
+                async with store.writing(claim.key):  # after this scheduler's writes of it in flight
+                    current = store.claim(claim.namespace, claim.name) or claim
+                    try:
+                        await store.writer.write_claim_status(current, unreserved_status(current, pod))
+                    except Exception as exc:  # retried when the pod is scheduled again
+                        log.warning("unreserve: claim %s: %s", claim.key, exc)
 
     # ---- PreBind -------------------------------------------------------------------------------
 
@@ -456,11 +457,22 @@ class DynamicResources(
 
     async def _bind_claim(self, store: DraStore, pod: Pod, claim: ResourceClaim,
                           allocation: AllocationResult | None) -> ResourceClaim:
+        # One write of a claim at a time: the pods sharing it reach PreBind together, and each starts
+        # from the version the one before stored instead of racing it to a conflict (DraStore.writing).
+        async with store.writing(claim.key):
+            return await self._write_claim(store, pod, claim, allocation)
+
+    async def _write_claim(self, store: DraStore, pod: Pod, claim: ResourceClaim,
+                           allocation: AllocationResult | None) -> ResourceClaim:
         what = "add allocation and reservation to" if allocation is not None else "add reservation to"
         current = claim
         latest: ResourceClaim | None = None  # the claim the writer read back after a conflict
         for attempt in range(_WRITE_TRIES):
-            if attempt:
+            # The first try starts from the newest version known here (the cycle's copy may predate
+            # another pod's write); a retry from the claim read back after the conflict.
+            if not attempt:
+                current = store.latest(claim)
+            else:
                 current = latest or store.claim(claim.namespace, claim.name) or current
             if current.deleting:
                 raise _BindError(f"claim {claim.key} got deleted in the meantime")
