@@ -153,8 +153,11 @@ class GroupReport:
 
     @property
     def same_victims(self) -> bool:
-        """Both evicted the same pods, each for the same PodGroup."""
-        return KUBE in self.runs and OUTRIGGER in self.runs and self.runs[KUBE].evicted == self.runs[OUTRIGGER].evicted
+        """Both evicted the same pods. For which PodGroup each was evicted is not compared: among identical
+        nodes which preemptor takes which node is a tie, and so is which victims are its own."""
+        if KUBE not in self.runs or OUTRIGGER not in self.runs:
+            return False
+        return [v for v, _ in self.runs[KUBE].evicted] == [v for v, _ in self.runs[OUTRIGGER].evicted]
 
     @property
     def agrees(self) -> bool:
