@@ -36,9 +36,12 @@ from pluginhost.sign import SignPlugin
 E = pb.plugin.ExtensionPoint
 
 
-def config_with(plugin: str) -> Callable[[Registry], SchedulerConfig]:
+FIT = ("PrioritySort", "NodeResourcesFit", "DefaultBinder")
+
+
+def config_with(plugin: str, base: tuple[str, ...] = FIT) -> Callable[[Registry], SchedulerConfig]:
     def config_for(registry: Registry) -> SchedulerConfig:
-        plugins = ["PrioritySort", "NodeResourcesFit", "DefaultBinder", plugin]
+        plugins = [*base, plugin]
         text = "\n".join([
             "apiVersion: kubescheduler.config.k8s.io/v1", "kind: KubeSchedulerConfiguration", "profiles:",
             f"- schedulerName: {PROFILE}", "  plugins:", "    multiPoint:", "      enabled:",
@@ -75,10 +78,11 @@ class Outcome:
     metrics: str
 
 
-async def schedule(address: str, plugin: str, pods: list[Pod]) -> Outcome:
+async def schedule(address: str, plugin: str, pods: list[Pod], base: tuple[str, ...] = FIT) -> Outcome:
     """Schedule ``pods`` one cycle after another (the batch's clock stopped, so its age never matters)
-    with the remote ``plugin`` at Filter, then sign them all again (the adapter's cache answers)."""
-    rig = await remote_rig([endpoint("pools", address)], config_with(plugin))
+    with the remote ``plugin`` and the ``base`` plugins, then sign them all again (the adapter's cache
+    answers)."""
+    rig = await remote_rig([endpoint("pools", address)], config_with(plugin, base))
     s = rig.scheduler
     try:
         fwk = s.profiles[PROFILE]

@@ -310,7 +310,7 @@ func unservedNote(unserved []string) string {
 	if len(unserved) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (it implements %s, not served out of process: QueueSort's Less cannot be answered a key at a time, and the contract does not carry Sign nor PodGroupPostFilter)",
+	return fmt.Sprintf(" (it implements %s, not served out of process: QueueSort's Less cannot be answered a key at a time, Sign only with a point it signs for, and the contract does not carry PodGroupPostFilter)",
 		strings.Join(unserved, ", "))
 }
 
@@ -374,8 +374,9 @@ func (p *Plugin) Name() string { return p.served }
 func (p *Plugin) Upstream() fwk.Plugin { return p.p }
 
 // Unserved names the kube-scheduler points the plugin implements that the adapter does not serve, in
-// this order: QueueSort, Sign, PodGroupPostFilter (the last two are 1.37's). The framework never
-// calls them; the plugin's other points are served.
+// this order: QueueSort, Sign (only without PreFilter, Filter, PreScore or Score to sign for),
+// PodGroupPostFilter (the last two are 1.37's). The framework never calls them; the plugin's other
+// points are served.
 func (p *Plugin) Unserved() []string { return fwk.Unserved(p.p) }
 
 func (p *Plugin) points() []pb.ExtensionPoint {
@@ -412,7 +413,8 @@ func (p *Plugin) points() []pb.ExtensionPoint {
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_POST_BIND)
 	_, ok = p.p.(fwk.EnqueueExtensions)
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_ENQUEUE_EXTENSIONS)
-	return append(pts, placementPoints(p.p)...)
+	pts = append(pts, placementPoints(p.p)...)
+	return append(pts, signPoints(p.p)...)
 }
 
 // ---- statuses and events ---------------------------------------------------------------------------

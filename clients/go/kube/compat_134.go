@@ -28,5 +28,8 @@ func setSchedulingGroup(*v1.Pod, *pb.PodSpec) {}
 // placementPoints are none: 1.34 has no pod group cycle.
 func placementPoints(fwk.Plugin) []pb.ExtensionPoint { return nil }
 
+// signPoints are none: 1.34 has no SignPlugin.
+func signPoints(fwk.Plugin) []pb.ExtensionPoint { return nil }
+
 // watchPodGroups does nothing: 1.34 has no pod groups.
 func (s *shared) watchPodGroups(fwk.Plugin) {}

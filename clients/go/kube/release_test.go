@@ -84,13 +84,14 @@ func register(p framework.Plugin) Option {
 	return WithPlugin("P", func(context.Context, runtime.Object, framework.Handle) (framework.Plugin, error) { return p, nil })
 }
 
-// TestUnservedPointsAreDetectedAndTheOthersServed: a plugin's 1.37 points the contract does not carry
-// (Sign, PodGroupPostFilter) are named and left out of its manifest, whose points are the others (the
-// pod group cycle's PlacementGenerate and PlacementScore among them); a plugin with nothing else is
-// refused, naming them.
+// TestUnservedPointsAreDetectedAndTheOthersServed: a plugin's 1.37 points the adapter does not serve
+// (PodGroupPostFilter, Sign without a point it signs for) are named and left out of its manifest, whose
+// points are the others (the pod group cycle's PlacementGenerate and PlacementScore among them, Sign
+// with Filter); a plugin with nothing else is refused, naming them.
 func TestUnservedPointsAreDetectedAndTheOthersServed(t *testing.T) {
 	filter := []pb.ExtensionPoint{pb.ExtensionPoint_EXTENSION_POINT_FILTER}
 	generate := append(append([]pb.ExtensionPoint(nil), filter...), pb.ExtensionPoint_EXTENSION_POINT_PLACEMENT_GENERATE)
+	sign := append(append([]pb.ExtensionPoint(nil), filter...), pb.ExtensionPoint_EXTENSION_POINT_SIGN)
 	cases := []struct {
 		name     string
 		plugin   framework.Plugin
@@ -99,14 +100,15 @@ func TestUnservedPointsAreDetectedAndTheOthersServed(t *testing.T) {
 		err      string
 	}{
 		{"filter only", filterOnly{}, nil, filter, ""},
-		{"sign", signing{}, []string{"Sign"}, filter, ""},
+		{"sign", signing{}, nil, sign, ""},
 		{"placement generate", generating{}, nil, generate, ""},
 		{"pod group post filter", groupPostFiltering{}, []string{"PodGroupPostFilter"}, generate, ""},
-		{"queue sort", sorting{}, []string{"QueueSort", "Sign"}, filter, ""},
+		{"queue sort", sorting{}, []string{"QueueSort"}, sign, ""},
 		{"placement score alone", placementScoring{}, nil, []pb.ExtensionPoint{pb.ExtensionPoint_EXTENSION_POINT_PLACEMENT_SCORE}, ""},
 		{"sign alone", signingAlone{}, []string{"Sign"}, nil,
 			"plugin P implements no extension point Outrigger can call (it implements Sign, not served out of process: " +
-				"QueueSort's Less cannot be answered a key at a time, and the contract does not carry Sign nor PodGroupPostFilter)"},
+				"QueueSort's Less cannot be answered a key at a time, Sign only with a point it signs for, and the contract does not " +
+				"carry PodGroupPostFilter)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -171,7 +171,8 @@ func pointsOf(p Plugin) []pb.ExtensionPoint {
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_POST_BIND)
 	_, ok = p.(EnqueueExtensions)
 	add(ok, pb.ExtensionPoint_EXTENSION_POINT_ENQUEUE_EXTENSIONS)
-	return append(pts, podGroupPoints(p)...)
+	pts = append(pts, podGroupPoints(p)...)
+	return append(pts, signPoints(p)...)
 }
 
 func manifestOf(reg Registration) (*pb.PluginManifest, error) {
@@ -200,6 +201,9 @@ func manifestOf(reg Registration) (*pb.PluginManifest, error) {
 	}
 	if has[pb.ExtensionPoint_EXTENSION_POINT_NORMALIZE_SCORE] && !has[pb.ExtensionPoint_EXTENSION_POINT_SCORE] {
 		return nil, fmt.Errorf("plugin %s: NormalizeScore needs Score", reg.Name)
+	}
+	if has[pb.ExtensionPoint_EXTENSION_POINT_SIGN] && !signsFor(points) {
+		return nil, fmt.Errorf("plugin %s: Sign needs PreFilter, Filter, PreScore or Score (the points it signs for)", reg.Name)
 	}
 	for _, k := range reg.StateKeys {
 		if k == "" {

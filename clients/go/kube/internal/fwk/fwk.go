@@ -57,9 +57,9 @@ type (
 // PodGroupKeyType is the type of a PodGroupInfo that is a pod group (not a composite one).
 const PodGroupKeyType = framework.PodGroupKeyType
 
-// The points the contract does not carry yet (opportunistic batching's Sign, 1.37's
-// PodGroupPostFilter), and QueueSort: the adapter detects them (Unserved) and serves a plugin's
-// other points.
+// Opportunistic batching's Sign (served with the points it signs for), 1.37's PodGroupPostFilter (the
+// contract does not carry it yet) and QueueSort: the adapter detects the last two (Unserved), and Sign
+// without a point it signs for, and serves a plugin's other points.
 type (
 	QueueSortPlugin          = framework.QueueSortPlugin
 	SignPlugin               = framework.SignPlugin
@@ -112,8 +112,8 @@ func PreBindPreFlight(ctx context.Context, p PreBindPlugin, state CycleState, po
 }
 
 // Unserved names the points p implements that the adapter does not serve: QueueSort (a comparator
-// cannot be answered a key at a time), Sign (opportunistic batching), and the pod group cycle's
-// PodGroupPostFilter.
+// cannot be answered a key at a time), Sign when p has no PreFilter, Filter, PreScore nor Score to
+// sign for, and the pod group cycle's PodGroupPostFilter.
 func Unserved(p Plugin) []string {
 	var out []string
 	for _, point := range []struct {
@@ -121,7 +121,7 @@ func Unserved(p Plugin) []string {
 		ok   bool
 	}{
 		{"QueueSort", implements[QueueSortPlugin](p)},
-		{"Sign", implements[SignPlugin](p)},
+		{"Sign", implements[SignPlugin](p) && !SignsFor(p)},
 		{"PodGroupPostFilter", implements[PodGroupPostFilterPlugin](p)},
 	} {
 		if point.ok {
@@ -129,4 +129,11 @@ func Unserved(p Plugin) []string {
 		}
 	}
 	return out
+}
+
+// SignsFor says whether p has a point opportunistic batching skips for a hinted pod (PreFilter,
+// Filter, PreScore, Score): only then does its Sign let a profile batch.
+func SignsFor(p Plugin) bool {
+	return implements[PreFilterPlugin](p) || implements[FilterPlugin](p) || implements[PreScorePlugin](p) ||
+		implements[ScorePlugin](p)
 }
