@@ -4,11 +4,13 @@ sampling (which contexts' traces are exported)."""
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -16,7 +18,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags, TraceState
 from opentelemetry.trace.status import Status, StatusCode
 
-from framework.observe import otlp
+from framework.observe import exportproc, otlp
 from framework.observe.instrument import _Info
 from framework.observe.tailsampling import TailSampler, TailSampling
 from framework.observe.traceexport import ExportBatching, TraceExport
@@ -353,3 +355,134 @@ def test_bad_tail_sampling_settings_are_named(flags: dict[str, str], message: st
 def test_tail_sampling_settings_come_from_env_and_flags(env: dict[str, str], flags: dict[str, str],
                                                         want: TailSampling | None) -> None:
     assert TracingConfig.from_env(env, **flags).tail == want
+
+
+# ---- the export process -------------------------------------------------------------------------
+
+
+def _packed_then_written(batch: list[Any], packer: exportproc.Packer, tables: exportproc._Tables) -> tuple[bytes, int]:
+    """``batch`` as the export thread packs it and the child writes it (through marshal, as sent)."""
+    return exportproc.encode_message(tables, marshal.loads(marshal.dumps(packer.pack(batch))))
+
+
+def _records_and_spans(tracing: Tracing) -> list[Any]:
+    calls, spans = _closed_calls(tracing)
+    return spans + calls[:-1]  # plugin calls' records without attributes of their own: the C-level path
+
+
+@pytest.mark.parametrize("make", [
+    _records_and_spans,
+    lambda t: [s for part in _closed_calls(t) for s in part],  # a call with its own attributes and events
+    lambda t: _framework_trace(t) + _sdk_spans(t),  # links, trace state, resources and scopes of their own
+], ids=["records-and-spans", "record-with-own-attributes", "framework-and-sdk-spans"])
+def test_the_export_process_writes_the_sdks_encoding_of_the_same_spans(make: Callable[[Tracing], list[Any]]) -> None:
+    tracing = Tracing()
+    try:
+        batch = make(tracing)
+        # The child writes, per resource and scope, the plugin calls' spans first, then the others.
+        order = [s for s in batch if isinstance(s, otlp.SpanRecord)] + [s for s in batch
+                                                                        if not isinstance(s, otlp.SpanRecord)]
+        want = encode_spans(otlp.readable(order))
+        packer, tables = exportproc.Packer(), exportproc._Tables()
+        for _ in range(2):  # the second time with the shared pieces and groups already defined
+            body, count = _packed_then_written(batch, packer, tables)
+            assert (ExportTraceServiceRequest.FromString(body), count) == (want, len(batch))
+            assert len(body) == len(otlp.encode(batch))
+    finally:
+        tracing.shutdown()
+
+
+def test_the_packers_tables_start_again_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(exportproc, "TABLE_MAX", 2)
+    tracing = Tracing()
+    try:
+        calls, spans = _closed_calls(tracing)
+        batch = calls[:-1] + spans
+        packer, tables = exportproc.Packer(), exportproc._Tables()
+        want = encode_spans(otlp.readable(batch))
+        first = packer.pack(batch)
+        assert (first[0], len(first[1])) == (False, 4)  # four shared pieces defined
+        exportproc.encode_message(tables, first)
+        second = packer.pack(batch)
+        assert (second[0], len(second[1])) == (True, 4)  # the table was full: both sides start again
+        assert ExportTraceServiceRequest.FromString(exportproc.encode_message(tables, second)[0]) == want
+    finally:
+        tracing.shutdown()
+
+
+def _traced_contexts(tracing: Tracing, n: int) -> None:
+    for _ in range(n):
+        _framework_trace(tracing)
+        calls, _spans = _closed_calls(tracing)
+        tracing.ended_all(calls)
+        tracing.drain()
+
+
+def test_a_tracing_with_an_export_process_exports_as_the_export_thread_does() -> None:
+    counts = []
+    for process in (False, True):
+        sink = SinkExporter(encode=True)
+        tracing = Tracing(exporters=[sink], batch=ExportBatching(delay=600.0, max_batch=8), export_process=process)
+        try:
+            assert (tracing.export is not None and tracing.export.process is not None) == process
+            _traced_contexts(tracing, 3)
+            tracing.force_flush()
+            counts.append((sink.spans, sink.bytes))
+        finally:
+            tracing.shutdown()
+        if process:
+            assert tracing.export is not None and tracing.export.process is not None
+            assert tracing.export.process._proc.returncode == 0  # stopped with the tracing
+    assert counts[0] == counts[1] and counts[0][0] == 3 * (3 + 7)
+
+
+def test_the_export_thread_takes_over_when_the_export_process_dies() -> None:
+    sink = SinkExporter(encode=True)
+    tracing = Tracing(exporters=[sink], batch=ExportBatching(delay=600.0), export_process=True)
+    try:
+        export = tracing.export
+        assert export is not None and export.process is not None
+        _traced_contexts(tracing, 1)
+        tracing.force_flush()
+        assert sink.spans == 10
+        proc = export.process
+        proc._proc.kill()
+        proc._proc.wait(10)
+        _traced_contexts(tracing, 2)  # its pipe is gone: these are encoded on the export thread
+        tracing.force_flush()
+        assert export.process is None and sink.spans == 30 and export.exported == 30
+    finally:
+        tracing.shutdown()
+
+
+def test_an_otlp_exporter_in_the_export_process_sends_the_trace_to_a_collector() -> None:
+    from otlp_sink import OtlpSink
+
+    with OtlpSink() as collector:
+        tracing = TracingConfig.from_env({"OUTRIGGER_TRACE_EXPORT_PROCESS": "1", "OTEL_SERVICE_NAME": "fw"},
+                                         exporters="otlp", endpoint=collector.endpoint).build()
+        assert tracing is not None and tracing.export is not None and tracing.export.process is not None
+        try:
+            _framework_trace(tracing)
+            tracing.force_flush()
+            got = collector.wait_for(lambda spans: len(spans) == 3)
+        finally:
+            tracing.shutdown()
+    assert sorted((s.service, s.name, s.kind, s.status, s.events) for s in got) == [
+        ("fw", "Filter/Remote", "CLIENT", "ERROR", ("remote plugin failure ignored",)),
+        ("fw", "SchedulePod", "INTERNAL", "UNSET", ()),
+        ("fw", "SchedulingCycle", "INTERNAL", "UNSET", ()),
+    ]
+    by_name = {s.name: s for s in got}
+    assert by_name["Filter/Remote"].parent_span_id == by_name["SchedulingCycle"].span_id
+    assert by_name["SchedulingCycle"].parent_span_id == by_name["SchedulePod"].span_id
+
+
+@pytest.mark.parametrize(("value", "want"), [("", False), ("0", False), ("1", True), ("true", True), ("off", False)])
+def test_the_export_process_is_chosen_by_env(value: str, want: bool) -> None:
+    assert TracingConfig.from_env({"OUTRIGGER_TRACE_EXPORT_PROCESS": value}).export_process is want
+
+
+def test_a_bad_export_process_setting_is_named() -> None:
+    with pytest.raises(TracingConfigError, match=r"OUTRIGGER_TRACE_EXPORT_PROCESS='maybe' is neither"):
+        TracingConfig.from_env({"OUTRIGGER_TRACE_EXPORT_PROCESS": "maybe"})

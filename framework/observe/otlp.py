@@ -34,7 +34,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import DEFAULT_TRACE_STATE, SpanKind
 from opentelemetry.trace.status import StatusCode
 
-__all__ = ["SpanRecord", "encode", "readable", "request"]
+__all__ = ["SpanRecord", "assemble", "encode", "group_fields", "readable", "record_message", "request",
+           "shared_part", "span_message"]
 
 _pack_d = struct.Struct("<d").pack
 _pack_q = struct.Struct("<Q").pack
@@ -217,6 +218,32 @@ def _record(rec: Any) -> bytes:
     return b"\x12" + (_LENGTHS[n] if n < 16384 else _varint(n)) + body
 
 
+def record_message(trace_id: int, span_id: int, parent_id: int, start: int, end: int, shared: bytes) -> bytes:
+    """A plugin call's ``Span`` message bytes from its ids, times and :func:`shared_part` (what
+    :func:`encode` writes for a :class:`SpanRecord`)."""
+    global _last_trace
+    if _last_trace[0] != trace_id:
+        _last_trace = (trace_id, b"\x0a\x10" + trace_id.to_bytes(16, "big"))
+    body = b"".join((_last_trace[1], _pack_ids(0x1208, span_id, 0x2208, parent_id),
+                     _pack_times(0x39, start, 0x41, end), shared))
+    n = len(body)
+    return b"\x12" + (_LENGTHS[n] if n < 16384 else _varint(n)) + body
+
+
+def shared_part(rec: SpanRecord) -> bytes:
+    """The part of a :class:`SpanRecord`'s span it shares with records of the same
+    :attr:`~SpanRecord.shared_key` (name, kind, attributes, status, flags)."""
+    return _shared(rec.to_span(), False)
+
+
+def span_message(span: ReadableSpan) -> bytes:
+    """One span's ``ScopeSpans.spans`` field bytes (the SDK's encoder for what this one leaves to it)."""
+    try:
+        return _span(span)
+    except _Unsupported:
+        return _field(b"\x12", _encode_span(span).SerializeToString())
+
+
 def _shared(span: ReadableSpan, remote_parent: bool) -> bytes:
     """The span's name, kind, attributes, status and flags: the same from pod to pod for most of a
     scheduling context's spans (a plugin's call at a point), so encoded once and looked up."""
@@ -302,12 +329,24 @@ def encode(spans: Sequence[ReadableSpan | SpanRecord]) -> bytes:
                 group = groups[key] = (resource, scope, [])
             target, last_resource, last_scope = group[2], resource, scope
         target.append(encoded)
-    by_resource: dict[int, list[bytes]] = {}
-    resources: dict[int, bytes] = {}
-    for resource, scope, encoded_spans in groups.values():
-        res_field, sc_field = _group(resource, scope)
-        resources[id(resource)] = res_field
-        by_resource.setdefault(id(resource), []).append(_field(b"\x12", sc_field + b"".join(encoded_spans)))
+    return assemble([(id(resource), *_group(resource, scope), encoded_spans)
+                     for resource, scope, encoded_spans in groups.values()])
+
+
+def group_fields(resource: Resource, scope: Any) -> tuple[bytes, bytes]:
+    """A resource's and a scope's encoded fields, as :func:`assemble` takes them."""
+    return _group(resource, scope)
+
+
+def assemble(groups: Sequence[tuple[Any, bytes, bytes, Sequence[bytes]]]) -> bytes:
+    """The serialized ``ExportTraceServiceRequest`` of encoded spans in groups ``(resource key,
+    resource fields, scope fields, span messages)``, in order; groups of one resource key share its
+    ``ResourceSpans``."""
+    by_resource: dict[Any, list[bytes]] = {}
+    resources: dict[Any, bytes] = {}
+    for rid, res_field, sc_field, encoded_spans in groups:
+        resources[rid] = res_field
+        by_resource.setdefault(rid, []).append(_field(b"\x12", sc_field + b"".join(encoded_spans)))
     # ResourceSpans: resource (1) and schema_url (3) in res_field, then scope_spans (2); protobuf
     # readers take fields in any order.
     return b"".join([_field(b"\x0a", resources[rid] + b"".join(scopes)) for rid, scopes in by_resource.items()])

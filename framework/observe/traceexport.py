@@ -24,11 +24,12 @@ from typing import Any
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import otlp
+from .exportproc import ExportProcess
 
-__all__ = ["ExportBatching", "OtlpExporter", "TraceExport"]
+__all__ = ["ExportBatching", "OtlpExporter", "SinkExporter", "TraceExport"]
 
 log = logging.getLogger("outrigger.tracing")
 
@@ -68,7 +69,8 @@ class TraceExport:
     """Finished traces on their way to ``exporters``: queued whole by the thread that ends them,
     exported in batches by a thread of this object's own (without ``thread``, only by :meth:`flush`)."""
 
-    def __init__(self, exporters: Sequence[SpanExporter], batching: ExportBatching, *, thread: bool = True) -> None:
+    def __init__(self, exporters: Sequence[SpanExporter], batching: ExportBatching, *, thread: bool = True,
+                 process: bool = False) -> None:
         self.exporters = list(exporters)
         self.batching = batching
         self.dropped = 0  # spans of traces dropped because the queue was full
@@ -80,6 +82,15 @@ class TraceExport:
         self._wake = threading.Event()
         self._closed = False
         self._thread: threading.Thread | None = None
+        # With ``process``, the encoding and the exporters run in a child (.exportproc) when every
+        # exporter can be built there; this thread then only packs each batch for it.
+        self.process: ExportProcess | None = None
+        specs = [getattr(e, "process_spec", None) for e in self.exporters]
+        if process and specs and all(specs):
+            try:
+                self.process = ExportProcess(specs, self._acked)
+            except OSError:
+                log.exception("trace export process did not start: exporting on a thread")
         if thread:
             self._thread = threading.Thread(target=self._run, name="outrigger-trace-export", daemon=True)
             self._thread.start()
@@ -109,10 +120,17 @@ class TraceExport:
         while not self._closed:
             self._wake.wait(delay)
             self._wake.clear()
-            self.flush()
+            self._flush()
 
     def flush(self) -> None:
-        """Export everything queued now (on the caller's thread)."""
+        """Export everything queued now (on the caller's thread; with a process, until it has written
+        every batch sent to it)."""
+        self._flush()
+        proc = self.process
+        if proc is not None and not proc.wait():
+            log.warning("trace export process did not acknowledge every batch in time")
+
+    def _flush(self) -> None:
         queue = self._queue
         with self._lock:
             while queue:
@@ -124,6 +142,16 @@ class TraceExport:
                 self._send(batch)
 
     def _send(self, batch: list[Any]) -> None:
+        proc = self.process
+        if proc is not None:
+            try:
+                proc.send(batch)
+                self.exported += len(batch)
+                return
+            except (OSError, ValueError):  # the child is gone or stopped reading: go on here
+                log.warning("trace export process %d failed: exporting on a thread from now on", proc.pid)
+                self.process = None
+                proc.stop()
         # Plugin calls arrive as records (otlp.SpanRecord): made spans, here on the export thread, only
         # for exporters that do not write them directly.
         plain: list[ReadableSpan] | None = None
@@ -139,8 +167,16 @@ class TraceExport:
                 log.exception("span exporter %r failed", exporter)
         self.exported += len(batch)
 
+    def _acked(self, spans: int, nbytes: int) -> None:
+        """The process wrote a batch of ``spans`` spans, ``nbytes`` bytes of request: exporters that
+        count what they export (the benchmark's sink) are told."""
+        for exporter in self.exporters:
+            counted = getattr(exporter, "exported_elsewhere", None)
+            if counted is not None:
+                counted(spans, nbytes)
+
     def shutdown(self) -> None:
-        """Export what is queued, stop the thread and shut the exporters down. Idempotent."""
+        """Export what is queued, stop the thread (and the process) and shut the exporters down. Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -148,6 +184,8 @@ class TraceExport:
         if self._thread is not None:
             self._thread.join(5.0)
         self.flush()
+        if self.process is not None:
+            self.process.stop()
         for exporter in self.exporters:
             try:
                 exporter.shutdown()
@@ -162,5 +200,36 @@ class OtlpExporter(OTLPSpanExporter):
 
     takes_records = True
 
+    def __init__(self, endpoint: str | None = None, insecure: bool | None = None) -> None:
+        super().__init__(endpoint=endpoint, insecure=insecure)
+        # How the export process builds the same exporter (the rest of its settings: the environment).
+        self.process_spec = ("otlp", endpoint, insecure)
+
     def _translate_data(self, data: Sequence[Any]) -> ExportTraceServiceRequest:
         return otlp.request(data)
+
+
+class SinkExporter(SpanExporter):
+    """An exporter that counts spans and drops them (the benchmark's tracing cost without a backend);
+    with ``encode``, after writing their OTLP request as an OTLP exporter does (counted in ``bytes``).
+    Plugin calls come as their records, as to :class:`~.traceexport.OtlpExporter`."""
+
+    takes_records = True
+
+    def __init__(self, encode: bool = False) -> None:
+        self.spans = 0
+        self.bytes = 0
+        self.encode = encode
+        # In an export process (framework.observe.exportproc) the request is always written, and counted.
+        self.process_spec = ("sink",) if encode else None
+
+    def exported_elsewhere(self, spans: int, nbytes: int) -> None:
+        """The export process wrote ``spans`` spans into a request of ``nbytes`` bytes."""
+        self.spans += spans
+        self.bytes += nbytes
+
+    def export(self, spans: Sequence[ReadableSpan | otlp.SpanRecord]) -> SpanExportResult:  # type: ignore[override]
+        self.spans += len(spans)
+        if self.encode:
+            self.bytes += len(otlp.encode(spans))
+        return SpanExportResult.SUCCESS

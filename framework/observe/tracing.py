@@ -55,7 +55,6 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import (
     ConsoleSpanExporter,
     SpanExporter,
-    SpanExportResult,
 )
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
@@ -73,7 +72,7 @@ from pluginhost.errors import OutriggerError
 
 from . import otlp
 from .tailsampling import TailSampler, TailSampling
-from .traceexport import ExportBatching, OtlpExporter, TraceExport
+from .traceexport import ExportBatching, OtlpExporter, SinkExporter, TraceExport
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -403,25 +402,6 @@ class SpanStore(SpanProcessor):
         return len(self._traces)
 
 
-class SinkExporter(SpanExporter):
-    """An exporter that counts spans and drops them (the benchmark's tracing cost without a backend);
-    with ``encode``, after writing their OTLP request as an OTLP exporter does (counted in ``bytes``).
-    Plugin calls come as their records, as to :class:`~.traceexport.OtlpExporter`."""
-
-    takes_records = True
-
-    def __init__(self, encode: bool = False) -> None:
-        self.spans = 0
-        self.bytes = 0
-        self.encode = encode
-
-    def export(self, spans: Sequence[ReadableSpan | otlp.SpanRecord]) -> SpanExportResult:  # type: ignore[override]
-        self.spans += len(spans)
-        if self.encode:
-            self.bytes += len(otlp.encode(spans))
-        return SpanExportResult.SUCCESS
-
-
 # ---------------------------------------------------------------------------------------------------
 # Tracing
 
@@ -439,11 +419,13 @@ class Tracing:
         exporters: Sequence[SpanExporter] = (),
         batch: ExportBatching | None = None,
         tail: TailSampling | None = None,
+        export_process: bool = False,
     ) -> None:
         self.processors = list(processors)
         # Exporters get whole traces, batched by an export thread (TraceExport), with no per-span call;
-        # with tail sampling, only the traces it keeps (the processors still see every span).
-        self.export = TraceExport(exporters, batch or ExportBatching()) if exporters else None
+        # with tail sampling, only the traces it keeps (the processors still see every span). With
+        # ``export_process``, encoded and sent by a process of its own (framework.observe.exportproc).
+        self.export = TraceExport(exporters, batch or ExportBatching(), process=export_process) if exporters else None
         self.tail = TailSampler(tail) if tail is not None and exporters else None
         self.store = store
         if store is not None:
@@ -591,6 +573,15 @@ def _tail(env: Mapping[str, str], ratio: str | None, slow: str | None) -> TailSa
         raise TracingConfigError(str(exc)) from None
 
 
+def _export_process(env: Mapping[str, str]) -> bool:
+    raw = env.get("OUTRIGGER_TRACE_EXPORT_PROCESS", "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise TracingConfigError(f"OUTRIGGER_TRACE_EXPORT_PROCESS={raw!r} is neither true (1) nor false (0)")
+
+
 @dataclass(frozen=True)
 class TracingConfig:
     """How to trace: exporters, OTLP endpoint, service name, sampler, and how many traces to keep in
@@ -605,6 +596,7 @@ class TracingConfig:
     resource_attributes: Mapping[str, str] = field(default_factory=dict)
     batching: ExportBatching = field(default_factory=ExportBatching)
     tail: TailSampling | None = None
+    export_process: bool = False  # encode and send in a process of its own (OUTRIGGER_TRACE_EXPORT_PROCESS)
 
     @property
     def enabled(self) -> bool:
@@ -650,6 +642,7 @@ class TracingConfig:
             store=store or 0,
             batching=_batching(env),
             tail=_tail(env, keep_ratio, keep_slow),
+            export_process=_export_process(env),
         )
 
     def build(self) -> Tracing | None:
@@ -669,7 +662,7 @@ class TracingConfig:
         resource = Resource.create({**self.resource_attributes, "service.name": self.service_name})
         store = SpanStore(self.store) if self.store > 0 else None
         return Tracing(resource=resource, sampler=make_sampler(self.sampler, self.sampler_arg), store=store,
-                       exporters=exporters, batch=self.batching, tail=self.tail)
+                       exporters=exporters, batch=self.batching, tail=self.tail, export_process=self.export_process)
 
 
 # The benchmark exports every few milliseconds instead of the SDK's 5 s (and with a queue large enough

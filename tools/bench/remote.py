@@ -146,6 +146,8 @@ class TracedRemoteScenario(RemotePluginScenario):
 
     def mark(self) -> None:
         super().mark()
+        if self._tracing is not None:  # the setup's spans counted before the window opens
+            self._tracing.force_flush()
         self._spans_at_mark = self._span_count()
         self._bytes_at_mark = self._otlp_bytes()
 
