@@ -137,3 +137,31 @@ def test_request_shapes_kept_are_bounded_oldest_first() -> None:
     for i in range(65):
         tally.keep(("shape", i), "n1", [(DRIVER, "n1")], i)
     assert tally.kept("n1") == list(range(1, 65))
+
+
+def test_every_answer_of_a_whole_run_is_the_general_search_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    # tools.bench.dra's shape, scaled down until nodes fill up: every node DynamicResources' Filter is
+    # asked about, in every cycle, answers as the general search over the same state would.
+    import asyncio
+
+    from tools.bench import dra
+
+    asked = {"fits": 0, "short": 0}
+    wrong: list[str] = []
+    real = Allocator.allocate_each
+
+    def checked(self: Allocator, nodes: Any, claims: Any, timeout: float = 0.0, defer: bool = False) -> Any:
+        answers = real(self, nodes, claims, timeout, defer)
+        search = Allocator(self.slices, self.classes, self.allocated, self.shared, fast=False)
+        for node, answer in zip(nodes, answers, strict=True):
+            want = search.allocate(node, claims)
+            if (answer.deferred() if answer.deferred is not None else answer.results) != want.results:
+                wrong.append(node.name)
+            asked["fits" if want.results is not None else "short"] += 1
+        return answers
+
+    monkeypatch.setattr(Allocator, "allocate_each", checked)
+    monkeypatch.setattr(dra, "_LIMIT", 60.0)  # wrong answers would leave pods unbound: the run ends
+    out = asyncio.run(dra.run(nodes=12, devices=4, init=24, pods=24))
+    assert (wrong, out["bound"]) == ([], 24)  # the 48 devices: 24 held from the start, then every one taken
+    assert asked["fits"] > 0 and asked["short"] > 0
