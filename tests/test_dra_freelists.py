@@ -60,7 +60,7 @@ def _pending(store: DraStore, name: str, status: dict[str, Any]) -> None:
 
 
 # name, the change, the nodes whose lists it drops
-CHANGES: list[tuple[str, Callable[[DraStore], None], set[str]]] = [
+CHANGES: list[tuple[str, Callable[[DraStore], object], set[str]]] = [
     ("a device of n1 taken", lambda s: _pending(s, "x", allocated("g0", node="n1")), {"n1"}),
     ("a device of n2 freed", lambda s: s.remove("ResourceClaim", "ns", "held"), {"n2"}),
     ("a claim written again holding the same device",
@@ -93,7 +93,7 @@ CHANGES: list[tuple[str, Callable[[DraStore], None], set[str]]] = [
 
 @pytest.mark.parametrize(("change", "dropped"), [pytest.param(c, d, id=n) for n, c, d in CHANGES])
 def test_a_change_drops_the_lists_of_the_nodes_it_touches_only(
-        change: Callable[[DraStore], None], dropped: set[str]) -> None:
+        change: Callable[[DraStore], object], dropped: set[str]) -> None:
     store = _store()
     assert _answers(store, True) == {"n1": [[("n1", "g0")]], "n2": [[("n2", "g1")]], "n3": [[("n3", "g0")]]}
     before = {n.name: store.in_use.kept(n.name) for n in NODES}
