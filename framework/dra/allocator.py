@@ -55,7 +55,6 @@ _NO_KEY_HINT = (
 )
 
 
-
 @dataclass(frozen=True, slots=True)
 class Allocation:
     """The allocator's answer for one node: ``results``, one per claim, when the claims fit; otherwise
@@ -131,9 +130,8 @@ class Allocator:
     node name, each node's pools (when no slice lacks a node name, so node labels cannot matter) and
     each selector's result per device. Without it, an allocator keeps its own.
 
-    ``tally``: the store's :class:`~.inuse.InUse` that ``allocated`` and ``shared`` were just read from
-    (:meth:`~.inuse.InUse.state`, nothing changed in between); the fast path then keeps each node's
-    free devices in it, and reuses those kept by earlier allocators."""
+    ``tally``: the store's :class:`~.inuse.InUse` that ``allocated`` and ``shared`` were just read from;
+    the fast path keeps each node's free devices in it, and reuses those earlier allocators kept."""
 
     def __init__(
         self,
@@ -146,9 +144,7 @@ class Allocator:
         tally: InUse | None = None,
     ) -> None:
         self.slices = list(slices)
-        # The store's tally, when ``allocated`` and ``shared`` were read from it just now: the fast
-        # path then uses and fills its free lists, as long as it has not changed since.
-        self._tally = tally
+        self._tally = tally  # its free lists are used and filled only while it is unchanged since now
         self._stamp = tally.version if tally is not None else -1
         #: Whether claims of the common shape go by :mod:`.fastpath` (same answers; off to compare).
         self.fast = fast
@@ -243,13 +239,10 @@ class Allocator:
             return answers  # type: ignore[return-value]
         out: list[Allocation] = []
         for node, answer in zip(nodes, answers, strict=True):
-            if clocked:
-                # As in allocate: a node is given up when its clock is past its deadline at the start.
-                deadline = time.monotonic() + timeout
-                if time.monotonic() > deadline:
-                    out.append(Allocation(None, "context deadline exceeded", timed_out=True))
-                    continue
-            if answer is None:
+            # As in allocate: a node is given up when its clock is past its deadline at the start.
+            if clocked and time.monotonic() + timeout < time.monotonic():
+                out.append(Allocation(None, "context deadline exceeded", timed_out=True))
+            elif answer is None:
                 out.append(self.allocate(node, claims, time.monotonic() + timeout if timeout > 0 else None, defer))
             else:
                 assert isinstance(answer, Allocation)
