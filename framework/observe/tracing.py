@@ -672,7 +672,7 @@ class TracingConfig:
 BENCH_BATCHING = ExportBatching(delay=0.005, max_batch=512, max_queue=65_536)
 
 
-def benchmark_tracing(store: int = 0) -> tuple[Tracing, SinkExporter]:
+def benchmark_tracing(store: int = 0, process: bool | None = None) -> tuple[Tracing, SinkExporter]:
     """Tracing as a production setup pays for it, without a backend: every context sampled, its spans
     batched and written as OTLP requests, as :class:`OtlpExporter` writes them, into a
     :class:`SinkExporter` that drops them. For the benchmark's tracing scenario::
@@ -681,7 +681,11 @@ def benchmark_tracing(store: int = 0) -> tuple[Tracing, SinkExporter]:
         instrument(scheduler, tracing=tracing)        # framework.observe.instrument
         ...
         tracing.shutdown(); print(sink.spans)
+
+    With ``process`` (default: ``OUTRIGGER_TRACE_EXPORT_PROCESS``), encoded in an export process.
     """
     sink = SinkExporter(encode=True)
+    if process is None:  # as `outrigger serve` would: OUTRIGGER_TRACE_EXPORT_PROCESS
+        process = _export_process(os.environ)
     return Tracing(sampler=ALWAYS_ON, store=SpanStore(store) if store else None, exporters=[sink],
-                   batch=BENCH_BATCHING), sink
+                   batch=BENCH_BATCHING, export_process=process), sink
