@@ -418,8 +418,13 @@ def test_upstream_plugins_schedule_through_the_framework_and_their_spans_join_it
         ("outrigger.v1.Plugin/PreScore", "UpstreamTaintToleration"),
         ("outrigger.v1.Plugin/Score", "UpstreamNodeResourcesFit"),
         ("outrigger.v1.Plugin/Score", "UpstreamTaintToleration"),
+        ("outrigger.v1.Plugin/SignPod", "UpstreamNodeResourcesFit"),
+        ("outrigger.v1.Plugin/SignPod", "UpstreamTaintToleration"),
     ]
-    for s in hosted:
+    # Both sign (the profile can batch): SignPod is asked before the cycle's points, in the pod's trace.
+    for s in (s for s in hosted if s.name.endswith("/SignPod")):
+        assert (s.kind, s.attributes["outrigger.pod"], _chain(s, ids)[-1]) == ("SERVER", "default/web", "SchedulePod")
+    for s in (s for s in hosted if not s.name.endswith("/SignPod")):
         point, plugin = s.name.rsplit("/", 1)[1], s.attributes["outrigger.plugin"]
         assert (s.kind, s.attributes["outrigger.pod"], s.attributes["outrigger.cycle_id"]) == (
             "SERVER", "default/web", root.attributes["outrigger.cycle_id"])

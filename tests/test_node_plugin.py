@@ -592,7 +592,7 @@ BAD_CALLS: list[tuple[str, Callable[[Any], Any], grpc.StatusCode, str]] = [
     ("batch-before-start", _filter_batch_first, grpc.StatusCode.INVALID_ARGUMENT,
      "a Filter stream must start with FilterStart"),
     ("unknown-plugin", _unknown_plugin, grpc.StatusCode.NOT_FOUND,
-     "this plugin host has no plugin named 'Nope' (it hosts TierZone, SharedLabelPlacement)"),
+     "this plugin host has no plugin named 'Nope' (it hosts TierZone, SharedLabelPlacement, PoolFit)"),
     ("unconfigured-profile", _unconfigured_profile, grpc.StatusCode.FAILED_PRECONDITION,
      "plugin 'TierZone' is not configured for profile 'never-configured'"),
 ]
@@ -654,7 +654,7 @@ def test_the_guide_runs_the_worked_example(node: str, tmp_path: Path) -> None:
         assert proc.returncode == 0, output
         lines = output.splitlines()
         assert lines[0].startswith(
-            f"outrigger node plugin host listening on {plugin_host} (plugins: TierZone, SharedLabelPlacement;")
+            f"outrigger node plugin host listening on {plugin_host} (plugins: TierZone, SharedLabelPlacement, PoolFit;")
         assert lines[1] == f"outrigger: serving the Scheduler API on {framework}"  # serve's ready line
         del lines[1]
         assert lines[1:5] == ["node/gold-a created", "node/gold-b created", "node/silver-b created",
