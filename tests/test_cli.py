@@ -930,10 +930,18 @@ def test_describe_shows_kube_schedulers_events_counted_as_its_recorder_counts_th
           "transport": object()}, True),
         ({"message": "Fatal error on transport", "exception": ConnectionResetError(104, "Connection reset by peer"),
           "protocol": object()}, True),
+        ({"message": "Fatal error on SSL protocol", "protocol": object(), "transport": object(),
+          "exception": RuntimeError("unable to perform operation on <TCPTransport closed=True reading=False "
+                                    "0x55d0>; the handler is closed")}, True),
+        ({"message": "Fatal error on SSL protocol", "protocol": object(),
+          "exception": RuntimeError("Cannot call write() after write_eof()")}, True),
         ({"message": "Task exception was never retrieved", "exception": ConnectionResetError(104, "reset")}, False),
         ({"message": "Fatal error on transport", "exception": ValueError("a bug"), "transport": object()}, False),
+        ({"message": "Fatal error on SSL protocol", "exception": RuntimeError("a bug"), "protocol": object()},
+         False),
     ],
-    ids=["ssl-under-a-transport", "reset-under-a-protocol", "no-transport", "not-a-connection-error"],
+    ids=["ssl-under-a-transport", "reset-under-a-protocol", "write-to-a-closed-handle", "write-after-eof",
+         "no-transport", "not-a-connection-error", "another-runtime-error"],
 )
 def test_a_connection_broken_under_a_transport_is_one_log_line(
         context: dict[str, Any], quiet: bool, caplog: pytest.LogCaptureFixture) -> None:

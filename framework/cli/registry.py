@@ -59,13 +59,25 @@ def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser],
 
 
 
+# What uvloop's SSL protocol raises when it writes to a TCP handle that closed under it (the peer gone
+# between the read and the reply): a RuntimeError, not an OSError, but the same broken connection.
+_CLOSED_HANDLE = ("unable to perform operation on", "Cannot call write() after write_eof()")
+
+
+def _broken_connection(exc: BaseException | None) -> bool:
+    if isinstance(exc, OSError):
+        return True
+    return isinstance(exc, RuntimeError) and str(exc).startswith(_CLOSED_HANDLE)
+
+
 def quiet_connection_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """The event loop's exception handler: a connection that broke under a transport (the API server
     or a plugin host killed mid-write: ``ssl.SSLError``, ``ConnectionResetError``, ``BrokenPipeError``,
-    all ``OSError``) is logged in one line, since whoever used it sees the failure and retries; anything
-    else goes to the default handler, traceback and all."""
+    all ``OSError``, or uvloop's ``RuntimeError`` for a write to a handle already closed) is logged in one
+    line, since whoever used it sees the failure and retries; anything else goes to the default handler,
+    traceback and all."""
     exc = context.get("exception")
-    if isinstance(exc, OSError) and ("transport" in context or "protocol" in context):
+    if _broken_connection(exc) and ("transport" in context or "protocol" in context):
         log.warning("%s: %s: %s", context.get("message") or "a connection failed", type(exc).__name__, exc)
         return
     loop.default_exception_handler(context)
