@@ -150,6 +150,42 @@ def test_the_embedded_writer_refuses_a_stale_claim(change: str, error: str) -> N
     assert str(exc.value) == error and store.claim("ns", "c") is before
 
 
+UNRESERVE = [
+    # (name, what happens to the claim after it was read, the pods reserved after, the stored version; None: gone)
+    ("one of two removed", None, ["u2"], "1000000001"),
+    ("the last one removed", "only", [], "1000000001"),
+    ("changed by someone else since read: no version check", "modified", ["u2"], "1000000001"),
+    ("not reserved for the pod: nothing written", "other", ["u2"], "11"),
+    ("deleted", "deleted", None, None),
+    ("replaced by a claim of another uid", "replaced", None, None),
+]
+
+
+@pytest.mark.parametrize(("change", "left", "rv"), [c[1:] for c in UNRESERVE], ids=[c[0] for c in UNRESERVE])
+def test_the_embedded_writer_unreserves_by_the_pods_uid_without_a_version_check(
+        change: str | None, left: list[str] | None, rv: str | None) -> None:
+    store = DraStore()
+    store.apply("ResourceClaim", claim("c", status=allocated("gpu-0", reserved=(("p1", "u1"), ("p2", "u2")))))
+    read = store.claim("ns", "c")
+    assert read is not None
+    if change in ("modified", "other", "only"):
+        reserved = {"modified": (("p1", "u1"), ("p2", "u2")), "other": (("p2", "u2"),), "only": (("p1", "u1"),)}
+        store.apply("ResourceClaim", claim("c", status=allocated("gpu-0", reserved=reserved[change]), rv="11"))
+    elif change == "deleted":
+        store.remove("ResourceClaim", "ns", "c")
+    elif change == "replaced":
+        store.apply("ResourceClaim", claim("c", uid="another", rv="11", status=allocated("gpu-0", reserved=(
+            ("p1", "u1"),))))
+    before = store.claim("ns", "c")
+    stored = asyncio.run(store.writer.unreserve(read, "u1"))
+    if left is None:
+        assert stored is None and store.claim("ns", "c") is before
+        return
+    assert stored is not None and store.claim("ns", "c") is stored
+    assert ([r[2] for r in stored.reserved_for], stored.resource_version) == (left, rv)
+    assert stored.allocation is not None and [r.device for r in stored.allocation.results] == ["gpu-0"]
+
+
 @pytest.mark.parametrize(("stored", "given", "want"), [
     pytest.param(("uid-c", "12"), ("uid-c", "10"), "12", id="the-store-has-a-newer-version"),
     pytest.param(("uid-c", "10"), ("uid-c", "10"), "10", id="the-same-version"),

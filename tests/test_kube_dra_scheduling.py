@@ -259,6 +259,29 @@ def test_a_prebind_failure_after_the_claim_was_written_unreserves_it_and_the_ret
                                                  ["once"], [FINALIZER])
 
 
+def test_unreserve_takes_the_pod_out_of_a_claim_someone_else_changed_with_one_patch_and_no_conflict(
+        gpus: Gpus) -> None:
+    # The claim is written at PreBind; while the Provisioner's PreBind (6 s) runs, someone else labels the
+    # claim; then the Provisioner fails and Unreserve takes the pod out of reservedFor, by its uid, with no
+    # resourceVersion (kube-scheduler's strategic-merge patch): one PATCH, no 409, the label kept.
+    ns = gpus.ns
+    gpus.apply(fakedriver.claim("relabelled", ns, 3, gpus.device_class),
+               gpu_pod("relabelled", ns, claim="relabelled", annotations={PROVISION: "scratch", FAIL: "once"}))
+    before = claim_requests(gpus.cluster)
+    gpus.start("after")
+    wait_for(lambda: allocation_of(gpus.claim("relabelled"))[2] == ["relabelled"], 60, "the claim written")
+    gpus.cluster.kubectl("label", "resourceclaim", "relabelled", "-n", ns, "team=vision")
+    assert gpus.bound("relabelled", timeout=90) == gpus.b
+    claim = gpus.claim("relabelled")
+    assert claim["metadata"]["labels"] == {"team": "vision"}
+    assert allocation_of(claim) == (results(gpus.b, "gpu-0", "gpu-1", "gpu-2"), on_node(gpus.b), ["relabelled"],
+                                    [FINALIZER])
+    writes = {k: n for k, n in (claim_requests(gpus.cluster) - before).items()
+              if k.startswith(("PUT", "PATCH")) or "409" in k}
+    # The finalizer; the claim written at PreBind; kubectl's label; Unreserve's patch; the retry's PreBind.
+    assert writes == {"PUT 200": 1, "PUT status 200": 2, "PATCH 200": 1, "PATCH status 200": 1}
+
+
 def test_template_pods_created_at_once_each_get_a_device_of_their_own(
         kube_controller_manager: LocalCluster, gpus: Gpus) -> None:
     # The controller updates each pod's resourceClaimStatuses right after it creates the claim; the pod's watch

@@ -21,8 +21,8 @@ from kube_framework import get_json, outrigger_kubeconfig, pod_manifest
 from framework.config import load_config
 from framework.dra.models import ResourceClaim
 from framework.dra.store import FINALIZER, DraConflict, DraStore
-from framework.kube.client import ApiClient, KubeConfig
-from framework.kube.dra import ApiClaimWriter, dra_converter
+from framework.kube.client import ApiClient, ApiError, KubeConfig
+from framework.kube.dra import ApiClaimWriter, dra_converter, unreserve_patch
 from framework.kube.settings import dynamic_resources
 from framework.kube.source import KubeSource
 from framework.plugins import in_tree_registry
@@ -354,6 +354,69 @@ def test_a_claim_changed_since_it_was_read_or_deleted_is_a_conflict_and_nothing_
         "to the latest version and try again",
         'DraConflict: update resourceclaims: 404 NotFound: resourceclaims.resource.k8s.io "gone" not found']
     assert summary(read_claim(kube_cluster, ns, "changed")) == ([], [], [])
+
+
+@pytest.mark.parametrize(("namespace", "name", "claim_uid", "pod_uid"), [
+    ("ns", "c", "uid-c", "uid-p"),
+    ("team-a", "gpu-claim", "0b6f", "7d1e"),
+])
+def test_the_unreserve_patch_deletes_the_pods_entry_by_uid_with_the_claims_uid_and_no_version(
+        namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
+    claim = ResourceClaim(namespace=namespace, name=name, uid=claim_uid, resource_version="42")
+    assert unreserve_patch(claim, pod_uid) == (
+        f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status",
+        {"metadata": {"uid": claim_uid}, "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]}})
+
+
+def test_unreserve_patches_the_pod_out_of_a_claim_changed_since_it_was_read(
+        kube_cluster: LocalCluster, kube_namespace: str) -> None:
+    ns = kube_namespace
+    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([
+        fakedriver.claim("c", ns), fakedriver.claim("gone", ns), fakedriver.claim("replaced", ns),
+        pod_manifest("p1", ns, "nobody"), pod_manifest("p2", ns, "nobody")]))
+    uids = [get_json(kube_cluster, "pod", p, "-n", ns)["metadata"]["uid"] for p in ("p1", "p2")]
+    claim, gone, old = (read_claim(kube_cluster, ns, n) for n in ("c", "gone", "replaced"))
+    config = KubeConfig.from_file(outrigger_kubeconfig(kube_cluster))
+    status = {"allocation": allocation("n1", "gpu-0"),
+              "reservedFor": [{"resource": "pods", "name": p, "uid": u} for p, u in zip(("p1", "p2"), uids)]}
+
+    async def written() -> Any:
+        client = ApiClient(config)
+        try:
+            return await write(client, claim, status)
+        finally:
+            await client.close()
+
+    async def unreserve() -> tuple[list[Any], dict[str, int]]:
+        client = ApiClient(config)
+        writer = ApiClaimWriter(SimpleNamespace(client=client, fence=None))
+        answers: list[Any] = []
+        try:
+            for c in (first, gone, old):
+                try:
+                    answers.append(await writer.unreserve(c, uids[0]))
+                except ApiError as exc:
+                    answers.append(str(exc))
+            return answers, dict(client.counts)
+        finally:
+            await client.close()
+
+    first = asyncio.run(written())
+    assert isinstance(first, ResourceClaim)
+    # Someone else changes the claim after this scheduler wrote it; the others are deleted, or replaced.
+    kube_cluster.kubectl("annotate", "resourceclaim", "c", "-n", ns, "touched=yes")
+    kube_cluster.kubectl("delete", "resourceclaim", "gone", "replaced", "-n", ns)
+    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(fakedriver.claim("replaced", ns)))
+    (stored, none_gone, refused), counts = asyncio.run(unreserve())
+    now = read_claim(kube_cluster, ns, "c")
+    # Gone: nothing to do. Replaced: the old uid in the patch is refused (immutable), the new claim untouched.
+    assert isinstance(stored, ResourceClaim) and none_gone is None
+    assert refused == ('patch resourceclaims/status: 422 Invalid: ResourceClaim.resource.k8s.io "replaced" is '
+                       f'invalid: metadata.uid: Invalid value: "{old.uid}": field is immutable')
+    assert stored.resource_version == now.resource_version
+    assert (summary(now)[:2], now.raw["metadata"]["annotations"]["touched"]) == ((["gpu-0"], [uids[1]]), "yes")
+    assert summary(read_claim(kube_cluster, ns, "replaced")) == ([], [], [])
+    assert counts == {"patch resourceclaims/status": 3}
 
 
 LOST = [

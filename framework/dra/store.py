@@ -117,6 +117,13 @@ class ClaimWriter(Protocol):
         conflicts as above), as kube-scheduler does before it writes an allocation."""
         ...
 
+    async def unreserve(self, claim: ResourceClaim, pod_uid: str) -> ResourceClaim | None:
+        """Take the pod ``pod_uid`` out of ``claim``'s ``status.reservedFor`` (Unreserve), by uid and
+        without a resourceVersion: another writer's change of the claim meanwhile does not refuse it.
+        Returns the claim as stored, None when the claim is gone. A claim of another uid under that name
+        is not touched (the API server refuses the uid in the patch: 422; the embedded store answers None)."""
+        ...
+
 
 def _ident(kind: str, obj: object) -> str:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
@@ -411,6 +418,25 @@ class MemoryClaimWriter:
         raw["status"] = copy.deepcopy(dict(status))
         if not raw["status"]:
             del raw["status"]
+        stored = self.store.decode("ResourceClaim", raw)
+        assert isinstance(stored, ResourceClaim)
+        self.store.put(stored)
+        return stored
+
+    async def unreserve(self, claim: ResourceClaim, pod_uid: str) -> ResourceClaim | None:
+        current = self.store.claims.get(claim.key)
+        if current is None or current.uid != claim.uid:
+            return None
+        raw = copy.deepcopy(current.raw) or _manifest(current)
+        status = raw.get("status") or {}
+        kept = [r for r in status.get("reservedFor") or [] if not (isinstance(r, dict) and r.get("uid") == pod_uid)]
+        if len(kept) == len(status.get("reservedFor") or []):
+            return current  # not reserved for it: nothing to write (the API server's patch changes nothing)
+        if kept:
+            status["reservedFor"] = kept
+        else:
+            status.pop("reservedFor", None)
+        raw["metadata"]["resourceVersion"] = str(self.store.next_version())
         stored = self.store.decode("ResourceClaim", raw)
         assert isinstance(stored, ResourceClaim)
         self.store.put(stored)

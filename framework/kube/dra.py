@@ -43,6 +43,11 @@ What goes out (DynamicResources' PreBind and Unreserve, ``bindClaim`` in kube-sc
   (``DraConflict.latest``): PreBind's retry starts from it, as kube-scheduler's starts from the claim
   it gets after a conflict, where the informer's copy may still be the one that conflicted (several
   pods sharing a claim add themselves to its ``reservedFor`` one after the other).
+- Unreserve takes the pod out of ``reservedFor`` with a strategic-merge ``PATCH`` of the ``status``
+  subresource (:func:`unreserve_patch`: the entry deleted by the pod's uid, the claim's uid as a
+  precondition, no resourceVersion), as kube-scheduler does: someone else's change of the claim since it
+  was read does not refuse it. A claim gone (404) needs nothing more; one replaced by a claim of
+  another uid is refused (422) and left alone.
 """
 
 from __future__ import annotations
@@ -57,14 +62,14 @@ from framework.dra.store import FINALIZER, DraConflict, DraDecodeError, DraObjec
 from framework.queue import GATED
 from pluginhost.model import Pod
 
-from .client import REQUEST_TIMEOUT, ApiClient, ApiError, ApiUnreachable
+from .client import REQUEST_TIMEOUT, STRATEGIC_MERGE_PATCH, ApiClient, ApiError, ApiUnreachable
 from .informer import Informer
 
 if TYPE_CHECKING:
     from ..scheduler import Scheduler
     from .volumewriter import Fenced
 
-__all__ = ["DRA_RESOURCES", "ApiClaimWriter", "ClaimWaiters", "dra_converter", "dra_informers"]
+__all__ = ["DRA_RESOURCES", "ApiClaimWriter", "ClaimWaiters", "dra_converter", "dra_informers", "unreserve_patch"]
 
 log = logging.getLogger("outrigger.kube")
 
@@ -224,6 +229,29 @@ class ApiClaimWriter:
         assert isinstance(stored, ResourceClaim)
         return stored
 
+    async def unreserve(self, claim: ResourceClaim, pod_uid: str) -> ResourceClaim | None:
+        """Unreserve's write: :func:`unreserve_patch` of the status subresource; None when the claim is gone
+        (404). Other errors are raised: a claim replaced by one of another uid is refused ``422`` (its
+        uid is immutable), and is not touched."""
+        what = f"resourceclaim {claim.key}"
+        path, body = unreserve_patch(claim, pod_uid)
+        try:
+            # Idempotent: a second copy deletes an entry already gone, which changes nothing.
+            answer = await self.s.client.request("PATCH", path, verb="patch", resource="resourceclaims/status",
+                                                 body=body, content_type=STRATEGIC_MERGE_PATCH, idempotent=True,
+                                                 timeout=self._timeout(what))
+        except ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        answer = answer if isinstance(answer, dict) else {}
+        meta = answer.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
+        stored = DraStore.decode("ResourceClaim", answer)
+        assert isinstance(stored, ResourceClaim)
+        return stored
+
     async def _put(self, path: str, resource: str, body: dict[str, Any], what: str,
                    landed: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """``PUT`` ``body`` (with the resourceVersion read); the object as stored. A conflict, a missing
@@ -260,6 +288,15 @@ class ApiClaimWriter:
             log.info("%s: the write had gone through (%s)", what, why)
             return got
         raise DraConflict(why, _decoded(got))
+
+
+def unreserve_patch(claim: ResourceClaim, pod_uid: str) -> tuple[str, dict[str, Any]]:
+    """The path and strategic-merge patch that take the pod ``pod_uid`` out of ``claim``'s
+    ``status.reservedFor`` (kube-scheduler's Unreserve): the entry deleted by its uid (reservedFor merges
+    on uid), with the claim's uid as a precondition and no resourceVersion, so a change of the claim by
+    anyone else meanwhile does not refuse it."""
+    path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}/status"
+    return path, {"metadata": {"uid": claim.uid}, "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]}}
 
 
 def _decoded(obj: dict[str, Any]) -> ResourceClaim | None:

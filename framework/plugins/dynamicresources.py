@@ -26,7 +26,8 @@ through the cycle's snapshot), which either source fills; the allocation is :mod
 - **Score** counts, per node, how early in each ``firstAvailable`` list the allocated subrequest is
   (8 for the first, 7 for the second, ...), normalized to 0-100 with weight 2 in the default profile.
 - **Reserve** records the node's allocations as pending in the store (other pods' Filter sees the
-  devices taken); **Unreserve** drops them and removes the pod from claims reserved for it.
+  devices taken); **Unreserve** drops them and removes the pod from claims reserved for it
+  (``store.writer.unreserve``: by its uid, with no resourceVersion, so no one's write refuses it).
 - **PreBind** writes each claim's ``status.allocation`` (with its finalizer) and adds the pod to
   ``status.reservedFor`` through ``store.writer``, retrying a conflict; then, when a device has binding
   conditions, waits (every 5 s, up to ``bindingTimeout``, 10 minutes by default) until they are met.
@@ -90,7 +91,6 @@ from ..dra.claims import (
     pod_claims,
     reserved_status,
     timed_out,
-    unreserved_status,
 )
 from ..dra.models import AllocationResult, ResourceClaim
 from ..dra.store import FINALIZER, DraConflict, DraStore
@@ -418,11 +418,14 @@ class DynamicResources(
                 store.restore(claim.key)
             if claim.allocation is not None and claim.reserved_for_pod(pod.uid):
                 async with store.writing(claim.key):  # after this scheduler's writes of it in flight
-                    current = store.claim(claim.namespace, claim.name) or claim
                     try:
-                        await store.writer.write_claim_status(current, unreserved_status(current, pod))
+                        # By the pod's uid, without a resourceVersion: no conflict with anyone's write.
+                        stored = await store.writer.unreserve(claim, pod.uid)
                     except Exception as exc:  # retried when the pod is scheduled again
                         log.warning("unreserve: claim %s: %s", claim.key, exc)
+                        continue
+                    if stored is not None:
+                        store.assume(stored)
 
     # ---- PreBind -------------------------------------------------------------------------------
 
