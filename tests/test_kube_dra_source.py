@@ -7,12 +7,15 @@ answer that landed or did not, a lease that is no longer held)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import dra_fixtures
+import numpy as np
 import pytest
 import yaml
 from kube_fault_proxy import FaultProxy
@@ -26,7 +29,9 @@ from framework.kube.dra import ApiClaimWriter, dra_converter, unreserve_patch
 from framework.kube.settings import dynamic_resources
 from framework.kube.source import KubeSource
 from framework.plugins import in_tree_registry
+from framework.plugins.dynamicresources import DynamicResources
 from framework.scheduler import Scheduler
+from pluginhost.plugin import CycleState, NodeBatch
 from tools import fakedriver
 from tools.localcluster import LocalCluster
 
@@ -417,6 +422,50 @@ def test_unreserve_patches_the_pod_out_of_a_claim_changed_since_it_was_read(
     assert (summary(now)[:2], now.raw["metadata"]["annotations"]["touched"]) == ((["gpu-0"], [uids[1]]), "yes")
     assert summary(read_claim(kube_cluster, ns, "replaced")) == ([], [], [])
     assert counts == {"patch resourceclaims/status": 3}
+
+
+def test_unreserve_through_the_plugin_removes_the_pod_from_a_claim_changed_since_prebind_wrote_it(
+        kube_cluster: LocalCluster, kube_namespace: str, caplog: pytest.LogCaptureFixture) -> None:
+    # DynamicResources on a store no informer updates: PreBind writes the claim on the API server, someone
+    # else then annotates it (a version the store never sees), and Unreserve still takes the pod out, with no
+    # conflict to log.
+    ns = kube_namespace
+    manifest = dra_fixtures.claim("c", namespace=ns)
+    for key in ("uid", "resourceVersion"):
+        del manifest["metadata"][key]
+    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([manifest, pod_manifest("p", ns, "nobody")]))
+    table, store = dra_fixtures.cluster(dra_fixtures.device_class(), dra_fixtures.node_slice(
+        "n0", dra_fixtures.device("gpu-0")), get_json(kube_cluster, "resourceclaim", "c", "-n", ns))
+    pod_uid = get_json(kube_cluster, "pod", "p", "-n", ns)["metadata"]["uid"]
+    pod = dataclasses.replace(dra_fixtures.gpu_pod(("gpu", "c"), uid=pod_uid), namespace=ns)
+    plugin = DynamicResources(None, dra_fixtures.SnapshotHandle(table))  # type: ignore[arg-type]
+    config = KubeConfig.from_file(outrigger_kubeconfig(kube_cluster))
+
+    async def main() -> tuple[list[str], dict[str, int]]:
+        client = ApiClient(config)
+        store.writer = ApiClaimWriter(SimpleNamespace(client=client, fence=None))
+        try:
+            snap = table.snapshot()
+            state = CycleState(snapshot=snap)
+            codes = [(await plugin.pre_filter(state, pod))[1].code]
+            result = await plugin.filter(state, pod, NodeBatch(snap, np.arange(len(snap), dtype=np.int64)))
+            codes += [result.status_at(0, plugin.name).code, (await plugin.reserve(state, pod, "n0")).code,
+                      (await plugin.pre_bind(state, pod, "n0")).code]
+            kube_cluster.kubectl("annotate", "resourceclaim", "c", "-n", ns, "touched=yes")
+            await plugin.unreserve(state, pod, "n0")
+            return [c.name for c in codes], dict(client.counts)
+        finally:
+            await client.close()
+
+    with caplog.at_level(logging.WARNING, logger="outrigger"):
+        codes, counts = asyncio.run(main())
+    assert codes == ["Success"] * 4
+    now = read_claim(kube_cluster, ns, "c")
+    assert (summary(now), now.raw["metadata"]["annotations"]["touched"]) == ((["gpu-0"], [], [FINALIZER]), "yes")
+    claim = store.claim(ns, "c")  # the patch's answer, read until an informer delivers it
+    assert claim is not None and (claim.resource_version, claim.reserved_for) == (now.resource_version, ())
+    assert [r.getMessage() for r in caplog.records] == []
+    assert counts == {"update resourceclaims": 1, "update resourceclaims/status": 1, "patch resourceclaims/status": 1}
 
 
 LOST = [
