@@ -28,7 +28,6 @@ __all__ = [
     "pod_reference",
     "reserved_status",
     "timed_out",
-    "unreserved_status",
 ]
 
 #: ``resourceapi.ResourceClaimReservedForMaxSize``: pods one claim can be reserved for.
@@ -104,17 +103,6 @@ def reserved_status(claim: ResourceClaim, pod: Pod, allocation: AllocationResult
     if status.get("allocation") is not None and "allocationTimestamp" not in status["allocation"]:
         status["allocation"] = {**status["allocation"], "allocationTimestamp": _now()}
     status["reservedFor"] = [*(status.get("reservedFor") or []), pod_reference(pod)]
-    return status
-
-
-def unreserved_status(claim: ResourceClaim, pod: Pod) -> dict[str, Any]:
-    """The claim's status without ``pod`` in ``reservedFor`` (Unreserve)."""
-    status = _status(claim)
-    kept = [r for r in status.get("reservedFor") or [] if not (isinstance(r, dict) and r.get("uid") == pod.uid)]
-    if kept:
-        status["reservedFor"] = kept
-    else:
-        status.pop("reservedFor", None)
     return status
 
 
