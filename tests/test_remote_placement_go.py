@@ -139,6 +139,10 @@ def test_upstream_pod_group_pods_count_scores_placements_as_in_process(kube_plug
     assert explained["pods"] == want_explained["pods"]
 
 
+def by_name(placements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(placements, key=lambda p: str(p["placement"]))
+
+
 def generated_by_adapter(address: str) -> tuple[dict[str, Any], list[str], list[str]]:
     """The group cycle with kube-scheduler's TopologyPlacementGenerator behind the adapter."""
     async def main() -> tuple[dict[str, Any], list[str], list[str]]:
@@ -168,5 +172,7 @@ def test_upstream_topology_placement_generator_splits_by_rack_as_in_process(
         explained, landed, generate = generated_by_adapter(host.address)
     assert generate == [UPSTREAM_GENERATOR]
     assert landed == want_landed == ["a1", "a1", "a2"]
-    assert explained["placements"] == want_explained["placements"]
+    # Upstream's generator walks a Go map of domains, so its placements come in either order; each is
+    # scored and explained as in process.
+    assert by_name(explained["placements"]) == by_name(want_explained["placements"])
     assert explained["pods"] == want_explained["pods"]
