@@ -206,6 +206,8 @@ class DeviceClass:
     selectors: tuple[str, ...] = ()
     #: Opaque configurations: (driver, parameters).
     config: tuple[tuple[str, Any], ...] = ()
+    extended_resource_name: str = ""
+    creation_timestamp: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,11 +532,11 @@ def device_class_from_dict(obj: object) -> DeviceClass:
     """Decode a DeviceClass manifest."""
     doc = _check(obj, "DeviceClass")
     spec = get_map(doc, "spec", "")
-    config = tuple(
-        _opaque(as_map(c, f"spec.config[{i}]"), f"spec.config[{i}]")
-        for i, c in enumerate(get_list(spec, "config", "spec"))
-    )
-    return DeviceClass(required_str(get_map(doc, "metadata", ""), "name", "metadata"), _selectors(spec, "spec"), config)
+    config = tuple(_opaque(as_map(c, f"spec.config[{i}]"), f"spec.config[{i}]")
+                   for i, c in enumerate(get_list(spec, "config", "spec")))
+    meta = get_map(doc, "metadata", "")
+    return DeviceClass(required_str(meta, "name", "metadata"), _selectors(spec, "spec"), config,
+                       get_str(spec, "extendedResourceName", "spec"), get_str(meta, "creationTimestamp", "metadata"))
 
 
 def _tolerations(m: Mapping[str, Any], path: str) -> tuple[DeviceToleration, ...]:
