@@ -45,7 +45,7 @@ from pluginhost.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, CycleState, NodeBa
 from pluginhost.sign import SignPlugin
 from pluginhost.snapshot import Snapshot
 
-from .outcomes import IntArray
+from .outcomes import IntArray, Raised
 
 if TYPE_CHECKING:
     from .runtime import Framework
@@ -217,11 +217,12 @@ def pod_signer(fwk: Framework) -> Signer | None:
             fragments.update(got)
         # The plugins' own SignPod after the in-tree ones: a pod those cannot sign costs no remote call.
         for spl in plugin_signers:
-            try:
-                signed, status = await spl.sign_pod(pod)
-            except Exception:
-                log.exception("SignPod of plugin %r failed; pod %s is not batched", spl.name, pod.key)
+            # Observed as the other points' calls are: a remote signer's SignPod is a CLIENT span under Sign.
+            got = await fwk._observed("Sign", spl, spl.sign_pod(pod))
+            if isinstance(got, Raised):
+                log.error("SignPod of plugin %r failed; pod %s is not batched", spl.name, pod.key, exc_info=got.exc)
                 return None
+            signed, status = got
             if not status.ok or signed is None:
                 log.debug("plugin %r cannot sign pod %s: %s", spl.name, pod.key, status.message())
                 return None
@@ -278,6 +279,11 @@ class OpportunisticBatch:
         self.fwk = fwk
         self.clock = clock
         self.signer = pod_signer(fwk)
+        #: Whether a plugin's own SignPod (a remote signer's) takes part in the signature.
+        self.plugin_signs = self.signer is not None and any(
+            isinstance(pl, SignPlugin)
+            and (pl.name not in _SIGNERS or not type(pl).__module__.startswith("framework.plugins."))
+            for pl in (*fwk.pre_filter_plugins, *fwk.filter_plugins, *fwk.pre_score_plugins, *fwk.score_plugins))
         self._state: _State | None = None
         self._last_cycle = 0
         self._last_chosen = ""
@@ -288,8 +294,14 @@ class OpportunisticBatch:
         #: Pods placed on their hint.
         self.batched_pods = 0
 
-    async def sign(self, pod: Pod) -> bytes | None:
-        return await self.signer(pod) if self.signer is not None else None
+    async def sign(self, pod: Pod, state: CycleState | None = None) -> bytes | None:
+        """``pod``'s signature (None: not batched). In a cycle (``state``) of a profile with a plugin's
+        own SignPod, through the framework's Sign point (its span, its calls' spans, its duration)."""
+        if self.signer is None:
+            return None
+        if state is not None and self.plugin_signs:
+            return await self.fwk.run_sign(state, pod, self.signer)
+        return await self.signer(pod)
 
     def _flush(self, reason: str) -> bool:
         self.flushed[reason] += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -379,6 +379,12 @@ class Framework:
             if not status.ok:
                 return failed_status(point, pl, status)
         return SUCCESS
+
+    async def run_sign(self, state: CycleState, pod: Pod,
+                       signer: Callable[[Pod], Awaitable[bytes | None]]) -> bytes | None:
+        """SignPod (kube-scheduler's ``Framework.SignPod``): ``signer``'s signature of ``pod`` in the cycle
+        of ``state`` (None: not batched); a method so that instrumentation gives it the Sign point's span."""
+        return await signer(pod)
 
     async def run_post_filter(
         self, state: CycleState, pod: Pod, statuses: NodeToStatus

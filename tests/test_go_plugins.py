@@ -421,9 +421,12 @@ def test_upstream_plugins_schedule_through_the_framework_and_their_spans_join_it
         ("outrigger.v1.Plugin/SignPod", "UpstreamNodeResourcesFit"),
         ("outrigger.v1.Plugin/SignPod", "UpstreamTaintToleration"),
     ]
-    # Both sign (the profile can batch): SignPod is asked before the cycle's points, in the pod's trace.
+    # Both sign (the profile can batch): SignPod is asked before the cycle's points, each a child of the
+    # framework's span for that call under its Sign point.
     for s in (s for s in hosted if s.name.endswith("/SignPod")):
-        assert (s.kind, s.attributes["outrigger.pod"], _chain(s, ids)[-1]) == ("SERVER", "default/web", "SchedulePod")
+        assert (s.kind, s.attributes["outrigger.pod"], _chain(s, ids)[1:]) == (
+            "SERVER", "default/web", [f"Sign/{s.attributes['outrigger.plugin']}", "Sign", "SchedulingCycle",
+                                      "SchedulePod"])
     for s in (s for s in hosted if not s.name.endswith("/SignPod")):
         point, plugin = s.name.rsplit("/", 1)[1], s.attributes["outrigger.plugin"]
         assert (s.kind, s.attributes["outrigger.pod"], s.attributes["outrigger.cycle_id"]) == (

@@ -16,14 +16,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otlp_sink import OtlpSink
 from sign_plugins import UNSIGNABLE, PoolFit, PoolFitUnsigned
 from test_batching import node, placed, step
+from test_observability_e2e import host_env
 from test_remote_harness import HostProcess, endpoint, remote_rig
 from test_runtime import PROFILE
 
 from framework.batching import pod_signer
 from framework.config import SchedulerConfig, load_config
+from framework.observe.instrument import instrument
 from framework.observe.metrics import SchedulerMetrics
+from framework.observe.tracing import Tracing
 from framework.plugins import Registry
 from framework.remote.sign import RemoteSign
 from pluginhost import pb
@@ -167,3 +174,50 @@ def test_remote_signatures_keep_pools_apart() -> None:
     out = run_with("sign_plugins:PoolFit", "PoolFit", pods)
     assert out.placed == {"p1": "n1", "p2": "n4", "p3": "n2", "p4": "n4"}
     assert out.attempts == {"no_hint": 4}
+
+
+async def traced_schedule(address: str, tracing: Tracing, pods: list[Pod]) -> dict[str, str]:
+    rig = await remote_rig([endpoint("pools", address)], config_with("PoolFit"))
+    s = rig.scheduler
+    try:
+        instrument(s, tracing=tracing)
+        s.batches[PROFILE].clock = lambda: 100.0
+        await s.apply([*NODES, *pods])
+        await step(s, len(pods))
+        return placed(s)
+    finally:
+        await s.stop()
+        await rig.close()
+
+
+def test_a_remote_signpod_is_a_client_span_of_the_sign_point_and_the_parent_of_the_hosts_span() -> None:
+    """The framework's Sign point (kube-scheduler's Framework.SignPod) is a span of the pod's cycle, the
+    remote plugin's SignPod a CLIENT span under it, and the host's server span of that call its child."""
+    exporter = InMemorySpanExporter()
+    tracing = Tracing([SimpleSpanProcessor(exporter)])
+    with OtlpSink() as sink:
+        with HostProcess("sign_plugins:PoolFit", env=host_env(sink, "pools-host")) as host:
+            got = asyncio.run(asyncio.wait_for(traced_schedule(host.address, tracing, FOUR[:2]), 60))
+        served = sink.wait_for(lambda spans: len([s for s in spans if s.name.endswith("/SignPod")]) >= 2, 30)
+    tracing.shutdown()
+    assert got == {"p1": "n1", "p2": "n2"}
+    spans = list(exporter.get_finished_spans())
+    ids = {s.context.span_id: s for s in spans}
+
+    def up(span: ReadableSpan) -> list[ReadableSpan]:
+        out = [span]
+        while span.parent is not None and span.parent.span_id in ids:
+            span = ids[span.parent.span_id]
+            out.append(span)
+        return out
+
+    calls = [s for s in spans if s.name == "Sign/PoolFit"]
+    assert [([a.name for a in up(s)], (up(s)[-1].attributes or {})["outrigger.pod"], s.kind.name,
+             dict(s.attributes or {})) for s in calls] == [
+        (["Sign/PoolFit", "Sign", "SchedulingCycle", "SchedulePod"], f"default/{pod}", "CLIENT",
+         {"outrigger.plugin": "PoolFit", "outrigger.extension_point": "Sign", "outrigger.remote.endpoint": "pools",
+          "outrigger.status.code": "Success"}) for pod in ("p1", "p2")]
+    hosted = sorted((s for s in served if s.name.endswith("/SignPod")), key=lambda s: s.parent_span_id)
+    assert [(s.name, s.kind, s.service, s.trace_id, s.parent_span_id) for s in hosted] == sorted(
+        (("outrigger.v1.Plugin/SignPod", "SERVER", "pools-host", f"{c.context.trace_id:032x}",
+          f"{c.context.span_id:016x}") for c in calls), key=lambda t: t[4])

@@ -115,6 +115,7 @@ def _none(out: Any) -> Status | None:
 
 
 _POINTS: list[tuple[str, str, Callable[[Any], Status | None]]] = [
+    ("run_sign", "Sign", _none),
     ("run_pre_filter", "PreFilter", _second),
     ("run_filter", "Filter", _error_field),
     ("run_post_filter", "PostFilter", _second),

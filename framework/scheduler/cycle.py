@@ -139,7 +139,7 @@ class SchedulingCycle(BindingCycle):
         diagnosis = Diagnosis()
         # Batching's hints come from the stable variant's cycles: a canary pod is scheduled on its own.
         batch = None if canary is not None and rec.variant == CANARY else self.batches.get(fwk.profile)
-        bc = None if batch is None else BatchCycle(batch, await batch.sign(pod), self.popped)
+        bc = None if batch is None else BatchCycle(batch, await batch.sign(pod, state), self.popped)
         host: str | None
         try:
             host, status = await self._schedule_pod(fwk, state, pod, snapshot, diagnosis, bc)
