@@ -30,6 +30,7 @@ from pluginhost.plugin import CycleState, NodeBatch
 from pluginhost.snapshot import ClusterTable, Snapshot
 from pluginhost.status import Code
 from tools.bench import apiserver as kube_bench
+from tools.bench import otlpcollector
 from tools.bench.plugins import BenchTier
 from tools.bench.report import evaluate_targets, format_table
 from tools.bench.runner import initial_pods, median_run, run_one
@@ -55,7 +56,7 @@ def test_quick_bench_end_to_end(tmp_path: Path) -> None:
     assert report["repeat"] == 1
     assert report["machine"]["nproc"] >= 1
     assert set(report["scenarios"]) == {name for name, s in SCENARIOS.items() if s.default} == set(SCENARIOS) - {
-        "apiserver"}
+        "apiserver", "apiserver-traced"}
     for name, scenario in report["scenarios"].items():
         assert scenario["runs"], name
         for run in scenario["runs"]:
@@ -108,6 +109,47 @@ def test_quick_apiserver_run_goes_through_the_api_server(tmp_path: Path) -> None
     shares = sum(v for k, v in m.items() if k.startswith("cpu_share_"))
     assert 0.95 <= shares <= 1.05, m  # every process, the rest of the machine and idle: the whole capacity
     assert api["cycle_pods_per_second"] > 0 and api["attempt_p99_ms"] >= api["attempt_p50_ms"] > 0
+
+
+@pytest.mark.kube
+def test_quick_traced_apiserver_run_exports_one_context_per_pod_to_the_collector(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.bench", "--quick", "--scenarios", "apiserver-traced", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, BIN_ENV: str(built_bin_dir())},
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    (api,) = json.loads(out.read_text())["scenarios"]["apiserver-traced"]["runs"]
+    assert (api["error"], api["all_scheduled"], api["bound"], api["measure_pods"]) == ("", True, 200, 200), api
+    m = api["metrics"]
+    # Each measured pod's scheduling context reached the collector process over OTLP/gRPC, once: the pods
+    # are scheduled at their first attempt, so contexts exported = pods bound.
+    assert m["contexts_exported"] == api["bound"] == 200, m
+    # A context is its root, the two cycles, the points and a span per plugin call; sent in batches.
+    assert m["spans_per_pod"] >= 10 and m["otlp_bytes_per_pod"] > 0 and m["otlp_requests"] >= 1, m
+    assert m["cpu_ms_per_pod_collector"] > 0 and m["cpu_ms_per_pod_framework"] > 0, m
+
+
+def test_the_collector_counts_spans_and_the_namespaces_scheduling_contexts() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+    def span(name: str, namespace: str = "", result: str = "") -> Span:
+        attrs = [KeyValue(key=k, value=AnyValue(string_value=v))
+                 for k, v in (("k8s.namespace.name", namespace), ("outrigger.result", result)) if v]
+        return Span(name=name, attributes=attrs)
+
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[
+        ScopeSpans(spans=[span("SchedulePod", "namespace-2", "bound"), span("SchedulingCycle"), span("Filter")]),
+        ScopeSpans(spans=[span("SchedulePod", "namespace-2", "unschedulable"),
+                          span("SchedulePod", "namespace-1", "bound"), span("BindingCycle", "namespace-2")]),
+    ])])
+    data = request.SerializeToString()
+    counts = otlpcollector.Counts()
+    otlpcollector.count_request(data, "namespace-2", counts)
+    otlpcollector.count_request(data, "namespace-2", counts)
+    assert counts == otlpcollector.Counts(requests=2, bytes=2 * len(data), spans=12, roots=6, contexts=4, bound=2)
 
 
 def test_scenario_subset_and_unknown(tmp_path: Path) -> None:

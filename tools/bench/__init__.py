@@ -33,7 +33,8 @@ Scenarios (:data:`tools.bench.scenarios.SCENARIOS`):
 - ``replicas-1`` / ``replicas-2``: ``basic`` plus :class:`~tools.bench.plugins.HeavyScore`, a remote
   Score plugin with a fixed amount of CPU work per node, on one and on two plugin host processes (each
   pod's Score batch is split over the replicas); 1000 measured pods.
-- ``apiserver`` (asked for by name): ``basic`` through a real kube-apiserver (:mod:`tools.bench.apiserver`).
+- ``apiserver`` (asked for by name): ``basic`` through a real kube-apiserver (:mod:`tools.bench.apiserver`);
+  ``apiserver-traced``: the same with tracing always on, exported to an OTLP collector process.
 
 A new scenario is a :class:`~tools.bench.scenario.Scenario` subclass registered in ``SCENARIOS``.
 

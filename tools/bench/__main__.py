@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny sizes, a few seconds (smoke test)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"JSON results file (default {DEFAULT_OUT})")
     p.add_argument("--scenarios", default="", help=f"comma-separated subset of: {', '.join(SCENARIOS)} (default: "
-                   "all but apiserver)")
+                   "all but apiserver and apiserver-traced)")
     p.add_argument("--repeat", type=int, default=None,
                    help="runs per size, the median reported (default 3, 1 with --quick)")
     p.add_argument("--child", metavar="SPEC", help=argparse.SUPPRESS)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import os
 import re
 import shutil
@@ -55,6 +54,8 @@ from framework.outcomes import num_feasible_nodes_to_find
 
 from ..localcluster import LocalCluster
 from ..workloads import BoundWatch, pod_name, scheduler_perf_node, scheduler_perf_pod
+from .otlpcollector import Collector, Counts
+from .procstat import Connections, CpuSample, children, peak_rss_mib
 from .runs import RunResult, RunSpec
 from .servers import stop_process
 
@@ -62,6 +63,8 @@ __all__ = [
     "CREATE_CONNECTIONS",
     "SCHEDULER_BURST",
     "SCHEDULER_QPS",
+    "TRACE_ENV",
+    "Connections",
     "CpuSample",
     "create_objects",
     "histogram_quantile",
@@ -86,8 +89,12 @@ ROOT = Path(__file__).resolve().parents[2]
 DIE_WITH_PARENT = [setpriv, "--pdeathsig", "KILL", "--"] if (setpriv := shutil.which("setpriv")) else []
 #: A folder: py-spy samples the framework during the measured window (see :func:`_profiler`).
 PYSPY_ENV = "OUTRIGGER_BENCH_PYSPY"
+#: ``outrigger serve``'s tracing in the ``apiserver-traced`` runs: every scheduling context kept (ratio 1,
+#: the head sampler's ``always_on``), exported over OTLP/gRPC to the collector (its endpoint added).
+TRACE_ENV = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "always_on"}
+#: Seconds the collector is waited for after the window, for the last contexts' spans to arrive.
+EXPORT_WAIT_SECONDS = 30.0
 _HTTP = re.compile(r"HTTP \(metrics, debug\) on (\S+)")
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def scheduler_config(scheduler_name: str = "default-scheduler") -> str:
@@ -102,108 +109,6 @@ def scheduler_config(scheduler_name: str = "default-scheduler") -> str:
         "profiles:\n"
         f"- schedulerName: {scheduler_name}\n"
     )
-
-
-# ---- CPU accounting -----------------------------------------------------------------------------------
-
-
-def process_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a process has used, children it waited for excluded; 0 when gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14 and 15 of stat)
-
-
-def machine_cpu() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot, all cores (/proc/stat)."""
-    with open("/proc/stat", encoding="ascii") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + values[4]  # idle, iowait
-    total = sum(values[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
-    return (total - idle) / _CLK_TCK, total / _CLK_TCK
-
-
-def peak_rss_mib(pid: int) -> float:
-    """A process's peak resident set (VmHWM), MiB; 0 when gone."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-@dataclass(slots=True)
-class CpuSample:
-    """CPU seconds used so far by each named process, this one, and the whole machine."""
-
-    processes: dict[str, float]
-    machine_busy: float
-    machine_total: float
-    taken: float
-
-    @classmethod
-    def take(cls, pids: dict[str, int]) -> CpuSample:
-        busy, total = machine_cpu()
-        procs = {name: process_cpu(pid) for name, pid in pids.items()}
-        procs["watcher"] = time.process_time()
-        return cls(procs, busy, total, time.monotonic())
-
-    def shares(self, later: CpuSample, pods: int, extra: dict[str, float] | None = None) -> dict[str, float]:
-        """Each process's share of the machine's CPU capacity over the interval and its milliseconds per
-        pod; ``other`` is everything else that ran (other users of the machine)."""
-        used = {name: later.processes[name] - self.processes.get(name, 0.0) for name in later.processes}
-        used.update(extra or {})
-        capacity = later.machine_total - self.machine_total
-        busy = later.machine_busy - self.machine_busy
-        used["other"] = max(0.0, busy - sum(used.values()))
-        out: dict[str, float] = {}
-        for name, seconds in used.items():
-            out[f"cpu_share_{name}"] = round(seconds / capacity, 3) if capacity > 0 else 0.0
-            out[f"cpu_ms_per_pod_{name}"] = round(seconds * 1000 / max(pods, 1), 3)
-        out["cpu_share_idle"] = round(max(0.0, 1 - busy / capacity), 3) if capacity > 0 else 0.0
-        return out
-
-
-class Connections:
-    """The TCP connections a process holds to a local port, sampled: how many at most, how many in all
-    (equal when every connection was kept and reused)."""
-
-    def __init__(self, pid: int, port: int, every: float = 1.0) -> None:
-        self.pid, self.port, self.every = pid, port, every
-        self.seen: set[tuple[str, str]] = set()
-        self.most = 0
-
-    def sample(self) -> set[tuple[str, str]]:
-        """(local, remote) addresses of the process's established connections to the port, in hex."""
-        inodes = set()
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{self.pid}/fd"):
-                with contextlib.suppress(OSError):
-                    target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
-                    if target.startswith("socket:["):
-                        inodes.add(target[8:-1])
-        found = set()
-        for table in ("tcp", "tcp6"):
-            with contextlib.suppress(OSError), open(f"/proc/net/{table}", encoding="ascii") as f:
-                for line in itertools.islice(f, 1, None):
-                    fields = line.split()
-                    # local, remote, state (01: established), ..., inode
-                    if fields[3] == "01" and fields[9] in inodes and int(fields[2].rsplit(":", 1)[1], 16) == self.port:
-                        found.add((fields[1], fields[2]))
-        return found
-
-    async def follow(self) -> None:
-        for _ in itertools.count():  # until cancelled
-            now = self.sample()
-            self.seen |= now
-            self.most = max(self.most, len(now))
-            await asyncio.sleep(self.every)
 
 
 # ---- creating objects ---------------------------------------------------------------------------------
@@ -273,7 +178,8 @@ async def _create_pods_main(kubeconfig: Path, namespace: str, start: int, count:
 class Framework:
     """``outrigger serve --kubeconfig`` in its own process; its output kept, drained by a thread."""
 
-    def __init__(self, kubeconfig: Path, config: Path) -> None:
+    def __init__(self, kubeconfig: Path, config: Path, env: dict[str, str] | None = None) -> None:
+        self.env = env or {}
         self.argv = [sys.executable, "-m", "framework.cli", "serve", "--kubeconfig", str(kubeconfig),
                      "--config", str(config), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"]
         self.proc: subprocess.Popen[str] | None = None
@@ -282,7 +188,7 @@ class Framework:
         self._synced = threading.Event()
 
     def start(self) -> None:
-        env = {**os.environ, "OUTRIGGER_SECURE_PORT": "0",
+        env = {**os.environ, **self.env, "OUTRIGGER_SECURE_PORT": "0",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         self.proc = subprocess.Popen([*DIE_WITH_PARENT, *self.argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, env=env, cwd=ROOT, start_new_session=True)
@@ -386,16 +292,23 @@ async def _cluster(workdir: Path) -> AsyncIterator[LocalCluster]:
         await asyncio.to_thread(cluster.stop)
 
 
-async def measure(spec: RunSpec) -> RunResult:
-    """Run ``spec`` (nodes, initial and measured pods) through a fresh local API server and measure it."""
+async def measure(spec: RunSpec, traced: bool = False) -> RunResult:
+    """Run ``spec`` (nodes, initial and measured pods) through a fresh local API server and measure it;
+    ``traced``: with the framework's tracing always on, exported to an OTLP collector process."""
     with tempfile.TemporaryDirectory(prefix="outrigger-bench-kube-") as tmp:
-        return await _measure(spec, Path(tmp))
+        if not traced:
+            return await _measure(spec, Path(tmp), None)
+        collector = await Collector(MEASURED_NAMESPACE, DIE_WITH_PARENT).start()
+        try:
+            return await _measure(spec, Path(tmp), collector)
+        finally:
+            await collector.stop()
 
 
-async def _measure(spec: RunSpec, tmp: Path) -> RunResult:
+async def _measure(spec: RunSpec, tmp: Path, collector: Collector | None) -> RunResult:
     load = os.getloadavg()[0]
     setup_started = time.monotonic()
-    async with _cluster(tmp / "cluster") as cluster, _harness(cluster, tmp) as run:
+    async with _cluster(tmp / "cluster") as cluster, _harness(cluster, tmp, collector) as run:
         await _set_up(run, spec)
         setup = time.monotonic() - setup_started
         setup_rss = peak_rss_mib(run.framework.pid)
@@ -412,6 +325,7 @@ class _Run:
     admin: ApiClient
     watch_client: ApiClient
     framework: Framework
+    collector: Collector | None
     watches: list[BoundWatch] = field(default_factory=list)
 
     async def watch(self, namespace: str) -> BoundWatch:
@@ -427,11 +341,13 @@ class _Run:
 
 
 @contextlib.asynccontextmanager
-async def _harness(cluster: LocalCluster, tmp: Path) -> AsyncIterator[_Run]:
+async def _harness(cluster: LocalCluster, tmp: Path, collector: Collector | None) -> AsyncIterator[_Run]:
     config = tmp / "scheduler.yaml"
     config.write_text(scheduler_config())
+    env = {**TRACE_ENV, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint} if collector else {}
     run = _Run(cluster, _admin_client(cluster.admin_kubeconfig, CREATE_CONNECTIONS),
-               _admin_client(cluster.admin_kubeconfig, 2), Framework(cluster.admin_kubeconfig, config))
+               _admin_client(cluster.admin_kubeconfig, 2), Framework(cluster.admin_kubeconfig, config, env),
+               collector)
     try:
         yield run
     finally:
@@ -486,6 +402,7 @@ class _Window:
     cpu: dict[str, float]  # each process's CPU share and milliseconds per pod
     connections: Connections
     peak_rss: float
+    traces: dict[str, float] = field(default_factory=dict)  # what the OTLP collector got (traced runs)
 
 
 async def _measured_window(run: _Run, spec: RunSpec, tmp: Path) -> _Window:
@@ -495,6 +412,8 @@ async def _measured_window(run: _Run, spec: RunSpec, tmp: Path) -> _Window:
     watch = await run.watch(MEASURED_NAMESPACE)
     before = await scrape(framework.http)
     pids = {"apiserver": _pid(cluster.apiserver.proc), "etcd": _pid(cluster.etcd.proc), "framework": framework.pid}
+    pids.update(_tracing_pids(run))
+    traces0 = await run.collector.counts() if run.collector else None
     report_file, log = tmp / "creator.json", tmp / "creator.log"
     creator = await _start_creator(cluster.admin_kubeconfig, spec.measure_pods, report_file, log)
     profiler = _profiler(framework.pid)
@@ -516,9 +435,36 @@ async def _measured_window(run: _Run, spec: RunSpec, tmp: Path) -> _Window:
     peak_rss = peak_rss_mib(framework.pid)
     report = await _creator_done(creator, deadline, report_file, log)
     unschedulable = 0 if all_bound else await _unschedulable(run.admin, MEASURED_NAMESPACE)
+    traces = await _exported(run.collector, traces0, len(watch.bound))
     return _Window({name: t for name, (t, _node) in watch.bound.items()}, report, all_bound, unschedulable,
                    _delta(before, after), cpu0.shares(cpu1, spec.measure_pods, {"creator": report["cpu_seconds"]}),
-                   connections, peak_rss)
+                   connections, peak_rss, traces)
+
+
+def _tracing_pids(run: _Run) -> dict[str, int]:
+    """The processes a traced run adds: the OTLP collector and, with ``OUTRIGGER_TRACE_EXPORT_PROCESS=1``,
+    the framework's export process (a child of the framework, whose CPU ``/proc`` does not add to it)."""
+    if run.collector is None:
+        return {}
+    found = {"collector": run.collector.pid}
+    for n, child in enumerate(children(run.framework.pid)):
+        found[f"export_process{n or ''}"] = child
+    return found
+
+
+async def _exported(collector: Collector | None, before: Counts | None, bound: int) -> dict[str, float]:
+    """What the collector received for the measured window: the scheduling contexts of the measured pods
+    (waited for until there is one per pod bound, at most :data:`EXPORT_WAIT_SECONDS`: a batch leaves
+    the framework after ``OTEL_BSP_SCHEDULE_DELAY``), spans and bytes."""
+    if collector is None or before is None:
+        return {}
+    after = await collector.wait_contexts(bound, EXPORT_WAIT_SECONDS)
+    pods = max(bound, 1)
+    return {"contexts_exported": float(after.contexts - before.contexts),
+            "contexts_exported_bound": float(after.bound - before.bound),
+            "spans_per_pod": round((after.spans - before.spans) / pods, 1),
+            "otlp_bytes_per_pod": round((after.bytes - before.bytes) / pods),
+            "otlp_requests": float(after.requests - before.requests)}
 
 
 async def _start_creator(kubeconfig: Path, count: int, report: Path, log: Path) -> asyncio.subprocess.Process:
@@ -597,6 +543,7 @@ def _window_metrics(w: _Window, measured: list[float], load: float) -> dict[str,
         "burst": float(SCHEDULER_BURST),
     }
     metrics.update(w.cpu)
+    metrics.update(w.traces)
     return metrics
 
 

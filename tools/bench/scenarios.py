@@ -1,5 +1,5 @@
 """The benchmark's scenarios by name (:data:`SCENARIOS`), and ``apiserver``: ``basic`` through a real
-kube-apiserver, measured by :mod:`tools.bench.apiserver`.
+kube-apiserver, measured by :mod:`tools.bench.apiserver` (``apiserver-traced``: with tracing always on).
 
 That module is imported only when an ``apiserver`` run starts: an in-process run's peak RSS is the
 framework's, without the API-server harness's client libraries.
@@ -20,7 +20,7 @@ from .remote import (
 from .runs import RunResult, RunSpec
 from .scenario import Scenario
 
-__all__ = ["SCENARIOS", "ApiServerScenario"]
+__all__ = ["SCENARIOS", "ApiServerScenario", "ApiServerTracedScenario"]
 
 
 class ApiServerScenario(Scenario):
@@ -42,12 +42,27 @@ class ApiServerScenario(Scenario):
         return await measure(spec)
 
 
+class ApiServerTracedScenario(ApiServerScenario):
+    """``apiserver`` with ``outrigger serve``'s tracing always on (every scheduling context kept), its
+    spans exported over OTLP/gRPC to a collector process on 127.0.0.1
+    (:mod:`tools.bench.otlpcollector`). Compared with ``apiserver``."""
+
+    name = "apiserver-traced"
+    description = "apiserver with tracing always on, exported over OTLP/gRPC to a collector process on loopback"
+
+    async def measure(self, spec: RunSpec) -> RunResult | None:
+        from .apiserver import measure
+
+        return await measure(spec, traced=True)
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         Basic(), Scale(), InProcessPlugin(), RemotePluginScenario(), RemoteStreamsScenario(), ExtenderScenario(),
         ExtenderNamesScenario(), TracedRemoteScenario(), ShadowScenario(), ReplicasScenario(1), ReplicasScenario(2),
         RemoteGoScenario(), RemoteGoAheadScenario(), RemoteUpstreamFitScenario(), ApiServerScenario(),
+        ApiServerTracedScenario(),
     )
 }
 
