@@ -24,6 +24,7 @@ import json
 import logging
 import re
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -137,15 +138,7 @@ def test_api_server_killed_mid_run_every_pod_ends_bound_once_or_pending_with_its
         kube_cluster.restart_apiserver(graceful=False)  # SIGKILL: a crash, no watch closed cleanly
         assert at_kill < nodes * node_cpu  # mid-run
 
-        def settled() -> list[dict[str, Any]] | None:
-            items = pods(kube_cluster, kube_namespace)
-            for pod in items:
-                conds = {c["type"]: c for c in pod["status"].get("conditions") or ()}
-                if not pod["spec"].get("nodeName") and conds.get("PodScheduled", {}).get("reason") != "Unschedulable":
-                    return None
-            return items
-
-        items = wait_for(settled, 120, "every pod bound or pending with a reason", interval=2)
+        items = wait_settled(kube_cluster, kube_namespace, proc)
         assert proc.proc is not None and proc.proc.poll() is None  # rode it out: the same process
     finally:
         proc.stop()
@@ -176,8 +169,36 @@ def test_api_server_killed_mid_run_every_pod_ends_bound_once_or_pending_with_its
     assert set(per_pod) <= set(placed) and set(per_pod.values()) == {1}  # never two, never for a pending pod
     assert all(e["note"].endswith(f" to {placed[e['regarding']['name']]}") for e in scheduled)
     assert "Traceback" not in proc.output()
-    api(kube_cluster, "DELETE", f"/api/v1/namespaces/{kube_namespace}/pods?gracePeriodSeconds=0")
-    kube_cluster.kubectl("delete", "node", *names)
+    # The pods and nodes go with the namespace (kube_namespace deletes both, with time for 1000 pods).
+
+
+def unsettled(pod: dict[str, Any]) -> bool:
+    """Neither bound nor pending with the reason Unschedulable."""
+    conds = {c["type"]: c for c in pod["status"].get("conditions") or ()}
+    return not pod["spec"].get("nodeName") and conds.get("PodScheduled", {}).get("reason") != "Unschedulable"
+
+
+def wait_settled(cluster: LocalCluster, namespace: str, proc: FrameworkProcess, stall: float = 120,
+                 limit: float = 900) -> list[dict[str, Any]]:
+    """The namespace's pods once each is bound or pending with a reason. On a loaded machine the run after a
+    restart can take minutes: the wait goes on while pods keep settling, and fails after ``stall`` seconds
+    without one settling or ``limit`` seconds in all."""
+    start = time.monotonic()
+    best, last_progress = -1, start
+    for _ in range(int(limit)):  # each round sleeps 2 s: ends by the time limit long before the count
+        items = pods(cluster, namespace)
+        left = sum(1 for pod in items if unsettled(pod))
+        if not left:
+            return items
+        now = time.monotonic()
+        if best < 0 or left < best:
+            best, last_progress = left, now
+        if now - last_progress > stall or now - start > limit:
+            break
+        time.sleep(2)
+    raise AssertionError(f"{best} pods neither bound nor pending with a reason after {time.monotonic() - start:.0f} s "
+                         f"(none settled in the last {stall:.0f} s, or over {limit:.0f} s in all); the framework "
+                         f"said:\n{proc.output()[-4000:]}")
 
 
 # ---- watches expire -------------------------------------------------------------------------------
@@ -427,12 +448,16 @@ def test_an_api_server_answering_429_slows_the_scheduler_down_and_no_binding_fai
     kube_cluster.kubectl("delete", "node", node)
 
 
-@pytest.mark.parametrize(("qps", "burst", "at_least", "at_most"), [
-    pytest.param(10, 10, 1.9, 60.0, id="qps-10-burst-10"),  # 30 bindings, 10 at once: >= 2 s of bindings
-    pytest.param(-1, 0, 0.0, 1.9, id="unlimited"),
+# The paced case's span has a floor the token bucket guarantees however loaded the machine is. The limiter
+# off has no ceiling to assert on the wall clock (30 bindings took 2.2 s at a load average near 20): that it
+# never waits is TokenBucket's unit test (test_kube_client.py); here qps -1 is taken and every pod bound
+# and reported within the deadline.
+@pytest.mark.parametrize(("qps", "burst", "at_least"), [
+    pytest.param(10, 10, 1.9, id="qps-10-burst-10"),  # 30 bindings, 10 at once: >= 2 s of bindings
+    pytest.param(-1, 0, 0.0, id="unlimited"),
 ])
 def test_client_qps_and_burst_pace_the_bindings(kube_cluster: LocalCluster, kube_namespace: str, tmp_path: Path,
-                                               qps: float, burst: int, at_least: float, at_most: float) -> None:
+                                               qps: float, burst: int, at_least: float) -> None:
     kubeconfig = outrigger_kubeconfig(kube_cluster)
     node = f"{kube_namespace[:40]}-n"
     kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(node_manifest(node, "100")))
@@ -450,4 +475,4 @@ def test_client_qps_and_burst_pace_the_bindings(kube_cluster: LocalCluster, kube
         kube_cluster.kubectl("delete", "node", node)
     # Each Scheduled event is stamped when its binding has been answered.
     times = sorted(datetime.fromisoformat(e["eventTime"].replace("Z", "+00:00")).timestamp() for e in scheduled)
-    assert at_least <= times[-1] - times[0] <= at_most
+    assert len(times) == count and times[-1] - times[0] >= at_least
