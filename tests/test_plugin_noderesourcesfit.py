@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from framework.dra.models import DeviceClass
 from framework.plugins.noderesources import (
     NodeResourcesFit,
     PluginArgsError,
@@ -682,20 +683,21 @@ def test_resource_name_kinds(name: str, extended: bool, scalar: bool) -> None:
 
 
 def test_events_to_register() -> None:
-    """kube-scheduler 1.37's registrations (InPlacePodVerticalScaling on, DRAExtendedResource's
-    DeviceClass one not modelled): assigned-pod deletes and scale-downs, the pod's own scale-down,
-    node additions and allocatable changes."""
+    """kube-scheduler 1.37's registrations (InPlacePodVerticalScaling and DRAExtendedResource on):
+    assigned-pod deletes and scale-downs, the pod's own scale-down, node additions and allocatable
+    changes, DeviceClasses added or changed."""
     regs = NodeResourcesFit().events_to_register()
     assert [(r.event.resource, r.event.action, r.hint is not None) for r in regs] == [
         ("AssignedPod", ActionType.Delete, True),
         ("Node", ActionType.Add | ActionType.UpdateNodeAllocatable, True),
+        ("DeviceClass", ActionType.Add | ActionType.Update, True),
         ("AssignedPod", ActionType.UpdatePodScaleDown, True),
         ("TargetPod", ActionType.UpdatePodScaleDown, True),
     ]
 
 
 def hints(plugin: NodeResourcesFit) -> tuple[Any, Any]:
-    delete, node_event, _, _ = plugin.events_to_register()
+    delete, node_event, *_ = plugin.events_to_register()
     return delete.hint, node_event.hint
 
 
@@ -733,6 +735,27 @@ def bound_pod(cpu: str, memory: str) -> Pod:
 def test_assigned_pod_scale_down_hint(old: Pod, new: Pod, want: QueueingHint) -> None:
     on_scale_down = hint_for(ClusterEvent("AssignedPod", ActionType.UpdatePodScaleDown))
     assert on_scale_down(pod("p", container(cpu="1")), old, new) is want
+
+
+GPU_POD = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {"limits": {
+    "example.com/gpu": "1", "deviceclass.resource.kubernetes.io/tpu": "1"}}}]}}
+
+
+@pytest.mark.parametrize(("old", "new", "want"), [
+    pytest.param(None, DeviceClass("gpu", extended_resource_name="example.com/gpu"), QueueingHint.Queue,
+                 id="added-mapping-the-resource"),
+    pytest.param(None, DeviceClass("tpu"), QueueingHint.Queue, id="added-under-the-implicit-name-asked"),
+    pytest.param(None, DeviceClass("fpga", extended_resource_name="example.com/fpga"), QueueingHint.QueueSkip,
+                 id="added-mapping-another"),
+    pytest.param(DeviceClass("gpu"), DeviceClass("gpu", extended_resource_name="example.com/gpu"),
+                 QueueingHint.Queue, id="now-maps-the-resource"),
+    pytest.param(DeviceClass("tpu", selectors=("a",)), DeviceClass("tpu", selectors=("b",)), QueueingHint.QueueSkip,
+                 id="same-extendedResourceName"),
+])
+def test_device_class_hint(old: DeviceClass | None, new: DeviceClass, want: QueueingHint) -> None:
+    """DRAExtendedResource: a class added or changed requeues the pod when it may now map what it asks for."""
+    on_class = hint_for(ClusterEvent("DeviceClass", ActionType.Update))
+    assert on_class(pod_from_dict(GPU_POD), old, new) is want
 
 
 def test_target_pod_scale_down_always_queues() -> None:

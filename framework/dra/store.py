@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from pluginhost.decode import FieldError
 from pluginhost.errors import OutriggerError
 from pluginhost.manifest import set_resource_decoder
+from pluginhost.model import Pod
 
 from .inuse import InUse
 from .models import (
@@ -400,6 +401,8 @@ class MemoryClaimWriter:
 
     def __init__(self, store: DraStore) -> None:
         self.store = store
+        #: The pods' status fields written (``extendedResourceClaimStatus``), by pod uid.
+        self.pod_statuses: dict[str, dict[str, Any]] = {}
 
     async def write_claim_status(self, claim: ResourceClaim, status: Mapping[str, Any]) -> ResourceClaim:
         current = self.store.claims.get(claim.key)
@@ -441,6 +444,31 @@ class MemoryClaimWriter:
         assert isinstance(stored, ResourceClaim)
         self.store.put(stored)
         return stored
+
+    async def create_claim(self, manifest: Mapping[str, Any]) -> ResourceClaim:
+        """Create a claim named from its ``generateName`` (five characters from the store's version, so
+        runs repeat), with a new uid and resourceVersion."""
+        raw = copy.deepcopy(dict(manifest))
+        meta = raw.setdefault("metadata", {})
+        version = self.store.next_version()
+        suffix = "".join("bcdfghjklmnpqrstvwxz2456789"[version // 27 ** i % 27] for i in range(5))
+        meta["name"] = f"{meta.get('generateName', '')}{suffix}"
+        meta["uid"], meta["resourceVersion"] = f"claim-{version}", str(version)
+        stored = self.store.decode("ResourceClaim", raw)
+        assert isinstance(stored, ResourceClaim)
+        self.store.put(stored)
+        return stored
+
+    async def delete_claim(self, claim: ResourceClaim) -> None:
+        """Delete the claim (finalizers and all, as the scheduler removes its own before deleting)."""
+        current = self.store.claims.get(claim.key)
+        if current is not None and current.uid == claim.uid:
+            self.store.remove("ResourceClaim", claim.namespace, claim.name)
+
+    async def patch_pod_status(self, pod: Pod, patch: Mapping[str, Any]) -> None:
+        """The embedded cluster's pods are the scheduler's: the status written is kept here, by pod uid."""
+        self.pod_statuses[pod.uid] = copy.deepcopy(dict(patch.get("status") or {}))
+
 
 
 def _manifest(claim: ResourceClaim) -> dict[str, Any]:

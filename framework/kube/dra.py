@@ -252,6 +252,52 @@ class ApiClaimWriter:
         assert isinstance(stored, ResourceClaim)
         return stored
 
+    async def create_claim(self, manifest: Mapping[str, Any]) -> ResourceClaim:
+        """Create the claim of a pod's extended resources (``metadata.generateName``: the API server names
+        it). Not sent again when its answer is lost: a second copy would make a second claim."""
+        ns = manifest["metadata"]["namespace"]
+        answer = await self.s.client.request("POST", f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims",
+                                             verb="create", resource="resourceclaims", body=dict(manifest),
+                                             timeout=self._timeout(f"resourceclaim {ns}/"))
+        stored = _decoded(answer if isinstance(answer, dict) else {})
+        if stored is None:
+            raise DraConflict(f"resourceclaim created in {ns} does not decode")
+        return stored
+
+    async def delete_claim(self, claim: ResourceClaim) -> None:
+        """Delete the claim made for a pod that is not bound: its finalizer removed first (an update, read
+        again after a conflict, five tries), then the claim; one already gone is nothing to do."""
+        what = f"resourceclaim {claim.key}"
+        path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
+        body = _manifest(claim)
+        try:
+            for attempt in range(5):
+                if FINALIZER not in _finalizers(body):
+                    break
+                body["metadata"]["finalizers"] = [f for f in _finalizers(body) if f != FINALIZER]
+                try:
+                    await self.s.client.request("PUT", path, verb="update", resource="resourceclaims", body=body,
+                                                timeout=self._timeout(what))
+                    break
+                except ApiError as exc:
+                    if exc.code != 409 or attempt == 4:
+                        raise
+                body = await self.s.client.request("GET", path, verb="get", resource="resourceclaims",
+                                                   timeout=self._timeout(what))
+            await self.s.client.request("DELETE", path, verb="delete", resource="resourceclaims",
+                                        timeout=self._timeout(what))
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+
+    async def patch_pod_status(self, pod: Pod, patch: Mapping[str, Any]) -> None:
+        """A strategic-merge patch of the pod's status (its ``extendedResourceClaimStatus``): values only,
+        so the same sent twice is harmless."""
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        await self.s.client.request("PATCH", path, verb="patch", resource="pods/status", body=dict(patch),
+                                    content_type=STRATEGIC_MERGE_PATCH, idempotent=True,
+                                    timeout=self._timeout(f"pod {pod.namespace}/{pod.name}"))
+
     async def _put(self, path: str, resource: str, body: dict[str, Any], what: str,
                    landed: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """``PUT`` ``body`` (with the resourceVersion read); the object as stored. A conflict, a missing

@@ -32,8 +32,9 @@ through the cycle's snapshot), which either source fills; the allocation is :mod
   ``status.reservedFor`` through ``store.writer``, retrying a conflict; then, when a device has binding
   conditions, waits (every 5 s, up to ``bindingTimeout``, 10 minutes by default) until they are met.
 
-Not modelled: the features off by default in 1.37 (PodGroup claims, node-allocatable devices, optional
-node operations) and extended resources backed by DeviceClasses (DRAExtendedResource).
+Extended resources backed by DeviceClasses (DRAExtendedResource) go through the same points with a claim
+of the plugin's own making (:mod:`.draextended`). Not modelled: the features off by default in 1.37
+(PodGroup claims, node-allocatable devices, optional node operations).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ from ..dra.claims import (
 from ..dra.models import AllocationResult, ResourceClaim
 from ..dra.store import FINALIZER, DraConflict, DraStore
 from ..hooks import CostlyFilter
+from . import draextended as dra_ext
 from .helpers import IntArray, default_normalize_score
 from .noderesources import PluginArgsError
 
@@ -137,6 +139,8 @@ class _State:
     ranked: bool = False
     #: Whether Filter checks allocated claims on each node (their nodes, their binding conditions).
     checked: bool = False
+    #: The pod's extended resources backed by devices, when it requests some.
+    extended: dra_ext.Extended | None = None
 
     def clone(self) -> _State:
         return self
@@ -227,13 +231,14 @@ class DynamicResources(
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         s = _State()
         state.write(_STATE_KEY, s)
-        if not pod.resource_claims:
-            return None, Status(Code.Skip)
         store = _store(state, self.handle)
-        found = pod_claims(store, pod)
+        s.extended = dra_ext.pre_filter(store, pod)
+        if not pod.resource_claims and s.extended is None:
+            return None, Status(Code.Skip)
+        found = pod_claims(store, pod) if pod.resource_claims else []
         if isinstance(found, str):
             return None, Status(_UNRESOLVABLE, (found,), self.name)
-        if not found:
+        if not found and s.extended is None:
             return None, Status(Code.Skip)
         for claim in found:
             status = self._check_claim(store, pod, claim)
@@ -241,7 +246,7 @@ class DynamicResources(
                 return None, status
             s.available_on.append(claim.allocation.node_selector if claim.allocation is not None else None)
         s.allocations = [None] * len(found)
-        if any(c.allocation is None for c in found):
+        if any(c.allocation is None for c in found) or s.extended is not None:
             exclusive, shared = store.allocated_state()
             s.allocator = dra_allocator.Allocator(list(store.slices.values()), store.classes, exclusive, shared,
                                                   store.derived, tally=store.in_use)
@@ -276,10 +281,12 @@ class DynamicResources(
         s = _read_state(state)
         if s is None:
             return FilterResult.from_statuses([Status(Code.Error, (MSG_NO_STATE,), self.name)] * len(batch))
-        if not s.claims:
+        if not s.claims and s.extended is None:
             return FilterResult.passing(len(batch))
         table = batch.snapshot.table.nodes
         nodes = [table[r] for r in batch.rows.tolist()]
+        if s.extended is not None:
+            return FilterResult.from_statuses(dra_ext.filter_nodes(self, s, _store(state, self.handle), pod, nodes))
         if s.allocator is None:
             return FilterResult.from_statuses([self._filter_node(s, node, None) for node in nodes])
         answers = s.allocator.allocate_each(nodes, s.allocating, self.filter_timeout, defer=True)
@@ -305,8 +312,10 @@ class DynamicResources(
         s = _read_state(state)
         return s is not None and s.allocator is not None
 
-    def _filter_node(self, s: _State, node: Node, answer: dra_allocator.Allocation | None) -> Status:
-        """One node's status, given the allocator's ``answer`` for it (None: nothing to allocate)."""
+    def _filter_node(self, s: _State, node: Node, answer: dra_allocator.Allocation | None,
+                     asked: int | None = None) -> Status:
+        """One node's status, given the allocator's ``answer`` for it (None: nothing to allocate) for
+        ``asked`` claims (the claims to allocate when None)."""
         if answer is not None and answer.deferred is not None and not s.checked:
             s.node_allocations[node.name] = answer.deferred  # the common case, first
             return SUCCESS
@@ -330,7 +339,7 @@ class DynamicResources(
                 return Status(_UNRESOLVABLE if answer.on_node else Code.Error, (answer.error,), self.name)
             if answer.deferred is not None:
                 results = answer.deferred
-            elif answer.results is None or len(answer.results) != len(s.allocating):
+            elif answer.results is None or len(answer.results) != (len(s.allocating) if asked is None else asked):
                 return Status(_UNRESOLVABLE, ("cannot allocate all claims",), self.name)
             else:
                 results = answer.results
@@ -349,7 +358,7 @@ class DynamicResources(
         s = _read_state(state)
         if s is None:
             return None, Status(Code.Error, (MSG_NO_STATE,), self.name)
-        if not s.claims:
+        if not s.claims and s.extended is None:
             return None, Status(Code.Unschedulable)
         store = _store(state, self.handle)
         candidates = sorted(s.unavailable)
@@ -364,6 +373,8 @@ class DynamicResources(
             except Exception as exc:  # the writer's own error ends the cycle as kube-scheduler's client error
                 return None, Status(Code.Error, (str(exc),), self.name)
             return None, Status(Code.Unschedulable, ("deallocation of ResourceClaim completed",), self.name)
+        if s.extended is not None and s.extended.stale:
+            return None, await dra_ext.delete_stale(store, s.extended)
         return None, Status(Code.Unschedulable)
 
     # ---- Score ---------------------------------------------------------------------------------
@@ -392,15 +403,20 @@ class DynamicResources(
         if s is None:
             return Status(Code.Error, (MSG_NO_STATE,), self.name)
         indices = s.to_allocate()
-        if not s.claims or not indices or s.allocator is None:
+        extended = s.extended is not None and node_name in s.extended.on_node
+        if not (indices or extended) or s.allocator is None:
             return SUCCESS
         allocations = s.allocations_on(node_name)
         if not allocations:
             return Status(Code.Error, ("claim allocation not found for node",), self.name)
-        if len(allocations) != len(indices):
-            return Status(Code.Error, (f"internal error, have {len(allocations)} allocations, {len(indices)} claims "
-                                       f"to allocate, want {len(indices)} claims",), self.name)
+        if len(allocations) != len(indices) + extended:
+            want = len(indices) + extended
+            return Status(Code.Error, (f"internal error, have {len(allocations)} allocations, {want} claims "
+                                       f"to allocate, want {want} claims",), self.name)
         store = _store(state, self.handle)
+        if extended:
+            assert s.extended is not None
+            dra_ext.reserve(store, s.extended, node_name, allocations[-1])
         for k, i in enumerate(indices):
             claim = s.claims[i]
             s.allocations[i] = allocations[k]
@@ -410,9 +426,11 @@ class DynamicResources(
 
     async def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         s = _read_state(state)
-        if s is None or not s.claims:
+        if s is None or not (s.claims or s.extended):
             return
         store = _store(state, self.handle)
+        if s.extended is not None:
+            await dra_ext.unreserve(store, s.extended)
         for claim in s.claims:
             if store.drop_pending(claim.uid):
                 store.restore(claim.key)
@@ -433,13 +451,13 @@ class DynamicResources(
         s = _read_state(state)
         if s is None:
             return Status(Code.Error, (MSG_NO_STATE,), self.name)
-        return SUCCESS if s.claims else Status(Code.Skip)
+        return SUCCESS if s.claims or s.extended is not None else Status(Code.Skip)
 
     async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         s = _read_state(state)
         if s is None:
             return Status(Code.Error, (MSG_NO_STATE,), self.name)
-        if not s.claims:
+        if not s.claims and not dra_ext.bind(s.extended):
             return SUCCESS
         store = _store(state, self.handle)
         written: list[str] = []
@@ -452,11 +470,26 @@ class DynamicResources(
                 return Status(Code.Error, (str(exc),), self.name)
             if s.allocations[i] is not None:
                 written.append(claim.uid)
+        if s.extended is not None and dra_ext.bind(s.extended):
+            try:
+                written.append(await self._bind_extended(store, pod, s.extended))
+            except (_BindError, RuntimeError) as exc:
+                return Status(Code.Error, (str(exc),), self.name)
         status = await self._wait_for_binding_conditions(store, s)
         if status.ok:
             for uid in written:
                 store.drop_pending(uid, force=True)
         return status
+
+    async def _bind_extended(self, store: DraStore, pod: Pod, x: dra_ext.Extended) -> str:
+        """Create the pod's extended resource claim, write its allocation and reservation, and name it in the
+        pod's status; the uid of its pending allocation, dropped once the claim reads from the source."""
+        assert x.reserved is not None
+        created = await dra_ext.create(store, pod, x)
+        x.created = await self._bind_claim(store, pod, created, x.reserved.allocation)
+        await dra_ext.record(store, pod, x, x.created)
+        await dra_ext.wait_delivered(store, x.created)
+        return x.reserved.uid
 
     async def _bind_claim(self, store: DraStore, pod: Pod, claim: ResourceClaim,
                           allocation: AllocationResult | None) -> ResourceClaim:

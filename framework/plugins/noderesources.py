@@ -13,7 +13,7 @@ NodeResourcesBalancedAllocation, which scores from the same per-resource columns
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,9 @@ from pluginhost.plugin import (
 )
 from pluginhost.snapshot import Snapshot, non_zero_requests
 from pluginhost.status import SUCCESS, Code, Status
+
+from ..dra.extended import IMPLICIT_PREFIX, class_for
+from ..dra.models import DeviceClass
 
 __all__ = [
     "NodeResourcesFit",
@@ -334,6 +337,9 @@ class _FitState:
     # (resource, amount) pairs the pod requests: cpu, memory, ephemeral-storage (0 when not
     # requested), then the scalar resources in name order. Other names ("pods") are not accounted.
     requests: tuple[tuple[str, int], ...]
+    # The requested resources a DeviceClass maps (DRAExtendedResource): a node that does not advertise
+    # one leaves it to DynamicResources, which asks the node's devices for it.
+    to_dra: frozenset[str] = frozenset()
 
     def clone(self) -> _FitState:
         return self
@@ -383,7 +389,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return resource in self.ignored or resource.split("/", 1)[0] in self.ignored_groups
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
-        state.write(_STATE_KEY, _FitState(_fit_requests(pod)))
+        requests = _fit_requests(pod)
+        classes = _device_classes(state, self.handle)
+        to_dra = frozenset(r for r, v in requests if v > 0 and classes and class_for(classes, r) is not None)
+        state.write(_STATE_KEY, _FitState(requests, to_dra))
         return None, SUCCESS
 
     async def filter(self, state: CycleState, pod: Pod, batch: NodeBatch) -> FilterResult:
@@ -414,6 +423,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                 continue
             c = snap.columns.get(res)
             if c is None:
+                if res in fit.to_dra:
+                    continue  # no node advertises it: DynamicResources asks every node's devices
                 return None
             need[c] = amount
         return need
@@ -432,11 +443,15 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                 continue
             c = snap.columns.get(res)
             if c is None:
+                if res in fit.to_dra:
+                    continue
                 everywhere = np.ones(n, dtype=np.bool_)
                 checks.append((f"Insufficient {res}", everywhere, everywhere))
                 continue
             alloc = snap.allocatable[rows, c]
             short = amount > alloc - snap.requested[rows, c]
+            if res in fit.to_dra:
+                short &= alloc > 0  # the nodes without it leave it to DynamicResources
             # Even an empty node would be too small: preemption cannot help there.
             checks.append((f"Insufficient {res}", short, amount > alloc))
         return _combine(checks, n)
@@ -524,13 +539,14 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     # ---- queueing hints --------------------------------------------------------------------------
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        # kube-scheduler 1.37 with its default gates (InPlacePodVerticalScaling GA). Its DeviceClass
-        # registration (DRAExtendedResource) and the scale-up ones (an alpha gate) are not modelled.
+        # kube-scheduler 1.37 with its default gates (InPlacePodVerticalScaling GA, DRAExtendedResource
+        # GA). The scale-up ones (an alpha gate) are not modelled.
         return [
             ClusterEventWithHint(ClusterEvent(ASSIGNED_POD, ActionType.Delete), self._after_assigned_pod_delete),
             ClusterEventWithHint(
                 ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable), self._after_node_change
             ),
+            ClusterEventWithHint(ClusterEvent("DeviceClass", ActionType.Add | ActionType.Update), _after_device_class),
             ClusterEventWithHint(
                 ClusterEvent(ASSIGNED_POD, ActionType.UpdatePodScaleDown), self._after_assigned_pod_scale_down
             ),
@@ -573,6 +589,27 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             if amount > 0 and new.allocatable.get(res, 0) > old.allocatable.get(res, 0):
                 return QueueingHint.Queue
         return QueueingHint.QueueSkip
+
+
+def _device_classes(state: CycleState, handle: Handle | None) -> Mapping[str, DeviceClass]:
+    snap = state.snapshot if state.snapshot is not None else (handle.snapshot() if handle is not None else None)
+    classes = getattr(getattr(snap, "dra", None), "classes", None)
+    return classes if isinstance(classes, Mapping) else {}
+
+
+def _after_device_class(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """A class added or changed may now map an extended resource the pod asks for (by its own name, when
+    added, or by a new ``extendedResourceName``)."""
+    if not isinstance(new, DeviceClass):
+        return QueueingHint.Queue
+    if isinstance(old, DeviceClass):
+        if old.extended_resource_name == new.extended_resource_name:
+            return QueueingHint.QueueSkip
+    elif IMPLICIT_PREFIX + new.name in pod.requests:
+        return QueueingHint.Queue
+    if new.extended_resource_name and new.extended_resource_name in pod.requests:
+        return QueueingHint.Queue
+    return QueueingHint.QueueSkip
 
 
 def _queue(pod: Pod, old: Any, new: Any) -> QueueingHint:

@@ -1,0 +1,185 @@
+"""Extended resources backed by devices (DRAExtendedResource, GA in kube-scheduler 1.37), scheduled through
+the embedded store with the default profile: a pod asking ``example.com/gpu`` (a DeviceClass's
+``extendedResourceName``) or ``deviceclass.resource.kubernetes.io/<class>`` on nodes that do not advertise it
+gets devices of the class, in a claim made for it as kube-scheduler makes it; a node advertising the
+resource judges it by NodeResourcesFit as usual; kube-scheduler's messages when neither can serve it."""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.dra.extended import (
+    ANN_EXTENDED_RESOURCE_CLAIM,
+    IMPLICIT_PREFIX,
+    RequestMapping,
+    class_for,
+    requests_and_mappings,
+)
+from framework.dra.models import DeviceClass
+from framework.dra.store import MemoryClaimWriter
+from framework.scheduler import Scheduler
+from pluginhost.manifest import finish_pod
+from pluginhost.model import Container, Pod
+from tests.test_dra_scheduling import scheduled
+
+GPU_CLASS = "gpu.example.com"
+
+
+def node(name: str, gpus: int | None = None) -> str:
+    extra = f', example.com/gpu: "{gpus}"' if gpus is not None else ""
+    return f"""
+apiVersion: v1
+kind: Node
+metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}}}}}
+status: {{allocatable: {{cpu: "8", memory: 16Gi, pods: "20"{extra}}}}}
+---"""
+
+
+def devices(node_name: str, count: int) -> str:
+    listed = ", ".join(f"{{name: gpu-{i}}}" for i in range(count))
+    return f"""
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: {node_name}-gpus}}
+spec:
+  driver: gpu.example.com
+  nodeName: {node_name}
+  pool: {{name: {node_name}, generation: 1, resourceSliceCount: 1}}
+  devices: [{listed}]
+---"""
+
+
+def device_class(extended: str | None = "example.com/gpu") -> str:
+    name = f"extendedResourceName: {extended}" if extended else ""
+    return f"""
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: {GPU_CLASS}}}
+spec:
+  selectors: [{{cel: {{expression: 'device.driver == "gpu.example.com"'}}}}]
+  {name}
+---"""
+
+
+def gpu_pod(name: str, count: int, resource: str = "example.com/gpu") -> str:
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  containers: [{{name: c, resources: {{limits: {{{resource}: "{count}"}}, requests: {{cpu: 100m}}}}}}]
+"""
+
+
+def made_claim(s: Scheduler, pod_name: str) -> tuple[str, list[str], dict[str, object]]:
+    """The claim made for the pod: its name, its devices, and the pod's extendedResourceClaimStatus."""
+    rec = s.get_pod("default", pod_name)
+    assert rec is not None
+    (claim,) = [c for c in s.cache.dra.claims.values() if c.owner == ("Pod", pod_name, rec.pod.uid)]
+    assert claim.annotations == {ANN_EXTENDED_RESOURCE_CLAIM: "true"}
+    assert claim.reserved_for == (("pods", pod_name, rec.pod.uid),)
+    assert claim.raw["metadata"]["generateName"] == f"{pod_name}-extended-resources-"
+    assert claim.allocation is not None
+    writer = s.cache.dra.writer
+    assert isinstance(writer, MemoryClaimWriter)
+    status = writer.pod_statuses[rec.pod.uid]["extendedResourceClaimStatus"]
+    return claim.name, [f"{r.request}={r.pool}/{r.device}" for r in claim.allocation.results], status
+
+
+NO_DEVICES = "0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are available: " \
+             "1 Preemption is not helpful for scheduling."
+
+
+@pytest.mark.parametrize(("resource", "extended"), [
+    pytest.param("example.com/gpu", "example.com/gpu", id="explicit-extendedResourceName"),
+    pytest.param(IMPLICIT_PREFIX + GPU_CLASS, None, id="implicit-class-name"),
+])
+def test_a_pod_gets_devices_for_an_extended_resource_no_node_advertises(resource: str, extended: str | None) -> None:
+    s, result = scheduled(node("cpu-only") + node("gpu-node") + devices("gpu-node", 3) + device_class(extended),
+                          gpu_pod("train", 2, resource))
+    assert result == {"train": ("Bound", "gpu-node", "")}
+    name, got, status = made_claim(s, "train")
+    assert got == ["container-0-request-1=gpu-node/gpu-0", "container-0-request-1=gpu-node/gpu-1"]
+    assert status == {"requestMappings": [{"containerName": "c", "resourceName": resource,
+                                           "requestName": "container-0-request-1"}],
+                      "resourceClaimName": name}
+    assert name.startswith("train-extended-resources-") and len(name) == len("train-extended-resources-") + 5
+
+
+@pytest.mark.parametrize(("cluster", "want"), [
+    pytest.param(node("gpu-node") + devices("gpu-node", 1), {"p": ("Unschedulable", "", NO_DEVICES)},
+                 id="too-few-devices"),
+    pytest.param(node("plugin-node", gpus=1) + devices("plugin-node", 4),
+                 {"p": ("Unschedulable", "", "0/1 nodes are available: 1 Insufficient example.com/gpu. preemption: "
+                        "0/1 nodes are available: 1 Preemption is not helpful for scheduling.")},
+                 id="advertised-by-a-device-plugin-judged-by-fit"),
+    pytest.param(node("plugin-node", gpus=2), {"p": ("Bound", "plugin-node", "")}, id="a-device-plugin-serves-it"),
+])
+def test_messages_with_and_without_the_resource_in_allocatable(cluster: str, want: dict[str, object]) -> None:
+    s, result = scheduled(cluster + device_class(), gpu_pod("p", 2))
+    assert result == want
+    assert [c.name for c in s.cache.dra.claims.values()] == []
+
+
+def test_a_resource_no_class_maps_is_insufficient_as_before() -> None:
+    _, result = scheduled(node("gpu-node") + devices("gpu-node", 2) + device_class(), gpu_pod("p", 1, "other.com/x"))
+    assert result == {"p": ("Unschedulable", "", "0/1 nodes are available: 1 Insufficient other.com/x. preemption: "
+                            "0/1 nodes are available: 1 Preemption is not helpful for scheduling.")}
+
+
+def test_devices_taken_by_one_pod_are_not_given_to_the_next() -> None:
+    s, result = scheduled(node("gpu-node") + devices("gpu-node", 3) + device_class(),
+                          gpu_pod("a", 2), gpu_pod("b", 2))
+    assert result == {"a": ("Bound", "gpu-node", ""), "b": ("Unschedulable", "", NO_DEVICES)}
+    assert made_claim(s, "a")[1] == ["container-0-request-1=gpu-node/gpu-0", "container-0-request-1=gpu-node/gpu-1"]
+
+
+def _pod(containers: list[Container], init: list[Container]) -> Pod:
+    return finish_pod(Pod("p", uid="u", containers=containers, init_containers=init))
+
+
+R = "example.com/gpu"
+
+
+@pytest.mark.parametrize(("containers", "init", "requests", "mappings"), [
+    pytest.param([Container("a", limits={R: 2}), Container("b", limits={"cpu": 100, R: 1})], [],
+                 [("container-0-request-0", 2), ("container-1-request-1", 1)],
+                 [("a", "container-0-request-0"), ("b", "container-1-request-1")], id="one-request-per-container"),
+    pytest.param([Container("a", limits={R: 2}), Container("b", limits={R: 1})],
+                 [Container("i1", limits={R: 3}), Container("i2", limits={R: 1})],
+                 [("container-2-request-0", 2), ("container-3-request-0", 1)],
+                 [("a", "container-2-request-0"), ("b", "container-3-request-0"), ("i1", "container-2-request-0"),
+                  ("i1", "container-3-request-0"), ("i2", "container-2-request-0")],
+                 id="init-containers-reuse-the-containers-requests"),
+    pytest.param([Container("a", limits={R: 1})], [Container("i1", limits={R: 2}), Container("i2", limits={R: 3})],
+                 [("container-1-request-0", 2), ("container-2-request-0", 1)],
+                 [("a", "container-2-request-0"), ("i1", "container-2-request-0"), ("i1", "container-1-request-0"),
+                  ("i2", "container-2-request-0"), ("i2", "container-1-request-0")],
+                 id="init-containers-share-the-largest-extra-request"),
+    pytest.param([Container("a", limits={R: 1})], [Container("s", limits={R: 2}, restart_policy="Always")],
+                 [("container-0-request-0", 2), ("container-1-request-0", 1)],
+                 [("s", "container-0-request-0"), ("a", "container-1-request-0")], id="a-sidecar-has-its-own"),
+])
+def test_requests_and_mappings_follow_kube_scheduler(containers: list[Container], init: list[Container],
+                                                      requests: list[tuple[str, int]],
+                                                      mappings: list[tuple[str, str]]) -> None:
+    classes = {GPU_CLASS: DeviceClass(GPU_CLASS, extended_resource_name=R)}
+    got, maps = requests_and_mappings(_pod(containers, init), [R], classes)
+    assert [(r.name, r.exactly.count if r.exactly else 0) for r in got] == requests
+    assert all(r.exactly is not None and r.exactly.device_class == GPU_CLASS for r in got)
+    assert [(m.container, m.request) for m in maps] == mappings
+    assert all(isinstance(m, RequestMapping) and m.resource == R for m in maps)
+
+
+@pytest.mark.parametrize(("classes", "resource", "want"), [
+    pytest.param([("a", "example.com/gpu", "2026-01-01T00:00:00Z"), ("b", "example.com/gpu", "2026-02-01T00:00:00Z")],
+                 "example.com/gpu", "b", id="the-newest-class-wins"),
+    pytest.param([("b", "example.com/gpu", "2026-01-01T00:00:00Z"), ("a", "example.com/gpu", "2026-01-01T00:00:00Z")],
+                 "example.com/gpu", "a", id="then-the-first-by-name"),
+    pytest.param([("a", "", "")], IMPLICIT_PREFIX + "a", "a", id="implicit-name"),
+    pytest.param([("a", "", "")], "example.com/gpu", None, id="unmapped"),
+])
+def test_which_class_a_resource_maps_to(classes: list[tuple[str, str, str]], resource: str, want: str | None) -> None:
+    table = {n: DeviceClass(n, extended_resource_name=e, creation_timestamp=t) for n, e, t in classes}
+    found = class_for(table, resource)
+    assert (found.name if found is not None else None) == want
