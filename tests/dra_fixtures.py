@@ -1,5 +1,5 @@
 """Builders for the DRA tests: ``resource.k8s.io/v1`` manifests (DeviceClass, ResourceSlice,
-ResourceClaim), pods that use claims, and a cluster table whose snapshots carry a DraStore."""
+ResourceClaim, DeviceTaintRule), pods that use claims, and a cluster table whose snapshots carry a DraStore."""
 
 from __future__ import annotations
 
@@ -29,6 +29,14 @@ def node_slice(node: str, *devices: dict[str, Any], name: str = "") -> dict[str,
             "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1,
                                                                   "resourceSliceCount": 1},
                      "devices": list(devices)}}
+
+
+def taint_rule(name: str, effect: str = "NoSchedule", key: str = "example.com/broken", value: str = "",
+               **selector: str) -> dict[str, Any]:
+    """A DeviceTaintRule tainting the devices ``selector`` (driver, pool, device) picks."""
+    taint = {"key": key, "effect": effect, **({"value": value} if value else {})}
+    return {"apiVersion": API, "kind": "DeviceTaintRule", "metadata": {"name": name},
+            "spec": {"deviceSelector": selector, "taint": taint}}
 
 
 def request(name: str = "gpu", cls: str = "gpu", **exactly: Any) -> dict[str, Any]:

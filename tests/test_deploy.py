@@ -641,6 +641,7 @@ OUTRIGGER_GRANTS = {  # (apiGroup, resource, resourceName or "*") -> verbs, over
     ("storage.k8s.io", "volumeattachments", "*"): {"get", "list", "watch"},
     ("resource.k8s.io", "resourceslices", "*"): {"get", "list", "watch"},
     ("resource.k8s.io", "deviceclasses", "*"): {"get", "list", "watch"},
+    ("resource.k8s.io", "devicetaintrules", "*"): {"get", "list", "watch"},
     ("resource.k8s.io", "resourceclaims", "*"): {"get", "list", "watch", "update"},
     ("resource.k8s.io", "resourceclaims/status", "*"): {"update", "patch"},
     ("resource.k8s.io", "resourceclaims/binding", "*"): {"update", "patch"},

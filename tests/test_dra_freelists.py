@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from dra_fixtures import DRIVER, allocated, claim, device, device_class, node_slice
+from dra_fixtures import DRIVER, allocated, claim, device, device_class, node_slice, taint_rule
 
 from framework.dra.allocator import Allocation, Allocator
 from framework.dra.inuse import InUse
@@ -88,6 +88,14 @@ CHANGES: list[tuple[str, Callable[[DraStore], object], set[str]]] = [
                                                              "resourceSliceCount": 1}, "devices": [device("s0")]}}),
      {"n1", "n2", "n3"}),
     ("a device class added", lambda s: s.apply("DeviceClass", device_class("other")), set()),
+    ("a DeviceTaintRule tainting a device of n1", lambda s: s.apply("DeviceTaintRule", taint_rule(
+        "broken", driver=DRIVER, pool="n1", device="g0")), {"n1"}),
+    ("a DeviceTaintRule of effect None on n3's pool (the taints change)", lambda s: s.apply(
+        "DeviceTaintRule", taint_rule("watch", "None", pool="n3")), {"n3"}),
+    ("a DeviceTaintRule selecting no device", lambda s: s.apply("DeviceTaintRule", taint_rule(
+        "none", pool="n1", device="g9")), set()),
+    ("a DeviceTaintRule of another driver", lambda s: s.apply("DeviceTaintRule", taint_rule(
+        "other", driver="nic.example.com")), set()),
 ]
 
 

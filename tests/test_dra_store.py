@@ -26,7 +26,8 @@ BAD = [  # (kind, object, the error)
      "ResourceSlice n0-gpus: spec: exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection is "
      "required, got 2"),
     ("PersistentVolume", {"metadata": {"name": "pv"}},
-     "PersistentVolume: kind: expected one of ResourceClaim, ResourceClaimTemplate, DeviceClass, ResourceSlice"),
+     "PersistentVolume: kind: expected one of ResourceClaim, ResourceClaimTemplate, DeviceClass, ResourceSlice, "
+     "DeviceTaintRule"),
 ]
 
 

@@ -114,7 +114,8 @@ def test_the_pdb_informer_runs_only_for_default_preemption(
     assert refused == (403 if restricted else None)
     pdbs = ["poddisruptionbudgets"] if expected else []
     assert informers == ["nodes", "namespaces", *pdbs, "persistentvolumeclaims", "persistentvolumes",
-                         "storageclasses", "csinodes", "resourceslices", "deviceclasses", "resourceclaims", "pods"]
+                         "storageclasses", "csinodes", "resourceslices", "deviceclasses", "resourceclaims",
+                         "devicetaintrules", "pods"]
 
 
 def test_a_standby_that_read_no_default_preemption_starts_the_pdb_informer_for_a_scheduler_with_it(

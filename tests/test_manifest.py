@@ -1398,7 +1398,7 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
             "pods.yaml: document 1 (Deployment default/web): "
             'unsupported kind "Deployment" (supported: Pod, Node, Reservation, PodDisruptionBudget, '
             "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, ResourceClaim, ResourceClaimTemplate, "
-            "DeviceClass, ResourceSlice, Workload, PodGroup)"
+            "DeviceClass, ResourceSlice, DeviceTaintRule, Workload, PodGroup)"
         ),
     ),
     (
@@ -1411,7 +1411,8 @@ BAD_OBJECTS: list[tuple[str, dict[str, Any], str]] = [
         {"metadata": {"name": "x"}},
         "pods.yaml: document 1: kind: required field is missing "
         "(supported: Pod, Node, Reservation, PodDisruptionBudget, PersistentVolumeClaim, PersistentVolume, "
-        "StorageClass, CSINode, ResourceClaim, ResourceClaimTemplate, DeviceClass, ResourceSlice, Workload, PodGroup)",
+        "StorageClass, CSINode, ResourceClaim, ResourceClaimTemplate, DeviceClass, ResourceSlice, DeviceTaintRule, "
+        "Workload, PodGroup)",
     ),
     ("kind not a string", {"kind": 3}, "pods.yaml: document 1: kind: expected a string, got integer"),
 ]

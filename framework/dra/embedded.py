@@ -1,5 +1,5 @@
 """DRA in the embedded store (the cluster ``outrigger explain`` and ``make demo`` read): applying
-ResourceClaims, templates, DeviceClasses and ResourceSlices from manifests, and the part of
+ResourceClaims, templates, DeviceClasses, ResourceSlices and DeviceTaintRules from manifests, and the part of
 kube-controller-manager's resourceclaim controller scheduling depends on.
 
 - :func:`apply_object` adds or replaces one object, keeping its uid (and, for a claim applied again
@@ -45,7 +45,8 @@ def apply_object(store: DraStore, obj: ResourceObject, dry_run: bool = False) ->
     """Add or replace ``obj`` in ``store``: ``created``, ``configured`` or ``unchanged``. A failed decode
     raises :class:`~framework.dra.store.DraDecodeError` and changes nothing."""
     table: dict[str, Any] = {"ResourceClaim": store.claims, "ResourceClaimTemplate": store.templates,
-             "DeviceClass": store.classes, "ResourceSlice": store.slices}[obj.kind]  # type: ignore[assignment]
+             "DeviceClass": store.classes, "ResourceSlice": store.raw_slices,
+             "DeviceTaintRule": store.taint_rules}[obj.kind]  # type: ignore[assignment]
     old: Any = table.get(obj.key)
     raw = copy.deepcopy(obj.raw)
     meta = raw.setdefault("metadata", {})

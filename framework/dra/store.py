@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from fractions import Fraction
 from typing import Any, Protocol
 
+from framework import features
 from pluginhost.decode import FieldError
 from pluginhost.errors import OutriggerError
 from pluginhost.manifest import set_resource_decoder
@@ -50,6 +51,7 @@ from .models import (
     resource_claim_template_from_dict,
     resource_slice_from_dict,
 )
+from .taintrules import DeviceTaintRule, device_taint_rule_from_dict, patch_slice, selects_slice
 
 __all__ = [
     "DRA_KINDS",
@@ -63,16 +65,16 @@ __all__ = [
     "MemoryClaimWriter",
 ]
 
-#: The kinds :meth:`DraStore.apply` takes (``resource.k8s.io/v1``); ResourceClaim and
-#: ResourceClaimTemplate are namespaced, DeviceClass and ResourceSlice cluster-scoped.
 #: The finalizer an allocated claim carries (``resourceapi.Finalizer``): the claim controller removes
 #: it once no pod uses the claim any more.
 FINALIZER = "resource.kubernetes.io/delete-protection"
 
-DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice")
+#: The kinds :meth:`DraStore.apply` takes (``resource.k8s.io/v1``); ResourceClaim and
+#: ResourceClaimTemplate are namespaced, the others cluster-scoped.
+DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice", "DeviceTaintRule")
 _NAMESPACED = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 
-DraObject = ResourceClaim | ResourceClaimTemplate | DeviceClass | ResourceSlice
+DraObject = ResourceClaim | ResourceClaimTemplate | DeviceClass | ResourceSlice | DeviceTaintRule
 #: ``listener(kind, old, new)`` after every change (see the module docstring).
 DraListener = Callable[[str, Any, Any], None]
 
@@ -81,6 +83,7 @@ _DECODERS: dict[str, Callable[[object], DraObject]] = {
     "ResourceClaimTemplate": resource_claim_template_from_dict,
     "DeviceClass": device_class_from_dict,
     "ResourceSlice": resource_slice_from_dict,
+    "DeviceTaintRule": device_taint_rule_from_dict,
 }
 
 
@@ -148,9 +151,13 @@ class DraStore:
     """The ResourceClaims, ResourceClaimTemplates, DeviceClasses and ResourceSlices DynamicResources reads,
     with the allocations assumed in memory (Reserve) until the claim's status says them.
 
-    ``claims`` and ``templates`` are keyed ``namespace/name``, ``classes`` and ``slices`` by name; they
-    hold the source's versions. Read claims through :meth:`claim`, which answers this scheduler's
-    assumed version first.
+    ``claims`` and ``templates`` are keyed ``namespace/name``, ``classes``, ``slices`` and ``taint_rules``
+    by name; they hold the source's versions, except ``slices``: each slice as the DeviceTaintRules
+    patch it (:func:`~.taintrules.patch_slice`, with DRADeviceTaintRules on), what every reader of
+    slices sees, as kube-scheduler's plugins read its tracker's ``ListWithDeviceTaintRules``; the
+    source's versions are in ``raw_slices``. A rule added, changed or removed is a ``ResourceSlice``
+    update for each slice whose devices' taints it changes (and nothing for the listeners otherwise).
+    Read claims through :meth:`claim`, which answers this scheduler's assumed version first.
     """
 
     def __init__(self) -> None:
@@ -158,6 +165,8 @@ class DraStore:
         self.templates: dict[str, ResourceClaimTemplate] = {}
         self.classes: dict[str, DeviceClass] = {}
         self.slices: dict[str, ResourceSlice] = {}
+        self.raw_slices: dict[str, ResourceSlice] = {}
+        self.taint_rules: dict[str, DeviceTaintRule] = {}
         self._assumed: dict[str, ResourceClaim] = {}
         self._pending: dict[str, list[Any]] = {}  # claim uid -> [claim with its allocation, sharers]
         self._listeners: list[DraListener] = []
@@ -180,7 +189,7 @@ class DraStore:
         self._writing: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
     def __len__(self) -> int:
-        return len(self.claims) + len(self.templates) + len(self.classes) + len(self.slices)
+        return len(self.claims) + len(self.templates) + len(self.classes) + len(self.slices) + len(self.taint_rules)
 
     def next_version(self) -> int:
         """A new resourceVersion for an object changed in this store (the embedded cluster's)."""
@@ -234,6 +243,12 @@ class DraStore:
         key = f"{new.namespace}/{new.name}" if kind in _NAMESPACED else new.name  # type: ignore[union-attr]
         old = table.get(key)
         table[key] = new
+        if isinstance(new, DeviceTaintRule):
+            self._rules_changed([r for r in (old, new) if r is not None])
+            return
+        if isinstance(new, ResourceSlice):
+            old = self.slices.get(key)
+            new = self.slices[key] = self._patched(new)
         if isinstance(new, ResourceClaim):
             assumed = self._assumed.get(key)
             if assumed is not None and (
@@ -247,6 +262,11 @@ class DraStore:
         """Delete an object (``namespace`` "" for the cluster-scoped kinds); the old object, None if absent."""
         key = f"{namespace}/{name}" if kind in _NAMESPACED else name
         old: DraObject | None = self._table(kind).pop(key, None)
+        if isinstance(old, DeviceTaintRule):
+            self._rules_changed([old])
+            return old
+        if kind == "ResourceSlice":
+            old = self.slices.pop(key, None)
         if kind == "ResourceClaim":
             self._assumed.pop(key, None)
             self._held_changed(key)
@@ -259,11 +279,29 @@ class DraStore:
             "ResourceClaim": self.claims,
             "ResourceClaimTemplate": self.templates,
             "DeviceClass": self.classes,
-            "ResourceSlice": self.slices,
+            "ResourceSlice": self.raw_slices,
+            "DeviceTaintRule": self.taint_rules,
         }
         if kind not in tables:
             raise DraDecodeError(kind, "", FieldError("kind", f"expected one of {', '.join(DRA_KINDS)}"))
         return tables[kind]
+
+    def _patched(self, raw: ResourceSlice) -> ResourceSlice:
+        if not self.taint_rules or not features.enabled("DRADeviceTaintRules"):
+            return raw
+        return patch_slice(raw, (self.taint_rules[k] for k in sorted(self.taint_rules)))
+
+    def _rules_changed(self, rules: list[DeviceTaintRule]) -> None:
+        """The slices ``rules`` (a rule's old and new versions) select, patched again: an update of each
+        whose devices' taints changed (kube-scheduler's tracker sends one only then)."""
+        self.generation += 1
+        for name, raw in list(self.raw_slices.items()):
+            if not any(selects_slice(r, raw) for r in rules):
+                continue
+            old, new = self.slices[name], self._patched(raw)
+            if [d.taints for d in old.devices] != [d.taints for d in new.devices]:
+                self.slices[name] = new
+                self._changed("ResourceSlice", old, new)
 
     def _held_changed(self, key: str) -> None:
         # The claim read at ``key`` (as all_claims reads it) counts unless a pending allocation of it
@@ -468,7 +506,6 @@ class MemoryClaimWriter:
     async def patch_pod_status(self, pod: Pod, patch: Mapping[str, Any]) -> None:
         """The embedded cluster's pods are the scheduler's: the status written is kept here, by pod uid."""
         self.pod_statuses[pod.uid] = copy.deepcopy(dict(patch.get("status") or {}))
-
 
 
 def _manifest(claim: ResourceClaim) -> dict[str, Any]:

@@ -3,16 +3,20 @@ store (``cache.dra``), and PreBind's claim status writes through the API server.
 
 ::
 
-    informers = dra_informers(source)           # ResourceSlices, DeviceClasses, ResourceClaims
+    informers = dra_informers(source)           # ResourceSlices, DeviceClasses, ResourceClaims, DeviceTaintRules
     source.scheduler.cache.dra.writer = ApiClaimWriter(source)
 
 What comes in (kube-scheduler's ``NewScheduler``: the claim assume cache, the slice tracker and the class
-lister, on informers of the same three resources):
+lister, on informers of the same resources):
 
 - every ResourceSlice, DeviceClass and ResourceClaim of the cluster, decoded once as it arrives
   (:meth:`framework.dra.store.DraStore.decode`, strictly) and put into the store, whose listeners make
   each change a cluster event named by its kind (``ResourceSlice``, ``DeviceClass``, ``ResourceClaim``),
   so the queue's hints requeue the pods DynamicResources turned away;
+- DeviceTaintRules (:class:`TaintRuleInformer`) with DRADeviceTaintRules on, where the API server serves
+  them in ``resource.k8s.io/v1`` (1.37); the store patches each rule's taint into the devices it selects
+  (kube-scheduler's slice tracker), so a rule's change is a ``ResourceSlice`` update. An API server that
+  does not serve them (1.36, 1.35) is said in one warning, and nothing is watched;
 - an object that does not decode is logged once with what is wrong (``ResourceSlice gpus-a:
   spec.devices[0].attributes...``) and left out, as if it were not there; an object that stops
   decoding on an update is taken out of the store (its devices must not be handed out from a
@@ -52,11 +56,13 @@ What goes out (DynamicResources' PreBind and Unreserve, ``bindClaim`` in kube-sc
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from framework import features
 from framework.dra.models import API_VERSION, ResourceClaim
 from framework.dra.store import FINALIZER, DraConflict, DraDecodeError, DraObject, DraStore
 from framework.queue import GATED
@@ -69,7 +75,8 @@ if TYPE_CHECKING:
     from ..scheduler import Scheduler
     from .volumewriter import Fenced
 
-__all__ = ["DRA_RESOURCES", "ApiClaimWriter", "ClaimWaiters", "dra_converter", "dra_informers", "unreserve_patch"]
+__all__ = ["DRA_RESOURCES", "TAINT_RULES", "ApiClaimWriter", "ClaimWaiters", "TaintRuleInformer", "dra_converter",
+           "dra_informers", "unreserve_patch"]
 
 log = logging.getLogger("outrigger.kube")
 
@@ -79,6 +86,8 @@ DRA_RESOURCES = (
     ("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses", "deviceclasses"),
     ("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims", "resourceclaims"),
 )
+#: DeviceTaintRules: watched with DRADeviceTaintRules on, when the API server serves them in v1 (1.37).
+TAINT_RULES = ("DeviceTaintRule", "/apis/resource.k8s.io/v1/devicetaintrules", "devicetaintrules")
 
 
 # ---- informers ----------------------------------------------------------------------------------
@@ -189,9 +198,56 @@ class _DraObjects:
 
 
 def dra_informers(source: Source) -> list[Informer[DraObject | None]]:
-    """The informers of ResourceSlices, DeviceClasses and ResourceClaims for ``source`` (not started)."""
-    return [Informer(source.client, path, resource, dra_converter(kind), _DraObjects(source, kind))
-            for kind, path, resource in DRA_RESOURCES]
+    """The informers of ResourceSlices, DeviceClasses, ResourceClaims and DeviceTaintRules for ``source``
+    (not started)."""
+    kind, path, resource = TAINT_RULES
+    return [*(Informer(source.client, path, resource, dra_converter(kind), _DraObjects(source, kind))
+              for kind, path, resource in DRA_RESOURCES),
+            TaintRuleInformer(source.client, path, resource, dra_converter(kind), _DraObjects(source, kind))]
+
+
+class TaintRuleInformer(Informer[DraObject | None]):
+    """The DeviceTaintRule informer: it lists and watches only when DRADeviceTaintRules is on and the API
+    server's discovery lists ``devicetaintrules`` in ``resource.k8s.io/v1`` (1.37; 1.36 and 1.35 serve
+    them only in beta and alpha versions that are off by default). Otherwise it says why in one line and
+    holds nothing (synced at once, so pods need not wait for it): devices are tainted by their slices only."""
+
+    #: Whether the API server serves the resource (None until asked, or when the gate is off).
+    served: bool | None = None
+
+    async def run(self) -> None:
+        if not features.enabled("DRADeviceTaintRules"):
+            self.synced.set()
+            return
+        self.served = await self._discover()
+        if not self.served:
+            log.warning("the API server does not serve %s in resource.k8s.io/v1 (Kubernetes 1.37 does; 1.36 and "
+                        "1.35 only in versions off by default, which Outrigger does not read): DynamicResources "
+                        "sees the taints ResourceSlices give their devices, no DeviceTaintRule's", self.resource)
+            self.synced.set()
+            return
+        await super().run()
+
+    async def _discover(self) -> bool:
+        delay, failing = self.min_backoff, ""
+        for _ in range(1_000_000):  # until answered or cancelled, as the informers retry
+            try:
+                doc = await self.client.request("GET", self.path.rsplit("/", 1)[0], verb="get",
+                                                resource="apiresources")
+                resources = doc.get("resources") if isinstance(doc, dict) else None
+                return any(isinstance(r, dict) and r.get("name") == self.resource for r in resources or ())
+            except ApiError as exc:
+                if exc.code == 404:
+                    return False  # resource.k8s.io/v1 itself is not served
+                error = str(exc)
+            except ApiUnreachable as exc:
+                error = str(exc)
+            if error != failing:
+                log.warning("%s; asking again with backoff", error)
+                failing = error
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.max_backoff)
+        return False
 
 
 # ---- writes ---------------------------------------------------------------------------------------

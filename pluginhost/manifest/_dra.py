@@ -1,5 +1,5 @@
 """Dynamic Resource Allocation's objects (``resource.k8s.io/v1``): ResourceClaim,
-ResourceClaimTemplate, DeviceClass and ResourceSlice, read from manifests as :class:`ResourceObject`.
+ResourceClaimTemplate, DeviceClass, ResourceSlice and DeviceTaintRule, read from manifests as :class:`ResourceObject`.
 
 The SDK does not model them: their fields are the framework's DRA store's to decode
 (``framework.dra``). What happens here is the envelope (kind, apiVersion, metadata, checked as for
@@ -22,7 +22,7 @@ __all__ = ["RESOURCE_API_VERSION", "RESOURCE_KINDS", "ResourceObject", "build_re
 
 RESOURCE_API_VERSION = "resource.k8s.io/v1"
 #: The kinds read as :class:`ResourceObject`; the first two are namespaced.
-RESOURCE_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice")
+RESOURCE_KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice", "DeviceTaintRule")
 _NAMESPACED = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 
 # The framework's strict decoder: (kind, manifest) -> None, raising FieldError for a wrong field.
