@@ -218,11 +218,11 @@ def pod_signer(fwk: Framework) -> Signer | None:
         # The plugins' own SignPod after the in-tree ones: a pod those cannot sign costs no remote call.
         for spl in plugin_signers:
             # Observed as the other points' calls are: a remote signer's SignPod is a CLIENT span under Sign.
-            got = await fwk._observed("Sign", spl, spl.sign_pod(pod))
-            if isinstance(got, Raised):
-                log.error("SignPod of plugin %r failed; pod %s is not batched", spl.name, pod.key, exc_info=got.exc)
+            answer = await fwk._observed("Sign", spl, spl.sign_pod(pod))
+            if isinstance(answer, Raised):
+                log.error("SignPod of plugin %r failed; pod %s is not batched", spl.name, pod.key, exc_info=answer.exc)
                 return None
-            signed, status = got
+            signed, status = answer
             if not status.ok or signed is None:
                 log.debug("plugin %r cannot sign pod %s: %s", spl.name, pod.key, status.message())
                 return None
