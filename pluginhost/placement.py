@@ -194,9 +194,11 @@ class PlacementScorePlugin(Plugin):
 @dataclass(slots=True)
 class PodGroupPostFilterResult:
     """What a PodGroupPostFilter plugin made possible: the node each pod (``namespace/name``) is
-    nominated to."""
+    nominated to, and, from a plugin served remotely, the pods the framework is to evict for it (an
+    in-process plugin evicts its own through the handle)."""
 
     nominated: dict[str, str] = field(default_factory=dict)
+    victims: list[Pod] = field(default_factory=list)
 
 
 class PodGroupSchedulingFunc(Protocol):
@@ -227,7 +229,7 @@ POD_GROUP_POINT_CLASSES: Mapping[str, type] = {
 
 #: The PodGroup points a plugin host can serve, as rows of the points table
 #: (:data:`pluginhost.plugin.POINTS`): each with its value of the contract's ExtensionPoint enum.
-#: PodGroupPostFilter re-runs the group's scheduling through a callback, so it is not served remotely.
+#: PodGroupPostFilter's re-scheduling callback is a bidirectional stream (Plugin.PodGroupPostFilter).
 POD_GROUP_POINT_ROWS: tuple[Point, ...] = (
     Point("placementGenerate", PlacementGeneratePlugin, "generate_placements",
           "EXTENSION_POINT_PLACEMENT_GENERATE", None, "podGroup"),
@@ -235,6 +237,8 @@ POD_GROUP_POINT_ROWS: tuple[Point, ...] = (
           "podGroup"),
     Point("normalizePlacementScore", PlacementScoreExtensions, "normalize_placement_score",
           "EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE", None, "part", "placementScore"),
+    Point("podGroupPostFilter", PodGroupPostFilterPlugin, "pod_group_post_filter",
+          "EXTENSION_POINT_POD_GROUP_POST_FILTER", None, "podGroup"),
 )
 
 

@@ -1,5 +1,5 @@
 """The PodGroup points of the Plugin service (GeneratePlacements, ScorePlacement,
-NormalizePlacementScore): a mixin of :class:`pluginhost.servicer.Servicer`.
+NormalizePlacementScore, PodGroupPostFilter): a mixin of :class:`pluginhost.servicer.Servicer`.
 
 Each call rebuilds the group (:class:`~pluginhost.placement.PodGroupInfo`) from the request's
 ``PodGroupContext`` and gives the plugin a CycleState keyed by the group cycle's id (ScorePlacement:
@@ -15,12 +15,20 @@ import grpc
 
 from pluginhost import pb
 from pluginhost.context import CallContext
-from pluginhost.convert import pod_from_proto, status_to_proto
+from pluginhost.convert import pod_from_proto, status_from_proto, status_to_proto
 from pluginhost.cycle_state import RemoteCycleState
 from pluginhost.mirror import MirrorError
-from pluginhost.placement import Placement, PlacementScore, PodGroupAssignments, PodGroupInfo, ProposedAssignment
+from pluginhost.placement import (
+    Placement,
+    PlacementScore,
+    PodGroupAssignments,
+    PodGroupInfo,
+    PodGroupPostFilterResult,
+    ProposedAssignment,
+)
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Status
+from pluginhost.view import NodeView
 from pluginhost.workload import BASIC, GANG, PodGroup
 
 __all__ = ["PodGroupServicer"]
@@ -49,7 +57,8 @@ def _names(snapshot: Snapshot | None, msg: Any) -> tuple[str, ...]:
 
 
 class PodGroupServicer:
-    """GeneratePlacements, ScorePlacement and NormalizePlacementScore (mixed into the Servicer)."""
+    """GeneratePlacements, ScorePlacement, NormalizePlacementScore and PodGroupPostFilter (mixed into
+    the Servicer)."""
 
     async def _group_call(self, request: Any, context: grpc.aio.ServicerContext, point: str,
                           cycle_id: str = "") -> Any:
@@ -123,3 +132,63 @@ class PodGroupServicer:
             status=status_to_proto(failed or status), scores=[s.score for s in scores],
             state_writes=state.drain_writes(),
         )
+
+    async def PodGroupPostFilter(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        """The stream (see the contract): the start, the plugin's asks to schedule the group again
+        (each written, its answer read), then its result."""
+        first = await context.read()
+        if first is grpc.aio.EOF or not first.HasField("start"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "a PodGroupPostFilter stream must start with PodGroupPostFilterStart")
+        start = first.start
+        inst, state, call = await self._group_call(start, context, "PodGroupPostFilter")
+        group = _group(start.ctx)
+        asks = 0
+
+        async def schedule(view: NodeView | None = None) -> tuple[PodGroupAssignments | None, Status]:
+            nonlocal asks
+            if view is not None and (view.added_nodes or view.added_pods or view.changes):
+                raise ValueError("PodGroupPostFilter's schedule takes pods out of the snapshot only (removed_pods)")
+            asks += 1
+            if asks > start.max_schedules:
+                raise ValueError(f"the group may be scheduled again at most {start.max_schedules} times in one "
+                                 "PodGroupPostFilter")
+            ask = pb.plugin.PodGroupSchedule(removed_pods=[pb.types.PodRef(uid=uid) for uid, _ in
+                                                           (view.removed_pods if view else ())])
+            await context.write(pb.plugin.PodGroupPostFilterReply(schedule=ask))
+            msg = await context.read()
+            if msg is grpc.aio.EOF or not msg.HasField("scheduled"):
+                raise ValueError("the framework ended the PodGroupPostFilter stream before answering")
+            got, pods = msg.scheduled, group.unscheduled_pods
+            proposed = [ProposedAssignment(pods[a.pod], str(a.node_name)) for a in got.assignments if a.pod < len(pods)]
+            return PodGroupAssignments(Placement(str(got.placement), ()), proposed), status_from_proto(got.status)
+
+        async def run() -> tuple[PodGroupPostFilterResult | None, Status]:
+            result, status = await inst.pod_group_post_filter(state, group, schedule)
+            return result, status
+
+        (result, status), failed = await self._invoke(call, run, (None, SUCCESS))  # type: ignore[attr-defined]
+        if failed is None and result is not None and status.ok:
+            try:
+                out = _result(group, result, status)
+            except ValueError as exc:
+                failed = Status.failure(str(exc))
+        if failed is not None or result is None or not status.ok:
+            out = pb.plugin.PodGroupPostFilterResult(status=status_to_proto(failed or status))
+        out.state_writes.extend(state.drain_writes())
+        await context.write(pb.plugin.PodGroupPostFilterReply(result=out))
+
+
+def _result(group: PodGroupInfo, result: PodGroupPostFilterResult, status: Status) -> Any:
+    """A successful result as the contract's; ValueError for a nominated pod not of the group."""
+    index = {p.key: i for i, p in enumerate(group.unscheduled_pods)}
+    out = pb.plugin.PodGroupPostFilterResult(status=status_to_proto(status))
+    for key, node in result.nominated.items():
+        if key not in index:
+            raise ValueError(f"nominated pod {key} is not an unscheduled pod of pod group "
+                             f"{group.namespace}/{group.name}")
+        out.nominations.add(pod=index[key], node_name=node)
+    for pod in result.victims:
+        out.victims.add(pod=pb.types.PodRef(uid=pod.uid, namespace=pod.namespace, name=pod.name),
+                        node_name=pod.node_name)
+    return out

@@ -59,6 +59,7 @@ __all__ = [
     "GroupPreemptionHandle",
     "Victim",
     "cluster_victims",
+    "evict_group_victims",
     "filter_victims_with_pdb_violation",
     "group_preemption_policy",
     "preempt_in_memory",
@@ -308,7 +309,7 @@ async def _preempt(
             violations += count
     chosen.sort(key=Victim.importance)
     victims = [p for v in chosen for p in v.pods]
-    status = await _evict(plugin, handle, pg, victims)
+    status = await evict_group_victims(plugin, handle, pg, victims)
     if status.ok:
         status = Status(Code.Success, (f"found a placement for podgroup, preempting {len(victims)} victims",))
     return PodGroupPostFilterResult({a.pod.key: a.node_name for a in valid}), status
@@ -418,7 +419,8 @@ async def _fits(fwk: Framework, a: ProposedAssignment, snapshot: Snapshot, seen:
     return status.ok
 
 
-async def _evict(plugin: str, handle: GroupPreemptionHandle, pg: PodGroup, victims: Sequence[Pod]) -> Status:
+async def evict_group_victims(plugin: str, handle: GroupPreemptionHandle, pg: PodGroup,
+                              victims: Sequence[Pod]) -> Status:
     """prepareCandidate for a group: each victim stopped in memory or deleted through the cluster source,
     and told (``Preempted by podgroup <uid> on node cluster``)."""
     for victim in victims:

@@ -22,6 +22,7 @@ from pluginhost.plugin import (
 
 from ..hooks import BeforeCycle, FilterAhead
 from .adapter import RemotePlugin
+from .groupfilter import RemotePodGroupPostFilter
 from .placement import RemotePlacementGenerate, RemotePlacementScore, RemotePlacementScoreExtensions
 from .sign import RemoteSign
 
@@ -50,6 +51,7 @@ _TRANSFORMER_ENUMS: dict[int, tuple[str, int, type]] = {
 _GROUP_ENUMS: dict[int, tuple[str, type]] = {
     E.EXTENSION_POINT_PLACEMENT_GENERATE: ("placementGenerate", RemotePlacementGenerate),
     E.EXTENSION_POINT_PLACEMENT_SCORE: ("placementScore", RemotePlacementScore),
+    E.EXTENSION_POINT_POD_GROUP_POST_FILTER: ("podGroupPostFilter", RemotePodGroupPostFilter),
 }
 
 _ADAPTER_CLASSES: dict[tuple[str, frozenset[int]], type[RemotePlugin]] = {}

@@ -39,6 +39,7 @@ class ExtensionPoint(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXTENSION_POINT_PLACEMENT_SCORE: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE: _ClassVar[ExtensionPoint]
     EXTENSION_POINT_SIGN: _ClassVar[ExtensionPoint]
+    EXTENSION_POINT_POD_GROUP_POST_FILTER: _ClassVar[ExtensionPoint]
 
 class NominatingMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -71,6 +72,7 @@ EXTENSION_POINT_PLACEMENT_GENERATE: ExtensionPoint
 EXTENSION_POINT_PLACEMENT_SCORE: ExtensionPoint
 EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE: ExtensionPoint
 EXTENSION_POINT_SIGN: ExtensionPoint
+EXTENSION_POINT_POD_GROUP_POST_FILTER: ExtensionPoint
 NOMINATING_MODE_UNSPECIFIED: NominatingMode
 NOMINATING_MODE_NOOP: NominatingMode
 NOMINATING_MODE_OVERRIDE: NominatingMode
@@ -559,6 +561,66 @@ class NormalizePlacementScoreReply(_message.Message):
     scores: _containers.RepeatedScalarFieldContainer[int]
     state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
     def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., scores: _Optional[_Iterable[int]] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
+
+class PodGroupPostFilterRequest(_message.Message):
+    __slots__ = ("start", "scheduled")
+    START_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    start: PodGroupPostFilterStart
+    scheduled: PodGroupScheduleResult
+    def __init__(self, start: _Optional[_Union[PodGroupPostFilterStart, _Mapping]] = ..., scheduled: _Optional[_Union[PodGroupScheduleResult, _Mapping]] = ...) -> None: ...
+
+class PodGroupPostFilterStart(_message.Message):
+    __slots__ = ("ctx", "max_schedules")
+    CTX_FIELD_NUMBER: _ClassVar[int]
+    MAX_SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    ctx: PodGroupContext
+    max_schedules: int
+    def __init__(self, ctx: _Optional[_Union[PodGroupContext, _Mapping]] = ..., max_schedules: _Optional[int] = ...) -> None: ...
+
+class PodGroupPostFilterReply(_message.Message):
+    __slots__ = ("schedule", "result")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    schedule: PodGroupSchedule
+    result: PodGroupPostFilterResult
+    def __init__(self, schedule: _Optional[_Union[PodGroupSchedule, _Mapping]] = ..., result: _Optional[_Union[PodGroupPostFilterResult, _Mapping]] = ...) -> None: ...
+
+class PodGroupSchedule(_message.Message):
+    __slots__ = ("removed_pods",)
+    REMOVED_PODS_FIELD_NUMBER: _ClassVar[int]
+    removed_pods: _containers.RepeatedCompositeFieldContainer[_types_pb2.PodRef]
+    def __init__(self, removed_pods: _Optional[_Iterable[_Union[_types_pb2.PodRef, _Mapping]]] = ...) -> None: ...
+
+class PodGroupScheduleResult(_message.Message):
+    __slots__ = ("status", "placement", "assignments")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    placement: str
+    assignments: _containers.RepeatedCompositeFieldContainer[PlacementAssignment]
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., placement: _Optional[str] = ..., assignments: _Optional[_Iterable[_Union[PlacementAssignment, _Mapping]]] = ...) -> None: ...
+
+class PodGroupVictim(_message.Message):
+    __slots__ = ("pod", "node_name")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    pod: _types_pb2.PodRef
+    node_name: str
+    def __init__(self, pod: _Optional[_Union[_types_pb2.PodRef, _Mapping]] = ..., node_name: _Optional[str] = ...) -> None: ...
+
+class PodGroupPostFilterResult(_message.Message):
+    __slots__ = ("status", "nominations", "victims", "state_writes")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NOMINATIONS_FIELD_NUMBER: _ClassVar[int]
+    VICTIMS_FIELD_NUMBER: _ClassVar[int]
+    STATE_WRITES_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.Status
+    nominations: _containers.RepeatedCompositeFieldContainer[PlacementAssignment]
+    victims: _containers.RepeatedCompositeFieldContainer[PodGroupVictim]
+    state_writes: _containers.RepeatedCompositeFieldContainer[_types_pb2.StateEntry]
+    def __init__(self, status: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., nominations: _Optional[_Iterable[_Union[PlacementAssignment, _Mapping]]] = ..., victims: _Optional[_Iterable[_Union[PodGroupVictim, _Mapping]]] = ..., state_writes: _Optional[_Iterable[_Union[_types_pb2.StateEntry, _Mapping]]] = ...) -> None: ...
 
 class LookaheadRequest(_message.Message):
     __slots__ = ("seq", "plugin", "profile", "node_generation", "filter", "score", "pods")

@@ -143,6 +143,11 @@ class PluginStub:
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreRequest.SerializeToString,
                 response_deserializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreReply.FromString,
                 _registered_method=True)
+        self.PodGroupPostFilter = channel.stream_stream(
+                '/outrigger.v1.Plugin/PodGroupPostFilter',
+                request_serializer=outrigger_dot_v1_dot_plugin__pb2.PodGroupPostFilterRequest.SerializeToString,
+                response_deserializer=outrigger_dot_v1_dot_plugin__pb2.PodGroupPostFilterReply.FromString,
+                _registered_method=True)
         self.SignPod = channel.unary_unary(
                 '/outrigger.v1.Plugin/SignPod',
                 request_serializer=outrigger_dot_v1_dot_plugin__pb2.PodRequest.SerializeToString,
@@ -377,6 +382,21 @@ class PluginServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PodGroupPostFilter(self, request_iterator, context):
+        """PodGroupPostFilter (kube-scheduler 1.37's PodGroupPostFilterPlugin; enabled at podGroupPostFilter):
+        the group could not be placed; make it placeable (preemption for a group) or say why not. The
+        framework's first message is the start (the group cycle, its state keyed by group_cycle_id as
+        every group call's); the host may then ask, one at a time, to schedule the group again in the
+        cycle's snapshot with some pods taken out (upstream's PodGroupSchedulingFunc over the mutable
+        snapshot), each answered with the assignments found and the group's status, nothing kept; at most
+        PodGroupPostFilterStart.max_schedules asks, all within the point's deadline. The host's last
+        message is its result: the status, the nominations, and the victims the framework evicts (each
+        checked to be in the snapshot on the node named; a bad result changes nothing and is an error).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SignPod(self, request, context):
         """--- Opportunistic batching -------------------------------------------------------------------
 
@@ -585,6 +605,11 @@ def add_PluginServicer_to_server(servicer, server):
                     servicer.NormalizePlacementScore,
                     request_deserializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreRequest.FromString,
                     response_serializer=outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreReply.SerializeToString,
+            ),
+            'PodGroupPostFilter': grpc.stream_stream_rpc_method_handler(
+                    servicer.PodGroupPostFilter,
+                    request_deserializer=outrigger_dot_v1_dot_plugin__pb2.PodGroupPostFilterRequest.FromString,
+                    response_serializer=outrigger_dot_v1_dot_plugin__pb2.PodGroupPostFilterReply.SerializeToString,
             ),
             'SignPod': grpc.unary_unary_rpc_method_handler(
                     servicer.SignPod,
@@ -1210,6 +1235,33 @@ class Plugin:
             '/outrigger.v1.Plugin/NormalizePlacementScore',
             outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreRequest.SerializeToString,
             outrigger_dot_v1_dot_plugin__pb2.NormalizePlacementScoreReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PodGroupPostFilter(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/outrigger.v1.Plugin/PodGroupPostFilter',
+            outrigger_dot_v1_dot_plugin__pb2.PodGroupPostFilterRequest.SerializeToString,
+            outrigger_dot_v1_dot_plugin__pb2.PodGroupPostFilterReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -117,6 +117,8 @@ const (
 	// Plugin.SignPod (opportunistic batching). Only with EXTENSION_POINT_PRE_FILTER, _FILTER,
 	// _PRE_SCORE or _SCORE (the points batching skips for a pod given a hint).
 	ExtensionPoint_EXTENSION_POINT_SIGN ExtensionPoint = 25
+	// Plugin.PodGroupPostFilter (a PodGroup cycle's PodGroupPostFilter; enabled at podGroupPostFilter).
+	ExtensionPoint_EXTENSION_POINT_POD_GROUP_POST_FILTER ExtensionPoint = 26
 )
 
 // Enum value maps for ExtensionPoint.
@@ -148,6 +150,7 @@ var (
 		23: "EXTENSION_POINT_PLACEMENT_SCORE",
 		24: "EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE",
 		25: "EXTENSION_POINT_SIGN",
+		26: "EXTENSION_POINT_POD_GROUP_POST_FILTER",
 	}
 	ExtensionPoint_value = map[string]int32{
 		"EXTENSION_POINT_UNSPECIFIED":               0,
@@ -176,6 +179,7 @@ var (
 		"EXTENSION_POINT_PLACEMENT_SCORE":           23,
 		"EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE": 24,
 		"EXTENSION_POINT_SIGN":                      25,
+		"EXTENSION_POINT_POD_GROUP_POST_FILTER":     26,
 	}
 )
 
@@ -3350,6 +3354,474 @@ func (x *NormalizePlacementScoreReply) GetStateWrites() []*StateEntry {
 	return nil
 }
 
+// The framework's messages on a PodGroupPostFilter stream: the start, then one answer per ask.
+type PodGroupPostFilterRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*PodGroupPostFilterRequest_Start
+	//	*PodGroupPostFilterRequest_Scheduled
+	Msg           isPodGroupPostFilterRequest_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupPostFilterRequest) Reset() {
+	*x = PodGroupPostFilterRequest{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupPostFilterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupPostFilterRequest) ProtoMessage() {}
+
+func (x *PodGroupPostFilterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupPostFilterRequest.ProtoReflect.Descriptor instead.
+func (*PodGroupPostFilterRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *PodGroupPostFilterRequest) GetMsg() isPodGroupPostFilterRequest_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterRequest) GetStart() *PodGroupPostFilterStart {
+	if x != nil {
+		if x, ok := x.Msg.(*PodGroupPostFilterRequest_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterRequest) GetScheduled() *PodGroupScheduleResult {
+	if x != nil {
+		if x, ok := x.Msg.(*PodGroupPostFilterRequest_Scheduled); ok {
+			return x.Scheduled
+		}
+	}
+	return nil
+}
+
+type isPodGroupPostFilterRequest_Msg interface {
+	isPodGroupPostFilterRequest_Msg()
+}
+
+type PodGroupPostFilterRequest_Start struct {
+	// First message: the group that could not be placed.
+	Start *PodGroupPostFilterStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type PodGroupPostFilterRequest_Scheduled struct {
+	// The answer to the host's last PodGroupPostFilterReply.schedule.
+	Scheduled *PodGroupScheduleResult `protobuf:"bytes,2,opt,name=scheduled,proto3,oneof"`
+}
+
+func (*PodGroupPostFilterRequest_Start) isPodGroupPostFilterRequest_Msg() {}
+
+func (*PodGroupPostFilterRequest_Scheduled) isPodGroupPostFilterRequest_Msg() {}
+
+// PodGroupPostFilter's start: the group cycle (PodGroupContext.pods: its unscheduled pods, in the
+// queue's order; PodGroupContext.state: the group cycle's entries of the declared state_keys).
+type PodGroupPostFilterStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group cycle.
+	Ctx *PodGroupContext `protobuf:"bytes,1,opt,name=ctx,proto3" json:"ctx,omitempty"`
+	// How many times the host may ask to schedule the group again in this call.
+	MaxSchedules  uint32 `protobuf:"varint,2,opt,name=max_schedules,json=maxSchedules,proto3" json:"max_schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupPostFilterStart) Reset() {
+	*x = PodGroupPostFilterStart{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupPostFilterStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupPostFilterStart) ProtoMessage() {}
+
+func (x *PodGroupPostFilterStart) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupPostFilterStart.ProtoReflect.Descriptor instead.
+func (*PodGroupPostFilterStart) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *PodGroupPostFilterStart) GetCtx() *PodGroupContext {
+	if x != nil {
+		return x.Ctx
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterStart) GetMaxSchedules() uint32 {
+	if x != nil {
+		return x.MaxSchedules
+	}
+	return 0
+}
+
+// The host's messages on a PodGroupPostFilter stream: asks, then one result that ends the call.
+type PodGroupPostFilterReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*PodGroupPostFilterReply_Schedule
+	//	*PodGroupPostFilterReply_Result
+	Msg           isPodGroupPostFilterReply_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupPostFilterReply) Reset() {
+	*x = PodGroupPostFilterReply{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupPostFilterReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupPostFilterReply) ProtoMessage() {}
+
+func (x *PodGroupPostFilterReply) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupPostFilterReply.ProtoReflect.Descriptor instead.
+func (*PodGroupPostFilterReply) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *PodGroupPostFilterReply) GetMsg() isPodGroupPostFilterReply_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterReply) GetSchedule() *PodGroupSchedule {
+	if x != nil {
+		if x, ok := x.Msg.(*PodGroupPostFilterReply_Schedule); ok {
+			return x.Schedule
+		}
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterReply) GetResult() *PodGroupPostFilterResult {
+	if x != nil {
+		if x, ok := x.Msg.(*PodGroupPostFilterReply_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isPodGroupPostFilterReply_Msg interface {
+	isPodGroupPostFilterReply_Msg()
+}
+
+type PodGroupPostFilterReply_Schedule struct {
+	// Schedule the group again as if these pods were not in the snapshot.
+	Schedule *PodGroupSchedule `protobuf:"bytes,1,opt,name=schedule,proto3,oneof"`
+}
+
+type PodGroupPostFilterReply_Result struct {
+	// The plugin's answer (last message).
+	Result *PodGroupPostFilterResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*PodGroupPostFilterReply_Schedule) isPodGroupPostFilterReply_Msg() {}
+
+func (*PodGroupPostFilterReply_Result) isPodGroupPostFilterReply_Msg() {}
+
+// An ask to schedule the group again in the cycle's snapshot with pods taken out (nothing is kept).
+type PodGroupSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pods taken out of the snapshot (by uid; each must be on a node of the snapshot).
+	RemovedPods   []*PodRef `protobuf:"bytes,1,rep,name=removed_pods,json=removedPods,proto3" json:"removed_pods,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupSchedule) Reset() {
+	*x = PodGroupSchedule{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupSchedule) ProtoMessage() {}
+
+func (x *PodGroupSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupSchedule.ProtoReflect.Descriptor instead.
+func (*PodGroupSchedule) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *PodGroupSchedule) GetRemovedPods() []*PodRef {
+	if x != nil {
+		return x.RemovedPods
+	}
+	return nil
+}
+
+// What scheduling the group again found.
+type PodGroupScheduleResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group's status: success when at least minCount of its pods were placed.
+	Status *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The placement the pods were placed in ("" for the placement of all nodes).
+	Placement string `protobuf:"bytes,2,opt,name=placement,proto3" json:"placement,omitempty"`
+	// Each pod the algorithm reached (PlacementAssignment.pod indexes PodGroupContext.pods) and its
+	// node (empty node_name: not placed).
+	Assignments   []*PlacementAssignment `protobuf:"bytes,3,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupScheduleResult) Reset() {
+	*x = PodGroupScheduleResult{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupScheduleResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupScheduleResult) ProtoMessage() {}
+
+func (x *PodGroupScheduleResult) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupScheduleResult.ProtoReflect.Descriptor instead.
+func (*PodGroupScheduleResult) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *PodGroupScheduleResult) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *PodGroupScheduleResult) GetPlacement() string {
+	if x != nil {
+		return x.Placement
+	}
+	return ""
+}
+
+func (x *PodGroupScheduleResult) GetAssignments() []*PlacementAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+// A pod the framework evicts so that the group can be placed, and the node it is on.
+type PodGroupVictim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod (uid, namespace, name), as in the snapshot.
+	Pod *PodRef `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The node the pod is on in the snapshot.
+	NodeName      string `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupVictim) Reset() {
+	*x = PodGroupVictim{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupVictim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupVictim) ProtoMessage() {}
+
+func (x *PodGroupVictim) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupVictim.ProtoReflect.Descriptor instead.
+func (*PodGroupVictim) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *PodGroupVictim) GetPod() *PodRef {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *PodGroupVictim) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+// PodGroupPostFilter's result.
+type PodGroupPostFilterResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// CODE_SUCCESS: the group can be placed once the victims are gone (the framework evicts them,
+	// nominates the pods and retries the group); CODE_UNSCHEDULABLE: it cannot (the next plugin is
+	// asked); CODE_UNSCHEDULABLE_AND_UNRESOLVABLE: no plugin can; CODE_ERROR: the call failed.
+	Status *Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The node each pod of the group is nominated to (pod: index in PodGroupContext.pods); with
+	// success only.
+	Nominations []*PlacementAssignment `protobuf:"bytes,2,rep,name=nominations,proto3" json:"nominations,omitempty"`
+	// Pods to evict (with success only), told as preempted by the PodGroup.
+	Victims []*PodGroupVictim `protobuf:"bytes,3,rep,name=victims,proto3" json:"victims,omitempty"`
+	// Writes to the group cycle's CycleState.
+	StateWrites   []*StateEntry `protobuf:"bytes,4,rep,name=state_writes,json=stateWrites,proto3" json:"state_writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodGroupPostFilterResult) Reset() {
+	*x = PodGroupPostFilterResult{}
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodGroupPostFilterResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodGroupPostFilterResult) ProtoMessage() {}
+
+func (x *PodGroupPostFilterResult) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodGroupPostFilterResult.ProtoReflect.Descriptor instead.
+func (*PodGroupPostFilterResult) Descriptor() ([]byte, []int) {
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *PodGroupPostFilterResult) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterResult) GetNominations() []*PlacementAssignment {
+	if x != nil {
+		return x.Nominations
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterResult) GetVictims() []*PodGroupVictim {
+	if x != nil {
+		return x.Victims
+	}
+	return nil
+}
+
+func (x *PodGroupPostFilterResult) GetStateWrites() []*StateEntry {
+	if x != nil {
+		return x.StateWrites
+	}
+	return nil
+}
+
 // Ask for Filter and Score answers of a plugin for pods ahead of their cycles, over every node of the
 // snapshot. The host waits until its mirror has applied at least node_generation, answers against its
 // latest snapshot and says which generation that was; the framework uses an answer only while its
@@ -3376,7 +3848,7 @@ type LookaheadRequest struct {
 
 func (x *LookaheadRequest) Reset() {
 	*x = LookaheadRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3388,7 +3860,7 @@ func (x *LookaheadRequest) String() string {
 func (*LookaheadRequest) ProtoMessage() {}
 
 func (x *LookaheadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[43]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3401,7 +3873,7 @@ func (x *LookaheadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookaheadRequest.ProtoReflect.Descriptor instead.
 func (*LookaheadRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LookaheadRequest) GetSeq() uint64 {
@@ -3480,7 +3952,7 @@ type PodVerdict struct {
 
 func (x *PodVerdict) Reset() {
 	*x = PodVerdict{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3492,7 +3964,7 @@ func (x *PodVerdict) String() string {
 func (*PodVerdict) ProtoMessage() {}
 
 func (x *PodVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[44]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3505,7 +3977,7 @@ func (x *PodVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodVerdict.ProtoReflect.Descriptor instead.
 func (*PodVerdict) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{44}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PodVerdict) GetUid() string {
@@ -3576,7 +4048,7 @@ type LookaheadReply struct {
 
 func (x *LookaheadReply) Reset() {
 	*x = LookaheadReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3588,7 +4060,7 @@ func (x *LookaheadReply) String() string {
 func (*LookaheadReply) ProtoMessage() {}
 
 func (x *LookaheadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[45]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3601,7 +4073,7 @@ func (x *LookaheadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookaheadReply.ProtoReflect.Descriptor instead.
 func (*LookaheadReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{45}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LookaheadReply) GetSeq() uint64 {
@@ -3654,7 +4126,7 @@ type PermitReply struct {
 
 func (x *PermitReply) Reset() {
 	*x = PermitReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +4138,7 @@ func (x *PermitReply) String() string {
 func (*PermitReply) ProtoMessage() {}
 
 func (x *PermitReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[46]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +4151,7 @@ func (x *PermitReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PermitReply.ProtoReflect.Descriptor instead.
 func (*PermitReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{46}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PermitReply) GetStatus() *Status {
@@ -3723,7 +4195,7 @@ type NodeChange struct {
 
 func (x *NodeChange) Reset() {
 	*x = NodeChange{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3735,7 +4207,7 @@ func (x *NodeChange) String() string {
 func (*NodeChange) ProtoMessage() {}
 
 func (x *NodeChange) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[47]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3748,7 +4220,7 @@ func (x *NodeChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeChange.ProtoReflect.Descriptor instead.
 func (*NodeChange) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{47}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeChange) GetNodeName() string {
@@ -3799,7 +4271,7 @@ type AddedNode struct {
 
 func (x *AddedNode) Reset() {
 	*x = AddedNode{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +4283,7 @@ func (x *AddedNode) String() string {
 func (*AddedNode) ProtoMessage() {}
 
 func (x *AddedNode) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[48]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3824,7 +4296,7 @@ func (x *AddedNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddedNode.ProtoReflect.Descriptor instead.
 func (*AddedNode) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{48}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AddedNode) GetId() uint32 {
@@ -3854,7 +4326,7 @@ type RemovedPod struct {
 
 func (x *RemovedPod) Reset() {
 	*x = RemovedPod{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3866,7 +4338,7 @@ func (x *RemovedPod) String() string {
 func (*RemovedPod) ProtoMessage() {}
 
 func (x *RemovedPod) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[49]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3879,7 +4351,7 @@ func (x *RemovedPod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovedPod.ProtoReflect.Descriptor instead.
 func (*RemovedPod) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{49}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RemovedPod) GetUid() string {
@@ -3914,7 +4386,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4398,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[50]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4411,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{50}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeView) GetAddedNodes() []*AddedNode {
@@ -3991,7 +4463,7 @@ type PodChange struct {
 
 func (x *PodChange) Reset() {
 	*x = PodChange{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4003,7 +4475,7 @@ func (x *PodChange) String() string {
 func (*PodChange) ProtoMessage() {}
 
 func (x *PodChange) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[51]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4016,7 +4488,7 @@ func (x *PodChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodChange.ProtoReflect.Descriptor instead.
 func (*PodChange) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{51}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PodChange) GetLabels() map[string]string {
@@ -4076,7 +4548,7 @@ type TransformPodReply struct {
 
 func (x *TransformPodReply) Reset() {
 	*x = TransformPodReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4088,7 +4560,7 @@ func (x *TransformPodReply) String() string {
 func (*TransformPodReply) ProtoMessage() {}
 
 func (x *TransformPodReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[52]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4101,7 +4573,7 @@ func (x *TransformPodReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformPodReply.ProtoReflect.Descriptor instead.
 func (*TransformPodReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{52}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TransformPodReply) GetStatus() *Status {
@@ -4141,7 +4613,7 @@ type TransformNodesRequest struct {
 
 func (x *TransformNodesRequest) Reset() {
 	*x = TransformNodesRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4625,7 @@ func (x *TransformNodesRequest) String() string {
 func (*TransformNodesRequest) ProtoMessage() {}
 
 func (x *TransformNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[53]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4638,7 @@ func (x *TransformNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformNodesRequest.ProtoReflect.Descriptor instead.
 func (*TransformNodesRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{53}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TransformNodesRequest) GetCtx() *CycleContext {
@@ -4205,7 +4677,7 @@ type TransformNodesReply struct {
 
 func (x *TransformNodesReply) Reset() {
 	*x = TransformNodesReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4217,7 +4689,7 @@ func (x *TransformNodesReply) String() string {
 func (*TransformNodesReply) ProtoMessage() {}
 
 func (x *TransformNodesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[54]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4230,7 +4702,7 @@ func (x *TransformNodesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransformNodesReply.ProtoReflect.Descriptor instead.
 func (*TransformNodesReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{54}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *TransformNodesReply) GetStatus() *Status {
@@ -4267,7 +4739,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4279,7 +4751,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[55]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4292,7 +4764,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{55}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *StopRequest) GetProfile() string {
@@ -4324,7 +4796,7 @@ type DebugRequest struct {
 
 func (x *DebugRequest) Reset() {
 	*x = DebugRequest{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[56]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4336,7 +4808,7 @@ func (x *DebugRequest) String() string {
 func (*DebugRequest) ProtoMessage() {}
 
 func (x *DebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[56]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4349,7 +4821,7 @@ func (x *DebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugRequest.ProtoReflect.Descriptor instead.
 func (*DebugRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{56}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DebugRequest) GetPlugin() string {
@@ -4384,7 +4856,7 @@ type DebugReply struct {
 
 func (x *DebugReply) Reset() {
 	*x = DebugReply{}
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[57]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4396,7 +4868,7 @@ func (x *DebugReply) String() string {
 func (*DebugReply) ProtoMessage() {}
 
 func (x *DebugReply) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_v1_plugin_proto_msgTypes[57]
+	mi := &file_outrigger_v1_plugin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4409,7 +4881,7 @@ func (x *DebugReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugReply.ProtoReflect.Descriptor instead.
 func (*DebugReply) Descriptor() ([]byte, []int) {
-	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{57}
+	return file_outrigger_v1_plugin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DebugReply) GetJson() string {
@@ -4643,7 +5115,32 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x1cNormalizePlacementScoreReply\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12\x16\n" +
 	"\x06scores\x18\x02 \x03(\x03R\x06scores\x12;\n" +
-	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\xd4\x01\n" +
+	"\fstate_writes\x18\x03 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\xa7\x01\n" +
+	"\x19PodGroupPostFilterRequest\x12=\n" +
+	"\x05start\x18\x01 \x01(\v2%.outrigger.v1.PodGroupPostFilterStartH\x00R\x05start\x12D\n" +
+	"\tscheduled\x18\x02 \x01(\v2$.outrigger.v1.PodGroupScheduleResultH\x00R\tscheduledB\x05\n" +
+	"\x03msg\"o\n" +
+	"\x17PodGroupPostFilterStart\x12/\n" +
+	"\x03ctx\x18\x01 \x01(\v2\x1d.outrigger.v1.PodGroupContextR\x03ctx\x12#\n" +
+	"\rmax_schedules\x18\x02 \x01(\rR\fmaxSchedules\"\xa0\x01\n" +
+	"\x17PodGroupPostFilterReply\x12<\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1e.outrigger.v1.PodGroupScheduleH\x00R\bschedule\x12@\n" +
+	"\x06result\x18\x02 \x01(\v2&.outrigger.v1.PodGroupPostFilterResultH\x00R\x06resultB\x05\n" +
+	"\x03msg\"K\n" +
+	"\x10PodGroupSchedule\x127\n" +
+	"\fremoved_pods\x18\x01 \x03(\v2\x14.outrigger.v1.PodRefR\vremovedPods\"\xa9\x01\n" +
+	"\x16PodGroupScheduleResult\x12,\n" +
+	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12\x1c\n" +
+	"\tplacement\x18\x02 \x01(\tR\tplacement\x12C\n" +
+	"\vassignments\x18\x03 \x03(\v2!.outrigger.v1.PlacementAssignmentR\vassignments\"U\n" +
+	"\x0ePodGroupVictim\x12&\n" +
+	"\x03pod\x18\x01 \x01(\v2\x14.outrigger.v1.PodRefR\x03pod\x12\x1b\n" +
+	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"\x82\x02\n" +
+	"\x18PodGroupPostFilterResult\x12,\n" +
+	"\x06status\x18\x01 \x01(\v2\x14.outrigger.v1.StatusR\x06status\x12C\n" +
+	"\vnominations\x18\x02 \x03(\v2!.outrigger.v1.PlacementAssignmentR\vnominations\x126\n" +
+	"\avictims\x18\x03 \x03(\v2\x1c.outrigger.v1.PodGroupVictimR\avictims\x12;\n" +
+	"\fstate_writes\x18\x04 \x03(\v2\x18.outrigger.v1.StateEntryR\vstateWrites\"\xd4\x01\n" +
 	"\x10LookaheadRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06plugin\x18\x02 \x01(\tR\x06plugin\x12\x18\n" +
@@ -4746,7 +5243,7 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x04path\x18\x03 \x01(\tR\x04path\" \n" +
 	"\n" +
 	"DebugReply\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\tR\x04json*\x98\a\n" +
+	"\x04json\x18\x01 \x01(\tR\x04json*\xc3\a\n" +
 	"\x0eExtensionPoint\x12\x1f\n" +
 	"\x1bEXTENSION_POINT_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEXTENSION_POINT_PRE_ENQUEUE\x10\x01\x12\x1e\n" +
@@ -4774,11 +5271,12 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\"EXTENSION_POINT_PLACEMENT_GENERATE\x10\x16\x12#\n" +
 	"\x1fEXTENSION_POINT_PLACEMENT_SCORE\x10\x17\x12-\n" +
 	")EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE\x10\x18\x12\x18\n" +
-	"\x14EXTENSION_POINT_SIGN\x10\x19*i\n" +
+	"\x14EXTENSION_POINT_SIGN\x10\x19\x12)\n" +
+	"%EXTENSION_POINT_POD_GROUP_POST_FILTER\x10\x1a*i\n" +
 	"\x0eNominatingMode\x12\x1f\n" +
 	"\x1bNOMINATING_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14NOMINATING_MODE_NOOP\x10\x01\x12\x1c\n" +
-	"\x18NOMINATING_MODE_OVERRIDE\x10\x022\x98\x13\n" +
+	"\x18NOMINATING_MODE_OVERRIDE\x10\x022\x82\x14\n" +
 	"\x06Plugin\x12L\n" +
 	"\tHandshake\x12\x1e.outrigger.v1.HandshakeRequest\x1a\x1f.outrigger.v1.HandshakeResponse\x12I\n" +
 	"\tConfigure\x12\x1e.outrigger.v1.ConfigureRequest\x1a\x1c.outrigger.v1.ConfigureReply\x12A\n" +
@@ -4802,7 +5300,8 @@ const file_outrigger_v1_plugin_proto_rawDesc = "" +
 	"\x06Permit\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.PermitReply\x12d\n" +
 	"\x12GeneratePlacements\x12'.outrigger.v1.GeneratePlacementsRequest\x1a%.outrigger.v1.GeneratePlacementsReply\x12X\n" +
 	"\x0eScorePlacement\x12#.outrigger.v1.ScorePlacementRequest\x1a!.outrigger.v1.ScorePlacementReply\x12s\n" +
-	"\x17NormalizePlacementScore\x12,.outrigger.v1.NormalizePlacementScoreRequest\x1a*.outrigger.v1.NormalizePlacementScoreReply\x12<\n" +
+	"\x17NormalizePlacementScore\x12,.outrigger.v1.NormalizePlacementScoreRequest\x1a*.outrigger.v1.NormalizePlacementScoreReply\x12h\n" +
+	"\x12PodGroupPostFilter\x12'.outrigger.v1.PodGroupPostFilterRequest\x1a%.outrigger.v1.PodGroupPostFilterReply(\x010\x01\x12<\n" +
 	"\aSignPod\x12\x18.outrigger.v1.PodRequest\x1a\x17.outrigger.v1.SignReply\x12H\n" +
 	"\x10PreBindPreFlight\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.StatusReply\x12?\n" +
 	"\aPreBind\x12\x19.outrigger.v1.NodeRequest\x1a\x19.outrigger.v1.StatusReply\x12<\n" +
@@ -4828,7 +5327,7 @@ func file_outrigger_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_outrigger_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_outrigger_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_outrigger_v1_plugin_proto_goTypes = []any{
 	(ExtensionPoint)(0),                    // 0: outrigger.v1.ExtensionPoint
 	(NominatingMode)(0),                    // 1: outrigger.v1.NominatingMode
@@ -4875,202 +5374,224 @@ var file_outrigger_v1_plugin_proto_goTypes = []any{
 	(*ScorePlacementReply)(nil),            // 42: outrigger.v1.ScorePlacementReply
 	(*NormalizePlacementScoreRequest)(nil), // 43: outrigger.v1.NormalizePlacementScoreRequest
 	(*NormalizePlacementScoreReply)(nil),   // 44: outrigger.v1.NormalizePlacementScoreReply
-	(*LookaheadRequest)(nil),               // 45: outrigger.v1.LookaheadRequest
-	(*PodVerdict)(nil),                     // 46: outrigger.v1.PodVerdict
-	(*LookaheadReply)(nil),                 // 47: outrigger.v1.LookaheadReply
-	(*PermitReply)(nil),                    // 48: outrigger.v1.PermitReply
-	(*NodeChange)(nil),                     // 49: outrigger.v1.NodeChange
-	(*AddedNode)(nil),                      // 50: outrigger.v1.AddedNode
-	(*RemovedPod)(nil),                     // 51: outrigger.v1.RemovedPod
-	(*NodeView)(nil),                       // 52: outrigger.v1.NodeView
-	(*PodChange)(nil),                      // 53: outrigger.v1.PodChange
-	(*TransformPodReply)(nil),              // 54: outrigger.v1.TransformPodReply
-	(*TransformNodesRequest)(nil),          // 55: outrigger.v1.TransformNodesRequest
-	(*TransformNodesReply)(nil),            // 56: outrigger.v1.TransformNodesReply
-	(*StopRequest)(nil),                    // 57: outrigger.v1.StopRequest
-	(*DebugRequest)(nil),                   // 58: outrigger.v1.DebugRequest
-	(*DebugReply)(nil),                     // 59: outrigger.v1.DebugReply
-	nil,                                    // 60: outrigger.v1.CycleContext.TraceContextEntry
-	nil,                                    // 61: outrigger.v1.PostFilterRequest.NodeStatusesEntry
-	nil,                                    // 62: outrigger.v1.PodGroupContext.TraceContextEntry
-	nil,                                    // 63: outrigger.v1.NodeChange.AllocatableEntry
-	nil,                                    // 64: outrigger.v1.NodeChange.RequestedEntry
-	nil,                                    // 65: outrigger.v1.NodeChange.LabelsEntry
-	nil,                                    // 66: outrigger.v1.PodChange.LabelsEntry
-	nil,                                    // 67: outrigger.v1.PodChange.AnnotationsEntry
-	nil,                                    // 68: outrigger.v1.PodChange.RequestsEntry
-	nil,                                    // 69: outrigger.v1.PodChange.NodeSelectorEntry
-	(*ClusterEventWithHint)(nil),           // 70: outrigger.v1.ClusterEventWithHint
-	(*Status)(nil),                         // 71: outrigger.v1.Status
-	(*Pod)(nil),                            // 72: outrigger.v1.Pod
-	(*StateEntry)(nil),                     // 73: outrigger.v1.StateEntry
-	(*ClusterEvent)(nil),                   // 74: outrigger.v1.ClusterEvent
-	(*NodeBatch)(nil),                      // 75: outrigger.v1.NodeBatch
-	(Code)(0),                              // 76: outrigger.v1.Code
-	(*PodRef)(nil),                         // 77: outrigger.v1.PodRef
-	(*Node)(nil),                           // 78: outrigger.v1.Node
+	(*PodGroupPostFilterRequest)(nil),      // 45: outrigger.v1.PodGroupPostFilterRequest
+	(*PodGroupPostFilterStart)(nil),        // 46: outrigger.v1.PodGroupPostFilterStart
+	(*PodGroupPostFilterReply)(nil),        // 47: outrigger.v1.PodGroupPostFilterReply
+	(*PodGroupSchedule)(nil),               // 48: outrigger.v1.PodGroupSchedule
+	(*PodGroupScheduleResult)(nil),         // 49: outrigger.v1.PodGroupScheduleResult
+	(*PodGroupVictim)(nil),                 // 50: outrigger.v1.PodGroupVictim
+	(*PodGroupPostFilterResult)(nil),       // 51: outrigger.v1.PodGroupPostFilterResult
+	(*LookaheadRequest)(nil),               // 52: outrigger.v1.LookaheadRequest
+	(*PodVerdict)(nil),                     // 53: outrigger.v1.PodVerdict
+	(*LookaheadReply)(nil),                 // 54: outrigger.v1.LookaheadReply
+	(*PermitReply)(nil),                    // 55: outrigger.v1.PermitReply
+	(*NodeChange)(nil),                     // 56: outrigger.v1.NodeChange
+	(*AddedNode)(nil),                      // 57: outrigger.v1.AddedNode
+	(*RemovedPod)(nil),                     // 58: outrigger.v1.RemovedPod
+	(*NodeView)(nil),                       // 59: outrigger.v1.NodeView
+	(*PodChange)(nil),                      // 60: outrigger.v1.PodChange
+	(*TransformPodReply)(nil),              // 61: outrigger.v1.TransformPodReply
+	(*TransformNodesRequest)(nil),          // 62: outrigger.v1.TransformNodesRequest
+	(*TransformNodesReply)(nil),            // 63: outrigger.v1.TransformNodesReply
+	(*StopRequest)(nil),                    // 64: outrigger.v1.StopRequest
+	(*DebugRequest)(nil),                   // 65: outrigger.v1.DebugRequest
+	(*DebugReply)(nil),                     // 66: outrigger.v1.DebugReply
+	nil,                                    // 67: outrigger.v1.CycleContext.TraceContextEntry
+	nil,                                    // 68: outrigger.v1.PostFilterRequest.NodeStatusesEntry
+	nil,                                    // 69: outrigger.v1.PodGroupContext.TraceContextEntry
+	nil,                                    // 70: outrigger.v1.NodeChange.AllocatableEntry
+	nil,                                    // 71: outrigger.v1.NodeChange.RequestedEntry
+	nil,                                    // 72: outrigger.v1.NodeChange.LabelsEntry
+	nil,                                    // 73: outrigger.v1.PodChange.LabelsEntry
+	nil,                                    // 74: outrigger.v1.PodChange.AnnotationsEntry
+	nil,                                    // 75: outrigger.v1.PodChange.RequestsEntry
+	nil,                                    // 76: outrigger.v1.PodChange.NodeSelectorEntry
+	(*ClusterEventWithHint)(nil),           // 77: outrigger.v1.ClusterEventWithHint
+	(*Status)(nil),                         // 78: outrigger.v1.Status
+	(*Pod)(nil),                            // 79: outrigger.v1.Pod
+	(*StateEntry)(nil),                     // 80: outrigger.v1.StateEntry
+	(*ClusterEvent)(nil),                   // 81: outrigger.v1.ClusterEvent
+	(*NodeBatch)(nil),                      // 82: outrigger.v1.NodeBatch
+	(Code)(0),                              // 83: outrigger.v1.Code
+	(*PodRef)(nil),                         // 84: outrigger.v1.PodRef
+	(*Node)(nil),                           // 85: outrigger.v1.Node
 }
 var file_outrigger_v1_plugin_proto_depIdxs = []int32{
 	0,   // 0: outrigger.v1.PluginManifest.points:type_name -> outrigger.v1.ExtensionPoint
-	70,  // 1: outrigger.v1.PluginManifest.events:type_name -> outrigger.v1.ClusterEventWithHint
+	77,  // 1: outrigger.v1.PluginManifest.events:type_name -> outrigger.v1.ClusterEventWithHint
 	3,   // 2: outrigger.v1.HandshakeResponse.plugins:type_name -> outrigger.v1.PluginManifest
-	71,  // 3: outrigger.v1.ConfigureReply.status:type_name -> outrigger.v1.Status
-	72,  // 4: outrigger.v1.CycleContext.pod:type_name -> outrigger.v1.Pod
-	73,  // 5: outrigger.v1.CycleContext.state:type_name -> outrigger.v1.StateEntry
-	60,  // 6: outrigger.v1.CycleContext.trace_context:type_name -> outrigger.v1.CycleContext.TraceContextEntry
-	52,  // 7: outrigger.v1.CycleContext.node_view:type_name -> outrigger.v1.NodeView
+	78,  // 3: outrigger.v1.ConfigureReply.status:type_name -> outrigger.v1.Status
+	79,  // 4: outrigger.v1.CycleContext.pod:type_name -> outrigger.v1.Pod
+	80,  // 5: outrigger.v1.CycleContext.state:type_name -> outrigger.v1.StateEntry
+	67,  // 6: outrigger.v1.CycleContext.trace_context:type_name -> outrigger.v1.CycleContext.TraceContextEntry
+	59,  // 7: outrigger.v1.CycleContext.node_view:type_name -> outrigger.v1.NodeView
 	7,   // 8: outrigger.v1.CycleRequest.ctx:type_name -> outrigger.v1.CycleContext
-	72,  // 9: outrigger.v1.PodRequest.pod:type_name -> outrigger.v1.Pod
+	79,  // 9: outrigger.v1.PodRequest.pod:type_name -> outrigger.v1.Pod
 	7,   // 10: outrigger.v1.NodeRequest.ctx:type_name -> outrigger.v1.CycleContext
-	71,  // 11: outrigger.v1.StatusReply.status:type_name -> outrigger.v1.Status
-	73,  // 12: outrigger.v1.StatusReply.state_writes:type_name -> outrigger.v1.StateEntry
-	72,  // 13: outrigger.v1.QueueSortKeyRequest.pod:type_name -> outrigger.v1.Pod
+	78,  // 11: outrigger.v1.StatusReply.status:type_name -> outrigger.v1.Status
+	80,  // 12: outrigger.v1.StatusReply.state_writes:type_name -> outrigger.v1.StateEntry
+	79,  // 13: outrigger.v1.QueueSortKeyRequest.pod:type_name -> outrigger.v1.Pod
 	14,  // 14: outrigger.v1.QueueSortKeyReply.key:type_name -> outrigger.v1.SortKeyPart
-	70,  // 15: outrigger.v1.EventsReply.events:type_name -> outrigger.v1.ClusterEventWithHint
-	72,  // 16: outrigger.v1.QueueingHintRequest.pod:type_name -> outrigger.v1.Pod
-	74,  // 17: outrigger.v1.QueueingHintRequest.event:type_name -> outrigger.v1.ClusterEvent
-	71,  // 18: outrigger.v1.PreFilterReply.status:type_name -> outrigger.v1.Status
-	73,  // 19: outrigger.v1.PreFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	77,  // 15: outrigger.v1.EventsReply.events:type_name -> outrigger.v1.ClusterEventWithHint
+	79,  // 16: outrigger.v1.QueueingHintRequest.pod:type_name -> outrigger.v1.Pod
+	81,  // 17: outrigger.v1.QueueingHintRequest.event:type_name -> outrigger.v1.ClusterEvent
+	78,  // 18: outrigger.v1.PreFilterReply.status:type_name -> outrigger.v1.Status
+	80,  // 19: outrigger.v1.PreFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
 	7,   // 20: outrigger.v1.PreFilterExtensionRequest.ctx:type_name -> outrigger.v1.CycleContext
-	72,  // 21: outrigger.v1.PreFilterExtensionRequest.other_pod:type_name -> outrigger.v1.Pod
+	79,  // 21: outrigger.v1.PreFilterExtensionRequest.other_pod:type_name -> outrigger.v1.Pod
 	7,   // 22: outrigger.v1.FilterStart.ctx:type_name -> outrigger.v1.CycleContext
-	75,  // 23: outrigger.v1.FilterStart.batch:type_name -> outrigger.v1.NodeBatch
+	82,  // 23: outrigger.v1.FilterStart.batch:type_name -> outrigger.v1.NodeBatch
 	22,  // 24: outrigger.v1.FilterRequest.start:type_name -> outrigger.v1.FilterStart
-	75,  // 25: outrigger.v1.FilterRequest.batch:type_name -> outrigger.v1.NodeBatch
-	76,  // 26: outrigger.v1.FilterReply.codes:type_name -> outrigger.v1.Code
+	82,  // 25: outrigger.v1.FilterRequest.batch:type_name -> outrigger.v1.NodeBatch
+	83,  // 26: outrigger.v1.FilterReply.codes:type_name -> outrigger.v1.Code
 	24,  // 27: outrigger.v1.FilterReply.reason_table:type_name -> outrigger.v1.ReasonSet
-	73,  // 28: outrigger.v1.FilterReply.state_writes:type_name -> outrigger.v1.StateEntry
-	71,  // 29: outrigger.v1.FilterReply.error:type_name -> outrigger.v1.Status
+	80,  // 28: outrigger.v1.FilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	78,  // 29: outrigger.v1.FilterReply.error:type_name -> outrigger.v1.Status
 	7,   // 30: outrigger.v1.PostFilterRequest.ctx:type_name -> outrigger.v1.CycleContext
-	61,  // 31: outrigger.v1.PostFilterRequest.node_statuses:type_name -> outrigger.v1.PostFilterRequest.NodeStatusesEntry
-	71,  // 32: outrigger.v1.PostFilterReply.status:type_name -> outrigger.v1.Status
-	73,  // 33: outrigger.v1.PostFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
-	77,  // 34: outrigger.v1.PostFilterReply.victims:type_name -> outrigger.v1.PodRef
+	68,  // 31: outrigger.v1.PostFilterRequest.node_statuses:type_name -> outrigger.v1.PostFilterRequest.NodeStatusesEntry
+	78,  // 32: outrigger.v1.PostFilterReply.status:type_name -> outrigger.v1.Status
+	80,  // 33: outrigger.v1.PostFilterReply.state_writes:type_name -> outrigger.v1.StateEntry
+	84,  // 34: outrigger.v1.PostFilterReply.victims:type_name -> outrigger.v1.PodRef
 	1,   // 35: outrigger.v1.PostFilterReply.nominating_mode:type_name -> outrigger.v1.NominatingMode
 	7,   // 36: outrigger.v1.PreScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
 	7,   // 37: outrigger.v1.ScoreStart.ctx:type_name -> outrigger.v1.CycleContext
-	75,  // 38: outrigger.v1.ScoreStart.batch:type_name -> outrigger.v1.NodeBatch
+	82,  // 38: outrigger.v1.ScoreStart.batch:type_name -> outrigger.v1.NodeBatch
 	29,  // 39: outrigger.v1.ScoreRequest.start:type_name -> outrigger.v1.ScoreStart
-	75,  // 40: outrigger.v1.ScoreRequest.batch:type_name -> outrigger.v1.NodeBatch
-	73,  // 41: outrigger.v1.ScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	71,  // 42: outrigger.v1.ScoreReply.error:type_name -> outrigger.v1.Status
+	82,  // 40: outrigger.v1.ScoreRequest.batch:type_name -> outrigger.v1.NodeBatch
+	80,  // 41: outrigger.v1.ScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	78,  // 42: outrigger.v1.ScoreReply.error:type_name -> outrigger.v1.Status
 	7,   // 43: outrigger.v1.NormalizeScoreRequest.ctx:type_name -> outrigger.v1.CycleContext
-	71,  // 44: outrigger.v1.NormalizeScoreReply.status:type_name -> outrigger.v1.Status
-	73,  // 45: outrigger.v1.NormalizeScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	71,  // 46: outrigger.v1.SignReply.status:type_name -> outrigger.v1.Status
+	78,  // 44: outrigger.v1.NormalizeScoreReply.status:type_name -> outrigger.v1.Status
+	80,  // 45: outrigger.v1.NormalizeScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	78,  // 46: outrigger.v1.SignReply.status:type_name -> outrigger.v1.Status
 	34,  // 47: outrigger.v1.SignReply.fragments:type_name -> outrigger.v1.SignFragment
-	72,  // 48: outrigger.v1.PodGroupContext.pods:type_name -> outrigger.v1.Pod
-	73,  // 49: outrigger.v1.PodGroupContext.state:type_name -> outrigger.v1.StateEntry
-	62,  // 50: outrigger.v1.PodGroupContext.trace_context:type_name -> outrigger.v1.PodGroupContext.TraceContextEntry
+	79,  // 48: outrigger.v1.PodGroupContext.pods:type_name -> outrigger.v1.Pod
+	80,  // 49: outrigger.v1.PodGroupContext.state:type_name -> outrigger.v1.StateEntry
+	69,  // 50: outrigger.v1.PodGroupContext.trace_context:type_name -> outrigger.v1.PodGroupContext.TraceContextEntry
 	36,  // 51: outrigger.v1.GeneratePlacementsRequest.ctx:type_name -> outrigger.v1.PodGroupContext
 	38,  // 52: outrigger.v1.GeneratePlacementsRequest.parent:type_name -> outrigger.v1.PlacementNodes
-	71,  // 53: outrigger.v1.GeneratePlacementsReply.status:type_name -> outrigger.v1.Status
+	78,  // 53: outrigger.v1.GeneratePlacementsReply.status:type_name -> outrigger.v1.Status
 	38,  // 54: outrigger.v1.GeneratePlacementsReply.placements:type_name -> outrigger.v1.PlacementNodes
-	73,  // 55: outrigger.v1.GeneratePlacementsReply.state_writes:type_name -> outrigger.v1.StateEntry
+	80,  // 55: outrigger.v1.GeneratePlacementsReply.state_writes:type_name -> outrigger.v1.StateEntry
 	36,  // 56: outrigger.v1.ScorePlacementRequest.ctx:type_name -> outrigger.v1.PodGroupContext
 	38,  // 57: outrigger.v1.ScorePlacementRequest.placement:type_name -> outrigger.v1.PlacementNodes
 	37,  // 58: outrigger.v1.ScorePlacementRequest.assignments:type_name -> outrigger.v1.PlacementAssignment
-	71,  // 59: outrigger.v1.ScorePlacementReply.status:type_name -> outrigger.v1.Status
-	73,  // 60: outrigger.v1.ScorePlacementReply.state_writes:type_name -> outrigger.v1.StateEntry
+	78,  // 59: outrigger.v1.ScorePlacementReply.status:type_name -> outrigger.v1.Status
+	80,  // 60: outrigger.v1.ScorePlacementReply.state_writes:type_name -> outrigger.v1.StateEntry
 	36,  // 61: outrigger.v1.NormalizePlacementScoreRequest.ctx:type_name -> outrigger.v1.PodGroupContext
-	71,  // 62: outrigger.v1.NormalizePlacementScoreReply.status:type_name -> outrigger.v1.Status
-	73,  // 63: outrigger.v1.NormalizePlacementScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
-	72,  // 64: outrigger.v1.LookaheadRequest.pods:type_name -> outrigger.v1.Pod
-	24,  // 65: outrigger.v1.PodVerdict.reason_table:type_name -> outrigger.v1.ReasonSet
-	71,  // 66: outrigger.v1.PodVerdict.error:type_name -> outrigger.v1.Status
-	46,  // 67: outrigger.v1.LookaheadReply.verdicts:type_name -> outrigger.v1.PodVerdict
-	71,  // 68: outrigger.v1.LookaheadReply.error:type_name -> outrigger.v1.Status
-	71,  // 69: outrigger.v1.PermitReply.status:type_name -> outrigger.v1.Status
-	73,  // 70: outrigger.v1.PermitReply.state_writes:type_name -> outrigger.v1.StateEntry
-	63,  // 71: outrigger.v1.NodeChange.allocatable:type_name -> outrigger.v1.NodeChange.AllocatableEntry
-	64,  // 72: outrigger.v1.NodeChange.requested:type_name -> outrigger.v1.NodeChange.RequestedEntry
-	65,  // 73: outrigger.v1.NodeChange.labels:type_name -> outrigger.v1.NodeChange.LabelsEntry
-	78,  // 74: outrigger.v1.AddedNode.node:type_name -> outrigger.v1.Node
-	50,  // 75: outrigger.v1.NodeView.added_nodes:type_name -> outrigger.v1.AddedNode
-	72,  // 76: outrigger.v1.NodeView.added_pods:type_name -> outrigger.v1.Pod
-	49,  // 77: outrigger.v1.NodeView.changes:type_name -> outrigger.v1.NodeChange
-	51,  // 78: outrigger.v1.NodeView.removed_pods:type_name -> outrigger.v1.RemovedPod
-	66,  // 79: outrigger.v1.PodChange.labels:type_name -> outrigger.v1.PodChange.LabelsEntry
-	67,  // 80: outrigger.v1.PodChange.annotations:type_name -> outrigger.v1.PodChange.AnnotationsEntry
-	68,  // 81: outrigger.v1.PodChange.requests:type_name -> outrigger.v1.PodChange.RequestsEntry
-	69,  // 82: outrigger.v1.PodChange.node_selector:type_name -> outrigger.v1.PodChange.NodeSelectorEntry
-	71,  // 83: outrigger.v1.TransformPodReply.status:type_name -> outrigger.v1.Status
-	53,  // 84: outrigger.v1.TransformPodReply.change:type_name -> outrigger.v1.PodChange
-	73,  // 85: outrigger.v1.TransformPodReply.state_writes:type_name -> outrigger.v1.StateEntry
-	7,   // 86: outrigger.v1.TransformNodesRequest.ctx:type_name -> outrigger.v1.CycleContext
-	71,  // 87: outrigger.v1.TransformNodesReply.status:type_name -> outrigger.v1.Status
-	49,  // 88: outrigger.v1.TransformNodesReply.changes:type_name -> outrigger.v1.NodeChange
-	73,  // 89: outrigger.v1.TransformNodesReply.state_writes:type_name -> outrigger.v1.StateEntry
-	71,  // 90: outrigger.v1.PostFilterRequest.NodeStatusesEntry.value:type_name -> outrigger.v1.Status
-	2,   // 91: outrigger.v1.Plugin.Handshake:input_type -> outrigger.v1.HandshakeRequest
-	5,   // 92: outrigger.v1.Plugin.Configure:input_type -> outrigger.v1.ConfigureRequest
-	9,   // 93: outrigger.v1.Plugin.PreEnqueue:input_type -> outrigger.v1.PodRequest
-	13,  // 94: outrigger.v1.Plugin.QueueSortKey:input_type -> outrigger.v1.QueueSortKeyRequest
-	16,  // 95: outrigger.v1.Plugin.EventsToRegister:input_type -> outrigger.v1.EventsRequest
-	18,  // 96: outrigger.v1.Plugin.QueueingHint:input_type -> outrigger.v1.QueueingHintRequest
-	8,   // 97: outrigger.v1.Plugin.PreFilter:input_type -> outrigger.v1.CycleRequest
-	21,  // 98: outrigger.v1.Plugin.PreFilterAddPod:input_type -> outrigger.v1.PreFilterExtensionRequest
-	21,  // 99: outrigger.v1.Plugin.PreFilterRemovePod:input_type -> outrigger.v1.PreFilterExtensionRequest
-	23,  // 100: outrigger.v1.Plugin.Filter:input_type -> outrigger.v1.FilterRequest
-	26,  // 101: outrigger.v1.Plugin.PostFilter:input_type -> outrigger.v1.PostFilterRequest
-	28,  // 102: outrigger.v1.Plugin.PreScore:input_type -> outrigger.v1.PreScoreRequest
-	30,  // 103: outrigger.v1.Plugin.Score:input_type -> outrigger.v1.ScoreRequest
-	32,  // 104: outrigger.v1.Plugin.NormalizeScore:input_type -> outrigger.v1.NormalizeScoreRequest
-	45,  // 105: outrigger.v1.Plugin.Lookahead:input_type -> outrigger.v1.LookaheadRequest
-	10,  // 106: outrigger.v1.Plugin.Reserve:input_type -> outrigger.v1.NodeRequest
-	10,  // 107: outrigger.v1.Plugin.Unreserve:input_type -> outrigger.v1.NodeRequest
-	10,  // 108: outrigger.v1.Plugin.Permit:input_type -> outrigger.v1.NodeRequest
-	39,  // 109: outrigger.v1.Plugin.GeneratePlacements:input_type -> outrigger.v1.GeneratePlacementsRequest
-	41,  // 110: outrigger.v1.Plugin.ScorePlacement:input_type -> outrigger.v1.ScorePlacementRequest
-	43,  // 111: outrigger.v1.Plugin.NormalizePlacementScore:input_type -> outrigger.v1.NormalizePlacementScoreRequest
-	9,   // 112: outrigger.v1.Plugin.SignPod:input_type -> outrigger.v1.PodRequest
-	10,  // 113: outrigger.v1.Plugin.PreBindPreFlight:input_type -> outrigger.v1.NodeRequest
-	10,  // 114: outrigger.v1.Plugin.PreBind:input_type -> outrigger.v1.NodeRequest
-	10,  // 115: outrigger.v1.Plugin.Bind:input_type -> outrigger.v1.NodeRequest
-	10,  // 116: outrigger.v1.Plugin.PostBind:input_type -> outrigger.v1.NodeRequest
-	8,   // 117: outrigger.v1.Plugin.BeforePreFilter:input_type -> outrigger.v1.CycleRequest
-	55,  // 118: outrigger.v1.Plugin.BeforeFilter:input_type -> outrigger.v1.TransformNodesRequest
-	55,  // 119: outrigger.v1.Plugin.BeforePostFilter:input_type -> outrigger.v1.TransformNodesRequest
-	55,  // 120: outrigger.v1.Plugin.BeforeScore:input_type -> outrigger.v1.TransformNodesRequest
-	57,  // 121: outrigger.v1.Plugin.Stop:input_type -> outrigger.v1.StopRequest
-	58,  // 122: outrigger.v1.Plugin.Debug:input_type -> outrigger.v1.DebugRequest
-	4,   // 123: outrigger.v1.Plugin.Handshake:output_type -> outrigger.v1.HandshakeResponse
-	6,   // 124: outrigger.v1.Plugin.Configure:output_type -> outrigger.v1.ConfigureReply
-	11,  // 125: outrigger.v1.Plugin.PreEnqueue:output_type -> outrigger.v1.StatusReply
-	15,  // 126: outrigger.v1.Plugin.QueueSortKey:output_type -> outrigger.v1.QueueSortKeyReply
-	17,  // 127: outrigger.v1.Plugin.EventsToRegister:output_type -> outrigger.v1.EventsReply
-	19,  // 128: outrigger.v1.Plugin.QueueingHint:output_type -> outrigger.v1.QueueingHintReply
-	20,  // 129: outrigger.v1.Plugin.PreFilter:output_type -> outrigger.v1.PreFilterReply
-	11,  // 130: outrigger.v1.Plugin.PreFilterAddPod:output_type -> outrigger.v1.StatusReply
-	11,  // 131: outrigger.v1.Plugin.PreFilterRemovePod:output_type -> outrigger.v1.StatusReply
-	25,  // 132: outrigger.v1.Plugin.Filter:output_type -> outrigger.v1.FilterReply
-	27,  // 133: outrigger.v1.Plugin.PostFilter:output_type -> outrigger.v1.PostFilterReply
-	11,  // 134: outrigger.v1.Plugin.PreScore:output_type -> outrigger.v1.StatusReply
-	31,  // 135: outrigger.v1.Plugin.Score:output_type -> outrigger.v1.ScoreReply
-	33,  // 136: outrigger.v1.Plugin.NormalizeScore:output_type -> outrigger.v1.NormalizeScoreReply
-	47,  // 137: outrigger.v1.Plugin.Lookahead:output_type -> outrigger.v1.LookaheadReply
-	11,  // 138: outrigger.v1.Plugin.Reserve:output_type -> outrigger.v1.StatusReply
-	12,  // 139: outrigger.v1.Plugin.Unreserve:output_type -> outrigger.v1.Ack
-	48,  // 140: outrigger.v1.Plugin.Permit:output_type -> outrigger.v1.PermitReply
-	40,  // 141: outrigger.v1.Plugin.GeneratePlacements:output_type -> outrigger.v1.GeneratePlacementsReply
-	42,  // 142: outrigger.v1.Plugin.ScorePlacement:output_type -> outrigger.v1.ScorePlacementReply
-	44,  // 143: outrigger.v1.Plugin.NormalizePlacementScore:output_type -> outrigger.v1.NormalizePlacementScoreReply
-	35,  // 144: outrigger.v1.Plugin.SignPod:output_type -> outrigger.v1.SignReply
-	11,  // 145: outrigger.v1.Plugin.PreBindPreFlight:output_type -> outrigger.v1.StatusReply
-	11,  // 146: outrigger.v1.Plugin.PreBind:output_type -> outrigger.v1.StatusReply
-	11,  // 147: outrigger.v1.Plugin.Bind:output_type -> outrigger.v1.StatusReply
-	12,  // 148: outrigger.v1.Plugin.PostBind:output_type -> outrigger.v1.Ack
-	54,  // 149: outrigger.v1.Plugin.BeforePreFilter:output_type -> outrigger.v1.TransformPodReply
-	56,  // 150: outrigger.v1.Plugin.BeforeFilter:output_type -> outrigger.v1.TransformNodesReply
-	56,  // 151: outrigger.v1.Plugin.BeforePostFilter:output_type -> outrigger.v1.TransformNodesReply
-	56,  // 152: outrigger.v1.Plugin.BeforeScore:output_type -> outrigger.v1.TransformNodesReply
-	12,  // 153: outrigger.v1.Plugin.Stop:output_type -> outrigger.v1.Ack
-	59,  // 154: outrigger.v1.Plugin.Debug:output_type -> outrigger.v1.DebugReply
-	123, // [123:155] is the sub-list for method output_type
-	91,  // [91:123] is the sub-list for method input_type
-	91,  // [91:91] is the sub-list for extension type_name
-	91,  // [91:91] is the sub-list for extension extendee
-	0,   // [0:91] is the sub-list for field type_name
+	78,  // 62: outrigger.v1.NormalizePlacementScoreReply.status:type_name -> outrigger.v1.Status
+	80,  // 63: outrigger.v1.NormalizePlacementScoreReply.state_writes:type_name -> outrigger.v1.StateEntry
+	46,  // 64: outrigger.v1.PodGroupPostFilterRequest.start:type_name -> outrigger.v1.PodGroupPostFilterStart
+	49,  // 65: outrigger.v1.PodGroupPostFilterRequest.scheduled:type_name -> outrigger.v1.PodGroupScheduleResult
+	36,  // 66: outrigger.v1.PodGroupPostFilterStart.ctx:type_name -> outrigger.v1.PodGroupContext
+	48,  // 67: outrigger.v1.PodGroupPostFilterReply.schedule:type_name -> outrigger.v1.PodGroupSchedule
+	51,  // 68: outrigger.v1.PodGroupPostFilterReply.result:type_name -> outrigger.v1.PodGroupPostFilterResult
+	84,  // 69: outrigger.v1.PodGroupSchedule.removed_pods:type_name -> outrigger.v1.PodRef
+	78,  // 70: outrigger.v1.PodGroupScheduleResult.status:type_name -> outrigger.v1.Status
+	37,  // 71: outrigger.v1.PodGroupScheduleResult.assignments:type_name -> outrigger.v1.PlacementAssignment
+	84,  // 72: outrigger.v1.PodGroupVictim.pod:type_name -> outrigger.v1.PodRef
+	78,  // 73: outrigger.v1.PodGroupPostFilterResult.status:type_name -> outrigger.v1.Status
+	37,  // 74: outrigger.v1.PodGroupPostFilterResult.nominations:type_name -> outrigger.v1.PlacementAssignment
+	50,  // 75: outrigger.v1.PodGroupPostFilterResult.victims:type_name -> outrigger.v1.PodGroupVictim
+	80,  // 76: outrigger.v1.PodGroupPostFilterResult.state_writes:type_name -> outrigger.v1.StateEntry
+	79,  // 77: outrigger.v1.LookaheadRequest.pods:type_name -> outrigger.v1.Pod
+	24,  // 78: outrigger.v1.PodVerdict.reason_table:type_name -> outrigger.v1.ReasonSet
+	78,  // 79: outrigger.v1.PodVerdict.error:type_name -> outrigger.v1.Status
+	53,  // 80: outrigger.v1.LookaheadReply.verdicts:type_name -> outrigger.v1.PodVerdict
+	78,  // 81: outrigger.v1.LookaheadReply.error:type_name -> outrigger.v1.Status
+	78,  // 82: outrigger.v1.PermitReply.status:type_name -> outrigger.v1.Status
+	80,  // 83: outrigger.v1.PermitReply.state_writes:type_name -> outrigger.v1.StateEntry
+	70,  // 84: outrigger.v1.NodeChange.allocatable:type_name -> outrigger.v1.NodeChange.AllocatableEntry
+	71,  // 85: outrigger.v1.NodeChange.requested:type_name -> outrigger.v1.NodeChange.RequestedEntry
+	72,  // 86: outrigger.v1.NodeChange.labels:type_name -> outrigger.v1.NodeChange.LabelsEntry
+	85,  // 87: outrigger.v1.AddedNode.node:type_name -> outrigger.v1.Node
+	57,  // 88: outrigger.v1.NodeView.added_nodes:type_name -> outrigger.v1.AddedNode
+	79,  // 89: outrigger.v1.NodeView.added_pods:type_name -> outrigger.v1.Pod
+	56,  // 90: outrigger.v1.NodeView.changes:type_name -> outrigger.v1.NodeChange
+	58,  // 91: outrigger.v1.NodeView.removed_pods:type_name -> outrigger.v1.RemovedPod
+	73,  // 92: outrigger.v1.PodChange.labels:type_name -> outrigger.v1.PodChange.LabelsEntry
+	74,  // 93: outrigger.v1.PodChange.annotations:type_name -> outrigger.v1.PodChange.AnnotationsEntry
+	75,  // 94: outrigger.v1.PodChange.requests:type_name -> outrigger.v1.PodChange.RequestsEntry
+	76,  // 95: outrigger.v1.PodChange.node_selector:type_name -> outrigger.v1.PodChange.NodeSelectorEntry
+	78,  // 96: outrigger.v1.TransformPodReply.status:type_name -> outrigger.v1.Status
+	60,  // 97: outrigger.v1.TransformPodReply.change:type_name -> outrigger.v1.PodChange
+	80,  // 98: outrigger.v1.TransformPodReply.state_writes:type_name -> outrigger.v1.StateEntry
+	7,   // 99: outrigger.v1.TransformNodesRequest.ctx:type_name -> outrigger.v1.CycleContext
+	78,  // 100: outrigger.v1.TransformNodesReply.status:type_name -> outrigger.v1.Status
+	56,  // 101: outrigger.v1.TransformNodesReply.changes:type_name -> outrigger.v1.NodeChange
+	80,  // 102: outrigger.v1.TransformNodesReply.state_writes:type_name -> outrigger.v1.StateEntry
+	78,  // 103: outrigger.v1.PostFilterRequest.NodeStatusesEntry.value:type_name -> outrigger.v1.Status
+	2,   // 104: outrigger.v1.Plugin.Handshake:input_type -> outrigger.v1.HandshakeRequest
+	5,   // 105: outrigger.v1.Plugin.Configure:input_type -> outrigger.v1.ConfigureRequest
+	9,   // 106: outrigger.v1.Plugin.PreEnqueue:input_type -> outrigger.v1.PodRequest
+	13,  // 107: outrigger.v1.Plugin.QueueSortKey:input_type -> outrigger.v1.QueueSortKeyRequest
+	16,  // 108: outrigger.v1.Plugin.EventsToRegister:input_type -> outrigger.v1.EventsRequest
+	18,  // 109: outrigger.v1.Plugin.QueueingHint:input_type -> outrigger.v1.QueueingHintRequest
+	8,   // 110: outrigger.v1.Plugin.PreFilter:input_type -> outrigger.v1.CycleRequest
+	21,  // 111: outrigger.v1.Plugin.PreFilterAddPod:input_type -> outrigger.v1.PreFilterExtensionRequest
+	21,  // 112: outrigger.v1.Plugin.PreFilterRemovePod:input_type -> outrigger.v1.PreFilterExtensionRequest
+	23,  // 113: outrigger.v1.Plugin.Filter:input_type -> outrigger.v1.FilterRequest
+	26,  // 114: outrigger.v1.Plugin.PostFilter:input_type -> outrigger.v1.PostFilterRequest
+	28,  // 115: outrigger.v1.Plugin.PreScore:input_type -> outrigger.v1.PreScoreRequest
+	30,  // 116: outrigger.v1.Plugin.Score:input_type -> outrigger.v1.ScoreRequest
+	32,  // 117: outrigger.v1.Plugin.NormalizeScore:input_type -> outrigger.v1.NormalizeScoreRequest
+	52,  // 118: outrigger.v1.Plugin.Lookahead:input_type -> outrigger.v1.LookaheadRequest
+	10,  // 119: outrigger.v1.Plugin.Reserve:input_type -> outrigger.v1.NodeRequest
+	10,  // 120: outrigger.v1.Plugin.Unreserve:input_type -> outrigger.v1.NodeRequest
+	10,  // 121: outrigger.v1.Plugin.Permit:input_type -> outrigger.v1.NodeRequest
+	39,  // 122: outrigger.v1.Plugin.GeneratePlacements:input_type -> outrigger.v1.GeneratePlacementsRequest
+	41,  // 123: outrigger.v1.Plugin.ScorePlacement:input_type -> outrigger.v1.ScorePlacementRequest
+	43,  // 124: outrigger.v1.Plugin.NormalizePlacementScore:input_type -> outrigger.v1.NormalizePlacementScoreRequest
+	45,  // 125: outrigger.v1.Plugin.PodGroupPostFilter:input_type -> outrigger.v1.PodGroupPostFilterRequest
+	9,   // 126: outrigger.v1.Plugin.SignPod:input_type -> outrigger.v1.PodRequest
+	10,  // 127: outrigger.v1.Plugin.PreBindPreFlight:input_type -> outrigger.v1.NodeRequest
+	10,  // 128: outrigger.v1.Plugin.PreBind:input_type -> outrigger.v1.NodeRequest
+	10,  // 129: outrigger.v1.Plugin.Bind:input_type -> outrigger.v1.NodeRequest
+	10,  // 130: outrigger.v1.Plugin.PostBind:input_type -> outrigger.v1.NodeRequest
+	8,   // 131: outrigger.v1.Plugin.BeforePreFilter:input_type -> outrigger.v1.CycleRequest
+	62,  // 132: outrigger.v1.Plugin.BeforeFilter:input_type -> outrigger.v1.TransformNodesRequest
+	62,  // 133: outrigger.v1.Plugin.BeforePostFilter:input_type -> outrigger.v1.TransformNodesRequest
+	62,  // 134: outrigger.v1.Plugin.BeforeScore:input_type -> outrigger.v1.TransformNodesRequest
+	64,  // 135: outrigger.v1.Plugin.Stop:input_type -> outrigger.v1.StopRequest
+	65,  // 136: outrigger.v1.Plugin.Debug:input_type -> outrigger.v1.DebugRequest
+	4,   // 137: outrigger.v1.Plugin.Handshake:output_type -> outrigger.v1.HandshakeResponse
+	6,   // 138: outrigger.v1.Plugin.Configure:output_type -> outrigger.v1.ConfigureReply
+	11,  // 139: outrigger.v1.Plugin.PreEnqueue:output_type -> outrigger.v1.StatusReply
+	15,  // 140: outrigger.v1.Plugin.QueueSortKey:output_type -> outrigger.v1.QueueSortKeyReply
+	17,  // 141: outrigger.v1.Plugin.EventsToRegister:output_type -> outrigger.v1.EventsReply
+	19,  // 142: outrigger.v1.Plugin.QueueingHint:output_type -> outrigger.v1.QueueingHintReply
+	20,  // 143: outrigger.v1.Plugin.PreFilter:output_type -> outrigger.v1.PreFilterReply
+	11,  // 144: outrigger.v1.Plugin.PreFilterAddPod:output_type -> outrigger.v1.StatusReply
+	11,  // 145: outrigger.v1.Plugin.PreFilterRemovePod:output_type -> outrigger.v1.StatusReply
+	25,  // 146: outrigger.v1.Plugin.Filter:output_type -> outrigger.v1.FilterReply
+	27,  // 147: outrigger.v1.Plugin.PostFilter:output_type -> outrigger.v1.PostFilterReply
+	11,  // 148: outrigger.v1.Plugin.PreScore:output_type -> outrigger.v1.StatusReply
+	31,  // 149: outrigger.v1.Plugin.Score:output_type -> outrigger.v1.ScoreReply
+	33,  // 150: outrigger.v1.Plugin.NormalizeScore:output_type -> outrigger.v1.NormalizeScoreReply
+	54,  // 151: outrigger.v1.Plugin.Lookahead:output_type -> outrigger.v1.LookaheadReply
+	11,  // 152: outrigger.v1.Plugin.Reserve:output_type -> outrigger.v1.StatusReply
+	12,  // 153: outrigger.v1.Plugin.Unreserve:output_type -> outrigger.v1.Ack
+	55,  // 154: outrigger.v1.Plugin.Permit:output_type -> outrigger.v1.PermitReply
+	40,  // 155: outrigger.v1.Plugin.GeneratePlacements:output_type -> outrigger.v1.GeneratePlacementsReply
+	42,  // 156: outrigger.v1.Plugin.ScorePlacement:output_type -> outrigger.v1.ScorePlacementReply
+	44,  // 157: outrigger.v1.Plugin.NormalizePlacementScore:output_type -> outrigger.v1.NormalizePlacementScoreReply
+	47,  // 158: outrigger.v1.Plugin.PodGroupPostFilter:output_type -> outrigger.v1.PodGroupPostFilterReply
+	35,  // 159: outrigger.v1.Plugin.SignPod:output_type -> outrigger.v1.SignReply
+	11,  // 160: outrigger.v1.Plugin.PreBindPreFlight:output_type -> outrigger.v1.StatusReply
+	11,  // 161: outrigger.v1.Plugin.PreBind:output_type -> outrigger.v1.StatusReply
+	11,  // 162: outrigger.v1.Plugin.Bind:output_type -> outrigger.v1.StatusReply
+	12,  // 163: outrigger.v1.Plugin.PostBind:output_type -> outrigger.v1.Ack
+	61,  // 164: outrigger.v1.Plugin.BeforePreFilter:output_type -> outrigger.v1.TransformPodReply
+	63,  // 165: outrigger.v1.Plugin.BeforeFilter:output_type -> outrigger.v1.TransformNodesReply
+	63,  // 166: outrigger.v1.Plugin.BeforePostFilter:output_type -> outrigger.v1.TransformNodesReply
+	63,  // 167: outrigger.v1.Plugin.BeforeScore:output_type -> outrigger.v1.TransformNodesReply
+	12,  // 168: outrigger.v1.Plugin.Stop:output_type -> outrigger.v1.Ack
+	66,  // 169: outrigger.v1.Plugin.Debug:output_type -> outrigger.v1.DebugReply
+	137, // [137:170] is the sub-list for method output_type
+	104, // [104:137] is the sub-list for method input_type
+	104, // [104:104] is the sub-list for extension type_name
+	104, // [104:104] is the sub-list for extension extendee
+	0,   // [0:104] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_v1_plugin_proto_init() }
@@ -5092,13 +5613,21 @@ func file_outrigger_v1_plugin_proto_init() {
 		(*ScoreRequest_Start)(nil),
 		(*ScoreRequest_Batch)(nil),
 	}
+	file_outrigger_v1_plugin_proto_msgTypes[43].OneofWrappers = []any{
+		(*PodGroupPostFilterRequest_Start)(nil),
+		(*PodGroupPostFilterRequest_Scheduled)(nil),
+	}
+	file_outrigger_v1_plugin_proto_msgTypes[45].OneofWrappers = []any{
+		(*PodGroupPostFilterReply_Schedule)(nil),
+		(*PodGroupPostFilterReply_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_v1_plugin_proto_rawDesc), len(file_outrigger_v1_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   68,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -78,6 +78,7 @@ const (
 	Plugin_GeneratePlacements_FullMethodName      = "/outrigger.v1.Plugin/GeneratePlacements"
 	Plugin_ScorePlacement_FullMethodName          = "/outrigger.v1.Plugin/ScorePlacement"
 	Plugin_NormalizePlacementScore_FullMethodName = "/outrigger.v1.Plugin/NormalizePlacementScore"
+	Plugin_PodGroupPostFilter_FullMethodName      = "/outrigger.v1.Plugin/PodGroupPostFilter"
 	Plugin_SignPod_FullMethodName                 = "/outrigger.v1.Plugin/SignPod"
 	Plugin_PreBindPreFlight_FullMethodName        = "/outrigger.v1.Plugin/PreBindPreFlight"
 	Plugin_PreBind_FullMethodName                 = "/outrigger.v1.Plugin/PreBind"
@@ -153,6 +154,16 @@ type PluginClient interface {
 	// PlacementScoreExtensions.NormalizePlacementScore: map this plugin's raw scores of all the
 	// group's feasible placements into [0, 100].
 	NormalizePlacementScore(ctx context.Context, in *NormalizePlacementScoreRequest, opts ...grpc.CallOption) (*NormalizePlacementScoreReply, error)
+	// PodGroupPostFilter (kube-scheduler 1.37's PodGroupPostFilterPlugin; enabled at podGroupPostFilter):
+	// the group could not be placed; make it placeable (preemption for a group) or say why not. The
+	// framework's first message is the start (the group cycle, its state keyed by group_cycle_id as
+	// every group call's); the host may then ask, one at a time, to schedule the group again in the
+	// cycle's snapshot with some pods taken out (upstream's PodGroupSchedulingFunc over the mutable
+	// snapshot), each answered with the assignments found and the group's status, nothing kept; at most
+	// PodGroupPostFilterStart.max_schedules asks, all within the point's deadline. The host's last
+	// message is its result: the status, the nominations, and the victims the framework evicts (each
+	// checked to be in the snapshot on the node named; a bad result changes nothing and is an error).
+	PodGroupPostFilter(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PodGroupPostFilterRequest, PodGroupPostFilterReply], error)
 	// Sign (kube-scheduler 1.37's SignPlugin.SignPod): what this plugin's Filter and Score answers for
 	// the pod depend on, as fragments. Two pods whose fragments from every Filter, Score, PreFilter and
 	// PreScore plugin of the profile are equal must get the same answers on the same nodes; the
@@ -419,6 +430,19 @@ func (c *pluginClient) NormalizePlacementScore(ctx context.Context, in *Normaliz
 	return out, nil
 }
 
+func (c *pluginClient) PodGroupPostFilter(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PodGroupPostFilterRequest, PodGroupPostFilterReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[3], Plugin_PodGroupPostFilter_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PodGroupPostFilterRequest, PodGroupPostFilterReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_PodGroupPostFilterClient = grpc.BidiStreamingClient[PodGroupPostFilterRequest, PodGroupPostFilterReply]
+
 func (c *pluginClient) SignPod(ctx context.Context, in *PodRequest, opts ...grpc.CallOption) (*SignReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SignReply)
@@ -591,6 +615,16 @@ type PluginServer interface {
 	// PlacementScoreExtensions.NormalizePlacementScore: map this plugin's raw scores of all the
 	// group's feasible placements into [0, 100].
 	NormalizePlacementScore(context.Context, *NormalizePlacementScoreRequest) (*NormalizePlacementScoreReply, error)
+	// PodGroupPostFilter (kube-scheduler 1.37's PodGroupPostFilterPlugin; enabled at podGroupPostFilter):
+	// the group could not be placed; make it placeable (preemption for a group) or say why not. The
+	// framework's first message is the start (the group cycle, its state keyed by group_cycle_id as
+	// every group call's); the host may then ask, one at a time, to schedule the group again in the
+	// cycle's snapshot with some pods taken out (upstream's PodGroupSchedulingFunc over the mutable
+	// snapshot), each answered with the assignments found and the group's status, nothing kept; at most
+	// PodGroupPostFilterStart.max_schedules asks, all within the point's deadline. The host's last
+	// message is its result: the status, the nominations, and the victims the framework evicts (each
+	// checked to be in the snapshot on the node named; a bad result changes nothing and is an error).
+	PodGroupPostFilter(grpc.BidiStreamingServer[PodGroupPostFilterRequest, PodGroupPostFilterReply]) error
 	// Sign (kube-scheduler 1.37's SignPlugin.SignPod): what this plugin's Filter and Score answers for
 	// the pod depend on, as fragments. Two pods whose fragments from every Filter, Score, PreFilter and
 	// PreScore plugin of the profile are equal must get the same answers on the same nodes; the
@@ -700,6 +734,9 @@ func (UnimplementedPluginServer) ScorePlacement(context.Context, *ScorePlacement
 }
 func (UnimplementedPluginServer) NormalizePlacementScore(context.Context, *NormalizePlacementScoreRequest) (*NormalizePlacementScoreReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method NormalizePlacementScore not implemented")
+}
+func (UnimplementedPluginServer) PodGroupPostFilter(grpc.BidiStreamingServer[PodGroupPostFilterRequest, PodGroupPostFilterReply]) error {
+	return status.Errorf(codes.Unimplemented, "method PodGroupPostFilter not implemented")
 }
 func (UnimplementedPluginServer) SignPod(context.Context, *PodRequest) (*SignReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SignPod not implemented")
@@ -1100,6 +1137,13 @@ func _Plugin_NormalizePlacementScore_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_PodGroupPostFilter_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PluginServer).PodGroupPostFilter(&grpc.GenericServerStream[PodGroupPostFilterRequest, PodGroupPostFilterReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_PodGroupPostFilterServer = grpc.BidiStreamingServer[PodGroupPostFilterRequest, PodGroupPostFilterReply]
+
 func _Plugin_SignPod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PodRequest)
 	if err := dec(in); err != nil {
@@ -1438,6 +1482,12 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Lookahead",
 			Handler:       _Plugin_Lookahead_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "PodGroupPostFilter",
+			Handler:       _Plugin_PodGroupPostFilter_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

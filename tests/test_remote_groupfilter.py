@@ -1,0 +1,135 @@
+"""PodGroupPostFilter for remote plugins (GenericWorkload on): ``EvictLower`` (tests/groupfilter_plugins.py)
+served by a real plugin host process on 127.0.0.1 is called for a gang that does not fit, asks the
+framework once over its stream to schedule the group without the lower-priority pods, and its answer is
+used: exactly its victims are evicted (told as preempted by the PodGroup), the gang's pods are nominated
+where it said, and the gang is bound once the room is free. Bad answers (a victim not in the snapshot, a
+victim on another node, a nominated pod not of the group) are errors naming what is wrong, and change
+nothing: no pod is deleted or nominated, the PodGroup's condition says SchedulerError."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from groupfilter_plugins import EvictLower
+from test_podgroup_cycle import condition, gang, node_of
+from test_podgroup_preemption import deleted, node, nominations, preempted, vpod
+from test_remote_harness import HostProcess, endpoint, remote_rig
+from test_runtime import PROFILE
+
+from framework import features
+from framework.config import SchedulerConfig, load_config
+from framework.plugins import Registry
+from framework.remote.groupfilter import RemotePodGroupPostFilter
+from framework.scheduler import Scheduler
+from framework.scheduler.records import Event
+from pluginhost import pb
+from pluginhost.definition import manifest_of
+
+E = pb.plugin.ExtensionPoint
+SETTLE = 20.0  # a plugin host in another process, on a machine that may be busy
+
+
+@pytest.fixture(autouse=True)
+def generic_workload() -> Iterator[None]:
+    previous = features.install(features.parse("GenericWorkload=true"))
+    try:
+        yield
+    finally:
+        features.install(previous)
+
+
+def config_with(mode: str) -> object:
+    def config_for(registry: Registry) -> SchedulerConfig:
+        plugins = ["PrioritySort", "NodeResourcesFit", "GangScheduling", "DefaultBinder", "EvictLower"]
+        text = "\n".join([
+            "apiVersion: kubescheduler.config.k8s.io/v1", "kind: KubeSchedulerConfiguration",
+            "podInitialBackoffSeconds: 1", "podMaxBackoffSeconds: 10", "profiles:",
+            f"- schedulerName: {PROFILE}", "  plugins:", "    multiPoint:", "      enabled:",
+            *(f"      - {{name: {name}}}" for name in plugins), "      disabled:", '      - {name: "*"}',
+            "  pluginConfig:", "  - name: EvictLower", f"    args: {{mode: {mode!r}}}",
+        ]) + "\n"
+        return load_config(text, registry.points(), "test.yaml")
+
+    return config_for
+
+
+# Two nodes, each full with a low-priority pod; the gang's two 1-cpu pods fit only without l1, and
+# NodeResourcesFit puts both on n1 (the most room). EvictLower evicts every lower pod, l2 too: the
+# framework evicts what the plugin says.
+NODES = [node("n1", cpu="4"), node("n2", cpu="1")]
+LOW = [vpod("l1", "4", 1, "n1"), vpod("l2", "1", 1, "n2")]
+GANG = [vpod("p0", "1", 10, group="g"), vpod("p1", "1", 10, group="g")]
+
+
+@dataclass
+class Outcome:
+    events: list[Event]
+    bound: dict[str, str]
+    condition: tuple[str, str, str, int] | None
+    remote: bool
+    calls: int
+
+
+def run_with(mode: str, until_bound: bool) -> Outcome:
+    async def main(address: str) -> Outcome:
+        rig = await remote_rig([endpoint("groups", address)], config_with(mode))
+        s: Scheduler = rig.scheduler
+        try:
+            fwk = s.profiles[PROFILE]
+            remote = isinstance(fwk.plugins["EvictLower"], RemotePodGroupPostFilter)
+            s.cache.podgroups.put(gang("g", 2, priority=10))
+            await s.apply([*NODES, *LOW, *GANG])
+            task = asyncio.create_task(s.run())
+            try:
+                done = (lambda: all(node_of(s, p.name) for p in GANG)) if until_bound else (
+                    lambda: fwk.plugins["EvictLower"].stat("PodGroupPostFilter").calls >= 1)
+                deadline = asyncio.get_running_loop().time() + SETTLE
+                while not done() and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(0.05)
+            finally:
+                await s.drain(timeout=SETTLE)
+                await s.stop()
+                await asyncio.wait_for(task, SETTLE)
+            calls = fwk.plugins["EvictLower"].stat("PodGroupPostFilter").calls
+            return Outcome(list(s.recent_events()), {p.name: node_of(s, p.name) for p in GANG if node_of(s, p.name)},
+                           condition(s, "g"), remote, calls)
+        finally:
+            await rig.close()
+
+    with HostProcess("groupfilter_plugins:EvictLower") as host:
+        return asyncio.run(asyncio.wait_for(main(host.address), 60))
+
+
+def test_the_python_host_declares_pod_group_post_filter() -> None:
+    assert [E.Name(p) for p in manifest_of(EvictLower).points] == ["EXTENSION_POINT_POD_GROUP_POST_FILTER"]
+
+
+def test_a_remote_pod_group_post_filter_evicts_its_victims_and_nominates_the_gang() -> None:
+    out = run_with("", until_bound=True)
+    assert out.remote
+    assert deleted(out.events) == ["l1", "l2"]
+    assert preempted(out.events) == {"l1": "preempted by podgroup default/g on node cluster",
+                                     "l2": "preempted by podgroup default/g on node cluster"}
+    assert nominations(out.events) == {"p0": "n1", "p1": "n1"}
+    assert out.bound == {"p0": "n1", "p1": "n1"}
+    assert out.condition is not None and out.condition[:3] == ("True", "Scheduled", "")
+
+
+BAD = [
+    ("foreign-victim", 'PodGroupPostFilter victim default/nobody (uid \'uid-nobody\') is not a pod in the snapshot'),
+    ("wrong-node", "PodGroupPostFilter victim default/l1 is on node 'n1', not 'n2'"),
+    ("foreign-nominee", "nominated pod default/stranger is not an unscheduled pod of pod group default/g"),
+]
+
+
+@pytest.mark.parametrize("mode, want", BAD, ids=[m for m, _ in BAD])
+def test_a_bad_answer_is_an_error_naming_it_and_changes_nothing(mode: str, want: str) -> None:
+    out = run_with(mode, until_bound=False)
+    assert out.calls >= 1
+    assert deleted(out.events) == [] and preempted(out.events) == {} and nominations(out.events) == {}
+    assert out.bound == {}
+    assert out.condition is not None and out.condition[:2] == ("False", "SchedulerError")
+    assert want in out.condition[2], out.condition[2]
