@@ -306,6 +306,42 @@ def test_topology_placements(keys: tuple[str, ...], scheduled: dict[str, str],
     assert [(p.name, p.nodes) for p in placements] == want
 
 
+def test_topology_placements_of_a_narrower_parent_keep_its_nodes_and_order() -> None:
+    store = store_with([group(topology=("zone",))], [])
+    plugin = TopologyPlacementGenerator(None, FakeHandle(store, snapshot=_snapshot()))  # type: ignore[arg-type]
+    parent = Placement("p", ("n4", "n3", "n2", "n1"))
+    placements, status = run(plugin.generate_placements(CycleState(), PodGroupInfo(group(topology=("zone",))), parent))
+    assert status.ok
+    assert [(p.name, p.nodes) for p in placements] == [("c", ("n4",)), ("a", ("n3", "n1")), ("b", ("n2",))]
+
+
+def test_topology_domains_follow_the_nodes_from_one_snapshot_to_the_next() -> None:
+    # The domains of every node are worked out once per node table: a pod placed keeps the table (the
+    # same domains, not built again); a node relabelled makes a new one, whose domains show it.
+    table = ClusterTable()
+    for name, zone in ZONES.items():
+        table.upsert_node(Node(name, labels={"zone": zone} if zone else {}, allocatable={"cpu": 1000}))
+    handle = FakeHandle(store_with([group(topology=("zone",))], []), snapshot=table.snapshot())
+    plugin = TopologyPlacementGenerator(None, handle)  # type: ignore[arg-type]
+    info = PodGroupInfo(group(topology=("zone",)))
+
+    def placements() -> list[Placement]:
+        snap = handle.snapshot()
+        got, status = run(plugin.generate_placements(CycleState(), info, Placement("", snap.names)))
+        assert status.ok
+        return got
+
+    first = placements()
+    table.place_pod(member("s1"), "n1")
+    handle._snapshot = table.snapshot()
+    again = placements()
+    assert [p.nodes for p in again] == [("n1", "n3"), ("n2",), ("n4",)]
+    assert all(a.nodes is b.nodes for a, b in zip(first, again, strict=True))
+    table.upsert_node(Node("n5", labels={"zone": "c"}, allocatable={"cpu": 1000}))
+    handle._snapshot = table.snapshot()
+    assert [(p.name, p.nodes) for p in placements()] == [("a", ("n1", "n3")), ("b", ("n2",)), ("c", ("n4", "n5"))]
+
+
 PLACEMENT_ERRORS = [
     ("scheduled pods in two zones", {"s1": "n1", "s2": "n2"},
      "cannot determine domain for already scheduled pods: more than 1 domain found for pod group: a, b"),

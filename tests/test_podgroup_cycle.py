@@ -28,11 +28,13 @@ from framework.podgroup_queue import (
     member_order,
 )
 from framework.scheduler import Scheduler
+from framework.scheduler.placements import placement_snapshot
 from framework.scheduler.podgroup import validate_group
 from framework.scheduler.podgroup_algorithm import POD_GROUP_UNSCHEDULABLE
 from pluginhost.manifest import pod_from_dict
 from pluginhost.model import Node, Pod
 from pluginhost.plugin import QueuedPodInfo
+from pluginhost.snapshot import ClusterTable
 from pluginhost.status import Code, Status
 from pluginhost.workload import BASIC, GANG, PodGroup, PodGroupCondition
 
@@ -446,6 +448,26 @@ def test_tas_with_no_rack_holding_the_gang_reports_the_placements() -> None:
     want = ("pod group is unschedulable, 0/2 placements are available, first placement status: "
             "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, ")
     assert condition(s, "g") == ("False", "Unschedulable", want, 2)
+
+
+def test_placement_snapshots_share_a_node_table_while_the_nodes_stay() -> None:
+    # A placement's snapshot holds its nodes' rows of the cycle's snapshot; its node table (and what
+    # plugins keep per node table) is built once for those rows until a node changes.
+    table = ClusterTable()
+    for n in (rack_node("a1", "rack-a", "4"), rack_node("a2", "rack-a", "4"), rack_node("b1", "rack-b", "4")):
+        table.upsert_node(n)
+    before = placement_snapshot(table.snapshot(), ("a1", "a2"))
+    table.place_pod(gpod("f0", "1", None), "a2")
+    snap = table.snapshot()
+    after = placement_snapshot(snap, ("a2", "a1"))
+    assert after.table is before.table and after.names == ("a1", "a2")
+    assert (before.requested_of("cpu").tolist(), after.requested_of("cpu").tolist()) == ([0, 0], [0, 1000])
+    assert [len(p) for p in after.pods] == [0, 1]
+    assert placement_snapshot(snap, snap.names) is snap
+    table.upsert_node(rack_node("a1", "rack-b", "4"))
+    relabelled = placement_snapshot(table.snapshot(), ("a1", "a2"))
+    assert relabelled.table is not before.table
+    assert [n.labels["rack"] for n in relabelled.nodes] == ["rack-b", "rack-a"]
 
 
 _ = (BASIC, PodGroupCondition)

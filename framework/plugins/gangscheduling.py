@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pluginhost.model import Pod
+from pluginhost.model import Node, Pod
 from pluginhost.placement import (
     Placement,
     PlacementFeasiblePlugin,
@@ -249,6 +249,14 @@ class TopologyPlacementGenerator(PlacementGeneratePlugin):
         required, status = self._scheduled_domain(group, key)
         if not status.ok:
             return [], status
+        snapshot = self.handle.snapshot() if self.handle is not None else None
+        if snapshot is not None and parent.nodes == snapshot.names:
+            # Every node of the snapshot (the usual parent): its domains are the same in every cycle
+            # until the nodes change, so they are worked out once per node table.
+            every: dict[str, tuple[str, ...]] = snapshot.table.memo(f"placements/domains/{key}",
+                                                                    lambda t: _domains(t.nodes, key))
+            found = every if required is None else {v: n for v, n in every.items() if v == required}
+            return [Placement(value, nodes) for value, nodes in found.items()], SUCCESS
         domains: dict[str, list[str]] = {}
         for name in parent.nodes:
             labels = self._labels(name)
@@ -256,3 +264,13 @@ class TopologyPlacementGenerator(PlacementGeneratePlugin):
             if value is not None and (required is None or value == required):
                 domains.setdefault(value, []).append(name)
         return [Placement(value, tuple(nodes)) for value, nodes in domains.items()], SUCCESS
+
+
+def _domains(nodes: tuple[Node, ...], key: str) -> dict[str, tuple[str, ...]]:
+    """Each value of label ``key`` with its nodes' names, in the nodes' order (first seen first)."""
+    out: dict[str, list[str]] = {}
+    for node in nodes:
+        value = node.labels.get(key)
+        if value is not None:
+            out.setdefault(value, []).append(node.name)
+    return {value: tuple(names) for value, names in out.items()}

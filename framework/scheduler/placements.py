@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from pluginhost.snapshot import NodeTable, Snapshot, zone_order
 from pluginhost.view import next_view_version
@@ -19,21 +20,19 @@ def placement_snapshot(snapshot: Snapshot, names: Sequence[str]) -> Snapshot:
     """``snapshot`` narrowed to the nodes ``names`` (in the snapshot's row order; unknown names are
     left out). Node ids and the generation stay the base's (remote plugins resolve ids against it);
     every row gets a fresh version, so per-row caches do not take its rows for the base's."""
-    keep = sorted({row for name in names if (row := snapshot.row(name)) is not None})
+    if names == snapshot.names:  # the parent placement (every node): nothing to narrow
+        return snapshot
+    keep = tuple(sorted({row for name in names if (row := snapshot.row(name)) is not None}))
     if len(keep) == len(snapshot):
         return snapshot
     rows = np.asarray(keep, dtype=np.int64)
-    base = snapshot.table
-    nodes = tuple(base.nodes[r] for r in keep)
-    table = NodeTable(
-        generation=base.generation,
-        nodes=nodes,
-        names=tuple(n.name for n in nodes),
-        index={n.name: i for i, n in enumerate(nodes)},
-        ids=base.ids[rows],
-        order=zone_order(nodes),
-        unschedulable=base.unschedulable[rows],
-    )
+    # The narrowed node table is kept with the base's as long as the nodes do not change: the next
+    # cycles' placements of the same rows reuse it, and with it what plugins keep per node table
+    # (taint sets, label codes, the zone order).
+    narrowed: dict[tuple[int, ...], NodeTable] = snapshot.table.memo("placements/tables", lambda _: {})
+    table = narrowed.get(keep)
+    if table is None:
+        table = narrowed[keep] = _narrowed_table(snapshot.table, keep, rows)
     return Snapshot(
         generation=snapshot.generation,
         table=table,
@@ -46,4 +45,17 @@ def placement_snapshot(snapshot: Snapshot, names: Sequence[str]) -> Snapshot:
         row_versions=np.asarray([next_view_version() for _ in keep], dtype=np.int64),
         volumes=snapshot.volumes,
         dra=snapshot.dra,
+    )
+
+
+def _narrowed_table(base: NodeTable, keep: Sequence[int], rows: npt.NDArray[np.int64]) -> NodeTable:
+    nodes = tuple(base.nodes[r] for r in keep)
+    return NodeTable(
+        generation=base.generation,
+        nodes=nodes,
+        names=tuple(n.name for n in nodes),
+        index={n.name: i for i, n in enumerate(nodes)},
+        ids=base.ids[rows],
+        order=zone_order(nodes),
+        unschedulable=base.unschedulable[rows],
     )
