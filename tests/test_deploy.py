@@ -642,7 +642,7 @@ OUTRIGGER_GRANTS = {  # (apiGroup, resource, resourceName or "*") -> verbs, over
     ("resource.k8s.io", "resourceslices", "*"): {"get", "list", "watch"},
     ("resource.k8s.io", "deviceclasses", "*"): {"get", "list", "watch"},
     ("resource.k8s.io", "devicetaintrules", "*"): {"get", "list", "watch"},
-    ("resource.k8s.io", "resourceclaims", "*"): {"get", "list", "watch", "update"},
+    ("resource.k8s.io", "resourceclaims", "*"): {"get", "list", "watch", "update", "create", "delete"},
     ("resource.k8s.io", "resourceclaims/status", "*"): {"update", "patch"},
     ("resource.k8s.io", "resourceclaims/binding", "*"): {"update", "patch"},
     ("scheduling.k8s.io", "podgroups", "*"): {"get", "list", "watch"},

@@ -191,7 +191,9 @@ CAN_I = [  # kubectl auth can-i ..., the answer
     ("update resourceclaims.resource.k8s.io -n default", "yes"),
     ("update resourceclaims.resource.k8s.io --subresource=status -n default", "yes"),
     ("update resourceclaims.resource.k8s.io --subresource=binding -n default", "yes"),
-    ("create resourceclaims.resource.k8s.io -n default", "no"),
+    ("create resourceclaims.resource.k8s.io -n default", "yes"),
+    ("delete resourceclaims.resource.k8s.io -n default", "yes"),
+    ("deletecollection resourceclaims.resource.k8s.io -n default", "no"),
     ("watch podgroups.scheduling.k8s.io --all-namespaces", "yes"),
     ("patch podgroups.scheduling.k8s.io --subresource=status -n default", "yes"),
     ("update podgroups.scheduling.k8s.io -n default", "no"),
@@ -253,6 +255,11 @@ def test_every_grant_is_one_kube_schedulers_own_roles_hold_except_the_lease_name
         binding = ("resource.k8s.io", "resourceclaims/binding", verb, "*")
         if binding not in theirs:
             expected.add(binding)
+    # Creating and deleting claims (DRAExtendedResource) are in kube-scheduler's role from 1.36 (beta, on).
+    for verb in ("create", "delete"):
+        made = ("resource.k8s.io", "resourceclaims", verb, "*")
+        if made not in theirs:
+            expected.add(made)
     # PodGroups are in kube-scheduler's role only where the API server runs with GenericWorkload (the suite's
     # from 1.36 on); on 1.35 the rules are more (and authorize nothing that is served there).
     pod_groups = {("scheduling.k8s.io", "podgroups", verb, "*") for verb in ("get", "list", "watch")} | {
