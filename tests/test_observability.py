@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
+from kube_framework import stop_process
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -217,12 +218,7 @@ def test_a_real_prometheus_server_scrapes_the_metrics() -> None:
                        for r in result}
                 assert got == {("scheduled", PROFILE, "outrigger"): "2"}
             finally:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+                stop_process(proc)
 
     in_process(text, test, ObservabilityConfig(http="127.0.0.1:0"))
 
