@@ -45,6 +45,7 @@ from pluginhost.plugin import MAX_NODE_SCORE, MIN_NODE_SCORE, CycleState, NodeBa
 from pluginhost.sign import SignPlugin
 from pluginhost.snapshot import Snapshot
 
+from .dra.extended import backed_requests
 from .outcomes import IntArray, Raised
 
 if TYPE_CHECKING:
@@ -160,12 +161,22 @@ def _sign_features(pl: Any, pod: Pod) -> _Fragments:
 
 
 _RESOURCES = "v1.Pod.Spec.ContainerRequestsAndOverheads()"
+
+
+def _sign_fit(pl: Any, pod: Pod) -> _Fragments:
+    handle = getattr(pl, "handle", None)
+    classes = getattr(getattr(handle.snapshot() if handle is not None else None, "dra", None), "classes", None)
+    if classes and backed_requests(pod, classes):
+        return None  # kube-scheduler: "signature disabled when dra extended resources are used in the cluster"
+    return [(_RESOURCES, sorted(pod.requests.items()))]
+
+
 _VOLUMES = "v1.Pod.Spec.Volumes.NonSyntheticSources()"
 _TOLERATIONS = "v1.Pod.Spec.Tolerations"
 
 # What each in-tree plugin says of a pod (kube-scheduler 1.37's SignPod of each plugin).
 _SIGNERS: dict[str, Callable[[Any, Pod], _Fragments]] = {
-    "NodeResourcesFit": lambda pl, pod: [(_RESOURCES, sorted(pod.requests.items()))],
+    "NodeResourcesFit": _sign_fit,
     "NodeResourcesBalancedAllocation": lambda pl, pod: [(_RESOURCES, sorted(pod.requests.items()))],
     "NodeVolumeLimits": lambda pl, pod: [(_VOLUMES, _volumes(pod))],
     "VolumeBinding": lambda pl, pod: [(_VOLUMES, _volumes(pod))],

@@ -19,6 +19,7 @@ import pytest
 
 from framework.batching import MAX_BATCH_AGE, pod_signer
 from framework.config import load_config
+from framework.dra.models import DeviceClass
 from framework.observe.metrics import SchedulerMetrics
 from framework.plugins import in_tree_registry
 from framework.profiles import build_registry, default_scheduler_config
@@ -138,6 +139,22 @@ def test_which_pods_sign_alike(case: SignCase) -> None:
     a, b = asyncio.run(signer(case.a)), asyncio.run(signer(case.b))
     assert a is not None
     assert (None if b is None else a == b) == case.same
+
+
+@pytest.mark.parametrize(("resource", "signable"), [
+    pytest.param("example.com/gpu", False, id="mapped-by-a-class"),
+    pytest.param("deviceclass.resource.kubernetes.io/gpu", False, id="a-class-implicit-name"),
+    pytest.param("other.com/x", True, id="not-mapped"),
+])
+def test_pods_asking_for_extended_resources_backed_by_devices_do_not_sign(resource: str, signable: bool) -> None:
+    """kube-scheduler 1.37's NodeResourcesFit: "signature disabled when dra extended resources are used in
+    the cluster" (DynamicResources gives each such pod devices of its own)."""
+    s = make(FIT)
+    s.cache.dra.put(DeviceClass("gpu", extended_resource_name="example.com/gpu"))
+    signer = pod_signer(s.profiles[PROFILE])
+    assert signer is not None
+    wanted = pod("p", containers=[{"name": "c", "image": "busybox", "resources": {"limits": {resource: "1"}}}])
+    assert (asyncio.run(signer(wanted)) is not None) is signable
 
 
 def test_profiles_whose_pods_never_sign() -> None:
