@@ -20,6 +20,7 @@ from opentelemetry.trace.status import Status, StatusCode
 
 from framework.observe import exportproc, otlp
 from framework.observe.instrument import _Info
+from framework.observe.pointspan import PointSpan
 from framework.observe.tailsampling import TailSampler, TailSampling
 from framework.observe.traceexport import ExportBatching, TraceExport
 from framework.observe.tracing import (
@@ -486,3 +487,89 @@ def test_the_export_process_is_chosen_by_env(value: str, want: bool) -> None:
 def test_a_bad_export_process_setting_is_named() -> None:
     with pytest.raises(TracingConfigError, match=r"OUTRIGGER_TRACE_EXPORT_PROCESS='maybe' is neither"):
         TracingConfig.from_env({"OUTRIGGER_TRACE_EXPORT_PROCESS": "maybe"})
+
+
+# ---- extension points' spans as records ---------------------------------------------------------
+
+
+def _point_records(tracing: Tracing) -> tuple[list[Any], list[Span]]:
+    """Extension points' spans as the wrappers leave them (ended records: attributes, an error with
+    and without a message, a list value and an event written on their own, a point run inside a plugin
+    call), the call they run in, and the context's spans."""
+    root = tracing.start_trace("SchedulePod", {"outrigger.pod": "default/web"})
+    assert root is not None
+    cycle = root.child("SchedulingCycle")
+    filt = PointSpan(cycle, tracing, "Filter", {"outrigger.extension_point": "Filter"})
+    filt.attrs.update({"outrigger.filter.nodes_in": 5000, "outrigger.filter.nodes_out": 4990,
+                       "outrigger.status.code": "Success"})
+    reserve = PointSpan(cycle, tracing, "Reserve", {"outrigger.extension_point": "Reserve"})
+    reserve.error("")
+    permit = PointSpan(cycle, tracing, "Permit", {"outrigger.extension_point": "Permit"})
+    permit.error("boom")
+    post = PointSpan(cycle, tracing, "PostFilter", {"outrigger.extension_point": "PostFilter",
+                                                   "outrigger.status.reasons": ["no fit", "taint"]})
+    post_call = PluginCall(None, _Info("PostFilter", _Plugin("DefaultPreemption")), post, -1, False)
+    inner = PointSpan(post_call, tracing, "Filter", {"outrigger.extension_point": "Filter"})
+    inner.add_event("retried", {"attempt": 2})
+    post_call.close(post_call.start + 1000, (("outrigger.status.code", "Success"),), None)
+    points = [filt, reserve, permit, inner, post]
+    for point in points:
+        point.end()
+    cycle.end()
+    root.end()
+    return [*points, post_call], [cycle, root]
+
+
+def test_extension_points_are_written_from_their_records_as_the_sdk_writes_their_spans() -> None:
+    tracing = Tracing()
+    try:
+        records, spans = _point_records(tracing)
+        made = otlp.readable(records)
+        cycle, post_call = spans[0], records[-1]
+        assert [(s.name, s.parent.span_id if s.parent else 0, dict(s.attributes or {}), s.status.status_code,
+                 s.status.description, [e.name for e in s.events]) for s in made] == [
+            ("Filter", cycle.span_id, {"outrigger.extension_point": "Filter", "outrigger.filter.nodes_in": 5000,
+                                       "outrigger.filter.nodes_out": 4990, "outrigger.status.code": "Success"},
+             StatusCode.UNSET, None, []),
+            ("Reserve", cycle.span_id, {"outrigger.extension_point": "Reserve"}, StatusCode.ERROR, None, []),
+            ("Permit", cycle.span_id, {"outrigger.extension_point": "Permit"}, StatusCode.ERROR, "boom", []),
+            ("Filter", post_call.span_id, {"outrigger.extension_point": "Filter"}, StatusCode.UNSET, None,
+             ["retried"]),
+            ("PostFilter", cycle.span_id, {"outrigger.extension_point": "PostFilter",
+                                           "outrigger.status.reasons": ["no fit", "taint"]}, StatusCode.UNSET, None,
+             []),
+            ("PostFilter/DefaultPreemption", records[4].span_id, {
+                "outrigger.plugin": "DefaultPreemption", "outrigger.extension_point": "PostFilter",
+                "outrigger.status.code": "Success"}, StatusCode.UNSET, None, []),
+        ]
+        assert [(s.context.span_id, s.context.trace_id, s.start_time, s.end_time) for s in made] == [
+            (r.span_id, cycle.trace_id, r.start, r.span_end) for r in records]
+        assert all(0 < r.start <= r.span_end for r in records)
+        want = encode_spans(made + spans)
+        assert otlp.request(records + spans) == want
+        assert otlp.request(records + spans) == want  # the shared pieces from the cache
+        # Through the export process: the records first, as the child writes them.
+        packer, tables = exportproc.Packer(), exportproc._Tables()
+        for _ in range(2):
+            body, count = _packed_then_written(records + spans, packer, tables)
+            assert (ExportTraceServiceRequest.FromString(body), count) == (want, 8)
+    finally:
+        tracing.shutdown()
+
+
+def test_a_point_record_ends_once() -> None:
+    recorder = Recorder()
+    tracing = Tracing(exporters=[recorder], batch=ExportBatching(delay=600.0))
+    try:
+        root = tracing.start_trace("SchedulePod", {})
+        assert root is not None
+        point = PointSpan(root, tracing, "Bind", {"outrigger.extension_point": "Bind"})
+        point.end()
+        first = point.span_end
+        point.end()  # a second end changes nothing and queues nothing
+        root.end()
+        tracing.force_flush()
+        assert (point.span_end, recorder.batches) == (first, [["Bind", "SchedulePod"]])
+        assert point.traceparent() == f"00-{root.trace_id:032x}-{point.span_id:016x}-01"
+    finally:
+        tracing.shutdown()

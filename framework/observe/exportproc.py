@@ -4,13 +4,13 @@ framework's interpreter.
 The export thread of :class:`~.traceexport.TraceExport` shares the interpreter's lock with the
 scheduling loop, so every microsecond it spends writing OTLP bytes or in the exporter's gRPC call is
 one the loop waits for. With an :class:`ExportProcess`, that thread only turns a batch into compact
-tuples (:class:`Packer`: a plugin call's record is seven integers, the part it shares with the same
-plugin's other calls encoded once and then named by a number; a span is its fields, its attributes
-the dict it has) and writes them, pickled, to a child process's stdin. The child
-(``python -m framework.observe.exportproc``) writes the same ``ExportTraceServiceRequest`` as
-:func:`.otlp.encode` would and hands it to exporters built there from their :attr:`process_spec`
-(the OTLP exporter with the same endpoint, the benchmark's sink), then acknowledges each batch with
-the spans and bytes it wrote.
+tuples (:class:`Packer`: a plugin call's or an extension point's record is five integers and the
+number of the part it shares with the same plugin's other calls or the same point in other contexts,
+encoded once; a span is its fields, its attributes the dict it has) and writes them, pickled, to a
+child process's stdin. The child (``python -m framework.observe.exportproc``) writes the same
+``ExportTraceServiceRequest`` as :func:`.otlp.encode` would and hands it to exporters built there from
+their :attr:`process_spec` (the OTLP exporter with the same endpoint, the benchmark's sink), then
+acknowledges each batch with the spans and bytes it wrote.
 
 The child is started with the tracing and stopped with it (stdin closed: it exports what it holds
 and exits); it ignores SIGINT and exits when the framework dies (stdin at end of file). Should it
@@ -92,18 +92,18 @@ class Packer:
         # Most of a batch: read in C (attrgetter, map), one part per group.
         owners = list(map(_OWNER, records))
         resources, scopes = set(map(id, map(_RESOURCE, owners))), set(map(id, map(_SCOPE, owners)))
-        if any(map(_ATTRS, records)) or any(map(_EVENTS, records)) or len(resources) > 1 or len(scopes) > 1:
-            parts: list[tuple[Any, ...]] = []  # rare: a call with its own attributes, or several groups
-            for rec in records:
+        keys = list(map(_KEY, records))
+        if None in keys or len(resources) > 1 or len(scopes) > 1:
+            parts: list[tuple[Any, ...]] = []  # rare: a span with its own attributes, or several groups
+            for rec, key in zip(records, keys):
                 owner = rec.owner
                 gid = self._group(owner._resource, owner._instrumentation_scope, group_defs)
-                if rec.attrs or rec.events:
+                if key is None:
                     parts.append(_span_item(gid, rec.to_span()))
                 else:
-                    parts.append((gid, [_ROW(rec)], [self._shared_id(rec, rec.shared_key, shared_defs)]))
+                    parts.append((gid, [_ROW(rec)], [self._shared_id(rec, key, shared_defs)]))
             return parts
         gid = self._group(owners[0]._resource, owners[0]._instrumentation_scope, group_defs)
-        keys = list(map(_KEY, records))
         sids = list(map(self._shared.get, keys))
         if None in sids:
             sids = [sid if sid is not None else self._shared_id(rec, key, shared_defs)
@@ -133,8 +133,6 @@ Message = tuple[bool, list[tuple[int, bytes]], list[tuple[int, int, bytes, bytes
 _OWNER = attrgetter("owner")
 _RESOURCE = attrgetter("_resource")
 _SCOPE = attrgetter("_instrumentation_scope")
-_ATTRS = attrgetter("attrs")
-_EVENTS = attrgetter("events")
 _KEY = attrgetter("shared_key")
 _ROW = attrgetter("owner.trace_id", "span_id", "owner.span_id", "start", "span_end")
 

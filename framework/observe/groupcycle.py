@@ -29,6 +29,7 @@ from .instrument import (
     _point_span,
     _status_attrs,
 )
+from .pointspan import PointSpan
 from .tracing import Span, _current
 
 __all__ = ["end_point", "start_point"]
@@ -60,7 +61,7 @@ class _Started:
 
     __slots__ = ("span", "token")
 
-    def __init__(self, span: Span, token: contextvars.Token[Span | None]) -> None:
+    def __init__(self, span: PointSpan, token: contextvars.Token[Span | PointSpan | None]) -> None:
         self.span = span
         self.token = token
 
@@ -96,11 +97,11 @@ def end_point(started: _Started | None, status: Status | None, attrs: dict[str, 
     span.end()
 
 
-def _under(parent: Span, name: str, attrs: dict[str, Any]) -> Span:
+def _under(parent: Span | PointSpan, name: str, attrs: dict[str, Any]) -> Span:
     """A span under ``parent``, or under its plugin call in progress (PodGroupPostFilter runs the
     group's algorithm again inside its call)."""
     call = parent.active
-    context = parent._context if call is None else _child_context(parent, call.span_id)
+    context = _child_context(parent, parent.span_id if call is None else call.span_id)
     return Span(parent.tracing, name, parent.trace_id, context, _INTERNAL, attrs)
 
 

@@ -36,6 +36,7 @@ from pluginhost.status import Code, Status
 from ..hooks import OutOfProcess
 from .debugscores import DebugScores
 from .metrics import SchedulerMetrics
+from .pointspan import PointSpan
 from .tracing import PluginCall, Span, Tracing, _current, _time_ns
 
 __all__ = ["Instrumentation", "instrument"]
@@ -82,7 +83,7 @@ def _code(status: Status | None) -> str:
     return "Success" if status is None else _CODE_NAMES[status.code]
 
 
-def _status_attrs(span: Span, status: Status | None) -> None:
+def _status_attrs(span: Span | PointSpan, status: Status | None) -> None:
     a = span.attrs
     if status is None:
         a["outrigger.status.code"] = "Success"
@@ -375,23 +376,25 @@ def _wrap_point(inst: Instrumentation, fwk: Any, attr: str, point: str,
     setattr(fwk, attr, wrapper)
 
 
-def _point_span(parent: Span, fwk: Any, point: str, is_wait: bool, args: tuple[Any, ...]) -> Span | None:
-    """The extension point's span under ``parent`` (None inside a leaf call, or when nothing waits)."""
+def _point_span(parent: Span | PointSpan, fwk: Any, point: str, is_wait: bool,
+                args: tuple[Any, ...]) -> PointSpan | None:
+    """The extension point's span under ``parent`` (None inside a leaf call, or when nothing waits): a
+    record written on the export side (:mod:`.pointspan`), not a ``ReadableSpan``."""
     # Inside a plugin call (a point a plugin runs), the call is the parent: its span id is known.
     call = parent.active
     if call is not None and call.leaf:
         return None
-    context = parent._context if call is None else _child_context(parent, call.span_id)
     if not is_wait:
-        return Span(parent.tracing, point, parent.trace_id, context, _INTERNAL, {"outrigger.extension_point": point})
+        return PointSpan(parent if call is None else call, parent.tracing, point, {"outrigger.extension_point": point})
     wp = fwk.waiting_pods.get(args[0].uid)
     if wp is None:  # nothing waits: no WaitOnPermit span
         return None
-    return Span(parent.tracing, point, parent.trace_id, context, _INTERNAL,
-                {"outrigger.extension_point": point, "outrigger.permit.waiting_plugins": list(wp.pending_plugins())})
+    return PointSpan(parent if call is None else call, parent.tracing, point,
+                     {"outrigger.extension_point": point,
+                      "outrigger.permit.waiting_plugins": list(wp.pending_plugins())})
 
 
-def _child_context(span: Span, span_id: int) -> SpanContext:
+def _child_context(span: Span | PointSpan, span_id: int) -> SpanContext:
     return SpanContext(span.trace_id, span_id, False, TraceFlags(TraceFlags.SAMPLED))
 
 
@@ -474,7 +477,7 @@ def _call_code(call: PluginCall) -> str:
 _SUCCESS = (("outrigger.status.code", "Success"),)
 
 
-def _end_calls(span: Span) -> None:
+def _end_calls(span: Span | PointSpan) -> None:
     """Close the plugin calls recorded on the point's ``span`` (ended or not) and queue them, as the
     records of its child spans: nothing else is built on the scheduling thread (:mod:`.otlp`)."""
     calls = span.calls

@@ -65,10 +65,10 @@ class _Unsupported(Exception):
 
 class SpanRecord:
     """A span kept as the record the scheduling loop made rather than as a ``ReadableSpan``: what
-    :func:`encode` reads from one (a plugin call's, :class:`framework.observe.tracing.PluginCall`) is
-    ``owner`` (the span it is a child of, a framework ``Span``), ``span_id``, ``start``, ``span_end``,
-    ``attrs`` and ``events`` (set by the plugin's code; usually None), :attr:`shared_key` and
-    :meth:`to_span`."""
+    :func:`encode` reads from one (a plugin call's, :class:`framework.observe.tracing.PluginCall`, or
+    an extension point's, :class:`framework.observe.pointspan.PointSpan`) is ``owner`` (what it is a
+    child of: its ``trace_id``, ``span_id``, ``_resource`` and ``_instrumentation_scope``),
+    ``span_id``, ``start``, ``span_end``, :attr:`shared_key` and :meth:`to_span`."""
 
     __slots__ = ()
     owner: Any
@@ -80,7 +80,8 @@ class SpanRecord:
 
     @property
     def shared_key(self) -> Any:
-        """A hashable key equal for records whose spans share name, kind, attributes and status."""
+        """A hashable key equal for records whose spans share name, kind, attributes and status; None
+        for a span written on its own (attributes or events of its own)."""
         raise NotImplementedError
 
     def to_span(self) -> ReadableSpan:
@@ -199,14 +200,14 @@ _record_cache: dict[Any, bytes] = {}
 def _record(rec: Any) -> bytes:
     """A :class:`SpanRecord`'s ``Span`` message bytes, as :func:`_span` writes its ``to_span()``: the
     ids and times packed, the rest looked up by its shared key (made from a span the first time)."""
-    if rec.attrs or rec.events:  # set by the plugin's code: this span's own
+    key = rec.shared_key
+    if key is None:  # attributes or events of this span's own
         return _span(rec.to_span())
     owner = rec.owner
     trace_id = owner.trace_id
     global _last_trace
     if _last_trace[0] != trace_id:
         _last_trace = (trace_id, b"\x0a\x10" + trace_id.to_bytes(16, "big"))
-    key = rec.shared_key
     shared = _record_cache.get(key)
     if shared is None:
         if len(_record_cache) >= _CACHE_MAX:

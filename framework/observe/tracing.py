@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.resources import Resource
@@ -73,6 +73,9 @@ from pluginhost.errors import OutriggerError
 from . import otlp
 from .tailsampling import TailSampler, TailSampling
 from .traceexport import ExportBatching, OtlpExporter, SinkExporter, TraceExport
+
+if TYPE_CHECKING:
+    from .pointspan import PointSpan
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -110,7 +113,7 @@ SAMPLERS = (
 DRAIN_INTERVAL = 0.05
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _rand = random.Random()
-_current: contextvars.ContextVar[Span | None] = contextvars.ContextVar("outrigger_span", default=None)
+_current: contextvars.ContextVar[Span | PointSpan | None] = contextvars.ContextVar("outrigger_span", default=None)
 
 
 class TracingConfigError(OutriggerError, ValueError):
@@ -204,12 +207,10 @@ READABLE_SPAN_FIELDS = frozenset({
 
 
 class PluginCall(otlp.SpanRecord):
-    """A plugin call under an extension point's span, recorded by the runtime's observer
-    (:mod:`framework.observe.instrument`); when the point ends the record is closed (:meth:`close`) and
-    stands for its child span of the point's span: the exporters write the span from it on their own
-    thread (:mod:`.otlp`) and only consumers that need the SDK's object get one (:meth:`to_span`). Its span
-    id is chosen when the call starts, so that a remote plugin's request carries it as the parent of the
-    host's spans; code running in the call records on it as on a span (attributes, events)."""
+    """A plugin call under an extension point's span, recorded by the runtime's observer (:mod:`.instrument`);
+    closed when the point ends (:meth:`close`), it stands for its child span of the point's: the exporters
+    write the span from it (:mod:`.otlp`), others get one made (:meth:`to_span`). Its span id is chosen as
+    the call starts, so a remote plugin's request carries it as the parent of the host's spans."""
 
     __slots__ = ("attrs", "end", "error", "events", "info", "leaf", "nodes", "observer", "owner", "result",
                  "span_attrs", "span_end", "span_error", "span_id", "start", "started")
@@ -217,7 +218,7 @@ class PluginCall(otlp.SpanRecord):
     span_attrs: tuple[tuple[str, Any], ...]
     span_error: str | None
 
-    def __init__(self, observer: Any, info: Any, owner: Span | None, nodes: int, leaf: bool) -> None:
+    def __init__(self, observer: Any, info: Any, owner: Span | PointSpan | None, nodes: int, leaf: bool) -> None:
         self.observer = observer  # what times the call for metrics (framework.observe.instrument)
         self.info = info  # the observer's precomputed pieces of this plugin's spans at this point
         self.owner = owner  # the extension point's span (None: timed for metrics only)
@@ -244,7 +245,14 @@ class PluginCall(otlp.SpanRecord):
 
     @property
     def shared_key(self) -> Any:
-        return (self.info, self.span_attrs, self.span_error)
+        # None: attributes or events set by the plugin's code make the span its own.
+        return None if self.attrs or self.events else (self.info, self.span_attrs, self.span_error)
+
+    @property
+    def _resource(self) -> Resource:  # of a point's span a plugin runs in the call (its owner)
+        return self.owner._resource  # type: ignore[no-any-return]
+
+    _instrumentation_scope = SCOPE
 
     def to_span(self) -> Span:
         """The child span of the point's span this closed call stands for."""
@@ -254,7 +262,8 @@ class PluginCall(otlp.SpanRecord):
             attrs[key] = list(value) if type(value) is tuple else value
         if self.attrs:
             attrs.update(self.attrs)
-        span = Span(owner.tracing, info.span_name, owner.trace_id, owner._context, info.kind, attrs, self.span_id,
+        parent = _tuple_new(SpanContext, (owner.trace_id, owner.span_id, False, _SAMPLED, _STATE, True))
+        span = Span(owner.tracing, info.span_name, owner.trace_id, parent, info.kind, attrs, self.span_id,
                     self.start)
         if self.events:
             span._events = self.events
@@ -305,7 +314,7 @@ class PluginCall(otlp.SpanRecord):
         return f"00-{self.trace_id:032x}-{self.span_id:016x}-01"
 
 
-def current_span() -> Span | PluginCall | None:
+def current_span() -> Span | PointSpan | PluginCall | None:
     """The framework span the running code belongs to (None outside a sampled scheduling context): the
     plugin call in progress (a :class:`PluginCall`, a span once the extension point ends) or a span."""
     span = _current.get()
@@ -322,11 +331,11 @@ def get_current_span() -> Any:
     return span if span is not None else otel_trace.get_current_span()
 
 
-def activate(span: Span | None) -> contextvars.Token[Span | None]:
+def activate(span: Span | PointSpan | None) -> contextvars.Token[Span | PointSpan | None]:
     return _current.set(span)
 
 
-def deactivate(token: contextvars.Token[Span | None]) -> None:
+def deactivate(token: contextvars.Token[Span | PointSpan | None]) -> None:
     _current.reset(token)
 
 
