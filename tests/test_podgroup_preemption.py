@@ -314,3 +314,83 @@ def test_group_preemption_policy(gate: bool, pg_policy: str, pod_policy: str, wa
         assert group_preemption_policy(pg, [vpod("p0", "1", 0, policy=pod_policy)]) == want
     finally:
         features.install(previous)
+
+
+# ---- victims out of the gang's reach ---------------------------------------------------------------
+
+
+def zone_node(name: str, cpu: str, zone: str) -> Node:
+    from pluginhost.manifest import node_from_dict
+
+    return node_from_dict({"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "zone": zone}},
+                           "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}})
+
+
+def shy_pod(name: str, cpu: str, group: str) -> Pod:
+    """A gang pod of priority 10 that keeps out of any zone with an ``app: x`` pod."""
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+    return pod_from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "uid": f"uid-{name}"},
+                          "spec": {"priority": 10, "schedulingGroup": {"podGroupName": group},
+                                   "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                                                    [term]}},
+                                   "containers": [{"name": "c", "image": "busybox",
+                                                   "resources": {"requests": {"cpu": cpu}}}]}})
+
+
+def test_group_preemption_with_inter_pod_affinity_evicts_only_the_victims_in_reach() -> None:
+    # p0 (2 cpus, away from app=x by zone) fits only on n1 once l1 is out. x1 is app=x in n1's zone:
+    # given back, p0 fails its anti-affinity, so x1 goes too. x2 (app=x, zone b) and y2 (zone a, not
+    # app=x) are on nodes p0 is not proposed on and out of its anti-affinity's reach: both stay.
+    nodes = [zone_node("n1", "2", "a"), zone_node("n2", "1500m", "a"), zone_node("n3", "1", "b")]
+    victims = [vpod("l1", "2", 1, "n1", labels={"app": "y"}), vpod("x1", "500m", 1, "n2", labels={"app": "x"}),
+               vpod("y2", "500m", 1, "n2", labels={"app": "y"}), vpod("x2", "1", 1, "n3", labels={"app": "x"})]
+
+    async def main() -> Scheduler:
+        reg = in_tree_registry()
+        s = Scheduler(load_config(config([*PLUGINS, "InterPodAffinity"]), reg.points(), "test.yaml"), reg, seed=0)
+        s.cache.podgroups.put(gang("g", 1, priority=10))
+        await s.apply([*nodes, *victims, shy_pod("p0", "2", "g")])
+        task = asyncio.create_task(s.run())
+        try:
+            await wait_for(s, lambda: bool(node_of(s, "p0")), 10.0)
+        finally:
+            await s.drain(timeout=10.0)
+            await s.stop()
+            await asyncio.wait_for(task, 10.0)
+        return s
+
+    s = asyncio.run(main())
+    events = list(s.recent_events())
+    assert deleted(events) == ["l1", "x1"]
+    assert preempted(events) == {v: "preempted by podgroup default/g on node cluster" for v in ("l1", "x1")}
+    assert nominations(events) == {"p0": "n1"}
+    assert node_of(s, "p0") == "n1"
+    assert s.leaks() == NO_LEAKS
+
+
+@pytest.mark.parametrize(("other", "other_node", "node_name", "want"), [
+    # p0's own anti-affinity (app=x by zone): an app=x pod reaches the nodes of its zone only.
+    ({"app": "x"}, "n2", "n1", True),
+    ({"app": "x"}, "n3", "n1", False),
+    ({"app": "y"}, "n2", "n1", False),
+    ({"app": "x"}, "n1", "n1", True),
+])
+def test_inter_pod_affinity_says_which_nodes_a_pod_reaches(other: dict[str, str], other_node: str, node_name: str,
+                                                           want: bool) -> None:
+    async def main() -> bool:
+        reg = in_tree_registry()
+        s = Scheduler(load_config(config([*PLUGINS, "InterPodAffinity"]), reg.points(), "test.yaml"), reg, seed=0)
+        await s.apply([zone_node("n1", "2", "a"), zone_node("n2", "2", "a"), zone_node("n3", "2", "b")])
+        plugin = s.profiles[PROFILE].plugins["InterPodAffinity"]
+        snapshot = s.cache.snapshot()
+        state = CycleState("t", snapshot)
+        pod = shy_pod("p0", "1", "g")
+        _, status = await plugin.pre_filter(state, pod)  # type: ignore[attr-defined]
+        assert status.ok
+        row, other_row = snapshot.row(node_name), snapshot.row(other_node)
+        assert row is not None and other_row is not None
+        return bool(plugin.reaches(state, pod, vpod("o", "1", 1, other_node, labels=other),  # type: ignore[attr-defined]
+                                   other_row, row, snapshot.table))
+
+    assert asyncio.run(main()) is want

@@ -92,7 +92,7 @@ from pluginhost.plugin import (
     ScoreExtensions,
     ScorePlugin,
 )
-from pluginhost.snapshot import Snapshot
+from pluginhost.snapshot import NodeTable, Snapshot
 from pluginhost.status import SUCCESS, Code, Status
 
 from .helpers import IntArray
@@ -295,6 +295,26 @@ class InterPodAffinity(
             if t.matches(other, ns_labels):
                 s.anti.add_row(t.topology_key, node_row, value)
         return SUCCESS
+
+    def reaches(self, state: CycleState, pod: Pod, other: Pod, other_row: int, row: int, table: NodeTable) -> bool:
+        """Whether adding (or removing) ``other`` on node ``other_row`` can change Filter's answer for
+        ``pod`` on node ``row``: only through a count :meth:`add_pod` moves, in a topology domain both
+        nodes are in, or through the first-of-its-group allowance (any matching pod anywhere ends it)."""
+        s: _FilterState | None = state.get(_PRE_FILTER_KEY)
+        if s is None:
+            return False
+        ns_labels = self.namespace_labels
+        keys = {t.topology_key for t in compile_pod_terms(other).required_anti if t.matches(pod, ns_labels)}
+        if s.terms.required_affinity and matches_all(s.terms.required_affinity, other, ns_labels):
+            if s.matches_own_affinity:
+                return True
+            keys.update(t.topology_key for t in s.terms.required_affinity)
+        keys.update(t.topology_key for t in s.terms.required_anti if t.matches(other, ns_labels))
+        for key in keys:
+            codes = table.label_codes(key)[0]
+            if codes[other_row] >= 0 and codes[other_row] == codes[row]:
+                return True
+        return False
 
     async def add_pod(self, state: CycleState, pod: Pod, other: Pod, node_row: int) -> Status:
         return self._update(state, pod, other, node_row, 1)

@@ -294,11 +294,20 @@ async def _preempt(
     # victim's work each time, not all of them again: a thousand victims add up).
     bare = apply_view(snapshot, removed)
     needs = _needs(fwk, valid, snapshot)
+    # The group fitting with every victim out is what each reprieve that changes nothing for it would
+    # find: checked once, it answers for the victims out of every proposed pod's reach (below).
+    unreached, status = await _reprieve(fwk, snapshot, bare, Victim((), 0), out, valid, needs)
+    if not status.ok:
+        return None, status
     chosen: list[Victim] = []
     violations = 0
     for victim, count in [*violating, *((v, 0) for v in clean)]:
-        fits, status = await _reprieve(fwk, snapshot, bare, victim, [v for v in out if v is not victim], valid,
-                                       needs)
+        if unreached and not _reaches(fwk, victim, valid, snapshot):
+            status = await _pre_filter_extensions(fwk, victim.pods, valid, snapshot, add=True)
+            fits = True
+        else:
+            fits, status = await _reprieve(fwk, snapshot, bare, victim, [v for v in out if v is not victim],
+                                           valid, needs)
         if not status.ok:
             return None, status
         if fits:
@@ -366,6 +375,42 @@ def _overflows(seen: Snapshot, victim: Victim, needs: _Needs) -> bool:
             if amount > 0 and amount > int(seen.allocatable[row, col]) - int(seen.requested[row, col]):
                 return True
     return False
+
+
+#: In-tree Filter plugins whose answer on a node reads nothing of the pods on other nodes.
+NODE_LOCAL_FILTERS = frozenset({"NodeResourcesFit", "NodePorts", "NodeName", "NodeAffinity", "NodeUnschedulable",
+                                "TaintToleration", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"})
+
+
+def _reaches(fwk: Framework, victim: Victim, valid: Sequence[ProposedAssignment], snapshot: Snapshot) -> bool:
+    """Whether giving ``victim`` back can change a Filter answer for a proposed pod: it runs on a node
+    one is proposed on, or a Filter plugin the pod did not skip at PreFilter reads other nodes' pods
+    (any but the node-local ones and InterPodAffinity, which says where its counts reach). kube-scheduler
+    runs Filter for every proposed pod on every reprieve; a victim out of reach passes as the group does
+    with every victim out, so the answer is the same without running it."""
+    found = [snapshot.row(p.node_name) for p in victim.pods]
+    rows = [r for r in found if r is not None]
+    if len(rows) < len(found):
+        return True
+    proposed = {a.node_name for a in valid}
+    if any(p.node_name in proposed for p in victim.pods):
+        return True
+    table = snapshot.table
+    for a in valid:
+        row = snapshot.row(a.node_name)
+        if a.state is None or row is None:
+            return True
+        for pl in fwk.filter_plugins:
+            if pl.name in a.state.skip_filter or (pl.name in NODE_LOCAL_FILTERS and _in_tree(pl)):
+                continue
+            reaches = getattr(pl, "reaches", None) if pl.name == "InterPodAffinity" and _in_tree(pl) else None
+            if reaches is None or any(reaches(a.state, a.pod, p, r, row, table) for p, r in zip(victim.pods, rows)):
+                return True
+    return False
+
+
+def _in_tree(plugin: object) -> bool:
+    return type(plugin).__module__.startswith("framework.plugins.")
 
 
 async def _reprieve(fwk: Framework, snapshot: Snapshot, bare: Snapshot, victim: Victim, others: Sequence[Victim],
