@@ -17,7 +17,13 @@ its own (``pool`` label, pods select it), so one group's outcome never depends o
 race's. Its groups are created step by step (``steps``): a group's pods first, then its PodGroup, so
 that its first cycle has all its pods in their order on both schedulers (all at once, each scheduler's
 queue takes the pods of the initial list in an order of its own: kube-scheduler's differs from run to
-run); the two racing gangs are one step, red's pods and PodGroup before blue's.
+run); the two racing gangs are one step, their PodGroups first (seen by a watch), then their pods in turns,
+red's first: each gang is held at PreEnqueue until its last pod is seen, and of two complete gangs of one
+priority the queue takes first the one whose first pod it saw first (kube-scheduler's PrioritySort over a
+group's timestamp, that of the member that made it), so red, whose pods also complete first, takes the
+room on both schedulers. (Pods first and then its PodGroup, kube-scheduler queues a group's pods one by
+one when the PodGroup comes and may pop it with only the first: a gang short of its pods fails, and the
+other took the room once, under load.)
 
 A workload with ``preemption`` set needs workload-aware preemption (DefaultPreemption's PodGroupPostFilter)
 and runs with the default profile: scheduler_perf's ``workload_preemption`` shapes (:func:`preemption_shape`:
@@ -57,9 +63,11 @@ class GroupWorkload:
     nodes: list[dict[str, Any]]
     objects: list[dict[str, Any]]
     pods: list[dict[str, Any]]
-    #: The groups, step by step: each step's pods are created one at a time in order, then its PodGroups
-    #: (so that each group's first cycle has all its pods, in that order), and the step is waited for
-    #: before the next. Without steps every PodGroup is created first, then all the pods concurrently, timed.
+    #: The groups, step by step: a step of one group creates its pods one at a time in order, then its
+    #: PodGroup (so that its first cycle has all its pods, in that order); a step of several gangs creates
+    #: their PodGroups, waits for a watch to see them, then creates their pods one at a time in order. Each
+    #: step is waited for before the next. Without steps every PodGroup is created first, then all the pods
+    #: concurrently, timed.
     steps: tuple[tuple[str, ...], ...] = ()
     #: Node labels naming interchangeable domains (the racks of identical nodes): not part of a node's shape.
     symmetric_labels: tuple[str, ...] = ()

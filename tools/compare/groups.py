@@ -243,12 +243,7 @@ async def _schedule(cluster: LocalCluster, workload: GroupWorkload, timeout: flo
             if watch.bound:
                 run.seconds = max(t for t, _ in watch.bound.values()) - first
         for step in workload.steps:
-            for group in step:
-                for pod in workload.pods:
-                    if pod["spec"]["schedulingGroup"]["podGroupName"] == group:
-                        await create_pod(api, pod)
-                await _create(api, next(o for o in workload.objects if o["kind"] == "PodGroup"
-                                        and o["metadata"]["name"] == group))
+            await _step(api, workload, step)
             await _settled(api, workload, deadline, set(step))
         state = await _settled(api, workload, deadline)
     finally:
@@ -260,6 +255,54 @@ async def _schedule(cluster: LocalCluster, workload: GroupWorkload, timeout: flo
                         if p["metadata"]["name"] in workload.waves[-1].pods)
         run.pods = len(workload.waves[-1].pods)
     return _outcomes(workload, state, run)
+
+
+async def _step(api: Api, workload: GroupWorkload, step: tuple[str, ...]) -> None:
+    """One of ``workload.steps``: a group on its own, its pods one at a time, then its PodGroup; the
+    gangs of a step of several, their PodGroups first, then all their pods one at a time in order."""
+    def podgroup(name: str) -> dict[str, Any]:
+        return next(o for o in workload.objects if o["kind"] == "PodGroup" and o["metadata"]["name"] == name)
+
+    def of(groups: tuple[str, ...]) -> list[dict[str, Any]]:
+        return [p for p in workload.pods if p["spec"]["schedulingGroup"]["podGroupName"] in groups]
+
+    if len(step) > 1:
+        # Pods seen before their PodGroup wait for it; when it comes, kube-scheduler queues them one by
+        # one and may pop the group after the first (a gang short of its pods, which fails). So the
+        # PodGroups come first and are seen by a watch, as the scheduler's informer sees them, before
+        # the first pod: each gang is then held at PreEnqueue until its last pod, and the one whose
+        # first pod came first goes first (PrioritySort), on both schedulers.
+        await _create_seen(api, workload.namespace, [podgroup(group) for group in step])
+        for pod in of(step):
+            await create_pod(api, pod)
+        return
+    for pod in of(step):
+        await create_pod(api, pod)
+    await _create(api, podgroup(step[0]))
+
+
+async def _create_seen(api: Api, ns: str, podgroups: list[dict[str, Any]], timeout: float = 30.0) -> None:
+    """Create ``podgroups`` and return once a watch has seen each of them added."""
+    listed = await api.request("GET", _path(ns, "podgroups"), verb="list", resource="podgroups")
+    events = api.watch(_path(ns, "podgroups"), listed["metadata"]["resourceVersion"], resource="podgroups",
+                       timeout_seconds=int(timeout))
+    waiting = {pg["metadata"]["name"] for pg in podgroups}
+    first = asyncio.ensure_future(anext(events))  # from the list's version: no event is missed
+    try:
+        for pg in podgroups:
+            await _create(api, pg)
+        event = await asyncio.wait_for(first, timeout)
+        while True:
+            if event[0] == "ADDED":
+                waiting.discard(event[1]["metadata"]["name"])
+            if not waiting:
+                return
+            event = await asyncio.wait_for(anext(events), timeout)
+    finally:
+        if not first.done():
+            first.cancel()
+            await asyncio.gather(first, return_exceptions=True)
+        await events.aclose()
 
 
 async def _waves(api: Api, watch: BoundWatch, workload: GroupWorkload, deadline: float, run: GroupRun) -> None:
