@@ -96,6 +96,25 @@ def test_pre_filter_skips_a_pod_that_needs_nothing() -> None:
     assert "PreFilterNodeDeclaredFeatures" not in state
 
 
+def test_pre_filter_answers_each_pod_object_from_its_own_spec() -> None:
+    # The features are read from a pod's spec once per pod object: the same pod again (another
+    # placement of a PodGroup cycle) gets the same answer; the pod updated (a new object, same uid)
+    # is read again.
+    plugin = NodeDeclaredFeatures()
+    needs = make_pod(hostNetwork=True, hostUsers=False)
+    updated = make_pod()
+
+    def pre_filter(pod: Pod) -> tuple[Code, Any]:
+        state = CycleState()
+        _, status = asyncio.run(plugin.pre_filter(state, pod))
+        pre = state.get("PreFilterNodeDeclaredFeatures")
+        return status.code, None if pre is None else pre.required
+
+    assert [pre_filter(p) for p in (needs, needs, updated, needs)] == [
+        (Code.Success, frozenset({USERNS})), (Code.Success, frozenset({USERNS})), (Code.Skip, None),
+        (Code.Success, frozenset({USERNS}))]
+
+
 # (node features, pod spec) -> the node's Filter status
 NODES = [
     make_node("none"),

@@ -131,11 +131,27 @@ class NodeDeclaredFeatures(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
     name = "NodeDeclaredFeatures"
 
+    #: Pods whose features were worked out last: ``id(pod.raw)`` -> (that object, its features).
+    _KEPT = 1024
+
     def __init__(self, args: dict[str, Any] | None = None, handle: Handle | None = None) -> None:
-        pass
+        self._required: dict[int, tuple[Any, frozenset[str]]] = {}
+
+    def _required_of(self, pod: Pod) -> frozenset[str]:
+        """required_features(pod), read from the pod's spec once per pod object: a PodGroup cycle
+        runs PreFilter for the same pod in each placement, a pod back from the queue again."""
+        raw = pod.raw
+        hit = self._required.get(id(raw))
+        if hit is not None and hit[0] is raw:  # the object itself is kept, so its id is not reused
+            return hit[1]
+        required = required_features(pod)
+        if len(self._required) >= self._KEPT:
+            self._required.clear()
+        self._required[id(raw)] = (raw, required)
+        return required
 
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
-        required = required_features(pod)
+        required = self._required_of(pod)
         if not required:
             return None, Status.skip()
         state.write(_STATE_KEY, _State(required))
