@@ -6,8 +6,15 @@ resource judges it by NodeResourcesFit as usual; kube-scheduler's messages when 
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from framework.cli import main
 from framework.dra.extended import (
     ANN_EXTENDED_RESOURCE_CLAIM,
     IMPLICIT_PREFIX,
@@ -17,8 +24,9 @@ from framework.dra.extended import (
 )
 from framework.dra.models import DeviceClass
 from framework.dra.store import MemoryClaimWriter
+from framework.profiles import build_registry, default_scheduler_config
 from framework.scheduler import Scheduler
-from pluginhost.manifest import finish_pod
+from pluginhost.manifest import finish_pod, parse_objects
 from pluginhost.model import Container, Pod
 from tests.test_dra_scheduling import scheduled
 
@@ -183,3 +191,125 @@ def test_which_class_a_resource_maps_to(classes: list[tuple[str, str, str]], res
     table = {n: DeviceClass(n, extended_resource_name=e, creation_timestamp=t) for n, e, t in classes}
     found = class_for(table, resource)
     assert (found.name if found is not None else None) == want
+
+
+def run(*docs: str, setup: Callable[[Scheduler], None], names: list[str], until: str = "Bound") -> Scheduler:
+    """Schedule ``docs`` in the embedded store, after ``setup``, until every pod of ``names`` is ``until``."""
+    async def main_() -> Scheduler:
+        registry = build_registry()
+        s = Scheduler(default_scheduler_config(registry), registry, seed=1)
+        setup(s)
+        task = asyncio.get_running_loop().create_task(s.run())
+        try:
+            for doc in docs:
+                await s.apply(parse_objects(doc))
+            for _ in range(1000):  # at most 20 s
+                await asyncio.sleep(0.02)
+                if all((r := s.get_pod("default", n)) is not None and r.phase == until for n in names):
+                    return s
+            raise AssertionError(f"not {until}: {[(n, s.get_pod('default', n)) for n in names]}")
+        finally:
+            await s.stop()
+            task.cancel()
+
+    return asyncio.run(asyncio.wait_for(main_(), 30))
+
+
+CLUSTER = node("gpu-node") + devices("gpu-node", 2) + device_class()
+
+
+def test_a_claim_made_in_prebind_is_deleted_when_the_binding_cycle_fails_then_made_anew() -> None:
+    created: list[str] = []
+    failures = [RuntimeError("the API server refused it")]
+
+    def setup(s: Scheduler) -> None:
+        writer = s.cache.dra.writer
+        assert isinstance(writer, MemoryClaimWriter)
+        create, patch = writer.create_claim, writer.patch_pod_status
+
+        async def counting(manifest: Any) -> Any:
+            made = await create(manifest)
+            created.append(made.name)
+            return made
+
+        async def failing_once(pod: Pod, body: Any) -> None:
+            if failures:
+                raise failures.pop()
+            await patch(pod, body)
+
+        writer.create_claim, writer.patch_pod_status = counting, failing_once  # type: ignore[method-assign,assignment]
+
+    s = run(CLUSTER, gpu_pod("train", 2), setup=setup, names=["train"])
+    name, got, _ = made_claim(s, "train")
+    # The first claim went with the failed PreBind (Unreserve deleted it); the second is the pod's.
+    assert len(created) == 2 and created[1] == name and s.cache.dra.claims.get(f"default/{created[0]}") is None
+    assert got == ["container-0-request-1=gpu-node/gpu-0", "container-0-request-1=gpu-node/gpu-1"]
+    # Nothing else holds the devices: with the pod gone (its claim with it), none is in use.
+    s.delete_pod("default", "train")
+    assert s.cache.dra.claims == {} and s.cache.dra.allocated_state() == (frozenset(), {})
+
+
+STALE = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: train-extended-resources-old12
+  annotations: {resource.kubernetes.io/extended-resource-claim: "true"}
+  ownerReferences: [{apiVersion: v1, kind: Pod, name: train, uid: train-uid, controller: true}]
+spec:
+  devices:
+    requests:
+    - {name: container-0-request-1, exactly: {deviceClassName: gpu.example.com, count: 2}}
+status:
+  allocation:
+    devices:
+      results:
+      - {request: container-0-request-1, driver: gpu.example.com, pool: gpu-node, device: gpu-0}
+      - {request: container-0-request-1, driver: gpu.example.com, pool: gpu-node, device: gpu-1}
+  reservedFor: [{resource: pods, name: train, uid: train-uid}]
+"""
+
+
+def test_a_claim_left_by_an_earlier_attempt_is_deleted_in_postfilter_then_the_pod_gets_a_new_one() -> None:
+    seen: list[str] = []
+
+    def setup(s: Scheduler) -> None:
+        original = s.cache.dra.writer.delete_claim  # type: ignore[attr-defined]
+
+        async def noting(claim: Any) -> None:
+            seen.append(claim.name)
+            await original(claim)
+
+        s.cache.dra.writer.delete_claim = noting  # type: ignore[attr-defined]
+
+    the_pod = gpu_pod("train", 2).replace("metadata: {name: train}", "metadata: {name: train, uid: train-uid}")
+    s = run(CLUSTER, STALE, the_pod, setup=setup, names=["train"])
+    name, got, _ = made_claim(s, "train")
+    assert seen == ["train-extended-resources-old12"] and name != "train-extended-resources-old12"
+    assert got == ["container-0-request-1=gpu-node/gpu-0", "container-0-request-1=gpu-node/gpu-1"]
+
+
+def test_a_device_plugin_node_takes_the_pod_by_fit_and_no_claim_is_made() -> None:
+    # plugin-node advertises 4 (a device plugin's), gpu-node has 2 devices: 3 fit only on plugin-node.
+    s, result = scheduled(node("plugin-node", gpus=4) + node("gpu-node") + devices("gpu-node", 2) + device_class(),
+                          gpu_pod("p", 3))
+    assert result == {"p": ("Bound", "plugin-node", "")}
+    assert list(s.cache.dra.claims) == []
+
+
+def test_explain_shows_the_devices_for_the_extended_resource(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "cluster.yaml").write_text(node("cpu-only", gpus=0) + node("gpu-node") + devices("gpu-node", 2)
+                                           + device_class().rstrip("-\n"))
+    (tmp_path / "pod.yaml").write_text(gpu_pod("train", 1))
+    args = ["explain", "--cluster", str(tmp_path / "cluster.yaml"), "-f", str(tmp_path / "pod.yaml"), "-o", "json"]
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["selected"] == "gpu-node"
+    assert result["devices"] == [{"claim": "default/<extended-resources>", "request": "container-0-request-1",
+                                  "driver": "gpu.example.com", "pool": "gpu-node", "device": "gpu-0",
+                                  "allocated": False}]
+    # cpu-only lists the resource at 0: its devices are asked (it has none).
+    assert result["nodes"]["cpu-only"]["filter"] == {"code": "UnschedulableAndUnresolvable",
+                                                     "plugin": "DynamicResources",
+                                                     "reasons": ["cannot allocate all claims"]}

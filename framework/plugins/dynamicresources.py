@@ -604,16 +604,20 @@ class DynamicResources(
 def allocated_devices(state: CycleState, node_name: str) -> list[dict[str, Any]]:
     """The devices the pod's claims have on ``node_name`` after this cycle's Filter: each claim's
     allocation (``allocated`` true when the claim had it already, false when this cycle would make
-    it), one entry per device. Empty for a pod without claims or a node Filter did not pass."""
+    it), one entry per device, those for its extended resources last (claim ``<ns>/<extended-resources>``).
+    Empty for a pod without claims or a node Filter did not pass."""
     s = _read_state(state)
-    if s is None or not s.claims:
+    if s is None or not (s.claims or s.extended):
         return []
     made = s.allocations_on(node_name)
     if s.allocator is not None and made is None:
         return []
     out: list[dict[str, Any]] = []
     k = 0
-    for claim in s.claims:
+    claims = list(s.claims)
+    if s.extended is not None and node_name in s.extended.on_node:
+        claims.append(s.extended.claim)  # its allocation is the node's last (its name: <extended-resources>)
+    for claim in claims:
         allocation, before = claim.allocation, claim.allocation is not None
         if allocation is None and made is not None and k < len(made):
             allocation, k = made[k], k + 1

@@ -20,6 +20,7 @@ from pluginhost.workload import PodGroup, Workload
 
 from ..disruption import embedded_status
 from ..dra.embedded import apply_object, release_pod, with_template_claims
+from ..dra.extended import is_dra_extended_resource_name
 from ..podgroups.embedded import apply_object as apply_pod_group
 from ..podgroups.store import POD_GROUP_RESOURCE
 from ..queue import ACTIVE, GATED
@@ -325,7 +326,8 @@ class ObjectStore(SchedulerBase):
                 self.reservations.reserve_pod_deleted(rec.pod, reason)
             else:
                 self.reservations.owner_deleted(rec.pod)
-        if self.source.accepts_apply and rec.pod.resource_claims:
+        if self.source.accepts_apply and (rec.pod.resource_claims or any(map(is_dra_extended_resource_name,
+                                                                             rec.pod.requests))):
             release_pod(self.cache.dra, rec.pod)  # the claim controller's part, in the embedded store
         self._emit(EV_DELETED, "Pod", rec.pod, node=rec.pod.node_name)
         if was_placed or rec.pod.node_name:
