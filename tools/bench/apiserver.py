@@ -549,9 +549,12 @@ def _window_metrics(w: _Window, measured: list[float], load: float) -> dict[str,
 
 def _profiler(pid: int) -> subprocess.Popen[bytes] | None:
     """py-spy sampling the framework over the window, when ``$OUTRIGGER_BENCH_PYSPY`` names a folder
-    (collapsed stacks in ``framework-<pid>.txt``; py-spy is not a dependency: install it to profile)."""
+    (collapsed stacks in ``framework-<pid>.txt``; py-spy is not a dependency: install it to profile, in
+    this virtualenv or on ``PATH``)."""
     folder = os.environ.get(PYSPY_ENV)
     spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():  # installed elsewhere (a virtualenv of its own, on PATH)
+        spy = Path(shutil.which("py-spy") or spy)
     if not folder or not spy.exists():
         return None
     Path(folder).mkdir(parents=True, exist_ok=True)
