@@ -114,13 +114,14 @@ def test_pods_claiming_devices_get_the_same_nodes_devices_and_messages_from_both
         "shared-0": ("dra-c", ["dra-c/gpu-0 for gpu"]), "shared-1": ("dra-c", ["dra-c/gpu-0 for gpu"]),
         "shared-2": ("dra-c", ["dra-c/gpu-0 for gpu"]), "h100-pair": ("dra-c", ["dra-c/gpu-1 for gpu",
                                                                                   "dra-c/gpu-2 for gpu"]),
-        "h100-index-3": ("dra-c", ["dra-c/gpu-3 for gpu"]), "first-available": ("dra-c", ["dra-c/gpu-4 for gpu/h100"])}
+        "h100-index-3": ("dra-c", ["dra-c/gpu-3 for gpu"]), "first-available": ("dra-c", ["dra-c/gpu-4 for gpu/h100"]),
+        "h100-extended": ("dra-c", ["dra-c/gpu-5 for container-0-request-0", "dra-c/gpu-6 for container-0-request-0"])}
     # The a100 pods tie between dra-a and dra-b: each bound on one of them, with one device of its node.
     for p in report.pods[:4]:
         for o in (p.kube, p.outrigger):
             assert o.node in ("dra-a", "dra-b") and len(o.devices) == 1 and o.devices[0].startswith(o.node + "/")
     want = {"dra-a": ["dra-a/gpu-0", "dra-a/gpu-1"], "dra-b": ["dra-b/gpu-0", "dra-b/gpu-1"],
-            "dra-c": [f"dra-c/gpu-{i}" for i in range(5)]}
+            "dra-c": [f"dra-c/gpu-{i}" for i in range(7)]}
     assert report.kube_devices == want and report.outrigger_devices == want
     # Pods that cannot get devices: kube-scheduler's words, as event and condition, on both.
     missing = ("0/4 nodes are available: request gpu: device class no-such-class does not exist. preemption: 0/4 "
@@ -128,7 +129,8 @@ def test_pods_claiming_devices_get_the_same_nodes_devices_and_messages_from_both
     unbound = {p.pod: (p.kube.event, p.kube.condition) for p in report.pods if not p.kube.node}
     assert unbound == {"a100-full": (ALL_CLAIMED, ALL_CLAIMED), "a100-three": (ALL_CLAIMED, ALL_CLAIMED),
                        "no-such-class": (missing, missing),
-                       "first-available-full": (ALL_CLAIMED, ALL_CLAIMED)}
+                       "first-available-full": (ALL_CLAIMED, ALL_CLAIMED),
+                       "h100-extended-full": (ALL_CLAIMED, ALL_CLAIMED)}
     assert set(unbound) == {s.name for s in DRA_PODS if not s.fits}
 
 

@@ -1,14 +1,15 @@
 """Devices: pods that claim devices of a fake driver (:mod:`framework.cli.demodevices`), placed by each
 scheduler on a fresh copy of one cluster, and what each decided compared pod by pod.
 
-The cluster (:func:`dra_cluster`): ``dra-a`` and ``dra-b`` with two ``a100`` GPUs each, ``dra-c`` with five
+The cluster (:func:`dra_cluster`): ``dra-a`` and ``dra-b`` with two ``a100`` GPUs each, ``dra-c`` with seven
 ``h100``, ``dra-d`` with none; a DeviceClass per model (a CEL selector on driver and model). The pods
 (:data:`DRA_PODS`) claim through ResourceClaimTemplates (kube-controller-manager's resourceclaim
 controller runs on both clusters and makes their claims), through a ResourceClaim three pods share, with a
-CEL selector of their own, through a prioritized list (``firstAvailable``), and some cannot get devices
-(all taken, more than a node has, a class that does not exist). They are created **one at a time**, each
-once the one before is bound or unschedulable, so the allocator's choices follow from the same state on
-both sides.
+CEL selector of their own, through a prioritized list (``firstAvailable``), through an extended resource
+the ``h100`` class maps (``example.com/h100``: DRAExtendedResource, a claim the scheduler makes), and some
+cannot get devices (all taken, more than a node has, a class that does not exist). They are created
+**one at a time**, each once the one before is bound or unschedulable, so the allocator's choices follow
+from the same state on both sides.
 
 Compared: every pod bound or not; the node and the devices of each pod whose node the devices decide
 (``fixed``); the devices allocated on each node (every device name: the cluster ends full where pods go,
@@ -46,6 +47,8 @@ class DraSpec:
     claim: str = ""
     fixed: bool = False
     fits: bool = True
+    #: How many ``example.com/h100`` the pod asks for in its limits (no claim of its own then).
+    extended: int = 0
 
 
 #: In the order they are created.
@@ -55,11 +58,15 @@ DRA_PODS: tuple[DraSpec, ...] = (
     DraSpec("h100-pair", template="two-h100", fixed=True),
     DraSpec("h100-index-3", template="h100-index-3", fixed=True),
     DraSpec("first-available", template="h100-or-a100", fixed=True),
+    DraSpec("h100-extended", extended=2, fixed=True),
     DraSpec("a100-full", template="one-a100", fits=False),
     DraSpec("a100-three", template="three-a100", fits=False),
     DraSpec("no-such-class", template="missing-class", fits=False),
     DraSpec("first-available-full", template="h100-or-a100", fits=False),
+    DraSpec("h100-extended-full", extended=1, fits=False),
 )
+#: The extended resource the ``h100`` class maps.
+H100_RESOURCE = "example.com/h100"
 
 
 def _template(name: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -74,10 +81,12 @@ def dra_cluster() -> list[dict[str, Any]]:
         {"cel": {"expression": f'device.attributes["{demodevices.DRIVER}"].index == 3'}}]}}
     either = {"name": "gpu", "firstAvailable": [{"name": "h100", "deviceClassName": H100},
                                                 {"name": "a100", "deviceClassName": A100}]}
+    h100 = demodevices.device_class(H100, "h100")
+    h100["spec"]["extendedResourceName"] = H100_RESOURCE
     return [
-        demodevices.device_class(A100, "a100"), demodevices.device_class(H100, "h100"),
+        demodevices.device_class(A100, "a100"), h100,
         demodevices.gpu_slice("dra-a", 2), demodevices.gpu_slice("dra-b", 2),
-        demodevices.gpu_slice("dra-c", 5, model="h100", memory="80Gi"),
+        demodevices.gpu_slice("dra-c", 7, model="h100", memory="80Gi"),
         demodevices.claim_template("one-a100", NS, 1, A100), demodevices.claim_template("two-h100", NS, 2, H100),
         demodevices.claim_template("three-a100", NS, 3, A100),
         demodevices.claim_template("missing-class", NS, 1, "no-such-class"),
@@ -87,6 +96,10 @@ def dra_cluster() -> list[dict[str, Any]]:
 
 
 def _pod(spec: DraSpec) -> dict[str, Any]:
+    if spec.extended:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": spec.name, "namespace": NS}, "spec": {
+            "schedulerName": SCHEDULER_NAME, "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10.1",
+                                                             "resources": {"limits": {H100_RESOURCE: spec.extended}}}]}}
     source = {"resourceClaimTemplateName": spec.template} if spec.template else {"resourceClaimName": spec.claim}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": spec.name, "namespace": NS}, "spec": {
         "schedulerName": SCHEDULER_NAME, "resourceClaims": [{"name": "gpu", **source}],
@@ -164,9 +177,11 @@ async def _outcomes(api: Any, watch: BoundWatch) -> dict[str, Outcome]:
     out: dict[str, Outcome] = {}
     for pod in pods:
         name = pod["metadata"]["name"]
-        made = {s["name"]: s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses")
-                or ()}
-        source = pod["spec"]["resourceClaims"][0]
+        status = pod.get("status") or {}
+        made = {s["name"]: s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or ()}
+        # A pod asking for an extended resource has the claim the scheduler made for it.
+        made["gpu"] = made.get("gpu") or (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        source = (pod["spec"].get("resourceClaims") or [{}])[0]
         claim = by_claim.get(source.get("resourceClaimName") or made.get("gpu") or "") or {}
         results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ())
         node = (pod.get("spec") or {}).get("nodeName") or ""
