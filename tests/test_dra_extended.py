@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from framework.cli import main
+from framework.config import load_config
 from framework.dra.extended import (
     ANN_EXTENDED_RESOURCE_CLAIM,
     IMPLICIT_PREFIX,
@@ -193,11 +194,14 @@ def test_which_class_a_resource_maps_to(classes: list[tuple[str, str, str]], res
     assert (found.name if found is not None else None) == want
 
 
-def run(*docs: str, setup: Callable[[Scheduler], None], names: list[str], until: str = "Bound") -> Scheduler:
-    """Schedule ``docs`` in the embedded store, after ``setup``, until every pod of ``names`` is ``until``."""
+def run(*docs: str, setup: Callable[[Scheduler], None], names: list[str], until: str = "Bound",
+        config: str = "") -> Scheduler:
+    """Schedule ``docs`` in the embedded store (with the KubeSchedulerConfiguration ``config``, the default
+    one when empty), after ``setup``, until every pod of ``names`` is ``until``."""
     async def main_() -> Scheduler:
         registry = build_registry()
-        s = Scheduler(default_scheduler_config(registry), registry, seed=1)
+        loaded = load_config(config, registry.points(), "test.yaml") if config else default_scheduler_config(registry)
+        s = Scheduler(loaded, registry, seed=1)
         setup(s)
         task = asyncio.get_running_loop().create_task(s.run())
         try:
@@ -313,3 +317,24 @@ def test_explain_shows_the_devices_for_the_extended_resource(tmp_path: Path,
     assert result["nodes"]["cpu-only"]["filter"] == {"code": "UnschedulableAndUnresolvable",
                                                      "plugin": "DynamicResources",
                                                      "reasons": ["cannot allocate all claims"]}
+
+
+NO_FIT = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      disabled: [{name: NodeResourcesFit}]
+"""
+
+
+def test_a_resource_neither_advertised_nor_mapped_is_dynamic_resources_cannot_fit_resource() -> None:
+    """Without NodeResourcesFit before it, DynamicResources' own word for a pod that also asks for a resource
+    the node does not list and no class maps."""
+    both = gpu_pod("p", 1).replace('limits: {example.com/gpu: "1"}', 'limits: {example.com/gpu: "1", other.com/x: "1"}')
+    s = run(CLUSTER, both, setup=lambda s: None, names=["p"], until="Unschedulable", config=NO_FIT)
+    rec = s.get_pod("default", "p")
+    assert rec is not None and rec.last_status is not None
+    assert rec.last_status.message() == ("0/1 nodes are available: 1 cannot fit resource. preemption: 0/1 nodes are "
+                                         "available: 1 Preemption is not helpful for scheduling.")

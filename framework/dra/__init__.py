@@ -19,6 +19,8 @@ compatibility groups, optional node operations, node-allocatable resources).
 Modules: :mod:`.models` (typed objects, strict decoding), :mod:`.selectors` (CEL), :mod:`.pools`
 (which slices a node sees), :mod:`.capacity` (consumable capacity), :mod:`.allocator` (the search),
 :mod:`.store` (``DraStore``, the scheduler's ``cache.dra``, and the ``ClaimWriter`` PreBind writes
-through), :mod:`.claims` (a pod's claims as the plugin reads them, the statuses it writes) and
-:mod:`.embedded` (the embedded store's objects and the resourceclaim controller's part).
+through), :mod:`.claims` (a pod's claims as the plugin reads them, the statuses it writes),
+:mod:`.extended` (extended resources backed by DeviceClasses: the claim DynamicResources makes for a pod
+that asks for them, DRAExtendedResource) and :mod:`.embedded` (the embedded store's objects and the
+resourceclaim controller's part).
 """
