@@ -8,12 +8,14 @@ The rig is the in-process scheduler on the embedded store, with the in-tree Gang
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pytest
 from test_runtime import NO_LEAKS, PROFILE, describe, node, settled, wait_for
 
@@ -184,6 +186,35 @@ def test_a_gang_that_fits_is_bound_whole_and_its_condition_says_scheduled() -> N
     assert [line for line in metrics.exposition().decode().splitlines()
             if line.startswith("scheduler_podgroup_schedule_attempts_total")] == [
         'scheduler_podgroup_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1.0']
+
+
+def test_each_pod_of_a_group_sees_the_pods_placed_before_it_one_row_changed_at_a_time() -> None:
+    # Three 1-cpu pods on three 1-cpu nodes: each pod's snapshot is the last one's plus the pod placed
+    # last, so only that row is new to plugins that keep per-row data between snapshots.
+    seen: list[Any] = []
+
+    async def main() -> Scheduler:
+        s = make()
+        schedule_pod = s._schedule_pod
+
+        async def recording(fwk: Any, state: Any, pod: Pod, snapshot: Any, *rest: Any) -> Any:
+            seen.append(snapshot)
+            return await schedule_pod(fwk, state, pod, snapshot, *rest)
+
+        s._schedule_pod = recording  # type: ignore[method-assign]
+        await run(s, [gang("g", 3)], [node(f"n{i}", cpu="1") for i in range(3)]
+                  + [gpod(f"p{i}", "1", "g") for i in range(3)])
+        return s
+
+    s = asyncio.run(main())
+    hosts = [node_of(s, f"p{i}") for i in range(3)]
+    assert sorted(hosts) == ["n0", "n1", "n2"]
+    rows = [seen[0].row(h) for h in hosts]
+    assert [snap.requested_of("cpu").tolist() for snap in seen] == [
+        [0, 0, 0], [1000 if r == rows[0] else 0 for r in range(3)],
+        [1000 if r in rows[:2] else 0 for r in range(3)]]
+    changed = [np.flatnonzero(b.row_versions != a.row_versions).tolist() for a, b in itertools.pairwise(seen)]
+    assert changed == [[rows[0]], [rows[1]]]
 
 
 def test_a_gang_that_does_not_fit_binds_nothing_and_every_pod_says_why() -> None:

@@ -226,16 +226,19 @@ class GroupAlgorithm(SchedulingCycle):
         if feasible.code is Code.Unschedulable:
             result.status = unschedulable_group(*feasible.reasons)
             return result
-        view = NodeView()
+        # The pods placed so far: ``view`` as remote plugins apply it to their mirror, ``seen`` the
+        # snapshot with them, one pod added to the last pod's (not every earlier pod again each time).
+        view, seen = NodeView(), snapshot
         for member in run.members:
-            pod_result = await self._simulate_pod(run, member, snapshot, view, undo)
+            pod_result = await self._simulate_pod(run, member, seen, view, undo)
             result.pods.append(pod_result)
             st = pod_result.status
             if not st.ok and not st.is_rejected:
                 result.status = Status.failure(f"failed to schedule other pod from a pod group: {st.message()}")
                 break
             if st.ok and pod_result.node is not None:
-                view = view.then(NodeView(added_pods=(dataclasses.replace(member.pod, node_name=pod_result.node),)))
+                placed = NodeView(added_pods=(dataclasses.replace(member.pod, node_name=pod_result.node),))
+                view, seen = view.then(placed), apply_view(seen, placed)
             progress = PlacementProgress(progress.remaining - 1, progress.scheduled + (1 if st.ok else 0))
             feasible = await run_placement_feasible(run.fwk, pstate, run.pgi, progress)
             if feasible.code is Code.Error:
@@ -253,12 +256,11 @@ class GroupAlgorithm(SchedulingCycle):
             result.any_scheduled = False
         return result
 
-    async def _simulate_pod(self, run: GroupRun, member: QueuedPodInfo, snapshot: Snapshot, view: NodeView,
+    async def _simulate_pod(self, run: GroupRun, member: QueuedPodInfo, seen: Snapshot, view: NodeView,
                             undo: _Undo) -> PodResult:
-        """podGroupPodSchedulingAlgorithm: one pod's cycle in the group's snapshot plus the pods placed
-        before it (PostFilter is not run), then Reserve on the node found."""
+        """podGroupPodSchedulingAlgorithm: one pod's cycle in ``seen``, the group's snapshot plus the
+        pods placed before it (``view``), PostFilter not run; then Reserve on the node found."""
         pod, fwk = member.pod, run.fwk
-        seen = apply_view(snapshot, view) if view else snapshot
         state = CycleState(f"{pod.uid}:{member.attempts}:{next(self._cycle_ids)}", seen, member.attempts)
         self.cycle_states[state.cycle_id] = state  # remote plugins read and write it by its id
         run.states.append(state.cycle_id)
