@@ -789,3 +789,27 @@ def test_target_pod_scale_down_always_queues() -> None:
 def test_node_change_hint(old: Node | None, new: Node, want: QueueingHint) -> None:
     _, on_node = hints(NodeResourcesFit())
     assert on_node(pod("p", container(cpu="2")), old, new) is want
+
+
+class _DraHandle:
+    """A handle whose snapshot's DRA store holds one DeviceClass mapping example.com/gpu."""
+
+    def __init__(self) -> None:
+        self.dra = self
+        self.classes = {"gpu": DeviceClass("gpu", extended_resource_name=GPU)}
+
+    def snapshot(self) -> Any:
+        return self
+
+
+@pytest.mark.parametrize(("mapped", "new", "want"), [
+    pytest.param(True, node("n", cpu="4", memory="1000"), QueueingHint.Queue, id="mapped-left-to-devices"),
+    pytest.param(False, node("n", cpu="4", memory="1000"), QueueingHint.QueueSkip, id="unmapped-node-lacks-it"),
+    pytest.param(True, node("n", cpu="4", memory="1000", gpu="1"), QueueingHint.QueueSkip,
+                 id="mapped-but-advertised-too-few"),
+])
+def test_node_added_hint_leaves_resources_backed_by_devices_to_dynamic_resources(
+        mapped: bool, new: Node, want: QueueingHint) -> None:
+    plugin = NodeResourcesFit(handle=_DraHandle() if mapped else None)  # type: ignore[arg-type]
+    _, on_node = hints(plugin)
+    assert on_node(pod("p", container(cpu="2", gpu="2")), None, new) is want

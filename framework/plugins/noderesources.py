@@ -575,10 +575,15 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return QueueingHint.QueueSkip
 
     def _after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
-        """Queue when the added or updated node could hold the pod and has more of what it asks for."""
+        """Queue when the added or updated node could hold the pod and has more of what it asks for (the
+        resources a DeviceClass maps and the node does not advertise left to DynamicResources)."""
         if not isinstance(new, Node):
             return QueueingHint.Queue
         requests = _fit_requests(pod)
+        classes = _device_classes(None, self.handle)
+        if classes:
+            requests = tuple((r, a) for r, a in requests
+                             if new.allocatable.get(r, 0) > 0 or class_for(classes, r) is None)
         if not _fits_empty(requests, new):
             return QueueingHint.QueueSkip
         if not isinstance(old, Node):
@@ -591,8 +596,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return QueueingHint.QueueSkip
 
 
-def _device_classes(state: CycleState, handle: Handle | None) -> Mapping[str, DeviceClass]:
-    snap = state.snapshot if state.snapshot is not None else (handle.snapshot() if handle is not None else None)
+def _device_classes(state: CycleState | None, handle: Handle | None) -> Mapping[str, DeviceClass]:
+    snap = state.snapshot if state is not None and state.snapshot is not None else (
+        handle.snapshot() if handle is not None else None)
     classes = getattr(getattr(snap, "dra", None), "classes", None)
     return classes if isinstance(classes, Mapping) else {}
 
