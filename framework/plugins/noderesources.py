@@ -45,7 +45,7 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import Snapshot, non_zero_requests
 from pluginhost.status import SUCCESS, Code, Status
 
-from ..dra.extended import IMPLICIT_PREFIX, class_for
+from ..dra.extended import IMPLICIT_PREFIX, class_for, is_dra_extended_resource_name
 from ..dra.models import DeviceClass
 
 __all__ = [
@@ -391,7 +391,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     async def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status]:
         requests = _fit_requests(pod)
         classes = _device_classes(state, self.handle)
-        to_dra = frozenset(r for r, v in requests if v > 0 and classes and class_for(classes, r) is not None)
+        to_dra = frozenset(r for r, v in requests if v > 0 and classes and is_dra_extended_resource_name(r)
+                           and class_for(classes, r) is not None)
         state.write(_STATE_KEY, _FitState(requests, to_dra))
         return None, SUCCESS
 
