@@ -23,7 +23,9 @@ from test_kube_dra_scheduling import gpus as gpus  # the fixture
 
 from framework.dra.extended import ANN_EXTENDED_RESOURCE_CLAIM
 from framework.dra.store import FINALIZER
+from pluginhost.examples.provisioner import FAIL, PROVISION
 from tools import fakedriver
+from tools.compare.throughput import claim_requests
 from tools.localcluster import LocalCluster
 
 pytestmark = pytest.mark.kube
@@ -44,8 +46,10 @@ def mapped(gpus: Gpus) -> Iterator[tuple[str, bool]]:
         gpus.cluster.kubectl("delete", f"deviceclass/{name}", "--ignore-not-found")
 
 
-def gpu_pod(name: str, namespace: str, resource: str, count: int) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+def gpu_pod(name: str, namespace: str, resource: str, count: int,
+            annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}},
             "spec": {"schedulerName": PROFILE, "containers": [
                 {"name": "c", "image": "registry.k8s.io/pause:3.10",
                  "resources": {"requests": {"cpu": "100m"}, "limits": {resource: str(count)}}}]}}
@@ -115,3 +119,26 @@ def test_a_pod_asking_for_more_devices_than_a_node_has_gets_kube_schedulers_mess
     message = ("0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: "
                "2 Preemption is not helpful for scheduling.")
     unschedulable(gpus, "huge", message if served else insufficient(resource))
+
+
+def test_a_prebind_failure_after_the_claim_was_made_deletes_it_and_the_retry_makes_another(
+        gpus: Gpus, mapped: tuple[str, bool]) -> None:
+    resource, served = mapped
+    ns = gpus.ns
+    gpus.apply(gpu_pod("once", ns, resource, 3, annotations={PROVISION: "scratch", FAIL: "once"}))
+    before = claim_requests(gpus.cluster)
+    gpus.start("after")  # the Provisioner's PreBind runs after DynamicResources' and fails once
+    if not served:  # 1.35: no class maps the resource, no claim is made
+        unschedulable(gpus, "once", insufficient(resource))
+        return
+    assert gpus.bound("once", timeout=90) == gpus.b
+    name = wait_for(lambda: gpus.pod("once")["status"].get("extendedResourceClaimStatus"), 30,
+                    "the pod's extendedResourceClaimStatus")["resourceClaimName"]
+    (claim,) = claims_of(gpus.cluster, ns)
+    assert claim["metadata"]["name"] == name
+    assert allocation_of(claim)[2:] == (["once"], [FINALIZER])
+    writes = {k: n for k, n in (claim_requests(gpus.cluster) - before).items() if not k.startswith(("GET", "LIST",
+                                                                                                     "WATCH"))}
+    # Two claims made (POST), each given the finalizer (PUT) and its allocation (PUT status); the first, at
+    # Unreserve, its finalizer taken off (PUT) and deleted (DELETE).
+    assert writes == {"POST 201": 2, "PUT 200": 3, "PUT status 200": 2, "DELETE 200": 1}
