@@ -52,7 +52,13 @@ What goes out (DynamicResources' PreBind and Unreserve, ``bindClaim`` in kube-sc
   precondition, no resourceVersion), as kube-scheduler does: someone else's change of the claim since it
   was read does not refuse it. A claim gone (404) needs nothing more; one replaced by a claim of
   another uid is refused (422) and left alone.
+- For a pod's extended resources backed by devices (DRAExtendedResource) PreBind first creates the claim
+  (a ``POST`` with ``generateName``, not sent again when its answer is lost: a second copy would be a
+  second claim), and after its status, patches the pod's ``status.extendedResourceClaimStatus`` (a
+  strategic-merge ``PATCH`` of ``pods/status``); Unreserve deletes such a claim, its finalizer taken off
+  first with an update (read again after a conflict, five tries); one already gone is nothing to do.
 """
+
 
 from __future__ import annotations
 
