@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
 	pb "outrigger.dev/clients/go/gen/outrigger/v1"
 )
 
@@ -64,6 +67,9 @@ func podGroupPoints(p Plugin) []pb.ExtensionPoint {
 	}
 	if _, ok := p.(NormalizePlacementScorePlugin); ok {
 		pts = append(pts, pb.ExtensionPoint_EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE)
+	}
+	if _, ok := p.(PodGroupPostFilterPlugin); ok {
+		pts = append(pts, pb.ExtensionPoint_EXTENSION_POINT_POD_GROUP_POST_FILTER)
 	}
 	return pts
 }
@@ -175,4 +181,132 @@ func (h *Host) NormalizePlacementScore(ctx context.Context, req *pb.NormalizePla
 		return nil, err
 	}
 	return &pb.NormalizePlacementScoreReply{Status: st.ToProto(), Scores: scores, StateWrites: writes(call)}, nil
+}
+
+// PodGroupScheduleResult is what scheduling the group again found: the placement its pods were placed
+// in ("" for the placement of all nodes) and each pod the algorithm reached with its node ("" for
+// none).
+type PodGroupScheduleResult struct {
+	Placement string
+	Proposed  []ProposedAssignment
+}
+
+// PodGroupSchedulingFunc schedules the group again in the cycle's snapshot with the pods named (by
+// uid) taken out, nothing kept (kube-scheduler's PodGroupSchedulingFunc over the mutated snapshot): the
+// assignments found and the group's status. The framework answers it over the call's stream, at most
+// PodGroupPostFilterStart.max_schedules times per call.
+type PodGroupSchedulingFunc func(removedUIDs []string) (*PodGroupScheduleResult, *Status)
+
+// GroupVictim is a pod the framework evicts so that the group can be placed, and the node it is on.
+type GroupVictim struct {
+	Pod      *pb.PodRef
+	NodeName string
+}
+
+// PodGroupPostFilterResult is what a PodGroupPostFilter plugin made possible: the node each pod of
+// the group is nominated to (Nominations: a pod of the group and its node) and the pods the framework
+// is to evict for it.
+type PodGroupPostFilterResult struct {
+	Nominations []ProposedAssignment
+	Victims     []GroupVictim
+}
+
+// PodGroupPostFilterPlugin runs when a group could not be placed (preemption for groups): Success
+// with the nominations and victims, or a rejection saying why not. Call.State is the group cycle's
+// CycleState.
+type PodGroupPostFilterPlugin interface {
+	Plugin
+	PodGroupPostFilter(c *Call, group *PodGroupInfo, schedule PodGroupSchedulingFunc) (*PodGroupPostFilterResult, *Status)
+}
+
+// PodGroupPostFilter serves the stream: the start, the plugin's asks to schedule the group again (each
+// sent, its answer received), then its result.
+func (h *Host) PodGroupPostFilter(stream pb.Plugin_PodGroupPostFilterServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if start == nil {
+		return grpcstatus.Error(codes.InvalidArgument, "a PodGroupPostFilter stream must start with PodGroupPostFilterStart")
+	}
+	group := groupOf(start.GetCtx())
+	var result *PodGroupPostFilterResult
+	asks := uint32(0)
+	schedule := func(removed []string) (*PodGroupScheduleResult, *Status) {
+		asks++
+		if asks > start.GetMaxSchedules() {
+			return nil, AsStatus(fmt.Errorf("the group may be scheduled again at most %d times in one PodGroupPostFilter",
+				start.GetMaxSchedules()))
+		}
+		ask := &pb.PodGroupSchedule{}
+		for _, uid := range removed {
+			ask.RemovedPods = append(ask.RemovedPods, &pb.PodRef{Uid: uid})
+		}
+		if err := stream.Send(&pb.PodGroupPostFilterReply{Msg: &pb.PodGroupPostFilterReply_Schedule{Schedule: ask}}); err != nil {
+			return nil, AsStatus(err)
+		}
+		msg, err := stream.Recv()
+		if err != nil {
+			return nil, AsStatus(err)
+		}
+		got := msg.GetScheduled()
+		if got == nil {
+			return nil, AsStatus(fmt.Errorf("the framework answered a schedule with something else"))
+		}
+		out := &PodGroupScheduleResult{Placement: got.GetPlacement()}
+		for _, a := range got.GetAssignments() {
+			if int(a.GetPod()) < len(group.Pods) {
+				out.Proposed = append(out.Proposed, ProposedAssignment{Pod: group.Pods[a.GetPod()], NodeName: a.GetNodeName()})
+			}
+		}
+		return out, StatusFromProto(got.GetStatus())
+	}
+	st, call, err := h.unary(stream.Context(), "PodGroupPostFilter", groupCycle(start.GetCtx(), ""), func(inst Plugin, call *Call) *Status {
+		pl, ok := inst.(PodGroupPostFilterPlugin)
+		if !ok {
+			return missing("PodGroupPostFilter")
+		}
+		var st *Status
+		result, st = pl.PodGroupPostFilter(call, group, schedule)
+		return st
+	})
+	if err != nil {
+		return err
+	}
+	out := &pb.PodGroupPostFilterResult{StateWrites: writes(call)}
+	if st.IsSuccess() && result != nil {
+		var bad *Status
+		if out.Nominations, bad = nominations(group, result.Nominations); bad != nil {
+			st = bad
+		}
+		for _, v := range result.Victims {
+			out.Victims = append(out.Victims, &pb.PodGroupVictim{Pod: v.Pod, NodeName: v.NodeName})
+		}
+	}
+	if !st.IsSuccess() {
+		out.Nominations, out.Victims = nil, nil
+	}
+	out.Status = st.ToProto()
+	return stream.Send(&pb.PodGroupPostFilterReply{Msg: &pb.PodGroupPostFilterReply_Result{Result: out}})
+}
+
+// nominations indexes each nominated pod in the group's pods; an Error status for a pod not of the group.
+func nominations(group *PodGroupInfo, in []ProposedAssignment) ([]*pb.PlacementAssignment, *Status) {
+	var out []*pb.PlacementAssignment
+	for _, a := range in {
+		i := -1
+		for j, p := range group.Pods {
+			if p == a.Pod || (p.GetMetadata().GetUid() != "" && p.GetMetadata().GetUid() == a.Pod.GetMetadata().GetUid()) {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			return nil, AsStatus(fmt.Errorf("nominated pod %s/%s is not an unscheduled pod of pod group %s/%s",
+				a.Pod.GetMetadata().GetNamespace(), a.Pod.GetMetadata().GetName(), group.Namespace, group.Name))
+		}
+		out = append(out, &pb.PlacementAssignment{Pod: uint32(i), NodeName: a.NodeName})
+	}
+	return out, nil
 }
