@@ -468,6 +468,7 @@ OBJECT_PATHS = {
     "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
     "ResourceClaim": "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims",
     "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
+    "DeviceTaintRule": "/apis/resource.k8s.io/v1/devicetaintrules",
 }
 
 

@@ -1,8 +1,10 @@
 """Devices: pods that claim devices of a fake driver (:mod:`framework.cli.demodevices`), placed by each
 scheduler on a fresh copy of one cluster, and what each decided compared pod by pod.
 
-The cluster (:func:`dra_cluster`): ``dra-a`` and ``dra-b`` with two ``a100`` GPUs each, ``dra-c`` with seven
-``h100``, ``dra-d`` with none; a DeviceClass per model (a CEL selector on driver and model). The pods
+The cluster (:func:`dra_cluster`): ``dra-a`` and ``dra-b`` with two ``a100`` GPUs each, ``dra-b``'s under a
+DeviceTaintRule (NoSchedule), ``dra-c`` with seven ``h100``, ``dra-d`` with none; a DeviceClass per model
+(a CEL selector on driver and model). The first two ``a100`` pods cannot use ``dra-b``'s GPUs, the next two
+tolerate the taint and get them. The pods
 (:data:`DRA_PODS`) claim through ResourceClaimTemplates (kube-controller-manager's resourceclaim
 controller runs on both clusters and makes their claims), through a ResourceClaim three pods share, with a
 CEL selector of their own, through a prioritized list (``firstAvailable``), through an extended resource
@@ -53,7 +55,9 @@ class DraSpec:
 
 #: In the order they are created.
 DRA_PODS: tuple[DraSpec, ...] = (
-    *(DraSpec(f"a100-{i}", template="one-a100") for i in range(4)),  # fill dra-a and dra-b (ties)
+    # dra-a first (dra-b's GPUs are tainted), then dra-b by pods tolerating the taint.
+    *(DraSpec(f"a100-{i}", template="one-a100", fixed=True) for i in range(2)),
+    *(DraSpec(f"a100-{i}", template="one-a100-tolerating", fixed=True) for i in range(2, 4)),
     *(DraSpec(f"shared-{i}", claim="shared-h100", fixed=True) for i in range(3)),
     DraSpec("h100-pair", template="two-h100", fixed=True),
     DraSpec("h100-index-3", template="h100-index-3", fixed=True),
@@ -67,6 +71,8 @@ DRA_PODS: tuple[DraSpec, ...] = (
 )
 #: The extended resource the ``h100`` class maps.
 H100_RESOURCE = "example.com/h100"
+#: The taint the DeviceTaintRule puts on ``dra-b``'s GPUs.
+MAINTENANCE = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
 
 
 def _template(name: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -81,16 +87,21 @@ def dra_cluster() -> list[dict[str, Any]]:
         {"cel": {"expression": f'device.attributes["{demodevices.DRIVER}"].index == 3'}}]}}
     either = {"name": "gpu", "firstAvailable": [{"name": "h100", "deviceClassName": H100},
                                                 {"name": "a100", "deviceClassName": A100}]}
+    tolerating = {"name": "gpu", "exactly": {"deviceClassName": A100, "tolerations": [
+        {"key": MAINTENANCE["key"], "operator": "Equal", "value": MAINTENANCE["value"], "effect": "NoSchedule"}]}}
+    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "dra-b-maintenance"},
+            "spec": {"deviceSelector": {"driver": demodevices.DRIVER, "pool": "dra-b"}, "taint": MAINTENANCE}}
     h100 = demodevices.device_class(H100, "h100")
     h100["spec"]["extendedResourceName"] = H100_RESOURCE
     return [
-        demodevices.device_class(A100, "a100"), h100,
+        rule, demodevices.device_class(A100, "a100"), h100,
         demodevices.gpu_slice("dra-a", 2), demodevices.gpu_slice("dra-b", 2),
         demodevices.gpu_slice("dra-c", 7, model="h100", memory="80Gi"),
         demodevices.claim_template("one-a100", NS, 1, A100), demodevices.claim_template("two-h100", NS, 2, H100),
         demodevices.claim_template("three-a100", NS, 3, A100),
         demodevices.claim_template("missing-class", NS, 1, "no-such-class"),
         _template("h100-index-3", [index3]), _template("h100-or-a100", [either]),
+        _template("one-a100-tolerating", [tolerating]),
         demodevices.claim("shared-h100", NS, 1, H100),
     ]
 
