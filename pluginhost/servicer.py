@@ -255,6 +255,13 @@ class Servicer(PodGroupServicer, SignServicer, pb.plugin_grpc.PluginServicer):  
                 raise ValueError(f"args must be a JSON object, got {type(args).__name__}")
         except ValueError as exc:
             return pb.plugin.ConfigureReply(status=status_to_proto(Status.failure(f"invalid args: {exc}")))
+        kept = hosted.instances.get(request.profile)
+        running = self.host.controllers.get((hosted.name, request.profile))
+        if (kept is not None and hosted.args.get(request.profile) == args
+                and (not isinstance(kept, Controller) or running is kept)):
+            # The framework configures again after any failed call, as it cannot tell a slow host from a
+            # restarted one: the same args keep the instance, its state and its running controller.
+            return pb.plugin.ConfigureReply(status=status_to_proto(Status()))
 
         async def build() -> Plugin | None:
             return hosted.cls(args, self.host.handle)  # type: ignore[call-arg]

@@ -28,7 +28,7 @@ from pluginhost import pb
 from pluginhost.host import PluginHost
 from pluginhost.manifest import parse_objects
 from pluginhost.model import Node, Pod
-from pluginhost.plugin import CycleState
+from pluginhost.plugin import Controller, CycleState
 from pluginhost.state import StateValue
 from pluginhost.status import Code, Status
 
@@ -298,6 +298,57 @@ def test_handle_and_cycle_state_services() -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # The plugin host's lifecycle
+
+
+class Tally(ContractFake, Controller):
+    """ContractFake holding state of its own (instances made, controller starts and stops)."""
+
+    made: list[Tally] = []
+
+    def __init__(self, args: dict[str, Any] | None = None, handle: Any = None) -> None:
+        super().__init__(args, handle)
+        self.events: list[str] = []
+        Tally.made.append(self)
+
+    async def start(self) -> None:
+        self.events.append("start")
+
+    async def stop(self) -> None:
+        self.events.append("stop")
+
+
+@pytest.mark.parametrize(("second", "stopped_between", "instances", "first_events"), [
+    pytest.param('{"calls": "x", "n": 1}', False, 1, ["start"], id="same-args-keep-the-instance"),
+    pytest.param(' {"n": 1,  "calls": "x"} ', False, 1, ["start"], id="same-args-other-spelling"),
+    pytest.param('{"calls": "x", "n": 2}', False, 2, ["start", "stop"], id="new-args-replace-it"),
+    pytest.param('{"calls": "x", "n": 1}', True, 2, ["start", "stop"], id="stopped-controller-is-rebuilt"),
+])
+def test_configure_again_with_the_same_args_keeps_the_instance_and_its_state(
+        second: str, stopped_between: bool, instances: int, first_events: list[str]) -> None:
+    """The framework handshakes and configures a host again after any failed call (a slow one too): a
+    plugin configured again with equal args keeps its instance and its running controller."""
+    Tally.made.clear()
+
+    async def main() -> None:
+        host = await PluginHost([Tally], listen="127.0.0.1:0").start()
+        try:
+            async with grpc.aio.insecure_channel(host.address) as channel:
+                stub = pb.plugin_grpc.PluginStub(channel)  # type: ignore[no-untyped-call]
+                for args_json in ('{"calls": "x", "n": 1}', second):
+                    if stopped_between and args_json == second:
+                        await stub.Stop(pb.plugin.StopRequest(profile="p", reason="lost the lease"), timeout=5)
+                    reply = await stub.Configure(pb.plugin.ConfigureRequest(
+                        plugin="Contract", profile="p", args_json=args_json), timeout=5)
+                    assert reply.status.code == pb.types.CODE_SUCCESS
+                seen.extend(list(t.events) for t in Tally.made)  # before the host's stop stops them all
+        finally:
+            await host.stop(0.5)
+
+    seen: list[list[str]] = []
+    asyncio.run(main())
+    assert len(seen) == instances
+    assert seen[0] == first_events
+    assert seen[-1] == ["start"]
 
 
 def test_host_serves_health_and_stops_gracefully() -> None:

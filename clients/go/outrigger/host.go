@@ -55,6 +55,8 @@ type hosted struct {
 	manifest  *pb.PluginManifest
 	mu        sync.RWMutex
 	instances map[string]Plugin // profile -> instance
+	// profile -> the args the instance was built from, canonical JSON; dropped when a Stopper is stopped
+	args map[string]string
 }
 
 // Host serves plugins to the framework: the Plugin service of proto/outrigger/v1/plugin.proto and the
@@ -297,20 +299,25 @@ func (h *Host) Shutdown(grace time.Duration) {
 
 func (h *Host) stopInstances(profile, reason string) {
 	for _, hp := range h.plugins {
-		hp.mu.RLock()
+		stopping := map[string]Stopper{}
+		hp.mu.Lock()
 		for p, inst := range hp.instances {
 			if s, ok := inst.(Stopper); ok && (profile == "" || p == profile) {
-				func() {
-					defer func() {
-						if r := recover(); r != nil {
-							h.log.Printf("stopping plugin %s for profile %q panicked: %v", hp.reg.Name, p, r)
-						}
-					}()
-					s.Stop(reason)
-				}()
+				delete(hp.args, p) // configured again, it is built again
+				stopping[p] = s
 			}
 		}
-		hp.mu.RUnlock()
+		hp.mu.Unlock()
+		for p, s := range stopping {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						h.log.Printf("stopping plugin %s for profile %q panicked: %v", hp.reg.Name, p, r)
+					}
+				}()
+				s.Stop(reason)
+			}()
+		}
 	}
 }
 
@@ -415,6 +422,16 @@ func (h *Host) Configure(_ context.Context, req *pb.ConfigureRequest) (*pb.Confi
 	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
 		return &pb.ConfigureReply{Status: errorStatus(fmt.Sprintf("invalid args for plugin %s: not a JSON object: %s", hp.reg.Name, args))}, nil
 	}
+	canonical := canonicalJSON(args)
+	hp.mu.RLock()
+	_, built := hp.instances[req.GetProfile()]
+	same := built && hp.args[req.GetProfile()] == canonical
+	hp.mu.RUnlock()
+	if same {
+		// The framework configures again after any failed call, as it cannot tell a slow host from a
+		// restarted one: the same args keep the instance and its state.
+		return &pb.ConfigureReply{Status: &pb.Status{}}, nil
+	}
 	inst, err := callFactory(hp.reg.Factory, args, &Env{Profile: req.GetProfile(), Framework: h.framework, Mirror: h.mirror})
 	if err != nil {
 		h.log.Printf("configuring plugin %s for profile %q failed: %v", hp.reg.Name, req.GetProfile(), err)
@@ -422,12 +439,30 @@ func (h *Host) Configure(_ context.Context, req *pb.ConfigureRequest) (*pb.Confi
 	}
 	hp.mu.Lock()
 	old := hp.instances[req.GetProfile()]
+	_, live := hp.args[req.GetProfile()] // not stopped already
 	hp.instances[req.GetProfile()] = inst
+	if hp.args == nil {
+		hp.args = map[string]string{}
+	}
+	hp.args[req.GetProfile()] = canonical
 	hp.mu.Unlock()
-	if s, ok := old.(Stopper); ok && old != inst {
+	if s, ok := old.(Stopper); ok && live && old != inst {
 		s.Stop("configured again")
 	}
 	return &pb.ConfigureReply{Status: &pb.Status{}}, nil
+}
+
+// canonicalJSON is args re-encoded with sorted keys and no spacing, so equal args compare equal.
+func canonicalJSON(args json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return string(args)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return string(args)
+	}
+	return string(out)
 }
 
 func errorStatus(reason string) *pb.Status {

@@ -219,7 +219,10 @@ class PluginServicer:
 
     def Configure(self, request, context):
         """Delivers a plugin's pluginConfig args for a profile, once, before the plugin's first call in
-        that profile. A non-success status fails the framework's configuration load.
+        that profile. A non-success status fails the framework's configuration load. The framework
+        calls it again after a failed call (it cannot tell a slow host from a restarted one): a host
+        that already holds an instance built from equal args (as JSON values) for the profile, and not
+        stopped since (Stop), keeps it and its state; other args build a new one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

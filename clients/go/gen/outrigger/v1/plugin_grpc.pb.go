@@ -102,7 +102,10 @@ type PluginClient interface {
 	// differ from the previous one after a restart (see "Upgrades" above).
 	Handshake(ctx context.Context, in *HandshakeRequest, opts ...grpc.CallOption) (*HandshakeResponse, error)
 	// Delivers a plugin's pluginConfig args for a profile, once, before the plugin's first call in
-	// that profile. A non-success status fails the framework's configuration load.
+	// that profile. A non-success status fails the framework's configuration load. The framework
+	// calls it again after a failed call (it cannot tell a slow host from a restarted one): a host
+	// that already holds an instance built from equal args (as JSON values) for the profile, and not
+	// stopped since (Stop), keeps it and its state; other args build a new one.
 	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureReply, error)
 	// PreEnqueue: may the pod enter the active queue? Non-success keeps the pod gated.
 	PreEnqueue(ctx context.Context, in *PodRequest, opts ...grpc.CallOption) (*StatusReply, error)
@@ -563,7 +566,10 @@ type PluginServer interface {
 	// differ from the previous one after a restart (see "Upgrades" above).
 	Handshake(context.Context, *HandshakeRequest) (*HandshakeResponse, error)
 	// Delivers a plugin's pluginConfig args for a profile, once, before the plugin's first call in
-	// that profile. A non-success status fails the framework's configuration load.
+	// that profile. A non-success status fails the framework's configuration load. The framework
+	// calls it again after a failed call (it cannot tell a slow host from a restarted one): a host
+	// that already holds an instance built from equal args (as JSON values) for the profile, and not
+	// stopped since (Stop), keeps it and its state; other args build a new one.
 	Configure(context.Context, *ConfigureRequest) (*ConfigureReply, error)
 	// PreEnqueue: may the pod enter the active queue? Non-success keeps the pod gated.
 	PreEnqueue(context.Context, *PodRequest) (*StatusReply, error)
