@@ -108,6 +108,7 @@ class HostState(Protocol):
     streams_opened: collections.Counter[str]
     cycles_started: collections.Counter[str]
     lookahead_pods: int
+    controllers: dict[tuple[str, str], Controller]
 
     def framework_connected(self, address: str, credential: str = "") -> None: ...
 
