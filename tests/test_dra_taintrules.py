@@ -290,3 +290,13 @@ def test_outrigger_apply_takes_a_rule_and_reports_it_configured_then_unchanged()
         return out
 
     assert asyncio.run(main()) == [["created"], ["configured"], ["unchanged"]]
+
+
+def test_a_bad_rule_in_a_manifest_is_named_as_the_cluster_scoped_object_it_is() -> None:
+    from pluginhost.manifest import ManifestError
+
+    doc = rule("r", pool="gpu-node").replace("pool: gpu-node", "pool: gpu-node, deviceClassName: gpu")
+    with pytest.raises(ManifestError) as info:
+        parse_objects(doc)
+    assert str(info.value) == ('<input>: document 1 (DeviceTaintRule r): unknown field '
+                               '"spec.deviceSelector.deviceClassName"')

@@ -142,7 +142,8 @@ _KINDS: dict[str, tuple[str | None, Callable[[dict[str, Any]], ManifestObject], 
 }
 #: The kinds :func:`parse_objects` understands; any other is an error.
 SUPPORTED_KINDS = tuple(_KINDS)
-_CLUSTER_SCOPED = frozenset({"Node", "PersistentVolume", "StorageClass", "CSINode", "DeviceClass", "ResourceSlice"})
+_CLUSTER_SCOPED = frozenset({"Node", "PersistentVolume", "StorageClass", "CSINode", "DeviceClass", "ResourceSlice",
+                             "DeviceTaintRule"})
 
 
 def _describe(kind: str, obj: Mapping[str, Any]) -> str:
