@@ -6,7 +6,8 @@ it (``<pod>-extended-resources-`` plus five characters, annotated ``resource.kub
 controlled by the pod, one request per container named ``container-<index>-request-<index>``), its allocation
 of the exact devices, reserved for the pod, kube-scheduler's finalizer, and the pod's
 ``status.extendedResourceClaimStatus``; a pod asking for more devices than any node has gets kube-scheduler's
-FailedScheduling message and no claim is made.
+FailedScheduling message and no claim is made; a PreBind failing after the claim was made has Unreserve delete
+it (its finalizer taken off first), and the retry makes another.
 
 An API server of 1.35 (DRAExtendedResource alpha, off) drops ``extendedResourceName`` from the class: no class
 maps the resource there, and the pod is ``Insufficient`` on every node, as kube-scheduler 1.35 says."""
