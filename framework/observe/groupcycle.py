@@ -61,7 +61,7 @@ class _Started:
 
     __slots__ = ("span", "token")
 
-    def __init__(self, span: PointSpan, token: contextvars.Token[Span | PointSpan | None]) -> None:
+    def __init__(self, span: PointSpan, token: contextvars.Token[Any]) -> None:
         self.span = span
         self.token = token
 

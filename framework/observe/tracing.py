@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.resources import Resource
@@ -73,9 +73,6 @@ from pluginhost.errors import OutriggerError
 from . import otlp
 from .tailsampling import TailSampler, TailSampling
 from .traceexport import ExportBatching, OtlpExporter, SinkExporter, TraceExport
-
-if TYPE_CHECKING:
-    from .pointspan import PointSpan
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -113,7 +110,8 @@ SAMPLERS = (
 DRAIN_INTERVAL = 0.05
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _rand = random.Random()
-_current: contextvars.ContextVar[Span | PointSpan | None] = contextvars.ContextVar("outrigger_span", default=None)
+# A Span, or an extension point's record (framework.observe.pointspan.PointSpan, which imports this module).
+_current: contextvars.ContextVar[Any] = contextvars.ContextVar("outrigger_span", default=None)
 
 
 class TracingConfigError(OutriggerError, ValueError):
@@ -218,7 +216,7 @@ class PluginCall(otlp.SpanRecord):
     span_attrs: tuple[tuple[str, Any], ...]
     span_error: str | None
 
-    def __init__(self, observer: Any, info: Any, owner: Span | PointSpan | None, nodes: int, leaf: bool) -> None:
+    def __init__(self, observer: Any, info: Any, owner: Any, nodes: int, leaf: bool) -> None:
         self.observer = observer  # what times the call for metrics (framework.observe.instrument)
         self.info = info  # the observer's precomputed pieces of this plugin's spans at this point
         self.owner = owner  # the extension point's span (None: timed for metrics only)
@@ -314,9 +312,9 @@ class PluginCall(otlp.SpanRecord):
         return f"00-{self.trace_id:032x}-{self.span_id:016x}-01"
 
 
-def current_span() -> Span | PointSpan | PluginCall | None:
+def current_span() -> Any:
     """The framework span the running code belongs to (None outside a sampled scheduling context): the
-    plugin call in progress (a :class:`PluginCall`, a span once the extension point ends) or a span."""
+    plugin call in progress (a :class:`PluginCall`), an extension point's record (``PointSpan``) or a span."""
     span = _current.get()
     if span is not None and span.active is not None:
         return span.active
@@ -331,11 +329,11 @@ def get_current_span() -> Any:
     return span if span is not None else otel_trace.get_current_span()
 
 
-def activate(span: Span | PointSpan | None) -> contextvars.Token[Span | PointSpan | None]:
+def activate(span: Any) -> contextvars.Token[Any]:
     return _current.set(span)
 
 
-def deactivate(token: contextvars.Token[Span | PointSpan | None]) -> None:
+def deactivate(token: contextvars.Token[Any]) -> None:
     _current.reset(token)
 
 
