@@ -27,6 +27,7 @@ from pluginhost.status import Code, Status
 
 from . import features
 from .observe.groupcycle import end_point, start_point
+from .outcomes import raised_status
 from .runtime import Framework
 
 __all__ = [
@@ -65,6 +66,12 @@ async def _call(fwk: Framework, point: str, pl: Plugin, call: Awaitable[T], **at
         raise
     observed.done(out[-1] if isinstance(out, tuple) else out)
     return out
+
+
+def _raised(pl: Plugin, exc: Exception) -> Status:
+    """A plugin's exception as its Error status, which the point's runner words as upstream words a
+    plugin's error (kube-scheduler's plugins return errors; a remote plugin past its failurePolicy raises)."""
+    return Status(Code.Error, (str(exc),), pl.name, exc)
 
 
 def _plugins(fwk: Framework, point: str, cls: type) -> list:  # type: ignore[type-arg]
@@ -120,7 +127,10 @@ async def run_placement_generate(
 
 async def _generate(fwk: Framework, pl: PlacementGeneratePlugin, state: CycleState, group: PodGroupInfo,
                     parent: Placement) -> tuple[list[Placement], Status]:
-    placements, status = await _call(fwk, "PlacementGenerate", pl, pl.generate_placements(state, group, parent))
+    try:
+        placements, status = await _call(fwk, "PlacementGenerate", pl, pl.generate_placements(state, group, parent))
+    except Exception as exc:  # a plugin that raised (a remote one past its failurePolicy): an Error naming it
+        return [], raised_status("PlacementGenerate", pl, exc)
     if not status.ok:
         return [], status.with_plugin(pl.name)
     if not placements:
@@ -167,8 +177,11 @@ async def _score(
     for pl in plugins:
         scores: list[PlacementScore] = []
         for assignment, pstate in zip(assignments, states, strict=True):
-            score, st = await _call(fwk, "PlacementScore", pl, pl.score_placement(pstate, group, assignment),
-                                    **{"outrigger.placement": assignment.placement.name})
+            try:
+                score, st = await _call(fwk, "PlacementScore", pl, pl.score_placement(pstate, group, assignment),
+                                        **{"outrigger.placement": assignment.placement.name})
+            except Exception as exc:
+                score, st = 0, _raised(pl, exc)
             if not st.ok:
                 return [], Status.failure(
                     f"running PlacementScore plugins: plugin \"{pl.name}\" failed with: {st.message()}", plugin=pl.name
@@ -179,8 +192,11 @@ async def _score(
         ext = pl.placement_score_extensions()
         if ext is None:
             continue
-        st = await _call(fwk, "NormalizePlacementScore", pl,
-                         ext.normalize_placement_score(state, group, by_plugin[pl.name]))
+        try:
+            st = await _call(fwk, "NormalizePlacementScore", pl,
+                             ext.normalize_placement_score(state, group, by_plugin[pl.name]))
+        except Exception as exc:
+            st = _raised(pl, exc)
         if not st.ok:
             return [], Status.failure(
                 "running NormalizePlacementScore on PlacementScore plugins: "
@@ -225,7 +241,10 @@ async def _post_filter(
     reasons: list[str] = []
     rejector = ""
     for pl in _plugins(fwk, "podGroupPostFilter", PodGroupPostFilterPlugin):
-        result, st = await _call(fwk, "PodGroupPostFilter", pl, pl.pod_group_post_filter(state, group, schedule))
+        try:
+            result, st = await _call(fwk, "PodGroupPostFilter", pl, pl.pod_group_post_filter(state, group, schedule))
+        except Exception as exc:
+            result, st = None, _raised(pl, exc)
         if st.ok:
             return result, st
         if st.code is Code.UnschedulableAndUnresolvable:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from test_podgroup_cycle import gang, gpod, node_of, phase, run
-from test_remote_harness import HostProcess, endpoint, remote_rig
+from test_remote_harness import HostProcess, endpoint, remote_rig, until
 from test_runtime import NO_LEAKS, PROFILE, describe
 
 from framework import features
@@ -23,6 +23,7 @@ from pluginhost.definition import manifest_of
 from pluginhost.examples.sharedlabel import SharedLabelPlacement
 from pluginhost.manifest import node_from_dict
 from pluginhost.model import Node
+from pluginhost.status import Code
 
 SETTLE = 20.0  # plugin hosts in other processes, on a machine that may be busy
 E = pb.plugin.ExtensionPoint
@@ -156,3 +157,39 @@ def test_a_python_placement_generator_reads_the_groups_topology_keys(
 
     explained = asyncio.run(main())
     assert [(p["placement"], p["nodes"]) for p in explained["placements"]] == want
+
+
+def test_a_remote_placement_generator_that_is_gone_fails_the_group_and_scheduling_goes_on() -> None:
+    """A remote group point's error (the host killed: UNAVAILABLE, failurePolicy Fail) is the group's
+    Error naming the plugin, as a pod cycle's is: every member fails with it, nothing is bound, and the
+    scheduling loop goes on to the next pod (the error used to end it)."""
+    async def main() -> tuple[Any, list[str], str, Any]:
+        with HostProcess("placement_plugins:SplitByGroupKey") as host:
+            rig = await remote_rig([endpoint("split", host.address)], generator_config("SplitByGroupKey"))
+            s = rig.scheduler
+            host.kill()
+            try:
+                s.cache.podgroups.put(gang("g", 2, topology=("rack",)))
+                await s.apply([*NODES, *(gpod(f"p{i}", "1", "g") for i in range(2))])
+                task = asyncio.create_task(s.run())
+                try:
+                    await until(lambda: all(s.get_pod("default", f"p{i}").last_status is not None
+                                            for i in range(2)), SETTLE, "the group's first attempt")
+                    await s.apply([gpod("solo", "1", None)])
+                    await until(lambda: phase(s, "solo") == "Bound", SETTLE, "the next pod bound")
+                    alive = not task.done()
+                finally:
+                    await s.stop()
+                    await asyncio.wait_for(task, SETTLE)
+                statuses = [s.get_pod("default", f"p{i}").last_status for i in range(2)]
+                return alive, [phase(s, f"p{i}") for i in range(2)], node_of(s, "solo"), statuses
+            finally:
+                await rig.close()
+
+    alive, phases, solo, statuses = asyncio.run(main())
+    assert alive
+    assert phases == ["Pending", "Pending"]
+    assert solo in {"a1", "a2", "b1", "b2"}
+    assert [st.code for st in statuses] == [Code.Error, Code.Error]
+    assert all(st.message().startswith('running PlacementGenerate plugin "SplitByGroupKey": UNAVAILABLE: ')
+               for st in statuses), [st.message() for st in statuses]

@@ -121,11 +121,17 @@ class PodGroupCycle(GroupAlgorithm):
             self.pods[member.pod.uid].attempts = member.attempts
         gstate = CycleState(f"{group.key}:{group.attempts}:{next(self._cycle_ids)}", snapshot, group.attempts)
         run = GroupRun(fwk, PodGroupInfo(pg, [m.pod for m in members]), members, snapshot, len(scheduled), gstate)
-        result = await self._group_algorithm(run)
-        root = result.status
-        self._complete(result, members)
-        if root.code is Code.Unschedulable:
-            await self._group_post_filter(run, result)
+        try:
+            result = await self._group_algorithm(run)
+            root = result.status
+            self._complete(result, members)
+            if root.code is Code.Unschedulable:
+                await self._group_post_filter(run, result)
+        except Exception as exc:  # a plugin that raised (a remote one past its failurePolicy): the group's error
+            log.exception("scheduling cycle of pod group %s failed", group.key)
+            result = GroupResult(Status.failure(f"scheduling cycle failed: {exc}", error=exc))
+            root = result.status
+            self._complete(result, members)
         for cycle_id in run.states:
             self._free_state(cycle_id)
         await self._submit(fwk, result)
