@@ -435,7 +435,7 @@ async def _measured_window(run: _Run, spec: RunSpec, tmp: Path) -> _Window:
     peak_rss = peak_rss_mib(framework.pid)
     report = await _creator_done(creator, deadline, report_file, log)
     unschedulable = 0 if all_bound else await _unschedulable(run.admin, MEASURED_NAMESPACE)
-    traces = await _exported(run.collector, traces0, len(watch.bound))
+    traces = await _exported(run, traces0, len(watch.bound))
     return _Window({name: t for name, (t, _node) in watch.bound.items()}, report, all_bound, unschedulable,
                    _delta(before, after), cpu0.shares(cpu1, spec.measure_pods, {"creator": report["cpu_seconds"]}),
                    connections, peak_rss, traces)
@@ -452,10 +452,12 @@ def _tracing_pids(run: _Run) -> dict[str, int]:
     return found
 
 
-async def _exported(collector: Collector | None, before: Counts | None, bound: int) -> dict[str, float]:
+async def _exported(run: _Run, before: Counts | None, bound: int) -> dict[str, float]:
     """What the collector received for the measured window: the scheduling contexts of the measured pods
     (waited for until there is one per pod bound, at most :data:`EXPORT_WAIT_SECONDS`: a batch leaves
-    the framework after ``OTEL_BSP_SCHEDULE_DELAY``), spans and bytes."""
+    the framework after ``OTEL_BSP_SCHEDULE_DELAY``), spans and bytes; whether the framework said its
+    export queue was full (traces dropped rather than the scheduling loop slowed: ``OTEL_BSP_MAX_QUEUE_SIZE``)."""
+    collector = run.collector
     if collector is None or before is None:
         return {}
     after = await collector.wait_contexts(bound, EXPORT_WAIT_SECONDS)
@@ -464,7 +466,8 @@ async def _exported(collector: Collector | None, before: Counts | None, bound: i
             "contexts_exported_bound": float(after.bound - before.bound),
             "spans_per_pod": round((after.spans - before.spans) / pods, 1),
             "otlp_bytes_per_pod": round((after.bytes - before.bytes) / pods),
-            "otlp_requests": float(after.requests - before.requests)}
+            "otlp_requests": float(after.requests - before.requests),
+            "export_queue_full": float(any("trace export queue full" in line for line in run.framework.lines))}
 
 
 async def _start_creator(kubeconfig: Path, count: int, report: Path, log: Path) -> asyncio.subprocess.Process:
