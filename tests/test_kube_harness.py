@@ -260,6 +260,12 @@ def test_every_grant_is_one_kube_schedulers_own_roles_hold_except_the_lease_name
         made = ("resource.k8s.io", "resourceclaims", verb, "*")
         if made not in theirs:
             expected.add(made)
+    # DeviceTaintRules are in kube-scheduler's role from 1.37 (DRADeviceTaintRules GA); the same rbac.yaml
+    # grants them on 1.36 and 1.35, where resource.k8s.io/v1 does not serve them (Outrigger warns, does not watch).
+    for verb in ("get", "list", "watch"):
+        rules = ("resource.k8s.io", "devicetaintrules", verb, "*")
+        if rules not in theirs:
+            expected.add(rules)
     # PodGroups are in kube-scheduler's role only where the API server runs with GenericWorkload (the suite's
     # from 1.36 on); on 1.35 the rules are more (and authorize nothing that is served there).
     pod_groups = {("scheduling.k8s.io", "podgroups", verb, "*") for verb in ("get", "list", "watch")} | {
