@@ -128,6 +128,8 @@ def test_quick_traced_apiserver_run_exports_one_context_per_pod_to_the_collector
     # Each measured pod's scheduling context reached the collector process over OTLP/gRPC, once: the pods
     # are scheduled at their first attempt, so contexts exported = pods bound.
     assert (m["contexts_exported"], m["export_queue_full"]) == (api["bound"], 0) == (200, 0), m
+    # And each says it ended bound, though the binding's watch event reaches the framework after it ends.
+    assert m["contexts_exported_bound"] == 200, m
     # A context is its root, the two cycles, the points and a span per plugin call; sent in batches.
     assert m["spans_per_pod"] >= 10 and m["otlp_bytes_per_pod"] > 0 and m["otlp_requests"] >= 1, m
     assert m["cpu_ms_per_pod_collector"] > 0 and m["cpu_ms_per_pod_framework"] > 0, m

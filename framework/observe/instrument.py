@@ -291,8 +291,9 @@ async def _binding(inst: Instrumentation, ctx: _Context, coro: Any, uid: str) ->
     finally:
         _current.reset(token)
         if span is not None and ctx.root is not None:
-            rec = inst.scheduler.pods.get(uid)
-            bound = rec is not None and rec.pod.node_name == ctx.selected and bool(ctx.selected)
+            # The cache keeps a pod whose binding succeeded on its node and forgets one whose binding
+            # failed; the pod's own record learns its node only from the API server's watch, later.
+            bound = bool(ctx.selected) and inst.scheduler.cache.node_of(uid) == ctx.selected
             result, status = ("bound", None) if bound else _outcome(inst, uid)
             span.attrs["outrigger.result"] = result
             _status_attrs(span, status)
