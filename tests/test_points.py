@@ -90,15 +90,13 @@ def _node_host_points() -> list[tuple[str, str]]:
 
 def test_the_node_host_serves_the_table_s_points_under_their_methods() -> None:
     node = _node_host_points()
-    # The Node.js host serves every point and part but controllers, and no transformer, and the
-    # PodGroup points a plugin host can serve but PodGroupPostFilter (its stream is not served there
-    # yet), and Sign.
-    group_rows = [p for p in POD_GROUP_POINT_ROWS if p.name != "podGroupPostFilter"]
-    served = [p for p in (*POINTS, *group_rows, SIGN_POINT)
+    # The Node.js host serves every point and part but controllers, and no transformer, and every
+    # PodGroup point (PodGroupPostFilter's stream too), and Sign.
+    served = [p for p in (*POINTS, *POD_GROUP_POINT_ROWS, SIGN_POINT)
               if p.kind != "transformer" and p.name != "controller"]
     assert sorted(e for _, e in node) == sorted(p.enum for p in served)
     by_enum = dict((e, m) for m, e in node)
-    for row in (*CONFIGURED_POINTS, *group_rows, SIGN_POINT):
+    for row in (*CONFIGURED_POINTS, *POD_GROUP_POINT_ROWS, SIGN_POINT):
         assert by_enum[row.enum] == _camel(row.method), row.name
 
 

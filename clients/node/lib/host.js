@@ -26,6 +26,9 @@
  *   scorePlacement(state, group, placement, proposed, call) -> integer | {status, score}
  *   normalizePlacementScore(state, group, placements, scores, call) -> Status (scores in place)
  *                                             (a PodGroup cycle's points: lib/placement.js)
+ *   podGroupPostFilter(state, group, schedule, call) -> Status | {status, nominations, victims}
+ *                                             (preemption for a group, `await schedule(removedUids)`
+ *                                             asking to place it without some pods: lib/groupfilter.js)
  *   signPod(pod, call)                        -> [[key, value], ...] | null (cannot sign) | Status
  *                                             (opportunistic batching: lib/sign.js)
  *
@@ -68,6 +71,7 @@ const { CycleState } = require('./state');
 const { StorageMirror, followStorage } = require('./volumes');
 const { DeviceMirror } = require('./devices');
 const { placementHandlers } = require('./placement');
+const { groupFilterHandler } = require('./groupfilter');
 const { signReply, canonicalJson } = require('./sign');
 
 const HOST_VERSION = '0.1.0-node';
@@ -236,6 +240,7 @@ const POINT_METHODS = [
   ['generatePlacements', 'EXTENSION_POINT_PLACEMENT_GENERATE'],
   ['scorePlacement', 'EXTENSION_POINT_PLACEMENT_SCORE'],
   ['normalizePlacementScore', 'EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE'],
+  ['podGroupPostFilter', 'EXTENSION_POINT_POD_GROUP_POST_FILTER'],
   ['signPod', 'EXTENSION_POINT_SIGN'],
 ];
 
@@ -548,6 +553,7 @@ class PluginHost {
       }
       return {};
     });
+    const groupCall = (point, req, rpc, cycleId, fn) => this._groupCall(point, req, rpc, cycleId, fn);
     return {
       Handshake: unary((req) => this._handshake(req)),
       Configure: unary((req) => this._configure(req)),
@@ -604,8 +610,8 @@ class PluginHost {
         await this._stopInstances(req.profile, req.reason);
         return {};
       }),
-      ...placementHandlers(unary, (point, req, rpc, cycleId, fn) => this._groupCall(point, req, rpc, cycleId, fn),
-        grpc.status, { CallError, Code, toStatus }),
+      ...placementHandlers(unary, groupCall, grpc.status, { CallError, Code, toStatus }),
+      PodGroupPostFilter: groupFilterHandler(groupCall, grpc.status, { CallError, toStatus }),
     };
   }
 
