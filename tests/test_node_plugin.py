@@ -398,7 +398,8 @@ class Direct:
         hs = await stub.Handshake(P.HandshakeRequest(framework_version="test", framework_address=self.handle_address),
                                   timeout=10)
         assert [(m.name, list(m.state_keys), m.needs_snapshot) for m in hs.plugins] == [
-            ("TierZone", ["TierZone/want"], False), ("SharedLabelPlacement", [], False), ("PoolFit", [], False)]
+            ("TierZone", ["TierZone/want"], False), ("SharedLabelPlacement", [], False), ("PoolFit", [], False),
+            ("EvictLower", [], False)]
         assert set(hs.plugins[0].points) == {P.EXTENSION_POINT_PRE_FILTER, P.EXTENSION_POINT_FILTER,
                                              P.EXTENSION_POINT_SCORE}
         reply = await stub.Configure(P.ConfigureRequest(plugin="TierZone", profile="default-scheduler",
@@ -592,7 +593,7 @@ BAD_CALLS: list[tuple[str, Callable[[Any], Any], grpc.StatusCode, str]] = [
     ("batch-before-start", _filter_batch_first, grpc.StatusCode.INVALID_ARGUMENT,
      "a Filter stream must start with FilterStart"),
     ("unknown-plugin", _unknown_plugin, grpc.StatusCode.NOT_FOUND,
-     "this plugin host has no plugin named 'Nope' (it hosts TierZone, SharedLabelPlacement, PoolFit)"),
+     "this plugin host has no plugin named 'Nope' (it hosts TierZone, SharedLabelPlacement, PoolFit, EvictLower)"),
     ("unconfigured-profile", _unconfigured_profile, grpc.StatusCode.FAILED_PRECONDITION,
      "plugin 'TierZone' is not configured for profile 'never-configured'"),
 ]
@@ -654,7 +655,8 @@ def test_the_guide_runs_the_worked_example(node: str, tmp_path: Path) -> None:
         assert proc.returncode == 0, output
         lines = output.splitlines()
         assert lines[0].startswith(
-            f"outrigger node plugin host listening on {plugin_host} (plugins: TierZone, SharedLabelPlacement, PoolFit;")
+            f"outrigger node plugin host listening on {plugin_host} (plugins: TierZone, SharedLabelPlacement, PoolFit, "
+            "EvictLower;")
         assert lines[1] == f"outrigger: serving the Scheduler API on {framework}"  # serve's ready line
         del lines[1]
         assert lines[1:5] == ["node/gold-a created", "node/gold-b created", "node/silver-b created",
@@ -815,7 +817,8 @@ def test_one_trace_holds_the_framework_and_the_node_plugin_spans(node: str, tmp_
 def test_the_host_unit_tests_pass(node: str) -> None:
     """clients/node/test (node:test): what the Plugin service does not show, e.g. node views with pods,
     the nominating mode of each kind of postFilter answer, the storage mirror of needsVolumes plugins, the
-    device mirror of needsDevices plugins, the PodGroup points' answers and refusals, SignPod's fragments."""
+    device mirror of needsDevices plugins, the PodGroup points' answers and refusals, PodGroupPostFilter's
+    stream, SignPod's fragments."""
     done = subprocess.run([node, "--test", "test/"], cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "# fail 0" in done.stdout and "# pass 23" in done.stdout
+    assert "# fail 0" in done.stdout and "# pass 36" in done.stdout

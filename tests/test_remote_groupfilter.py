@@ -4,7 +4,11 @@ framework once over its stream to schedule the group without the lower-priority 
 used: exactly its victims are evicted (told as preempted by the PodGroup), the gang's pods are nominated
 where it said, and the gang is bound once the room is free. Bad answers (a victim not in the snapshot, a
 victim on another node, a nominated pod not of the group) are errors naming what is wrong, and change
-nothing: no pod is deleted or nominated, the PodGroup's condition says SchedulerError."""
+nothing: no pod is deleted or nominated, the PodGroup's condition says SchedulerError.
+
+The Node.js host's EvictLower (clients/node/plugins/evictlower.js, served by ``node clients/node/server.js``)
+gives the same outcome: the same victims, nominations and nodes (skipped, saying why, without ``node``).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from dataclasses import dataclass
 
 import pytest
 from groupfilter_plugins import EvictLower
+from test_node_plugin import NodeHost
+from test_node_plugin import node as node_bin  # noqa: F401 (a fixture)
 from test_podgroup_cycle import condition, gang, node_of
 from test_podgroup_preemption import deleted, node, nominations, preempted, vpod
 from test_remote_harness import HostProcess, endpoint, remote_rig
@@ -49,7 +55,8 @@ def config_with(mode: str) -> object:
             "podInitialBackoffSeconds: 1", "podMaxBackoffSeconds: 10", "profiles:",
             f"- schedulerName: {PROFILE}", "  plugins:", "    multiPoint:", "      enabled:",
             *(f"      - {{name: {name}}}" for name in plugins), "      disabled:", '      - {name: "*"}',
-            "  pluginConfig:", "  - name: EvictLower", f"    args: {{mode: {mode!r}}}",
+            # (no args for the good answer: the Node.js EvictLower takes none)
+            *(["  pluginConfig:", "  - name: EvictLower", f"    args: {{mode: {mode!r}}}"] if mode else []),
         ]) + "\n"
         return load_config(text, registry.points(), "test.yaml")
 
@@ -73,7 +80,8 @@ class Outcome:
     calls: int
 
 
-def run_with(mode: str, until_bound: bool) -> Outcome:
+def run_with(mode: str, until_bound: bool, host: HostProcess | None = None) -> Outcome:
+    """The gang's outcome with EvictLower in ``host`` (by default the Python one, in a new process)."""
     async def main(address: str) -> Outcome:
         rig = await remote_rig([endpoint("groups", address)], config_with(mode))
         s: Scheduler = rig.scheduler
@@ -99,8 +107,8 @@ def run_with(mode: str, until_bound: bool) -> Outcome:
         finally:
             await rig.close()
 
-    with HostProcess("groupfilter_plugins:EvictLower") as host:
-        return asyncio.run(asyncio.wait_for(main(host.address), 60))
+    with host or HostProcess("groupfilter_plugins:EvictLower") as served:
+        return asyncio.run(asyncio.wait_for(main(served.address), 60))
 
 
 def test_the_python_host_declares_pod_group_post_filter() -> None:
@@ -108,7 +116,14 @@ def test_the_python_host_declares_pod_group_post_filter() -> None:
 
 
 def test_a_remote_pod_group_post_filter_evicts_its_victims_and_nominates_the_gang() -> None:
-    out = run_with("", until_bound=True)
+    assert_evicted_and_bound(run_with("", until_bound=True))
+
+
+def test_a_node_pod_group_post_filter_evicts_the_same_victims_and_nominates_the_gang(node_bin: str) -> None:  # noqa: F811
+    assert_evicted_and_bound(run_with("", until_bound=True, host=NodeHost(node_bin)))
+
+
+def assert_evicted_and_bound(out: Outcome) -> None:
     assert out.remote
     assert deleted(out.events) == ["l1", "l2"]
     assert preempted(out.events) == {"l1": "preempted by podgroup default/g on node cluster",

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * Serves the example plugins (TierZone, PoolFit, and SharedLabelPlacement for PodGroup cycles) over gRPC
- * as an Outrigger plugin host.
+ * Serves the example plugins (TierZone, PoolFit, and SharedLabelPlacement and EvictLower for PodGroup
+ * cycles) over gRPC as an Outrigger plugin host.
  *
  *   node clients/node/server.js --listen 127.0.0.1:50071 [--framework 127.0.0.1:50051]
  *
@@ -17,6 +17,7 @@ const { setupTracing, shutdownTracing } = require('./lib/tracing');
 const { TierZone } = require('./plugins/tierzone');
 const { SharedLabelPlacement } = require('./plugins/sharedlabel');
 const { PoolFit } = require('./plugins/poolfit');
+const { EvictLower } = require('./plugins/evictlower');
 
 const USAGE = 'usage: node server.js [--listen HOST:PORT] [--framework HOST:PORT]';
 
@@ -46,7 +47,7 @@ async function main() {
     process.exit(2);
   }
   const tracing = setupTracing();
-  const host = new PluginHost([TierZone, SharedLabelPlacement, PoolFit], { listen: args.listen, framework: args.framework });
+  const host = new PluginHost([TierZone, SharedLabelPlacement, PoolFit, EvictLower], { listen: args.listen, framework: args.framework });
   try {
     await host.start();
   } catch (err) {
