@@ -29,6 +29,7 @@ from pluginhost.placement import (
 from pluginhost.snapshot import Snapshot
 from pluginhost.status import SUCCESS, Status
 from pluginhost.view import NodeView
+from pluginhost.wire import read_checked
 from pluginhost.workload import BASIC, GANG, PodGroup
 
 __all__ = ["PodGroupServicer"]
@@ -136,7 +137,7 @@ class PodGroupServicer:
     async def PodGroupPostFilter(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
         """The stream (see the contract): the start, the plugin's asks to schedule the group again
         (each written, its answer read), then its result."""
-        first = await context.read()
+        first = await read_checked(context)
         if first is grpc.aio.EOF or not first.HasField("start"):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "a PodGroupPostFilter stream must start with PodGroupPostFilterStart")
@@ -156,7 +157,7 @@ class PodGroupServicer:
             ask = pb.plugin.PodGroupSchedule(removed_pods=[pb.types.PodRef(uid=uid) for uid, _ in
                                                            (view.removed_pods if view else ())])
             await context.write(pb.plugin.PodGroupPostFilterReply(schedule=ask))
-            msg = await context.read()
+            msg = await read_checked(context)
             if msg is grpc.aio.EOF or not msg.HasField("scheduled"):
                 raise ValueError("the framework ended the PodGroupPostFilter stream before answering")
             got, pods = msg.scheduled, group.unscheduled_pods

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "SERVER_OPTIONS",
     "DecodeGuard",
+    "read_checked",
     "server_interceptors",
 ]
 
@@ -63,6 +64,16 @@ def _decoder(deserialize: Callable[[bytes], Any], method: str) -> Callable[[byte
             return _Undecodable(f"{method}: the request is not a valid message ({exc})")
 
     return decode
+
+
+async def read_checked(context: grpc.aio.ServicerContext) -> Any:
+    """``context.read()`` for a handler that reads its stream itself (its writes interleave with its
+    reads): a message that did not decode aborts the call with INVALID_ARGUMENT, as the guarded request
+    iterators do."""
+    msg = await context.read()
+    if isinstance(msg, _Undecodable):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, msg.message)
+    return msg
 
 
 async def _checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
