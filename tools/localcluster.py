@@ -501,6 +501,10 @@ class LocalCluster:
                 "--cert-dir", str(self.workdir / "kcm-certs"),
                 # Its health is all that is asked of the port: no lookups of delegated authentication.
                 "--authentication-skip-lookup", "--profiling=false",
+                # Its client's default 20 requests/s would bound what it serves: the resourceclaim controller
+                # writes twice a pod (the claim, then the pod's resourceClaimStatuses), so pods would reach
+                # the scheduler at 10/s. scheduler_perf's clients run at 5000.
+                "--kube-api-qps", "5000", "--kube-api-burst", "5000",
             ], self.workdir / "kube-controller-manager.log")
             self.controller_manager = component
             component.start()
