@@ -197,7 +197,8 @@ def test_the_measured_window_stops_creating_pods_when_its_budget_is_spent(budget
 
 
 @pytest.mark.parametrize(("name", "chunk"), [("basic", 500), ("remote-go-fit", 50), ("extender", 20),
-                                             ("extender-names", 20), ("replicas-1", 20), ("remote-traced", 200)])
+                                             ("extender-names", 20), ("replicas-1", 20), ("remote", 200),
+                                             ("remote-traced", 200), ("remote-shadow", 200)])
 def test_full_runs_have_the_time_budget_and_the_scenarios_chunk(name: str, chunk: int) -> None:
     specs = [SCENARIOS[name].full(s) for s in SCENARIOS[name].runs(quick=False)]
     assert [(s.budget, s.chunk) for s in specs] == [(WINDOW_SECONDS, chunk)] * len(specs)
