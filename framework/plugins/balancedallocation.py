@@ -23,6 +23,7 @@ from pluginhost.model import CPU, MEMORY, PODS, Pod
 from pluginhost.plugin import MAX_NODE_SCORE, CycleState, Handle, NodeBatch, PreScorePlugin, ScorePlugin
 from pluginhost.status import SUCCESS, Status
 
+from ..dra.counts import DeviceCounts
 from .noderesources import PluginArgsError, check_fields, parse_resource_specs, resource_columns
 
 __all__ = ["NodeResourcesBalancedAllocation"]
@@ -38,6 +39,8 @@ _DEFAULT_RESOURCES = (CPU, MEMORY)
 class _BalancedState:
     # The pod's request of each configured resource, in the order of the args.
     requests: tuple[int, ...]
+    # The devices of the classes the resources map, when one does (DRAExtendedResource).
+    devices: DeviceCounts | None = None
 
     def clone(self) -> _BalancedState:
         return self
@@ -74,7 +77,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         if not any(requests):
             # A best-effort pod would otherwise pile onto whichever node is best balanced already.
             return Status.skip()
-        state.write(_SCORE_KEY, _BalancedState(requests))
+        state.write(_SCORE_KEY, _BalancedState(requests, DeviceCounts.for_resources(nodes.snapshot.dra,
+                                                                                    self.resources)))
         return SUCCESS
 
     async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
@@ -83,9 +87,11 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         n = len(batch)
         if not any(requests):
             return np.zeros(n, dtype=np.int64)
+        devices = pre.devices if pre is not None else DeviceCounts.for_resources(batch.snapshot.dra, self.resources)
         with_pod: list[tuple[FloatArray, npt.NDArray[np.bool_]]] = []
         without_pod: list[tuple[FloatArray, npt.NDArray[np.bool_]]] = []
-        columns = resource_columns(batch.snapshot, batch.rows, self.resources, requests, use_requested=True)
+        columns = resource_columns(batch.snapshot, batch.rows, self.resources, requests, use_requested=True,
+                                   devices=devices)
         for i, alloc, used in columns:
             valid = alloc != 0
             denominator = np.where(valid, alloc, 1).astype(np.float64)

@@ -45,6 +45,7 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import Snapshot, non_zero_requests
 from pluginhost.status import SUCCESS, Code, Status
 
+from ..dra.counts import DeviceCounts
 from ..dra.extended import IMPLICIT_PREFIX, class_for, is_dra_extended_resource_name
 from ..dra.models import DeviceClass
 
@@ -142,10 +143,13 @@ def allocatable_and_requested(
 
 
 def resource_columns(
-    snap: Snapshot, rows: IntArray, resources: Sequence[str], pod_requests: Sequence[int], *, use_requested: bool
+    snap: Snapshot, rows: IntArray, resources: Sequence[str], pod_requests: Sequence[int], *, use_requested: bool,
+    devices: DeviceCounts | None = None,
 ) -> list[tuple[int, IntArray, IntArray]]:
     """:func:`allocatable_and_requested` for several resources at once: ``(i, alloc, used)`` for
-    each resource ``resources[i]`` that function does not leave out, in order.
+    each resource ``resources[i]`` that function does not leave out, in order. With ``devices``, a
+    scalar resource a node lists at 0 or not at all counts the node's devices of the class that maps
+    it, when it has some (:class:`~framework.dra.counts.DeviceCounts`).
 
     Each source array is gathered once for all resources (``take`` of whole rows, then column
     views): at a few hundred nodes per batch the scoring plugins' cost is numpy call overhead, so
@@ -171,6 +175,12 @@ def resource_columns(
             used = rows_of("req")[:, c]
         elif pod_req != 0 and is_scalar_resource_name(res):
             col = snap.columns.get(res)
+            counted = None if devices is None else devices.columns(
+                res, [snap.table.nodes[r] for r in rows.tolist()], None if col is None else rows_of("alloc")[:, col],
+                None if col is None else rows_of("req")[:, col])
+            if counted is not None:
+                out.append((i, counted[0], counted[1] + pod_req))
+                continue
             if col is None:
                 continue
             c = col
@@ -349,6 +359,8 @@ class _FitState:
 class _ScoreState:
     # The pod's request of each configured scoring resource, in the order of the args.
     requests: tuple[int, ...]
+    # The devices of the classes scoring resources map, when one does (DRAExtendedResource).
+    devices: DeviceCounts | None = None
 
     def clone(self) -> _ScoreState:
         return self
@@ -465,17 +477,22 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return tuple(nz.get(r, pod.requests.get(r, 0)) if r != PODS else 0 for r, _ in self.resources)
 
     async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
-        state.write(_SCORE_KEY, _ScoreState(self._pod_score_requests(pod)))
+        devices = DeviceCounts.for_resources(nodes.snapshot.dra, [r for r, _ in self.resources])
+        state.write(_SCORE_KEY, _ScoreState(self._pod_score_requests(pod), devices))
         return SUCCESS
 
     async def score(self, state: CycleState, pod: Pod, batch: NodeBatch) -> IntArray:
         pre: _ScoreState | None = state.get(_SCORE_KEY)
-        requests = pre.requests if pre is not None else self._pod_score_requests(pod)
+        if pre is None:
+            pre = _ScoreState(self._pod_score_requests(pod),
+                              DeviceCounts.for_resources(batch.snapshot.dra, [r for r, _ in self.resources]))
+        requests = pre.requests
         n = len(batch)
         names = [res for res, _ in self.resources]
         total = np.zeros(n, dtype=np.int64)
         weight_sum: IntArray | int = 0
-        for i, alloc, used in resource_columns(batch.snapshot, batch.rows, names, requests, use_requested=False):
+        for i, alloc, used in resource_columns(batch.snapshot, batch.rows, names, requests, use_requested=False,
+                                               devices=pre.devices):
             weight = self.resources[i][1]
             has = alloc != 0
             everywhere = bool(has.all())
