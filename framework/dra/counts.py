@@ -23,7 +23,6 @@ from pluginhost.model import Node
 
 from .extended import class_for, is_dra_extended_resource_name
 from .models import DeviceClass, DeviceID, ResourceSlice
-from .pools import node_matches
 from .selectors import SelectorFailure, compile_selector
 
 if TYPE_CHECKING:
@@ -42,14 +41,18 @@ def _serving(s: ResourceSlice, node: Node) -> Iterable[tuple[str, object]]:
     """The devices of ``s`` that serve ``node`` (by name, with the device), as upstream picks them: per
     device with per-device node selection, else the whole slice when it is for every node, for this node
     by name, or selects it."""
+    # Imported here: framework.dra.pools reads node selectors through framework.plugins, whose scoring
+    # plugins import this module.
+    from . import pools as dra_pools
+
     if s.per_device_node_selection:
         for d in s.devices:
-            if d.all_nodes or (d.node_name and d.node_name == node.name) or (
-                    d.node_selector is not None and node_matches(node, d.node_name, d.all_nodes, d.node_selector)):
+            if d.all_nodes or (d.node_name and d.node_name == node.name) or (d.node_selector is not None and (
+                    dra_pools.node_matches(node, d.node_name, d.all_nodes, d.node_selector))):
                 yield d.name, d
         return
     if not s.all_nodes and s.node_name != node.name and s.node_selector is not None:
-        if not node_matches(node, s.node_name, s.all_nodes, s.node_selector):
+        if not dra_pools.node_matches(node, s.node_name, s.all_nodes, s.node_selector):
             return
     elif not s.all_nodes and s.node_name and s.node_name != node.name:
         return

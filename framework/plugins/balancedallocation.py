@@ -23,7 +23,9 @@ from pluginhost.model import CPU, MEMORY, PODS, Pod
 from pluginhost.plugin import MAX_NODE_SCORE, CycleState, Handle, NodeBatch, PreScorePlugin, ScorePlugin
 from pluginhost.status import SUCCESS, Status
 
-from ..dra.counts import DeviceCounts
+# framework.dra.counts reads slices' node selectors through framework.dra.pools, which imports this
+# package: the counts are taken as a module, which a partial import allows.
+from ..dra import counts as dra_counts
 from .noderesources import PluginArgsError, check_fields, parse_resource_specs, resource_columns
 
 __all__ = ["NodeResourcesBalancedAllocation"]
@@ -40,7 +42,7 @@ class _BalancedState:
     # The pod's request of each configured resource, in the order of the args.
     requests: tuple[int, ...]
     # The devices of the classes the resources map, when one does (DRAExtendedResource).
-    devices: DeviceCounts | None = None
+    devices: dra_counts.DeviceCounts | None = None
 
     def clone(self) -> _BalancedState:
         return self
@@ -77,7 +79,7 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         if not any(requests):
             # A best-effort pod would otherwise pile onto whichever node is best balanced already.
             return Status.skip()
-        state.write(_SCORE_KEY, _BalancedState(requests, DeviceCounts.for_resources(nodes.snapshot.dra,
+        state.write(_SCORE_KEY, _BalancedState(requests, dra_counts.DeviceCounts.for_resources(nodes.snapshot.dra,
                                                                                     self.resources)))
         return SUCCESS
 
@@ -87,7 +89,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         n = len(batch)
         if not any(requests):
             return np.zeros(n, dtype=np.int64)
-        devices = pre.devices if pre is not None else DeviceCounts.for_resources(batch.snapshot.dra, self.resources)
+        devices = pre.devices if pre is not None else (
+            dra_counts.DeviceCounts.for_resources(batch.snapshot.dra, self.resources))
         with_pod: list[tuple[FloatArray, npt.NDArray[np.bool_]]] = []
         without_pod: list[tuple[FloatArray, npt.NDArray[np.bool_]]] = []
         columns = resource_columns(batch.snapshot, batch.rows, self.resources, requests, use_requested=True,

@@ -45,7 +45,9 @@ from pluginhost.plugin import (
 from pluginhost.snapshot import Snapshot, non_zero_requests
 from pluginhost.status import SUCCESS, Code, Status
 
-from ..dra.counts import DeviceCounts
+# framework.dra.counts reads slices' node selectors through framework.dra.pools, which imports this
+# package: the counts are taken as a module, which a partial import allows.
+from ..dra import counts as dra_counts
 from ..dra.extended import IMPLICIT_PREFIX, class_for, is_dra_extended_resource_name
 from ..dra.models import DeviceClass
 
@@ -144,7 +146,7 @@ def allocatable_and_requested(
 
 def resource_columns(
     snap: Snapshot, rows: IntArray, resources: Sequence[str], pod_requests: Sequence[int], *, use_requested: bool,
-    devices: DeviceCounts | None = None,
+    devices: dra_counts.DeviceCounts | None = None,
 ) -> list[tuple[int, IntArray, IntArray]]:
     """:func:`allocatable_and_requested` for several resources at once: ``(i, alloc, used)`` for
     each resource ``resources[i]`` that function does not leave out, in order. With ``devices``, a
@@ -360,7 +362,7 @@ class _ScoreState:
     # The pod's request of each configured scoring resource, in the order of the args.
     requests: tuple[int, ...]
     # The devices of the classes scoring resources map, when one does (DRAExtendedResource).
-    devices: DeviceCounts | None = None
+    devices: dra_counts.DeviceCounts | None = None
 
     def clone(self) -> _ScoreState:
         return self
@@ -477,7 +479,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return tuple(nz.get(r, pod.requests.get(r, 0)) if r != PODS else 0 for r, _ in self.resources)
 
     async def pre_score(self, state: CycleState, pod: Pod, nodes: NodeBatch) -> Status:
-        devices = DeviceCounts.for_resources(nodes.snapshot.dra, [r for r, _ in self.resources])
+        devices = dra_counts.DeviceCounts.for_resources(nodes.snapshot.dra, [r for r, _ in self.resources])
         state.write(_SCORE_KEY, _ScoreState(self._pod_score_requests(pod), devices))
         return SUCCESS
 
@@ -485,7 +487,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         pre: _ScoreState | None = state.get(_SCORE_KEY)
         if pre is None:
             pre = _ScoreState(self._pod_score_requests(pod),
-                              DeviceCounts.for_resources(batch.snapshot.dra, [r for r, _ in self.resources]))
+                              dra_counts.DeviceCounts.for_resources(batch.snapshot.dra, [r for r, _ in self.resources]))
         requests = pre.requests
         n = len(batch)
         names = [res for res, _ in self.resources]
