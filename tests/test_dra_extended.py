@@ -27,6 +27,7 @@ from framework.dra.models import DeviceClass
 from framework.dra.store import MemoryClaimWriter
 from framework.profiles import build_registry, default_scheduler_config
 from framework.scheduler import Scheduler
+from framework.service import pod_object
 from pluginhost.manifest import finish_pod, parse_objects
 from pluginhost.model import Container, Pod
 from tests.test_dra_scheduling import scheduled
@@ -89,9 +90,9 @@ def made_claim(s: Scheduler, pod_name: str) -> tuple[str, list[str], dict[str, o
     assert claim.reserved_for == (("pods", pod_name, rec.pod.uid),)
     assert claim.raw["metadata"]["generateName"] == f"{pod_name}-extended-resources-"
     assert claim.allocation is not None
-    writer = s.cache.dra.writer
-    assert isinstance(writer, MemoryClaimWriter)
-    status = writer.pod_statuses[rec.pod.uid]["extendedResourceClaimStatus"]
+    # On the pod, as the API server keeps it, and in the v1 Pod `outrigger get pod -o yaml` prints.
+    status = rec.pod.raw["status"]["extendedResourceClaimStatus"]
+    assert pod_object(rec)["status"]["extendedResourceClaimStatus"] == status
     return claim.name, [f"{r.request}={r.pool}/{r.device}" for r in claim.allocation.results], status
 
 
@@ -338,3 +339,94 @@ def test_a_resource_neither_advertised_nor_mapped_is_dynamic_resources_cannot_fi
     assert rec is not None and rec.last_status is not None
     assert rec.last_status.message() == ("0/1 nodes are available: 1 cannot fit resource. preemption: 0/1 nodes are "
                                          "available: 1 Preemption is not helpful for scheduling.")
+
+
+OWN_CLAIM = """
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: other.example.com}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: mine, uid: mine-uid}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: other.example.com}}]
+---"""
+BOTH = """
+apiVersion: v1
+kind: Pod
+metadata: {name: both, uid: both-uid}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimName: mine}]
+  containers: [{name: c, resources: {claims: [{name: gpu}], limits: {example.com/gpu: "1"}}}]
+"""
+#: kube-scheduler 1.37.2's word for it, seen on the real API server (its FailedScheduling events and the pod's
+#: PodScheduled condition, again at every retry).
+NO_MAPPINGS = ('running PreBind plugin "DynamicResources": nil or empty request mappings, no update of pod '
+               "default/both ExtendedResourceClaimStatus")
+
+
+def test_a_pod_with_its_own_claims_on_a_node_advertising_the_resource_fails_prebind_as_kube_scheduler() -> None:
+    """kube-scheduler 1.37.2 takes the pod's extended claim along with its own claims on a node advertising the
+    extended resource: with no requests, allocated (nothing), created and written in PreBind, which then
+    fails as the claim maps no container's resource; Unreserve deletes the claim and takes the pod out of its
+    own claim's reservedFor (the claim stays allocated). The first attempt, write by write."""
+    created: list[dict[str, Any]] = []
+    written: list[tuple[str, dict[str, Any]]] = []
+    deleted: list[str] = []
+
+    def setup(s: Scheduler) -> None:
+        writer = s.cache.dra.writer
+        assert isinstance(writer, MemoryClaimWriter)
+        create, write, delete = writer.create_claim, writer.write_claim_status, writer.delete_claim
+
+        async def creating(manifest: Any) -> Any:
+            created.append(json.loads(json.dumps(manifest)))
+            return await create(manifest)
+
+        async def writing(claim: Any, status: Any) -> Any:
+            written.append((claim.name, json.loads(json.dumps(status))))
+            return await write(claim, status)
+
+        async def deleting(claim: Any) -> None:
+            deleted.append(claim.name)
+            await delete(claim)
+
+        writer.create_claim, writer.write_claim_status = creating, writing  # type: ignore[method-assign]
+        writer.delete_claim = deleting  # type: ignore[method-assign]
+
+    async def main_() -> tuple[Scheduler, str]:
+        s = Scheduler(default_scheduler_config(build_registry()), build_registry(), seed=1)
+        setup(s)
+        task = asyncio.get_running_loop().create_task(s.run())
+        try:
+            await s.apply(parse_objects(node("plugin-node", gpus=2) + devices("plugin-node", 2) + device_class()
+                                        + OWN_CLAIM + BOTH))
+            for _ in range(1000):  # at most 20 s
+                await asyncio.sleep(0.02)
+                rec = s.get_pod("default", "both")
+                if rec is not None and rec.last_status is not None and not rec.last_status.ok:
+                    return s, rec.last_status.message()
+            raise AssertionError("no failed attempt")
+        finally:
+            await s.stop()
+            task.cancel()
+
+    s, message = asyncio.run(asyncio.wait_for(main_(), 30))
+    assert message == NO_MAPPINGS
+    rec = s.get_pod("default", "both")
+    assert rec is not None and not rec.pod.node_name
+    first = created[0]
+    assert first["metadata"]["generateName"] == "both-extended-resources-"
+    assert first["spec"] == {"devices": {}}
+    made = deleted[0]
+    assert made.startswith("both-extended-resources-")
+    # The pod's own claim is written first (allocation and reservation), then the one made for it: an
+    # allocation of no devices, reserved for the pod.
+    assert [name for name, _ in written[:2]] == ["mine", made]
+    allocation = written[1][1]["allocation"]
+    assert isinstance(allocation.pop("allocationTimestamp"), str) and allocation == {"devices": {"results": []}}
+    assert written[1][1]["reservedFor"] == [{"resource": "pods", "name": "both", "uid": "both-uid"}]
+    mine = s.cache.dra.claims["default/mine"]
+    assert mine.allocation is not None and [r.device for r in mine.allocation.results] == ["gpu-0"]

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kube_framework import get_json, wait_for
+from kube_framework import get_json, node_manifest, wait_for
 from test_kube_dra_scheduling import PROFILE, Gpus, allocation_of, describe_events, on_node
 from test_kube_dra_scheduling import gpus as gpus  # the fixture
 
@@ -143,3 +143,50 @@ def test_a_prebind_failure_after_the_claim_was_made_deletes_it_and_the_retry_mak
     # Two claims made (POST), each given the finalizer (PUT) and its allocation (PUT status); the first, at
     # Unreserve, its finalizer taken off (PUT) and deleted (DELETE).
     assert writes == {"POST 201": 2, "PUT 200": 3, "PUT status 200": 2, "DELETE 200": 1}
+
+
+#: kube-scheduler v1.37.2's words (seen with it on this API server), at every retry.
+NO_MAPPINGS = ('running PreBind plugin "DynamicResources": nil or empty request mappings, no update of pod '
+               "{ns}/both ExtendedResourceClaimStatus")
+
+
+def test_a_pod_with_its_own_claim_on_a_node_advertising_the_resource_fails_prebind_as_kube_scheduler(
+        gpus: Gpus, mapped: tuple[str, bool]) -> None:
+    """A pod with a claim of its own and the extended resource, on a node whose device plugin advertises the
+    resource: kube-scheduler 1.37.2 makes the pod's extended claim there too, with no requests, allocates it
+    (no devices), writes it, then fails PreBind (no request maps a container's resource), deletes it at
+    Unreserve, and retries; the pod's own claim stays allocated. On 1.35 no class maps the resource: the
+    node's device plugin serves it and the pod is bound."""
+    resource, served = mapped
+    ns = gpus.ns
+    plug = gpus.a.removesuffix("-a") + "-plug"
+    node = node_manifest(plug, labels={"kubernetes.io/hostname": plug})
+    for key in ("capacity", "allocatable"):
+        node["status"][key][resource] = "4"
+    pod = gpu_pod("both", ns, resource, 1)
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": plug}
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "mine"}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    try:
+        gpus.apply(node, fakedriver.gpu_slice(plug, 2), fakedriver.claim("mine", ns, 1, gpus.device_class), pod)
+        before = claim_requests(gpus.cluster)
+        gpus.start()
+        if not served:  # 1.35
+            assert gpus.bound("both") == plug
+            return
+        events = wait_for(lambda: gpus.events("FailedScheduling"), 60, "FailedScheduling")
+        assert {e["note"] for e in events} == {NO_MAPPINGS.format(ns=ns)}
+        condition = next(c for c in gpus.pod("both")["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert (condition["reason"], condition["message"]) == ("SchedulerError", NO_MAPPINGS.format(ns=ns))
+        assert not gpus.pod("both")["spec"].get("nodeName")
+        assert "extendedResourceClaimStatus" not in gpus.pod("both")["status"]
+        # Per attempt: the claim made (POST), given the finalizer (PUT) and its empty allocation (PUT status),
+        # then at Unreserve its finalizer taken off (PUT) and deleted (DELETE): between attempts, none is left.
+        wait_for(lambda: not [c for c in claims_of(gpus.cluster, ns) if c["metadata"]["name"] != "mine"], 60,
+                 "the claims made for the pod deleted")
+        writes = claim_requests(gpus.cluster) - before
+        assert writes["POST 201"] >= 1 and writes["PUT status 200"] >= 2 and writes["DELETE 200"] >= 1
+        mine = gpus.claim("mine")
+        assert [r["pool"] for r in mine["status"]["allocation"]["devices"]["results"]] == [plug]
+    finally:
+        gpus.cluster.kubectl("delete", f"resourceslice/{plug}-gpus", "--ignore-not-found")

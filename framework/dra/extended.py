@@ -202,8 +202,9 @@ def claim_manifest(claim: ResourceClaim, pod: Pod) -> dict[str, Any]:
     owner = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
     meta = {"generateName": f"{pod.name}-extended-resources-", "namespace": pod.namespace,
             "ownerReferences": [owner], "annotations": {ANN_EXTENDED_RESOURCE_CLAIM: "true"}}
+    # No requests (the pod's own claims took it to a node advertising the resources): none sent, as upstream.
     return {"apiVersion": API_VERSION, "kind": "ResourceClaim", "metadata": meta,
-            "spec": {"devices": {"requests": requests}}}
+            "spec": {"devices": {"requests": requests} if requests else {}}}
 
 
 def pod_status_patch(claim_name: str, mappings: Iterable[RequestMapping]) -> dict[str, Any]:

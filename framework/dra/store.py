@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from framework import features
 from pluginhost.decode import FieldError
 from pluginhost.errors import OutriggerError
-from pluginhost.manifest import set_resource_decoder
+from pluginhost.manifest import pod_to_dict, set_resource_decoder
 from pluginhost.model import Pod
 
 from .inuse import InUse
@@ -63,6 +63,7 @@ __all__ = [
     "DraObject",
     "DraStore",
     "MemoryClaimWriter",
+    "merged_pod_status",
 ]
 
 #: The finalizer an allocated claim carries (``resourceapi.Finalizer``): the claim controller removes
@@ -439,8 +440,10 @@ class MemoryClaimWriter:
 
     def __init__(self, store: DraStore) -> None:
         self.store = store
-        #: The pods' status fields written (``extendedResourceClaimStatus``), by pod uid.
-        self.pod_statuses: dict[str, dict[str, Any]] = {}
+        #: Merges status fields written to a pod (``extendedResourceClaimStatus``) into the pod the embedded
+        #: scheduler holds, as the API server's patch would (the scheduler sets it; without one, the pod
+        #: object given is changed).
+        self.on_pod_status: Callable[[Pod, Mapping[str, Any]], None] | None = None
 
     async def write_claim_status(self, claim: ResourceClaim, status: Mapping[str, Any]) -> ResourceClaim:
         current = self.store.claims.get(claim.key)
@@ -504,8 +507,19 @@ class MemoryClaimWriter:
             self.store.remove("ResourceClaim", claim.namespace, claim.name)
 
     async def patch_pod_status(self, pod: Pod, patch: Mapping[str, Any]) -> None:
-        """The embedded cluster's pods are the scheduler's: the status written is kept here, by pod uid."""
-        self.pod_statuses[pod.uid] = copy.deepcopy(dict(patch.get("status") or {}))
+        """The embedded cluster's pods are the scheduler's: the status fields written go onto its pod."""
+        status = copy.deepcopy(dict(patch.get("status") or {}))
+        if self.on_pod_status is not None:
+            self.on_pod_status(pod, status)
+        else:
+            pod.raw = merged_pod_status(pod, status)
+
+
+def merged_pod_status(pod: Pod, status: Mapping[str, Any]) -> dict[str, Any]:
+    """``pod``'s manifest with ``status``'s fields set in its status (a copy)."""
+    raw = copy.deepcopy(pod_to_dict(pod))
+    raw["status"] = {**(raw.get("status") or {}), **copy.deepcopy(dict(status))}
+    return raw
 
 
 def _manifest(claim: ResourceClaim) -> dict[str, Any]:

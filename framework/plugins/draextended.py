@@ -13,6 +13,9 @@ own claims, as kube-scheduler's ``extendeddynamicresources.go`` has it:
   ResourceClaim completed``). A node advertising every resource leaves the pod to NodeResourcesFit.
 - **Reserve** marks the node's allocation pending under the claim's temporary uid; **Unreserve** drops
   it, and deletes the claim PreBind created, if it did.
+- A pod with claims of its own takes the extended claim along on every node, with no requests on a node
+  advertising every resource; PreBind creates it there too, then fails as kube-scheduler 1.37.2 does
+  (``nil or empty request mappings, ...``: no mapping to write in the pod's status; :func:`record`).
 - **PreBind** (:func:`bind`) creates the claim (``<pod>-extended-resources-`` plus five characters,
   annotated ``resource.kubernetes.io/extended-resource-claim: "true"``, controlled by the pod), writes its
   allocation and reservation as for any claim, and patches the pod's ``status.extendedResourceClaimStatus``
@@ -124,11 +127,13 @@ def filter_nodes(plugin: Any, s: Any, store: DraStore, pod: Pod, nodes: list[Nod
             for k in indices:
                 statuses[k] = SUCCESS  # NodeResourcesFit judges the resources the node advertises
             continue
-        claims = list(s.allocating) if not need else [*s.allocating, _variant(x, store, pod, need)]
-        answers = list(allocator.allocate_each(group, claims, plugin.filter_timeout)) if claims else [None] * len(group)
+        # With claims of its own, the pod's extended claim goes along even on a node advertising every
+        # resource it asks for: with no requests, as kube-scheduler allocates it (PreBind then fails, see bind).
+        claims = [*s.allocating, _variant(x, store, pod, need)]
+        answers = list(allocator.allocate_each(group, claims, plugin.filter_timeout))
         for k, node, answer in zip(indices, group, answers, strict=True):
             statuses[k] = status = plugin._filter_node(s, node, answer, len(claims))
-            if status.ok and need:
+            if status.ok:
                 x.on_node[node.name] = need
     return [st if st is not None else SUCCESS for st in statuses]
 
@@ -182,7 +187,13 @@ async def create(store: DraStore, pod: Pod, x: Extended) -> ResourceClaim:
 
 
 async def record(store: DraStore, pod: Pod, x: Extended, claim: ResourceClaim) -> None:
-    """PreBind's last step: the pod's ``status.extendedResourceClaimStatus``."""
+    """PreBind's last step: the pod's ``status.extendedResourceClaimStatus``. A claim without requests (the
+    pod's own claims took it to a node advertising its extended resources) has no mappings to write, and
+    kube-scheduler 1.37.2 fails PreBind there with this error (Unreserve deletes the claim; the pod is
+    retried after backoff, again and again while that node is chosen)."""
+    if not x.mappings:
+        raise RuntimeError(f"nil or empty request mappings, no update of pod {pod.namespace}/{pod.name} "
+                           "ExtendedResourceClaimStatus")
     writer = store.writer
     assert isinstance(writer, ClaimCreator)
     try:

@@ -486,9 +486,11 @@ class DynamicResources(
         pod's status; the uid of its pending allocation, dropped once the claim reads from the source."""
         assert x.reserved is not None
         created = await dra_ext.create(store, pod, x)
-        x.created = await self._bind_claim(store, pod, created, x.reserved.allocation)
-        await dra_ext.record(store, pod, x, x.created)
-        await dra_ext.wait_delivered(store, x.created)
+        try:
+            x.created = await self._bind_claim(store, pod, created, x.reserved.allocation)
+            await dra_ext.record(store, pod, x, x.created)
+        finally:  # once created, upstream waits for the claim's informer event whatever follows
+            await dra_ext.wait_delivered(store, x.created or created)
         return x.reserved.uid
 
     async def _bind_claim(self, store: DraStore, pod: Pod, claim: ResourceClaim,

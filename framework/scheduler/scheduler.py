@@ -37,6 +37,7 @@ from ..batching import OpportunisticBatch
 from ..cache import Cache
 from ..canary import Canary, canary_profile, with_variants
 from ..config import ProfileConfig, SchedulerConfig
+from ..dra.store import MemoryClaimWriter
 from ..plugins import Registry
 from ..podgroup_queue import GroupSchedulingQueue
 from ..queue import ACTIVE, BACKOFF, GATED, IN_FLIGHT, UNSCHEDULABLE
@@ -81,6 +82,8 @@ class Scheduler(PodGroupCycle, ObjectStore, Reconfiguring):
         # So does a ResourceClaim, DeviceClass or ResourceSlice for pods DynamicResources rejected: each
         # change is a cluster event named by its kind, whichever source applied it.
         self.cache.dra.add_listener(self.custom_resource_changed)
+        if isinstance(self.cache.dra.writer, MemoryClaimWriter):  # a live source sets its own writer
+            self.cache.dra.writer.on_pod_status = self.write_pod_status
         # A PodGroup added, changed or deleted is the cluster event "PodGroup" (GangScheduling registers it).
         self.cache.podgroups.add_listener(self._pod_group_changed)
         self.reservations = Reservations(self.cache)

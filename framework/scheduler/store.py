@@ -21,6 +21,7 @@ from pluginhost.workload import PodGroup, Workload
 from ..disruption import embedded_status
 from ..dra.embedded import apply_object, release_pod, with_template_claims
 from ..dra.extended import is_dra_extended_resource_name
+from ..dra.store import merged_pod_status
 from ..podgroups.embedded import apply_object as apply_pod_group
 from ..podgroups.store import POD_GROUP_RESOURCE
 from ..queue import ACTIVE, GATED
@@ -411,6 +412,13 @@ class ObjectStore(SchedulerBase):
     def get_pod(self, namespace: str, name: str) -> PodRecord | None:
         uid = self._uid_by_key.get(f"{namespace}/{name}")
         return None if uid is None else self.pods[uid]
+
+    def write_pod_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
+        """Status fields a plugin wrote to a pod (DynamicResources' ``extendedResourceClaimStatus``), set on
+        the pod held here as the API server's patch sets them (nothing when the pod is gone)."""
+        rec = self.pods.get(pod.uid)
+        if rec is not None:
+            rec.pod = dataclasses.replace(rec.pod, raw=merged_pod_status(rec.pod, status))
 
     # ---- binding through the "API" -------------------------------------------------------------
 

@@ -114,6 +114,10 @@ def pod_object(rec: PodRecord, queue: str = "") -> dict[str, Any]:
         status["conditions"] = [condition]
     if pod.nominated_node_name:
         status["nominatedNodeName"] = pod.nominated_node_name
+    # What DynamicResources' PreBind wrote there (the claim made for the pod's extended resources).
+    written = (pod.raw.get("status") or {}).get("extendedResourceClaimStatus") if pod.raw else None
+    if written:
+        status["extendedResourceClaimStatus"] = written
     obj["status"] = status
     return obj
 
