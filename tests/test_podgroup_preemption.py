@@ -394,3 +394,79 @@ def test_inter_pod_affinity_says_which_nodes_a_pod_reaches(other: dict[str, str]
                                    other_row, row, snapshot.table))
 
     assert asyncio.run(main()) is want
+
+
+def social_pod(name: str, labels: dict[str, str], cpu: str = "1") -> Pod:
+    """A gang pod that must share a zone with an ``app: x`` pod (labelled ``labels``)."""
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+    return pod_from_dict({"apiVersion": "v1", "kind": "Pod",
+                          "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
+                          "spec": {"priority": 10, "schedulingGroup": {"podGroupName": "g"},
+                                   "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                                                [term]}},
+                                   "containers": [{"name": "c", "image": "busybox",
+                                                   "resources": {"requests": {"cpu": cpu}}}]}})
+
+
+@pytest.mark.parametrize(("own", "other", "other_node", "want"), [
+    # Affinity to app=x by zone: an app=x pod reaches the nodes of its zone...
+    ({"app": "y"}, {"app": "x"}, "n2", True),
+    ({"app": "y"}, {"app": "x"}, "n3", False),
+    ({"app": "y"}, {"app": "y"}, "n2", False),
+    # ...and anywhere when the pod matches its own affinity: the first of its group may go where no
+    # app=x pod is, so any app=x pod in the cluster ends that allowance.
+    ({"app": "x"}, {"app": "x"}, "n3", True),
+    ({"app": "x"}, {"app": "y"}, "n3", False),
+    ({"app": "x"}, {"app": "y"}, "n2", False),
+])
+def test_inter_pod_affinity_reach_of_a_pod_with_affinity(own: dict[str, str], other: dict[str, str], other_node: str,
+                                                         want: bool) -> None:
+    async def main() -> bool:
+        reg = in_tree_registry()
+        s = Scheduler(load_config(config([*PLUGINS, "InterPodAffinity"]), reg.points(), "test.yaml"), reg, seed=0)
+        await s.apply([zone_node("n1", "2", "a"), zone_node("n2", "2", "a"), zone_node("n3", "2", "b"),
+                       vpod("anchor", "1", 1, "n1", labels={"app": "x"})])
+        plugin = s.profiles[PROFILE].plugins["InterPodAffinity"]
+        snapshot = s.cache.snapshot()
+        state = CycleState("t", snapshot)
+        pod = social_pod("p0", own)
+        _, status = await plugin.pre_filter(state, pod)  # type: ignore[attr-defined]
+        assert status.ok
+        row, other_row = snapshot.row("n1"), snapshot.row(other_node)
+        assert row is not None and other_row is not None
+        return bool(plugin.reaches(state, pod, vpod("o", "1", 1, other_node, labels=other),  # type: ignore[attr-defined]
+                                   other_row, row, snapshot.table))
+
+    assert asyncio.run(main()) is want
+
+
+def test_group_preemption_evicts_a_far_victim_that_ends_the_first_of_group_allowance() -> None:
+    # p0 (2 cpus, labelled app=x, must share a zone with an app=x pod) fits only on n1 once l1 is out,
+    # and only as the first of its group: with no app=x pod anywhere. xb (app=x) is in zone b, far from
+    # n1, yet given back it ends that allowance, so it goes too; yb (app=y, zone b) is out of reach and
+    # stays, as does yc on n4 (zone c).
+    nodes = [zone_node("n1", "2", "a"), zone_node("n3", "1500m", "b"), zone_node("n4", "1", "c")]
+    victims = [vpod("l1", "2", 1, "n1", labels={"app": "y"}), vpod("xb", "500m", 1, "n3", labels={"app": "x"}),
+               vpod("yb", "1", 1, "n3", labels={"app": "y"}), vpod("yc", "1", 1, "n4", labels={"app": "y"})]
+    gang_pod = social_pod("p0", {"app": "x"}, "2")
+
+    async def main() -> Scheduler:
+        reg = in_tree_registry()
+        s = Scheduler(load_config(config([*PLUGINS, "InterPodAffinity"]), reg.points(), "test.yaml"), reg, seed=0)
+        s.cache.podgroups.put(gang("g", 1, priority=10))
+        await s.apply([*nodes, *victims, gang_pod])
+        task = asyncio.create_task(s.run())
+        try:
+            await wait_for(s, lambda: bool(node_of(s, "p0")), 10.0)
+        finally:
+            await s.drain(timeout=10.0)
+            await s.stop()
+            await asyncio.wait_for(task, 10.0)
+        return s
+
+    s = asyncio.run(main())
+    events = list(s.recent_events())
+    assert deleted(events) == ["l1", "xb"]
+    assert nominations(events) == {"p0": "n1"}
+    assert node_of(s, "p0") == "n1"
+    assert s.leaks() == NO_LEAKS

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pluginhost.model import CPU, MEMORY, PODS, Pod, PodDisruptionBudget
 from pluginhost.placement import (
@@ -299,20 +299,26 @@ async def _preempt(
     unreached, status = await _reprieve(fwk, snapshot, bare, Victim((), 0), out, valid, needs)
     if not status.ok:
         return None, status
+    reach = _Reach(fwk, valid, snapshot) if unreached else None
     chosen: list[Victim] = []
     violations = 0
+    back: list[Pod] = []  # victims given back since ``bare`` was last brought up to date
     for victim, count in [*violating, *((v, 0) for v in clean)]:
-        if unreached and not _reaches(fwk, victim, valid, snapshot):
-            status = await _pre_filter_extensions(fwk, victim.pods, valid, snapshot, add=True)
-            fits = True
-        else:
-            fits, status = await _reprieve(fwk, snapshot, bare, victim, [v for v in out if v is not victim],
-                                           valid, needs)
+        if reach is not None and not reach(victim):
+            # Out of reach: its PreFilter extensions would move counts in domains no proposed node is
+            # in, which no Filter of a proposed pod reads (kube-scheduler runs them; the answer is the same).
+            out.remove(victim)
+            back.extend(victim.pods)
+            continue
+        if back:
+            bare, back = apply_view(bare, NodeView(added_pods=tuple(back))), []
+        fits, status = await _reprieve(fwk, snapshot, bare, victim, [v for v in out if v is not victim],
+                                       valid, needs)
         if not status.ok:
             return None, status
         if fits:
             out.remove(victim)
-            bare = apply_view(bare, NodeView(added_pods=victim.pods))
+            back.extend(victim.pods)
         else:
             chosen.append(victim)
             violations += count
@@ -382,31 +388,45 @@ NODE_LOCAL_FILTERS = frozenset({"NodeResourcesFit", "NodePorts", "NodeName", "No
                                 "TaintToleration", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"})
 
 
-def _reaches(fwk: Framework, victim: Victim, valid: Sequence[ProposedAssignment], snapshot: Snapshot) -> bool:
-    """Whether giving ``victim`` back can change a Filter answer for a proposed pod: it runs on a node
+class _Reach:
+    """Whether giving a victim back can change a Filter answer for a proposed pod: it runs on a node
     one is proposed on, or a Filter plugin the pod did not skip at PreFilter reads other nodes' pods
     (any but the node-local ones and InterPodAffinity, which says where its counts reach). kube-scheduler
     runs Filter for every proposed pod on every reprieve; a victim out of reach passes as the group does
-    with every victim out, so the answer is the same without running it."""
-    found = [snapshot.row(p.node_name) for p in victim.pods]
-    rows = [r for r in found if r is not None]
-    if len(rows) < len(found):
-        return True
-    proposed = {a.node_name for a in valid}
-    if any(p.node_name in proposed for p in victim.pods):
-        return True
-    table = snapshot.table
-    for a in valid:
-        row = snapshot.row(a.node_name)
-        if a.state is None or row is None:
+    with every victim out, so the answer is the same without running it. What depends only on the
+    group's proposal (the nodes, the plugins each pod runs) is worked out once, not per victim."""
+
+    def __init__(self, fwk: Framework, valid: Sequence[ProposedAssignment], snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.proposed = frozenset(a.node_name for a in valid)
+        #: Some pod's answer may depend on any victim (a plugin that does not say, no state, no node).
+        self.everything = False
+        #: (InterPodAffinity.reaches, the pod's state, the pod, its node's row) per pod that runs it.
+        self.checks: list[tuple[Any, CycleState, Pod, int]] = []
+        for a in valid:
+            row = snapshot.row(a.node_name)
+            if a.state is None or row is None:
+                self.everything = True
+                return
+            for pl in fwk.filter_plugins:
+                if pl.name in a.state.skip_filter or (pl.name in NODE_LOCAL_FILTERS and _in_tree(pl)):
+                    continue
+                reaches = getattr(pl, "reaches", None) if pl.name == "InterPodAffinity" and _in_tree(pl) else None
+                if reaches is None:
+                    self.everything = True
+                    return
+                self.checks.append((reaches, a.state, a.pod, row))
+
+    def __call__(self, victim: Victim) -> bool:
+        if self.everything:
             return True
-        for pl in fwk.filter_plugins:
-            if pl.name in a.state.skip_filter or (pl.name in NODE_LOCAL_FILTERS and _in_tree(pl)):
-                continue
-            reaches = getattr(pl, "reaches", None) if pl.name == "InterPodAffinity" and _in_tree(pl) else None
-            if reaches is None or any(reaches(a.state, a.pod, p, r, row, table) for p, r in zip(victim.pods, rows)):
-                return True
-    return False
+        found = [self.snapshot.row(p.node_name) for p in victim.pods]
+        rows = [r for r in found if r is not None]
+        if len(rows) < len(found) or any(p.node_name in self.proposed for p in victim.pods):
+            return True
+        table = self.snapshot.table
+        return any(reaches(state, pod, p, r, row, table)
+                   for reaches, state, pod, row in self.checks for p, r in zip(victim.pods, rows))
 
 
 def _in_tree(plugin: object) -> bool:
