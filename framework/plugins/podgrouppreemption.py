@@ -289,39 +289,20 @@ async def _preempt(
     budgets = [Budget.of(pdb) for pdb in handle.pod_disruption_budgets()]
     violating, clean = filter_victims_with_pdb_violation(potential, budgets)
     valid = [a for a in (assignments.proposed if assignments is not None else ()) if a.node_name]
-    out = list(potential)  # the victims out of the snapshot now
     # The snapshot without the victims still out, kept up to date as victims are given back (one
     # victim's work each time, not all of them again: a thousand victims add up).
-    bare = apply_view(snapshot, removed)
-    needs = _needs(fwk, valid, snapshot)
+    bare = _Bare(apply_view(snapshot, removed))
+    needs = _needs(fwk, valid)
     # The group fitting with every victim out is what each reprieve that changes nothing for it would
     # find: checked once, it answers for the victims out of every proposed pod's reach (below).
-    unreached, status = await _reprieve(fwk, snapshot, bare, Victim((), 0), out, valid, needs)
+    unreached, status = await _reprieve(fwk, snapshot, bare.current(), Victim((), 0), potential, valid)
     if not status.ok:
         return None, status
     reach = _Reach(fwk, valid, snapshot) if unreached else None
-    chosen: list[Victim] = []
-    violations = 0
-    back: list[Pod] = []  # victims given back since ``bare`` was last brought up to date
-    for victim, count in [*violating, *((v, 0) for v in clean)]:
-        if reach is not None and not reach(victim):
-            # Out of reach: its PreFilter extensions would move counts in domains no proposed node is
-            # in, which no Filter of a proposed pod reads (kube-scheduler runs them; the answer is the same).
-            out.remove(victim)
-            back.extend(victim.pods)
-            continue
-        if back:
-            bare, back = apply_view(bare, NodeView(added_pods=tuple(back))), []
-        fits, status = await _reprieve(fwk, snapshot, bare, victim, [v for v in out if v is not victim],
-                                       valid, needs)
-        if not status.ok:
-            return None, status
-        if fits:
-            out.remove(victim)
-            back.extend(victim.pods)
-        else:
-            chosen.append(victim)
-            violations += count
+    chosen, _, status = await _select(fwk, snapshot, bare, [*violating, *((v, 0) for v in clean)],
+                                      potential, valid, needs, reach)
+    if not status.ok:
+        return None, status
     chosen.sort(key=Victim.importance)
     victims = [p for v in chosen for p in v.pods]
     status = await evict_group_victims(plugin, handle, pg, victims)
@@ -347,40 +328,96 @@ async def _pre_filter_extensions(fwk: Framework, pods: Sequence[Pod], valid: Seq
     return Status()
 
 
-#: What the proposed pods of a node need there together (resource column -> amount), per node name.
-_Needs = dict[str, dict[int, int]]
+async def _select(fwk: Framework, snapshot: Snapshot, bare: _Bare, ordered: Sequence[tuple[Victim, int]],
+                  potential: Sequence[Victim], valid: Sequence[ProposedAssignment], needs: _Needs | None,
+                  reach: _Reach | None) -> tuple[list[Victim], int, Status]:
+    """The reprieve loop: each victim in ``ordered`` (with how many PodDisruptionBudget violations it
+    counts) given back if the group still fits; the victims kept out, their violations."""
+    out = {id(v): v for v in potential}  # the victims out of the snapshot now, by identity
+    chosen: list[Victim] = []
+    violations = 0
+    for victim, count in ordered:
+        if reach is not None and not reach(victim):
+            # Out of reach: its PreFilter extensions would move counts in domains no proposed node is
+            # in, which no Filter of a proposed pod reads (kube-scheduler runs them; the answer is the same).
+            del out[id(victim)]
+            bare.give_back(victim.pods)
+            continue
+        if needs is not None and bare.overflows(victim, needs):
+            fits = False
+        else:
+            fits, status = await _reprieve(fwk, snapshot, bare.current(), victim,
+                                           [v for v in out.values() if v is not victim], valid)
+            if not status.ok:
+                return [], 0, status
+        if fits:
+            del out[id(victim)]
+            bare.give_back(victim.pods)
+        else:
+            chosen.append(victim)
+            violations += count
+    return chosen, violations, Status()
 
 
-def _needs(fwk: Framework, valid: Sequence[ProposedAssignment], snapshot: Snapshot) -> _Needs | None:
+#: What the proposed pods of a node need there together (resource -> amount; PODS the pod count),
+#: per node name.
+_Needs = dict[str, dict[str, int]]
+
+
+def _needs(fwk: Framework, valid: Sequence[ProposedAssignment]) -> _Needs | None:
     """The CPU, memory and pod count the proposed pods need on each node, when NodeResourcesFit is
     one of the profile's Filter plugins (None otherwise: nothing can be told before Filter runs)."""
     if not any(p.name == "NodeResourcesFit" for p in fwk.filter_plugins):
         return None
-    pods_col = snapshot.columns[PODS]
     out: _Needs = {}
     for a in valid:
         need = out.setdefault(a.node_name, {})
-        need[pods_col] = need.get(pods_col, 0) + 1
+        need[PODS] = need.get(PODS, 0) + 1
         for resource in (CPU, MEMORY):
-            col = snapshot.columns.get(resource)
-            if col is not None:
-                need[col] = need.get(col, 0) + a.pod.requests.get(resource, 0)
+            need[resource] = need.get(resource, 0) + a.pod.requests.get(resource, 0)
     return out
 
 
-def _overflows(seen: Snapshot, victim: Victim, needs: _Needs) -> bool:
-    """Whether a node of ``victim`` lacks room for the pods proposed on it once the victim is back:
-    NodeResourcesFit's Filter would then turn away the last of them that asks for that resource (the
-    others placed before it), so the victim cannot stay, and Filter need not run for every pod."""
-    for name in {p.node_name for p in victim.pods}:
-        row = seen.row(name)
-        need = needs.get(name)
-        if row is None or not need:
-            continue
-        for col, amount in need.items():
-            if amount > 0 and amount > int(seen.allocatable[row, col]) - int(seen.requested[row, col]):
-                return True
-    return False
+class _Bare:
+    """The snapshot without the victims still out. Victims given back wait in a list until a Filter
+    reads the snapshot, then go in with one view (not one view each: most victims run no Filter)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self._back: list[Pod] = []
+        self._by_node: dict[str, list[Pod]] = {}
+
+    def give_back(self, pods: Sequence[Pod]) -> None:
+        self._back.extend(pods)
+        for p in pods:
+            self._by_node.setdefault(p.node_name, []).append(p)
+
+    def current(self) -> Snapshot:
+        if self._back:
+            self._snapshot = apply_view(self._snapshot, NodeView(added_pods=tuple(self._back)))
+            self._back, self._by_node = [], {}
+        return self._snapshot
+
+    def overflows(self, victim: Victim, needs: _Needs) -> bool:
+        """Whether a node of ``victim`` lacks room for the pods proposed on it once the victim is back:
+        NodeResourcesFit's Filter would then turn away the last of them that asks for that resource
+        (the others placed before it), so the victim cannot stay, and Filter need not run for every pod."""
+        seen = self._snapshot
+        for name in {p.node_name for p in victim.pods}:
+            row = seen.row(name)
+            need = needs.get(name)
+            if row is None or not need:
+                continue
+            here = [*self._by_node.get(name, ()), *(p for p in victim.pods if p.node_name == name)]
+            for resource, amount in need.items():
+                col = seen.columns.get(resource)
+                if amount <= 0 or col is None:
+                    continue
+                used = int(seen.requested[row, col]) + sum(
+                    1 if resource == PODS else p.requests.get(resource, 0) for p in here)
+                if amount > int(seen.allocatable[row, col]) - used:
+                    return True
+        return False
 
 
 #: In-tree Filter plugins whose answer on a node reads nothing of the pods on other nodes.
@@ -434,13 +471,11 @@ def _in_tree(plugin: object) -> bool:
 
 
 async def _reprieve(fwk: Framework, snapshot: Snapshot, bare: Snapshot, victim: Victim, others: Sequence[Victim],
-                    valid: Sequence[ProposedAssignment], needs: _Needs | None) -> tuple[bool, Status]:
+                    valid: Sequence[ProposedAssignment]) -> tuple[bool, Status]:
     """Whether the group still fits with ``victim`` given back (``others`` still out, ``bare`` the
     snapshot without them): each proposed pod passes Filter on its node with the pods before it placed
     and Reserved; all undone after."""
     seen = apply_view(bare, NodeView(added_pods=victim.pods))
-    if needs is not None and _overflows(seen, victim, needs):
-        return False, Status()
     status = await _pre_filter_extensions(fwk, victim.pods, valid, snapshot, add=True)
     if not status.ok:
         return False, status
