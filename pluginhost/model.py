@@ -9,7 +9,8 @@ extended resources, ``pods``) in whole units, rounded up as Kubernetes' ``Quanti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import operator
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "TopologySpreadConstraint",
     "Volume",
     "WeightedPodAffinityTerm",
+    "pod_on_node",
 ]
 
 CPU = "cpu"
@@ -264,6 +266,18 @@ class Pod:
         ephemeral volume's claim is named ``<pod>-<volume>`` and is made for the pod by the
         ephemeral volume controller."""
         return [(v.claim(self.name), v.source == VOLUME_EPHEMERAL) for v in self.volumes if v.source in _CLAIM_SOURCES]
+
+
+#: Every field of a Pod, in the order of its constructor's parameters.
+_POD_VALUES = operator.attrgetter(*(f.name for f in fields(Pod)))
+
+
+def pod_on_node(pod: Pod, node: str) -> Pod:
+    """A copy of ``pod`` with ``node_name`` set to ``node``: ``dataclasses.replace(pod, node_name=node)``
+    at a quarter of its cost (a group cycle assumes each of its pods so, once per placement tried)."""
+    copy = Pod(*_POD_VALUES(pod))
+    copy.node_name = node
+    return copy
 
 
 @dataclass(slots=True, frozen=True)

@@ -25,6 +25,7 @@ import logging
 import time
 from typing import Any
 
+from pluginhost.model import pod_on_node
 from pluginhost.placement import Placement, PodGroupAssignments, PodGroupInfo, ProposedAssignment
 from pluginhost.plugin import ClusterEvent, CycleState, QueuedPodInfo
 from pluginhost.status import Code, Status
@@ -218,7 +219,7 @@ class PodGroupCycle(GroupAlgorithm):
         pod = info.pod
         state.delete(VIEW_STATE_KEY)  # the group's snapshot is over: the binding cycle sees the cluster
         self.cycle_states[state.cycle_id] = state
-        assumed = dataclasses.replace(pod, node_name=host)
+        assumed = pod_on_node(pod, host)
         self.cache.assume_pod(assumed, host)
         self.nominated.pop(pod.uid, None)
         status = await fwk.run_reserve(state, assumed, host)

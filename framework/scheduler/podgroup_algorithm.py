@@ -15,14 +15,13 @@ Nothing it does outlives it: every Reserve it makes is undone before it returns.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pluginhost.model import Pod
+from pluginhost.model import Pod, pod_on_node
 from pluginhost.placement import Placement, PlacementProgress, PodGroupAssignments, PodGroupInfo, ProposedAssignment
 from pluginhost.plugin import CycleState, QueuedPodInfo
 from pluginhost.snapshot import Snapshot
@@ -69,13 +68,15 @@ def unschedulable_group(*reasons: str) -> Status:
 @dataclass(slots=True)
 class PodResult:
     """One pod's outcome in a group cycle: the node found (None if none), its status, the CycleState
-    its cycle ran with, and the node a PodGroupPostFilter nominated it to ("" for none)."""
+    its cycle ran with, the node a PodGroupPostFilter nominated it to ("" for none), and the pod as
+    assumed on ``node`` (None without a node)."""
 
     info: QueuedPodInfo
     status: Status
     node: str | None = None
     state: CycleState | None = None
     nominating: str = ""
+    assumed: Pod | None = None
 
 
 @dataclass(slots=True)
@@ -236,8 +237,8 @@ class GroupAlgorithm(SchedulingCycle):
             if not st.ok and not st.is_rejected:
                 result.status = Status.failure(f"failed to schedule other pod from a pod group: {st.message()}")
                 break
-            if st.ok and pod_result.node is not None:
-                placed = NodeView(added_pods=(dataclasses.replace(member.pod, node_name=pod_result.node),))
+            if st.ok and pod_result.assumed is not None:
+                placed = NodeView(added_pods=(pod_result.assumed,))
                 view, seen = view.then(placed), apply_view(seen, placed)
             progress = PlacementProgress(progress.remaining - 1, progress.scheduled + (1 if st.ok else 0))
             feasible = await run_placement_feasible(run.fwk, pstate, run.pgi, progress)
@@ -272,15 +273,17 @@ class GroupAlgorithm(SchedulingCycle):
         except Exception as exc:
             log.exception("scheduling cycle of %s (pod group) failed", pod.key)
             host, status = None, Status.failure(f"scheduling cycle failed: {exc}", error=exc)
-        if host is None or not run.reserve:
+        if host is None:
             return PodResult(member, status, host, state)
-        assumed = dataclasses.replace(pod, node_name=host)
+        assumed = pod_on_node(pod, host)
+        if not run.reserve:
+            return PodResult(member, status, host, state, assumed=assumed)
         status = await fwk.run_reserve(state, assumed, host)
         if not status.ok:
             await fwk.run_unreserve(state, assumed, host)
             return PodResult(member, status, None, state)
         undo.append((fwk, state, assumed, host))
-        return PodResult(member, status, host, state)
+        return PodResult(member, status, host, state, assumed=assumed)
 
     @staticmethod
     def _explained(result: GroupResult) -> dict[str, Any]:
