@@ -120,6 +120,8 @@ class PodIndex:
             old = row_terms.pop(r, None)
             if old is not None:
                 groups.add(old, -1)
+            if not tuples[r]:  # most rows of a narrowed placement's fresh rows hold no pod
+                continue
             entry = tuple((r, compile_pod_terms(p)) for p in tuples[r] if has_pod_affinity(p))
             if entry:
                 row_terms[r] = entry

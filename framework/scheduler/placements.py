@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pluginhost.snapshot import NodeTable, Snapshot, zone_order
-from pluginhost.view import next_view_version
+from pluginhost.view import next_view_versions
 
 __all__ = ["placement_snapshot"]
 
@@ -22,7 +22,13 @@ def placement_snapshot(snapshot: Snapshot, names: Sequence[str]) -> Snapshot:
     every row gets a fresh version, so per-row caches do not take its rows for the base's."""
     if names == snapshot.names:  # the parent placement (every node): nothing to narrow
         return snapshot
-    keep = tuple(sorted({row for name in names if (row := snapshot.row(name)) is not None}))
+    # A placement's rows are kept with the node table too: PlacementGenerate proposes the same node
+    # sets (the same tuples, for TopologyPlacementGenerator) cycle after cycle.
+    found: dict[tuple[str, ...], tuple[int, ...]] = snapshot.table.memo("placements/rows", lambda _: {})
+    key = names if isinstance(names, tuple) else tuple(names)
+    keep = found.get(key)
+    if keep is None:
+        keep = found[key] = tuple(sorted({row for name in key if (row := snapshot.row(name)) is not None}))
     if len(keep) == len(snapshot):
         return snapshot
     rows = np.asarray(keep, dtype=np.int64)
@@ -42,7 +48,7 @@ def placement_snapshot(snapshot: Snapshot, names: Sequence[str]) -> Snapshot:
         requested=snapshot.requested[rows],
         non_zero_requested=snapshot.non_zero_requested[rows],
         pods=[snapshot.pods[r] for r in keep],
-        row_versions=np.asarray([next_view_version() for _ in keep], dtype=np.int64),
+        row_versions=next_view_versions(len(keep)),
         volumes=snapshot.volumes,
         dra=snapshot.dra,
     )
