@@ -31,6 +31,7 @@ __all__ = [
     "failed_status",
     "invalid_score_status",
     "num_feasible_nodes_to_find",
+    "out_of_range",
     "plugin_failure",
     "quoted",
     "raised_status",
@@ -39,6 +40,24 @@ __all__ = [
 ]
 
 _VALID_CODES = frozenset(int(c) for c in Code)
+_MAX_CODE = max(_VALID_CODES)
+#: The unsigned dtype of each signed one, for :func:`out_of_range`.
+_UNSIGNED = {np.dtype(s): np.dtype(u) for s, u in ((np.int8, np.uint8), (np.int16, np.uint16), (np.int32, np.uint32),
+                                                   (np.int64, np.uint64))}
+_MAXIMUM = np.maximum.reduce
+
+
+def out_of_range(values: Any, high: int) -> bool:
+    """Whether any of the integers ``values`` is below 0 or above ``high``, in one pass: read as unsigned,
+    a negative value is larger than any ``high``. (``min()`` and ``max()`` cost two, and on the hundred
+    or so nodes a cycle hands a plugin their cost is mostly the calls: every Filter and Score answer is
+    checked so.)"""
+    if values.size == 0:
+        return False
+    unsigned = _UNSIGNED.get(values.dtype)
+    if unsigned is not None:
+        return bool(_MAXIMUM(values.view(unsigned), axis=None) > high)
+    return bool(values.min() < 0 or values.max() > high)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -192,7 +211,7 @@ def check_filter_result(pl: Plugin, res: Any, n: int) -> Status | None:
         return Status.failure(
             plugin_failure("Filter", pl.name, f"returned {len(res)} answers for {n} nodes"), plugin=pl.name
         )
-    if n and (int(res.codes.min()) < 0 or int(res.codes.max()) > max(_VALID_CODES)):
+    if n and out_of_range(res.codes, _MAX_CODE):
         return Status.failure(plugin_failure("Filter", pl.name, "returned an unknown status code"), plugin=pl.name)
     return None
 

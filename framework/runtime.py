@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from pluginhost.model import Pod
+from pluginhost.placement import PlacementFeasiblePlugin
 from pluginhost.plugin import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -64,6 +65,7 @@ from .outcomes import (
     error_text,
     failed_status,
     invalid_score_status,
+    out_of_range,
     plugin_failure,
     raised_status,
     status_of,
@@ -172,6 +174,12 @@ class Framework:
         self.placement_score_weights = {
             p.name: int(weights.get(p.name, 1)) or 1 for p in self.pod_group_plugins["placementScore"]
         }
+        #: Every plugin of the profile that implements PlacementFeasible (upstream wires GangScheduling in
+        #: whenever GenericWorkload is on; no configuration names the point): found once, as a group
+        #: cycle asks the point before and after each of its pods in each placement.
+        self.placement_feasible_plugins: list[PlacementFeasiblePlugin] = [
+            p for p in self.plugins.values() if isinstance(p, PlacementFeasiblePlugin)
+        ]
 
     async def _observed(self, point: str, pl: Plugin, call: Awaitable[T], nodes: int = -1, *,
                         error_point: str = "", tell: bool = True) -> T | Raised:
@@ -455,7 +463,7 @@ class Framework:
                 if not status.ok:
                     out.error = failed_status("NormalizeScore", pl, status)
                     return out
-            if n and (int(scores.min()) < MIN_NODE_SCORE or int(scores.max()) > MAX_NODE_SCORE):
+            if n and out_of_range(scores, MAX_NODE_SCORE):  # MIN_NODE_SCORE is 0
                 bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
                 out.error = invalid_score_status(pl, bad)
                 return out

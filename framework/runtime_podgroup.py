@@ -82,7 +82,7 @@ def _plugins(fwk: Framework, point: str, cls: type) -> list:  # type: ignore[typ
 def placement_feasible_plugins(fwk: Framework) -> list[PlacementFeasiblePlugin]:
     """The profile's PlacementFeasible plugins: every plugin of the profile that implements it (upstream
     wires GangScheduling in whenever GenericWorkload is on; no configuration names the point)."""
-    return [p for p in fwk.plugins.values() if isinstance(p, PlacementFeasiblePlugin)]
+    return fwk.placement_feasible_plugins
 
 
 async def run_placement_feasible(
@@ -91,7 +91,7 @@ async def run_placement_feasible(
     """Success when every plugin is satisfied; a Wait is kept while the others run; the first
     Unschedulable is returned at once; an error or any other code is an Error naming the plugin."""
     status = Status()
-    for pl in placement_feasible_plugins(fwk):
+    for pl in fwk.placement_feasible_plugins:
         st = await pl.placement_feasible(state, group, progress)
         if st.ok:
             continue
