@@ -33,7 +33,7 @@ then gangs of high priority whose pods fit only once they are evicted, host port
 steps as ``waves``, in one namespace (upstream's low and high namespaces only sort them; the low gangs are
 ``low-gang-<i>`` here). Their priorities are PriorityClasses (the API server's Priority admission is on).
 They run at their integration sizes (2 nodes) with ``--quick`` and at upstream's performance sizes
-(100 nodes) otherwise, but GangPreemptionAffinity at 20 nodes.
+(100 nodes) otherwise.
 """
 
 from __future__ import annotations
@@ -320,11 +320,10 @@ def group_workloads(quick: bool = False) -> list[GroupWorkload]:
 def preemption_shapes(quick: bool = False) -> list[GroupWorkload]:
     """workload_preemption's shapes: each at its integration size with ``quick`` (the PodGroups one with
     the low gangs' disruptionMode All too); else one workload of each at upstream's performance size
-    (GangPreemptionAffinity smaller)."""
+    (100 nodes)."""
     if quick:
         return [preemption_shape("basic", 2, 10, 1, 2), preemption_shape("podgroups", 2, 2, 1, 2),
                 preemption_shape("podgroups", 2, 2, 1, 2, disrupt_all=True), preemption_shape("affinity", 2, 10, 1, 2)]
     return [preemption_shape("basic", 100, 1000, 1, 100),
             preemption_shape("podgroups", 100, 50, 10, 10, disrupt_all=True),
-            # Upstream's 100 nodes are beyond Outrigger here (docs/benchmarks.md): 20 nodes, 2 gangs of 10.
-            preemption_shape("affinity", 20, 200, 2, 10)]
+            preemption_shape("affinity", 100, 1000, 10, 10)]
