@@ -196,6 +196,29 @@ def test_the_measured_window_stops_creating_pods_when_its_budget_is_spent(budget
     assert (result.measure_pods, result.bound, result.all_scheduled) == (want_created, want_created, True)
 
 
+@pytest.mark.parametrize(("pids", "before", "after", "pods", "want"), [
+    pytest.param([101], {101: 1.5}, {101: 2.0}, 100, 5.0, id="one-host"),
+    pytest.param([101, 102], {101: 1.0, 102: 3.0}, {101: 1.25, 102: 3.5}, 250, 3.0, id="replicas-summed"),
+    pytest.param([101], {101: 2.0}, {101: 0.0}, 100, 0.0, id="host-gone-before-detach"),
+])
+def test_remote_scenarios_report_the_plugin_hosts_cpu_per_pod(
+    monkeypatch: pytest.MonkeyPatch, pids: list[int], before: dict[int, float], after: dict[int, float],
+    pods: int, want: float,
+) -> None:
+    """The framework's cpu_ms_per_pod leaves the plugin hosts out: their CPU between the window's
+    mark and detach is reported beside it (procstat.process_cpu: 0 for a process that is gone)."""
+    import tools.bench.remote as remote_bench
+
+    scenario = remote_bench.RemotePluginScenario()
+    scenario._host_pids = pids
+    current = dict(before)
+    monkeypatch.setattr(remote_bench, "process_cpu", lambda pid: current[pid])
+    scenario.mark()
+    current.update(after)
+    asyncio.run(scenario.detach())
+    assert scenario.metrics(pods)["host_cpu_ms_per_pod"] == want
+
+
 @pytest.mark.parametrize(("name", "chunk"), [("basic", 500), ("remote-go-fit", 50), ("extender", 20),
                                              ("extender-names", 20), ("replicas-1", 20), ("remote", 200),
                                              ("remote-traced", 200), ("remote-shadow", 200)])

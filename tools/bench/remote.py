@@ -17,6 +17,7 @@ from framework.plugins import Registry
 
 from .inprocess import InProcessPlugin
 from .plugins import HeavyScore
+from .procstat import process_cpu
 from .runs import RunSpec
 from .scenario import profile_with
 from .servers import STARTUP_SECONDS, ServerProcess, call_metrics
@@ -51,6 +52,10 @@ class RemotePluginScenario(InProcessPlugin):
         self._remote: Any = None
         self._mark: tuple[float, ...] = (0, 0, 0, 0.0, 0)
         self._final: tuple[float, ...] = (0, 0, 0, 0.0, 0)
+        # The plugin host processes' pids and their CPU seconds at mark() and detach(): the run's
+        # cpu_ms_per_pod is the framework process's alone, and the hosts work for every pod too.
+        self._host_pids: list[int] = []
+        self._host_cpu = (0.0, 0.0)
 
     def host_argv(self) -> list[str]:
         """The command line of one plugin host process (run in a thread: it may build the host first)."""
@@ -62,10 +67,12 @@ class RemotePluginScenario(InProcessPlugin):
         async with contextlib.AsyncExitStack() as stack:
             hosts = [await stack.enter_async_context(ServerProcess(argv, self.HOST)) for _ in range(self.replicas)]
             self._addresses = [h.address for h in hosts]
+            self._host_pids.extend(h.proc.pid for h in hosts if h.proc is not None)
             try:
                 yield
             finally:
                 await self._close()
+                self._host_pids.clear()
 
     async def prepare(self, spec: RunSpec) -> tuple[Registry, SchedulerConfig]:
         from framework.profiles import build_registry_with_remote
@@ -103,11 +110,16 @@ class RemotePluginScenario(InProcessPlugin):
                     calls += st.calls
         return sent, received, calls, seconds, ahead
 
+    def _hosts_cpu(self) -> float:
+        return sum(process_cpu(pid) for pid in self._host_pids)
+
     def mark(self) -> None:
         self._mark = self._totals()
+        self._host_cpu = (self._hosts_cpu(), 0.0)
 
     async def detach(self) -> None:
         self._final = self._totals()
+        self._host_cpu = (self._host_cpu[0], self._hosts_cpu())
         await self._close()
 
     async def _close(self) -> None:
@@ -119,7 +131,11 @@ class RemotePluginScenario(InProcessPlugin):
             await services.stop(0.2)
 
     def metrics(self, measured_pods: int) -> dict[str, float]:
-        return call_metrics(self._mark, self._final, measured_pods)
+        out = call_metrics(self._mark, self._final, measured_pods)
+        before, after = self._host_cpu
+        # Whole clock ticks (10 ms) of /proc: a window's total, so a few ms of resolution a pod at most.
+        out["host_cpu_ms_per_pod"] = round(max(after - before, 0.0) * 1000 / max(measured_pods, 1), 3)
+        return out
 
 
 class TracedRemoteScenario(RemotePluginScenario):
@@ -255,6 +271,8 @@ class ShadowScenario(RemotePluginScenario):
         async with contextlib.AsyncExitStack() as stack:
             shadow = await stack.enter_async_context(ServerProcess(argv, "shadow plugin host"))
             self._shadow_address = shadow.address
+            if shadow.proc is not None:
+                self._host_pids.append(shadow.proc.pid)
             async with super().environment(spec):
                 yield
 
