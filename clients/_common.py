@@ -18,8 +18,10 @@ __all__ = ["ClientError"]
 CHANNEL_OPTIONS = [
     *WIRE_CHANNEL_OPTIONS,  # the message size limits (pluginhost.wire, docs/bad-input.md)
     # A watch waits for a restarted framework: try again soon rather than after gRPC's default 1-120 s.
+    # Not grpc.min_reconnect_backoff_ms: gRPC takes it as each connection attempt's timeout (20 s by
+    # default), and at 100 ms a busy framework's handshake missed it and a call failed with "cannot
+    # reach the framework" (a refused connection fails at once whatever it is).
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 # A watch stream that ends with one of these is reopened (the connection broke or the server went away).

@@ -72,11 +72,13 @@ class FrameworkThread:
 
 class Proxy:
     """A loopback TCP proxy to ``target`` on the given loop; :meth:`cut` drops every open connection
-    (new ones are still accepted), as a network failure would."""
+    (new ones are still accepted), as a network failure would. ``delay``: seconds each new connection is
+    held before anything passes, as a busy server is slow to answer a handshake."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, target_port: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, target_port: int, delay: float = 0.0) -> None:
         self.loop = loop
         self.target_port = target_port
+        self.delay = delay
         self.port = 0
         self.accepted = 0
         self._writers: set[asyncio.StreamWriter] = set()
@@ -98,6 +100,7 @@ class Proxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        await asyncio.sleep(self.delay)
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:

@@ -353,6 +353,29 @@ def test_watch_gives_up_with_a_readable_error_when_the_framework_stays_away(fram
                                                      f"cannot reach the framework at {framework.address}")
 
 
+@pytest.mark.parametrize("kind", ["blocking", "asyncio"])
+def test_a_framework_slow_to_answer_a_new_connection_is_waited_for_not_unreachable(
+        framework: FrameworkThread, kind: str) -> None:
+    # A busy framework can take more than a moment to answer a connection's handshake (`outrigger delete`
+    # said "cannot reach the framework" at a load average of 35): the attempt gets gRPC's connect timeout.
+    proxy = Proxy(framework.loop, framework.port, delay=1.0).start()
+    try:
+        if kind == "blocking":
+            with SchedulerClient(proxy.address, timeout=10) as c:
+                applied = c.apply([NODE])
+                names = [n.name for n in c.list_nodes()]
+        else:
+            async def calls() -> tuple[list[Applied], list[str]]:
+                async with AsyncSchedulerClient(proxy.address, timeout=10) as c:
+                    return await c.apply([NODE]), [n.name for n in await c.list_nodes()]
+
+            applied, names = asyncio.run(calls())
+    finally:
+        proxy.stop()
+    assert ([(str(a.ref), a.action) for a in applied], names) == ([("node/n0", "created")], ["n0"])
+    assert proxy.accepted == 1  # the one connection was waited for, not given up on and tried again
+
+
 # ---- asyncio --------------------------------------------------------------------------------------
 
 
