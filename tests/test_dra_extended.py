@@ -430,3 +430,30 @@ def test_a_pod_with_its_own_claims_on_a_node_advertising_the_resource_fails_preb
     assert written[1][1]["reservedFor"] == [{"resource": "pods", "name": "both", "uid": "both-uid"}]
     mine = s.cache.dra.claims["default/mine"]
     assert mine.allocation is not None and [r.device for r in mine.allocation.results] == ["gpu-0"]
+
+
+def test_the_extended_resource_claim_status_is_on_the_pod_and_stays_when_its_manifest_is_applied_again() -> None:
+    async def main_() -> tuple[Scheduler, list[str]]:
+        s = Scheduler(default_scheduler_config(build_registry()), build_registry(), seed=1)
+        task = asyncio.get_running_loop().create_task(s.run())
+        try:
+            await s.apply(parse_objects(CLUSTER + gpu_pod("train", 2)))
+            for _ in range(1000):  # at most 20 s
+                await asyncio.sleep(0.02)
+                if (rec := s.get_pod("default", "train")) is not None and rec.phase == "Bound":
+                    break
+            again = await s.apply(parse_objects(gpu_pod("train", 2)))
+            return s, [r.action for r in again]
+        finally:
+            await s.stop()
+            task.cancel()
+
+    s, actions = asyncio.run(asyncio.wait_for(main_(), 30))
+    assert actions == ["unchanged"]
+    name, _, status = made_claim(s, "train")
+    assert status["resourceClaimName"] == name
+    rec = s.get_pod("default", "train")
+    assert rec is not None and rec.pod.node_name == "gpu-node"
+    served = pod_object(rec)
+    assert served["status"] == {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+                                "extendedResourceClaimStatus": status}

@@ -48,7 +48,10 @@ MSG_STALE = "cannot schedule extended resource claim"
 MSG_NO_FIT = "cannot fit resource"
 MSG_DELETED = "deletion of ResourceClaim completed"
 _UNRESOLVABLE = Code.UnschedulableAndUnresolvable
-#: How long PreBind waits for the source to deliver the claim it created, and how often it looks.
+#: How long PreBind waits for the source to deliver the claim it created (kube-scheduler's
+#: AssumeExtendedResourceTimeoutDefaultSeconds; past it PreBind goes on, a line logged), and how often it
+#: looks: kube-scheduler every second; here a read of the store's dict, so the wait ends as soon as the
+#: claim is there, never later than kube-scheduler's.
 DELIVERY_TIMEOUT = 120.0
 DELIVERY_POLL = 0.02
 

@@ -86,6 +86,7 @@ class ObjectStore(SchedulerBase):
                         obj = dataclasses.replace(obj, node_name=old.node_name)  # the binding stays
                     if old.resource_claim_statuses and not obj.resource_claim_statuses:
                         obj = with_template_claims(self.cache.dra, obj, dry_run, old.resource_claim_statuses)
+                    obj = _keep_extended_status(old, obj)
                     if obj.raw and obj.raw == old.raw:
                         results.append(ApplyResult("Pod", obj.namespace, obj.name, obj.uid, "unchanged"))
                         continue
@@ -484,6 +485,15 @@ class EmbeddedSource:
 
     def namespace_labels_of(self, namespace: str) -> Mapping[str, str] | None:
         return None
+
+
+def _keep_extended_status(old: Pod, new: Pod) -> Pod:
+    """``new`` with the ``status.extendedResourceClaimStatus`` DynamicResources wrote on ``old``: a manifest
+    applied again does not clear it (the status is not the manifest's to clear)."""
+    written = (old.raw.get("status") or {}).get("extendedResourceClaimStatus") if old.raw else None
+    if not written or (new.raw and (new.raw.get("status") or {}).get("extendedResourceClaimStatus")):
+        return new
+    return dataclasses.replace(new, raw=merged_pod_status(new, {"extendedResourceClaimStatus": written}))
 
 
 def _check_once(idents: list[str]) -> None:
