@@ -487,8 +487,9 @@ def plugin_stub(upstream: str) -> Iterator[Any]:
 
 
 CONFIGURE_CASES = [  # (plugin, args_json, reason)
-    ("Nope", "{}", 'this host serves no plugin named "Nope" (it serves UpstreamInterPodAffinity, UpstreamNodeAffinity, '
-     "UpstreamNodeResourcesBalancedAllocation, UpstreamNodeResourcesFit, UpstreamNodeVolumeLimits, "
+    ("Nope", "{}", 'this host serves no plugin named "Nope" (it serves UpstreamDefaultPreemption, '
+     "UpstreamInterPodAffinity, UpstreamNodeAffinity, UpstreamNodeResourcesBalancedAllocation, "
+     "UpstreamNodeResourcesFit, UpstreamNodeVolumeLimits, "
      "UpstreamPodGroupPodsCount, UpstreamPodTopologySpread, UpstreamTaintToleration, "
      "UpstreamTopologyPlacementGenerator, UpstreamVolumeRestrictions, UpstreamVolumeZone)"),
     ("UpstreamNodeResourcesFit", "[1]", "invalid args for plugin UpstreamNodeResourcesFit: not a JSON object: [1]"),

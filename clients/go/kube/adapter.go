@@ -310,7 +310,7 @@ func unservedNote(unserved []string) string {
 	if len(unserved) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (it implements %s, not served out of process: QueueSort's Less cannot be answered a key at a time, Sign only with a point it signs for, and the contract does not carry PodGroupPostFilter)",
+	return fmt.Sprintf(" (it implements %s, not served out of process: QueueSort's Less cannot be answered a key at a time, Sign only with a point it signs for)",
 		strings.Join(unserved, ", "))
 }
 
@@ -357,7 +357,7 @@ func (a *adapted) build(args json.RawMessage, env *outrigger.Env) (outrigger.Plu
 		a.shared.start()
 	}
 	a.shared.feedStorage(env.Mirror)
-	return &Plugin{served: a.served, p: p, shared: a.shared}, nil
+	return &Plugin{served: a.served, p: p, shared: a.shared, h: h}, nil
 }
 
 // Plugin is a kube-scheduler plugin as the SDK serves it.
@@ -365,6 +365,7 @@ type Plugin struct {
 	served string
 	p      fwk.Plugin
 	shared *shared
+	h      *Handle
 }
 
 // Name is the name the framework knows the plugin by.
@@ -374,8 +375,8 @@ func (p *Plugin) Name() string { return p.served }
 func (p *Plugin) Upstream() fwk.Plugin { return p.p }
 
 // Unserved names the kube-scheduler points the plugin implements that the adapter does not serve, in
-// this order: QueueSort, Sign (only without PreFilter, Filter, PreScore or Score to sign for),
-// PodGroupPostFilter (the last two are 1.37's). The framework never calls them; the plugin's other
+// this order: QueueSort, Sign (1.37's; only without PreFilter, Filter, PreScore or Score to sign
+// for). The framework never calls them; the plugin's other
 // points are served.
 func (p *Plugin) Unserved() []string { return fwk.Unserved(p.p) }
 

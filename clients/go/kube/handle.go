@@ -38,13 +38,37 @@ type Handle struct {
 	informers   informers.SharedInformerFactory
 	parallelism int
 	framework   func() *outrigger.Framework
+	// group holds a groupCallHolder: the PodGroupPostFilter call in progress, if any (groupfilter.go);
+	// groupMu runs those calls one at a time.
+	group   atomic.Value
+	groupMu sync.Mutex
+}
+
+// preemptCall is what a PodGroupPostFilter call in progress answers for the Handle (groupfilter.go).
+type preemptCall interface {
+	client() clientset.Interface
+	filter(pod *v1.Pod, node string) *fwk.Status
+}
+
+type groupCallHolder struct{ c preemptCall }
+
+// groupCall is the PodGroupPostFilter call in progress, or nil.
+func (h *Handle) groupCall() preemptCall {
+	v, _ := h.group.Load().(groupCallHolder)
+	return v.c
 }
 
 // SnapshotSharedLister lists the mirror's NodeInfos as the current scheduling cycle sees them.
 func (h *Handle) SnapshotSharedLister() fwk.SharedLister { return h.lister }
 
-// ClientSet is the live apiserver's client (nil without a kubeconfig).
-func (h *Handle) ClientSet() clientset.Interface { return h.client }
+// ClientSet is the live apiserver's client (nil without a kubeconfig); during a PodGroupPostFilter
+// call, a client that records the pods the plugin deletes and changes nothing (groupfilter.go).
+func (h *Handle) ClientSet() clientset.Interface {
+	if g := h.groupCall(); g != nil {
+		return g.client()
+	}
+	return h.client
+}
 
 // KubeConfig is the kubeconfig's rest config (nil without one).
 func (h *Handle) KubeConfig() *restclient.Config { return h.kubeconfig }
@@ -104,8 +128,12 @@ func notHere(what string) *fwk.Status {
 	return fwk.NewStatus(fwk.Error, what+" is not available to a plugin served out of process")
 }
 
-// RunFilterPluginsWithNominatedPods is not available out of process.
-func (h *Handle) RunFilterPluginsWithNominatedPods(context.Context, fwk.CycleState, *v1.Pod, fwk.NodeInfo) *fwk.Status {
+// RunFilterPluginsWithNominatedPods is not available out of process, but in a PodGroupPostFilter
+// call for a pod of the group: whether the group still places it (groupfilter.go).
+func (h *Handle) RunFilterPluginsWithNominatedPods(_ context.Context, _ fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	if g := h.groupCall(); g != nil && ni != nil && ni.Node() != nil {
+		return g.filter(pod, ni.Node().Name)
+	}
 	return notHere("RunFilterPluginsWithNominatedPods")
 }
 
@@ -124,15 +152,34 @@ func (h *Handle) RunScorePlugins(context.Context, fwk.CycleState, *v1.Pod, []fwk
 	return nil, notHere("RunScorePlugins")
 }
 
-// RunPreFilterExtensionAddPod is not available out of process.
+// RunPreFilterExtensionAddPod is not available out of process; in a PodGroupPostFilter call it has
+// nothing to do (each ask is a fresh group cycle in the framework).
 func (h *Handle) RunPreFilterExtensionAddPod(context.Context, fwk.CycleState, *v1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status {
+	if h.groupCall() != nil {
+		return nil
+	}
 	return notHere("RunPreFilterExtensionAddPod")
 }
 
-// RunPreFilterExtensionRemovePod is not available out of process.
+// RunPreFilterExtensionRemovePod is RunPreFilterExtensionAddPod's counterpart.
 func (h *Handle) RunPreFilterExtensionRemovePod(context.Context, fwk.CycleState, *v1.Pod, fwk.PodInfo, fwk.NodeInfo) *fwk.Status {
+	if h.groupCall() != nil {
+		return nil
+	}
 	return notHere("RunPreFilterExtensionRemovePod")
 }
+
+// RunReservePluginsReserve is not available out of process; in a PodGroupPostFilter call it has
+// nothing to do, as RunPreFilterExtensionAddPod.
+func (h *Handle) RunReservePluginsReserve(context.Context, fwk.CycleState, *v1.Pod, string) *fwk.Status {
+	if h.groupCall() != nil {
+		return nil
+	}
+	return notHere("RunReservePluginsReserve")
+}
+
+// RunReservePluginsUnreserve does nothing.
+func (h *Handle) RunReservePluginsUnreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
 
 // ---- namespaces: without an apiserver, every namespace a pod names exists -------------------------
 
@@ -220,8 +267,12 @@ func (h *Handle) IterateOverWaitingPods(fn func(fwk.WaitingPod)) {
 	}
 }
 
-// GetWaitingPod is the waiting pod with uid, or nil.
+// GetWaitingPod is the waiting pod with uid, or nil (nil during a PodGroupPostFilter call: its
+// victims are the framework's to evict, waiting or not).
 func (h *Handle) GetWaitingPod(uid types.UID) fwk.WaitingPod {
+	if h.groupCall() != nil {
+		return nil
+	}
 	for _, w := range h.waitingPods() {
 		if w.GetPod().UID == uid {
 			return w

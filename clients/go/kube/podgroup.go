@@ -37,6 +37,9 @@ func placementPoints(p fwk.Plugin) []pb.ExtensionPoint {
 			pts = append(pts, pb.ExtensionPoint_EXTENSION_POINT_NORMALIZE_PLACEMENT_SCORE)
 		}
 	}
+	if _, ok := p.(fwk.PodGroupPostFilterPlugin); ok {
+		pts = append(pts, pb.ExtensionPoint_EXTENSION_POINT_POD_GROUP_POST_FILTER)
+	}
 	return pts
 }
 
@@ -62,6 +65,7 @@ func (p *Plugin) podGroupInfo(c *outrigger.Call, g *outrigger.PodGroupInfo) *fra
 		} else {
 			pg.Spec.SchedulingPolicy.Basic = &schedulingv1beta1.BasicSchedulingPolicy{}
 		}
+		pg.Spec.Priority = sharedPriority(pods)
 		if len(g.TopologyKeys) > 0 {
 			topology := make([]schedulingv1beta1.TopologyConstraint, len(g.TopologyKeys))
 			for i, key := range g.TopologyKeys {
@@ -77,6 +81,20 @@ func (p *Plugin) podGroupInfo(c *outrigger.Call, g *outrigger.PodGroupInfo) *fra
 	}
 	p.shared.lister.group.Store(&groupView{info: info})
 	return info
+}
+
+// sharedPriority is the priority all of a group's pods have (the PodGroup's spec.priority as
+// admission resolves it from the same priority class), or nil when they differ: the contract does not
+// carry the PodGroup's own.
+func sharedPriority(pods []*v1.Pod) *int32 {
+	var out *int32
+	for _, pod := range pods {
+		if pod.Spec.Priority == nil || (out != nil && *out != *pod.Spec.Priority) {
+			return nil
+		}
+		out = pod.Spec.Priority
+	}
+	return out
 }
 
 // nodeInfosOf are the NodeInfos of a placement's nodes in the call's snapshot.

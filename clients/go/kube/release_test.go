@@ -85,12 +85,13 @@ func register(p framework.Plugin) Option {
 }
 
 // TestUnservedPointsAreDetectedAndTheOthersServed: a plugin's 1.37 points the adapter does not serve
-// (PodGroupPostFilter, Sign without a point it signs for) are named and left out of its manifest, whose
-// points are the others (the pod group cycle's PlacementGenerate and PlacementScore among them, Sign
-// with Filter); a plugin with nothing else is refused, naming them.
+// (Sign without a point it signs for) are named and left out of its manifest, whose points are the
+// others (the pod group cycle's PlacementGenerate, PlacementScore and PodGroupPostFilter among them,
+// Sign with Filter); a plugin with nothing else is refused, naming them.
 func TestUnservedPointsAreDetectedAndTheOthersServed(t *testing.T) {
 	filter := []pb.ExtensionPoint{pb.ExtensionPoint_EXTENSION_POINT_FILTER}
 	generate := append(append([]pb.ExtensionPoint(nil), filter...), pb.ExtensionPoint_EXTENSION_POINT_PLACEMENT_GENERATE)
+	groupPost := append(append([]pb.ExtensionPoint(nil), generate...), pb.ExtensionPoint_EXTENSION_POINT_POD_GROUP_POST_FILTER)
 	sign := append(append([]pb.ExtensionPoint(nil), filter...), pb.ExtensionPoint_EXTENSION_POINT_SIGN)
 	cases := []struct {
 		name     string
@@ -102,13 +103,12 @@ func TestUnservedPointsAreDetectedAndTheOthersServed(t *testing.T) {
 		{"filter only", filterOnly{}, nil, filter, ""},
 		{"sign", signing{}, nil, sign, ""},
 		{"placement generate", generating{}, nil, generate, ""},
-		{"pod group post filter", groupPostFiltering{}, []string{"PodGroupPostFilter"}, generate, ""},
+		{"pod group post filter", groupPostFiltering{}, nil, groupPost, ""},
 		{"queue sort", sorting{}, []string{"QueueSort"}, sign, ""},
 		{"placement score alone", placementScoring{}, nil, []pb.ExtensionPoint{pb.ExtensionPoint_EXTENSION_POINT_PLACEMENT_SCORE}, ""},
 		{"sign alone", signingAlone{}, []string{"Sign"}, nil,
 			"plugin P implements no extension point Outrigger can call (it implements Sign, not served out of process: " +
-				"QueueSort's Less cannot be answered a key at a time, Sign only with a point it signs for, and the contract does not " +
-				"carry PodGroupPostFilter)"},
+				"QueueSort's Less cannot be answered a key at a time, Sign only with a point it signs for)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
@@ -31,6 +32,12 @@ import (
 func main() {
 	// The feature gates kube-scheduler's own registry hands its in-tree plugins.
 	fts := plfeature.NewSchedulerFeaturesFromGates(feature.DefaultFeatureGate)
+	// DefaultPreemption serves its PodGroupPostFilter: the framework's GenericWorkload gate decides
+	// whether group cycles (and so that point) run, and the framework evicts the victims, so the
+	// plugin reports them within the call (synchronous preemption; the deletions go nowhere).
+	groups := fts
+	groups.EnableGenericWorkload = true
+	groups.EnableAsyncPreemption = false
 	os.Exit(kube.Main("outrigger kube-scheduler plugin host", os.Args[1:],
 		app.WithPlugin(noderesources.Name, runtime.FactoryAdapter(fts, noderesources.NewFit)),
 		app.WithPlugin(noderesources.BalancedAllocationName, runtime.FactoryAdapter(fts, noderesources.NewBalancedAllocation)),
@@ -45,5 +52,6 @@ func main() {
 		// The pod group cycle's (1.37, GenericWorkload): PlacementScore and PlacementGenerate.
 		app.WithPlugin(podgrouppodscount.Name, runtime.FactoryAdapter(fts, podgrouppodscount.New)),
 		app.WithPlugin(topologyaware.Name, runtime.FactoryAdapter(fts, topologyaware.New)),
+		app.WithPlugin(defaultpreemption.Name, runtime.FactoryAdapter(groups, defaultpreemption.New)),
 	))
 }

@@ -57,9 +57,9 @@ type (
 // PodGroupKeyType is the type of a PodGroupInfo that is a pod group (not a composite one).
 const PodGroupKeyType = framework.PodGroupKeyType
 
-// Opportunistic batching's Sign (served with the points it signs for), 1.37's PodGroupPostFilter (the
-// contract does not carry it yet) and QueueSort: the adapter detects the last two (Unserved), and Sign
-// without a point it signs for, and serves a plugin's other points.
+// Opportunistic batching's Sign (served with the points it signs for), QueueSort, and 1.37's
+// PodGroupPostFilter (served over the contract's stream): the adapter detects QueueSort and Sign
+// without a point it signs for (Unserved), and serves a plugin's other points.
 type (
 	QueueSortPlugin          = framework.QueueSortPlugin
 	SignPlugin               = framework.SignPlugin
@@ -100,6 +100,14 @@ type (
 	CompositePodGroupLister      = framework.CompositePodGroupLister
 )
 
+// What PodGroupPostFilter's Handle hands out: the mutable snapshot, and pods in PreBind.
+type (
+	MutableSnapshotSharedLister = framework.MutableSnapshotSharedLister
+	PodGroupPostFilterResult    = framework.PodGroupPostFilterResult
+	PodInPreBind                = framework.PodInPreBind
+	PodGroupManager             = framework.PodGroupManager
+)
+
 // Release is the kube-scheduler framework the build links, as the adapter names it in messages.
 const Release = "1.37"
 
@@ -113,7 +121,7 @@ func PreBindPreFlight(ctx context.Context, p PreBindPlugin, state CycleState, po
 
 // Unserved names the points p implements that the adapter does not serve: QueueSort (a comparator
 // cannot be answered a key at a time), Sign when p has no PreFilter, Filter, PreScore nor Score to
-// sign for, and the pod group cycle's PodGroupPostFilter.
+// sign for.
 func Unserved(p Plugin) []string {
 	var out []string
 	for _, point := range []struct {
@@ -122,7 +130,6 @@ func Unserved(p Plugin) []string {
 	}{
 		{"QueueSort", implements[QueueSortPlugin](p)},
 		{"Sign", implements[SignPlugin](p) && !SignsFor(p)},
-		{"PodGroupPostFilter", implements[PodGroupPostFilterPlugin](p)},
 	} {
 		if point.ok {
 			out = append(out, point.name)
