@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 from groupfilter_plugins import EvictLower
+from test_go_plugins import GoHost, kube_plugins  # noqa: F401 (kube_plugins: the fixture that builds it)
 from test_node_plugin import NodeHost
 from test_node_plugin import node as node_bin  # noqa: F401 (a fixture)
 from test_podgroup_cycle import condition, gang, node_of
@@ -80,20 +83,38 @@ class Outcome:
     calls: int
 
 
-def run_with(mode: str, until_bound: bool, host: HostProcess | None = None) -> Outcome:
-    """The gang's outcome with EvictLower in ``host`` (by default the Python one, in a new process)."""
+def upstream_config(registry: Registry) -> SchedulerConfig:
+    """The profile with upstream DefaultPreemption (served by the Go adapter) at podGroupPostFilter only."""
+    plugins = ["PrioritySort", "NodeResourcesFit", "GangScheduling", "DefaultBinder"]
+    text = "\n".join([
+        "apiVersion: kubescheduler.config.k8s.io/v1", "kind: KubeSchedulerConfiguration",
+        "podInitialBackoffSeconds: 1", "podMaxBackoffSeconds: 10", "profiles:",
+        f"- schedulerName: {PROFILE}", "  plugins:", "    multiPoint:", "      enabled:",
+        *(f"      - {{name: {name}}}" for name in plugins), "      disabled:", '      - {name: "*"}',
+        "    podGroupPostFilter:", "      enabled:", f"      - {{name: {UPSTREAM}}}",
+    ]) + "\n"
+    return load_config(text, registry.points(), "test.yaml")
+
+
+UPSTREAM = "UpstreamDefaultPreemption"
+
+
+def run_with(mode: str, until_bound: bool, host: HostProcess | None = None, plugin: str = "EvictLower",
+             config: Any = None) -> Outcome:
+    """The gang's outcome with ``plugin`` (EvictLower unless told) in ``host`` (by default the Python one, in a
+    new process)."""
     async def main(address: str) -> Outcome:
-        rig = await remote_rig([endpoint("groups", address)], config_with(mode))
+        rig = await remote_rig([endpoint("groups", address)], config or config_with(mode))
         s: Scheduler = rig.scheduler
         try:
             fwk = s.profiles[PROFILE]
-            remote = isinstance(fwk.plugins["EvictLower"], RemotePodGroupPostFilter)
+            remote = isinstance(fwk.plugins[plugin], RemotePodGroupPostFilter)
             s.cache.podgroups.put(gang("g", 2, priority=10))
             await s.apply([*NODES, *LOW, *GANG])
             task = asyncio.create_task(s.run())
             try:
                 done = (lambda: all(node_of(s, p.name) for p in GANG)) if until_bound else (
-                    lambda: fwk.plugins["EvictLower"].stat("PodGroupPostFilter").calls >= 1)
+                    lambda: fwk.plugins[plugin].stat("PodGroupPostFilter").calls >= 1)
                 deadline = asyncio.get_running_loop().time() + SETTLE
                 while not done() and asyncio.get_running_loop().time() < deadline:
                     await asyncio.sleep(0.05)
@@ -101,7 +122,7 @@ def run_with(mode: str, until_bound: bool, host: HostProcess | None = None) -> O
                 await s.drain(timeout=SETTLE)
                 await s.stop()
                 await asyncio.wait_for(task, SETTLE)
-            calls = fwk.plugins["EvictLower"].stat("PodGroupPostFilter").calls
+            calls = fwk.plugins[plugin].stat("PodGroupPostFilter").calls
             return Outcome(list(s.recent_events()), {p.name: node_of(s, p.name) for p in GANG if node_of(s, p.name)},
                            condition(s, "g"), remote, calls)
         finally:
@@ -121,6 +142,21 @@ def test_a_remote_pod_group_post_filter_evicts_its_victims_and_nominates_the_gan
 
 def test_a_node_pod_group_post_filter_evicts_the_same_victims_and_nominates_the_gang(node_bin: str) -> None:  # noqa: F811
     assert_evicted_and_bound(run_with("", until_bound=True, host=NodeHost(node_bin)))
+
+
+def test_upstream_default_preemption_through_the_go_adapter_evicts_what_it_picks_and_the_gang_binds(
+        kube_plugins: Path) -> None:  # noqa: F811 (the fixture)
+    # Upstream DefaultPreemption asks for the gang without l1 and l2, then puts each back in turn: without
+    # l1 alone the gang still fits on n1, so l2 is reprieved and only l1 is evicted (EvictLower evicts both).
+    out = run_with("", until_bound=True, host=GoHost(kube_plugins, "--prefix", "Upstream"), plugin=UPSTREAM,
+                   config=upstream_config)
+    assert out.remote
+    assert deleted(out.events) == ["l1"]
+    assert preempted(out.events) == {"l1": "preempted by podgroup default/g on node cluster"}
+    assert nominations(out.events) == {"p0": "n1", "p1": "n1"}
+    assert out.bound == {"p0": "n1", "p1": "n1"}
+    assert out.condition is not None and out.condition[:3] == ("True", "Scheduled", "")
+    assert out.calls == 1
 
 
 def assert_evicted_and_bound(out: Outcome) -> None:
