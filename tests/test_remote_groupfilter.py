@@ -20,9 +20,14 @@ from typing import Any
 
 import pytest
 from groupfilter_plugins import EvictLower
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otlp_sink import OtlpSink
 from test_go_plugins import GoHost, kube_plugins  # noqa: F401 (kube_plugins: the fixture that builds it)
 from test_node_plugin import NodeHost
 from test_node_plugin import node as node_bin  # noqa: F401 (a fixture)
+from test_observability_e2e import host_env
 from test_podgroup_cycle import condition, gang, node_of
 from test_podgroup_preemption import deleted, node, nominations, preempted, vpod
 from test_remote_harness import HostProcess, endpoint, remote_rig
@@ -30,6 +35,8 @@ from test_runtime import PROFILE
 
 from framework import features
 from framework.config import SchedulerConfig, load_config
+from framework.observe.instrument import instrument
+from framework.observe.tracing import Tracing
 from framework.plugins import Registry
 from framework.remote.groupfilter import RemotePodGroupPostFilter
 from framework.scheduler import Scheduler
@@ -100,12 +107,14 @@ UPSTREAM = "UpstreamDefaultPreemption"
 
 
 def run_with(mode: str, until_bound: bool, host: HostProcess | None = None, plugin: str = "EvictLower",
-             config: Any = None) -> Outcome:
+             config: Any = None, tracing: Tracing | None = None) -> Outcome:
     """The gang's outcome with ``plugin`` (EvictLower unless told) in ``host`` (by default the Python one, in a
     new process)."""
     async def main(address: str) -> Outcome:
         rig = await remote_rig([endpoint("groups", address)], config or config_with(mode))
         s: Scheduler = rig.scheduler
+        if tracing is not None:
+            instrument(s, tracing=tracing)
         try:
             fwk = s.profiles[PROFILE]
             remote = isinstance(fwk.plugins[plugin], RemotePodGroupPostFilter)
@@ -157,6 +166,40 @@ def test_upstream_default_preemption_through_the_go_adapter_evicts_what_it_picks
     assert out.bound == {"p0": "n1", "p1": "n1"}
     assert out.condition is not None and out.condition[:3] == ("True", "Scheduled", "")
     assert out.calls == 1
+
+
+def test_a_remote_pod_group_post_filter_is_a_client_span_of_the_point_and_the_parent_of_the_hosts_span() -> None:
+    """The remote plugin's PodGroupPostFilter is a CLIENT span PodGroupPostFilter/<plugin> under the group
+    cycle's PodGroupPostFilter point, and the host's server span of that stream its child."""
+    exporter = InMemorySpanExporter()
+    tracing = Tracing([SimpleSpanProcessor(exporter)])
+    with OtlpSink() as sink:
+        out = run_with("", until_bound=False, host=HostProcess("groupfilter_plugins:EvictLower",
+                                                                env=host_env(sink, "groups-host")), tracing=tracing)
+        spans = list(exporter.get_finished_spans())
+        calls = [s for s in spans if s.name == "PodGroupPostFilter/EvictLower"]
+        served = sink.wait_for(
+            lambda got: len([s for s in got if s.name.endswith("/PodGroupPostFilter")]) >= len(calls), 30)
+    tracing.shutdown()
+    assert out.calls >= 1 and len(calls) == out.calls
+    ids = {s.context.span_id: s for s in spans}
+
+    def up(span: ReadableSpan) -> list[str]:
+        out = [span.name]
+        while span.parent is not None and span.parent.span_id in ids:
+            span = ids[span.parent.span_id]
+            out.append(span.name)
+        return out
+
+    keys = ("outrigger.plugin", "outrigger.extension_point")
+    chain = ["PodGroupPostFilter/EvictLower", "PodGroupPostFilter", "PodGroupSchedulingCycle", "SchedulePodGroup"]
+    attrs = {"outrigger.plugin": "EvictLower", "outrigger.extension_point": "PodGroupPostFilter"}
+    got = [(up(c), c.kind.name, {k: (c.attributes or {}).get(k) for k in keys}) for c in calls]
+    assert got == [(chain, "CLIENT", attrs)] * len(calls)
+    hosted = sorted((s for s in served if s.name.endswith("/PodGroupPostFilter")), key=lambda s: s.parent_span_id)
+    assert [(s.name, s.kind, s.service, s.trace_id, s.parent_span_id) for s in hosted] == sorted(
+        (("outrigger.v1.Plugin/PodGroupPostFilter", "SERVER", "groups-host", f"{c.context.trace_id:032x}",
+          f"{c.context.span_id:016x}") for c in calls), key=lambda t: t[4])
 
 
 def assert_evicted_and_bound(out: Outcome) -> None:
