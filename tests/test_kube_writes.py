@@ -253,3 +253,38 @@ def test_a_binding_whose_answer_was_lost_is_settled_by_reading_the_pod_while_the
     else:
         assert (status.ok, bound, node_name) == (True, 1, "n1"), status.message()
         assert [(method, real, got) for method, _, real, got in log] == requests
+
+
+REFUSED_BINDINGS = [
+    # (name, how the Binding sent differs from the pod, the status message kube-scheduler's DefaultBinder
+    #  gives: the API server's own message, as client-go's error reads, without the request's verb and code)
+    ("another pod's uid", {"uid": "0f0f0f0f-0000-4000-8000-000000000000"},
+     "Operation cannot be fulfilled on pods \"web\": StorageError: invalid object, Code: 4, Key: "
+     "/registry/pods/{ns}/web, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in "
+     "precondition: 0f0f0f0f-0000-4000-8000-000000000000, UID in object meta: {uid}"),
+    ("a pod that does not exist", {"name": "gone"}, 'pods "gone" not found'),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), [c[1:] for c in REFUSED_BINDINGS], ids=[c[0] for c in REFUSED_BINDINGS])
+def test_a_binding_the_api_server_refuses_fails_with_its_message_as_kube_scheduler_words_it(
+        kube_cluster: LocalCluster, kube_namespace: str, change: dict[str, str], message: str) -> None:
+    web = make_pod(kube_cluster, kube_namespace, "web")
+    sent = Pod(name=change.get("name", web.name), namespace=web.namespace, uid=change.get("uid", web.uid),
+               scheduler_name=PROFILE)
+
+    async def main() -> tuple[Status, int]:
+        client = ApiClient(KubeConfig(server=kube_cluster.server, token=kube_cluster.admin_token,
+                                      ca_file=str(kube_cluster.ca_file)), qps=0)
+        scheduler, _ = make_scheduler([])
+        source = KubeSource(scheduler, client)
+        source.nodes.store["n1"] = node("n1")
+        try:
+            return await source.bind(sent, "n1"), scheduler.stats.bound
+        finally:
+            await client.close()
+
+    status, bound = asyncio.run(main())
+    pod = get_json(kube_cluster, "pod", "web", "-n", kube_namespace)
+    assert (status.ok, status.message(), bound) == (False, message.format(ns=kube_namespace, uid=web.uid), 0)
+    assert pod["spec"].get("nodeName") is None

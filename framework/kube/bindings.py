@@ -81,7 +81,7 @@ async def binding_outcome(client: ApiClient, pod: Pod, node_name: str, why: str,
                                  body=binding_body(pod, node_name), timeout=min(window, REQUEST_TIMEOUT))
         except ApiError as exc:
             if exc.code != 409 and exc.code < 500:
-                return Status.failure(str(exc)), ""  # refused: the pod is unbound (just read), and stays so
+                return Status.failure(exc.message), ""  # refused: the pod is unbound (just read), and stays so
             last = str(exc)  # the first one landed meanwhile, or still unknown: read again
             continue
         except ApiUnreachable as exc:

@@ -513,7 +513,9 @@ class KubeSource:
                 log.info("pod %s: %s", pod.key, exc.message)
             elif exc.code >= 500:
                 return await self._binding_outcome(pod, node_name, str(exc), deadline)
-            return Status.failure(str(exc))
+            # The API server's own words, as client-go's error reads in kube-scheduler's DefaultBinder: the
+            # FailedScheduling note says what kube-scheduler's would.
+            return Status.failure(exc.message)
         except ApiUnreachable as exc:
             # Even "connection refused" may follow an attempt on a kept-alive connection that the server
             # applied before it died: the answer is unknown, never taken as "not bound".
