@@ -522,7 +522,7 @@ def test_a_stream_not_started_is_refused_and_the_host_keeps_serving(plugin_stub:
     assert (err.value.code(), err.value.details()) == (
         grpc.StatusCode.INVALID_ARGUMENT, "a Filter stream must start with FilterStart")
     reply = plugin_stub.Handshake(pb.plugin.HandshakeRequest(), timeout=10)
-    assert [m.name for m in reply.plugins][:2] == ["UpstreamInterPodAffinity", "UpstreamNodeAffinity"]
+    assert [m.name for m in reply.plugins][:2] == ["UpstreamDefaultPreemption", "UpstreamInterPodAffinity"]
     assert list(reply.features) == ["start-batch"]
 
 
