@@ -50,6 +50,9 @@ from .classes import adapter_class
 from .config import ShadowConfig
 from .endpoint import Endpoint
 
+#: What a host answers when a call names a generation its mirror does not hold (pluginhost.mirror).
+_NOT_HELD = "is no longer held by the mirror"
+
 __all__ = ["ShadowPlugin", "ShadowStats", "Shadows", "Verdict"]
 
 log = logging.getLogger("outrigger.remote")
@@ -118,7 +121,7 @@ class ShadowPlugin:
             outcome = await self.queue.get()
             self.busy = True
             started = time.perf_counter()
-            task = loop.create_task(self.evaluate(outcome))
+            task = loop.create_task(self._evaluate(outcome))
             try:
                 done, _ = await asyncio.wait({task}, timeout=self.config.budget)
             except asyncio.CancelledError:
@@ -159,6 +162,20 @@ class ShadowPlugin:
             "liveScore": verdict.live_score, "shadowScore": verdict.shadow_score,
             "shadowScoreOfLiveNode": verdict.shadow_score_of_live,
         })
+
+    async def _evaluate(self, outcome: Any) -> Verdict:
+        """:meth:`evaluate`, once more on the cache as it is then when the host's mirror holds no longer (or
+        never held) the generation the first try read: a host whose mirror stream began after that cycle
+        starts from a full copy of a later generation."""
+        try:
+            return await self.evaluate(outcome)
+        except Exception as exc:
+            adapter = self.adapters[outcome.profile]
+            if not (adapter.follows_mirror and self.current is not None and _NOT_HELD in str(exc)):
+                raise
+            log.info("shadow plugin %r on pod %s: %s; evaluated again on the cache as it is now", self.name,
+                     outcome.pod.key, exc)
+            return await self.evaluate(outcome)
 
     async def evaluate(self, outcome: Any) -> Verdict:
         """The shadow's verdict on one decided cycle (see the module docstring)."""
