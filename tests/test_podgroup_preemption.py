@@ -338,19 +338,15 @@ def shy_pod(name: str, cpu: str, group: str) -> Pod:
                                                    "resources": {"requests": {"cpu": cpu}}}]}})
 
 
-def test_group_preemption_with_inter_pod_affinity_evicts_only_the_victims_in_reach() -> None:
-    # p0 (2 cpus, away from app=x by zone) fits only on n1 once l1 is out. x1 is app=x in n1's zone:
-    # given back, p0 fails its anti-affinity, so x1 goes too. x2 (app=x, zone b) and y2 (zone a, not
-    # app=x) are on nodes p0 is not proposed on and out of its anti-affinity's reach: both stay.
-    nodes = [zone_node("n1", "2", "a"), zone_node("n2", "1500m", "a"), zone_node("n3", "1", "b")]
-    victims = [vpod("l1", "2", 1, "n1", labels={"app": "y"}), vpod("x1", "500m", 1, "n2", labels={"app": "x"}),
-               vpod("y2", "500m", 1, "n2", labels={"app": "y"}), vpod("x2", "1", 1, "n3", labels={"app": "x"})]
+def run_gang_of_one(objects: list[Pod | Node]) -> Scheduler:
+    """``objects`` applied with InterPodAffinity in the profile and the gang "g" of one (priority 10), run
+    until p0 is placed, then drained and stopped."""
 
     async def main() -> Scheduler:
         reg = in_tree_registry()
         s = Scheduler(load_config(config([*PLUGINS, "InterPodAffinity"]), reg.points(), "test.yaml"), reg, seed=0)
         s.cache.podgroups.put(gang("g", 1, priority=10))
-        await s.apply([*nodes, *victims, shy_pod("p0", "2", "g")])
+        await s.apply(objects)
         task = asyncio.create_task(s.run())
         try:
             await wait_for(s, lambda: bool(node_of(s, "p0")), 10.0)
@@ -360,7 +356,18 @@ def test_group_preemption_with_inter_pod_affinity_evicts_only_the_victims_in_rea
             await asyncio.wait_for(task, 10.0)
         return s
 
-    s = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_group_preemption_with_inter_pod_affinity_evicts_only_the_victims_in_reach() -> None:
+    # p0 (2 cpus, away from app=x by zone) fits only on n1 once l1 is out. x1 is app=x in n1's zone:
+    # given back, p0 fails its anti-affinity, so x1 goes too. x2 (app=x, zone b) and y2 (zone a, not
+    # app=x) are on nodes p0 is not proposed on and out of its anti-affinity's reach: both stay.
+    nodes = [zone_node("n1", "2", "a"), zone_node("n2", "1500m", "a"), zone_node("n3", "1", "b")]
+    victims = [vpod("l1", "2", 1, "n1", labels={"app": "y"}), vpod("x1", "500m", 1, "n2", labels={"app": "x"}),
+               vpod("y2", "500m", 1, "n2", labels={"app": "y"}), vpod("x2", "1", 1, "n3", labels={"app": "x"})]
+
+    s = run_gang_of_one([*nodes, *victims, shy_pod("p0", "2", "g")])
     events = list(s.recent_events())
     assert deleted(events) == ["l1", "x1"]
     assert preempted(events) == {v: "preempted by podgroup default/g on node cluster" for v in ("l1", "x1")}
@@ -450,21 +457,7 @@ def test_group_preemption_evicts_a_far_victim_that_ends_the_first_of_group_allow
                vpod("yb", "1", 1, "n3", labels={"app": "y"}), vpod("yc", "1", 1, "n4", labels={"app": "y"})]
     gang_pod = social_pod("p0", {"app": "x"}, "2")
 
-    async def main() -> Scheduler:
-        reg = in_tree_registry()
-        s = Scheduler(load_config(config([*PLUGINS, "InterPodAffinity"]), reg.points(), "test.yaml"), reg, seed=0)
-        s.cache.podgroups.put(gang("g", 1, priority=10))
-        await s.apply([*nodes, *victims, gang_pod])
-        task = asyncio.create_task(s.run())
-        try:
-            await wait_for(s, lambda: bool(node_of(s, "p0")), 10.0)
-        finally:
-            await s.drain(timeout=10.0)
-            await s.stop()
-            await asyncio.wait_for(task, 10.0)
-        return s
-
-    s = asyncio.run(main())
+    s = run_gang_of_one([*nodes, *victims, gang_pod])
     events = list(s.recent_events())
     assert deleted(events) == ["l1", "xb"]
     assert nominations(events) == {"p0": "n1"}
